@@ -1,0 +1,35 @@
+// AdamW with f32 master weights and decoupled weight decay (Loshchilov & Hutter), over a flat
+// range of parameters:
+//   g = grad * grad_scale                      (grad_scale folds in clipping / loss unscaling)
+//   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2                                 (updated)
+//   master -= lr * ( (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + wd * master ) (updated)
+//   param = cast(master)                     (=, the bf16 compute copy; skipped when empty)
+// Callers pass weight_decay = 0 for biases and norm parameters.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/stream.h"
+#include "engine/tensor.h"
+
+namespace anvil::ops {
+
+using engine::ConstTensorView;
+using engine::Stream;
+using engine::TensorView;
+
+struct AdamWArgs {
+  float lr;
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+  int64_t step;            // 1-based, for bias correction
+  float grad_scale = 1.0f;
+};
+
+// master, m, v, grad: [n] f32; param: [n] act or empty.
+void adamw_update(const AdamWArgs& args, TensorView master, TensorView m, TensorView v,
+                  TensorView param, ConstTensorView grad, Stream& stream);
+
+}  // namespace anvil::ops

@@ -1,0 +1,28 @@
+// Inverted dropout with a Philox mask regenerated from (seed, offset), never stored:
+//   keep_i = philox_uniform_at(seed, offset, i) >= p
+//   forward : y_i = keep_i ? x_i / (1 - p) : 0      (=)
+//   backward: dx_i = keep_i ? dy_i / (1 - p) : 0    (=)
+// Identical masks on CPU and GPU for the same (seed, offset). y may alias x, dx may alias dy.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/stream.h"
+#include "engine/tensor.h"
+
+namespace anvil::ops {
+
+using engine::ConstTensorView;
+using engine::Stream;
+using engine::TensorView;
+
+struct DropoutArgs {
+  float p;          // drop probability in [0, 1)
+  uint64_t seed;
+  uint64_t offset;  // Philox counter offset; callers advance it by numel/4 + 1 per use
+};
+
+void dropout_forward(const DropoutArgs& args, TensorView y, ConstTensorView x, Stream& stream);
+void dropout_backward(const DropoutArgs& args, TensorView dx, ConstTensorView dy, Stream& stream);
+
+}  // namespace anvil::ops

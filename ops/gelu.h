@@ -1,0 +1,20 @@
+// GELU, tanh approximation (GPT-2):
+//   y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))   (=)
+//   dx = dy * dy/dx                                          (=)
+#pragma once
+
+#include "engine/stream.h"
+#include "engine/tensor.h"
+
+namespace anvil::ops {
+
+using engine::ConstTensorView;
+using engine::Stream;
+using engine::TensorView;
+
+// y, x: same shape, contiguous, act dtype.
+void gelu_forward(TensorView y, ConstTensorView x, Stream& stream);
+// dx, dy, x: same shape, act dtype. dx may alias dy.
+void gelu_backward(TensorView dx, ConstTensorView dy, ConstTensorView x, Stream& stream);
+
+}  // namespace anvil::ops

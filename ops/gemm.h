@@ -1,0 +1,49 @@
+// Row-major (strided-batched) matrix multiply through cuBLASLt on the GPU, OpenBLAS on the CPU:
+//   D[b] = alpha * op(A[b]) * op(B[b]) + beta * D[b]   then the epilogue (all row-major)
+//   op(A) = A [m, k], or A^T when trans_a (A stored [k, m]); op(B) = B [k, n], or B^T when
+//   trans_b (B stored [n, k]). beta = 1 accumulates (+=), beta = 0 overwrites (=).
+// Epilogues (applied to acc = alpha * op(A) op(B) + beta * D):
+//   kNone     D = acc
+//   kBias     D = acc + bias[n]
+//   kBiasGelu pre = acc + bias[n] (= into pre_gelu, saved for backward), D = gelu_tanh(pre)
+//   kDGelu    D = acc * gelu_tanh'(pre_gelu)        (backward through a kBiasGelu forward)
+// A, B: act dtype (bf16 on GPU, f32 on CPU); D: act dtype or f32 (f32 weight gradients);
+// compute in f32. A linear layer y = x W^T + b is {m=tokens, n=out, k=in, trans_b=true}.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/stream.h"
+#include "engine/tensor.h"
+
+namespace anvil::ops {
+
+using engine::ConstTensorView;
+using engine::Stream;
+using engine::TensorView;
+
+enum class Epilogue { kNone, kBias, kBiasGelu, kDGelu };
+
+struct GemmArgs {
+  int64_t m, n, k;
+  bool trans_a = false;
+  bool trans_b = false;
+  float alpha = 1.0f;
+  float beta = 0.0f;
+  Epilogue epilogue = Epilogue::kNone;
+  // Strided batch: `batch` independent products; strides in elements between consecutive
+  // matrices (0 = contiguous m*k, k*n, m*n). Epilogues other than kNone need batch == 1.
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_d = 0;
+};
+
+// d: [batch, m, n] (rows contiguous); a, b: as GemmArgs says; bias: [n] act (kBias,
+// kBiasGelu), else empty; pre_gelu: [m, n] act, written by kBiasGelu, read by kDGelu.
+// The cuBLASLt workspace comes from stream.gemm_workspace().
+void gemm(const GemmArgs& args, TensorView d, ConstTensorView a, ConstTensorView b,
+          ConstTensorView bias, TensorView pre_gelu, Stream& stream);
+
+// dbias[n] += sum over rows of dy[rows, n].  dbias: [n] f32 (+=); dy: [rows, n] act.
+void bias_backward(TensorView dbias, ConstTensorView dy, Stream& stream);
+
+}  // namespace anvil::ops

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs anvil's build and test dependencies from Debian apt. Idempotent: does nothing when
+# every package is already present, so `make test` / `make demo` can call it every time.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libinih-dev libopenmpi-dev openmpi-bin libopenblas-dev python3 python3-numpy bible-kjv)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+echo "install-deps: installing ${missing[*]}"
+sudo_cmd=()
+[[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
