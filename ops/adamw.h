@@ -24,12 +24,24 @@ struct AdamWArgs {
   float beta2 = 0.95f;
   float eps = 1e-8f;
   float weight_decay = 0.0f;
-  int64_t step;            // 1-based, for bias correction
+  int64_t step;  // 1-based, for bias correction
   float grad_scale = 1.0f;
 };
 
 // master, m, v, grad: [n] f32; param: [n] act or empty.
 void adamw_update(const AdamWArgs& args, TensorView master, TensorView m, TensorView v,
                   TensorView param, ConstTensorView grad, Stream& stream);
+
+// Same-name twins behind the dispatcher. CPU: master/m/v/grad f32 or f64 (all one dtype), param
+// f32, f64 or bf16, arithmetic in that dtype. CUDA: f32 state, param f32 or bf16 (rounded to
+// nearest even).
+namespace cpu {
+void adamw_update(const AdamWArgs& args, TensorView master, TensorView m, TensorView v,
+                  TensorView param, ConstTensorView grad, Stream& stream);
+}  // namespace cpu
+namespace cuda {
+void adamw_update(const AdamWArgs& args, TensorView master, TensorView m, TensorView v,
+                  TensorView param, ConstTensorView grad, Stream& stream);
+}  // namespace cuda
 
 }  // namespace anvil::ops

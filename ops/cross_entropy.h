@@ -4,6 +4,10 @@
 // target < 0 marks an ignored token: loss 0, gradient row 0. grad_scale is d(total)/d(loss[r]),
 // usually 1 / (number of counted tokens in the global batch). dlogits may alias logits
 // (the probabilities are never materialized); an empty dlogits computes losses only.
+// Targets must lie in [-1, vocab): the dispatcher CHECKs this on the CPU; the GPU cannot check
+// without a host sync, so there a target >= vocab gives loss NaN and a NaN gradient row over the
+// real vocabulary, which makes the gradient norm non-finite and the step is reported as skipped.
+// The GPU accumulates max and sum of exponentials in f32 over the real vocabulary only.
 #pragma once
 
 #include <cstdint>
@@ -28,5 +32,17 @@ struct CrossEntropyArgs {
 // logits: [rows, padded_vocab] act; targets: [rows] i32.
 void softmax_cross_entropy(const CrossEntropyArgs& args, TensorView losses, TensorView dlogits,
                            ConstTensorView logits, ConstTensorView targets, Stream& stream);
+
+// Same-name twins behind the dispatcher (tests call them directly). The CPU twin takes f32, f64
+// or bf16 logits/dlogits (losses f32, or f64 with f64 logits) and accumulates in double; the CUDA
+// twin takes f32 or bf16.
+namespace cpu {
+void softmax_cross_entropy(const CrossEntropyArgs& args, TensorView losses, TensorView dlogits,
+                           ConstTensorView logits, ConstTensorView targets, Stream& stream);
+}  // namespace cpu
+namespace cuda {
+void softmax_cross_entropy(const CrossEntropyArgs& args, TensorView losses, TensorView dlogits,
+                           ConstTensorView logits, ConstTensorView targets, Stream& stream);
+}  // namespace cuda
 
 }  // namespace anvil::ops

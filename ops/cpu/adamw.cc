@@ -1,0 +1,80 @@
+// CPU twin of AdamW with decoupled weight decay, element by element (math in ops/adamw.h):
+//   g = grad * grad_scale
+//   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
+//   master -= lr * ((m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + wd * master)
+//   param = cast(master)  (bf16 rounds to nearest even; skipped when param is empty)
+// Arithmetic runs in the state dtype T (f32 or f64), in the same order as the CUDA kernel; the
+// bias corrections 1 - b^t are computed in double and then rounded to T.
+#include "ops/adamw.h"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "engine/dtype.h"
+#include "engine/status.h"
+
+namespace anvil::ops::cpu {
+namespace {
+
+using engine::DType;
+
+template <typename T>
+void adamw_loop(const AdamWArgs& args, T* master, T* m, T* v, void* param, DType param_dtype,
+                const T* grad, int64_t n) {
+  const T lr = static_cast<T>(args.lr);
+  const T b1 = static_cast<T>(args.beta1);
+  const T b2 = static_cast<T>(args.beta2);
+  const T eps = static_cast<T>(args.eps);
+  const T wd = static_cast<T>(args.weight_decay);
+  const T scale = static_cast<T>(args.grad_scale);
+  const double t = static_cast<double>(args.step);
+  const T bc1 = static_cast<T>(1.0 - std::pow(static_cast<double>(args.beta1), t));
+  const T bc2 = static_cast<T>(1.0 - std::pow(static_cast<double>(args.beta2), t));
+  for (int64_t i = 0; i < n; ++i) {
+    const T g = grad[i] * scale;
+    m[i] = b1 * m[i] + (T(1) - b1) * g;
+    v[i] = b2 * v[i] + (T(1) - b2) * g * g;
+    const T mhat = m[i] / bc1;
+    const T vhat = v[i] / bc2;
+    master[i] -= lr * (mhat / (std::sqrt(vhat) + eps) + wd * master[i]);
+    if (param == nullptr) continue;
+    switch (param_dtype) {
+      case DType::kBF16:
+        static_cast<uint16_t*>(param)[i] = engine::f32_to_bf16(static_cast<float>(master[i]));
+        break;
+      case DType::kF32:
+        static_cast<float*>(param)[i] = static_cast<float>(master[i]);
+        break;
+      case DType::kF64:
+        static_cast<double*>(param)[i] = static_cast<double>(master[i]);
+        break;
+      default:
+        ANVIL_CHECK_MSG(false, "adamw_update (cpu): unsupported param dtype " +
+                                   std::string(engine::dtype_name(param_dtype)));
+    }
+  }
+}
+
+}  // namespace
+
+void adamw_update(const AdamWArgs& args, TensorView master, TensorView m, TensorView v,
+                  TensorView param, ConstTensorView grad, Stream& /*stream*/) {
+  const int64_t n = master.numel();
+  void* p = param.empty() ? nullptr : param.data;
+  switch (master.dtype) {
+    case DType::kF32:
+      adamw_loop<float>(args, master.as<float>(), m.as<float>(), v.as<float>(), p, param.dtype,
+                        grad.as<float>(), n);
+      break;
+    case DType::kF64:
+      adamw_loop<double>(args, master.as<double>(), m.as<double>(), v.as<double>(), p, param.dtype,
+                         grad.as<double>(), n);
+      break;
+    default:
+      ANVIL_CHECK_MSG(false, "adamw_update (cpu): unsupported state dtype " +
+                                 std::string(engine::dtype_name(master.dtype)));
+  }
+}
+
+}  // namespace anvil::ops::cpu
