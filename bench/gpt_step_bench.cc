@@ -1,0 +1,99 @@
+// Training-step benchmark for GPT on one device: forward + backward + AdamW per step on random
+// tokens, timed with CUDA events (manual time). Reports ms/step, tokens/s, model TFLOP/s and MFU
+// against 989 TFLOP/s (H100/H200 dense bf16) with FLOPs/token = 6 N + 12 L d T, N = matmul
+// parameters incl. the tied embedding (DESIGN.md §8) — the same formula bench/reference/
+// gpt2_pytorch.py prints, so the two are comparable in one run.
+//   build/bench/gpt_step_bench --benchmark_filter=124M
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "engine/arena.h"
+#include "engine/device.h"
+#include "engine/stream.h"
+#include "model/gpt.h"
+
+namespace anvil {
+namespace {
+
+constexpr double kPeakFlops = 989e12;
+
+struct BenchShape {
+  int64_t layers, d, heads, batch, seq;
+};
+
+void gpt_step(benchmark::State& state, BenchShape shape) {
+  if (engine::cuda_device_count() == 0) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  model::GptConfig cfg;
+  cfg.n_layers = shape.layers;
+  cfg.d_model = shape.d;
+  cfg.n_heads = shape.heads;
+  cfg.max_seq_len = shape.seq;
+  const model::GptRunShape run{shape.batch, shape.seq};
+  const model::GptPrecision prec{engine::Device::kCuda, engine::DType::kBF16, engine::DType::kF32};
+  auto stream = engine::Stream::cuda(0);
+  auto gpt = model::GptModel::create(cfg, run, prec, 1234);
+  if (!stream.ok() || !gpt.ok()) {
+    state.SkipWithError(std::string(gpt.ok() ? stream.status().message()
+                                             : gpt.status().message())
+                            .c_str());
+    return;
+  }
+  auto start = engine::Event::create();
+  auto stop = engine::Event::create();
+  const int64_t n = shape.batch * shape.seq;
+  std::vector<int32_t> tokens(n), targets(n), positions(n);
+  std::mt19937 rng(7);
+  for (int64_t i = 0; i < n; ++i) {
+    tokens[i] = static_cast<int32_t>(rng() % cfg.vocab_size);
+    targets[i] = static_cast<int32_t>(rng() % cfg.vocab_size);
+    positions[i] = static_cast<int32_t>(i % shape.seq);
+  }
+  model::GptModel& m = **gpt;
+  int64_t step = 0;
+  auto train_step = [&] {
+    m.zero_grads(*stream);
+    m.forward(tokens.data(), positions.data(), targets.data(), true, 0, *stream);
+    m.backward(1.0f / static_cast<float>(n), *stream);
+    const double norm = m.grad_norm(*stream);  // the real loop syncs here for clipping too
+    m.optimizer_step({1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, norm > 1.0 ? float(1.0 / norm) : 1.0f,
+                      ++step},
+                     *stream);
+  };
+  for (int i = 0; i < 3; ++i) train_step();
+  for (auto _ : state) {
+    start->record(*stream);
+    train_step();
+    stop->record(*stream);
+    state.SetIterationTime(stop->elapsed_ms_since(*start) / 1e3);
+  }
+  const double flops_per_token =
+      6.0 * cfg.matmul_params() + 12.0 * cfg.n_layers * cfg.d_model * shape.seq;
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["TFLOP/s"] = benchmark::Counter(flops_per_token * n / 1e12,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["MFU%"] = benchmark::Counter(flops_per_token * n / kPeakFlops * 100,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  size_t free_b = 0, total_b = 0;
+  engine::cuda_memory_info(&free_b, &total_b);
+  state.counters["GiB"] = static_cast<double>(total_b - free_b) / (1u << 30);
+}
+
+BENCHMARK_CAPTURE(gpt_step, 124M_B32_T1024, BenchShape{12, 768, 12, 32, 1024})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(10);
+BENCHMARK_CAPTURE(gpt_step, 350M_B16_T1024, BenchShape{24, 1024, 16, 16, 1024})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+
+}  // namespace
+}  // namespace anvil
+
+BENCHMARK_MAIN();
