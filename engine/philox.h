@@ -54,9 +54,9 @@ ANVIL_HOST_DEVICE float philox_uniform(uint32_t bits) {
 // word index%4. Identical on host and device.
 ANVIL_HOST_DEVICE float philox_uniform_at(uint64_t seed, uint64_t offset, uint64_t index) {
   const uint64_t ctr = offset + index / 4;
-  const Philox4 r = philox4x32_10(static_cast<uint32_t>(ctr), static_cast<uint32_t>(ctr >> 32),
-                                  0u, 0u, static_cast<uint32_t>(seed),
-                                  static_cast<uint32_t>(seed >> 32));
+  const Philox4 r =
+      philox4x32_10(static_cast<uint32_t>(ctr), static_cast<uint32_t>(ctr >> 32), 0u, 0u,
+                    static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
   return philox_uniform(r.v[index % 4]);
 }
 

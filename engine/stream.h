@@ -56,7 +56,7 @@ class Event {
   ~Event();
 
   void record(const Stream& s);
-  void wait(const Stream& s) const;  // s waits for the recorded work
+  void wait(const Stream& s) const;                  // s waits for the recorded work
   float elapsed_ms_since(const Event& start) const;  // syncs this event
 
  private:
