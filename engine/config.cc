@@ -22,15 +22,52 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/status.h"
 
 namespace anvil::engine {
 namespace {
+
+// Debian's Abseil is built with its own absl::string_view (ABSL_OPTION_USE_STD_STRING_VIEW 0), so
+// absl::StrCat and the strip helpers do not take std::string_view; these small ones do.
+template <class T>
+std::string to_piece(const T& v) {
+  if constexpr (std::is_arithmetic_v<T>) {
+    return std::to_string(v);
+  } else {
+    return std::string(std::string_view(v));
+  }
+}
+
+template <class... Args>
+void append(std::string* out, const Args&... args) {
+  (out->append(to_piece(args)), ...);
+}
+
+template <class... Args>
+std::string cat(const Args&... args) {
+  std::string out;
+  append(&out, args...);
+  return out;
+}
+
+std::string_view trim_left(std::string_view s) {
+  while (!s.empty() && absl::ascii_isspace(static_cast<unsigned char>(s.front()))) {
+    s.remove_prefix(1);
+  }
+  return s;
+}
+
+std::string_view trim(std::string_view s) {
+  s = trim_left(s);
+  while (!s.empty() && absl::ascii_isspace(static_cast<unsigned char>(s.back())))
+    s.remove_suffix(1);
+  return s;
+}
 
 const char* type_name(ConfigType type) {
   switch (type) {
@@ -47,7 +84,7 @@ const char* type_name(ConfigType type) {
 }
 
 std::string full_name(std::string_view section, std::string_view key) {
-  return absl::StrCat(section, ".", key);
+  return cat(section, ".", key);
 }
 
 // Optimal-string-alignment distance: Levenshtein plus adjacent transpositions, so the common
@@ -110,10 +147,9 @@ bool has_section(const ConfigSchema& schema, std::string_view section) {
 // "unknown section [modle] (known: model, train; did you mean [model]?)"
 std::string unknown_section_message(const ConfigSchema& schema, std::string_view section) {
   const std::vector<std::string> sections = section_names(schema);
-  std::string msg =
-      absl::StrCat("unknown section [", section, "] (known: ", absl::StrJoin(sections, ", "));
+  std::string msg = cat("unknown section [", section, "] (known: ", absl::StrJoin(sections, ", "));
   const std::string guess = closest(section, sections);
-  if (!guess.empty()) absl::StrAppend(&msg, "; did you mean [", guess, "]?");
+  if (!guess.empty()) append(&msg, "; did you mean [", guess, "]?");
   return msg + ")";
 }
 
@@ -122,33 +158,38 @@ std::string unknown_section_message(const ConfigSchema& schema, std::string_view
 // knows the flag but not our grouping.
 std::string unknown_key_message(const ConfigSchema& schema, std::string_view section,
                                 std::string_view key) {
-  std::string msg = absl::StrCat("[", section, "] unknown key '", key, "'");
+  std::string msg = cat("[", section, "] unknown key '", key, "'");
   for (const ConfigSchema::Key& k : schema.keys()) {
-    if (k.key == key) return absl::StrCat(msg, " (did you mean [", k.section, "] ", key, "?)");
+    if (k.key == key) return cat(msg, " (did you mean [", k.section, "] ", key, "?)");
   }
   std::vector<std::string> same_section, other;
   for (const ConfigSchema::Key& k : schema.keys()) {
     (k.section == section ? same_section : other).push_back(k.key);
   }
   std::string guess = closest(key, same_section);
-  if (!guess.empty()) return absl::StrCat(msg, " (did you mean '", guess, "'?)");
+  if (!guess.empty()) return cat(msg, " (did you mean '", guess, "'?)");
   guess = closest(key, other);
   if (!guess.empty()) {
     for (const ConfigSchema::Key& k : schema.keys()) {
-      if (k.key == guess) return absl::StrCat(msg, " (did you mean [", k.section, "] ", guess, "?)");
+      if (k.key == guess) return cat(msg, " (did you mean [", k.section, "] ", guess, "?)");
     }
   }
-  return absl::StrCat(msg, " (known: ", absl::StrJoin(same_section, ", "), ")");
+  return cat(msg, " (known: ", absl::StrJoin(same_section, ", "), ")");
 }
 
-bool parse_int(std::string_view text, int64_t* out) {
-  // Plain decimal with an optional sign: "1e3", "0x10", "1_000" and "12.0" are rejected so that
-  // an int never silently means something else than what was typed.
-  size_t i = (!text.empty() && (text[0] == '+' || text[0] == '-')) ? 1 : 0;
+// Plain decimal with an optional sign: "1e3", "0x10", "1_000" and "12.0" are rejected so that an
+// int never silently means something other than what was typed.
+bool is_decimal(std::string_view text) {
+  const size_t i = (!text.empty() && (text[0] == '+' || text[0] == '-')) ? 1 : 0;
   if (i == text.size()) return false;
   for (size_t j = i; j < text.size(); ++j) {
     if (text[j] < '0' || text[j] > '9') return false;
   }
+  return true;
+}
+
+bool parse_int(std::string_view text, int64_t* out) {
+  if (!is_decimal(text)) return false;
   const std::string s(text);
   errno = 0;
   char* end = nullptr;
@@ -172,7 +213,7 @@ bool parse_float(std::string_view text, double* out) {
 }
 
 bool parse_bool(std::string_view text, bool* out) {
-  const std::string s = absl::AsciiStrToLower(text);
+  const std::string s = absl::AsciiStrToLower(std::string(text));
   if (s == "true" || s == "1" || s == "yes" || s == "on") {
     *out = true;
     return true;
@@ -182,6 +223,18 @@ bool parse_bool(std::string_view text, bool* out) {
     return true;
   }
   return false;
+}
+
+// Removes a ';' or '#' comment that starts the line or follows whitespace, as configparser and
+// inih do for ';' ("steps = 10  # ten" is 10, "path = run#3" keeps its '#').
+std::string_view strip_comment(std::string_view line) {
+  for (size_t i = 0; i < line.size(); ++i) {
+    if ((line[i] == ';' || line[i] == '#') &&
+        (i == 0 || absl::ascii_isspace(static_cast<unsigned char>(line[i - 1])))) {
+      return line.substr(0, i);
+    }
+  }
+  return line;
 }
 
 // Shortest "%g" text that reads back to exactly `v`, so dump() round-trips and stays readable
@@ -203,13 +256,8 @@ bool canonicalize(const ConfigSchema::Key& k, std::string_view text, std::string
     case ConfigType::kInt: {
       int64_t v = 0;
       if (!parse_int(text, &v)) {
-        *what = absl::StrCat("expected an integer, got '", text, "'");
-        // Distinguish overflow: the digits were fine, the range was not.
-        int64_t ignored;
-        if (!text.empty() && text.find_first_not_of("+-0123456789") == std::string_view::npos &&
-            !parse_int(text, &ignored) && text.find_first_of("0123456789") != std::string::npos) {
-          *what = absl::StrCat("expected a 64-bit integer, got '", text, "' (out of range)");
-        }
+        *what = is_decimal(text) ? cat("expected a 64-bit integer, got '", text, "' (out of range)")
+                                 : cat("expected an integer, got '", text, "'");
         return false;
       }
       *canonical = std::to_string(v);
@@ -218,7 +266,7 @@ bool canonicalize(const ConfigSchema::Key& k, std::string_view text, std::string
     case ConfigType::kFloat: {
       double v = 0;
       if (!parse_float(text, &v)) {
-        *what = absl::StrCat("expected a finite number, got '", text, "'");
+        *what = cat("expected a finite number, got '", text, "'");
         return false;
       }
       *canonical = format_float(v);
@@ -227,22 +275,25 @@ bool canonicalize(const ConfigSchema::Key& k, std::string_view text, std::string
     case ConfigType::kBool: {
       bool v = false;
       if (!parse_bool(text, &v)) {
-        *what = absl::StrCat("expected a boolean (true/false, yes/no, on/off, 1/0), got '", text,
-                             "'");
+        *what = cat("expected a boolean (true/false, yes/no, on/off, 1/0), got '", text, "'");
         return false;
       }
       *canonical = v ? "true" : "false";
       return true;
     }
     case ConfigType::kString: {
-      if (text.find('\n') != std::string_view::npos) {
-        *what = "a value cannot span lines";
+      // Only overrides and defaults can hold these; the file syntax cannot, so dump() could not
+      // write them back.
+      if (text.find('\n') != std::string_view::npos || strip_comment(text).size() != text.size() ||
+          trim(text).size() != text.size()) {
+        *what = cat("'", text,
+                    "' cannot be written in an ini file (line break, surrounding "
+                    "whitespace, or ';'/'#' after whitespace)");
         return false;
       }
       if (!k.choices.empty() &&
           std::find(k.choices.begin(), k.choices.end(), text) == k.choices.end()) {
-        *what = absl::StrCat("expected one of ", absl::StrJoin(k.choices, ", "), ", got '", text,
-                             "'");
+        *what = cat("expected one of ", absl::StrJoin(k.choices, ", "), ", got '", text, "'");
         const std::string guess = closest(text, k.choices);
         if (!guess.empty()) absl::StrAppend(what, " (did you mean '", guess, "'?)");
         return false;
@@ -277,7 +328,7 @@ struct ParseState {
   void fail(int line, std::string msg) {
     if (error_line != 0 && error_line <= line) return;
     error_line = line;
-    error = absl::StrCat(*name, ":", line, ": ", msg);
+    error = cat(*name, ":", line, ": ", msg);
   }
 };
 
@@ -292,19 +343,7 @@ std::string_view line_of(std::string_view text, int lineno) {
   if (pos == std::string_view::npos || pos > text.size()) return {};
   std::string_view line = text.substr(pos);
   line = line.substr(0, line.find('\n'));
-  return absl::StripAsciiWhitespace(line);
-}
-
-// Removes a ';' or '#' comment that starts the line or follows whitespace, as configparser and
-// inih do for ';' ("steps = 10  # ten" is 10, "path = run#3" keeps its '#').
-std::string_view strip_comment(std::string_view line) {
-  for (size_t i = 0; i < line.size(); ++i) {
-    if ((line[i] == ';' || line[i] == '#') &&
-        (i == 0 || absl::ascii_isspace(static_cast<unsigned char>(line[i - 1])))) {
-      return line.substr(0, i);
-    }
-  }
-  return line;
+  return trim(line);
 }
 
 // ini_reader: fgets-like, one physical line per call (see the file comment for what it changes).
@@ -318,7 +357,7 @@ char* read_line(char* buf, int size, void* stream) {
   ++st->lineno;
   st->has_long_value = false;
   if (st->lineno == 1 && line.substr(0, 3) == "\xEF\xBB\xBF") line.remove_prefix(3);  // UTF-8 BOM
-  line = absl::StripAsciiWhitespace(strip_comment(absl::StripLeadingAsciiWhitespace(line)));
+  line = trim(strip_comment(trim_left(line)));
 
   if (!line.empty() && line[0] == '[') {
     const size_t close = line.find(']');
@@ -336,9 +375,9 @@ char* read_line(char* buf, int size, void* stream) {
   if (out.size() > capacity) {
     const size_t eq = out.find_first_of("=:");
     if (eq != std::string::npos && eq + 3 <= capacity) {
-      st->long_value = std::string(absl::StripAsciiWhitespace(out.substr(eq + 1)));
+      st->long_value = std::string(trim(out.substr(eq + 1)));
       st->has_long_value = true;
-      out = absl::StrCat(out.substr(0, eq + 1), " ", kLongValueMark);
+      out = cat(out.substr(0, eq + 1), " ", kLongValueMark);
     } else {
       // No key = value split that fits: hand inih something it rejects, reported as malformed.
       out = "[";
@@ -359,12 +398,12 @@ int on_key(void* user, const char* section_c, const char* key_c, const char* val
   std::string_view value(value_c);
   if (st->has_long_value && value == kLongValueMark) value = st->long_value;
   if (key.empty()) {
-    st->fail(line, absl::StrCat("malformed line '", line_of(st->text, line),
-                                "' (expected [section] or key = value)"));
+    st->fail(line, cat("malformed line '", line_of(st->text, line),
+                       "' (expected [section] or key = value)"));
     return 0;
   }
   if (section.empty()) {
-    st->fail(line, absl::StrCat("key '", key, "' is outside any [section]"));
+    st->fail(line, cat("key '", key, "' is outside any [section]"));
     return 0;
   }
   if (!has_section(*st->schema, section)) {
@@ -378,16 +417,16 @@ int on_key(void* user, const char* section_c, const char* key_c, const char* val
   }
   Entry& entry = (*st->values)[full_name(section, key)];
   if (entry.line != 0) {
-    st->fail(line, absl::StrCat("[", section, "] ", key, ": duplicate key, already set at ",
-                                *st->name, ":", entry.line));
+    st->fail(line, cat("[", section, "] ", key, ": duplicate key, already set at ", *st->name, ":",
+                       entry.line));
     return 0;
   }
   std::string canonical, what;
   if (!canonicalize(*k, value, &canonical, &what)) {
-    st->fail(line, absl::StrCat("[", section, "] ", key, ": ", what));
+    st->fail(line, cat("[", section, "] ", key, ": ", what));
     return 0;
   }
-  entry = Entry{std::move(canonical), absl::StrCat(*st->name, ":", line), line};
+  entry = Entry{std::move(canonical), cat(*st->name, ":", line), line};
   return 1;
 }
 
@@ -396,12 +435,12 @@ bool split_override(std::string_view text, std::string_view* section, std::strin
                     std::string_view* value) {
   const size_t eq = text.find('=');
   if (eq == std::string_view::npos) return false;
-  const std::string_view lhs = absl::StripAsciiWhitespace(text.substr(0, eq));
+  const std::string_view lhs = trim(text.substr(0, eq));
   const size_t dot = lhs.find('.');
   if (dot == std::string_view::npos) return false;
-  *section = absl::StripAsciiWhitespace(lhs.substr(0, dot));
-  *key = absl::StripAsciiWhitespace(lhs.substr(dot + 1));
-  *value = absl::StripAsciiWhitespace(text.substr(eq + 1));
+  *section = trim(lhs.substr(0, dot));
+  *key = trim(lhs.substr(dot + 1));
+  *value = trim(text.substr(eq + 1));
   return !section->empty() && !key->empty();
 }
 
@@ -411,10 +450,10 @@ const auto& checked_value(const ConfigSchema* schema, const Map& values, std::st
                           std::string_view key, ConfigType type) {
   ANVIL_CHECK_MSG(schema != nullptr, "Config used before a successful load");
   const ConfigSchema::Key* k = schema->find(section, key);
-  ANVIL_CHECK_MSG(k != nullptr, absl::StrCat("config key [", section, "] ", key,
-                                             " is not declared in the schema"));
-  ANVIL_CHECK_MSG(k->type == type, absl::StrCat("config key [", section, "] ", key, " is ",
-                                                type_name(k->type), ", read as ", type_name(type)));
+  ANVIL_CHECK_MSG(k != nullptr,
+                  cat("config key [", section, "] ", key, " is not declared in the schema"));
+  ANVIL_CHECK_MSG(k->type == type, cat("config key [", section, "] ", key, " is ",
+                                       type_name(k->type), ", read as ", type_name(type)));
   auto it = values.find(full_name(section, key));
   ANVIL_CHECK(it != values.end());
   return it->second;
@@ -432,16 +471,16 @@ void ConfigSchema::add(std::string section, std::string key, ConfigType type,
   auto valid_name = [](const std::string& s) {
     return !s.empty() && s.find_first_of(" \t\r\n[]=:.;#") == std::string::npos;
   };
-  ANVIL_CHECK_MSG(valid_name(section), absl::StrCat("bad config section name '", section, "'"));
-  ANVIL_CHECK_MSG(valid_name(key), absl::StrCat("bad config key name '", key, "'"));
+  ANVIL_CHECK_MSG(valid_name(section), cat("bad config section name '", section, "'"));
+  ANVIL_CHECK_MSG(valid_name(key), cat("bad config key name '", key, "'"));
   ANVIL_CHECK_MSG(find(section, key) == nullptr,
-                  absl::StrCat("config key [", section, "] ", key, " declared twice"));
+                  cat("config key [", section, "] ", key, " declared twice"));
   ANVIL_CHECK_MSG(choices.empty() || type == ConfigType::kString,
-                  absl::StrCat("config key [", section, "] ", key, ": choices need kString"));
+                  cat("config key [", section, "] ", key, ": choices need kString"));
   Key k{std::move(section), std::move(key), type, "", std::move(doc), std::move(choices)};
   std::string what;
   ANVIL_CHECK_MSG(canonicalize(k, default_value, &k.default_value, &what),
-                  absl::StrCat("default of config key [", k.section, "] ", k.key, ": ", what));
+                  cat("default of config key [", k.section, "] ", k.key, ": ", what));
   keys_.push_back(std::move(k));
 }
 
@@ -468,24 +507,23 @@ std::string ConfigSchema::markdown() const {
   std::string out;
   for (const std::string& section : section_names(*this)) {
     if (!out.empty()) out += "\n";
-    absl::StrAppend(&out, "## [", section, "]\n\n| key | type | default | description |\n",
-                    "|---|---|---|---|\n");
+    append(&out, "## [", section, "]\n\n| key | type | default | description |\n",
+           "|---|---|---|---|\n");
     for (const Key& k : keys_) {
       if (k.section != section) continue;
       std::string doc = cell(k.doc);
       if (!k.choices.empty()) {
         if (!doc.empty() && doc.back() != '.') doc += ".";
-        absl::StrAppend(&doc, doc.empty() ? "" : " ", "One of: ",
-                        absl::StrJoin(k.choices, ", ",
-                                      [&](std::string* o, const std::string& c) {
-                                        absl::StrAppend(o, "`", cell(c), "`");
-                                      }),
-                        ".");
+        append(&doc, doc.empty() ? "" : " ", "One of: ",
+               absl::StrJoin(k.choices, ", ",
+                             [&](std::string* o, const std::string& c) {
+                               absl::StrAppend(o, "`", cell(c), "`");
+                             }),
+               ".");
       }
-      const std::string def = k.default_value.empty() ? "(empty)"
-                                                      : absl::StrCat("`", cell(k.default_value), "`");
-      absl::StrAppend(&out, "| `", k.key, "` | ", type_name(k.type), " | ", def, " | ", doc,
-                      " |\n");
+      const std::string def =
+          k.default_value.empty() ? "(empty)" : cat("`", cell(k.default_value), "`");
+      append(&out, "| `", k.key, "` | ", type_name(k.type), " | ", def, " | ", doc, " |\n");
     }
   }
   return out;
@@ -499,9 +537,9 @@ absl::StatusOr<Config> Config::load_file(const std::string& path, const ConfigSc
   FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) {
     const int err = errno;
-    if (err == ENOENT) return absl::NotFoundError(absl::StrCat("config file '", path, "' not found"));
+    if (err == ENOENT) return absl::NotFoundError(cat("config file '", path, "' not found"));
     return absl::InvalidArgumentError(
-        absl::StrCat("cannot open config file '", path, "': ", std::strerror(err)));
+        cat("cannot open config file '", path, "': ", std::strerror(err)));
   }
   std::string text;
   char buf[1 << 16];
@@ -512,7 +550,7 @@ absl::StatusOr<Config> Config::load_file(const std::string& path, const ConfigSc
   std::fclose(f);
   if (failed) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cannot read config file '", path, "': ", std::strerror(err)));
+        cat("cannot read config file '", path, "': ", std::strerror(err)));
   }
   return load_string(text, path, schema, overrides);
 }
@@ -529,32 +567,30 @@ absl::StatusOr<Config> Config::load_string(const std::string& text, const std::s
   const int rc = ini_parse_stream(read_line, &st, on_key, &st);
   if (rc == -2) return absl::ResourceExhaustedError("libinih: out of memory");
   if (rc > 0 && (st.error_line == 0 || rc < st.error_line)) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ":", rc, ": malformed line '",
-                                                   line_of(text, rc),
-                                                   "' (expected [section] or key = value)"));
+    return absl::InvalidArgumentError(cat(name, ":", rc, ": malformed line '", line_of(text, rc),
+                                          "' (expected [section] or key = value)"));
   }
   if (st.error_line != 0) return absl::InvalidArgumentError(st.error);
 
   for (size_t i = 0; i < overrides.size(); ++i) {
-    const std::string origin = absl::StrCat("override ", i + 1);
+    const std::string origin = cat("override ", i + 1);
     std::string_view section, key, value;
     if (!split_override(overrides[i], &section, &key, &value)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("override '", overrides[i], "': expected section.key=value"));
+          cat("override '", overrides[i], "': expected section.key=value"));
     }
     if (!has_section(schema, section)) {
       return absl::InvalidArgumentError(
-          absl::StrCat(origin, ": ", unknown_section_message(schema, section)));
+          cat(origin, ": ", unknown_section_message(schema, section)));
     }
     const ConfigSchema::Key* k = schema.find(section, key);
     if (k == nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat(origin, ": ", unknown_key_message(schema, section, key)));
+          cat(origin, ": ", unknown_key_message(schema, section, key)));
     }
     std::string canonical, what;
     if (!canonicalize(*k, value, &canonical, &what)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(origin, ": [", section, "] ", key, ": ", what));
+      return absl::InvalidArgumentError(cat(origin, ": [", section, "] ", key, ": ", what));
     }
     // Later overrides win over earlier ones and over the file.
     values[full_name(section, key)] = Entry{std::move(canonical), origin, 0};
@@ -589,7 +625,8 @@ double Config::get_float(std::string_view section, std::string_view key) const {
 
 bool Config::get_bool(std::string_view section, std::string_view key) const {
   bool v = false;
-  ANVIL_CHECK(parse_bool(checked_value(schema_, values_, section, key, ConfigType::kBool).text, &v));
+  ANVIL_CHECK(
+      parse_bool(checked_value(schema_, values_, section, key, ConfigType::kBool).text, &v));
   return v;
 }
 
@@ -600,15 +637,15 @@ std::string Config::get_string(std::string_view section, std::string_view key) c
 std::string Config::origin(std::string_view section, std::string_view key) const {
   ANVIL_CHECK_MSG(schema_ != nullptr, "Config used before a successful load");
   auto it = values_.find(full_name(section, key));
-  ANVIL_CHECK_MSG(it != values_.end(), absl::StrCat("config key [", section, "] ", key,
-                                                    " is not declared in the schema"));
+  ANVIL_CHECK_MSG(it != values_.end(),
+                  cat("config key [", section, "] ", key, " is not declared in the schema"));
   return it->second.origin;
 }
 
 absl::Status Config::error(std::string_view section, std::string_view key,
                            std::string_view what) const {
   return absl::InvalidArgumentError(
-      absl::StrCat(origin(section, key), ": [", section, "] ", key, ": ", what));
+      cat(origin(section, key), ": [", section, "] ", key, ": ", what));
 }
 
 std::string Config::dump() const {
@@ -616,11 +653,11 @@ std::string Config::dump() const {
   std::string out;
   for (const std::string& section : section_names(*schema_)) {
     if (!out.empty()) out += "\n";
-    absl::StrAppend(&out, "[", section, "]\n");
+    append(&out, "[", section, "]\n");
     for (const ConfigSchema::Key& k : schema_->keys()) {
       if (k.section != section) continue;
       const std::string& text = values_.at(full_name(k.section, k.key)).text;
-      absl::StrAppend(&out, k.key, " =", text.empty() ? "" : " ", text, "\n");
+      append(&out, k.key, " =", text.empty() ? "" : " ", text, "\n");
     }
   }
   return out;
