@@ -1,0 +1,355 @@
+// bin/train's ini schema and its parsing/validation into TrainConfig (see train_config.h).
+#include "model/train_config.h"
+
+#include <cmath>
+#include <filesystem>
+#include <string_view>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "engine/device.h"
+#include "engine/status.h"
+
+namespace anvil::model {
+namespace {
+
+using engine::Config;
+using engine::ConfigSchema;
+using engine::ConfigType;
+
+ConfigSchema build_schema() {
+  ConfigSchema s;
+  const ConfigType kInt = ConfigType::kInt, kFloat = ConfigType::kFloat, kBool = ConfigType::kBool,
+                   kString = ConfigType::kString;
+  // [model]: GPT-2 shapes (Megatron flag names in parentheses where they differ).
+  s.add("model", "vocab_size", kInt, "50257",
+        "Real vocabulary size: token ids are < vocab_size (GPT-2 BPE: 50257; byte-level: 257).");
+  s.add("model", "padded_vocab", kInt, "0",
+        "Embedding rows incl. padding; 0 = vocab_size rounded up to a multiple of 128 "
+        "(--make-vocab-size-divisible-by 128).");
+  s.add("model", "max_seq_len", kInt, "1024",
+        "Rows of the learned position embedding (--max-position-embeddings).");
+  s.add("model", "d_model", kInt, "768", "Hidden size (--hidden-size).");
+  s.add("model", "n_heads", kInt, "12",
+        "Attention heads (--num-attention-heads); must divide d_model.");
+  s.add("model", "n_layers", kInt, "12", "Transformer layers (--num-layers).");
+  s.add("model", "ffn_hidden", kInt, "0", "MLP hidden size (--ffn-hidden-size); 0 = 4 * d_model.");
+  s.add("model", "hidden_dropout", kFloat, "0.0",
+        "Dropout after the attention and MLP output projections, in [0, 1) (Megatron's default "
+        "is 0.1).");
+  s.add("model", "attention_dropout", kFloat, "0.0",
+        "Dropout on the attention probabilities, in [0, 1) (Megatron's default is 0.1).");
+  s.add("model", "ln_eps", kFloat, "1e-5", "LayerNorm epsilon (--layernorm-epsilon).");
+  s.add("model", "init_std", kFloat, "0.02",
+        "Std of the normal parameter init (--init-method-std); residual output projections use "
+        "init_std / sqrt(2 * n_layers).");
+  // [data]
+  s.add("data", "path", kString, "",
+        "Prefix of the tokenized dataset PATH.bin + PATH.idx (Megatron mmap format, written by "
+        "bin/preprocess). A relative path is resolved against the current working directory, "
+        "not the ini file's directory.");
+  s.add("data", "split", kString, "969,30,1",
+        "Train, validation, test weights over the documents (--split), separated by ',' or '/'.");
+  s.add("data", "seq_len", kInt, "1024",
+        "Tokens per sample T (--seq-length); <= [model] max_seq_len.");
+  s.add("data", "seed", kInt, "1234", "Seed of the document and sample shuffles.");
+  // [train]
+  s.add("train", "micro_batch", kInt, "8", "Samples per forward/backward (--micro-batch-size).");
+  s.add("train", "global_batch", kInt, "0",
+        "Samples per optimizer step (--global-batch-size); a multiple of micro_batch, the "
+        "quotient is the number of gradient accumulation steps. 0 = micro_batch.");
+  s.add("train", "steps", kInt, "1000", "Optimizer steps (--train-iters).");
+  s.add("train", "seed", kInt, "1234", "Seed of the parameter init and of dropout (--seed).");
+  s.add("train", "device", kString, "auto",
+        "auto = CUDA (bf16 activations, f32 gradients and optimizer) when a GPU is visible, else "
+        "CPU (f32).",
+        {"auto", "cpu", "cuda"});
+  s.add("train", "eval_interval", kInt, "1000",
+        "Evaluate on the validation split every N steps and at the end (--eval-interval); 0 = "
+        "only at the end.");
+  s.add("train", "eval_iters", kInt, "100",
+        "Validation micro-batches per evaluation (--eval-iters), the same ones each time so "
+        "numbers compare; 0 = no evaluation.");
+  s.add("train", "log_interval", kInt, "100", "Log a progress line every N steps.");
+  // [optim]: AdamW with Megatron's AnnealingLR schedule.
+  s.add("optim", "lr", kFloat, "3e-4", "Peak learning rate, reached at the end of warmup.");
+  s.add("optim", "min_lr", kFloat, "0.0", "Learning rate at the end of the decay; <= lr.");
+  s.add("optim", "warmup_steps", kInt, "0",
+        "Linear warmup from 0 to lr over this many steps (--lr-warmup-iters).");
+  s.add("optim", "decay_style", kString, "cosine",
+        "Decay from lr to min_lr between warmup_steps and decay_steps, constant afterwards "
+        "(--lr-decay-style; Megatron's default is linear).",
+        {"cosine", "linear", "constant"});
+  s.add("optim", "decay_steps", kInt, "0",
+        "Step at which the decay ends, counted from step 0 (--lr-decay-iters); 0 = [train] "
+        "steps.");
+  s.add("optim", "weight_decay", kFloat, "0.01",
+        "AdamW decoupled weight decay; not applied to biases and LayerNorm parameters.");
+  s.add("optim", "beta1", kFloat, "0.9", "AdamW beta1 (--adam-beta1).");
+  s.add("optim", "beta2", kFloat, "0.999", "AdamW beta2 (--adam-beta2; GPT-3 used 0.95).");
+  s.add("optim", "eps", kFloat, "1e-8", "AdamW epsilon (--adam-eps).");
+  s.add("optim", "clip_grad", kFloat, "1.0",
+        "Clip the global L2 norm of the gradient to this value (--clip-grad); 0 = no clipping.");
+  // [log]
+  s.add("log", "all_ranks", kBool, "false",
+        "Print info lines on every rank, not only rank 0 (warnings always print everywhere).");
+  return s;
+}
+
+// Small helpers that turn a failed range check into Config::error("[s] k: <what>").
+absl::Status need(bool ok, const Config& c, std::string_view sec, std::string_view key,
+                  const std::string& what) {
+  return ok ? absl::OkStatus() : c.error(sec, key, what);
+}
+
+absl::Status positive(const Config& c, std::string_view sec, std::string_view key) {
+  const int64_t v = c.get_int(sec, key);
+  return need(v > 0, c, sec, key, absl::StrFormat("must be > 0, got %d", v));
+}
+
+absl::Status non_negative(const Config& c, std::string_view sec, std::string_view key) {
+  const int64_t v = c.get_int(sec, key);
+  return need(v >= 0, c, sec, key, absl::StrFormat("must be >= 0, got %d", v));
+}
+
+absl::Status probability(const Config& c, std::string_view sec, std::string_view key) {
+  const double v = c.get_float(sec, key);
+  return need(v >= 0.0 && v < 1.0, c, sec, key, absl::StrFormat("must be in [0, 1), got %g", v));
+}
+
+absl::Status positive_float(const Config& c, std::string_view sec, std::string_view key) {
+  const double v = c.get_float(sec, key);
+  return need(v > 0.0 && std::isfinite(v), c, sec, key, absl::StrFormat("must be > 0, got %g", v));
+}
+
+// "969,30,1" or "969/30/1": 1 to 3 non-negative weights with a positive sum (Megatron pads a
+// shorter list with zeros).
+absl::Status check_split(const Config& c) {
+  const std::string split = c.get_string("data", "split");
+  std::vector<std::string> parts = absl::StrSplit(split, absl::ByAnyChar(",/"));
+  double sum = 0.0;
+  bool ok = !parts.empty() && parts.size() <= 3;
+  for (const std::string& p : parts) {
+    double w = 0.0;
+    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(p), &w) || !(w >= 0.0) || !std::isfinite(w)) {
+      ok = false;
+      break;
+    }
+    sum += w;
+  }
+  return need(ok && sum > 0.0, c, "data", "split",
+              absl::StrFormat("expected up to 3 non-negative weights like \"969,30,1\" with a "
+                              "positive sum, got \"%s\"",
+                              split));
+}
+
+}  // namespace
+
+const ConfigSchema& train_config_schema() {
+  static const ConfigSchema* schema = new ConfigSchema(build_schema());
+  return *schema;
+}
+
+std::string config_docs_markdown() {
+  return absl::StrCat(
+      "# bin/train configuration\n\n"
+      "<!-- Generated by `build/bin/train --print-config-docs > docs/config.md` from the schema\n"
+      "     in model/train_config.cc; tests/model/train_config_test.cc fails when they differ. "
+      "-->\n"
+      "\n"
+      "`bin/train` reads one ini file (see `configs/`). Sections and keys follow Megatron-LM's\n"
+      "flags where one exists (named in parentheses). Every key is typed and has a default; an\n"
+      "unknown section or key, a value of the wrong type or an inconsistent combination is an\n"
+      "error naming the file, line and key. Any key can be overridden on the command line:\n"
+      "\n"
+      "```\n"
+      "build/bin/train configs/tiny_cpu.ini train.steps=100 optim.lr=1e-3 [--dry-run]\n"
+      "```\n"
+      "\n"
+      "`--dry-run` prints the model size and the memory plan and exits; `--print-device` prints\n"
+      "the device `device = auto` resolves to. The effective configuration (every key, defaults\n"
+      "included) is printed at start-up.\n"
+      "\n"
+      "Batch arithmetic: one optimizer step consumes `global_batch` samples of `seq_len` tokens,\n"
+      "in `global_batch / micro_batch` forward/backward passes (gradient accumulation).\n"
+      "Learning rate at step s (counted from 1): `lr * s / warmup_steps` during warmup, then the\n"
+      "decay from `lr` to `min_lr` ending at `decay_steps`, then `min_lr`.\n"
+      "\n",
+      train_config_schema().markdown());
+}
+
+absl::StatusOr<TrainConfig> parse_train_config(const Config& c) {
+  TrainConfig t;
+  // [model]
+  for (const char* key : {"vocab_size", "max_seq_len", "d_model", "n_heads", "n_layers"}) {
+    ANVIL_RETURN_IF_ERROR(positive(c, "model", key));
+  }
+  ANVIL_RETURN_IF_ERROR(non_negative(c, "model", "padded_vocab"));
+  ANVIL_RETURN_IF_ERROR(non_negative(c, "model", "ffn_hidden"));
+  ANVIL_RETURN_IF_ERROR(probability(c, "model", "hidden_dropout"));
+  ANVIL_RETURN_IF_ERROR(probability(c, "model", "attention_dropout"));
+  ANVIL_RETURN_IF_ERROR(positive_float(c, "model", "ln_eps"));
+  ANVIL_RETURN_IF_ERROR(positive_float(c, "model", "init_std"));
+  GptConfig& m = t.model;
+  m.vocab_size = c.get_int("model", "vocab_size");
+  m.padded_vocab = c.get_int("model", "padded_vocab");
+  m.max_seq_len = c.get_int("model", "max_seq_len");
+  m.d_model = c.get_int("model", "d_model");
+  m.n_heads = c.get_int("model", "n_heads");
+  m.n_layers = c.get_int("model", "n_layers");
+  m.ffn_hidden = c.get_int("model", "ffn_hidden");
+  m.hidden_dropout = static_cast<float>(c.get_float("model", "hidden_dropout"));
+  m.attention_dropout = static_cast<float>(c.get_float("model", "attention_dropout"));
+  m.ln_eps = static_cast<float>(c.get_float("model", "ln_eps"));
+  m.init_std = static_cast<float>(c.get_float("model", "init_std"));
+  ANVIL_RETURN_IF_ERROR(need(
+      m.d_model % m.n_heads == 0, c, "model", "n_heads",
+      absl::StrFormat("[model] d_model %d is not divisible by n_heads %d", m.d_model, m.n_heads)));
+  ANVIL_RETURN_IF_ERROR(need(
+      m.padded_vocab == 0 || m.padded_vocab >= m.vocab_size, c, "model", "padded_vocab",
+      absl::StrFormat("%d is smaller than [model] vocab_size %d", m.padded_vocab, m.vocab_size)));
+  if (absl::Status s = m.validate(); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("[model]: ", s.message()));
+  }
+
+  // [data]
+  t.data.path = c.get_string("data", "path");
+  ANVIL_RETURN_IF_ERROR(check_split(c));
+  t.data.split = c.get_string("data", "split");
+  ANVIL_RETURN_IF_ERROR(positive(c, "data", "seq_len"));
+  ANVIL_RETURN_IF_ERROR(non_negative(c, "data", "seed"));
+  t.data.seq_len = c.get_int("data", "seq_len");
+  t.data.seed = static_cast<uint64_t>(c.get_int("data", "seed"));
+  ANVIL_RETURN_IF_ERROR(
+      need(t.data.seq_len <= m.max_seq_len, c, "data", "seq_len",
+           absl::StrFormat("%d exceeds [model] max_seq_len %d (the position embedding rows)",
+                           t.data.seq_len, m.max_seq_len)));
+
+  // [train]
+  LoopConfig& l = t.train;
+  for (const char* key : {"micro_batch", "steps", "log_interval"}) {
+    ANVIL_RETURN_IF_ERROR(positive(c, "train", key));
+  }
+  for (const char* key : {"global_batch", "seed", "eval_interval", "eval_iters"}) {
+    ANVIL_RETURN_IF_ERROR(non_negative(c, "train", key));
+  }
+  l.micro_batch = c.get_int("train", "micro_batch");
+  l.global_batch = c.get_int("train", "global_batch");
+  if (l.global_batch == 0) l.global_batch = l.micro_batch;
+  ANVIL_RETURN_IF_ERROR(need(l.global_batch % l.micro_batch == 0, c, "train", "global_batch",
+                             absl::StrFormat("%d is not a multiple of [train] micro_batch %d",
+                                             l.global_batch, l.micro_batch)));
+  l.steps = c.get_int("train", "steps");
+  l.seed = static_cast<uint64_t>(c.get_int("train", "seed"));
+  l.device = c.get_string("train", "device");
+  l.eval_interval = c.get_int("train", "eval_interval");
+  l.eval_iters = c.get_int("train", "eval_iters");
+  l.log_interval = c.get_int("train", "log_interval");
+
+  // [optim]
+  OptimConfig& o = t.optim;
+  LrSchedule& lr = o.schedule;
+  ANVIL_RETURN_IF_ERROR(positive_float(c, "optim", "lr"));
+  lr.lr = c.get_float("optim", "lr");
+  lr.min_lr = c.get_float("optim", "min_lr");
+  ANVIL_RETURN_IF_ERROR(need(lr.min_lr >= 0.0, c, "optim", "min_lr",
+                             absl::StrFormat("must be >= 0, got %g", lr.min_lr)));
+  ANVIL_RETURN_IF_ERROR(need(lr.min_lr <= lr.lr, c, "optim", "min_lr",
+                             absl::StrFormat("%g is larger than [optim] lr %g", lr.min_lr, lr.lr)));
+  ANVIL_RETURN_IF_ERROR(non_negative(c, "optim", "warmup_steps"));
+  ANVIL_RETURN_IF_ERROR(non_negative(c, "optim", "decay_steps"));
+  lr.warmup_steps = c.get_int("optim", "warmup_steps");
+  lr.decay_steps = c.get_int("optim", "decay_steps");
+  if (lr.decay_steps == 0) lr.decay_steps = l.steps;
+  ANVIL_ASSIGN_OR_RETURN(lr.style, parse_decay_style(c.get_string("optim", "decay_style")));
+  if (lr.style != DecayStyle::kConstant && lr.warmup_steps >= lr.decay_steps) {
+    return c.error("optim", "warmup_steps",
+                   absl::StrFormat("%d must be smaller than the decay end %d ([optim] "
+                                   "decay_steps, 0 = [train] steps) for %s decay",
+                                   lr.warmup_steps, lr.decay_steps, decay_style_name(lr.style)));
+  }
+  ANVIL_RETURN_IF_ERROR(lr.validate());
+  o.weight_decay = c.get_float("optim", "weight_decay");
+  ANVIL_RETURN_IF_ERROR(need(o.weight_decay >= 0.0, c, "optim", "weight_decay",
+                             absl::StrFormat("must be >= 0, got %g", o.weight_decay)));
+  ANVIL_RETURN_IF_ERROR(probability(c, "optim", "beta1"));
+  ANVIL_RETURN_IF_ERROR(probability(c, "optim", "beta2"));
+  ANVIL_RETURN_IF_ERROR(positive_float(c, "optim", "eps"));
+  o.beta1 = c.get_float("optim", "beta1");
+  o.beta2 = c.get_float("optim", "beta2");
+  o.eps = c.get_float("optim", "eps");
+  o.clip_grad = c.get_float("optim", "clip_grad");
+  ANVIL_RETURN_IF_ERROR(need(o.clip_grad >= 0.0, c, "optim", "clip_grad",
+                             absl::StrFormat("must be >= 0 (0 = off), got %g", o.clip_grad)));
+
+  // [log]
+  t.log.all_ranks = c.get_bool("log", "all_ranks");
+  return t;
+}
+
+absl::StatusOr<TrainConfig> load_train_config(const std::string& path,
+                                              const std::vector<std::string>& overrides,
+                                              Config* raw) {
+  ANVIL_ASSIGN_OR_RETURN(Config c, Config::load_file(path, train_config_schema(), overrides));
+  ANVIL_ASSIGN_OR_RETURN(TrainConfig t, parse_train_config(c));
+  if (raw != nullptr) *raw = std::move(c);
+  return t;
+}
+
+absl::StatusOr<TrainConfig> load_train_config_string(const std::string& text,
+                                                     const std::string& name,
+                                                     const std::vector<std::string>& overrides,
+                                                     Config* raw) {
+  ANVIL_ASSIGN_OR_RETURN(Config c,
+                         Config::load_string(text, name, train_config_schema(), overrides));
+  ANVIL_ASSIGN_OR_RETURN(TrainConfig t, parse_train_config(c));
+  if (raw != nullptr) *raw = std::move(c);
+  return t;
+}
+
+absl::Status check_data_files(const std::string& prefix) {
+  const std::string bin = prefix + ".bin", idx = prefix + ".idx";
+  const std::string how =
+      "write them with bin/preprocess (or scripts/prepare-demo-data.sh for the demo corpus); "
+      "relative paths are resolved against the current directory";
+  if (prefix.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        "[data] path is not set: it must be the prefix PATH of PATH.bin and PATH.idx; ", how));
+  }
+  std::error_code ec;
+  for (const std::string& f : {bin, idx}) {
+    if (!std::filesystem::is_regular_file(f, ec)) {
+      return absl::NotFoundError(
+          absl::StrFormat("data file %s not found: [data] path = %s expects %s and %s; %s", f,
+                          prefix, bin, idx, how));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GptPrecision> resolve_precision(const std::string& device) {
+  GptPrecision p;
+  const bool have_gpu = engine::cuda_device_count() > 0;
+  if (device == "cuda" && !have_gpu) {
+    return absl::FailedPreconditionError(
+        "[train] device = cuda but no CUDA device is visible; use device = auto or cpu");
+  }
+  if (device == "cuda" || (device == "auto" && have_gpu)) {
+    p.device = engine::Device::kCuda;
+    p.act = engine::DType::kBF16;
+    p.grad = engine::DType::kF32;
+  } else if (device == "cpu" || device == "auto") {
+    p.device = engine::Device::kCpu;
+    p.act = engine::DType::kF32;
+    p.grad = engine::DType::kF32;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("[train] device: expected auto, cpu or cuda, got '%s'", device));
+  }
+  return p;
+}
+
+}  // namespace anvil::model

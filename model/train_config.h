@@ -1,0 +1,93 @@
+// bin/train's configuration: the ini schema (sections [model] [data] [train] [optim] [log], every
+// key typed, defaulted and documented; docs/config.md is generated from it) and its parsing
+// into plain structs, with every semantic check up front. A bad combination is an error naming
+// the file:line (or override) and the key with the numbers, e.g.
+//   "configs/x.ini:14: [train] global_batch: 48 is not a multiple of [train] micro_batch 32".
+// This is model/ code and must not read data formats: the data path is checked for existence
+// only (check_data_files); opening and sampling it is io/'s job, wired up by bin/train.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/config.h"
+#include "model/gpt.h"
+#include "model/lr_schedule.h"
+
+namespace anvil::model {
+
+struct DataConfig {
+  std::string path;                // prefix of PATH.bin / PATH.idx, relative to the current dir
+  std::string split = "969,30,1";  // train,valid,test weights over documents
+  int64_t seq_len = 1024;          // T: tokens per sample (inputs), <= model.max_seq_len
+  uint64_t seed = 1234;            // document / sample shuffling
+};
+
+struct LoopConfig {
+  int64_t micro_batch = 8;       // B: samples per forward/backward
+  int64_t global_batch = 8;      // samples per optimizer step (a multiple of B)
+  int64_t steps = 1000;          // optimizer steps
+  uint64_t seed = 1234;          // parameter init and dropout
+  std::string device = "auto";   // auto | cpu | cuda
+  int64_t eval_interval = 1000;  // evaluate every N steps (0: only at the end)
+  int64_t eval_iters = 100;      // validation micro-batches per evaluation (0: no evaluation)
+  int64_t log_interval = 100;    // log a line every N steps
+
+  // Gradient accumulation steps on one rank.
+  int64_t accumulation_steps() const { return global_batch / micro_batch; }
+};
+
+struct OptimConfig {
+  LrSchedule schedule;  // lr, min_lr, warmup_steps, decay_steps (resolved), decay_style
+  double weight_decay = 0.01;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double clip_grad = 1.0;  // max global L2 norm of the gradient; 0 = no clipping
+};
+
+struct LogConfig {
+  bool all_ranks = false;
+};
+
+struct TrainConfig {
+  GptConfig model;
+  DataConfig data;
+  LoopConfig train;
+  OptimConfig optim;
+  LogConfig log;
+};
+
+// The schema of bin/train's ini file (a process-wide singleton: Config keeps a pointer to it).
+const engine::ConfigSchema& train_config_schema();
+
+// docs/config.md: a short introduction followed by train_config_schema().markdown().
+// `bin/train --print-config-docs > docs/config.md` regenerates the file; a test keeps them equal.
+std::string config_docs_markdown();
+
+// Typed values of a loaded Config (loaded against train_config_schema()), validated:
+// InvalidArgument from Config::error naming the key, its origin and the numbers.
+absl::StatusOr<TrainConfig> parse_train_config(const engine::Config& config);
+
+// Config::load_file + parse_train_config. `raw` (optional) receives the loaded Config, e.g. for
+// Config::dump().
+absl::StatusOr<TrainConfig> load_train_config(const std::string& path,
+                                              const std::vector<std::string>& overrides,
+                                              engine::Config* raw = nullptr);
+absl::StatusOr<TrainConfig> load_train_config_string(const std::string& text,
+                                                     const std::string& name,
+                                                     const std::vector<std::string>& overrides,
+                                                     engine::Config* raw = nullptr);
+
+// NotFound, one line, when PREFIX.bin or PREFIX.idx is missing (or the path is empty), naming
+// the path and both expected files and how to make them.
+absl::Status check_data_files(const std::string& prefix);
+
+// Device and dtypes for `device` ("auto" | "cpu" | "cuda"): CUDA = bf16 parameters/activations
+// with f32 gradients, master weights and optimizer state; CPU = f32 throughout. "auto" picks CUDA
+// when engine::cuda_device_count() > 0. FailedPrecondition for "cuda" without a GPU.
+absl::StatusOr<GptPrecision> resolve_precision(const std::string& device);
+
+}  // namespace anvil::model

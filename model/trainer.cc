@@ -1,0 +1,275 @@
+// The single-rank training loop (see trainer.h): gradient accumulation over micro-batches,
+// global-norm clipping folded into AdamW, Megatron's lr schedule, logging and evaluation.
+#include "model/trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/status.h"
+
+namespace anvil::model {
+namespace {
+
+// "12.3k", "4.56M": compact rates and counts for log lines.
+std::string si(double v) {
+  if (v >= 1e9) return absl::StrFormat("%.2fG", v / 1e9);
+  if (v >= 1e6) return absl::StrFormat("%.2fM", v / 1e6);
+  if (v >= 1e3) return absl::StrFormat("%.1fk", v / 1e3);
+  return absl::StrFormat("%.0f", v);
+}
+
+}  // namespace
+
+double flops_per_token(const GptConfig& cfg, int64_t seq_len) {
+  const double n = static_cast<double>(cfg.matmul_params());
+  const double l = static_cast<double>(cfg.n_layers), d = static_cast<double>(cfg.d_model);
+  return 6.0 * n + 12.0 * l * d * static_cast<double>(seq_len);
+}
+
+absl::StatusOr<engine::MemoryPlan> Trainer::plan(const TrainConfig& cfg, const GptPrecision& prec) {
+  ANVIL_ASSIGN_OR_RETURN(
+      engine::MemoryPlan p,
+      GptModel::plan(cfg.model, GptRunShape{cfg.train.micro_batch, cfg.data.seq_len}, prec));
+  return p;
+}
+
+absl::Status Trainer::check_fits(const engine::MemoryPlan& plan, const GptPrecision& prec) {
+  if (prec.device != engine::Device::kCuda) return absl::OkStatus();
+  size_t free_bytes = 0, total_bytes = 0;
+  engine::cuda_memory_info(&free_bytes, &total_bytes);
+  if (plan.total_bytes() <= free_bytes) return absl::OkStatus();
+  std::string largest;
+  size_t largest_bytes = 0;
+  for (const std::string& c : plan.categories()) {
+    if (plan.category_bytes(c) > largest_bytes) {
+      largest_bytes = plan.category_bytes(c);
+      largest = c;
+    }
+  }
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "the memory plan needs %s on the GPU but only %s of %s are free (largest: %s %s); lower "
+      "[train] micro_batch or [data] seq_len, or use a smaller model",
+      engine::format_bytes(static_cast<double>(plan.total_bytes())),
+      engine::format_bytes(static_cast<double>(free_bytes)),
+      engine::format_bytes(static_cast<double>(total_bytes)), largest,
+      engine::format_bytes(static_cast<double>(largest_bytes))));
+}
+
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
+                                                         const GptPrecision& prec, SampleFn train,
+                                                         SampleFn valid, engine::LogContext log) {
+  if (!train) return absl::InvalidArgumentError("Trainer::create: no training samples");
+  ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, Trainer::plan(cfg, prec));
+  ANVIL_RETURN_IF_ERROR(check_fits(plan, prec));
+
+  std::unique_ptr<Trainer> t(new Trainer());
+  t->cfg_ = cfg;
+  t->prec_ = prec;
+  t->train_ = std::move(train);
+  t->valid_ = std::move(valid);
+  t->log_ = log;
+  if (prec.device == engine::Device::kCuda) {
+    ANVIL_ASSIGN_OR_RETURN(engine::Stream s, engine::Stream::cuda(0));
+    t->stream_ = std::make_unique<engine::Stream>(std::move(s));
+    // The model attaches its cuBLASLt workspace (planned under "workspace") to the stream.
+  } else {
+    t->stream_ = std::make_unique<engine::Stream>(engine::Stream::cpu());
+  }
+  const int64_t B = cfg.train.micro_batch, T = cfg.data.seq_len;
+  ANVIL_ASSIGN_OR_RETURN(t->model_,
+                         GptModel::create(cfg.model, GptRunShape{B, T}, prec, cfg.train.seed));
+  t->tokens_.assign(B * T, 0);
+  t->targets_.assign(B * T, 0);
+  t->positions_.resize(B * T);
+  for (int64_t i = 0; i < B * T; ++i) t->positions_[i] = static_cast<int32_t>(i % T);
+  t->sample_.assign(T + 1, 0);
+  return t;
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::fill_batch(const SampleFn& fn, int64_t first_index) {
+  const int64_t B = cfg_.train.micro_batch, T = cfg_.data.seq_len;
+  const int64_t vocab = cfg_.model.vocab_size;
+  for (int64_t b = 0; b < B; ++b) {
+    fn(first_index + b, sample_.data());
+    for (int64_t t = 0; t <= T; ++t) {
+      // An id outside the vocabulary would index past the embedding: a data/config mismatch.
+      ANVIL_CHECK_MSG(sample_[t] >= 0 && sample_[t] < vocab,
+                      absl::StrFormat("sample %d holds token id %d, outside [model] vocab_size %d",
+                                      first_index + b, sample_[t], vocab));
+    }
+    std::copy(sample_.begin(), sample_.begin() + T, tokens_.begin() + b * T);
+    std::copy(sample_.begin() + 1, sample_.end(), targets_.begin() + b * T);
+  }
+}
+
+StepStats Trainer::step() {
+  const int64_t B = cfg_.train.micro_batch, T = cfg_.data.seq_len;
+  const int64_t G = cfg_.train.global_batch;
+  engine::Stream& s = *stream_;
+  // Every token of the global batch is counted, so d(mean loss)/d(token loss) = 1 / (G * T).
+  const float grad_scale = static_cast<float>(1.0 / (static_cast<double>(G) * T));
+
+  model_->zero_grads(s);
+  double loss_sum = 0.0;
+  for (int64_t m = 0; m < cfg_.train.accumulation_steps(); ++m) {
+    fill_batch(train_, step_ * G + m * B);
+    model_->forward(tokens_.data(), positions_.data(), targets_.data(), /*train=*/true,
+                    micro_batches_++, s);
+    model_->backward(grad_scale, s);
+    // Read after backward: the sync then waits for the whole micro-batch instead of stalling
+    // the launch of its backward.
+    loss_sum += model_->loss_sum(s);
+  }
+  StepStats st;
+  st.step = ++step_;
+  st.loss = loss_sum / (static_cast<double>(G) * T);
+  st.grad_norm = model_->grad_norm(s);
+  st.lr = cfg_.optim.schedule.at(st.step);
+  if (!std::isfinite(st.grad_norm)) {
+    st.skipped = true;
+    engine::log_warning(log_, absl::StrFormat("step %d: grad norm is %g, skipping the update",
+                                              st.step, st.grad_norm));
+    return st;
+  }
+  // Megatron's clip_grad_norm: scale by max_norm / (norm + 1e-6) when that is below 1.
+  double clip = 1.0;
+  if (cfg_.optim.clip_grad > 0.0) {
+    clip = std::min(1.0, cfg_.optim.clip_grad / (st.grad_norm + 1e-6));
+  }
+  GptModel::OptimizerStep o;
+  o.lr = static_cast<float>(st.lr);
+  o.beta1 = static_cast<float>(cfg_.optim.beta1);
+  o.beta2 = static_cast<float>(cfg_.optim.beta2);
+  o.eps = static_cast<float>(cfg_.optim.eps);
+  o.weight_decay = static_cast<float>(cfg_.optim.weight_decay);
+  o.grad_scale = static_cast<float>(clip);
+  o.step = ++optimizer_steps_;
+  model_->optimizer_step(o, s);
+  return st;
+}
+
+double Trainer::evaluate() {
+  const int64_t B = cfg_.train.micro_batch, T = cfg_.data.seq_len;
+  const int64_t iters = cfg_.train.eval_iters;
+  if (!valid_ || iters == 0) return std::nan("");
+  double sum = 0.0;
+  for (int64_t i = 0; i < iters; ++i) {
+    fill_batch(valid_, i * B);
+    model_->forward(tokens_.data(), positions_.data(), targets_.data(), /*train=*/false,
+                    /*dropout_offset=*/0, *stream_);
+    sum += model_->loss_sum(*stream_);
+  }
+  return sum / (static_cast<double>(iters) * B * T);
+}
+
+std::string Trainer::memory_string() const {
+  std::string out = engine::format_bytes(static_cast<double>(model_->arena_bytes()));
+  if (prec_.device == engine::Device::kCuda) {
+    size_t free_bytes = 0, total_bytes = 0;
+    engine::cuda_memory_info(&free_bytes, &total_bytes);
+    absl::StrAppend(&out, " (GPU used ",
+                    engine::format_bytes(static_cast<double>(total_bytes - free_bytes)), " of ",
+                    engine::format_bytes(static_cast<double>(total_bytes)), ")");
+  }
+  return out;
+}
+
+TrainSummary Trainer::run() {
+  const LoopConfig& L = cfg_.train;
+  const int64_t tokens_per_step = L.global_batch * cfg_.data.seq_len;
+  const double fpt = flops_per_token(cfg_.model, cfg_.data.seq_len);
+  const bool cuda = prec_.device == engine::Device::kCuda;
+  const int width = static_cast<int>(std::to_string(L.steps).size());
+  const bool eval_enabled = valid_ && L.eval_iters > 0;
+
+  TrainSummary sum;
+  engine::Timer wall, interval;
+  // interval_train_s: training seconds of the current log interval before an evaluation.
+  double interval_loss = 0.0, interval_train_s = 0.0;
+  int64_t interval_steps = 0, interval_skipped = 0, last_val_step = -1;
+
+  auto run_eval = [&] {
+    engine::Timer t;
+    const double v = evaluate();
+    sum.val_losses.emplace_back(step_, v);
+    last_val_step = step_;
+    engine::log_info(
+        log_, absl::StrFormat("step %*d/%d | val loss %.4f (ppl %.2f) | %s", width, step_, L.steps,
+                              v, std::exp(v), engine::format_duration(t.seconds())));
+  };
+
+  while (step_ < L.steps) {
+    const StepStats st = step();
+    sum.steps++;
+    sum.losses.push_back(st.loss);
+    if (sum.steps == 1) sum.first_loss = st.loss;
+    if (st.skipped) {
+      sum.skipped_steps++;
+      interval_skipped++;
+    }
+    interval_loss += st.loss;
+    interval_steps++;
+
+    if (st.step % L.log_interval == 0 || st.step == L.steps) {
+      stream_->synchronize();  // the last optimizer step must be inside the timed interval
+      const double secs = interval_train_s + interval.seconds();
+      sum.train_seconds += secs;
+      const double tok_s = static_cast<double>(interval_steps * tokens_per_step) / secs;
+      const double tflops = tok_s * fpt / 1e12;
+      const double per_step = sum.train_seconds / static_cast<double>(sum.steps);
+      sum.final_loss = interval_loss / static_cast<double>(interval_steps);
+      std::string line = absl::StrFormat(
+          "step %*d/%d | loss %.4f | lr %.3e | grad norm %.3f | %s tok/s | %.2f TFLOP/s | MFU %s "
+          "| mem %s | %s elapsed, ETA %s",
+          width, st.step, L.steps, sum.final_loss, st.lr, st.grad_norm, si(tok_s), tflops,
+          cuda ? absl::StrFormat("%.1f%%", 100.0 * tflops * 1e12 / kPeakFlopsCuda)
+               : std::string("-"),
+          memory_string(), engine::format_duration(wall.seconds()),
+          engine::format_duration(per_step * static_cast<double>(L.steps - st.step)));
+      if (interval_skipped > 0) absl::StrAppend(&line, " | skipped ", interval_skipped);
+      engine::log_info(log_, line);
+      interval_loss = 0.0;
+      interval_steps = interval_skipped = 0;
+      interval_train_s = 0.0;
+      interval.restart();
+    }
+    if (eval_enabled && L.eval_interval > 0 && st.step % L.eval_interval == 0 &&
+        st.step != L.steps) {
+      // Evaluation time is not training time: keep it out of the tokens/s of the interval.
+      interval_train_s += interval.seconds();
+      run_eval();
+      interval.restart();
+    }
+  }
+  if (eval_enabled && last_val_step != step_) run_eval();
+
+  sum.tokens_per_second = sum.train_seconds > 0
+                              ? static_cast<double>(sum.steps * tokens_per_step) / sum.train_seconds
+                              : 0.0;
+  std::string line = absl::StrFormat(
+      "done: %d steps (%d skipped), %s tokens in %s (%s tok/s, %.2f TFLOP/s) | train loss %.4f -> "
+      "%.4f",
+      sum.steps, sum.skipped_steps, si(static_cast<double>(sum.steps * tokens_per_step)),
+      engine::format_duration(wall.seconds()), si(sum.tokens_per_second),
+      sum.tokens_per_second * fpt / 1e12, sum.first_loss, sum.final_loss);
+  if (!sum.val_losses.empty()) {
+    const double first = sum.val_losses.front().second, last = sum.val_losses.back().second;
+    if (sum.val_losses.size() > 1) {
+      absl::StrAppend(&line, absl::StrFormat(" | val loss %.4f (step %d) -> %.4f (ppl %.2f)", first,
+                                             sum.val_losses.front().first, last, std::exp(last)));
+    } else {
+      absl::StrAppend(&line, absl::StrFormat(" | val loss %.4f (ppl %.2f)", last, std::exp(last)));
+    }
+  }
+  absl::StrAppend(&line, " | mem ", memory_string());
+  engine::log_info(log_, line);
+  return sum;
+}
+
+}  // namespace anvil::model

@@ -1,0 +1,103 @@
+// The training loop of bin/train on one rank (DESIGN.md §2, Megatron's train_step):
+//   per step: zero grads; for each of global_batch / micro_batch micro-batches fetch samples
+//   (inputs = tokens[0..T), targets = tokens[1..T], positions 0..T-1), forward, backward with
+//   grad_scale = 1 / (global_batch * T) so the gradient is that of the mean token loss; then the
+//   global grad norm, the clip factor min(1, clip_grad / (norm + 1e-6)) folded into the
+//   optimizer's grad_scale, and one AdamW step at lr = schedule.at(step). A step whose norm is
+//   not finite is skipped with a warning (the gradients are dropped, the lr schedule moves on).
+// Logging every log_interval steps (loss, lr, grad norm, tokens/s, TFLOP/s, MFU, memory, ETA),
+// evaluation every eval_interval steps and at the end, a final summary.
+// model/ must not read data formats: samples come from callbacks that bin/train wires to io/.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/arena.h"
+#include "engine/log.h"
+#include "engine/stream.h"
+#include "model/gpt.h"
+#include "model/train_config.h"
+
+namespace anvil::model {
+
+// Writes the seq_len + 1 tokens of sample `index` into out[0..seq_len] (ids < vocab_size).
+using SampleFn = std::function<void(int64_t index, int32_t* out)>;
+
+// Dense bf16 peak of one H200/H100 SXM, the MFU denominator (DESIGN.md §8).
+inline constexpr double kPeakFlopsCuda = 989e12;
+
+// Model FLOPs per trained token (forward + backward): 6 * matmul params + 12 * L * d * T.
+double flops_per_token(const GptConfig& cfg, int64_t seq_len);
+
+struct StepStats {
+  int64_t step = 0;        // 1-based number of this step
+  double loss = 0.0;       // mean token loss over the step's global batch
+  double lr = 0.0;         // learning rate used (or that would have been used when skipped)
+  double grad_norm = 0.0;  // global L2 norm before clipping
+  bool skipped = false;    // non-finite grad norm: no optimizer update
+};
+
+struct TrainSummary {
+  int64_t steps = 0;  // steps run by run()
+  int64_t skipped_steps = 0;
+  double first_loss = 0.0;                             // loss of the first step run
+  double final_loss = 0.0;                             // mean loss of the last log interval
+  std::vector<double> losses;                          // per step
+  std::vector<std::pair<int64_t, double>> val_losses;  // (step, mean validation loss)
+  double train_seconds = 0.0;                          // excluding evaluation
+  double tokens_per_second = 0.0;
+};
+
+class Trainer {
+ public:
+  // Everything the run allocates, by category (today: the model's plan, cuBLASLt workspace
+  // included); the samples' host buffers are not counted.
+  static absl::StatusOr<engine::MemoryPlan> plan(const TrainConfig& cfg, const GptPrecision& prec);
+  // ResourceExhausted, before anything is allocated, when `plan` exceeds the free memory of the
+  // CUDA device (OK on the CPU): names the needed, free and total bytes and the largest category.
+  static absl::Status check_fits(const engine::MemoryPlan& plan, const GptPrecision& prec);
+
+  // Creates the stream (CUDA device 0 or the CPU) and the model (initialized with
+  // cfg.train.seed). Train sample for (step s from 0, micro-batch m, row b) is index
+  // s * global_batch + m * micro_batch + b of `train`; evaluation reads samples
+  // 0 .. eval_iters * micro_batch - 1 of `valid` each time (empty `valid`: no evaluation).
+  static absl::StatusOr<std::unique_ptr<Trainer>> create(const TrainConfig& cfg,
+                                                         const GptPrecision& prec, SampleFn train,
+                                                         SampleFn valid,
+                                                         engine::LogContext log = {});
+  ~Trainer();
+
+  // One optimizer step (no logging).
+  StepStats step();
+  // Mean token loss over eval_iters validation micro-batches (NaN without validation data).
+  double evaluate();
+  // Steps until cfg.train.steps with logging, periodic and final evaluation and a summary line.
+  TrainSummary run();
+
+  GptModel& model() { return *model_; }
+  engine::Stream& stream() { return *stream_; }
+  int64_t steps_done() const { return step_; }
+
+ private:
+  Trainer() = default;
+  // Fills tokens_/targets_ with micro_batch samples first_index, first_index + 1, ...
+  void fill_batch(const SampleFn& fn, int64_t first_index);
+  std::string memory_string() const;
+
+  TrainConfig cfg_;
+  GptPrecision prec_;
+  SampleFn train_, valid_;
+  engine::LogContext log_;
+  std::unique_ptr<engine::Stream> stream_;
+  std::unique_ptr<GptModel> model_;
+  std::vector<int32_t> tokens_, positions_, targets_, sample_;  // [B*T], [B*T], [B*T], [T+1]
+  int64_t step_ = 0;                                            // steps done
+  int64_t optimizer_steps_ = 0;  // AdamW updates applied (skipped steps excluded)
+  uint64_t micro_batches_ = 0;   // forward passes in training so far: the dropout offset
+};
+
+}  // namespace anvil::model

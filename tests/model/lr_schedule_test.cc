@@ -1,0 +1,86 @@
+// LrSchedule against its closed forms: warmup endpoints, cosine midpoint = (lr + min_lr) / 2,
+// linear decay, constant, the floor after the decay, and validation of bad combinations.
+#include "model/lr_schedule.h"
+
+#include <cmath>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace anvil::model {
+namespace {
+
+using ::testing::HasSubstr;
+
+LrSchedule make(DecayStyle style, double lr = 1e-3, double min_lr = 1e-4, int64_t warmup = 10,
+                int64_t decay = 110) {
+  LrSchedule s;
+  s.lr = lr;
+  s.min_lr = min_lr;
+  s.warmup_steps = warmup;
+  s.decay_steps = decay;
+  s.style = style;
+  return s;
+}
+
+TEST(LrScheduleTest, WarmupIsLinearFromZeroToPeak) {
+  for (DecayStyle style : {DecayStyle::kCosine, DecayStyle::kLinear, DecayStyle::kConstant}) {
+    const LrSchedule s = make(style);
+    EXPECT_DOUBLE_EQ(s.at(0), 0.0);
+    EXPECT_DOUBLE_EQ(s.at(1), 1e-4);
+    EXPECT_DOUBLE_EQ(s.at(5), 5e-4);
+    EXPECT_DOUBLE_EQ(s.at(10), 1e-3);  // peak exactly at the end of warmup
+  }
+}
+
+TEST(LrScheduleTest, CosineMidpointIsMeanOfLrAndMinLr) {
+  const LrSchedule s = make(DecayStyle::kCosine);
+  EXPECT_DOUBLE_EQ(s.at(60), (1e-3 + 1e-4) / 2);  // halfway between warmup end 10 and 110
+  // A quarter of the way: min + (1 + cos(pi/4)) / 2 * (lr - min).
+  EXPECT_NEAR(s.at(35), 1e-4 + 0.5 * (1.0 + std::cos(M_PI / 4)) * 9e-4, 1e-15);
+  EXPECT_NEAR(s.at(110), 1e-4, 1e-15);
+  EXPECT_DOUBLE_EQ(s.at(111), 1e-4);
+  EXPECT_DOUBLE_EQ(s.at(100000), 1e-4);
+  // Monotonically non-increasing after warmup.
+  for (int64_t i = 11; i <= 120; ++i) EXPECT_LE(s.at(i), s.at(i - 1)) << "step " << i;
+}
+
+TEST(LrScheduleTest, LinearDecay) {
+  const LrSchedule s = make(DecayStyle::kLinear);
+  EXPECT_DOUBLE_EQ(s.at(60), (1e-3 + 1e-4) / 2);
+  EXPECT_NEAR(s.at(35), 1e-4 + 0.75 * 9e-4, 1e-15);
+  EXPECT_NEAR(s.at(85), 1e-4 + 0.25 * 9e-4, 1e-15);
+  EXPECT_DOUBLE_EQ(s.at(200), 1e-4);
+}
+
+TEST(LrScheduleTest, ConstantAfterWarmup) {
+  const LrSchedule s = make(DecayStyle::kConstant);
+  EXPECT_DOUBLE_EQ(s.at(11), 1e-3);
+  EXPECT_DOUBLE_EQ(s.at(500), 1e-3);
+}
+
+TEST(LrScheduleTest, NoWarmupStartsAtPeak) {
+  const LrSchedule s = make(DecayStyle::kCosine, 2e-3, 0.0, 0, 100);
+  EXPECT_DOUBLE_EQ(s.at(0), 2e-3);
+  EXPECT_NEAR(s.at(50), 1e-3, 1e-15);
+  EXPECT_DOUBLE_EQ(s.at(100), 0.0);
+}
+
+TEST(LrScheduleTest, ValidateNamesTheNumbers) {
+  EXPECT_TRUE(make(DecayStyle::kCosine).validate().ok());
+  EXPECT_THAT(make(DecayStyle::kCosine, 1e-4, 1e-3).validate().message(), HasSubstr("min_lr"));
+  EXPECT_THAT(make(DecayStyle::kLinear, 1e-3, 0, 50, 50).validate().message(),
+              HasSubstr("warmup_steps 50 must be < decay_steps 50"));
+  EXPECT_TRUE(make(DecayStyle::kConstant, 1e-3, 0, 50, 50).validate().ok());
+  EXPECT_THAT(make(DecayStyle::kCosine, 0.0, 0.0).validate().message(), HasSubstr("lr 0"));
+}
+
+TEST(LrScheduleTest, ParsesStyleNames) {
+  EXPECT_EQ(*parse_decay_style("cosine"), DecayStyle::kCosine);
+  EXPECT_EQ(*parse_decay_style("linear"), DecayStyle::kLinear);
+  EXPECT_EQ(*parse_decay_style("constant"), DecayStyle::kConstant);
+  EXPECT_THAT(parse_decay_style("exp").status().message(), HasSubstr("'exp'"));
+}
+
+}  // namespace
+}  // namespace anvil::model

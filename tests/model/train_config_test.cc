@@ -1,0 +1,225 @@
+// bin/train's config: defaults, overrides, one-line errors naming the problem for malformed ini,
+// unknown keys, bad values and inconsistent combinations; the missing-data error; every file in
+// configs/ validates; docs/config.md equals the generated schema documentation.
+#include "model/train_config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "engine/device.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace anvil::model {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// The repository root: tests run from it under CTest; otherwise derive it from this file's path.
+std::filesystem::path repo_root() {
+  if (std::filesystem::exists("docs/config.md") && std::filesystem::exists("configs")) {
+    return std::filesystem::current_path();
+  }
+  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
+}
+
+constexpr char kValid[] = R"(# a small model
+[model]
+vocab_size = 257
+max_seq_len = 128
+d_model = 64
+n_heads = 4
+n_layers = 2
+
+[data]
+path = data/demo/kjv_text_document
+seq_len = 64
+
+[train]
+micro_batch = 4
+global_batch = 8
+steps = 100
+
+[optim]
+lr = 1e-3
+min_lr = 1e-4
+warmup_steps = 10
+)";
+
+absl::StatusOr<TrainConfig> load(const std::string& text,
+                                 const std::vector<std::string>& overrides = {}) {
+  return load_train_config_string(text, "test.ini", overrides);
+}
+
+// The error message of loading `text` (with overrides); fails the test when it loads.
+std::string error_of(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  absl::StatusOr<TrainConfig> c = load(text, overrides);
+  EXPECT_FALSE(c.ok()) << "expected an error";
+  if (c.ok()) return "";
+  const std::string msg(c.status().message());
+  EXPECT_THAT(msg, Not(HasSubstr("\n"))) << "errors must be one line";
+  return msg;
+}
+
+TEST(TrainConfigTest, ParsesValuesAndDefaults) {
+  absl::StatusOr<TrainConfig> c = load(kValid);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model.vocab_size, 257);
+  EXPECT_EQ(c->model.d_model, 64);
+  EXPECT_EQ(c->model.padded(), 384);
+  EXPECT_EQ(c->model.ffn(), 256);
+  EXPECT_EQ(c->data.path, "data/demo/kjv_text_document");
+  EXPECT_EQ(c->data.split, "969,30,1");
+  EXPECT_EQ(c->data.seq_len, 64);
+  EXPECT_EQ(c->train.accumulation_steps(), 2);
+  EXPECT_EQ(c->train.device, "auto");
+  EXPECT_DOUBLE_EQ(c->optim.schedule.lr, 1e-3);
+  EXPECT_EQ(c->optim.schedule.decay_steps, 100);  // 0 = steps
+  EXPECT_EQ(c->optim.schedule.style, DecayStyle::kCosine);
+  EXPECT_DOUBLE_EQ(c->optim.clip_grad, 1.0);
+  EXPECT_FALSE(c->log.all_ranks);
+}
+
+TEST(TrainConfigTest, GlobalBatchDefaultsToMicroBatch) {
+  absl::StatusOr<TrainConfig> c = load("[train]\nmicro_batch = 6\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->train.global_batch, 6);
+  EXPECT_EQ(c->train.accumulation_steps(), 1);
+}
+
+TEST(TrainConfigTest, OverridesApplyInOrder) {
+  absl::StatusOr<TrainConfig> c =
+      load(kValid, {"train.steps=7", "optim.decay_style=linear", "train.steps=9"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->train.steps, 9);
+  EXPECT_EQ(c->optim.schedule.style, DecayStyle::kLinear);
+  EXPECT_EQ(c->optim.schedule.decay_steps, 9);
+}
+
+TEST(TrainConfigTest, MalformedIniIsAnError) {
+  EXPECT_THAT(error_of("[model]\nd_model 64\n"), HasSubstr("test.ini:2"));
+  EXPECT_THAT(error_of("[model\nd_model = 64\n"), HasSubstr("test.ini"));
+}
+
+TEST(TrainConfigTest, UnknownSectionOrKeyIsAnError) {
+  EXPECT_THAT(error_of("[model]\nd_modle = 64\n"),
+              AllOf(HasSubstr("test.ini:2"), HasSubstr("d_modle")));
+  EXPECT_THAT(error_of("[parallel]\ntp = 2\n"), HasSubstr("parallel"));
+  EXPECT_THAT(error_of(kValid, {"train.stepz=3"}), HasSubstr("stepz"));
+}
+
+TEST(TrainConfigTest, BadValueIsAnError) {
+  EXPECT_THAT(error_of("[train]\nsteps = ten\n"), AllOf(HasSubstr("steps"), HasSubstr("ten")));
+  EXPECT_THAT(error_of("[optim]\nlr = fast\n"), AllOf(HasSubstr("lr"), HasSubstr("fast")));
+  EXPECT_THAT(error_of("[train]\ndevice = tpu\n"), AllOf(HasSubstr("device"), HasSubstr("tpu")));
+  EXPECT_THAT(error_of("[optim]\ndecay_style = exponential\n"), HasSubstr("exponential"));
+  EXPECT_THAT(error_of("[log]\nall_ranks = maybe\n"), HasSubstr("maybe"));
+  EXPECT_THAT(error_of(kValid, {"train.micro_batch=x"}),
+              AllOf(HasSubstr("micro_batch"), HasSubstr("override")));
+}
+
+TEST(TrainConfigTest, OutOfRangeValuesNameTheKey) {
+  EXPECT_THAT(error_of("[model]\nn_layers = 0\n"),
+              AllOf(HasSubstr("[model] n_layers"), HasSubstr("> 0"), HasSubstr("0")));
+  EXPECT_THAT(error_of("[train]\nmicro_batch = -2\n"),
+              AllOf(HasSubstr("test.ini:2"), HasSubstr("[train] micro_batch"), HasSubstr("-2")));
+  EXPECT_THAT(error_of("[model]\nhidden_dropout = 1.5\n"),
+              AllOf(HasSubstr("hidden_dropout"), HasSubstr("1.5")));
+  EXPECT_THAT(error_of("[optim]\nbeta2 = 1.0\n"), HasSubstr("beta2"));
+  EXPECT_THAT(error_of("[optim]\nclip_grad = -1\n"), HasSubstr("clip_grad"));
+  EXPECT_THAT(error_of("[data]\nsplit = 90,x\n"), AllOf(HasSubstr("split"), HasSubstr("90,x")));
+  EXPECT_THAT(error_of("[data]\nsplit = 0,0,0\n"), HasSubstr("split"));
+}
+
+TEST(TrainConfigTest, InconsistentCombinationsNameKeysAndNumbers) {
+  EXPECT_THAT(error_of(kValid, {"train.global_batch=10"}),
+              AllOf(HasSubstr("[train] global_batch"), HasSubstr("10"), HasSubstr("micro_batch 4"),
+                    HasSubstr("override")));
+  EXPECT_THAT(error_of(kValid, {"data.seq_len=256"}),
+              AllOf(HasSubstr("[data] seq_len"), HasSubstr("256"), HasSubstr("max_seq_len 128")));
+  EXPECT_THAT(error_of(kValid, {"model.n_heads=5"}),
+              AllOf(HasSubstr("n_heads"), HasSubstr("d_model 64"), HasSubstr("5")));
+  EXPECT_THAT(error_of(kValid, {"optim.min_lr=1e-2"}),
+              AllOf(HasSubstr("[optim] min_lr"), HasSubstr("0.01"), HasSubstr("lr 0.001")));
+  EXPECT_THAT(error_of(kValid, {"optim.warmup_steps=100"}),
+              AllOf(HasSubstr("warmup_steps"), HasSubstr("100")));
+  EXPECT_THAT(error_of(kValid, {"optim.decay_steps=5"}),
+              AllOf(HasSubstr("warmup_steps"), HasSubstr("10"), HasSubstr("5")));
+  EXPECT_THAT(error_of(kValid, {"model.padded_vocab=200"}),
+              AllOf(HasSubstr("padded_vocab"), HasSubstr("200"), HasSubstr("257")));
+  // Constant lr needs no decay phase, so a warmup as long as the run is fine.
+  EXPECT_TRUE(load(kValid, {"optim.warmup_steps=100", "optim.decay_style=constant"}).ok());
+}
+
+TEST(TrainConfigTest, MissingDataFileNamesPathAndExpectedFiles) {
+  const absl::Status s = check_data_files("/nonexistent/dir/corpus_text_document");
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  const std::string msg(s.message());
+  EXPECT_THAT(msg, AllOf(HasSubstr("/nonexistent/dir/corpus_text_document.bin"),
+                         HasSubstr("/nonexistent/dir/corpus_text_document.idx"),
+                         HasSubstr("bin/preprocess"), Not(HasSubstr("\n"))));
+  EXPECT_THAT(std::string(check_data_files("").message()), HasSubstr("[data] path"));
+
+  // Only the .idx present: the message names the missing .bin.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "anvil_cfg_test";
+  std::filesystem::create_directories(dir);
+  const std::string prefix = (dir / "half").string();
+  std::ofstream(prefix + ".idx") << "x";
+  std::filesystem::remove(prefix + ".bin");
+  EXPECT_THAT(std::string(check_data_files(prefix).message()),
+              HasSubstr("data file " + prefix + ".bin not found"));
+  std::ofstream(prefix + ".bin") << "x";
+  EXPECT_TRUE(check_data_files(prefix).ok());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TrainConfigTest, ResolvesDevice) {
+  absl::StatusOr<GptPrecision> cpu = resolve_precision("cpu");
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_EQ(cpu->device, engine::Device::kCpu);
+  EXPECT_EQ(cpu->act, engine::DType::kF32);
+  absl::StatusOr<GptPrecision> a = resolve_precision("auto");
+  ASSERT_TRUE(a.ok());
+  if (engine::cuda_device_count() > 0) {
+    EXPECT_EQ(a->device, engine::Device::kCuda);
+    EXPECT_EQ(a->act, engine::DType::kBF16);
+    EXPECT_EQ(a->grad, engine::DType::kF32);
+  } else {
+    EXPECT_EQ(a->device, engine::Device::kCpu);
+    EXPECT_THAT(std::string(resolve_precision("cuda").status().message()),
+                HasSubstr("no CUDA device"));
+  }
+}
+
+TEST(TrainConfigTest, EveryBundledConfigValidates) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(repo_root() / "configs")) {
+    if (e.path().extension() != ".ini") continue;
+    absl::StatusOr<TrainConfig> c = load_train_config(e.path().string(), {});
+    EXPECT_TRUE(c.ok()) << e.path() << ": " << c.status();
+    ++n;
+  }
+  EXPECT_GE(n, 5);
+}
+
+TEST(TrainConfigTest, DocsMatchTheSchema) {
+  const std::filesystem::path path = repo_root() / "docs" / "config.md";
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << "cannot read " << path;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), config_docs_markdown())
+      << path << " is stale: regenerate it with `build/bin/train --print-config-docs > "
+      << "docs/config.md`";
+  // Every key is documented.
+  for (const engine::ConfigSchema::Key& k : train_config_schema().keys()) {
+    EXPECT_THAT(ss.str(), HasSubstr(k.key)) << k.section << "." << k.key;
+  }
+}
+
+}  // namespace
+}  // namespace anvil::model
