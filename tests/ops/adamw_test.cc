@@ -207,8 +207,9 @@ TEST_P(AdamWGpu, MatchesCpuTwin) {
     adamw_update(args, gw, gm, gv, gparam, offset_view(gpu, g, DType::kF32, off), gpu_stream);
   }
   // Same f32 operations in the same order; only FMA contraction on the GPU differs (~1 ulp per
-  // step), so 1e-6 relative with a tiny absolute floor for m near 0.
-  const Tol tol{1e-8, 1e-6, 1e-12};
+  // step), so 1e-6 relative; the 1e-7 absolute floor (1 ulp of O(1) terms) covers m and master
+  // near 0, where b1 m + (1-b1) g cancels and one rounding more or less is all of the value.
+  const Tol tol{1e-7, 1e-6, 1e-12};
   const std::vector<float> w = testing::to_host(gw);
   EXPECT_TRUE(testing::tensors_near(w, testing::to_host(cw), tol));
   EXPECT_TRUE(testing::tensors_near(testing::to_host(gm), testing::to_host(cm), tol));
