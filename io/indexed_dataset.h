@@ -19,7 +19,14 @@ namespace anvil::io {
 
 // Megatron's dtype codes. kF32 (7) is not written (its meaning differs across versions).
 enum class TokenDType : uint8_t {
-  kU8 = 1, kI8 = 2, kI16 = 3, kI32 = 4, kI64 = 5, kF64 = 6, kF32 = 7, kU16 = 8
+  kU8 = 1,
+  kI8 = 2,
+  kI16 = 3,
+  kI32 = 4,
+  kI64 = 5,
+  kF64 = 6,
+  kF32 = 7,
+  kU16 = 8
 };
 
 // Megatron's choice: u16 when the vocabulary fits (vocab < 65500), else i32.
@@ -30,6 +37,7 @@ class IndexedDataset {
  public:
   // Opens prefix.idx and prefix.bin. NotFound / DataLoss / InvalidArgument name the file and
   // what was wrong (bad magic, unknown version/dtype, index size mismatch, pointer past .bin).
+  // Dtype code 7 is refused as ambiguous (float64 in BigScience, float32 in NVIDIA).
   static absl::StatusOr<std::unique_ptr<IndexedDataset>> open(const std::string& prefix);
   ~IndexedDataset();
   IndexedDataset(const IndexedDataset&) = delete;
@@ -52,7 +60,8 @@ class IndexedDataset {
   std::vector<int32_t> sizes_;
   std::vector<int64_t> pointers_;
   std::vector<int64_t> doc_idx_;
-  const uint8_t* bin_ = nullptr;  // mmapped .bin
+  int64_t total_tokens_ = 0;
+  const uint8_t* bin_ = nullptr;  // mmapped .bin (nullptr when the .bin is empty)
   size_t bin_bytes_ = 0;
 };
 
@@ -68,7 +77,8 @@ class IndexedDatasetWriter {
   absl::Status add_sequence(absl::Span<const int32_t> tokens);
   // Closes the current document; a document without sequences is skipped.
   absl::Status end_document();
-  // Writes the index and renames both files into place.
+  // Writes the index and renames both files into place. Sequences added since the last
+  // end_document() form a final document.
   absl::Status finish();
 
  private:
