@@ -46,4 +46,20 @@ void gemm(const GemmArgs& args, TensorView d, ConstTensorView a, ConstTensorView
 // dbias[n] += sum over rows of dy[rows, n].  dbias: [n] f32 (+=); dy: [rows, n] act.
 void bias_backward(TensorView dbias, ConstTensorView dy, Stream& stream);
 
+// Same-signature twins. The public functions check arguments and dispatch on stream.is_cuda().
+// cpu: A/B/D f32 or f64 (OpenBLAS), bias/pre_gelu the A dtype, dbias f32 (f64 with f64 dy).
+// cuda: A/B bf16 with D bf16 or f32, or all f32; bias/pre_gelu the A dtype; dbias f32.
+// Where cuBLASLt has no fused kernel for an epilogue (aux ld n not a multiple of 8, mixed
+// D/bias dtypes...), the CUDA twin runs the plain GEMM and then an elementwise epilogue kernel.
+namespace cpu {
+void gemm(const GemmArgs& args, TensorView d, ConstTensorView a, ConstTensorView b,
+          ConstTensorView bias, TensorView pre_gelu, Stream& stream);
+void bias_backward(TensorView dbias, ConstTensorView dy, Stream& stream);
+}  // namespace cpu
+namespace cuda {
+void gemm(const GemmArgs& args, TensorView d, ConstTensorView a, ConstTensorView b,
+          ConstTensorView bias, TensorView pre_gelu, Stream& stream);
+void bias_backward(TensorView dbias, ConstTensorView dy, Stream& stream);
+}  // namespace cuda
+
 }  // namespace anvil::ops

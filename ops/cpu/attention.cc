@@ -1,0 +1,177 @@
+// CPU twin of ops/attention.h, the reference: plain loops over (batch, head, query row).
+//   s_ij = scale * q_i . k_j for j <= i (causal; j > i gives P_ij = 0)
+//   P_ij = softmax_j(s_ij)                                                  (= probs)
+//   P'_ij = keep_ij ? P_ij / (1 - p) : 0,  keep_ij = philox(seed, offset, ij) >= p
+//   out_i = sum_j P'_ij v_j, heads concatenated                             (= out)
+// Backward (= dqkv), with dP'_ij = dout_i . v_j and dP_ij = keep_ij ? dP'_ij / (1 - p) : 0:
+//   dv_j = sum_i P'_ij dout_i
+//   dS_ij = P_ij (dP_ij - sum_l P_il dP_il) * scale
+//   dq_i = sum_j dS_ij k_j,  dk_j = sum_i dS_ij q_i
+// f32 and f64 (finite differences in double). No scratch: dP' is recomputed where needed.
+#include "ops/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "engine/philox.h"
+#include "engine/status.h"
+
+namespace anvil::ops::cpu {
+namespace {
+
+using engine::DType;
+
+// The inverted-dropout factor for element `index` of [B, H, T, T], as ops/dropout computes it.
+template <typename T>
+struct ProbDropout {
+  float p;
+  uint64_t seed, offset;
+  T keep_scale;
+  explicit ProbDropout(const AttentionArgs& args)
+      : p(args.dropout_p),
+        seed(args.seed),
+        offset(args.offset),
+        keep_scale(static_cast<T>(1) / (static_cast<T>(1) - static_cast<T>(args.dropout_p))) {}
+  T apply(T x, uint64_t index) const {
+    if (p == 0.0f) return x;
+    return engine::philox_uniform_at(seed, offset, index) >= p ? x * keep_scale : static_cast<T>(0);
+  }
+};
+
+// Dimensions and row pointers of the packed layouts.
+struct Layout {
+  int64_t B, T, H, Dh, hd, ld;  // hd = H*Dh (out row), ld = 3*H*Dh (qkv row)
+  explicit Layout(const AttentionArgs& a)
+      : B(a.batch),
+        T(a.seq),
+        H(a.heads),
+        Dh(a.head_dim),
+        hd(a.heads * a.head_dim),
+        ld(3 * a.heads * a.head_dim) {}
+  // Offset of head h of part s (0: q, 1: k, 2: v) of token t of batch b in qkv.
+  int64_t qkv(int64_t b, int64_t t, int s, int64_t h) const {
+    return (b * T + t) * ld + s * hd + h * Dh;
+  }
+  int64_t out(int64_t b, int64_t t, int64_t h) const { return (b * T + t) * hd + h * Dh; }
+  int64_t prob_row(int64_t b, int64_t h, int64_t i) const { return ((b * H + h) * T + i) * T; }
+};
+
+template <typename T>
+T dot(const T* x, const T* y, int64_t n) {
+  T s = 0;
+  for (int64_t d = 0; d < n; ++d) s += x[d] * y[d];
+  return s;
+}
+
+template <typename T>
+void forward_typed(const AttentionArgs& args, T* out, T* probs, const T* qkv) {
+  const Layout L(args);
+  const ProbDropout<T> drop(args);
+  const T scale = static_cast<T>(args.scale);
+  for (int64_t b = 0; b < L.B; ++b) {
+    for (int64_t h = 0; h < L.H; ++h) {
+      for (int64_t i = 0; i < L.T; ++i) {
+        T* row = probs + L.prob_row(b, h, i);
+        const T* qi = qkv + L.qkv(b, i, 0, h);
+        // Scores into the probs row, then an in-place max-subtracted softmax over j <= i.
+        T mx = -std::numeric_limits<T>::infinity();
+        for (int64_t j = 0; j <= i; ++j) {
+          row[j] = scale * dot(qi, qkv + L.qkv(b, j, 1, h), L.Dh);
+          mx = std::max(mx, row[j]);
+        }
+        T sum = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          row[j] = std::exp(row[j] - mx);
+          sum += row[j];
+        }
+        for (int64_t j = 0; j <= i; ++j) row[j] /= sum;
+        for (int64_t j = i + 1; j < L.T; ++j) row[j] = 0;
+        // out_i = sum_j P'_ij v_j.
+        T* oi = out + L.out(b, i, h);
+        for (int64_t d = 0; d < L.Dh; ++d) oi[d] = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          const T pd = drop.apply(row[j], L.prob_row(b, h, i) + j);
+          const T* vj = qkv + L.qkv(b, j, 2, h);
+          for (int64_t d = 0; d < L.Dh; ++d) oi[d] += pd * vj[d];
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void backward_typed(const AttentionArgs& args, T* dqkv, const T* dout, const T* qkv,
+                    const T* probs) {
+  const Layout L(args);
+  const ProbDropout<T> drop(args);
+  const T scale = static_cast<T>(args.scale);
+  std::memset(static_cast<void*>(dqkv), 0, sizeof(T) * L.B * L.T * L.ld);
+  for (int64_t b = 0; b < L.B; ++b) {
+    for (int64_t h = 0; h < L.H; ++h) {
+      for (int64_t i = 0; i < L.T; ++i) {
+        const int64_t r = L.prob_row(b, h, i);
+        const T* row = probs + r;
+        const T* doi = dout + L.out(b, i, h);
+        const T* qi = qkv + L.qkv(b, i, 0, h);
+        // dP_ij through the dropout backward (same mask and factor as forward).
+        auto dp = [&](int64_t j) {
+          return drop.apply(dot(doi, qkv + L.qkv(b, j, 2, h), L.Dh), r + j);
+        };
+        T rowdot = 0;
+        for (int64_t j = 0; j <= i; ++j) rowdot += row[j] * dp(j);
+        T* dqi = dqkv + L.qkv(b, i, 0, h);
+        for (int64_t j = 0; j <= i; ++j) {
+          const T pd = drop.apply(row[j], r + j);
+          T* dvj = dqkv + L.qkv(b, j, 2, h);
+          for (int64_t d = 0; d < L.Dh; ++d) dvj[d] += pd * doi[d];
+          const T ds = row[j] * (dp(j) - rowdot) * scale;
+          const T* kj = qkv + L.qkv(b, j, 1, h);
+          T* dkj = dqkv + L.qkv(b, j, 1, h);
+          for (int64_t d = 0; d < L.Dh; ++d) {
+            dqi[d] += ds * kj[d];
+            dkj[d] += ds * qi[d];
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void attention_forward(const AttentionArgs& args, TensorView out, TensorView probs,
+                       ConstTensorView qkv, Workspace /*ws*/, Stream& /*stream*/) {
+  switch (qkv.dtype) {
+    case DType::kF32:
+      forward_typed<float>(args, out.as<float>(), probs.as<float>(), qkv.as<float>());
+      break;
+    case DType::kF64:
+      forward_typed<double>(args, out.as<double>(), probs.as<double>(), qkv.as<double>());
+      break;
+    default:
+      ANVIL_CHECK_MSG(false,
+                      "cpu::attention_forward: qkv must be f32/f64, got " + engine::describe(qkv));
+  }
+}
+
+void attention_backward(const AttentionArgs& args, TensorView dqkv, ConstTensorView dout,
+                        ConstTensorView qkv, ConstTensorView probs, Workspace /*ws*/,
+                        Stream& /*stream*/) {
+  switch (qkv.dtype) {
+    case DType::kF32:
+      backward_typed<float>(args, dqkv.as<float>(), dout.as<float>(), qkv.as<float>(),
+                            probs.as<float>());
+      break;
+    case DType::kF64:
+      backward_typed<double>(args, dqkv.as<double>(), dout.as<double>(), qkv.as<double>(),
+                             probs.as<double>());
+      break;
+    default:
+      ANVIL_CHECK_MSG(false,
+                      "cpu::attention_backward: qkv must be f32/f64, got " + engine::describe(qkv));
+  }
+}
+
+}  // namespace anvil::ops::cpu

@@ -1,0 +1,145 @@
+// CPU twin of ops/gemm.h, the reference: OpenBLAS for the products, plain loops for epilogues.
+//   D[b] = alpha * op(A[b]) op(B[b]) + beta * D[b]   (cblas_sgemm/dgemm, row-major)
+//   kBias     D += bias[n]
+//   kBiasGelu pre_gelu = D + bias[n] (=), D = gelu_tanh(pre_gelu)
+//   kDGelu    D *= gelu_tanh'(pre_gelu)
+//   bias_backward: dbias[n] += sum over rows of dy[rows, n]
+// f32 and f64 (finite differences in double); arguments were checked by ops/gemm.cc.
+#include "ops/gemm.h"
+
+#include <cblas.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "engine/dtype.h"
+#include "engine/status.h"
+
+namespace anvil::ops::cpu {
+namespace {
+
+using engine::DType;
+
+template <typename T>
+T gelu_tanh(T x) {
+  const T c = static_cast<T>(0.7978845608028654);  // sqrt(2/pi)
+  const T u = c * (x + static_cast<T>(0.044715) * x * x * x);
+  return static_cast<T>(0.5) * x * (static_cast<T>(1) + std::tanh(u));
+}
+
+// d/dx of gelu_tanh: 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 * 0.044715 x^2), t = tanh(u).
+template <typename T>
+T gelu_tanh_grad(T x) {
+  const T c = static_cast<T>(0.7978845608028654);
+  const T a = static_cast<T>(0.044715);
+  const T t = std::tanh(c * (x + a * x * x * x));
+  return static_cast<T>(0.5) * (static_cast<T>(1) + t) +
+         static_cast<T>(0.5) * x * (static_cast<T>(1) - t * t) * c *
+             (static_cast<T>(1) + static_cast<T>(3) * a * x * x);
+}
+
+void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
+               const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, double alpha,
+               const double* a, int lda, const double* b, int ldb, double beta, double* c,
+               int ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+template <typename T>
+void gemm_typed(const GemmArgs& args, T* d, const T* a, const T* b, const T* bias, T* pre_gelu) {
+  const int64_t m = args.m, n = args.n, k = args.k;
+  const int64_t sa = args.stride_a ? args.stride_a : m * k;
+  const int64_t sb = args.stride_b ? args.stride_b : k * n;
+  const int64_t sd = args.stride_d ? args.stride_d : m * n;
+  // Row-major leading dimensions of the stored matrices.
+  const int lda = static_cast<int>(args.trans_a ? m : k);
+  const int ldb = static_cast<int>(args.trans_b ? k : n);
+  for (int64_t i = 0; i < args.batch; ++i) {
+    T* di = d + i * sd;
+    // beta = 0 overwrites: clear D first so a NaN-poisoned output cannot leak through 0 * NaN.
+    if (args.beta == 0.0f) std::memset(static_cast<void*>(di), 0, sizeof(T) * m * n);
+    blas_gemm(args.trans_a ? CblasTrans : CblasNoTrans, args.trans_b ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+              static_cast<T>(args.alpha), a + i * sa, lda, b + i * sb, ldb,
+              static_cast<T>(args.beta), di, static_cast<int>(n));
+  }
+  switch (args.epilogue) {
+    case Epilogue::kNone:
+      break;
+    case Epilogue::kBias:
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t c = 0; c < n; ++c) d[r * n + c] += bias[c];
+      break;
+    case Epilogue::kBiasGelu:
+      for (int64_t r = 0; r < m; ++r) {
+        for (int64_t c = 0; c < n; ++c) {
+          const T pre = d[r * n + c] + bias[c];
+          pre_gelu[r * n + c] = pre;
+          d[r * n + c] = gelu_tanh(pre);
+        }
+      }
+      break;
+    case Epilogue::kDGelu:
+      for (int64_t i = 0; i < m * n; ++i) d[i] *= gelu_tanh_grad(pre_gelu[i]);
+      break;
+  }
+}
+
+template <typename TDy, typename TAcc>
+void bias_backward_typed(TAcc* dbias, const TDy* dy, int64_t rows, int64_t n) {
+  for (int64_t c = 0; c < n; ++c) {
+    TAcc sum = 0;
+    for (int64_t r = 0; r < rows; ++r) sum += static_cast<TAcc>(dy[r * n + c]);
+    dbias[c] += sum;
+  }
+}
+
+}  // namespace
+
+void gemm(const GemmArgs& args, TensorView d, ConstTensorView a, ConstTensorView b,
+          ConstTensorView bias, TensorView pre_gelu, Stream& /*stream*/) {
+  switch (a.dtype) {
+    case DType::kF32:
+      gemm_typed<float>(args, d.as<float>(), a.as<float>(), b.as<float>(), bias.as<float>(),
+                        pre_gelu.as<float>());
+      break;
+    case DType::kF64:
+      gemm_typed<double>(args, d.as<double>(), a.as<double>(), b.as<double>(), bias.as<double>(),
+                         pre_gelu.as<double>());
+      break;
+    default:
+      ANVIL_CHECK_MSG(false, "cpu::gemm: a must be f32/f64, got " + engine::describe(a));
+  }
+}
+
+void bias_backward(TensorView dbias, ConstTensorView dy, Stream& /*stream*/) {
+  const int64_t n = dy.dim(-1);
+  const int64_t rows = n > 0 ? dy.numel() / n : 0;
+  switch (dy.dtype) {
+    case DType::kF32:
+      bias_backward_typed<float, float>(dbias.as<float>(), dy.as<float>(), rows, n);
+      break;
+    case DType::kF64:
+      bias_backward_typed<double, double>(dbias.as<double>(), dy.as<double>(), rows, n);
+      break;
+    case DType::kBF16: {
+      // bf16 storage emulated on the host: widen each element, accumulate in f32.
+      const uint16_t* src = dy.as<uint16_t>();
+      float* dst = dbias.as<float>();
+      for (int64_t c = 0; c < n; ++c) {
+        float sum = 0.0f;
+        for (int64_t r = 0; r < rows; ++r) sum += engine::bf16_to_f32(src[r * n + c]);
+        dst[c] += sum;
+      }
+      break;
+    }
+    default:
+      ANVIL_CHECK_MSG(false,
+                      "cpu::bias_backward: dy must be f32/f64/bf16, got " + engine::describe(dy));
+  }
+}
+
+}  // namespace anvil::ops::cpu

@@ -1,0 +1,425 @@
+// Tests of the row-major strided-batched GEMM with epilogues and of bias_backward (ops/gemm.h):
+//   D[b] = epilogue(alpha * op(A[b]) op(B[b]) + beta * D[b]);  dbias[n] += sum_rows dy
+// The CPU twin (OpenBLAS) against a naive triple loop in double for every trans combination,
+// batches with padded strides, beta = 1 accumulation and each epilogue (kDGelu against central
+// differences of gelu_tanh); then the GPU (cuBLASLt) against the CPU twin for bf16 -> bf16,
+// bf16 -> f32 with beta = 1, f32, fused and fallback epilogues, odd and GPT-2-sized shapes.
+#include "ops/gemm.h"
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "engine/dtype.h"
+#include "gtest/gtest.h"
+#include "tests/testing/tensor_testing.h"
+
+namespace anvil::ops {
+namespace {
+
+using engine::Device;
+using engine::DType;
+using testing::TensorPool;
+using testing::TestStream;
+using testing::Tol;
+
+double gelu_ref(double x) {
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::acos(-1.0)) * (x + 0.044715 * x * x * x)));
+}
+double gelu_grad_fd(double x) {
+  const double h = 1e-5;
+  return (gelu_ref(x + h) - gelu_ref(x - h)) / (2 * h);
+}
+
+// Stored element counts of the operands of one batch entry.
+int64_t a_elems(const GemmArgs& g) { return g.m * g.k; }
+int64_t b_elems(const GemmArgs& g) { return g.k * g.n; }
+int64_t stride_or(int64_t stride, int64_t packed) { return stride ? stride : packed; }
+int64_t total_elems(int64_t batch, int64_t stride, int64_t packed) {
+  return (batch - 1) * stride_or(stride, packed) + packed;
+}
+
+// The naive definition in double: D = epilogue(alpha op(A) op(B) + beta D0); also pre_gelu.
+struct NaiveResult {
+  std::vector<double> d, pre;
+};
+NaiveResult naive_gemm(const GemmArgs& g, const std::vector<double>& a,
+                       const std::vector<double>& b, const std::vector<double>& d0,
+                       const std::vector<double>& bias, const std::vector<double>& pre_in) {
+  const int64_t sa = stride_or(g.stride_a, a_elems(g)), sb = stride_or(g.stride_b, b_elems(g));
+  const int64_t sd = stride_or(g.stride_d, g.m * g.n);
+  NaiveResult r{d0, pre_in};
+  for (int64_t bt = 0; bt < g.batch; ++bt) {
+    for (int64_t i = 0; i < g.m; ++i) {
+      for (int64_t j = 0; j < g.n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < g.k; ++p) {
+          const double av = g.trans_a ? a[bt * sa + p * g.m + i] : a[bt * sa + i * g.k + p];
+          const double bv = g.trans_b ? b[bt * sb + j * g.k + p] : b[bt * sb + p * g.n + j];
+          acc += av * bv;
+        }
+        const int64_t di = bt * sd + i * g.n + j;
+        double v = g.alpha * acc + (g.beta != 0.0f ? g.beta * d0[di] : 0.0);
+        switch (g.epilogue) {
+          case Epilogue::kNone:
+            break;
+          case Epilogue::kBias:
+            v += bias[j];
+            break;
+          case Epilogue::kBiasGelu:
+            r.pre[i * g.n + j] = v + bias[j];
+            v = gelu_ref(v + bias[j]);
+            break;
+          case Epilogue::kDGelu:
+            v *= gelu_grad_fd(pre_in[i * g.n + j]);
+            break;
+        }
+        r.d[di] = v;
+      }
+    }
+  }
+  return r;
+}
+
+std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+// Runs the CPU twin in `dtype` (f32/f64) on random data and compares with the naive loop.
+void check_cpu(const GemmArgs& g, DType dtype, Tol tol) {
+  TestStream stream(Device::kCpu);
+  TensorPool pool(Device::kCpu);
+  const int64_t na = total_elems(g.batch, g.stride_a, a_elems(g));
+  const int64_t nb = total_elems(g.batch, g.stride_b, b_elems(g));
+  const int64_t nd = total_elems(g.batch, g.stride_d, g.m * g.n);
+  const std::vector<float> a = testing::random_uniform(na, 11);
+  const std::vector<float> b = testing::random_uniform(nb, 12);
+  const std::vector<float> d0 = testing::random_uniform(nd, 13);
+  const std::vector<float> bias = testing::random_uniform(g.n, 14);
+  const std::vector<float> pre = testing::random_uniform(g.m * g.n, 15, -3.0f, 3.0f);
+  const bool has_bias = g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kBiasGelu;
+  const bool has_pre = g.epilogue == Epilogue::kBiasGelu || g.epilogue == Epilogue::kDGelu;
+  // Beta = 0 must ignore D's old contents: start from poison (NaN) then.
+  TensorView d = g.beta != 0.0f ? pool.from(d0, dtype, {nd}) : pool.empty(dtype, {nd});
+  TensorView pre_t = g.epilogue == Epilogue::kDGelu ? pool.from(pre, dtype, {g.m, g.n})
+                     : has_pre                      ? pool.empty(dtype, {g.m, g.n})
+                                                    : TensorView{};
+  gemm(g, d, pool.from(a, dtype, {na}), pool.from(b, dtype, {nb}),
+       has_bias ? ConstTensorView(pool.from(bias, dtype, {g.n})) : ConstTensorView{}, pre_t,
+       stream);
+  const NaiveResult ref =
+      naive_gemm(g, to_double(a), to_double(b), to_double(d0), to_double(bias), to_double(pre));
+  EXPECT_TRUE(testing::tensors_near(testing::to_host_f64(d), ref.d, tol));
+  if (g.epilogue == Epilogue::kBiasGelu) {
+    EXPECT_TRUE(testing::tensors_near(testing::to_host_f64(pre_t), ref.pre, tol));
+  }
+}
+
+constexpr Tol kF64Tol{1e-9, 1e-9, 1e-16};
+constexpr Tol kF32Tol{1e-5, 1e-5, 1e-10};
+
+TEST(GemmCpu, AllTransposeCombinationsBatched) {
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "trans_a=" << ta << " trans_b=" << tb);
+      GemmArgs g{5, 7, 3};
+      g.trans_a = ta;
+      g.trans_b = tb;
+      g.alpha = 0.7f;
+      g.batch = 3;
+      check_cpu(g, DType::kF64, kF64Tol);
+      check_cpu(g, DType::kF32, kF32Tol);
+    }
+  }
+}
+
+TEST(GemmCpu, ExplicitStridesSkipPadding) {
+  GemmArgs g{4, 6, 5};
+  g.trans_b = true;
+  g.batch = 3;
+  g.stride_a = 4 * 5 + 3;
+  g.stride_b = 6 * 5 + 1;
+  g.stride_d = 4 * 6 + 2;
+  g.beta = 1.0f;  // the padding between D matrices must stay untouched: naive keeps d0 there
+  check_cpu(g, DType::kF64, kF64Tol);
+}
+
+TEST(GemmCpu, BetaOneAccumulates) {
+  for (bool ta : {false, true}) {
+    GemmArgs g{6, 4, 9};
+    g.trans_a = ta;
+    g.beta = 1.0f;
+    g.alpha = 1.5f;
+    check_cpu(g, DType::kF64, kF64Tol);
+    check_cpu(g, DType::kF32, kF32Tol);
+  }
+}
+
+TEST(GemmCpu, BetaOneTwiceIsTwiceTheProduct) {
+  TestStream stream(Device::kCpu);
+  TensorPool pool(Device::kCpu);
+  GemmArgs g{3, 5, 4};
+  g.beta = 1.0f;
+  const std::vector<float> a = testing::random_uniform(12, 1), b = testing::random_uniform(20, 2);
+  const std::vector<float> d0 = testing::random_uniform(15, 3);
+  TensorView d = pool.from(d0, DType::kF64, {3, 5});
+  TensorView ta = pool.from(a, DType::kF64, {3, 4}), tb = pool.from(b, DType::kF64, {4, 5});
+  gemm(g, d, ta, tb, {}, {}, stream);
+  gemm(g, d, ta, tb, {}, {}, stream);
+  GemmArgs once = g;
+  once.alpha = 2.0f;
+  const NaiveResult ref = naive_gemm(once, to_double(a), to_double(b), to_double(d0), {}, {});
+  EXPECT_TRUE(testing::tensors_near(testing::to_host_f64(d), ref.d, kF64Tol));
+}
+
+TEST(GemmCpu, Epilogues) {
+  for (Epilogue e : {Epilogue::kBias, Epilogue::kBiasGelu, Epilogue::kDGelu}) {
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "epilogue=" << static_cast<int>(e) << " tb=" << tb);
+      GemmArgs g{7, 5, 6};
+      g.trans_b = tb;
+      g.alpha = 0.9f;
+      g.epilogue = e;
+      // f64 against the naive loop; kDGelu's reference derivative is a central difference of
+      // gelu_tanh (h = 1e-5, error ~1e-10), so the analytic gelu' is checked too.
+      check_cpu(g, DType::kF64, Tol{1e-8, 1e-8, 1e-14});
+      check_cpu(g, DType::kF32, kF32Tol);
+      g.beta = 1.0f;  // acc includes beta * D before the epilogue
+      check_cpu(g, DType::kF64, Tol{1e-8, 1e-8, 1e-14});
+    }
+  }
+}
+
+TEST(GemmCpu, BiasBackwardAccumulates) {
+  TestStream stream(Device::kCpu);
+  TensorPool pool(Device::kCpu);
+  const int64_t rows = 9, n = 7;
+  const std::vector<float> dy = testing::random_uniform(rows * n, 5);
+  const std::vector<float> db0 = testing::random_uniform(n, 6);
+  std::vector<double> sum(n, 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < n; ++c) sum[c] += dy[r * n + c];
+  for (DType t : {DType::kF64, DType::kF32}) {
+    TensorView dbias = pool.from(db0, t, {n});
+    TensorView tdy = pool.from(dy, t, {rows, n});
+    bias_backward(dbias, tdy, stream);
+    std::vector<double> once(n), twice(n);
+    for (int64_t c = 0; c < n; ++c) {
+      once[c] = db0[c] + sum[c];
+      twice[c] = db0[c] + 2 * sum[c];
+    }
+    const Tol tol = t == DType::kF64 ? kF64Tol : kF32Tol;
+    EXPECT_TRUE(testing::tensors_near(testing::to_host_f64(dbias), once, tol));
+    bias_backward(dbias, tdy, stream);
+    EXPECT_TRUE(testing::tensors_near(testing::to_host_f64(dbias), twice, tol));
+  }
+}
+
+// ---- GPU vs CPU twin ----------------------------------------------------------------------------
+
+// Tolerances. bf16 D: the GPU rounds each output to bf16 (relative 2^-9) and sums in another
+// order than OpenBLAS; |D| reaches ~20 at k = 3072, so atol 2e-2 + rtol 1e-2. f32 D from bf16
+// inputs: products are exact in f32, only the summation order differs. f32 everywhere: cuBLASLt
+// with CUBLAS_COMPUTE_32F is full fp32 (no TF32).
+constexpr Tol kBf16OutTol{2e-2, 1e-2, 1e-4};
+constexpr Tol kF32OutFromBf16Tol{2e-3, 1e-4, 1e-8};
+constexpr Tol kF32Tol32{1e-3, 1e-4, 1e-9};
+
+// Runs `g` on the GPU (act A/B, d_dtype D) and on the CPU twin in f32 with the same (rounded)
+// inputs; compares D, and pre_gelu for kBiasGelu.
+void check_gpu(const GemmArgs& g, DType act, DType d_dtype, Tol tol) {
+  TestStream gpu(Device::kCuda);
+  TestStream cpu(Device::kCpu);
+  TensorPool gpool(Device::kCuda);
+  TensorPool cpool(Device::kCpu);
+  const int64_t na = total_elems(g.batch, g.stride_a, a_elems(g));
+  const int64_t nb = total_elems(g.batch, g.stride_b, b_elems(g));
+  const int64_t nd = total_elems(g.batch, g.stride_d, g.m * g.n);
+  auto rounded = [&](std::vector<float> v, DType t) {
+    return t == DType::kBF16 ? testing::round_bf16(std::move(v)) : v;
+  };
+  const std::vector<float> a = rounded(testing::random_uniform(na, 21), act);
+  const std::vector<float> b = rounded(testing::random_uniform(nb, 22), act);
+  const std::vector<float> d0 = rounded(testing::random_uniform(nd, 23), d_dtype);
+  const std::vector<float> bias = rounded(testing::random_uniform(g.n, 24), act);
+  const std::vector<float> pre = rounded(testing::random_uniform(g.m * g.n, 25, -3, 3), act);
+  const bool has_bias = g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kBiasGelu;
+  const bool has_pre = g.epilogue == Epilogue::kBiasGelu || g.epilogue == Epilogue::kDGelu;
+
+  struct Run {
+    TensorView d, pre;
+  };
+  auto run = [&](TensorPool& pool, Stream& s, DType ta, DType td) {
+    Run r;
+    r.d = g.beta != 0.0f ? pool.from(d0, td, {nd}) : pool.empty(td, {nd});
+    r.pre = g.epilogue == Epilogue::kDGelu ? pool.from(pre, ta, {g.m, g.n})
+            : has_pre                      ? pool.empty(ta, {g.m, g.n})
+                                           : TensorView{};
+    gemm(g, r.d, pool.from(a, ta, {na}), pool.from(b, ta, {nb}),
+         has_bias ? ConstTensorView(pool.from(bias, ta, {g.n})) : ConstTensorView{}, r.pre, s);
+    return r;
+  };
+  const Run got = run(gpool, gpu, act, d_dtype);
+  const Run ref = run(cpool, cpu, DType::kF32, DType::kF32);
+  gpu.get().synchronize();
+  EXPECT_TRUE(testing::tensors_near(testing::to_host(got.d), testing::to_host(ref.d), tol));
+  if (g.epilogue == Epilogue::kBiasGelu) {
+    // pre_gelu is stored in the act dtype.
+    EXPECT_TRUE(testing::tensors_near(testing::to_host(got.pre), testing::to_host(ref.pre),
+                                      act == DType::kBF16 ? kBf16OutTol : kF32Tol32));
+  }
+}
+
+TEST(GemmGpu, Bf16AllTransposes) {
+  ANVIL_SKIP_WITHOUT_GPU();
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "trans_a=" << ta << " trans_b=" << tb);
+      GemmArgs g{64, 48, 40};
+      g.trans_a = ta;
+      g.trans_b = tb;
+      g.alpha = 0.5f;
+      check_gpu(g, DType::kBF16, DType::kBF16, kBf16OutTol);
+      check_gpu(g, DType::kF32, DType::kF32, kF32Tol32);
+    }
+  }
+}
+
+TEST(GemmGpu, AwkwardShapes) {
+  ANVIL_SKIP_WITHOUT_GPU();
+  // m, n, k not multiples of 8 (odd leading dimensions), a single row, a single column.
+  const int64_t shapes[][3] = {{37, 19, 23}, {1, 33, 7}, {13, 1, 5}, {3, 5, 1}, {129, 65, 31}};
+  for (const auto& s : shapes) {
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "m=" << s[0] << " n=" << s[1] << " k=" << s[2] << " tb=" << tb);
+      GemmArgs g{s[0], s[1], s[2]};
+      g.trans_b = tb;
+      check_gpu(g, DType::kBF16, DType::kBF16, kBf16OutTol);
+      check_gpu(g, DType::kBF16, DType::kF32, kF32OutFromBf16Tol);
+      check_gpu(g, DType::kF32, DType::kF32, kF32Tol32);
+    }
+  }
+}
+
+TEST(GemmGpu, Bf16InF32OutAccumulates) {
+  ANVIL_SKIP_WITHOUT_GPU();
+  // Weight gradient of a linear layer: dW[out, in] += dy^T x (trans_a, k = tokens), f32 D.
+  GemmArgs g{768, 3072, 256};
+  g.trans_a = true;
+  g.beta = 1.0f;
+  check_gpu(g, DType::kBF16, DType::kF32, kF32OutFromBf16Tol);
+  GemmArgs odd{37, 21, 19};
+  odd.trans_a = true;
+  odd.beta = 1.0f;
+  check_gpu(odd, DType::kBF16, DType::kF32, kF32OutFromBf16Tol);
+  odd.trans_a = false;
+  odd.beta = 1.0f;
+  check_gpu(odd, DType::kBF16, DType::kBF16, kBf16OutTol);
+  check_gpu(odd, DType::kF32, DType::kF32, kF32Tol32);
+}
+
+TEST(GemmGpu, LinearLayerSizes) {
+  ANVIL_SKIP_WITHOUT_GPU();
+  // GPT-2 small MLP: fc (768 -> 3072, bias + GELU), proj (3072 -> 768, bias), and the input
+  // gradient of fc through GELU: dx_pre = (dy W) * gelu'(pre).
+  GemmArgs fc{256, 3072, 768};
+  fc.trans_b = true;
+  fc.epilogue = Epilogue::kBiasGelu;
+  check_gpu(fc, DType::kBF16, DType::kBF16, kBf16OutTol);
+  GemmArgs proj{256, 768, 3072};
+  proj.trans_b = true;
+  proj.epilogue = Epilogue::kBias;
+  check_gpu(proj, DType::kBF16, DType::kBF16, kBf16OutTol);
+  GemmArgs dproj{256, 3072, 768};  // dpre = (dy W_proj) * gelu'(pre), W_proj [768, 3072]
+  dproj.epilogue = Epilogue::kDGelu;
+  check_gpu(dproj, DType::kBF16, DType::kBF16, kBf16OutTol);
+}
+
+TEST(GemmGpu, EpiloguesFusedAndFallback) {
+  ANVIL_SKIP_WITHOUT_GPU();
+  // n = 64 takes the fused cuBLASLt epilogues; n = 36 and n = 21 (aux ld not a multiple of 8)
+  // and beta = 1 take the plain GEMM + elementwise kernel. f32 D with bf16 A/B has mixed
+  // bias/aux dtypes, fused only if cuBLASLt offers it.
+  for (Epilogue e : {Epilogue::kBias, Epilogue::kBiasGelu, Epilogue::kDGelu}) {
+    for (int64_t n : {64, 36, 21}) {
+      for (float beta : {0.0f, 1.0f}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "epilogue=" << static_cast<int>(e) << " n=" << n << " beta=" << beta);
+        GemmArgs g{40, n, 24};
+        g.trans_b = true;
+        g.epilogue = e;
+        g.beta = beta;
+        // cuBLASLt's fused GELU may use a hardware tanh approximation (~2^-11 relative), so
+        // f32 outputs through GELU get 3e-3 instead of the pure-GEMM f32 tolerances.
+        const bool gelu = e != Epilogue::kBias;
+        const Tol gelu_f32{3e-3, 3e-3, 1e-6};
+        check_gpu(g, DType::kBF16, DType::kBF16, kBf16OutTol);
+        check_gpu(g, DType::kF32, DType::kF32, gelu ? gelu_f32 : kF32Tol32);
+        check_gpu(g, DType::kBF16, DType::kF32, gelu ? gelu_f32 : kF32OutFromBf16Tol);
+      }
+    }
+  }
+}
+
+TEST(GemmGpu, StridedBatch) {
+  ANVIL_SKIP_WITHOUT_GPU();
+  // Attention-like products: S = q k^T over B*H heads, then P v; odd T; padded strides too.
+  GemmArgs qk{33, 33, 16};
+  qk.trans_b = true;
+  qk.batch = 6;
+  qk.alpha = 0.25f;
+  check_gpu(qk, DType::kBF16, DType::kF32, kF32OutFromBf16Tol);
+  check_gpu(qk, DType::kBF16, DType::kBF16, kBf16OutTol);
+  check_gpu(qk, DType::kF32, DType::kF32, kF32Tol32);
+  GemmArgs pv{33, 16, 33};
+  pv.batch = 6;
+  pv.trans_a = true;
+  check_gpu(pv, DType::kBF16, DType::kBF16, kBf16OutTol);
+  GemmArgs padded{8, 16, 24};
+  padded.batch = 4;
+  padded.stride_a = 8 * 24 + 8;
+  padded.stride_b = 24 * 16 + 16;
+  padded.stride_d = 8 * 16 + 8;
+  padded.beta = 1.0f;
+  check_gpu(padded, DType::kBF16, DType::kBF16, kBf16OutTol);
+  check_gpu(padded, DType::kF32, DType::kF32, kF32Tol32);
+}
+
+TEST(GemmGpu, BiasBackwardMatchesCpuAndAccumulates) {
+  ANVIL_SKIP_WITHOUT_GPU();
+  TestStream gpu(Device::kCuda);
+  TestStream cpu(Device::kCpu);
+  TensorPool gpool(Device::kCuda);
+  TensorPool cpool(Device::kCpu);
+  const int64_t shapes[][2] = {{1000, 771}, {1, 5}, {4096, 768}, {3, 50257}};
+  for (const auto& s : shapes) {
+    const int64_t rows = s[0], n = s[1];
+    for (DType t : {DType::kBF16, DType::kF32}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "rows=" << rows << " n=" << n << " dtype=" << engine::dtype_name(t));
+      std::vector<float> dy = testing::random_uniform(rows * n, 31);
+      if (t == DType::kBF16) dy = testing::round_bf16(dy);
+      const std::vector<float> db0 = testing::random_uniform(n, 32);
+      TensorView gdb = gpool.from(db0, DType::kF32, {n});
+      TensorView gdy = gpool.from(dy, t, {rows, n});
+      TensorView cdb = cpool.from(db0, DType::kF32, {n});
+      TensorView cdy = cpool.from(dy, DType::kF32, {rows, n});
+      bias_backward(gdb, gdy, gpu);
+      bias_backward(gdb, gdy, gpu);  // += twice
+      bias_backward(cdb, cdy, cpu);
+      bias_backward(cdb, cdy, cpu);
+      gpu.get().synchronize();
+      // f32 sums of up to 4096 terms in another order: 1e-4 relative to sqrt(rows).
+      const std::vector<float> got = testing::to_host(gdb);
+      EXPECT_TRUE(testing::tensors_near(got, testing::to_host(cdb), Tol{1e-3, 1e-4, 1e-9}));
+      // Deterministic: the same run again is bitwise equal.
+      TensorView gdb2 = gpool.from(db0, DType::kF32, {n});
+      bias_backward(gdb2, gdy, gpu);
+      bias_backward(gdb2, gdy, gpu);
+      gpu.get().synchronize();
+      EXPECT_EQ(got, testing::to_host(gdb2));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace anvil::ops
