@@ -50,7 +50,8 @@ void bias_backward(TensorView dbias, ConstTensorView dy, Stream& stream);
 // cpu: A/B/D f32 or f64 (OpenBLAS), bias/pre_gelu the A dtype, dbias f32 (f64 with f64 dy).
 // cuda: A/B bf16 with D bf16 or f32, or all f32; bias/pre_gelu the A dtype; dbias f32.
 // Where cuBLASLt has no fused kernel for an epilogue (aux ld n not a multiple of 8, mixed
-// D/bias dtypes...), the CUDA twin runs the plain GEMM and then an elementwise epilogue kernel.
+// D/bias dtypes...) or for GELU epilogues with beta != 0, the CUDA twin runs the plain GEMM and
+// then an elementwise epilogue kernel (same results up to rounding).
 namespace cpu {
 void gemm(const GemmArgs& args, TensorView d, ConstTensorView a, ConstTensorView b,
           ConstTensorView bias, TensorView pre_gelu, Stream& stream);

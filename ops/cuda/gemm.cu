@@ -283,6 +283,7 @@ void plain_matmul_or_die(const GemmArgs& args, TensorView d, ConstTensorView a, 
   ANVIL_CHECK_MSG(st == CUBLAS_STATUS_SUCCESS, "cuda::gemm: cuBLASLt failed (" +
                                                    std::string(cublasLtGetStatusName(st)) +
                                                    ") for " + describe_gemm(args, d, a));
+  ANVIL_CUDA_LAUNCH_CHECK();  // with ANVIL_SYNC_CHECK=1, report faults at this GEMM
 }
 
 int grid_for(int64_t total, int threads) {
@@ -347,7 +348,10 @@ void gemm(const GemmArgs& args, TensorView d, ConstTensorView a, ConstTensorView
     case Epilogue::kNone:
       break;
   }
-  if (fusable && lt_matmul(args, epi, d, a, b, stream) == CUBLAS_STATUS_SUCCESS) return;
+  if (fusable && lt_matmul(args, epi, d, a, b, stream) == CUBLAS_STATUS_SUCCESS) {
+    ANVIL_CUDA_LAUNCH_CHECK();
+    return;
+  }
 
   // No fused kernel: D = acc with cuBLASLt, then the epilogue elementwise.
   GemmArgs plain = args;
