@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Builds the demo corpus data/demo/kjv_text_document.{bin,idx} (byte tokens, EOD after each
+# document) from the King James Bible of Debian's bible-kjv package: its `bible` CLI prints
+# every verse as "Ge1:1 In the beginning ...", which becomes one document per chapter (1189),
+# the chapter's verses one per line, in data/demo/kjv.txt, then bin/preprocess tokenizes it.
+# Idempotent: does nothing when the outputs exist (delete data/demo/ to rebuild).
+# BUILD=dir picks the build directory holding bin/preprocess (default build);
+# PREPROCESS=path overrides the binary itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD=${BUILD:-build}
+PREPROCESS=${PREPROCESS:-$BUILD/bin/preprocess}
+OUT=data/demo
+PREFIX=$OUT/kjv
+
+if [[ -f "${PREFIX}_text_document.bin" && -f "${PREFIX}_text_document.idx" ]]; then
+  echo "prepare-demo-data: ${PREFIX}_text_document.{bin,idx} exist, nothing to do"
+  exit 0
+fi
+if ! command -v bible >/dev/null 2>&1; then
+  echo "prepare-demo-data: the 'bible' program is missing: apt-get install bible-kjv" >&2
+  exit 1
+fi
+if [[ ! -x "$PREPROCESS" ]]; then
+  echo "prepare-demo-data: $PREPROCESS not built: cmake --build $BUILD --target preprocess" >&2
+  exit 1
+fi
+
+mkdir -p "$OUT"
+if [[ ! -s "$OUT/kjv.txt" ]]; then
+  # "Ge1:1 text" -> chapter key "Ge1"; a blank line between chapters ends each document.
+  bible -f 'Gen1:1-Rev22:21' | awk '
+    {
+      ref = $1
+      chapter = substr(ref, 1, index(ref, ":") - 1)
+      text = substr($0, length(ref) + 2)
+      if (chapter != last && NR > 1) print ""
+      last = chapter
+      print text
+    }' >"$OUT/kjv.txt.tmp"
+  chapters=$(awk 'BEGIN { n = 0 } /^$/ { n++ } END { print n + 1 }' "$OUT/kjv.txt.tmp")
+  if [[ "$chapters" != 1189 ]]; then
+    echo "prepare-demo-data: expected 1189 chapters from 'bible', got $chapters" >&2
+    exit 1
+  fi
+  mv "$OUT/kjv.txt.tmp" "$OUT/kjv.txt"
+fi
+
+"$PREPROCESS" --input "$OUT/kjv.txt" --output-prefix "$PREFIX" --tokenizer-type Byte \
+  --append-eod
