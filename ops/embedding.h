@@ -33,4 +33,26 @@ void embedding_backward(const EmbeddingArgs& args, TensorView dwte, TensorView d
                         ConstTensorView dout, ConstTensorView tokens, ConstTensorView positions,
                         Stream& stream);
 
+// Same-signature twins. The public functions check arguments and dispatch on stream.is_cuda().
+// cpu: f32/f64/bf16 activations (f64 lets tests take finite differences; then dwte/dwpe are f64).
+// cuda: bf16/f32 activations, f32 dwte/dwpe. The GPU backward scatters with f32 atomicAdd, so
+// where a token (or position) repeats, dwte (dwpe) rows are summed in an unspecified order and
+// the result is not bitwise reproducible run to run (differences are f32 rounding only).
+namespace cpu {
+void embedding_forward(const EmbeddingArgs& args, TensorView out, ConstTensorView tokens,
+                       ConstTensorView positions, ConstTensorView wte, ConstTensorView wpe,
+                       Stream& stream);
+void embedding_backward(const EmbeddingArgs& args, TensorView dwte, TensorView dwpe,
+                        ConstTensorView dout, ConstTensorView tokens, ConstTensorView positions,
+                        Stream& stream);
+}  // namespace cpu
+namespace cuda {
+void embedding_forward(const EmbeddingArgs& args, TensorView out, ConstTensorView tokens,
+                       ConstTensorView positions, ConstTensorView wte, ConstTensorView wpe,
+                       Stream& stream);
+void embedding_backward(const EmbeddingArgs& args, TensorView dwte, TensorView dwpe,
+                        ConstTensorView dout, ConstTensorView tokens, ConstTensorView positions,
+                        Stream& stream);
+}  // namespace cuda
+
 }  // namespace anvil::ops

@@ -43,9 +43,44 @@ size_t layernorm_backward_workspace_bytes(const LayerNormArgs& args);
 
 // dx: [rows, cols] act (= or += per acc); dgamma, dbeta: [cols] f32 (+=);
 // dy, x: [rows, cols] act; gamma: [cols] act; mean, rstd: [rows] f32 (from forward).
-void layernorm_backward(const LayerNormArgs& args, Accumulate acc, TensorView dx,
-                        TensorView dgamma, TensorView dbeta, ConstTensorView dy,
-                        ConstTensorView x, ConstTensorView gamma, ConstTensorView mean,
-                        ConstTensorView rstd, Workspace ws, Stream& stream);
+void layernorm_backward(const LayerNormArgs& args, Accumulate acc, TensorView dx, TensorView dgamma,
+                        TensorView dbeta, ConstTensorView dy, ConstTensorView x,
+                        ConstTensorView gamma, ConstTensorView mean, ConstTensorView rstd,
+                        Workspace ws, Stream& stream);
+
+// Same-signature twins. The public functions check arguments and dispatch on stream.is_cuda().
+// cpu: f32/f64/bf16 activations; with f64 activations mean/rstd and dgamma/dbeta may be f64 too
+// (finite differences in double). Needs no workspace (its *_workspace_bytes is 0).
+// cuda: bf16/f32 activations, f32 mean/rstd/dgamma/dbeta. Backward writes per-block partial
+// dgamma/dbeta sums into the workspace and reduces them in a fixed order: deterministic.
+// The public layernorm_backward_workspace_bytes returns the CUDA size (enough for both).
+namespace cpu {
+void layernorm_forward(const LayerNormArgs& args, TensorView y, TensorView mean, TensorView rstd,
+                       ConstTensorView x, ConstTensorView gamma, ConstTensorView beta,
+                       Stream& stream);
+void residual_layernorm_forward(const LayerNormArgs& args, TensorView sum, TensorView y,
+                                TensorView mean, TensorView rstd, ConstTensorView a,
+                                ConstTensorView b, ConstTensorView gamma, ConstTensorView beta,
+                                Stream& stream);
+size_t layernorm_backward_workspace_bytes(const LayerNormArgs& args);
+void layernorm_backward(const LayerNormArgs& args, Accumulate acc, TensorView dx, TensorView dgamma,
+                        TensorView dbeta, ConstTensorView dy, ConstTensorView x,
+                        ConstTensorView gamma, ConstTensorView mean, ConstTensorView rstd,
+                        Workspace ws, Stream& stream);
+}  // namespace cpu
+namespace cuda {
+void layernorm_forward(const LayerNormArgs& args, TensorView y, TensorView mean, TensorView rstd,
+                       ConstTensorView x, ConstTensorView gamma, ConstTensorView beta,
+                       Stream& stream);
+void residual_layernorm_forward(const LayerNormArgs& args, TensorView sum, TensorView y,
+                                TensorView mean, TensorView rstd, ConstTensorView a,
+                                ConstTensorView b, ConstTensorView gamma, ConstTensorView beta,
+                                Stream& stream);
+size_t layernorm_backward_workspace_bytes(const LayerNormArgs& args);
+void layernorm_backward(const LayerNormArgs& args, Accumulate acc, TensorView dx, TensorView dgamma,
+                        TensorView dbeta, ConstTensorView dy, ConstTensorView x,
+                        ConstTensorView gamma, ConstTensorView mean, ConstTensorView rstd,
+                        Workspace ws, Stream& stream);
+}  // namespace cuda
 
 }  // namespace anvil::ops

@@ -1,0 +1,295 @@
+// CUDA LayerNorm over the last dim, optionally fused with the residual add before it:
+//   forward : y = (x - mean) * rstd * gamma + beta, rstd = 1/sqrt(var + eps)   (= y, mean, rstd)
+//   residual: sum = a + b rounded to T (=), then y = layernorm(sum)  (the rounded sum, as the
+//             CPU twin does)
+//   backward, with xhat = (x - mean) * rstd and g = dy * gamma:
+//     dx = rstd * (g - mean(g) - xhat * mean(g * xhat))   (= or += per Accumulate)
+//     dgamma += sum_rows dy * xhat;  dbeta += sum_rows dy   (f32)
+// Forward and dx: one warp per row, f32 statistics (two-pass variance over the row, which stays
+// in L1/L2 between passes), 16-byte accesses when cols and the pointers allow.
+// dgamma/dbeta: the rows are split into `groups` fixed ranges; a column-tiled kernel writes one
+// f32 partial per (group, column) into the workspace, a second kernel sums the partials of each
+// column in group order and adds the total into dgamma/dbeta. No atomics: deterministic.
+#include <algorithm>
+#include <type_traits>
+
+#include "engine/cuda_check.h"
+#include "engine/workspace.h"
+#include "ops/cuda/vec_io.cuh"
+#include "ops/layernorm.h"
+
+namespace anvil::ops::cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = 8;         // rows per block in the warp-per-row kernels
+constexpr int kTileCols = 32;             // partial-sum kernel: columns per block (one per lane)
+constexpr int kTileRows = 8;              // partial-sum kernel: warps stepping through the rows
+constexpr int64_t kMaxGroups = 128;       // row groups (partials per column)
+constexpr int64_t kMinRowsPerGroup = 32;  // fewer rows than this per group is not worth it
+constexpr int kReduceThreads = 256;
+
+int64_t num_groups(int64_t rows) {
+  return std::clamp<int64_t>(ceil_div(rows, kMinRowsPerGroup), 1, kMaxGroups);
+}
+
+// One warp per row. kResidual: src = sum = round(a + b) (written here, then re-read by the same
+// lane, which wrote exactly those elements); else src = a = x and sum/b are unused.
+// sum, y, a, b: [rows, cols] T; mean, rstd: [rows] f32; gamma, beta: [cols] T.
+// The lane owns elements [c, c + V) for c = lane V, lane V + 32 V, ... (cols % V == 0).
+template <typename T, int V, bool kResidual>
+__global__ void layernorm_fwd_kernel_warp_per_row(T* sum, T* y, float* mean, float* rstd,
+                                                  const T* a, const T* b, const T* gamma,
+                                                  const T* beta, int64_t rows, int64_t cols,
+                                                  float eps) {
+  const int lane = threadIdx.x % 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  if (row >= rows) return;  // the whole warp leaves together: shuffles below stay full-warp
+  const int64_t o = row * cols;
+  const T* src = kResidual ? sum + o : a + o;
+
+  float s = 0.0f;
+  for (int64_t c = lane * V; c < cols; c += 32 * V) {
+    Packed<T, V> v = load_packed<V>(a + o + c);
+    if constexpr (kResidual) {
+      const Packed<T, V> w = load_packed<V>(b + o + c);
+#pragma unroll
+      for (int k = 0; k < V; ++k) v.v[k] = from_f32<T>(to_f32(v.v[k]) + to_f32(w.v[k]));
+      store_packed<V>(sum + o + c, v);
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k) s += to_f32(v.v[k]);
+  }
+  const float m = warp_sum(s) / static_cast<float>(cols);
+
+  float ss = 0.0f;
+  for (int64_t c = lane * V; c < cols; c += 32 * V) {
+    const Packed<T, V> v = load_packed<V>(src + c);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const float d = to_f32(v.v[k]) - m;
+      ss += d * d;
+    }
+  }
+  const float rs = rsqrtf(warp_sum(ss) / static_cast<float>(cols) + eps);
+
+  for (int64_t c = lane * V; c < cols; c += 32 * V) {
+    const Packed<T, V> v = load_packed<V>(src + c);
+    const Packed<T, V> g = load_packed<V>(gamma + c);
+    const Packed<T, V> bb = load_packed<V>(beta + c);
+    Packed<T, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      out.v[k] = from_f32<T>((to_f32(v.v[k]) - m) * rs * to_f32(g.v[k]) + to_f32(bb.v[k]));
+    }
+    store_packed<V>(y + o + c, out);
+  }
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = rs;
+  }
+}
+
+// dx for one row per warp. dx, dy, x: [rows, cols] T; gamma: [cols] T; mean, rstd: [rows] f32.
+// Each lane reads only its own elements of dy before writing the same elements of dx.
+template <typename T, int V, bool kAdd>
+__global__ void layernorm_bwd_dx_kernel_warp_per_row(T* dx, const T* dy, const T* x, const T* gamma,
+                                                     const float* mean, const float* rstd,
+                                                     int64_t rows, int64_t cols) {
+  const int lane = threadIdx.x % 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int64_t o = row * cols;
+  const float m = mean[row], rs = rstd[row];
+
+  float sum_g = 0.0f, sum_gx = 0.0f;
+  for (int64_t c = lane * V; c < cols; c += 32 * V) {
+    const Packed<T, V> d = load_packed<V>(dy + o + c);
+    const Packed<T, V> xv = load_packed<V>(x + o + c);
+    const Packed<T, V> gm = load_packed<V>(gamma + c);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const float g = to_f32(d.v[k]) * to_f32(gm.v[k]);
+      sum_g += g;
+      sum_gx += g * (to_f32(xv.v[k]) - m) * rs;
+    }
+  }
+  const float mean_g = warp_sum(sum_g) / static_cast<float>(cols);
+  const float mean_gx = warp_sum(sum_gx) / static_cast<float>(cols);
+
+  for (int64_t c = lane * V; c < cols; c += 32 * V) {
+    const Packed<T, V> d = load_packed<V>(dy + o + c);
+    const Packed<T, V> xv = load_packed<V>(x + o + c);
+    const Packed<T, V> gm = load_packed<V>(gamma + c);
+    Packed<T, V> prev;
+    if constexpr (kAdd) prev = load_packed<V>(dx + o + c);
+    Packed<T, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const float g = to_f32(d.v[k]) * to_f32(gm.v[k]);
+      const float xhat = (to_f32(xv.v[k]) - m) * rs;
+      float v = rs * (g - mean_g - xhat * mean_gx);
+      if constexpr (kAdd) v += to_f32(prev.v[k]);
+      out.v[k] = from_f32<T>(v);
+    }
+    store_packed<V>(dx + o + c, out);
+  }
+}
+
+// Partial column sums over one row group. Block (kTileCols, kTileRows) covers columns
+// [blockIdx.x * kTileCols, +kTileCols) of group blockIdx.y = rows [g * rows_per_group, +rows_per
+// _group); thread (tx, ty) sums rows ty, ty + kTileRows, ... of its column, then the kTileRows
+// sums are added in ty order. part_dgamma, part_dbeta: [groups, cols] f32 (=).
+// dy, x: [rows, cols] T; mean, rstd: [rows] f32.
+template <typename T>
+__global__ void layernorm_bwd_partials_kernel_column_tiles(float* part_dgamma, float* part_dbeta,
+                                                           const T* dy, const T* x,
+                                                           const float* mean, const float* rstd,
+                                                           int64_t rows, int64_t cols,
+                                                           int64_t rows_per_group) {
+  __shared__ float sh_g[kTileRows][kTileCols + 1];
+  __shared__ float sh_b[kTileRows][kTileCols + 1];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kTileCols + tx;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_group;
+  const int64_t r1 = std::min<int64_t>(rows, r0 + rows_per_group);
+  float dg = 0.0f, db = 0.0f;
+  if (col < cols) {
+    for (int64_t r = r0 + ty; r < r1; r += kTileRows) {
+      const float d = to_f32(dy[r * cols + col]);
+      const float xhat = (to_f32(x[r * cols + col]) - mean[r]) * rstd[r];
+      dg += d * xhat;
+      db += d;
+    }
+  }
+  sh_g[ty][tx] = dg;
+  sh_b[ty][tx] = db;
+  __syncthreads();
+  if (ty == 0 && col < cols) {
+    float tg = 0.0f, tb = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kTileRows; ++k) {
+      tg += sh_g[k][tx];
+      tb += sh_b[k][tx];
+    }
+    part_dgamma[blockIdx.y * cols + col] = tg;
+    part_dbeta[blockIdx.y * cols + col] = tb;
+  }
+}
+
+// dgamma[c] += sum_g part_dgamma[g, c]; dbeta likewise, summed in group order.
+__global__ void layernorm_bwd_reduce_kernel_column_per_thread(float* dgamma, float* dbeta,
+                                                              const float* part_dgamma,
+                                                              const float* part_dbeta,
+                                                              int64_t groups, int64_t cols) {
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (col >= cols) return;
+  float tg = 0.0f, tb = 0.0f;
+  for (int64_t g = 0; g < groups; ++g) {
+    tg += part_dgamma[g * cols + col];
+    tb += part_dbeta[g * cols + col];
+  }
+  dgamma[col] += tg;
+  dbeta[col] += tb;
+}
+
+template <typename T, bool kResidual>
+void launch_forward(const LayerNormArgs& args, T* sum, T* y, float* mean, float* rstd, const T* a,
+                    const T* b, const T* gamma, const T* beta, cudaStream_t stream) {
+  constexpr int kV = kVec16<T>;
+  const bool vec = args.cols % kV == 0 && aligned_to(16, {sum, y, a, b, gamma, beta});
+  const int64_t blocks = ceil_div(args.rows, kWarpsPerBlock);
+  if (vec) {
+    layernorm_fwd_kernel_warp_per_row<T, kV, kResidual><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(
+        sum, y, mean, rstd, a, b, gamma, beta, args.rows, args.cols, args.eps);
+  } else {
+    layernorm_fwd_kernel_warp_per_row<T, 1, kResidual><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(
+        sum, y, mean, rstd, a, b, gamma, beta, args.rows, args.cols, args.eps);
+  }
+  ANVIL_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T, bool kAdd>
+void launch_dx(const LayerNormArgs& args, T* dx, const T* dy, const T* x, const T* gamma,
+               const float* mean, const float* rstd, cudaStream_t stream) {
+  constexpr int kV = kVec16<T>;
+  const bool vec = args.cols % kV == 0 && aligned_to(16, {dx, dy, x, gamma});
+  const int64_t blocks = ceil_div(args.rows, kWarpsPerBlock);
+  if (vec) {
+    layernorm_bwd_dx_kernel_warp_per_row<T, kV, kAdd><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(
+        dx, dy, x, gamma, mean, rstd, args.rows, args.cols);
+  } else {
+    layernorm_bwd_dx_kernel_warp_per_row<T, 1, kAdd><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(
+        dx, dy, x, gamma, mean, rstd, args.rows, args.cols);
+  }
+  ANVIL_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+void layernorm_forward(const LayerNormArgs& args, TensorView y, TensorView mean, TensorView rstd,
+                       ConstTensorView x, ConstTensorView gamma, ConstTensorView beta,
+                       Stream& stream) {
+  if (args.rows == 0) return;
+  dispatch_act(x.dtype, "cuda::layernorm_forward", [&](auto tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    launch_forward<T, false>(args, nullptr, y.as<T>(), mean.as<float>(), rstd.as<float>(),
+                             x.as<T>(), nullptr, gamma.as<T>(), beta.as<T>(), stream.cuda_stream());
+  });
+}
+
+void residual_layernorm_forward(const LayerNormArgs& args, TensorView sum, TensorView y,
+                                TensorView mean, TensorView rstd, ConstTensorView a,
+                                ConstTensorView b, ConstTensorView gamma, ConstTensorView beta,
+                                Stream& stream) {
+  if (args.rows == 0) return;
+  dispatch_act(a.dtype, "cuda::residual_layernorm_forward", [&](auto tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    launch_forward<T, true>(args, sum.as<T>(), y.as<T>(), mean.as<float>(), rstd.as<float>(),
+                            a.as<T>(), b.as<T>(), gamma.as<T>(), beta.as<T>(),
+                            stream.cuda_stream());
+  });
+}
+
+// Two [groups, cols] f32 partial arrays, the second starting 256-byte aligned.
+size_t layernorm_backward_workspace_bytes(const LayerNormArgs& args) {
+  if (args.rows <= 0 || args.cols <= 0) return 0;
+  const size_t one = static_cast<size_t>(num_groups(args.rows) * args.cols) * sizeof(float);
+  const size_t aligned = (one + 255) / 256 * 256;
+  return aligned + one;
+}
+
+void layernorm_backward(const LayerNormArgs& args, Accumulate acc, TensorView dx, TensorView dgamma,
+                        TensorView dbeta, ConstTensorView dy, ConstTensorView x,
+                        ConstTensorView gamma, ConstTensorView mean, ConstTensorView rstd,
+                        Workspace ws, Stream& stream) {
+  if (args.rows == 0) return;
+  const cudaStream_t s = stream.cuda_stream();
+  const int64_t groups = num_groups(args.rows);
+  const int64_t rows_per_group = ceil_div(args.rows, groups);
+  const size_t one = static_cast<size_t>(groups * args.cols) * sizeof(float);
+  float* part_dgamma = static_cast<float*>(ws.data);
+  float* part_dbeta =
+      reinterpret_cast<float*>(static_cast<char*>(ws.data) + (one + 255) / 256 * 256);
+  dispatch_act(x.dtype, "cuda::layernorm_backward", [&](auto tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    if (acc == Accumulate::kAdd) {
+      launch_dx<T, true>(args, dx.as<T>(), dy.as<T>(), x.as<T>(), gamma.as<T>(), mean.as<float>(),
+                         rstd.as<float>(), s);
+    } else {
+      launch_dx<T, false>(args, dx.as<T>(), dy.as<T>(), x.as<T>(), gamma.as<T>(), mean.as<float>(),
+                          rstd.as<float>(), s);
+    }
+    const dim3 grid(static_cast<unsigned>(ceil_div(args.cols, kTileCols)),
+                    static_cast<unsigned>(groups));
+    layernorm_bwd_partials_kernel_column_tiles<T><<<grid, dim3(kTileCols, kTileRows), 0, s>>>(
+        part_dgamma, part_dbeta, dy.as<T>(), x.as<T>(), mean.as<float>(), rstd.as<float>(),
+        args.rows, args.cols, rows_per_group);
+    ANVIL_CUDA_LAUNCH_CHECK();
+  });
+  layernorm_bwd_reduce_kernel_column_per_thread<<<ceil_div(args.cols, kReduceThreads),
+                                                  kReduceThreads, 0, s>>>(
+      dgamma.as<float>(), dbeta.as<float>(), part_dgamma, part_dbeta, groups, args.cols);
+  ANVIL_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace anvil::ops::cuda
