@@ -57,7 +57,10 @@ struct GptPrecision {
 class GptModel {
  public:
   // Bytes per category ("params", "master", "grads", "optimizer", "activations", "workspace")
-  // this configuration needs, computed without allocating.
+  // this configuration needs, computed without allocating; create() allocates exactly this.
+  // "master" is absent when act == grad dtype (the compute copy is the master). "workspace"
+  // includes, on CUDA, the 32 MiB cuBLASLt workspace that forward/backward attach to the
+  // caller's stream for their duration (the stream's own workspace is restored afterwards).
   static absl::StatusOr<engine::MemoryPlan> plan(const GptConfig& cfg, const GptRunShape& shape,
                                                  const GptPrecision& prec);
   // Allocates one arena per category and initializes parameters as GPT-2 does: N(0, init_std),
@@ -65,8 +68,7 @@ class GptModel {
   // (deterministic for `seed`, identical on CPU and GPU).
   static absl::StatusOr<std::unique_ptr<GptModel>> create(const GptConfig& cfg,
                                                           const GptRunShape& shape,
-                                                          const GptPrecision& prec,
-                                                          uint64_t seed);
+                                                          const GptPrecision& prec, uint64_t seed);
   ~GptModel();
 
   const GptConfig& config() const;
@@ -75,9 +77,12 @@ class GptModel {
   // Forward over one micro-batch. tokens, targets, positions: [B*T] i32 host arrays (targets < 0
   // are not counted). Returns nothing; the loss sum is read by loss_sum(). With `train` false
   // no activations for backward are kept and dropout is off.
+  // dropout_offset numbers this forward (e.g. training micro-batches so far): dropout site s
+  // uses Philox offset dropout_offset * dropout_offset_span() + s * stride, so distinct values
+  // never share random numbers; the same value replays the same masks.
   // grad_scale = d(total loss)/d(loss of one token), e.g. 1 / tokens counted in the whole step.
-  void forward(const int32_t* tokens, const int32_t* positions, const int32_t* targets,
-               bool train, uint64_t dropout_offset, engine::Stream& stream);
+  void forward(const int32_t* tokens, const int32_t* positions, const int32_t* targets, bool train,
+               uint64_t dropout_offset, engine::Stream& stream);
   // Backward of the last forward; parameter gradients accumulate (+=) into grads().
   void backward(float grad_scale, engine::Stream& stream);
   // Sum of per-token losses of the last forward (syncs the stream).
@@ -93,8 +98,11 @@ class GptModel {
   };
   void optimizer_step(const OptimizerStep& s, engine::Stream& stream);
 
-  // Bytes actually held by the model's arenas.
+  // Bytes actually held by the model's arenas, in total and for one plan category.
   size_t arena_bytes() const;
+  size_t arena_bytes(const std::string& category) const;
+  // Philox counters one forward may consume (see forward's dropout_offset).
+  uint64_t dropout_offset_span() const;
 
  private:
   GptModel();

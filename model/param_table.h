@@ -3,6 +3,12 @@
 // HF conversion and the optimizer walk this table; nothing else knows the flat layout.
 // Names follow Hugging Face GPT-2 (wte.weight, h.0.attn.c_attn.weight, ...), weights stored
 // [out, in] (nn.Linear orientation).
+//
+// Flat layout: all weight-decay parameters first, in [0, decay_end()), then the no-decay ones
+// in [decay_end(), flat_numel()), so one optimizer call per group covers a contiguous range.
+// Every parameter (and decay_end) starts at a multiple of kAlignElements, so each view is
+// 256-byte aligned for f32 (128 for bf16); the gaps are padding that stays zero (zero gradient,
+// zero master, so AdamW keeps it zero).
 #pragma once
 
 #include <cstdint>
@@ -19,22 +25,54 @@ struct Param {
   bool weight_decay;           // false for biases and LayerNorm parameters
   int tp_split_dim = -1;       // for tensor parallelism: dim split across TP ranks, -1 = none
   int64_t offset = 0;          // element offset in the flat buffers
-  engine::TensorView value;    // compute copy (act dtype); == master on the CPU f32 path
+  engine::TensorView value;    // compute copy (act dtype); == master when act == grad dtype
   engine::TensorView master;   // f32 master weights
   engine::TensorView grad;     // f32 gradient (+=)
+  engine::TensorView m;        // AdamW first moment (f32)
+  engine::TensorView v;        // AdamW second moment (f32)
+
+  int64_t numel() const;
 };
 
 class ParamTable {
  public:
+  static constexpr int64_t kAlignElements = 64;
+
   std::vector<Param>& all() { return params_; }
   const std::vector<Param>& all() const { return params_; }
   const Param* find(const std::string& name) const;
   Param* find(const std::string& name);
+  // Sum of the parameters' logical sizes (no padding).
   int64_t numel() const;
+
+  // End of the weight-decay range (aligned) and length of the flat buffers (with padding).
+  int64_t decay_end() const { return decay_end_; }
+  int64_t flat_numel() const { return flat_numel_; }
+
+  // Points every parameter's views into flat buffers of [flat_numel()] elements. An empty flat
+  // leaves that field empty in every parameter.
+  void bind(engine::TensorView value, engine::TensorView master, engine::TensorView grad,
+            engine::TensorView m, engine::TensorView v);
 
  private:
   std::vector<Param> params_;
+  int64_t decay_end_ = 0;
+  int64_t flat_numel_ = 0;
   friend class ParamTableBuilder;
 };
+
+// Collects parameters in definition order (all() keeps it), then assigns flat offsets by group.
+class ParamTableBuilder {
+ public:
+  void add(std::string name, std::vector<int64_t> shape, bool weight_decay, int tp_split_dim = -1);
+  ParamTable build();
+
+ private:
+  std::vector<Param> params_;
+};
+
+// Elements [offset, offset + prod(shape)) of a contiguous flat view, seen with `shape`.
+engine::TensorView flat_slice(engine::TensorView flat, int64_t offset,
+                              const std::vector<int64_t>& shape);
 
 }  // namespace anvil::model

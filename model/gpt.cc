@@ -1,0 +1,213 @@
+// GptModel: configuration checks, memory plan, creation and initialization, and the
+// per-step bookkeeping (loss readout, gradient zeroing and norm, AdamW over the two flat
+// parameter groups). Forward and backward are in gpt_pass.cc.
+#include "model/gpt.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cuda_check.h"
+#include "engine/memory.h"
+#include "engine/status.h"
+#include "model/gpt_impl.h"
+#include "model/gpt_init.h"
+#include "ops/adamw.h"
+#include "ops/grad_norm.h"
+
+namespace anvil::model {
+
+namespace {
+
+using engine::DType;
+
+// Host copy of a one-dtype float view (f32 or f64) as doubles; syncs the stream.
+std::vector<double> read_back(engine::ConstTensorView v, engine::Stream& s) {
+  const int64_t n = v.numel();
+  std::vector<double> out(static_cast<size_t>(n));
+  if (v.dtype == DType::kF64) {
+    engine::copy(engine::make_view(out.data(), DType::kF64, engine::Device::kCpu, {n}), v, s);
+    s.synchronize();
+    return out;
+  }
+  ANVIL_CHECK_MSG(v.dtype == DType::kF32, "GptModel: read_back of " + engine::describe(v));
+  std::vector<float> f(static_cast<size_t>(n));
+  engine::copy(engine::make_view(f.data(), DType::kF32, engine::Device::kCpu, {n}), v, s);
+  s.synchronize();
+  for (int64_t i = 0; i < n; ++i) out[i] = f[i];
+  return out;
+}
+
+}  // namespace
+
+absl::Status GptConfig::validate() const {
+  auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (vocab_size < 1 || d_model < 1 || n_heads < 1 || n_layers < 1 || max_seq_len < 1) {
+    return bad("GPT config: vocab_size, d_model, n_heads, n_layers, max_seq_len must be >= 1, got ",
+               vocab_size, ", ", d_model, ", ", n_heads, ", ", n_layers, ", ", max_seq_len);
+  }
+  if (d_model % n_heads != 0) {
+    return bad("GPT config: d_model (", d_model, ") must be divisible by n_heads (", n_heads,
+               "), remainder ", d_model % n_heads);
+  }
+  if (padded() < vocab_size) {
+    return bad("GPT config: padded_vocab (", padded(), ") must be >= vocab_size (", vocab_size,
+               ")");
+  }
+  if (ffn_hidden < 0) return bad("GPT config: ffn_hidden must be >= 0 (0: 4 d), got ", ffn_hidden);
+  if (!(hidden_dropout >= 0.0f && hidden_dropout < 1.0f && attention_dropout >= 0.0f &&
+        attention_dropout < 1.0f)) {
+    return bad("GPT config: dropout probabilities must lie in [0, 1), got hidden ", hidden_dropout,
+               ", attention ", attention_dropout);
+  }
+  if (!(ln_eps > 0.0f) || !(init_std > 0.0f)) {
+    return bad("GPT config: ln_eps and init_std must be > 0, got ", ln_eps, ", ", init_std);
+  }
+  return absl::OkStatus();
+}
+
+int64_t GptConfig::matmul_params() const {
+  const int64_t d = d_model, f = ffn();
+  // Per layer: c_attn 3d*d, attn c_proj d*d, c_fc f*d, mlp c_proj d*f; plus the LM head over the
+  // padded vocabulary (the GEMM actually run).
+  return n_layers * (4 * d * d + 2 * d * f) + padded() * d;
+}
+
+int64_t GptConfig::total_params() const {
+  const int64_t d = d_model, f = ffn();
+  const int64_t per_layer =
+      4 * d /* ln_1, ln_2 */ + 3 * d * d + 3 * d + d * d + d + f * d + f + d * f + d;
+  return padded() * d + max_seq_len * d + n_layers * per_layer + 2 * d;
+}
+
+GptModel::GptModel() = default;
+GptModel::~GptModel() = default;
+
+absl::StatusOr<engine::MemoryPlan> GptModel::plan(const GptConfig& cfg, const GptRunShape& shape,
+                                                  const GptPrecision& prec) {
+  ANVIL_RETURN_IF_ERROR(gpt_detail::check_run(cfg, shape, prec));
+  engine::MemoryPlan plan;
+  gpt_detail::Carver carver(&plan);
+  gpt_detail::gpt_layout(cfg, shape, prec, carver);
+  return plan;
+}
+
+absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
+                                                           const GptRunShape& shape,
+                                                           const GptPrecision& prec,
+                                                           uint64_t seed) {
+  ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, GptModel::plan(cfg, shape, prec));
+  auto impl = std::make_unique<Impl>();
+  impl->cfg = cfg;
+  impl->shape = shape;
+  impl->prec = prec;
+  impl->seed = seed;
+  for (const std::string& cat : plan.categories()) {
+    const size_t bytes = plan.category_bytes(cat);
+    if (bytes == 0) continue;
+    ANVIL_ASSIGN_OR_RETURN(engine::Arena a,
+                           engine::Arena::create(prec.device, bytes, "gpt " + cat));
+    impl->arenas.emplace_back(cat, std::move(a));
+  }
+  gpt_detail::Carver carver(&impl->arenas);
+  impl->buf = gpt_detail::gpt_layout(cfg, shape, prec, carver);
+  ANVIL_RETURN_IF_ERROR(carver.status());
+  for (const auto& [cat, a] : impl->arenas) {
+    if (a.used() != a.capacity()) {
+      return absl::InternalError(absl::StrCat("GPT arena '", cat, "': plan says ", a.capacity(),
+                                              " bytes, layout used ", a.used()));
+    }
+  }
+  // Largest dropout site: the attention probabilities or a [B*T, d] hidden state.
+  const uint64_t bt = static_cast<uint64_t>(shape.micro_batch * shape.seq_len);
+  const uint64_t biggest = std::max(bt * static_cast<uint64_t>(cfg.n_heads * shape.seq_len),
+                                    bt * static_cast<uint64_t>(cfg.d_model));
+  impl->site_stride = biggest / 4 + 1;  // Philox yields 4 values per counter
+
+  engine::Stream stream = engine::Stream::cpu();
+  if (prec.device == engine::Device::kCuda) {
+    int device = 0;
+    ANVIL_CUDA_CHECK(cudaGetDevice(&device));
+    ANVIL_ASSIGN_OR_RETURN(stream, engine::Stream::cuda(device));
+  }
+  for (engine::TensorView v :
+       {impl->buf.value, impl->buf.master, impl->buf.grad, impl->buf.m, impl->buf.v}) {
+    engine::fill_zero(v, stream);
+  }
+  gpt_detail::init_params(cfg, impl->buf.table, seed, stream);
+  stream.synchronize();
+
+  std::unique_ptr<GptModel> model(new GptModel());
+  model->impl_ = std::move(impl);
+  return model;
+}
+
+const GptConfig& GptModel::config() const { return impl_->cfg; }
+ParamTable& GptModel::params() { return impl_->buf.table; }
+
+void GptModel::forward(const int32_t* tokens, const int32_t* positions, const int32_t* targets,
+                       bool train, uint64_t dropout_offset, engine::Stream& stream) {
+  impl_->dropout_offset = dropout_offset;
+  impl_->forward(tokens, positions, targets, train, stream);
+}
+
+void GptModel::backward(float grad_scale, engine::Stream& stream) {
+  impl_->backward(grad_scale, stream);
+}
+
+double GptModel::loss_sum(engine::Stream& stream) {
+  double sum = 0.0;
+  for (double l : read_back(impl_->buf.losses, stream)) sum += l;
+  return sum;
+}
+
+void GptModel::zero_grads(engine::Stream& stream) { engine::fill_zero(impl_->buf.grad, stream); }
+
+double GptModel::grad_norm(engine::Stream& stream) {
+  // One pass over the whole flat gradient buffer (padding is zero).
+  engine::fill_zero(impl_->buf.norm_out, stream);
+  ops::sum_squares(impl_->buf.norm_out, impl_->buf.grad, impl_->buf.op_ws, stream);
+  return std::sqrt(read_back(impl_->buf.norm_out, stream)[0]);
+}
+
+void GptModel::optimizer_step(const OptimizerStep& s, engine::Stream& stream) {
+  const gpt_detail::Buffers& b = impl_->buf;
+  const bool shared = b.master.data == b.value.data;  // no separate compute copy to refresh
+  auto range = [&](int64_t begin, int64_t end, float weight_decay) {
+    if (end <= begin) return;
+    ops::AdamWArgs a;
+    a.lr = s.lr;
+    a.beta1 = s.beta1;
+    a.beta2 = s.beta2;
+    a.eps = s.eps;
+    a.weight_decay = weight_decay;
+    a.step = s.step;
+    a.grad_scale = s.grad_scale;
+    auto sl = [&](engine::TensorView flat) { return flat_slice(flat, begin, {end - begin}); };
+    ops::adamw_update(a, sl(b.master), sl(b.m), sl(b.v),
+                      shared ? engine::TensorView{} : sl(b.value), sl(b.grad), stream);
+  };
+  range(0, b.table.decay_end(), s.weight_decay);
+  range(b.table.decay_end(), b.table.flat_numel(), 0.0f);
+}
+
+size_t GptModel::arena_bytes() const {
+  size_t n = 0;
+  for (const auto& [cat, a] : impl_->arenas) n += a.capacity();
+  return n;
+}
+
+size_t GptModel::arena_bytes(const std::string& category) const {
+  for (const auto& [cat, a] : impl_->arenas) {
+    if (cat == category) return a.capacity();
+  }
+  return 0;
+}
+
+uint64_t GptModel::dropout_offset_span() const {
+  return impl_->site_stride * static_cast<uint64_t>(impl_->n_sites());
+}
+
+}  // namespace anvil::model

@@ -1,0 +1,109 @@
+// ParamTable: lookup, flat-layout assignment (decay group first) and binding of the views.
+#include "model/param_table.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/status.h"
+
+namespace anvil::model {
+
+namespace {
+
+int64_t shape_numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+int64_t align_elements(int64_t n) {
+  return (n + ParamTable::kAlignElements - 1) / ParamTable::kAlignElements *
+         ParamTable::kAlignElements;
+}
+
+}  // namespace
+
+int64_t Param::numel() const { return shape_numel(shape); }
+
+const Param* ParamTable::find(const std::string& name) const {
+  for (const Param& p : params_) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+Param* ParamTable::find(const std::string& name) {
+  for (Param& p : params_) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+int64_t ParamTable::numel() const {
+  int64_t n = 0;
+  for (const Param& p : params_) n += p.numel();
+  return n;
+}
+
+void ParamTable::bind(engine::TensorView value, engine::TensorView master, engine::TensorView grad,
+                      engine::TensorView m, engine::TensorView v) {
+  for (Param& p : params_) {
+    auto at = [&](engine::TensorView flat) {
+      return flat.empty() ? engine::TensorView{} : flat_slice(flat, p.offset, p.shape);
+    };
+    p.value = at(value);
+    p.master = at(master);
+    p.grad = at(grad);
+    p.m = at(m);
+    p.v = at(v);
+  }
+}
+
+void ParamTableBuilder::add(std::string name, std::vector<int64_t> shape, bool weight_decay,
+                            int tp_split_dim) {
+  Param p;
+  p.name = std::move(name);
+  p.shape = std::move(shape);
+  p.weight_decay = weight_decay;
+  p.tp_split_dim = tp_split_dim;
+  params_.push_back(std::move(p));
+}
+
+ParamTable ParamTableBuilder::build() {
+  ParamTable t;
+  int64_t next = 0;
+  // Two passes: the decay group takes the front of the flat buffers, the rest follows.
+  for (bool decay : {true, false}) {
+    for (Param& p : params_) {
+      if (p.weight_decay != decay) continue;
+      p.offset = next;
+      next = align_elements(next + p.numel());
+    }
+    if (decay) t.decay_end_ = next;
+  }
+  t.flat_numel_ = next;
+  t.params_ = std::move(params_);
+  params_.clear();
+  return t;
+}
+
+engine::TensorView flat_slice(engine::TensorView flat, int64_t offset,
+                              const std::vector<int64_t>& shape) {
+  const int64_t n = shape_numel(shape);
+  ANVIL_CHECK_MSG(
+      flat.is_contiguous() && shape.size() <= engine::kMaxDims && offset >= 0 &&
+          offset + n <= flat.numel(),
+      absl::StrCat("flat_slice at ", offset, " of ", n, " elements from ", engine::describe(flat)));
+  engine::TensorView v = flat;
+  v.data = static_cast<char*>(flat.data) + offset * engine::dtype_size(flat.dtype);
+  v.ndim = static_cast<int>(shape.size());
+  int64_t stride = 1;
+  for (int d = engine::kMaxDims - 1; d >= 0; --d) {
+    v.shape[d] = d < v.ndim ? shape[d] : 0;
+    v.strides[d] = d < v.ndim ? stride : 0;
+    if (d < v.ndim) stride *= shape[d];
+  }
+  return v;
+}
+
+}  // namespace anvil::model
