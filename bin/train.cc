@@ -116,10 +116,10 @@ int run(int argc, char** argv) {
   log_info(ctx,
            absl::StrFormat(
                "model: GPT %d layers, d_model %d, %d heads, ffn %d, vocab %d (padded %d), "
-               "seq_len %d: %s parameters (%s in matmuls), %.3g GFLOP per token (fwd+bwd)",
+               "seq_len %d: %s parameters (%s in matmuls), %s FLOP per token (fwd+bwd)",
                m.n_layers, m.d_model, m.n_heads, m.ffn(), m.vocab_size, m.padded(), T,
                count(static_cast<double>(m.total_params())),
-               count(static_cast<double>(m.matmul_params())), model::flops_per_token(m, T) / 1e9));
+               count(static_cast<double>(m.matmul_params())), count(model::flops_per_token(m, T))));
   log_info(ctx, absl::StrFormat(
                     "batch: micro_batch %d x %d accumulation steps = global_batch %d = %s tokens "
                     "per step; %d steps = %s tokens",

@@ -204,6 +204,8 @@ TrainSummary Trainer::run() {
                               v, std::exp(v), engine::format_duration(t.seconds())));
   };
 
+  // A first evaluation before any update shows where the loss starts (about ln(vocab)).
+  if (eval_enabled && step_ == 0) run_eval();
   while (step_ < L.steps) {
     const StepStats st = step();
     sum.steps++;
@@ -225,7 +227,7 @@ TrainSummary Trainer::run() {
       const double per_step = sum.train_seconds / static_cast<double>(sum.steps);
       sum.final_loss = interval_loss / static_cast<double>(interval_steps);
       std::string line = absl::StrFormat(
-          "step %*d/%d | loss %.4f | lr %.3e | grad norm %.3f | %s tok/s | %.2f TFLOP/s | MFU %s "
+          "step %*d/%d | loss %.4f | lr %.3e | grad norm %.3f | %s tok/s | %.3g TFLOP/s | MFU %s "
           "| mem %s | %s elapsed, ETA %s",
           width, st.step, L.steps, sum.final_loss, st.lr, st.grad_norm, si(tok_s), tflops,
           cuda ? absl::StrFormat("%.1f%%", 100.0 * tflops * 1e12 / kPeakFlopsCuda)
@@ -253,7 +255,7 @@ TrainSummary Trainer::run() {
                               ? static_cast<double>(sum.steps * tokens_per_step) / sum.train_seconds
                               : 0.0;
   std::string line = absl::StrFormat(
-      "done: %d steps (%d skipped), %s tokens in %s (%s tok/s, %.2f TFLOP/s) | train loss %.4f -> "
+      "done: %d steps (%d skipped), %s tokens in %s (%s tok/s, %.3g TFLOP/s) | train loss %.4f -> "
       "%.4f",
       sum.steps, sum.skipped_steps, si(static_cast<double>(sum.steps * tokens_per_step)),
       engine::format_duration(wall.seconds()), si(sum.tokens_per_second),

@@ -75,7 +75,8 @@ class Trainer {
   StepStats step();
   // Mean token loss over eval_iters validation micro-batches (NaN without validation data).
   double evaluate();
-  // Steps until cfg.train.steps with logging, periodic and final evaluation and a summary line.
+  // Steps until cfg.train.steps with logging, evaluation (before the first step, every
+  // eval_interval steps and at the end) and a summary line.
   TrainSummary run();
 
   GptModel& model() { return *model_; }

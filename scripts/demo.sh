@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-BUILD=${BUILD:-build}
+export BUILD=${BUILD:-build}
 JOBS=${JOBS:-$(nproc)}
 
 scripts/install-deps.sh

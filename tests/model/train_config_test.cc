@@ -93,11 +93,11 @@ TEST(TrainConfigTest, GlobalBatchDefaultsToMicroBatch) {
 
 TEST(TrainConfigTest, OverridesApplyInOrder) {
   absl::StatusOr<TrainConfig> c =
-      load(kValid, {"train.steps=7", "optim.decay_style=linear", "train.steps=9"});
+      load(kValid, {"train.steps=70", "optim.decay_style=linear", "train.steps=90"});
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->train.steps, 9);
+  EXPECT_EQ(c->train.steps, 90);
   EXPECT_EQ(c->optim.schedule.style, DecayStyle::kLinear);
-  EXPECT_EQ(c->optim.schedule.decay_steps, 9);
+  EXPECT_EQ(c->optim.schedule.decay_steps, 90);
 }
 
 TEST(TrainConfigTest, MalformedIniIsAnError) {

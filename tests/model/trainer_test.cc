@@ -68,11 +68,14 @@ TEST(TrainerTest, LearnsARepeatingPattern) {
   for (double l : s.losses) EXPECT_TRUE(std::isfinite(l));
   // The pattern is deterministic given two tokens of context: the loss must collapse.
   EXPECT_LT(s.losses.back(), 0.3 * s.first_loss) << "first " << s.first_loss;
-  // Evaluations at steps 10, 20 and the end (30), falling like the training loss.
-  ASSERT_EQ(s.val_losses.size(), 3u);
-  EXPECT_EQ(s.val_losses[0].first, 10);
-  EXPECT_EQ(s.val_losses[2].first, 30);
-  EXPECT_LT(s.val_losses[2].second, 0.3 * val_before);
+  // Evaluations before the first step and at steps 10, 20 and the end (30), falling like the
+  // training loss.
+  ASSERT_EQ(s.val_losses.size(), 4u);
+  EXPECT_EQ(s.val_losses[0].first, 0);
+  EXPECT_DOUBLE_EQ(s.val_losses[0].second, val_before);  // evaluation is deterministic
+  EXPECT_EQ(s.val_losses[1].first, 10);
+  EXPECT_EQ(s.val_losses[3].first, 30);
+  EXPECT_LT(s.val_losses[3].second, 0.3 * val_before);
   EXPECT_GT(s.tokens_per_second, 0.0);
 }
 
