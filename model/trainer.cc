@@ -133,8 +133,8 @@ StepStats Trainer::step() {
   st.lr = cfg_.optim.schedule.at(st.step);
   if (!std::isfinite(st.grad_norm)) {
     st.skipped = true;
-    engine::log_warning(log_, absl::StrFormat("step %d: grad norm is %g, skipping the update",
-                                              st.step, st.grad_norm));
+    engine::log_warning(log_, absl::StrFormat("step %d: grad norm is %s, skipping the update",
+                                              st.step, std::isnan(st.grad_norm) ? "nan" : "inf"));
     return st;
   }
   // Megatron's clip_grad_norm: scale by max_norm / (norm + 1e-6) when that is below 1.

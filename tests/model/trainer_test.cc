@@ -110,6 +110,24 @@ TEST(TrainerTest, GradientAccumulationMatchesOneBigMicroBatch) {
   }
 }
 
+// Absurd init weights overflow f32 in the forward: the grad norm is not finite, so the step is
+// skipped (a warning, no update: the parameters keep their values) and the run goes on.
+TEST(TrainerTest, NonFiniteGradNormSkipsTheUpdate) {
+  TrainConfig cfg = tiny_config();
+  cfg.model.init_std = 1e30f;
+  auto trainer = Trainer::create(cfg, cpu_f32(), pattern_samples(16, 0), nullptr);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  const Param* wte = (*trainer)->model().params().find("wte.weight");
+  ASSERT_NE(wte, nullptr);
+  const float* w = static_cast<const float*>(wte->master.data);
+  const std::vector<float> before(w, w + 64);
+  const StepStats st = (*trainer)->step();
+  EXPECT_FALSE(std::isfinite(st.grad_norm));
+  EXPECT_TRUE(st.skipped);
+  EXPECT_EQ((*trainer)->steps_done(), 1);
+  EXPECT_EQ(std::vector<float>(w, w + 64), before);
+}
+
 TEST(TrainerTest, FlopsPerTokenClosedForm) {
   const TrainConfig cfg = tiny_config();
   EXPECT_DOUBLE_EQ(flops_per_token(cfg.model, 16),
