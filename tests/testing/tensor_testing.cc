@@ -131,6 +131,9 @@ TensorView upload(TensorPool& pool, const std::vector<uint8_t>& bytes, DType dty
   EXPECT_EQ(t.bytes(), bytes.size());
   if (t.device == Device::kCuda) {
     ANVIL_CUDA_CHECK(cudaMemcpy(t.data, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+    // A pageable host-to-device cudaMemcpy may return before its DMA lands, and ops run on
+    // non-blocking streams that do not order after the legacy stream: wait for it here.
+    ANVIL_CUDA_CHECK(cudaDeviceSynchronize());
   } else {
     std::memcpy(t.data, bytes.data(), bytes.size());
   }
