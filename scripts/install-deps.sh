@@ -3,7 +3,8 @@
 # every package is already present, so `make test` / `make demo` can call it every time.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libinih-dev libopenmpi-dev openmpi-bin libopenblas-dev python3 python3-numpy bible-kjv)
+  libinih-dev libopenmpi-dev openmpi-bin libopenblas-dev python3 python3-numpy bible-kjv
+  libpcre2-dev libutf8proc-dev libsentencepiece-dev sentencepiece nlohmann-json3-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
