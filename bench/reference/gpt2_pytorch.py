@@ -45,6 +45,12 @@ class GPT(nn.Module):
         self.wpe = nn.Embedding(T, d)
         self.h = nn.ModuleList(Block(d, heads) for _ in range(layers))
         self.ln_f = nn.LayerNorm(d, eps=1e-5)
+        for name, p in self.named_parameters():  # GPT-2 init, as anvil's
+            if p.dim() == 1:
+                nn.init.zeros_(p) if name.endswith("bias") else nn.init.ones_(p)
+            else:
+                std = 0.02 / math.sqrt(2 * layers) if name.endswith("proj.weight") else 0.02
+                nn.init.normal_(p, 0.0, std)
 
     def forward(self, idx, targets):
         pos = torch.arange(idx.shape[1], device=idx.device)
