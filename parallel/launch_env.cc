@@ -1,0 +1,100 @@
+// Launcher detection from an environment-variable map (see launch_env.h).
+#include "parallel/launch_env.h"
+
+#include <cstring>
+#include <optional>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace anvil::parallel {
+namespace {
+
+std::optional<std::string> get(const EnvMap& env, const std::string& name) {
+  auto it = env.find(name);
+  if (it == env.end()) return std::nullopt;
+  return it->second;
+}
+
+// The integer value of `name`, or InvalidArgument naming the launcher, variable and value.
+absl::StatusOr<int> get_int(const EnvMap& env, const std::string& launcher,
+                            const std::string& name) {
+  std::optional<std::string> v = get(env, name);
+  if (!v) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(launcher, " launch: ", name, " is not set (the other ", launcher,
+                     " variables are); cannot tell this process's rank"));
+  }
+  int out = 0;
+  if (!absl::SimpleAtoi(*v, &out)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(launcher, " launch: ", name, "=\"", *v, "\" is not an integer"));
+  }
+  return out;
+}
+
+absl::StatusOr<LaunchInfo> read(const EnvMap& env, const std::string& launcher,
+                                const std::string& rank_var, const std::string& world_var,
+                                const std::string& local_var /* "" = local rank 0 */) {
+  LaunchInfo info;
+  info.launcher = launcher;
+  absl::StatusOr<int> r = get_int(env, launcher, rank_var);
+  if (!r.ok()) return r.status();
+  absl::StatusOr<int> w = get_int(env, launcher, world_var);
+  if (!w.ok()) return w.status();
+  info.rank = *r;
+  info.world = *w;
+  if (!local_var.empty()) {
+    absl::StatusOr<int> l = get_int(env, launcher, local_var);
+    if (!l.ok()) return l.status();
+    info.local_rank = *l;
+  }
+  if (info.world < 1 || info.rank < 0 || info.rank >= info.world) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s launch: %s=%d is outside [0, %s=%d)",
+                                                      launcher, rank_var, info.rank, world_var,
+                                                      info.world));
+  }
+  if (info.local_rank < 0 || info.local_rank > info.rank) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s launch: local rank %s=%d must lie in [0, %s=%d]", launcher, local_var,
+                        info.local_rank, rank_var, info.rank));
+  }
+  return info;
+}
+
+}  // namespace
+
+absl::StatusOr<LaunchInfo> launch_info_from_env(const EnvMap& env) {
+  if (get(env, "OMPI_COMM_WORLD_RANK") || get(env, "OMPI_COMM_WORLD_SIZE")) {
+    return read(env, "openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                "OMPI_COMM_WORLD_LOCAL_RANK");
+  }
+  if (get(env, "PMI_RANK") || get(env, "PMI_SIZE")) {
+    const char* local = get(env, "MPI_LOCALRANKID")  ? "MPI_LOCALRANKID"
+                        : get(env, "PMI_LOCAL_RANK") ? "PMI_LOCAL_RANK"
+                                                     : "";
+    return read(env, "pmi", "PMI_RANK", "PMI_SIZE", local);
+  }
+  // srun sets the step variables; a batch script's own environment has only job-level ones.
+  const bool srun_step =
+      get(env, "SLURM_STEP_NUM_TASKS") || get(env, "SLURM_STEP_ID") || get(env, "SLURM_STEPID");
+  if (get(env, "SLURM_PROCID") && srun_step) {
+    const char* world = get(env, "SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
+    return read(env, "slurm", "SLURM_PROCID", world, "SLURM_LOCALID");
+  }
+  return LaunchInfo{};
+}
+
+EnvMap env_map(const char* const* envp) {
+  EnvMap out;
+  if (envp == nullptr) return out;
+  for (const char* const* e = envp; *e != nullptr; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq == nullptr) continue;
+    out.emplace(std::string(*e, static_cast<size_t>(eq - *e)), std::string(eq + 1));
+  }
+  return out;
+}
+
+}  // namespace anvil::parallel
