@@ -3,18 +3,23 @@
 #include "io/byte_tokenizer.h"
 
 #include "absl/strings/str_format.h"
+#include "io/tokenizers/factories.h"
 
 namespace anvil::io {
 
-std::vector<int32_t> ByteTokenizer::encode(std::string_view text) const {
-  std::vector<int32_t> out;
-  encode_append(text, &out);
-  return out;
+ByteTokenizer::ByteTokenizer() { special_.eod = kEod; }
+
+void ByteTokenizer::encode(absl::string_view text, std::vector<int32_t>* out) const {
+  encode_append(std::string_view(text.data(), text.size()), out);
 }
 
 void ByteTokenizer::encode_append(std::string_view text, std::vector<int32_t>* out) const {
   out->reserve(out->size() + text.size());
   for (const char c : text) out->push_back(static_cast<unsigned char>(c));
+}
+
+absl::StatusOr<std::string> ByteTokenizer::decode(const std::vector<int32_t>& tokens) const {
+  return decode(absl::MakeConstSpan(tokens), std::string_view());
 }
 
 absl::StatusOr<std::string> ByteTokenizer::decode(absl::Span<const int32_t> tokens,
@@ -34,6 +39,16 @@ absl::StatusOr<std::string> ByteTokenizer::decode(absl::Span<const int32_t> toke
     }
   }
   return out;
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> make_byte_tokenizer(const TokenizerOptions& options) {
+  if (!options.vocab_file.empty() || !options.merge_file.empty() || options.vocab_extra_ids != 0) {
+    return absl::InvalidArgumentError(
+        "the Byte tokenizer takes no vocabulary, merges or extra ids (got vocab '" +
+        options.vocab_file + "', merges '" + options.merge_file + "', " +
+        std::to_string(options.vocab_extra_ids) + " extra ids)");
+  }
+  return std::unique_ptr<Tokenizer>(std::make_unique<ByteTokenizer>());
 }
 
 }  // namespace anvil::io
