@@ -1,0 +1,103 @@
+// Comm: collectives and point-to-point transfers among the ranks of one ProcessGroup, over
+// TensorViews, with one interface for both backends (DESIGN.md §5):
+//   MpiComm  (parallel/mpi_comm.h)  CPU buffers; every call completes before it returns.
+//   NcclComm (parallel/nccl_comm.h) CUDA buffers; every call is enqueued on the given stream
+//            and returns at once (order it against other streams with engine::Event).
+// The same parallel code runs on both, so every parallel feature is tested on the CPU in CI.
+//
+// Semantics (n = elements of one rank's contribution, P = size(), views contiguous):
+//   all_reduce(recv, send):      recv[i] = op over ranks of send[i]            recv, send: [n]
+//   reduce_scatter(recv, send):  recv[i] = op over ranks of send[index()*n + i] send: [P*n],
+//                                                                              recv: [n]
+//   all_gather(recv, send):      recv[r*n + i] = send[i] of group rank r       send: [n],
+//                                                                              recv: [P*n]
+//   broadcast(buf, root):        buf = buf of group rank `root`
+//   send(buf, peer) / recv(buf, peer): point-to-point with group rank `peer`
+//   barrier():                   returns (CPU) or lets the stream continue (GPU) once all ranks
+//                                have entered it
+// all_reduce and all_gather may run in place (recv.data == send.data). Ranks are positions in
+// the group (ProcessGroup::index), not global ranks.
+// Dtypes: data movement (all_gather, broadcast, send/recv) takes any dtype. Reductions take
+// f32, f64, i32, i64 on both backends, and bf16/f16 on NCCL only: MPI has no 16-bit float sum
+// (the CPU path computes in f32, so it never needs one).
+//
+// Watchdog: an operation that does not finish within CommOptions::timeout_s calls
+// CommOptions::on_timeout with a message naming the operation, its size, the group and this
+// rank; the default prints it and aborts every rank (MPI_Abort), so a rank that died or never
+// joined ends the job with a clear error instead of a hang.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "engine/device.h"
+#include "engine/stream.h"
+#include "engine/tensor.h"
+#include "parallel/grid.h"
+
+namespace anvil::parallel {
+
+using engine::ConstTensorView;
+using engine::Stream;
+using engine::TensorView;
+
+enum class ReduceOp { kSum, kMax };
+
+struct CommOptions {
+  // Seconds an operation may take (from when it starts executing) before the watchdog fires.
+  double timeout_s = 600.0;
+  // Called with the watchdog's message. Default (empty): print to stderr, abort all ranks.
+  // A test may install a hook that records the message and returns; the operation then keeps
+  // waiting (the hook is called again after each further timeout_s).
+  std::function<void(const std::string&)> on_timeout;
+};
+
+// Prints "[anvil rank R] <message>" to stderr, then ends every rank: MPI_Abort(MPI_COMM_WORLD)
+// when MPI is initialized, std::abort() otherwise. Safe to call from any thread.
+[[noreturn]] void abort_all_ranks(int global_rank, const std::string& message);
+
+class Comm {
+ public:
+  virtual ~Comm() = default;
+
+  virtual engine::Device device() const = 0;
+  const ProcessGroup& group() const { return group_; }
+  int size() const { return group_.size(); }
+  int index() const { return group_.index; }  // this rank's position in the group
+  int global_rank() const { return global_rank_; }
+
+  virtual void all_reduce(TensorView recv, ConstTensorView send, ReduceOp op, Stream& s) = 0;
+  virtual void reduce_scatter(TensorView recv, ConstTensorView send, ReduceOp op, Stream& s) = 0;
+  virtual void all_gather(TensorView recv, ConstTensorView send, Stream& s) = 0;
+  virtual void broadcast(TensorView buf, int root, Stream& s) = 0;
+  virtual void send(ConstTensorView buf, int peer, Stream& s) = 0;
+  virtual void recv(TensorView buf, int peer, Stream& s) = 0;
+  virtual void barrier(Stream& s) = 0;
+
+  // In-place all-reduce: buf = op over ranks of buf.
+  void all_reduce(TensorView buf, ReduceOp op, Stream& s) { all_reduce(buf, buf, op, s); }
+
+ protected:
+  Comm(ProcessGroup group, int global_rank, CommOptions options)
+      : group_(std::move(group)), global_rank_(global_rank), options_(std::move(options)) {}
+
+  // Checks shared by both backends (CHECK-fails naming the operation, group and views).
+  void check_views(const char* op, ConstTensorView recv, ConstTensorView send,
+                   int64_t recv_over_send_num, int64_t recv_over_send_den) const;
+  void check_peer(const char* op, int peer) const;
+  // The watchdog's message for operation number `seq`.
+  std::string timeout_message(const char* op, uint64_t seq, const std::string& what,
+                              double waited_s) const;
+  // Calls options_.on_timeout, or abort_all_ranks.
+  void on_timeout(const std::string& message) const;
+
+  ProcessGroup group_;
+  int global_rank_;
+  CommOptions options_;
+};
+
+// "all_reduce", "reduce_scatter", ...
+const char* reduce_op_name(ReduceOp op);
+
+}  // namespace anvil::parallel
