@@ -146,6 +146,10 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
 
 const GptConfig& GptModel::config() const { return impl_->cfg; }
 ParamTable& GptModel::params() { return impl_->buf.table; }
+GptModel::FlatBuffers GptModel::flat_buffers() {
+  const gpt_detail::Buffers& b = impl_->buf;
+  return FlatBuffers{b.value, b.master, b.grad, b.m, b.v};
+}
 
 void GptModel::forward(const int32_t* tokens, const int32_t* positions, const int32_t* targets,
                        bool train, uint64_t dropout_offset, engine::Stream& stream) {

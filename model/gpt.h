@@ -73,6 +73,13 @@ class GptModel {
 
   const GptConfig& config() const;
   ParamTable& params();
+  // The flat buffers behind params(), [params().flat_numel()] each: compute copy (act dtype),
+  // f32 master (the same memory as value when act == grad dtype), f32 gradients, AdamW moments.
+  // Data parallelism all-reduces `grad` in place; ZeRO updates and gathers shards of them.
+  struct FlatBuffers {
+    engine::TensorView value, master, grad, m, v;
+  };
+  FlatBuffers flat_buffers();
 
   // Forward over one micro-batch. tokens, targets, positions: [B*T] i32 host arrays (targets < 0
   // are not counted). Returns nothing; the loss sum is read by loss_sum(). With `train` false
