@@ -484,16 +484,15 @@ struct State {
   }
 
   // Pre-tokenizes and runs the model over text that holds no added token.
-  void encode_model(absl::string_view text, std::vector<int32_t>* out, std::string* scratch) const {
+  void encode_model(absl::string_view text, std::vector<int32_t>* out) const {
     if (text.empty()) return;
     if (model == ModelKind::kWordPiece) {
       if (pre == PreTokKind::kBert) {
         std::vector<std::pair<size_t, size_t>> words;
         bert_pre_tokenize(text, &words);
-        for (const auto& [b, e] : words)
-          wordpiece->encode_word(text.substr(b, e - b), out, scratch);
+        for (const auto& [b, e] : words) wordpiece->encode_word(text.substr(b, e - b), out);
       } else {
-        wordpiece->encode_word(text, out, scratch);
+        wordpiece->encode_word(text, out);
       }
       return;
     }
@@ -900,7 +899,6 @@ void HfTokenizer::encode(absl::string_view text, std::vector<int32_t>* out) cons
   } else {
     s.raw_matcher.split(valid, &raw);
   }
-  std::string scratch;
   std::vector<Segment> inner;
   for (const Segment& seg : raw) {
     if (seg.id >= 0) {
@@ -911,7 +909,7 @@ void HfTokenizer::encode(absl::string_view text, std::vector<int32_t>* out) cons
     const std::string normalized =
         s.normalizers.empty() ? std::string(piece) : apply_normalizers(s.normalizers, piece);
     if (s.normalized_matcher.empty()) {
-      s.encode_model(normalized, out, &scratch);
+      s.encode_model(normalized, out);
       continue;
     }
     inner.clear();
@@ -921,7 +919,7 @@ void HfTokenizer::encode(absl::string_view text, std::vector<int32_t>* out) cons
       if (sub.id >= 0) {
         out->push_back(sub.id);
       } else {
-        s.encode_model(nview.substr(sub.begin, sub.end - sub.begin), out, &scratch);
+        s.encode_model(nview.substr(sub.begin, sub.end - sub.begin), out);
       }
     }
   }

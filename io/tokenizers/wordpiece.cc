@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <utility>
@@ -26,25 +27,95 @@ bool is_ascii_space(char c) {
 
 }  // namespace
 
+namespace {
+
+// 64-bit hash of a short string: 8 bytes at a time through a multiply-xorshift mix.
+uint64_t hash_bytes(std::string_view s) {
+  constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
+  uint64_t h = 0xCBF29CE484222325ull ^ (s.size() * kMul);
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    h = (h ^ w) * kMul;
+    h ^= h >> 29;
+  }
+  if (i < s.size()) {
+    uint64_t w = 0;
+    std::memcpy(&w, s.data() + i, s.size() - i);
+    h = (h ^ w) * kMul;
+    h ^= h >> 29;
+  }
+  h *= kMul;
+  return h ^ (h >> 32);
+}
+
+}  // namespace
+
+void TokenTable::grow() {
+  std::vector<Slot> old = std::move(slots_);
+  slots_.assign(old.empty() ? 64 : old.size() * 2, Slot{0, 0, 0, -1});
+  const size_t mask = slots_.size() - 1;
+  for (const Slot& s : old) {
+    if (s.id < 0) continue;
+    size_t i = s.hash & mask;
+    while (slots_[i].id >= 0) i = (i + 1) & mask;
+    slots_[i] = s;
+  }
+}
+
+void TokenTable::add(std::string_view key, int32_t id) {
+  if ((size_ + 1) * 2 > slots_.size()) grow();
+  const uint64_t h = hash_bytes(key);
+  const size_t mask = slots_.size() - 1;
+  size_t i = h & mask;
+  for (; slots_[i].id >= 0; i = (i + 1) & mask) {
+    const Slot& s = slots_[i];
+    if (s.hash == h && s.length == key.size() &&
+        std::memcmp(keys_.data() + s.offset, key.data(), key.size()) == 0) {
+      slots_[i].id = id;  // the last one wins
+      return;
+    }
+  }
+  slots_[i] = Slot{h, static_cast<uint32_t>(keys_.size()), static_cast<uint32_t>(key.size()), id};
+  keys_.append(key.data(), key.size());
+  ++size_;
+  max_key_bytes_ = std::max(max_key_bytes_, key.size());
+}
+
+int32_t TokenTable::find(std::string_view key) const {
+  if (slots_.empty() || key.size() > max_key_bytes_) return -1;
+  const uint64_t h = hash_bytes(key);
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    const Slot& s = slots_[i];
+    if (s.id < 0) return -1;
+    if (s.hash == h && s.length == key.size() &&
+        std::memcmp(keys_.data() + s.offset, key.data(), key.size()) == 0) {
+      return s.id;
+    }
+  }
+}
+
 WordPieceModel::WordPieceModel(std::vector<std::string> tokens, int32_t unk,
                                std::string continuing_prefix, int max_input_chars_per_word)
     : tokens_(std::move(tokens)),
       unk_(unk),
       prefix_(std::move(continuing_prefix)),
       max_chars_(std::min(max_input_chars_per_word, kMaxCharsLimit)) {
-  ids_.reserve(tokens_.size());
   for (size_t i = 0; i < tokens_.size(); ++i) {
-    ids_[std::string_view(tokens_[i])] = static_cast<int32_t>(i);
+    const std::string& t = tokens_[i];
+    ids_.add(t, static_cast<int32_t>(i));
+    // Continuations are looked up by what follows the prefix, so encode_word never copies.
+    if (t.size() > prefix_.size() && t.compare(0, prefix_.size(), prefix_) == 0) {
+      continuation_.add(std::string_view(t).substr(prefix_.size()), static_cast<int32_t>(i));
+    }
   }
 }
 
-int32_t WordPieceModel::find(std::string_view token) const {
-  const auto it = ids_.find(token);
-  return it == ids_.end() ? -1 : it->second;
-}
+int32_t WordPieceModel::find(std::string_view token) const { return ids_.find(token); }
 
-void WordPieceModel::encode_word(absl::string_view word, std::vector<int32_t>* out,
-                                 std::string* scratch) const {
+void WordPieceModel::encode_word(absl::string_view word, std::vector<int32_t>* out) const {
   // Code point boundaries of the word: bounds[k] = byte offset of character k.
   std::array<uint32_t, kMaxCharsLimit + 1> bounds;
   int chars = 0;
@@ -59,20 +130,17 @@ void WordPieceModel::encode_word(absl::string_view word, std::vector<int32_t>* o
   if (chars == 0) return;
   bounds[chars] = static_cast<uint32_t>(word.size());
 
+  const std::string_view w(word.data(), word.size());
   const size_t first = out->size();
   int start = 0;
   while (start < chars) {
-    int32_t found = -1;
+    const TokenTable& table = start == 0 ? ids_ : continuation_;
+    // Skip candidates longer than any key.
     int end = chars;
+    while (end > start && bounds[end] - bounds[start] > table.max_key_bytes()) --end;
+    int32_t found = -1;
     for (; end > start; --end) {
-      const absl::string_view sub = word.substr(bounds[start], bounds[end] - bounds[start]);
-      if (start == 0) {
-        found = find(std::string_view(sub.data(), sub.size()));
-      } else {
-        scratch->assign(prefix_);
-        scratch->append(sub.data(), sub.size());
-        found = find(*scratch);
-      }
+      found = table.find(w.substr(bounds[start], bounds[end] - bounds[start]));
       if (found >= 0) break;
     }
     if (found < 0) {  // no segmentation: the whole word is unknown
@@ -189,9 +257,8 @@ void BertWordPieceTokenizer::encode(absl::string_view text, std::vector<int32_t>
   bert_normalize(text, normalizer_, &normalized);
   std::vector<std::pair<size_t, size_t>> words;
   bert_pre_tokenize(normalized, &words);
-  std::string scratch;
   const absl::string_view view(normalized);
-  for (const auto& [b, e] : words) model_->encode_word(view.substr(b, e - b), out, &scratch);
+  for (const auto& [b, e] : words) model_->encode_word(view.substr(b, e - b), out);
 }
 
 absl::StatusOr<std::string> BertWordPieceTokenizer::decode(const std::vector<int32_t>& ids) const {

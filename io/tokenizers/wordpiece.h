@@ -26,7 +26,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -35,6 +34,32 @@
 #include "io/tokenizers/bert_normalizer.h"
 
 namespace anvil::io {
+
+// An immutable string -> id table with open addressing (flat, cache-friendly: WordPiece does
+// several lookups per word, and a node-based map made them the bulk of encoding time).
+class TokenTable {
+ public:
+  // Adds `key` -> id; a later add of the same key overrides (Python dict semantics). Keys are
+  // copied into the table.
+  void add(std::string_view key, int32_t id);
+  // Id of `key`, or -1.
+  int32_t find(std::string_view key) const;
+  // Longest key in bytes (0 when empty).
+  size_t max_key_bytes() const { return max_key_bytes_; }
+
+ private:
+  struct Slot {
+    uint64_t hash;
+    uint32_t offset;  // into keys_
+    uint32_t length;
+    int32_t id;  // -1: empty slot
+  };
+  void grow();
+  std::vector<Slot> slots_;  // power-of-two size, at most half full
+  std::string keys_;
+  size_t size_ = 0;
+  size_t max_key_bytes_ = 0;
+};
 
 // Greedy longest-match-first WordPiece over a fixed vocabulary.
 class WordPieceModel {
@@ -46,9 +71,8 @@ class WordPieceModel {
   WordPieceModel(const WordPieceModel&) = delete;
   WordPieceModel& operator=(const WordPieceModel&) = delete;
 
-  // Appends the ids of `word` (valid UTF-8, no whitespace) to *out. `scratch` is caller-owned
-  // buffer space (keeps the call allocation-free and thread-safe).
-  void encode_word(absl::string_view word, std::vector<int32_t>* out, std::string* scratch) const;
+  // Appends the ids of `word` (valid UTF-8) to *out. Thread-safe, allocation-free.
+  void encode_word(absl::string_view word, std::vector<int32_t>* out) const;
 
   // Id of `token`, or -1.
   int32_t find(std::string_view token) const;
@@ -58,8 +82,8 @@ class WordPieceModel {
 
  private:
   std::vector<std::string> tokens_;
-  // Keys view into tokens_, which never changes after construction.
-  std::unordered_map<std::string_view, int32_t> ids_;
+  TokenTable ids_;           // every token
+  TokenTable continuation_;  // tokens that start with prefix_, keyed without it
   int32_t unk_;
   std::string prefix_;
   int max_chars_;

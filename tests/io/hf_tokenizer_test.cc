@@ -335,6 +335,29 @@ TEST(HfTokenizerTest, MissingCorruptAndUnsupported) {
   EXPECT_THAT(std::string(dec.status().message()), HasSubstr("Metaspace"));
 }
 
+// make_tokenizer (io/tokenizer.cc) reaches the WordPiece, SentencePiece and HF factories.
+TEST(HfTokenizerTest, MakeTokenizerDispatches) {
+  struct Case {
+    const char* type;
+    std::string vocab;
+    const char* column;
+  };
+  const Case cases[] = {
+      {"BertWordPieceLowerCase", testing::repo_path("data/bert/vocab.txt"), "bert_uncased"},
+      {"BertWordPieceCase", testing::repo_path("data/bert/vocab.txt"), "bert_cased"},
+      {"SentencePiece", testing::repo_path("data/t5/spm.model"), "spm"},
+      {"HF", tokenizer_fixture("gpt2_tokenizer.json"), "gpt2"},
+  };
+  for (const Case& c : cases) {
+    TokenizerOptions o;
+    o.type = c.type;
+    o.vocab_file = c.vocab;
+    auto tok = make_tokenizer(o);
+    ASSERT_TRUE(tok.ok()) << c.type << ": " << tok.status();
+    expect_column(**tok, c.column);
+  }
+}
+
 TEST(HfTokenizerTest, ConcurrentEncodeIsConsistent) {
   auto gpt2 = load_hf("gpt2_tokenizer.json");
   auto bert = load_hf("bert_uncased_tokenizer.json");
