@@ -447,7 +447,8 @@ struct State {
   // Model vocabulary by id as written in the file ("" for an id it lacks).
   std::vector<std::string> model_tokens;
   std::unordered_map<std::string, int32_t> model_ids;
-  // Added tokens; deque-like stability: reserved before the matchers point into it.
+  // Added tokens. The matchers point into this vector: build_matchers() runs after its last
+  // change.
   std::vector<AddedToken> added;
   std::unordered_map<int32_t, size_t> added_by_id;
   AddedMatcher raw_matcher;
