@@ -1,0 +1,36 @@
+// bin/train's [parallel] section: the process layout (tp x dp x pp over the launched ranks),
+// ZeRO stage, gradient bucket size and the collective watchdog, declared in the ini schema and
+// validated against the world size and the batch shape up front, with errors naming the numbers:
+//   "x.ini:9: [train] global_batch: 12 is not a multiple of micro_batch 4 * dp 2 = 8".
+// Only tp = 1, pp = 1 and zero_stage 0/1 run today; any other value is an error saying so, never
+// silently ignored (docs/parallelism.md lists what exists).
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "engine/config.h"
+
+namespace anvil::model {
+
+struct ParallelConfig {
+  int tp = 1;
+  int pp = 1;
+  int dp = 1;                       // resolved: [parallel] dp, or world / (tp * pp) for dp = 0
+  int zero_stage = 0;               // 0: replicated optimizer; 1: optimizer state sharded over DP
+  double bucket_mb = 100.0;         // MiB of f32 gradient per all-reduce bucket; 0 = one bucket
+  double timeout_s = 600.0;         // collective watchdog
+  bool reduce_single_rank = false;  // run the DP reduction path even when dp = 1
+
+  int64_t bucket_elems() const { return static_cast<int64_t>(bucket_mb * (1 << 20) / 4); }
+};
+
+// Adds the [parallel] keys to bin/train's schema.
+void add_parallel_schema(engine::ConfigSchema& schema);
+
+// Reads and validates [parallel] of a loaded config for `world_size` launched ranks and the
+// [train] batch shape (global_batch must split into micro_batch * dp chunks).
+absl::StatusOr<ParallelConfig> parse_parallel_config(const engine::Config& c, int world_size,
+                                                     int64_t global_batch, int64_t micro_batch);
+
+}  // namespace anvil::model
