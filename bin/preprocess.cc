@@ -1,22 +1,27 @@
-// bin/preprocess: turns a corpus into a Megatron indexed dataset (Megatron's
-// tools/preprocess_data.py, without sentence splitting; the work is io/preprocess).
-//   build/bin/preprocess --input corpus.txt|corpus.jsonl|- --output-prefix P
-//       [--json-keys text [more ...]] [--append-eod] [--tokenizer-type Byte]
-//       [--input-format auto|text|jsonl] [--skip-bad-lines] [--no-progress]
-// Writes P_{key}_document.{bin,idx}. Errors print one line "preprocess: <message>", exit 1.
+// bin/preprocess: turns a corpus into Megatron indexed datasets (Megatron's
+// tools/preprocess_data.py; the work is io/preprocess), or merges datasets
+// (tools/merge_preprocessed_data.py). Flags follow Megatron's; see kUsage.
+// Errors print one line "preprocess: <message>" and exit 1; warnings go to stderr, the summary
+// to stdout.
 #include "io/preprocess.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "engine/log.h"
+#include "io/tokenizer.h"
 
 namespace {
 
@@ -25,16 +30,45 @@ using anvil::engine::format_bytes;
 using anvil::engine::format_duration;
 
 constexpr char kUsage[] =
-    "usage: preprocess --input FILE --output-prefix PREFIX [options]\n"
-    "  --input FILE          corpus: plain text (one document per blank-line-separated\n"
-    "                        paragraph) or JSONL (one JSON object per line); '-' = stdin\n"
-    "  --output-prefix P     writes P_{key}_document.bin/.idx\n"
-    "  --json-keys K [K...]  JSONL keys to tokenize, one dataset each (default: text)\n"
-    "  --input-format F      auto (default: .json/.jsonl -> jsonl, else text), text, jsonl\n"
-    "  --tokenizer-type T    Byte (bytes 0..255, EOD 256; the only one for now)\n"
-    "  --append-eod          append the EOD token to every document\n"
-    "  --skip-bad-lines      skip (and count) malformed JSONL lines instead of failing\n"
-    "  --no-progress         no progress bar\n";
+    "usage: preprocess --input FILE --output-prefix P --tokenizer-type T [options]\n"
+    "       preprocess --merge P1 P2 [...] --output-prefix OUT\n"
+    "Tokenizes a corpus into Megatron .bin/.idx datasets P_{key}_document (P_{key}_sentence\n"
+    "with --split-sentences), byte-compatible with Megatron's tools/preprocess_data.py.\n"
+    "  --input FILE            JSONL (one JSON object per line) or plain text (one document per\n"
+    "                          blank-line-separated paragraph); '-' = stdin\n"
+    "  --output-prefix P       output prefix\n"
+    "  --json-keys K [K ...]   JSONL keys to tokenize, one dataset each (default: text)\n"
+    "  --input-format F        auto (default: .json/.jsonl and stdin -> jsonl, else text),\n"
+    "                          text, jsonl\n"
+    "  --tokenizer-type T      GPT2BPE | BertWordPieceLowerCase | BertWordPieceCase |\n"
+    "                          SentencePiece | HF | Byte (Megatron's names GPT2BPETokenizer,\n"
+    "                          PretrainedFromHF, HFTokenizer, SentencePieceTokenizer work too)\n"
+    "  --vocab-file F          encoder.json / vocab.json, vocab.txt, .model, tokenizer.json or\n"
+    "                          its directory (aliases: --tokenizer-model,\n"
+    "                          --tokenizer-name-or-path)\n"
+    "  --merge-file F          GPT-2 merges (vocab.bpe / merges.txt)\n"
+    "  --vocab-extra-ids N     add N sentinel tokens <extra_id_0..N-1> (T5)\n"
+    "  --append-eod            append the end-of-document token to each document\n"
+    "  --split-sentences       one sequence per sentence (rule-based English splitter, see\n"
+    "                          io/sentence_splitter.h; Megatron uses NLTK punkt)\n"
+    "  --keep-newlines         with --split-sentences: keep the whitespace after a sentence\n"
+    "  --workers N             tokenizing threads (default: the number of cores)\n"
+    "  --stop-on-bad-lines     stop at the first malformed JSONL line (default)\n"
+    "  --skip-bad-lines        skip malformed JSONL lines, count them in the summary\n"
+    "  --max-reported N        report the first N problems of each kind (default 10)\n"
+    "  --chunk-kib N           KiB of input per unit of work (default 256)\n"
+    "  --no-progress           no progress bar\n"
+    "  --merge P1 P2 ...       concatenate datasets (same dtype) into --output-prefix\n"
+    "                          (alias: --datasets, as merge_preprocessed_data.py)\n"
+    "Accepted for Megatron compatibility: --dataset-impl mmap, --lang english, --log-interval N.\n";
+
+// CPU seconds used by the whole process so far (all threads, user + system).
+double cpu_seconds() {
+  struct rusage u;
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 
 int fail(const std::string& message) {
   std::fprintf(stderr, "preprocess: %s\n", message.c_str());
@@ -49,9 +83,38 @@ std::string count(double v) {
   return absl::StrFormat("%.0f", v);
 }
 
+std::string dtype_name(io::TokenDType t) {
+  return t == io::TokenDType::kU16 ? "uint16" : t == io::TokenDType::kI32 ? "int32" : "other";
+}
+
+// Megatron's tokenizer class names -> ours.
+std::string canonical_tokenizer_type(const std::string& t) {
+  if (t == "GPT2BPETokenizer") return "GPT2BPE";
+  if (t == "PretrainedFromHF" || t == "HFTokenizer" || t == "HuggingFaceTokenizer") return "HF";
+  if (t == "SentencePieceTokenizer" || t == "GPTSentencePieceTokenizer") return "SentencePiece";
+  return t;
+}
+
+int run_merge(const std::vector<std::string>& inputs, const std::string& output_prefix) {
+  anvil::engine::Timer timer;
+  auto merged = io::merge_datasets(inputs, output_prefix);
+  if (!merged.ok()) return fail(std::string(merged.status().message()));
+  std::printf(
+      "preprocess: merged %zu datasets into %s.{bin,idx}: %lld documents, %lld "
+      "sequences, %s (%s) in %s\n",
+      inputs.size(), output_prefix.c_str(), static_cast<long long>(merged->documents),
+      static_cast<long long>(merged->sequences),
+      format_bytes(static_cast<double>(merged->bytes)).c_str(), dtype_name(merged->dtype).c_str(),
+      format_duration(timer.seconds()).c_str());
+  return 0;
+}
+
 int run(int argc, char** argv) {
   io::PreprocessOptions opt;
+  opt.workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  io::TokenizerOptions tok;
   bool progress_enabled = true;
+  std::vector<std::string> merge_inputs;
   std::vector<std::string> args(argv + 1, argv + argc);
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i];
@@ -72,7 +135,23 @@ int run(int argc, char** argv) {
       *out = args[++i];
       return true;
     };
-    auto missing = [&]() { return fail(absl::StrFormat("%s needs a value", flag)); };
+    // Several space-separated values (Megatron's nargs='+'), or "--flag=a,b".
+    auto values = [&](std::vector<std::string>* out) -> bool {
+      out->clear();
+      if (has_inline) {
+        *out = absl::StrSplit(inline_value, ',', absl::SkipEmpty());
+      } else {
+        while (i + 1 < args.size() && !absl::StartsWith(args[i + 1], "--")) {
+          out->push_back(args[++i]);
+        }
+      }
+      return !out->empty();
+    };
+    auto int_value = [&](int* out, int min) -> bool {
+      std::string v;
+      return value(&v) && absl::SimpleAtoi(v, out) && *out >= min;
+    };
+    auto missing = [&]() { return fail(absl::StrFormat("%s needs a value (see --help)", flag)); };
     if (flag == "--help" || flag == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -80,19 +159,8 @@ int run(int argc, char** argv) {
       if (!value(&opt.input)) return missing();
     } else if (flag == "--output-prefix") {
       if (!value(&opt.output_prefix)) return missing();
-    } else if (flag == "--tokenizer-type") {
-      if (!value(&opt.tokenizer_type)) return missing();
     } else if (flag == "--json-keys") {
-      // Megatron takes several space-separated keys; "--json-keys=a,b" works too.
-      opt.json_keys.clear();
-      if (has_inline) {
-        opt.json_keys = absl::StrSplit(inline_value, ',', absl::SkipEmpty());
-      } else {
-        while (i + 1 < args.size() && !absl::StartsWith(args[i + 1], "--")) {
-          opt.json_keys.push_back(args[++i]);
-        }
-      }
-      if (opt.json_keys.empty()) return missing();
+      if (!values(&opt.json_keys)) return missing();
     } else if (flag == "--input-format") {
       std::string f;
       if (!value(&f)) return missing();
@@ -105,19 +173,72 @@ int run(int argc, char** argv) {
       } else {
         return fail(absl::StrFormat("--input-format: unknown format '%s' (auto, text, jsonl)", f));
       }
+    } else if (flag == "--tokenizer-type") {
+      if (!value(&tok.type)) return missing();
+      tok.type = canonical_tokenizer_type(tok.type);
+    } else if (flag == "--vocab-file" || flag == "--tokenizer-model" ||
+               flag == "--tokenizer-name-or-path") {
+      if (!value(&tok.vocab_file)) return missing();
+    } else if (flag == "--merge-file") {
+      if (!value(&tok.merge_file)) return missing();
+    } else if (flag == "--vocab-extra-ids") {
+      if (!int_value(&tok.vocab_extra_ids, 0)) return missing();
     } else if (flag == "--append-eod" && !has_inline) {
       opt.append_eod = true;
+    } else if (flag == "--split-sentences" && !has_inline) {
+      opt.split_sentences = true;
+    } else if (flag == "--keep-newlines" && !has_inline) {
+      opt.keep_newlines = true;
+    } else if (flag == "--workers") {
+      if (!int_value(&opt.workers, 1)) return fail("--workers needs a number >= 1");
     } else if (flag == "--skip-bad-lines" && !has_inline) {
       opt.skip_bad_lines = true;
+    } else if (flag == "--stop-on-bad-lines" && !has_inline) {
+      opt.skip_bad_lines = false;
+    } else if (flag == "--max-reported") {
+      if (!int_value(&opt.max_reported, 0)) return fail("--max-reported needs a number >= 0");
+    } else if (flag == "--chunk-kib") {
+      int kib = 0;
+      if (!int_value(&kib, 1)) return fail("--chunk-kib needs a number >= 1");
+      opt.chunk_bytes = static_cast<size_t>(kib) << 10;
     } else if (flag == "--no-progress" && !has_inline) {
       progress_enabled = false;
+    } else if (flag == "--merge" || flag == "--datasets") {
+      if (!values(&merge_inputs)) return missing();
+    } else if (flag == "--dataset-impl") {
+      std::string v;
+      if (!value(&v)) return missing();
+      if (v != "mmap") return fail("--dataset-impl: only 'mmap' is supported");
+    } else if (flag == "--lang") {
+      std::string v;
+      if (!value(&v)) return missing();
+      if (v != "english") return fail("--lang: only 'english' sentence splitting is supported");
+    } else if (flag == "--log-interval") {
+      std::string v;
+      if (!value(&v)) return missing();  // the progress bar replaces Megatron's log lines
     } else {
       return fail(absl::StrFormat("unknown argument '%s' (see --help)", args[i]));
     }
   }
+  if (!merge_inputs.empty()) {
+    if (opt.output_prefix.empty()) return fail("--merge needs --output-prefix");
+    return run_merge(merge_inputs, opt.output_prefix);
+  }
   if (opt.input.empty() || opt.output_prefix.empty()) {
     return fail("--input and --output-prefix are required (see --help)");
   }
+  if (tok.type.empty()) return fail("--tokenizer-type is required (see --help)");
+
+  anvil::engine::Timer load_timer;
+  auto tokenizer = io::make_tokenizer(tok);
+  if (!tokenizer.ok()) return fail(std::string(tokenizer.status().message()));
+  const io::Tokenizer& tokenizer_ref = **tokenizer;
+  std::fprintf(stderr,
+               "preprocess: tokenizer %s, vocabulary %lld, eod %d (loaded in %s), %d "
+               "workers\n",
+               tokenizer_ref.name().c_str(), static_cast<long long>(tokenizer_ref.vocab_size()),
+               tokenizer_ref.special().eod, format_duration(load_timer.seconds()).c_str(),
+               opt.workers);
 
   // The total is only known for a regular file; ProgressBar shows amounts and rates otherwise.
   uint64_t total = 0;
@@ -125,33 +246,63 @@ int run(int argc, char** argv) {
   if (opt.input != "-" && ::stat(opt.input.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
     total = static_cast<uint64_t>(st.st_size);
   }
-  anvil::engine::Timer timer;
   anvil::engine::ProgressBar bar("preprocess", total, progress_enabled);
+  const bool live_bar = progress_enabled && isatty(2);
   bool drawn = false;
-  auto stats_or = io::preprocess_corpus(opt, [&](uint64_t bytes, uint64_t docs) {
+  io::PreprocessCallbacks callbacks;
+  callbacks.progress = [&](uint64_t bytes, uint64_t docs) {
     bar.update(bytes, docs);
     drawn = true;
-  });
+  };
+  callbacks.warning = [&](const std::string& message) {
+    // Clear a live bar's line first; the next update redraws it below the warning.
+    std::fprintf(stderr, "%spreprocess: warning: %s\n", live_bar && drawn ? "\r\x1b[K" : "",
+                 message.c_str());
+  };
+  const double cpu_before = cpu_seconds();
+  auto stats_or = io::preprocess_corpus(opt, tokenizer_ref, callbacks);
+  const double cpu = cpu_seconds() - cpu_before;
   if (!stats_or.ok()) {
-    // End a live bar's line so the error starts on its own.
-    if (drawn && progress_enabled && isatty(2)) std::fputc('\n', stderr);
-    return fail(std::string(stats_or.status().message()));
+    if (live_bar && drawn) std::fputs("\r\x1b[K", stderr);
+    std::string message(stats_or.status().message());
+    // A malformed line ("input:LINE: ..."): say how to get past it.
+    const std::string name = opt.input == "-" ? "<stdin>" : opt.input;
+    const std::string rest = message.substr(std::min(message.size(), name.size() + 1));
+    if (!opt.skip_bad_lines && absl::StartsWith(message, name + ":") && !rest.empty() &&
+        absl::ascii_isdigit(static_cast<unsigned char>(rest[0]))) {
+      message += " (--skip-bad-lines skips such lines)";
+    }
+    return fail(message);
   }
   bar.finish();
   const io::PreprocessStats& s = *stats_or;
-  const double seconds = timer.seconds();
-  std::printf("preprocess: read %s, %lld documents in %s (%s/s)\n",
+  const double rate = s.seconds > 0 ? static_cast<double>(s.input_bytes) / s.seconds : 0.0;
+  // Per CPU-second: the per-core rate, whatever the machine's load and the thread count.
+  const double cpu_rate = cpu > 0 ? static_cast<double>(s.input_bytes) / cpu : 0.0;
+  std::printf("preprocess: read %s in %s: %s/s, %s records/s; %.1fs CPU = %s/s per core\n",
               format_bytes(static_cast<double>(s.input_bytes)).c_str(),
-              static_cast<long long>(s.input_documents), format_duration(seconds).c_str(),
-              format_bytes(seconds > 0 ? s.input_bytes / seconds : 0.0).c_str());
-  if (s.skipped_lines > 0) {
-    std::printf("preprocess: skipped %lld malformed lines\n",
-                static_cast<long long>(s.skipped_lines));
+              format_duration(s.seconds).c_str(), format_bytes(rate).c_str(),
+              count(s.seconds > 0 ? s.records / s.seconds : 0.0).c_str(), cpu,
+              format_bytes(cpu_rate).c_str());
+  std::printf("preprocess: %lld lines = %lld records + %lld blank + %lld skipped malformed\n",
+              static_cast<long long>(s.lines), static_cast<long long>(s.records),
+              static_cast<long long>(s.blank_lines), static_cast<long long>(s.bad_lines));
+  if (s.invalid_utf8 > 0) {
+    std::printf("preprocess: texts with invalid UTF-8 (tokenized with U+FFFD): %lld\n",
+                static_cast<long long>(s.invalid_utf8));
   }
   for (const io::PreprocessOutput& o : s.outputs) {
-    std::printf("preprocess: wrote %s.{bin,idx}: %lld documents, %s tokens, %s\n", o.prefix.c_str(),
-                static_cast<long long>(o.documents), count(static_cast<double>(o.tokens)).c_str(),
-                format_bytes(static_cast<double>(o.bytes)).c_str());
+    std::string sentences;
+    if (opt.split_sentences) {
+      sentences = absl::StrFormat("%s sentences, ", count(static_cast<double>(o.sequences)));
+    }
+    std::printf(
+        "preprocess: wrote %s.{bin,idx}: %lld documents, %s%s tokens, %s (%s); %lld "
+        "empty documents skipped\n",
+        o.prefix.c_str(), static_cast<long long>(o.documents), sentences.c_str(),
+        count(static_cast<double>(o.tokens)).c_str(),
+        format_bytes(static_cast<double>(o.bytes)).c_str(), dtype_name(o.dtype).c_str(),
+        static_cast<long long>(o.empty_documents));
   }
   return 0;
 }

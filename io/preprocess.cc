@@ -1,22 +1,30 @@
-// Corpus readers (plain-text paragraphs, JSONL records) feeding IndexedDatasetWriter; see
-// io/preprocess.h. Input is streamed line by line, so memory stays flat for any corpus size.
+// Corpus -> indexed dataset (see io/preprocess.h): a reader thread cuts the input into chunks
+// of whole lines, worker threads parse/split/tokenize them, and the calling thread writes the
+// results in input order; plus merge_datasets, the streaming concatenation of datasets.
 #include "io/preprocess.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/log.h"
 #include "engine/status.h"
-#include "io/byte_tokenizer.h"
-#include "io/indexed_dataset.h"
+#include "io/sentence_splitter.h"
 
 namespace anvil::io {
 namespace {
@@ -283,58 +291,12 @@ class JsonScanner {
 };
 
 // ------------------------------------------------------------------------------------------
-// Line reader over a FILE* (getline handles lines of any length).
+// Pipeline pieces
 // ------------------------------------------------------------------------------------------
 
-class LineReader {
- public:
-  ~LineReader() {
-    std::free(buf_);
-    if (file_ != nullptr && file_ != stdin) std::fclose(file_);
-  }
-  absl::Status open(const std::string& path) {
-    path_ = path;
-    if (path == "-") {
-      file_ = stdin;
-    } else {
-      file_ = std::fopen(path.c_str(), "rb");
-      if (file_ == nullptr) {
-        const int err = errno;
-        const std::string msg = absl::StrCat(path, ": cannot open: ", std::strerror(err));
-        return err == ENOENT ? absl::NotFoundError(msg) : absl::InvalidArgumentError(msg);
-      }
-    }
-    std::setvbuf(file_, nullptr, _IOFBF, 1 << 20);
-    return absl::OkStatus();
-  }
-  // The next line without its '\n'; false at end of file (error() tells a read error).
-  bool next(std::string_view* line) {
-    const ssize_t n = ::getline(&buf_, &cap_, file_);
-    if (n < 0) return false;
-    bytes_ += static_cast<uint64_t>(n);
-    ++line_no_;
-    size_t len = static_cast<size_t>(n);
-    if (len > 0 && buf_[len - 1] == '\n') --len;
-    *line = std::string_view(buf_, len);
-    return true;
-  }
-  absl::Status status() const {
-    if (std::ferror(file_)) {
-      return absl::DataLossError(absl::StrCat(path_, ": read error: ", std::strerror(errno)));
-    }
-    return absl::OkStatus();
-  }
-  uint64_t bytes() const { return bytes_; }
-  int64_t line_no() const { return line_no_; }
-
- private:
-  std::string path_;
-  std::FILE* file_ = nullptr;
-  char* buf_ = nullptr;
-  size_t cap_ = 0;
-  uint64_t bytes_ = 0;
-  int64_t line_no_ = 0;
-};
+std::string errno_message(const std::string& path, const char* action, int err) {
+  return absl::StrCat(path, ": cannot ", action, ": ", std::strerror(err));
+}
 
 bool is_blank(std::string_view line) {
   for (const char c : line) {
@@ -343,10 +305,453 @@ bool is_blank(std::string_view line) {
   return true;
 }
 
+// A unit of work: whole lines of the input (whole paragraphs for plain text).
+struct Chunk {
+  int64_t index = 0;       // position in the input, 0, 1, 2, ...
+  int64_t first_line = 1;  // 1-based line number of data's first line
+  std::string data;
+};
+
+// One key's share of a chunk: tokens of all its sequences back to back.
+struct KeyOutput {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> sequence_sizes;
+  std::vector<int32_t> document_sequences;  // sequences per (non-empty) document
+  int64_t empty_documents = 0;
+};
+
+enum ProblemKind { kBadLine = 0, kInvalidUtf8 = 1, kEmptyDocument = 2, kNumProblemKinds = 3 };
+constexpr const char* kProblemNames[kNumProblemKinds] = {
+    "skipped malformed lines", "texts with invalid UTF-8", "empty documents"};
+
+struct ChunkResult {
+  uint64_t bytes = 0;
+  int64_t lines = 0, records = 0, blank_lines = 0, bad_lines = 0, invalid_utf8 = 0;
+  std::vector<KeyOutput> keys;
+  // Problems in line order, at most max_reported + 1 of each kind (one more than the writer
+  // reports, so it knows when to say that further ones are only counted).
+  std::vector<std::pair<ProblemKind, std::string>> problems;
+  int problem_counts[kNumProblemKinds] = {0, 0, 0};
+  absl::Status error;  // without skip_bad_lines: the first malformed line; the chunk ends there
+};
+
+// Parses, splits and tokenizes chunks; one per worker thread (owns its scratch buffers).
+class ChunkProcessor {
+ public:
+  ChunkProcessor(const PreprocessOptions& options, CorpusFormat format, const Tokenizer& tokenizer)
+      : opt_(options),
+        format_(format),
+        tokenizer_(tokenizer),
+        splitter_(options.keep_newlines),
+        eod_(tokenizer.special().eod),
+        input_name_(options.input == "-" ? "<stdin>" : options.input) {}
+
+  void process(const Chunk& chunk, ChunkResult* r) {
+    r->bytes = chunk.data.size();
+    r->keys.assign(opt_.json_keys.size(), KeyOutput());
+    std::string_view data = chunk.data;
+    int64_t line_no = chunk.first_line;
+    std::string paragraph;  // plain text: the open paragraph's lines joined with '\n'
+    int64_t paragraph_line = 0;
+    size_t pos = 0;
+    while (pos < data.size()) {
+      const size_t nl = data.find('\n', pos);
+      const size_t end = nl == std::string_view::npos ? data.size() : nl;
+      std::string_view line = data.substr(pos, end - pos);
+      pos = nl == std::string_view::npos ? data.size() : nl + 1;
+      ++r->lines;
+      if (format_ == CorpusFormat::kJsonl) {
+        process_json_line(line, line_no, r);
+        if (!r->error.ok()) return;
+      } else {
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        if (is_blank(line)) {
+          ++r->blank_lines;
+          if (paragraph_line > 0) process_record(paragraph_line, &paragraph, r);
+          paragraph_line = 0;
+        } else {
+          if (paragraph_line == 0) {
+            paragraph.clear();
+            paragraph_line = line_no;
+          } else {
+            paragraph.push_back('\n');
+          }
+          paragraph.append(line.data(), line.size());
+        }
+      }
+      ++line_no;
+    }
+    // The reader cuts plain text after blank lines, so only the input's end leaves one open.
+    if (paragraph_line > 0) process_record(paragraph_line, &paragraph, r);
+  }
+
+ private:
+  void report(ChunkResult* r, ProblemKind kind, int64_t line_no, const std::string& what) {
+    if (r->problem_counts[kind] <= opt_.max_reported) {
+      ++r->problem_counts[kind];
+      r->problems.emplace_back(kind, absl::StrCat(input_name_, ":", line_no, ": ", what));
+    }
+  }
+
+  void process_json_line(std::string_view line, int64_t line_no, ChunkResult* r) {
+    if (is_blank(line)) {
+      ++r->blank_lines;
+      return;
+    }
+    const absl::Status parsed = extract_json_strings(line, opt_.json_keys, &values_);
+    if (!parsed.ok()) {
+      if (!opt_.skip_bad_lines) {
+        r->error = absl::InvalidArgumentError(
+            absl::StrCat(input_name_, ":", line_no, ": ", parsed.message()));
+        return;
+      }
+      ++r->bad_lines;
+      report(r, kBadLine, line_no, absl::StrCat("skipped: ", parsed.message()));
+      return;
+    }
+    for (size_t k = 0; k < values_.size(); ++k) add_document(k, line_no, values_[k], r);
+    ++r->records;
+  }
+
+  void process_record(int64_t line_no, std::string* text, ChunkResult* r) {
+    add_document(0, line_no, *text, r);
+    ++r->records;
+  }
+
+  // Tokenizes one document of key k into r->keys[k], Megatron's Encoder.encode.
+  void add_document(size_t k, int64_t line_no, std::string_view text, ChunkResult* r) {
+    const size_t bad = find_invalid_utf8(text);
+    if (bad != std::string_view::npos) {
+      ++r->invalid_utf8;
+      report(r, kInvalidUtf8, line_no,
+             absl::StrFormat("invalid UTF-8 in \"%s\" at byte %d (tokenized with U+FFFD)",
+                             opt_.json_keys[k], bad));
+    }
+    KeyOutput& out = r->keys[k];
+    const size_t first_sequence = out.sequence_sizes.size();
+    auto add_sequence = [&](std::string_view s) {
+      const size_t before = out.tokens.size();
+      tokenizer_.encode(absl::string_view(s.data(), s.size()), &out.tokens);
+      // Sentences without tokens are dropped (Megatron: `if len(sentence_ids) > 0`).
+      if (out.tokens.size() > before) {
+        out.sequence_sizes.push_back(static_cast<int32_t>(out.tokens.size() - before));
+      }
+    };
+    if (opt_.split_sentences) {
+      sentences_.clear();
+      splitter_.split(text, &sentences_);
+      for (const std::string_view s : sentences_) add_sequence(s);
+    } else {
+      add_sequence(text);
+    }
+    const size_t n = out.sequence_sizes.size() - first_sequence;
+    if (n == 0) {
+      ++out.empty_documents;
+      report(r, kEmptyDocument, line_no,
+             absl::StrFormat("empty document (\"%s\" has no tokens), skipped", opt_.json_keys[k]));
+      return;
+    }
+    if (opt_.append_eod) {
+      out.tokens.push_back(eod_);
+      ++out.sequence_sizes.back();
+    }
+    out.document_sequences.push_back(static_cast<int32_t>(n));
+  }
+
+  const PreprocessOptions& opt_;
+  const CorpusFormat format_;
+  const Tokenizer& tokenizer_;
+  const SentenceSplitter splitter_;
+  const int32_t eod_;
+  const std::string input_name_;  // in messages
+  std::vector<std::string> values_;
+  std::vector<std::string_view> sentences_;
+};
+
+// Reads the input in blocks and cuts it into chunks ending at a line (JSONL) or paragraph
+// (text: after a blank line) boundary.
+class ChunkReader {
+ public:
+  ChunkReader(CorpusFormat format, size_t chunk_bytes)
+      : format_(format), chunk_bytes_(std::max<size_t>(chunk_bytes, 1)) {}
+  ~ChunkReader() {
+    if (fd_ > 0) ::close(fd_);
+  }
+
+  absl::Status open(const std::string& path) {
+    path_ = path;
+    if (path == "-") {
+      fd_ = 0;
+      return absl::OkStatus();
+    }
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) {
+      const int err = errno;
+      const std::string msg = errno_message(path, "open", err);
+      return err == ENOENT ? absl::NotFoundError(msg) : absl::InvalidArgumentError(msg);
+    }
+    ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+    return absl::OkStatus();
+  }
+
+  // The next chunk; false at the end of the input or on a read error (status()).
+  bool next(Chunk* chunk) {
+    size_t want = chunk_bytes_;
+    while (true) {
+      while (!eof_ && pending_.size() < want) {
+        if (!fill(want)) return false;
+      }
+      if (pending_.empty()) return false;  // end of input
+      size_t cut = find_cut();
+      if (cut == 0 && eof_) cut = pending_.size();
+      if (cut == 0) {
+        want = pending_.size() * 2;  // a line (paragraph) longer than the chunk: read on
+        continue;
+      }
+      chunk->index = index_++;
+      chunk->first_line = line_;
+      chunk->data.assign(pending_.data(), cut);
+      pending_.erase(0, cut);
+      line_ += std::count(chunk->data.begin(), chunk->data.end(), '\n');
+      return true;
+    }
+  }
+  const absl::Status& status() const { return status_; }
+
+ private:
+  // Appends up to `want - pending_.size()` bytes (at least 64 KiB); sets eof_ at the end.
+  bool fill(size_t want) {
+    const size_t old = pending_.size();
+    const size_t room = std::max<size_t>(want - std::min(want, old), 1 << 16);
+    pending_.resize(old + room);
+    ssize_t got;
+    do {
+      got = ::read(fd_, pending_.data() + old, room);
+    } while (got < 0 && errno == EINTR);
+    if (got < 0) {
+      status_ = absl::DataLossError(errno_message(path_, "read", errno));
+      pending_.resize(old);
+      return false;
+    }
+    pending_.resize(old + static_cast<size_t>(got));
+    if (got == 0) {
+      eof_ = true;
+      if (pending_.empty()) return false;
+    }
+    return true;
+  }
+
+  // Length of the longest prefix of pending_ that ends at a cut point, 0 when there is none.
+  size_t find_cut() const {
+    size_t end = pending_.rfind('\n');
+    if (end == std::string::npos) return 0;
+    if (format_ == CorpusFormat::kJsonl) return end + 1;
+    // Plain text: after the last blank line, so no paragraph straddles two chunks.
+    while (true) {
+      const size_t prev = end == 0 ? std::string::npos : pending_.rfind('\n', end - 1);
+      const size_t begin = prev == std::string::npos ? 0 : prev + 1;
+      if (is_blank(std::string_view(pending_).substr(begin, end - begin))) return end + 1;
+      if (prev == std::string::npos) return 0;
+      end = prev;
+    }
+  }
+
+  const CorpusFormat format_;
+  const size_t chunk_bytes_;
+  std::string path_;
+  int fd_ = -1;
+  bool eof_ = false;
+  std::string pending_;
+  int64_t index_ = 0;
+  int64_t line_ = 1;
+  absl::Status status_;
+};
+
+// The reader thread, the worker threads and the in-order hand-off to the calling thread.
+class Pipeline {
+ public:
+  Pipeline(const PreprocessOptions& options, CorpusFormat format, const Tokenizer& tokenizer)
+      : opt_(options),
+        format_(format),
+        tokenizer_(tokenizer),
+        reader_(format, options.chunk_bytes),
+        max_in_flight_(2 * options.workers + 2) {}
+
+  ~Pipeline() { stop(); }
+
+  absl::Status start() {
+    ANVIL_RETURN_IF_ERROR(reader_.open(opt_.input));
+    threads_.emplace_back([this] { read_loop(); });
+    for (int w = 0; w < opt_.workers; ++w) threads_.emplace_back([this] { work_loop(); });
+    return absl::OkStatus();
+  }
+
+  // The next result in input order; false at the end (check read_status()).
+  bool next(ChunkResult* result) {
+    std::unique_lock<std::mutex> lock(mu_);
+    result_cv_.wait(lock,
+                    [&] { return done_.count(next_) > 0 || (reader_done_ && next_ >= total_); });
+    auto it = done_.find(next_);
+    if (it == done_.end()) return false;
+    *result = std::move(it->second);
+    done_.erase(it);
+    ++next_;
+    --in_flight_;
+    space_cv_.notify_one();
+    return true;
+  }
+
+  absl::Status read_status() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reader_.status();
+  }
+
+  // Cancels outstanding work and joins the threads (idempotent).
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      cancel_ = true;
+    }
+    work_cv_.notify_all();
+    space_cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
+  }
+
+ private:
+  void read_loop() {
+    while (true) {
+      Chunk chunk;
+      const bool got = reader_.next(&chunk);
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!got || cancel_) {
+        reader_done_ = true;
+        total_ = chunk_count_;
+        break;
+      }
+      space_cv_.wait(lock, [&] { return in_flight_ < max_in_flight_ || cancel_; });
+      if (cancel_) {
+        reader_done_ = true;
+        total_ = chunk_count_;
+        break;
+      }
+      ++in_flight_;
+      ++chunk_count_;
+      work_.push_back(std::move(chunk));
+      work_cv_.notify_one();
+    }
+    work_cv_.notify_all();
+    result_cv_.notify_all();
+  }
+
+  void work_loop() {
+    ChunkProcessor processor(opt_, format_, tokenizer_);
+    while (true) {
+      Chunk chunk;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        work_cv_.wait(lock, [&] { return !work_.empty() || reader_done_ || cancel_; });
+        if (cancel_ || work_.empty()) return;
+        chunk = std::move(work_.front());
+        work_.pop_front();
+      }
+      ChunkResult result;
+      processor.process(chunk, &result);
+      std::lock_guard<std::mutex> lock(mu_);
+      done_.emplace(chunk.index, std::move(result));
+      result_cv_.notify_all();
+    }
+  }
+
+  const PreprocessOptions& opt_;
+  const CorpusFormat format_;
+  const Tokenizer& tokenizer_;
+  ChunkReader reader_;  // used by the reader thread only (status() after it is done)
+  const int64_t max_in_flight_;
+
+  std::mutex mu_;
+  std::condition_variable work_cv_, space_cv_, result_cv_;
+  std::deque<Chunk> work_;
+  std::map<int64_t, ChunkResult> done_;
+  int64_t in_flight_ = 0;    // chunks handed to workers and not yet taken by next()
+  int64_t chunk_count_ = 0;  // chunks handed out so far
+  int64_t total_ = 0;        // valid once reader_done_
+  int64_t next_ = 0;         // the chunk next() returns next
+  bool reader_done_ = false;
+  bool cancel_ = false;
+  std::vector<std::thread> threads_;
+};
+
 // One output dataset per JSON key.
 struct Sink {
   PreprocessOutput stats;
   std::unique_ptr<IndexedDatasetWriter> writer;
+};
+
+absl::Status write_key_output(const KeyOutput& out, size_t item, Sink* sink) {
+  size_t offset = 0, q = 0;
+  for (const int32_t n : out.document_sequences) {
+    for (int32_t s = 0; s < n; ++s, ++q) {
+      const size_t size = static_cast<size_t>(out.sequence_sizes[q]);
+      ANVIL_RETURN_IF_ERROR(
+          sink->writer->add_sequence(absl::MakeConstSpan(out.tokens.data() + offset, size)));
+      offset += size;
+    }
+    ANVIL_RETURN_IF_ERROR(sink->writer->end_document());
+  }
+  sink->stats.documents += static_cast<int64_t>(out.document_sequences.size());
+  sink->stats.sequences += static_cast<int64_t>(out.sequence_sizes.size());
+  sink->stats.tokens += static_cast<int64_t>(out.tokens.size());
+  sink->stats.bytes += out.tokens.size() * item;
+  sink->stats.empty_documents += out.empty_documents;
+  return absl::OkStatus();
+}
+
+// .idx bytes in Megatron's layout (see io/indexed_dataset.h).
+std::string index_bytes(TokenDType dtype, const std::vector<int32_t>& sizes,
+                        const std::vector<int64_t>& doc_idx) {
+  static constexpr char kMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
+  const uint64_t version = 1, n = sizes.size(), d = doc_idx.size();
+  const int64_t item = static_cast<int64_t>(token_dtype_size(dtype));
+  std::string out;
+  out.reserve(34 + 12 * n + 8 * d);
+  out.append(kMagic, 9);
+  out.append(reinterpret_cast<const char*>(&version), 8);
+  out.push_back(static_cast<char>(dtype));
+  out.append(reinterpret_cast<const char*>(&n), 8);
+  out.append(reinterpret_cast<const char*>(&d), 8);
+  out.append(reinterpret_cast<const char*>(sizes.data()), 4 * n);
+  int64_t pointer = 0;
+  for (const int32_t s : sizes) {
+    out.append(reinterpret_cast<const char*>(&pointer), 8);
+    pointer += s * item;
+  }
+  out.append(reinterpret_cast<const char*>(doc_idx.data()), 8 * d);
+  return out;
+}
+
+bool write_all(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// Removes temporary files unless released.
+class TempFiles {
+ public:
+  ~TempFiles() {
+    for (const std::string& p : paths_) std::remove(p.c_str());
+  }
+  void add(const std::string& p) { paths_.push_back(p); }
+  void release() { paths_.clear(); }
+
+ private:
+  std::vector<std::string> paths_;
 };
 
 }  // namespace
@@ -356,20 +761,74 @@ absl::Status extract_json_strings(std::string_view line, const std::vector<std::
   return JsonScanner(line).extract(keys, values);
 }
 
+size_t find_invalid_utf8(std::string_view text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    // ASCII fast path, 8 bytes at a time.
+    while (i + 8 <= n) {
+      uint64_t w;
+      std::memcpy(&w, s + i, 8);
+      if (w & 0x8080808080808080ull) break;
+      i += 8;
+    }
+    if (i >= n) break;
+    const unsigned char c = s[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;  // no overlong forms
+      if (c == 0xED) hi = 0x9F;  // no surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;  // no overlong forms
+      if (c == 0xF4) hi = 0x8F;  // nothing above U+10FFFF
+    } else {
+      return i;
+    }
+    if (i + len > n || s[i + 1] < lo || s[i + 1] > hi) return i;
+    for (size_t k = 2; k < len; ++k) {
+      if ((s[i + k] & 0xC0) != 0x80) return i;
+    }
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
+std::string preprocess_output_prefix(const std::string& output_prefix, const std::string& key,
+                                     bool split_sentences) {
+  return absl::StrCat(output_prefix, "_", key, split_sentences ? "_sentence" : "_document");
+}
+
 absl::StatusOr<PreprocessStats> preprocess_corpus(const PreprocessOptions& options,
-                                                  const PreprocessProgress& progress) {
+                                                  const Tokenizer& tokenizer,
+                                                  const PreprocessCallbacks& callbacks) {
+  const engine::Timer timer;
   if (options.input.empty()) return absl::InvalidArgumentError("no input given (--input)");
   if (options.output_prefix.empty()) {
     return absl::InvalidArgumentError("no output prefix given (--output-prefix)");
   }
-  if (!absl::EqualsIgnoreCase(options.tokenizer_type, "Byte")) {
-    return absl::InvalidArgumentError(absl::StrCat("tokenizer type '", options.tokenizer_type,
-                                                   "' is not supported yet (supported: Byte)"));
-  }
   if (options.json_keys.empty()) return absl::InvalidArgumentError("--json-keys is empty");
+  if (options.workers < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--workers must be at least 1, got ", options.workers));
+  }
+  if (options.append_eod && tokenizer.special().eod < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--append-eod: tokenizer ", tokenizer.name(),
+                                                   " has no end-of-document token"));
+  }
   CorpusFormat format = options.format;
   if (format == CorpusFormat::kAuto) {
-    format = absl::EndsWith(options.input, ".jsonl") || absl::EndsWith(options.input, ".json")
+    format = options.input == "-" || absl::EndsWith(options.input, ".jsonl") ||
+                     absl::EndsWith(options.input, ".json")
                  ? CorpusFormat::kJsonl
                  : CorpusFormat::kText;
   }
@@ -379,91 +838,156 @@ absl::StatusOr<PreprocessStats> preprocess_corpus(const PreprocessOptions& optio
         "--json-keys applies to JSONL input only (plain text has the single key 'text')");
   }
 
-  const ByteTokenizer tokenizer;
   const TokenDType dtype = token_dtype_for_vocab(tokenizer.vocab_size());
-  PreprocessStats stats;
-  if (options.input != "-") {
-    struct stat st;
-    if (::stat(options.input.c_str(), &st) == 0) stats.input_bytes = st.st_size;
-  }
-  LineReader reader;
-  ANVIL_RETURN_IF_ERROR(reader.open(options.input));
-
+  const size_t item = token_dtype_size(dtype);
   std::vector<Sink> sinks(options.json_keys.size());
   for (size_t i = 0; i < sinks.size(); ++i) {
-    sinks[i].stats.prefix =
-        absl::StrCat(options.output_prefix, "_", options.json_keys[i], "_document");
+    sinks[i].stats.prefix = preprocess_output_prefix(options.output_prefix, options.json_keys[i],
+                                                     options.split_sentences);
+    sinks[i].stats.dtype = dtype;
     ANVIL_ASSIGN_OR_RETURN(sinks[i].writer,
                            IndexedDatasetWriter::create(sinks[i].stats.prefix, dtype));
   }
-  std::vector<int32_t> tokens;
-  const size_t item = token_dtype_size(dtype);
-  // Tokenizes one document's text into sink `i`; empty documents are skipped (no EOD either).
-  auto emit = [&](size_t i, std::string_view text) -> absl::Status {
-    if (text.empty()) return absl::OkStatus();
-    tokens.clear();
-    tokenizer.encode_append(text, &tokens);
-    if (options.append_eod) tokens.push_back(tokenizer.eod());
-    Sink& sink = sinks[i];
-    ANVIL_RETURN_IF_ERROR(sink.writer->add_sequence(tokens));
-    ANVIL_RETURN_IF_ERROR(sink.writer->end_document());
-    ++sink.stats.documents;
-    sink.stats.tokens += static_cast<int64_t>(tokens.size());
-    sink.stats.bytes += tokens.size() * item;
-    return absl::OkStatus();
-  };
-  auto report = [&]() {
-    if (progress) progress(reader.bytes(), static_cast<uint64_t>(stats.input_documents));
-  };
 
-  std::string_view line;
-  if (format == CorpusFormat::kText) {
-    std::string paragraph;
-    bool open = false;
-    auto flush = [&]() -> absl::Status {
-      if (!open) return absl::OkStatus();
-      ++stats.input_documents;
-      ANVIL_RETURN_IF_ERROR(emit(0, paragraph));
-      paragraph.clear();
-      open = false;
-      report();
-      return absl::OkStatus();
-    };
-    while (reader.next(&line)) {
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-      if (is_blank(line)) {
-        ANVIL_RETURN_IF_ERROR(flush());
-        continue;
+  Pipeline pipeline(options, format, tokenizer);
+  ANVIL_RETURN_IF_ERROR(pipeline.start());
+  PreprocessStats stats;
+  int reported[kNumProblemKinds] = {0, 0, 0};
+  ChunkResult r;
+  while (pipeline.next(&r)) {
+    // Problems first: a fatal line's predecessors are reported before the error.
+    for (const auto& [kind, message] : r.problems) {
+      if (reported[kind] < options.max_reported && callbacks.warning) callbacks.warning(message);
+      if (reported[kind] == options.max_reported && callbacks.warning) {
+        callbacks.warning(
+            absl::StrCat("further ", kProblemNames[kind], " are only counted (see the summary)"));
       }
-      if (open) paragraph.push_back('\n');
-      paragraph.append(line.data(), line.size());
-      open = true;
+      if (reported[kind] <= options.max_reported) ++reported[kind];
     }
-    ANVIL_RETURN_IF_ERROR(flush());
-  } else {
-    std::vector<std::string> values;
-    while (reader.next(&line)) {
-      if (is_blank(line)) continue;
-      const absl::Status parsed = extract_json_strings(line, options.json_keys, &values);
-      if (!parsed.ok()) {
-        if (options.skip_bad_lines) {
-          ++stats.skipped_lines;
-          continue;
-        }
-        return absl::InvalidArgumentError(
-            absl::StrCat(options.input, ":", reader.line_no(), ": ", parsed.message()));
-      }
-      ++stats.input_documents;
-      for (size_t i = 0; i < sinks.size(); ++i) ANVIL_RETURN_IF_ERROR(emit(i, values[i]));
-      report();
+    if (!r.error.ok()) return r.error;  // ~Pipeline stops the threads, ~Writer removes files
+    for (size_t k = 0; k < sinks.size(); ++k) {
+      ANVIL_RETURN_IF_ERROR(write_key_output(r.keys[k], item, &sinks[k]));
+    }
+    stats.input_bytes += r.bytes;
+    stats.lines += r.lines;
+    stats.records += r.records;
+    stats.blank_lines += r.blank_lines;
+    stats.bad_lines += r.bad_lines;
+    stats.invalid_utf8 += r.invalid_utf8;
+    if (callbacks.progress) {
+      callbacks.progress(stats.input_bytes, static_cast<uint64_t>(stats.records));
     }
   }
-  ANVIL_RETURN_IF_ERROR(reader.status());
-  if (stats.input_bytes == 0) stats.input_bytes = reader.bytes();
+  ANVIL_RETURN_IF_ERROR(pipeline.read_status());
+  pipeline.stop();
   for (Sink& sink : sinks) {
     ANVIL_RETURN_IF_ERROR(sink.writer->finish());
     stats.outputs.push_back(sink.stats);
   }
+  stats.seconds = timer.seconds();
+  return stats;
+}
+
+absl::StatusOr<MergeStats> merge_datasets(const std::vector<std::string>& inputs,
+                                          const std::string& output_prefix) {
+  if (inputs.empty()) return absl::InvalidArgumentError("merge: no input datasets given");
+  if (output_prefix.empty()) return absl::InvalidArgumentError("merge: no output prefix given");
+  // Validate everything before writing anything: same dtype, contiguous .bin files.
+  MergeStats stats;
+  std::vector<int32_t> sizes;
+  std::vector<int64_t> doc_idx{0};
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i] == output_prefix) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("merge: the output ", output_prefix, " is also an input"));
+    }
+    ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<IndexedDataset> ds, IndexedDataset::open(inputs[i]));
+    if (i == 0) {
+      stats.dtype = ds->dtype();
+    } else if (ds->dtype() != stats.dtype) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "merge: %s has token dtype code %d but %s has %d; all inputs must have the same dtype",
+          inputs[i], static_cast<int>(ds->dtype()), inputs[0], static_cast<int>(stats.dtype)));
+    }
+    const int64_t item = static_cast<int64_t>(token_dtype_size(ds->dtype()));
+    int64_t expected = 0;
+    for (int64_t q = 0; q < ds->num_sequences(); ++q) {
+      if (ds->pointers()[q] != expected) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "merge: %s.idx: pointer of sequence %d is %d, expected %d (the .bin is not "
+            "contiguous, it cannot be concatenated)",
+            inputs[i], q, ds->pointers()[q], expected));
+      }
+      expected += ds->sizes()[q] * item;
+    }
+    struct stat st;
+    const std::string bin = inputs[i] + ".bin";
+    if (::stat(bin.c_str(), &st) != 0) {
+      return absl::NotFoundError(errno_message(bin, "stat", errno));
+    }
+    if (static_cast<int64_t>(st.st_size) != expected) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("merge: %s is %d bytes but its index describes %d", bin,
+                          static_cast<int64_t>(st.st_size), expected));
+    }
+    const int64_t offset = static_cast<int64_t>(sizes.size());
+    sizes.insert(sizes.end(), ds->sizes().begin(), ds->sizes().end());
+    for (size_t d = 1; d < ds->doc_idx().size(); ++d) doc_idx.push_back(offset + ds->doc_idx()[d]);
+    stats.bytes += static_cast<uint64_t>(expected);
+  }
+  stats.sequences = static_cast<int64_t>(sizes.size());
+  stats.documents = static_cast<int64_t>(doc_idx.size()) - 1;
+
+  // Stream the .bin files into a temporary, write the index, then rename both into place.
+  const std::string bin_path = output_prefix + ".bin", idx_path = output_prefix + ".idx";
+  const std::string tmp = absl::StrCat(".tmp.", ::getpid());
+  TempFiles temps;
+  temps.add(bin_path + tmp);
+  temps.add(idx_path + tmp);
+  const int out = ::open((bin_path + tmp).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0) return absl::InternalError(errno_message(bin_path + tmp, "create", errno));
+  std::vector<char> block(4 << 20);
+  absl::Status status;
+  for (const std::string& prefix : inputs) {
+    const std::string bin = prefix + ".bin";
+    const int in = ::open(bin.c_str(), O_RDONLY | O_CLOEXEC);
+    if (in < 0) {
+      status = absl::NotFoundError(errno_message(bin, "open", errno));
+      break;
+    }
+    ::posix_fadvise(in, 0, 0, POSIX_FADV_SEQUENTIAL);
+    while (status.ok()) {
+      const ssize_t got = ::read(in, block.data(), block.size());
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) status = absl::DataLossError(errno_message(bin, "read", errno));
+      if (got <= 0) break;
+      if (!write_all(out, block.data(), static_cast<size_t>(got))) {
+        status = absl::InternalError(errno_message(bin_path + tmp, "write", errno));
+      }
+    }
+    ::close(in);
+    if (!status.ok()) break;
+  }
+  if (status.ok() && ::fsync(out) != 0) {
+    status = absl::InternalError(errno_message(bin_path + tmp, "fsync", errno));
+  }
+  ::close(out);
+  ANVIL_RETURN_IF_ERROR(status);
+
+  const std::string idx = index_bytes(stats.dtype, sizes, doc_idx);
+  const int fd = ::open((idx_path + tmp).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::InternalError(errno_message(idx_path + tmp, "create", errno));
+  const bool wrote = write_all(fd, idx.data(), idx.size()) && ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!wrote) return absl::InternalError(errno_message(idx_path + tmp, "write", err));
+  if (std::rename((bin_path + tmp).c_str(), bin_path.c_str()) != 0) {
+    return absl::InternalError(errno_message(bin_path, "rename into place", errno));
+  }
+  if (std::rename((idx_path + tmp).c_str(), idx_path.c_str()) != 0) {
+    return absl::InternalError(errno_message(idx_path, "rename into place", errno));
+  }
+  temps.release();
   return stats;
 }
 

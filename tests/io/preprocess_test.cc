@@ -1,7 +1,15 @@
-// The byte tokenizer, the JSONL string extractor and preprocess_corpus end to end (plain text
-// paragraphs and JSONL records -> .bin/.idx, read back with IndexedDataset).
+// bin/preprocess's library end to end: the byte tokenizer, the JSONL string extractor, the
+// UTF-8 check, preprocess_corpus (plain text and JSONL -> .bin/.idx, read back with
+// IndexedDataset; multi-threaded output identical to single-threaded; bad-line handling with
+// line numbers; sentence-level output) and merge_datasets (equal to preprocessing the
+// concatenated input). Tokenizers here are small test doubles over the byte tokenizer; the
+// GPT-2 end-to-end case uses make_tokenizer and the reference ids in
+// tests/io/fixtures/tokenizers/expected_ids.jsonl.
 #include "io/preprocess.h"
 
+#include <cstdio>
+#include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -9,13 +17,41 @@
 #include "gtest/gtest.h"
 #include "io/byte_tokenizer.h"
 #include "io/indexed_dataset.h"
+#include "io/tokenizer.h"
 #include "tests/io/io_test_util.h"
 
 namespace anvil::io {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing::ScratchDir;
+
+// The byte tokenizer behind the Tokenizer interface (ids = bytes, EOD 256). `drop` lists bytes
+// that produce no token (to make empty sentences/documents); vocab >= 65500 forces int32 files.
+class TestByteTokenizer : public Tokenizer {
+ public:
+  explicit TestByteTokenizer(std::string drop = "", int64_t vocab = 257)
+      : drop_(std::move(drop)), vocab_(vocab) {
+    special_.eod = 256;
+  }
+  void encode(absl::string_view text, std::vector<int32_t>* out) const override {
+    for (const char c : text) {
+      if (drop_.find(c) == std::string::npos) out->push_back(static_cast<unsigned char>(c));
+    }
+  }
+  absl::StatusOr<std::string> decode(const std::vector<int32_t>& ids) const override {
+    return ByteTokenizer().decode(ids, "|");
+  }
+  int64_t vocab_size() const override { return vocab_; }
+  const SpecialTokens& special() const override { return special_; }
+  std::string name() const override { return "TestByte"; }
+
+ private:
+  std::string drop_;
+  int64_t vocab_;
+  SpecialTokens special_;
+};
 
 // ---- ByteTokenizer --------------------------------------------------------------------------
 
@@ -113,10 +149,28 @@ TEST(ExtractJsonStrings, ErrorsNameTheProblemAndColumn) {
   (void)parse_error(std::string(2000, '[') + std::string(2000, ']'));  // nesting limit, no overflow
 }
 
+// ---- find_invalid_utf8 ----------------------------------------------------------------------
+
+TEST(FindInvalidUtf8, FollowsPythonsStrictDecoder) {
+  constexpr size_t npos = std::string_view::npos;
+  EXPECT_EQ(find_invalid_utf8(""), npos);
+  EXPECT_EQ(find_invalid_utf8("plain ascii text, long enough for the 8-byte path"), npos);
+  EXPECT_EQ(find_invalid_utf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf"), npos);
+  EXPECT_EQ(find_invalid_utf8("abc\xff"), 3u);
+  EXPECT_EQ(find_invalid_utf8("abcdefghij\x80xyz"), 10u);     // lone continuation byte
+  EXPECT_EQ(find_invalid_utf8("a\xc0\xaf"), 1u);              // overlong '/'
+  EXPECT_EQ(find_invalid_utf8("a\xc3"), 1u);                  // truncated
+  EXPECT_EQ(find_invalid_utf8("\xe0\x80\xaf"), 0u);           // overlong 3-byte
+  EXPECT_EQ(find_invalid_utf8("ok\xed\xa0\x80"), 2u);         // surrogate U+D800
+  EXPECT_EQ(find_invalid_utf8("\xf4\x90\x80\x80"), 0u);       // above U+10FFFF
+  EXPECT_EQ(find_invalid_utf8("\xf0\x9f\x98"), 0u);           // truncated 4-byte
+  EXPECT_EQ(find_invalid_utf8("\xe4\xb8\xad\xe6\x96x"), 3u);  // bad third byte
+}
+
 // ---- preprocess_corpus -----------------------------------------------------------------------
 
-// All documents of a dataset, as strings (EOD -> '|').
-std::vector<std::string> read_docs(const std::string& prefix) {
+// All documents of a dataset, as strings (EOD -> '|', sentences separated by '/').
+std::vector<std::string> read_docs(const std::string& prefix, TokenDType dtype = TokenDType::kU16) {
   auto ds = IndexedDataset::open(prefix);
   EXPECT_TRUE(ds.ok()) << ds.status();
   if (!ds.ok()) return {};
@@ -126,12 +180,26 @@ std::vector<std::string> read_docs(const std::string& prefix) {
     for (int64_t q = (*ds)->doc_idx()[d]; q < (*ds)->doc_idx()[d + 1]; ++q) {
       std::vector<int32_t> t((*ds)->sizes()[q]);
       (*ds)->read(q, 0, t.size(), t.data());
+      if (q > (*ds)->doc_idx()[d]) doc += "/";
       doc += *ByteTokenizer().decode(t, "|");
     }
     out.push_back(doc);
   }
-  EXPECT_EQ((*ds)->dtype(), TokenDType::kU16);
+  EXPECT_EQ((*ds)->dtype(), dtype);
   return out;
+}
+
+// Runs preprocess_corpus, collecting the warnings.
+struct RunResult {
+  absl::StatusOr<PreprocessStats> stats;
+  std::vector<std::string> warnings;
+};
+RunResult run(const PreprocessOptions& opt, const Tokenizer& tok = TestByteTokenizer()) {
+  RunResult r;
+  PreprocessCallbacks cb;
+  cb.warning = [&](const std::string& m) { r.warnings.push_back(m); };
+  r.stats = preprocess_corpus(opt, tok, cb);
+  return r;
 }
 
 TEST(PreprocessCorpus, PlainTextParagraphsBecomeDocuments) {
@@ -144,21 +212,27 @@ TEST(PreprocessCorpus, PlainTextParagraphsBecomeDocuments) {
   opt.output_prefix = dir.file("out");
   opt.append_eod = true;
   uint64_t last_bytes = 0, last_docs = 0;
-  auto stats = preprocess_corpus(opt, [&](uint64_t b, uint64_t d) {
+  PreprocessCallbacks cb;
+  cb.progress = [&](uint64_t b, uint64_t d) {
     EXPECT_GE(b, last_bytes);
     last_bytes = b;
     last_docs = d;
-  });
+  };
+  auto stats = preprocess_corpus(opt, TestByteTokenizer(), cb);
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(read_docs(dir.file("out_text_document")),
             (std::vector<std::string>{"First line\nsecond line|", "Para two\nwith CRLF|",
                                       "last, no newline|"}));
-  EXPECT_EQ(stats->input_documents, 3);
+  EXPECT_EQ(stats->records, 3);
+  EXPECT_EQ(stats->lines, 11);
+  EXPECT_EQ(stats->blank_lines, 6);
   EXPECT_EQ(last_docs, 3u);
-  EXPECT_EQ(stats->input_bytes, testing::read_file(dir.file("c.txt")).size());
+  EXPECT_EQ(last_bytes, testing::read_file(dir.file("c.txt")).size());
+  EXPECT_EQ(stats->input_bytes, last_bytes);
   ASSERT_EQ(stats->outputs.size(), 1u);
   EXPECT_EQ(stats->outputs[0].prefix, dir.file("out_text_document"));
   EXPECT_EQ(stats->outputs[0].documents, 3);
+  EXPECT_EQ(stats->outputs[0].sequences, 3);
   EXPECT_EQ(stats->outputs[0].tokens, 22 + 1 + 18 + 1 + 16 + 1);
   EXPECT_EQ(stats->outputs[0].bytes, 2u * stats->outputs[0].tokens);
 }
@@ -168,40 +242,242 @@ TEST(PreprocessCorpus, JsonlRecordsAndKeys) {
   testing::write_file(dir.file("c.jsonl"),
                       "{\"text\": \"one\", \"title\": \"T1\"}\n"
                       "\n"
-                      "{\"text\": \"\", \"title\": \"T2\"}\n"  // empty text: skipped
-                      "{\"title\": \"T3\", \"text\": \"three\\n\"}\n");
+                      "{\"text\": \"\", \"title\": \"T2\"}\n"  // empty text: skipped, reported
+                      "{\"title\": \"T3\", \"text\": \"three\\n\"}\r\n"
+                      "  {\"text\": \"last\", \"title\": \"T4\"}  ");  // no final newline
   PreprocessOptions opt;
   opt.input = dir.file("c.jsonl");
   opt.output_prefix = dir.file("j");
   opt.json_keys = {"text", "title"};
-  auto stats = preprocess_corpus(opt, nullptr);
-  ASSERT_TRUE(stats.ok()) << stats.status();
-  EXPECT_EQ(stats->input_documents, 3);
-  EXPECT_EQ(read_docs(dir.file("j_text_document")), (std::vector<std::string>{"one", "three\n"}));
-  EXPECT_EQ(read_docs(dir.file("j_title_document")), (std::vector<std::string>{"T1", "T2", "T3"}));
+  const RunResult r = run(opt);
+  ASSERT_TRUE(r.stats.ok()) << r.stats.status();
+  EXPECT_EQ(r.stats->records, 4);
+  EXPECT_EQ(r.stats->lines, 5);
+  EXPECT_EQ(r.stats->blank_lines, 1);
+  EXPECT_EQ(read_docs(dir.file("j_text_document")),
+            (std::vector<std::string>{"one", "three\n", "last"}));
+  EXPECT_EQ(read_docs(dir.file("j_title_document")),
+            (std::vector<std::string>{"T1", "T2", "T3", "T4"}));
+  ASSERT_EQ(r.stats->outputs.size(), 2u);
+  EXPECT_EQ(r.stats->outputs[0].empty_documents, 1);
+  EXPECT_EQ(r.stats->outputs[1].empty_documents, 0);
+  EXPECT_THAT(r.warnings, ElementsAre(HasSubstr("c.jsonl:3: empty document (\"text\"")));
 }
 
-TEST(PreprocessCorpus, BadJsonlLineFailsWithLineNumberOrIsSkipped) {
+TEST(PreprocessCorpus, BadLinesStopWithTheFirstLineNumberOrAreSkippedAndCounted) {
   ScratchDir dir;
-  testing::write_file(dir.file("c.jsonl"),
-                      "{\"text\": \"ok\"}\n{\"text\": \"broken}\n{\"txt\": \"x\"}\n"
-                      "{\"text\": \"fine\"}\n");
+  std::string corpus = "{\"text\": \"ok\"}\n";
+  for (int i = 0; i < 30; ++i) corpus += "{\"text\": \"fine\"}\n";
+  corpus += "{\"text\": \"broken}\n";                // line 32: unterminated string
+  corpus += "{\"txt\": \"x\"}\n";                    // line 33: missing key
+  corpus += "{\"text\": 7}\n";                       // line 34: not a string
+  for (int i = 0; i < 12; ++i) corpus += "[1, 2\n";  // lines 35..46
+  corpus += "{\"text\": \"end\"}\n";
+  testing::write_file(dir.file("c.jsonl"), corpus);
   PreprocessOptions opt;
   opt.input = dir.file("c.jsonl");
   opt.output_prefix = dir.file("b");
-  auto failed = preprocess_corpus(opt, nullptr);
-  ASSERT_FALSE(failed.ok());
-  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(failed.status().message()), HasSubstr("c.jsonl:2: column"));
-  // A failed run leaves no output behind.
-  EXPECT_FALSE(testing::file_exists(dir.file("b_text_document.idx")));
-  EXPECT_FALSE(testing::file_exists(dir.file("b_text_document.bin")));
+  opt.max_reported = 3;
+  for (const int workers : {1, 3}) {
+    opt.workers = workers;
+    opt.chunk_bytes = 40;  // several chunks: the first bad line in input order still wins
+    const RunResult failed = run(opt);
+    ASSERT_FALSE(failed.stats.ok());
+    EXPECT_EQ(failed.stats.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(failed.stats.status().message()),
+                HasSubstr("c.jsonl:32: column 18: unterminated string"));
+    // A failed run leaves no output behind.
+    EXPECT_FALSE(testing::file_exists(dir.file("b_text_document.idx")));
+    EXPECT_FALSE(testing::file_exists(dir.file("b_text_document.bin")));
 
+    opt.skip_bad_lines = true;
+    const RunResult skipped = run(opt);
+    opt.skip_bad_lines = false;
+    ASSERT_TRUE(skipped.stats.ok()) << skipped.stats.status();
+    EXPECT_EQ(skipped.stats->bad_lines, 15);
+    EXPECT_EQ(skipped.stats->records, 32);
+    EXPECT_EQ(skipped.stats->lines,
+              skipped.stats->records + skipped.stats->blank_lines + skipped.stats->bad_lines);
+    ASSERT_EQ(skipped.warnings.size(), 4u);
+    EXPECT_THAT(skipped.warnings[0], HasSubstr("c.jsonl:32: skipped: column 18: unterminated"));
+    EXPECT_THAT(skipped.warnings[1], HasSubstr("c.jsonl:33: skipped: missing key \"text\""));
+    EXPECT_THAT(skipped.warnings[2], HasSubstr("c.jsonl:34: skipped: column 10: the value of"));
+    EXPECT_THAT(skipped.warnings[3], HasSubstr("further skipped malformed lines are only counted"));
+    const std::vector<std::string> docs = read_docs(dir.file("b_text_document"));
+    ASSERT_EQ(docs.size(), 32u);
+    EXPECT_EQ(docs.front(), "ok");
+    EXPECT_EQ(docs.back(), "end");
+    std::remove(dir.file("b_text_document.bin").c_str());
+    std::remove(dir.file("b_text_document.idx").c_str());
+  }
+}
+
+TEST(PreprocessCorpus, InvalidUtf8IsTokenizedAndReported) {
+  ScratchDir dir;
+  testing::write_file(dir.file("c.jsonl"),
+                      "{\"text\": \"good\"}\n{\"text\": \"ba\xff"
+                      "d\"}\n"
+                      "{\"text\": \"\\u00e9 ok\"}\n");
+  PreprocessOptions opt;
+  opt.input = dir.file("c.jsonl");
+  opt.output_prefix = dir.file("u");
+  const RunResult r = run(opt);
+  ASSERT_TRUE(r.stats.ok()) << r.stats.status();
+  EXPECT_EQ(r.stats->invalid_utf8, 1);
+  EXPECT_THAT(r.warnings, ElementsAre(HasSubstr("c.jsonl:2: invalid UTF-8 in \"text\" at byte 2")));
+  EXPECT_EQ(read_docs(dir.file("u_text_document")), (std::vector<std::string>{"good",
+                                                                              "ba\xff"
+                                                                              "d",
+                                                                              "\xc3\xa9 ok"}));
+}
+
+TEST(PreprocessCorpus, SentenceLevelOutputFollowsMegatron) {
+  ScratchDir dir;
+  // '#' and '!' produce no tokens: the middle sentence of line 1 is dropped, line 2 is empty.
+  testing::write_file(dir.file("c.jsonl"),
+                      "{\"text\": \"Hi there. #!! Bye now.\"}\n"
+                      "{\"text\": \"##!!\"}\n"
+                      "{\"text\": \"Dr. Who left. He came back\\nThe end\"}\n");
+  PreprocessOptions opt;
+  opt.input = dir.file("c.jsonl");
+  opt.output_prefix = dir.file("s");
+  opt.split_sentences = true;
+  opt.append_eod = true;
+  const TestByteTokenizer tok("#!");
+  RunResult r = run(opt, tok);
+  ASSERT_TRUE(r.stats.ok()) << r.stats.status();
+  EXPECT_FALSE(testing::file_exists(dir.file("s_text_document.idx")));
+  // EOD on the last sentence only; whitespace between sentences dropped.
+  EXPECT_EQ(
+      read_docs(dir.file("s_text_sentence")),
+      (std::vector<std::string>{"Hi there./Bye now.|", "Dr. Who left./He came back\nThe end|"}));
+  EXPECT_EQ(r.stats->outputs[0].sequences, 4);
+  EXPECT_EQ(r.stats->outputs[0].empty_documents, 1);
+  auto ds = IndexedDataset::open(dir.file("s_text_sentence"));
+  ASSERT_TRUE(ds.ok());
+  EXPECT_EQ((*ds)->doc_idx(), (std::vector<int64_t>{0, 2, 4}));
+
+  opt.keep_newlines = true;  // the whitespace after a sentence stays with it
+  r = run(opt, tok);
+  ASSERT_TRUE(r.stats.ok()) << r.stats.status();
+  EXPECT_EQ(read_docs(dir.file("s_text_sentence")),
+            (std::vector<std::string>{"Hi there. / /Bye now.|",  // "#!! " -> " "
+                                      "Dr. Who left. /He came back\nThe end|"}));
+}
+
+TEST(PreprocessCorpus, LargeVocabularyWritesInt32) {
+  ScratchDir dir;
+  testing::write_file(dir.file("c.jsonl"), "{\"text\": \"abc\"}\n");
+  PreprocessOptions opt;
+  opt.input = dir.file("c.jsonl");
+  opt.output_prefix = dir.file("w");
+  opt.append_eod = true;
+  const RunResult r = run(opt, TestByteTokenizer("", 65500));
+  ASSERT_TRUE(r.stats.ok()) << r.stats.status();
+  EXPECT_EQ(r.stats->outputs[0].dtype, TokenDType::kI32);
+  EXPECT_EQ(r.stats->outputs[0].bytes, 16u);
+  EXPECT_EQ(read_docs(dir.file("w_text_document"), TokenDType::kI32),
+            (std::vector<std::string>{"abc|"}));
+}
+
+// A random corpus with awkward content: blank lines, long lines, escapes, multi-byte text,
+// sentence punctuation, malformed lines, empty texts.
+std::string random_corpus(int lines, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const std::vector<std::string> words = {
+      "The",  "cat",        "sat.",         "Mr.",  "Smith",           "e.g.",
+      "3.14", "caf\\u00e9", "\xe4\xb8\xad", "Why?", "\\\"quoted.\\\"", "a\\nb",
+      "U.S.", "end."};
+  std::string out;
+  for (int i = 0; i < lines; ++i) {
+    const int kind = static_cast<int>(rng() % 20);
+    if (kind == 0) {
+      out += "\n";
+    } else if (kind == 1) {
+      out += "{\"text\": broken\n";
+    } else if (kind == 2) {
+      out += "{\"text\": \"\", \"title\": \"t\"}\n";
+    } else {
+      const int n = kind == 3 ? 400 : static_cast<int>(rng() % 30);
+      std::string text;
+      for (int w = 0; w < n; ++w) text += (w ? " " : "") + words[rng() % words.size()];
+      out += "{\"id\": " + std::to_string(i) + ", \"text\": \"" + text + "\", \"title\": \"T" +
+             std::to_string(i) + ".\"}\n";
+    }
+  }
+  return out;
+}
+
+TEST(PreprocessCorpus, MultiThreadedOutputIsIdenticalToSingleThreaded) {
+  ScratchDir dir;
+  testing::write_file(dir.file("c.jsonl"), random_corpus(3000, 7));
+  PreprocessOptions opt;
+  opt.input = dir.file("c.jsonl");
+  opt.json_keys = {"text", "title"};
+  opt.append_eod = true;
   opt.skip_bad_lines = true;
-  auto skipped = preprocess_corpus(opt, nullptr);
-  ASSERT_TRUE(skipped.ok()) << skipped.status();
-  EXPECT_EQ(skipped->skipped_lines, 2);
-  EXPECT_EQ(read_docs(dir.file("b_text_document")), (std::vector<std::string>{"ok", "fine"}));
+  for (const bool split : {false, true}) {
+    opt.split_sentences = split;
+    opt.output_prefix = dir.file("one");
+    opt.workers = 1;
+    opt.chunk_bytes = 1 << 24;
+    const RunResult one = run(opt);
+    ASSERT_TRUE(one.stats.ok()) << one.stats.status();
+    EXPECT_GT(one.stats->bad_lines, 0);
+    EXPECT_EQ(one.stats->lines, 3000);
+    EXPECT_EQ(one.stats->lines, one.stats->records + one.stats->blank_lines + one.stats->bad_lines);
+    struct Setting {
+      int workers;
+      size_t chunk_bytes;
+    };
+    for (const Setting s : {Setting{4, 1000}, Setting{3, 1}, Setting{8, 65536}}) {
+      opt.output_prefix = dir.file("many");
+      opt.workers = s.workers;
+      opt.chunk_bytes = s.chunk_bytes;
+      const RunResult many = run(opt);
+      ASSERT_TRUE(many.stats.ok()) << many.stats.status();
+      EXPECT_EQ(many.warnings, one.warnings);
+      EXPECT_EQ(many.stats->records, one.stats->records);
+      EXPECT_EQ(many.stats->bad_lines, one.stats->bad_lines);
+      for (const std::string key : {"text", "title"}) {
+        const std::string suffix = "_" + key + (split ? "_sentence" : "_document");
+        for (const std::string ext : {".bin", ".idx"}) {
+          EXPECT_EQ(testing::read_file(dir.file("many" + suffix + ext)),
+                    testing::read_file(dir.file("one" + suffix + ext)))
+              << key << ext << " workers " << s.workers << " chunk " << s.chunk_bytes;
+        }
+      }
+    }
+  }
+}
+
+TEST(PreprocessCorpus, MultiThreadedPlainTextIsIdenticalToo) {
+  ScratchDir dir;
+  std::mt19937 rng(3);
+  std::string corpus;
+  for (int p = 0; p < 500; ++p) {
+    const int lines = 1 + static_cast<int>(rng() % 6);
+    for (int l = 0; l < lines; ++l) corpus += "line " + std::to_string(rng() % 1000) + "\n";
+    corpus += rng() % 3 == 0 ? "\n  \n" : "\n";
+  }
+  testing::write_file(dir.file("c.txt"), corpus);
+  PreprocessOptions opt;
+  opt.input = dir.file("c.txt");
+  opt.append_eod = true;
+  opt.output_prefix = dir.file("one");
+  const RunResult one = run(opt);
+  ASSERT_TRUE(one.stats.ok()) << one.stats.status();
+  EXPECT_EQ(one.stats->records, 500);
+  opt.output_prefix = dir.file("many");
+  opt.workers = 4;
+  opt.chunk_bytes = 50;
+  const RunResult many = run(opt);
+  ASSERT_TRUE(many.stats.ok()) << many.stats.status();
+  EXPECT_EQ(many.stats->records, 500);
+  for (const std::string ext : {".bin", ".idx"}) {
+    EXPECT_EQ(testing::read_file(dir.file("many_text_document" + ext)),
+              testing::read_file(dir.file("one_text_document" + ext)));
+  }
 }
 
 TEST(PreprocessCorpus, FormatOverrideAndOptionErrors) {
@@ -211,26 +487,200 @@ TEST(PreprocessCorpus, FormatOverrideAndOptionErrors) {
   opt.input = dir.file("data.dat");
   opt.output_prefix = dir.file("o");
   opt.format = CorpusFormat::kJsonl;
-  ASSERT_TRUE(preprocess_corpus(opt, nullptr).ok());
+  ASSERT_TRUE(run(opt).stats.ok());
   EXPECT_EQ(read_docs(dir.file("o_text_document")), (std::vector<std::string>{"x"}));
   opt.format = CorpusFormat::kAuto;  // .dat -> plain text: the raw line is the document
-  ASSERT_TRUE(preprocess_corpus(opt, nullptr).ok());
+  ASSERT_TRUE(run(opt).stats.ok());
   EXPECT_EQ(read_docs(dir.file("o_text_document")),
             (std::vector<std::string>{"{\"text\": \"x\"}"}));
 
   PreprocessOptions bad = opt;
-  bad.tokenizer_type = "GPT2BPETokenizer";
-  EXPECT_THAT(std::string(preprocess_corpus(bad, nullptr).status().message()),
-              HasSubstr("not supported"));
-  bad = opt;
   bad.input = dir.file("missing.txt");
-  EXPECT_EQ(preprocess_corpus(bad, nullptr).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(run(bad).stats.status().code(), absl::StatusCode::kNotFound);
   bad = opt;
   bad.json_keys = {"body"};  // plain text has only 'text'
-  EXPECT_EQ(preprocess_corpus(bad, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(run(bad).stats.status().code(), absl::StatusCode::kInvalidArgument);
   bad = opt;
   bad.output_prefix = dir.file("no/such/dir/p");
-  EXPECT_EQ(preprocess_corpus(bad, nullptr).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(run(bad).stats.status().code(), absl::StatusCode::kNotFound);
+  bad = opt;
+  bad.workers = 0;
+  EXPECT_THAT(std::string(run(bad).stats.status().message()), HasSubstr("--workers"));
+  class NoEod : public TestByteTokenizer {
+   public:
+    const SpecialTokens& special() const override { return none_; }
+    SpecialTokens none_;
+  };
+  bad = opt;
+  bad.append_eod = true;
+  EXPECT_THAT(std::string(run(bad, NoEod()).stats.status().message()),
+              HasSubstr("no end-of-document token"));
+}
+
+// ---- GPT-2 end to end ------------------------------------------------------------------------
+
+// The repository root, from this file's location (absolute in CMake builds).
+std::string repo_root() {
+  std::string here = __FILE__;
+  for (int k = 0; k < 3; ++k) {
+    const size_t slash = here.rfind('/');
+    if (slash == std::string::npos) return ".";
+    here.resize(slash);
+  }
+  return here;
+}
+
+// A JSON string literal holding `bytes` (raw bytes >= 0x80 pass through, invalid UTF-8 too).
+std::string json_quote(const std::string& bytes) {
+  std::string out = "\"";
+  for (const char c : bytes) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// From one line of expected_ids.jsonl: the text (the "hex" field) and the "gpt2" ids.
+bool parse_fixture_line(const std::string& line, std::string* text, std::vector<int32_t>* ids) {
+  std::vector<std::string> hex;
+  if (!extract_json_strings(line, {"hex"}, &hex).ok()) return false;
+  text->clear();
+  for (size_t i = 0; i + 1 < hex[0].size(); i += 2) {
+    text->push_back(static_cast<char>(std::stoi(hex[0].substr(i, 2), nullptr, 16)));
+  }
+  const size_t key = line.find("\"gpt2\": [");
+  if (key == std::string::npos) return false;
+  ids->clear();
+  size_t pos = key + 9;
+  while (pos < line.size() && line[pos] != ']') {
+    size_t used = 0;
+    ids->push_back(std::stoi(line.substr(pos), &used));
+    pos += used;
+    while (pos < line.size() && (line[pos] == ',' || line[pos] == ' ')) ++pos;
+  }
+  return true;
+}
+
+TEST(PreprocessCorpus, Gpt2EndToEndMatchesTheReferenceIds) {
+  // Reference ids: tests/io/fixtures/tokenizers/expected_ids.jsonl (tiktoken r50k_base and HF
+  // tokenizers agreeing; scripts/gpu/make_tokenizer_fixtures.py), Unicode and invalid UTF-8.
+  std::istringstream fixture(
+      testing::read_file(testing::fixture_dir() + "/tokenizers/expected_ids.jsonl"));
+  ScratchDir dir;
+  std::string corpus;
+  std::vector<std::vector<int32_t>> expected;
+  std::string line, text;
+  std::vector<int32_t> ids;
+  while (std::getline(fixture, line)) {
+    ASSERT_TRUE(parse_fixture_line(line, &text, &ids)) << line;
+    corpus +=
+        "{\"id\": " + std::to_string(expected.size()) + ", \"text\": " + json_quote(text) + "}\n";
+    if (ids.empty()) continue;  // an empty document is skipped
+    ids.push_back(50256);       // --append-eod: <|endoftext|>
+    expected.push_back(ids);
+  }
+  ASSERT_GT(expected.size(), 50u);
+  testing::write_file(dir.file("c.jsonl"), corpus);
+
+  TokenizerOptions t;
+  t.type = "GPT2BPE";
+  t.vocab_file = repo_root() + "/data/gpt2/encoder.json";
+  t.merge_file = repo_root() + "/data/gpt2/vocab.bpe";
+  auto tokenizer = make_tokenizer(t);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  PreprocessOptions opt;
+  opt.input = dir.file("c.jsonl");
+  opt.output_prefix = dir.file("g");
+  opt.append_eod = true;
+  opt.workers = 2;
+  opt.chunk_bytes = 256;
+  const RunResult r = run(opt, **tokenizer);
+  ASSERT_TRUE(r.stats.ok()) << r.stats.status();
+  EXPECT_GT(r.stats->invalid_utf8, 0);  // the fixture holds invalid UTF-8 on purpose
+
+  auto ds = IndexedDataset::open(dir.file("g_text_document"));
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)->dtype(), TokenDType::kU16);
+  ASSERT_EQ((*ds)->num_documents(), static_cast<int64_t>(expected.size()));
+  for (int64_t d = 0; d < (*ds)->num_documents(); ++d) {
+    ASSERT_EQ((*ds)->doc_idx()[d + 1] - (*ds)->doc_idx()[d], 1);
+    std::vector<int32_t> got((*ds)->sizes()[d]);
+    (*ds)->read(d, 0, got.size(), got.data());
+    EXPECT_EQ(got, expected[d]) << "document " << d;
+  }
+}
+
+// ---- merge_datasets --------------------------------------------------------------------------
+
+TEST(MergeDatasets, EqualsPreprocessingTheConcatenatedInput) {
+  ScratchDir dir;
+  const std::vector<std::string> parts = {random_corpus(300, 1), random_corpus(1, 2),
+                                          random_corpus(200, 3)};
+  std::string all;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    testing::write_file(dir.file("p" + std::to_string(i) + ".jsonl"), parts[i]);
+    all += parts[i];
+  }
+  testing::write_file(dir.file("all.jsonl"), all);
+  for (const bool split : {false, true}) {
+    PreprocessOptions opt;
+    opt.append_eod = true;
+    opt.skip_bad_lines = true;
+    opt.split_sentences = split;
+    opt.workers = 2;
+    std::vector<std::string> prefixes;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      opt.input = dir.file("p" + std::to_string(i) + ".jsonl");
+      opt.output_prefix = dir.file("p" + std::to_string(i));
+      ASSERT_TRUE(run(opt).stats.ok());
+      prefixes.push_back(preprocess_output_prefix(opt.output_prefix, "text", split));
+    }
+    opt.input = dir.file("all.jsonl");
+    opt.output_prefix = dir.file("all");
+    ASSERT_TRUE(run(opt).stats.ok());
+    const std::string merged = dir.file("merged");
+    auto stats = merge_datasets(prefixes, merged);
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    const std::string expected = preprocess_output_prefix(dir.file("all"), "text", split);
+    EXPECT_EQ(testing::read_file(merged + ".bin"), testing::read_file(expected + ".bin"));
+    EXPECT_EQ(testing::read_file(merged + ".idx"), testing::read_file(expected + ".idx"));
+    auto ds = IndexedDataset::open(expected);
+    ASSERT_TRUE(ds.ok());
+    EXPECT_EQ(stats->documents, (*ds)->num_documents());
+    EXPECT_EQ(stats->sequences, (*ds)->num_sequences());
+    EXPECT_EQ(stats->bytes, testing::read_file(expected + ".bin").size());
+  }
+}
+
+TEST(MergeDatasets, RefusesMixedDtypesAndBadArguments) {
+  ScratchDir dir;
+  testing::write_file(dir.file("c.jsonl"), "{\"text\": \"abc\"}\n");
+  PreprocessOptions opt;
+  opt.input = dir.file("c.jsonl");
+  opt.output_prefix = dir.file("small");
+  ASSERT_TRUE(run(opt).stats.ok());
+  opt.output_prefix = dir.file("big");
+  ASSERT_TRUE(run(opt, TestByteTokenizer("", 100000)).stats.ok());
+  const std::string small = dir.file("small_text_document"), big = dir.file("big_text_document");
+  auto mixed = merge_datasets({small, big}, dir.file("m"));
+  EXPECT_EQ(mixed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(mixed.status().message()), HasSubstr("same dtype"));
+  EXPECT_FALSE(testing::file_exists(dir.file("m.bin")));
+  EXPECT_FALSE(merge_datasets({}, dir.file("m")).ok());
+  EXPECT_FALSE(merge_datasets({small}, small).ok());
+  EXPECT_EQ(merge_datasets({small, dir.file("nope")}, dir.file("m")).status().code(),
+            absl::StatusCode::kNotFound);
+  // A single input is copied unchanged.
+  ASSERT_TRUE(merge_datasets({small}, dir.file("copy")).ok());
+  EXPECT_EQ(testing::read_file(dir.file("copy.idx")), testing::read_file(small + ".idx"));
 }
 
 }  // namespace
