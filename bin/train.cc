@@ -3,7 +3,8 @@
 //   build/bin/train --print-config-docs      (docs/config.md)
 //   build/bin/train [CONFIG.ini] --print-device   ("cuda" or "cpu": what [train] device picks)
 // Parses the config into structs (model/train_config), opens the data (io/), wires io's sample
-// stream into the trainer's callbacks (model/ never reads data formats) and runs the loop.
+// datasets into the trainer's callbacks (model/ never reads data formats) and runs the loop.
+#include <array>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -12,12 +13,14 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/arena.h"
 #include "engine/config.h"
 #include "engine/device.h"
 #include "engine/log.h"
-#include "io/gpt_samples.h"
+#include "io/blended_dataset.h"
+#include "io/gpt_dataset.h"
 #include "io/indexed_dataset.h"
 #include "model/train_config.h"
 #include "model/trainer.h"
@@ -144,49 +147,89 @@ int run(int argc, char** argv) {
   if (absl::Status s = model::Trainer::check_fits(*plan, *prec); !s.ok()) return fail(s);
   if (dry_run) return 0;
 
-  // Data: train and validation sample streams over the document split.
-  if (absl::Status s = model::check_data_files(cfg.data.path); !s.ok()) return fail(s);
-  auto data = anvil::io::IndexedDataset::open(cfg.data.path);
-  if (!data.ok()) return fail(data.status());
-  auto ranges = anvil::io::split_documents(cfg.data.split, (*data)->num_documents());
-  if (!ranges.ok()) return fail(ranges.status());
-  auto train_stream = anvil::io::GptSampleStream::create(data->get(), (*ranges)[0].first,
-                                                         (*ranges)[0].second, T, cfg.data.seed);
-  if (!train_stream.ok()) {
-    return fail(absl::FailedPreconditionError(
-        absl::StrFormat("[data] train split (documents [%d, %d) of %s): %s", (*ranges)[0].first,
-                        (*ranges)[0].second, cfg.data.path, train_stream.status().message())));
-  }
-  std::optional<anvil::io::GptSampleStream> valid_stream;
-  if (cfg.train.eval_iters > 0) {
-    auto v = anvil::io::GptSampleStream::create(data->get(), (*ranges)[1].first,
-                                                (*ranges)[1].second, T, cfg.data.seed);
-    if (v.ok()) {
-      valid_stream.emplace(std::move(*v));
-    } else {
-      log_warning(ctx,
-                  absl::StrFormat("no evaluation: validation split (documents [%d, %d)): %s",
-                                  (*ranges)[1].first, (*ranges)[1].second, v.status().message()));
+  // Data: Megatron's GPT datasets over the split (io/gpt_dataset, io/blended_dataset), with
+  // Megatron's sample counts; the index caches are built here by every process that lacks them.
+  const std::array<int64_t, 3> want = anvil::io::megatron_split_samples(
+      cfg.train.steps, cfg.train.global_batch, cfg.train.eval_interval, cfg.train.eval_iters);
+  auto to_io = [](const std::vector<model::DataSource>& in) {
+    std::vector<anvil::io::GptDataSource> out;
+    for (const model::DataSource& d : in) out.push_back({d.weight, d.prefix});
+    return out;
+  };
+  if (cfg.data.sources.empty()) return fail(model::check_data_files(""));
+  for (const auto* list : {&cfg.data.sources, &cfg.data.valid_sources}) {
+    for (const model::DataSource& d : *list) {
+      if (absl::Status s = model::check_data_files(d.prefix); !s.ok()) return fail(s);
     }
   }
-  const double epochs = static_cast<double>(tokens_per_step / T * cfg.train.steps) /
-                        static_cast<double>(train_stream->samples_per_epoch());
-  log_info(ctx, absl::StrFormat(
-                    "data: %s: %d documents, %s tokens; train documents [%d, %d): %d samples per "
-                    "epoch (%.2f epochs); validation: %s",
-                    cfg.data.path, (*data)->num_documents(),
-                    count(static_cast<double>((*data)->total_tokens())), (*ranges)[0].first,
-                    (*ranges)[0].second, train_stream->samples_per_epoch(), epochs,
-                    valid_stream ? absl::StrFormat("%d samples, %d per evaluation",
-                                                   valid_stream->samples_per_epoch(),
-                                                   cfg.train.eval_iters * cfg.train.micro_batch)
-                                 : std::string("none")));
+  auto corpus =
+      anvil::io::GptCorpus::open(to_io(cfg.data.sources), cfg.data.weighted, cfg.data.split);
+  if (!corpus.ok()) return fail(corpus.status());
+  anvil::io::GptDatasetOptions iopt;
+  iopt.seq_len = T;
+  iopt.seed = static_cast<uint32_t>(cfg.data.seed);
+  iopt.cache_dir = cfg.data.cache_dir;
+  iopt.log = ctx;
+  for (size_t k = 0; k < corpus->num_sources(); ++k) {
+    const anvil::io::IndexedDataset& d = corpus->data(k);
+    const auto [tb, te] = corpus->range(k, 0);
+    const auto [vb, ve] = corpus->range(k, 1);
+    log_info(ctx, absl::StrFormat("data: %s%s: %d documents, %d sequences, %s tokens; train "
+                                  "sequences [%d, %d), validation [%d, %d)",
+                                  cfg.data.weighted
+                                      ? absl::StrFormat("weight %g ", corpus->source(k).weight)
+                                      : std::string(),
+                                  corpus->source(k).prefix, d.num_documents(), d.num_sequences(),
+                                  count(static_cast<double>(d.total_tokens())), tb, te, vb, ve));
+  }
+  auto train_samples = corpus->build_split(0, want[0], iopt);
+  if (!train_samples.ok()) return fail(train_samples.status());
+  std::unique_ptr<anvil::io::GptSamples> valid_samples;
+  if (cfg.train.eval_iters > 0) {
+    if (!cfg.data.valid_sources.empty()) {
+      // A separate validation set: every sequence of valid_paths.
+      auto vc =
+          anvil::io::GptCorpus::open(to_io(cfg.data.valid_sources), cfg.data.valid_weighted, "1");
+      if (!vc.ok()) return fail(vc.status());
+      anvil::io::GptDatasetOptions vopt = iopt;
+      vopt.name = "valid";
+      auto v = vc->build_whole(want[1], vopt);
+      if (!v.ok()) return fail(v.status());
+      valid_samples = std::move(*v);
+    } else {
+      auto v = corpus->build_split(1, want[1], iopt);
+      if (v.ok()) {
+        valid_samples = std::move(*v);
+      } else {
+        log_warning(ctx, absl::StrCat("no evaluation: ", v.status().message()));
+      }
+    }
+  }
+  const anvil::io::GptSamples& ts = **train_samples;
+  std::string train_desc =
+      absl::StrFormat("train: %d samples (Megatron's steps x global_batch)", want[0]);
+  if (ts.blend_index() == nullptr) {
+    absl::StrAppend(
+        &train_desc,
+        absl::StrFormat(", %d epoch(s) of %d samples", ts.datasets()[0]->index().num_epochs,
+                        (ts.datasets()[0]->index().tokens_per_epoch - 1) / T));
+  } else {
+    absl::StrAppend(&train_desc, ", blended from");
+    for (const auto& d : ts.datasets()) {
+      absl::StrAppend(&train_desc, absl::StrFormat(" %d", d->size()));
+    }
+  }
+  log_info(ctx,
+           absl::StrFormat(
+               "data: %s; validation: %s; test split not used (no test evaluation)", train_desc,
+               valid_samples ? absl::StrFormat("%d samples, %d per evaluation", want[1],
+                                               cfg.train.eval_iters * cfg.train.micro_batch)
+                             : std::string("none")));
 
-  const anvil::io::GptSampleStream& ts = *train_stream;
   model::SampleFn train_fn = [&ts](int64_t i, int32_t* out) { ts.sample(i, out); };
   model::SampleFn valid_fn;
-  if (valid_stream) {
-    const anvil::io::GptSampleStream& vs = *valid_stream;
+  if (valid_samples) {
+    const anvil::io::GptSamples& vs = *valid_samples;
     valid_fn = [&vs](int64_t i, int32_t* out) { vs.sample(i, out); };
   }
   auto trainer = model::Trainer::create(cfg, *prec, train_fn, valid_fn, ctx);

@@ -301,7 +301,7 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::create(
       ds->loaded_from_cache_ = true;
       engine::log_info(
           opt.log, absl::StrFormat("%s: loaded the cached index %s_*.npy "
-                                   "(%d samples, %d epochs)",
+                                   "(%d samples, %d epoch(s))",
                                    opt.name, ds->file_prefix_, ds->size(), ds->index_.num_epochs));
       return ds;
     }
@@ -348,7 +348,7 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::create(
   }
   engine::log_info(opt.log,
                    absl::StrFormat("%s: built the index of sequences [%d, %d) (%d tokens, %d "
-                                   "epochs%s, %d samples for %d requested) in %.2fs, %s",
+                                   "epoch(s)%s, %d samples for %d requested) in %.2fs, %s",
                                    opt.name, seq_begin, seq_end, ds->index_.tokens_per_epoch,
                                    ds->index_.num_epochs,
                                    ds->index_.separate_last_epoch ? ", last one separate" : "",

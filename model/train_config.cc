@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <string_view>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -47,15 +48,38 @@ ConfigSchema build_schema() {
         "Std of the normal parameter init (--init-method-std); residual output projections use "
         "init_std / sqrt(2 * n_layers).");
   // [data]
-  s.add("data", "path", kString, "",
-        "Prefix of the tokenized dataset PATH.bin + PATH.idx (Megatron mmap format, written by "
-        "bin/preprocess). A relative path is resolved against the current working directory, "
-        "not the ini file's directory.");
+  s.add("data", "paths", kString, "",
+        "The tokenized data (--data-path): one prefix PATH of PATH.bin + PATH.idx (Megatron mmap "
+        "format, written by bin/preprocess), or weighted prefixes to blend, \"0.7 a_text_document "
+        "0.3 b_text_document\" (weights need not sum to 1). Relative paths are resolved against "
+        "the current working directory, not the ini file's directory.");
+  s.add("data", "path", kString, "", "Alias of paths (set one of the two).");
   s.add("data", "split", kString, "969,30,1",
-        "Train, validation, test weights over the documents (--split), separated by ',' or '/'.");
+        "Train, validation, test weights over each dataset's sequences (--split), separated by "
+        "',' or '/'.");
+  s.add("data", "valid_paths", kString, "",
+        "A separate validation set, same syntax as paths (--valid-data-path): all of its "
+        "sequences are used for validation instead of the validation split of paths.");
   s.add("data", "seq_len", kInt, "1024",
         "Tokens per sample T (--seq-length); <= [model] max_seq_len.");
-  s.add("data", "seed", kInt, "1234", "Seed of the document and sample shuffles.");
+  s.add("data", "seed", kInt, "1234",
+        "Seed of the document and sample shuffles (--seed), in [0, 2^32). Samples and their "
+        "order are Megatron's for the same data, split, seq_len, seed and sample counts.");
+  s.add("data", "cache_dir", kString, "",
+        "Directory of the index caches (--data-cache-path); empty = next to the data, named "
+        "as Megatron names them (PREFIX_train_indexmap_*ns_*sl_*s_{doc,sample,shuffle}_idx.npy), "
+        "so Megatron's and anvil's caches are interchangeable.");
+  s.add("data", "eod_token", kInt, "50256",
+        "End-of-document token id, used by eod_mask_loss and reset_position_ids (GPT-2 BPE: "
+        "50256; byte-level data: 256).");
+  s.add("data", "eod_mask_loss", kBool, "false",
+        "--eod-mask-loss: no loss where the input token is eod_token (the prediction of the "
+        "first token of the next document); the loss is the mean over the remaining tokens.");
+  s.add("data", "reset_position_ids", kBool, "false",
+        "--reset-position-ids: position ids restart at 0 after every eod_token.");
+  s.add("data", "reset_attention_mask", kBool, "false",
+        "--reset-attention-mask: not supported yet (needs a per-document attention mask); true "
+        "is an error.");
   // [train]
   s.add("train", "micro_batch", kInt, "8", "Samples per forward/backward (--micro-batch-size).");
   s.add("train", "global_batch", kInt, "0",
@@ -146,6 +170,40 @@ absl::Status check_split(const Config& c) {
                               split));
 }
 
+// [data] paths syntax (Megatron's --data-path): "PREFIX" or "W1 PREFIX1 W2 PREFIX2 ...".
+absl::Status parse_data_paths(const Config& c, std::string_view key, const std::string& text,
+                              std::vector<DataSource>* sources, bool* weighted) {
+  std::vector<std::string> words = absl::StrSplit(text, ' ', absl::SkipWhitespace());
+  sources->clear();
+  *weighted = words.size() > 1;
+  if (words.size() == 1) {
+    sources->push_back(DataSource{1.0, words[0]});
+    return absl::OkStatus();
+  }
+  if (words.size() % 2 != 0) {
+    return c.error("data", key,
+                   absl::StrFormat("expected one prefix or weight/prefix pairs like \"0.7 "
+                                   "a_text_document 0.3 b_text_document\", got %d words",
+                                   words.size()));
+  }
+  double sum = 0.0;
+  for (size_t i = 0; i < words.size(); i += 2) {
+    double w = 0.0;
+    if (!absl::SimpleAtod(words[i], &w) || !(w >= 0.0) || !std::isfinite(w)) {
+      return c.error("data", key,
+                     absl::StrFormat("weight \"%s\" (before %s) is not a non-negative number",
+                                     words[i], words[i + 1]));
+    }
+    sum += w;
+    sources->push_back(DataSource{w, words[i + 1]});
+  }
+  if (sources->size() >= 255) {
+    return c.error("data", key,
+                   absl::StrFormat("%d datasets; at most 254 can be blended", sources->size()));
+  }
+  return need(sum > 0.0, c, "data", key, "the weights sum to 0");
+}
+
 }  // namespace
 
 const ConfigSchema& train_config_schema() {
@@ -177,6 +235,16 @@ std::string config_docs_markdown() {
       "in `global_batch / micro_batch` forward/backward passes (gradient accumulation).\n"
       "Learning rate at step s (counted from 1): `lr * s / warmup_steps` during warmup, then the\n"
       "decay from `lr` to `min_lr` ending at `decay_steps`, then `min_lr`.\n"
+      "\n"
+      "Data: Megatron's GPT dataset, exactly. Each dataset's sequences are split into train,\n"
+      "validation and test ranges by `split`; a split of N samples gets as many epochs as N\n"
+      "needs, with the sequence order shuffled (numpy's `RandomState(seed)`), samples of\n"
+      "`seq_len + 1` tokens that cross document boundaries and overlap by one token, and a\n"
+      "shuffled sample order. N is Megatron's: train = `steps * global_batch`, validation =\n"
+      "`(steps // eval_interval + 1) * eval_iters * global_batch`. Weighted `paths` are blended\n"
+      "with Megatron's rule (each dataset asked for `ceil(N * weight * 1.005)` samples; position\n"
+      "i takes the dataset whose share lags its weight most). The index is cached as `.npy`\n"
+      "files next to the data (or in `cache_dir`), built by each process that lacks them.\n"
       "\n",
       train_config_schema().markdown());
 }
@@ -216,7 +284,26 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c) {
   }
 
   // [data]
-  t.data.path = c.get_string("data", "path");
+  const std::string paths = c.get_string("data", "paths");
+  const std::string path = c.get_string("data", "path");
+  // Both set: a command-line override of one beats the file's other (data.path=... on a config
+  // that says paths); otherwise it is ambiguous.
+  const bool paths_override = absl::StartsWith(c.origin("data", "paths"), "override");
+  const bool path_override = absl::StartsWith(c.origin("data", "path"), "override");
+  ANVIL_RETURN_IF_ERROR(need(paths.empty() || path.empty() || paths_override != path_override, c,
+                             "data", "path",
+                             "set either [data] paths or its alias path, not both"));
+  const bool use_paths = !paths.empty() && (path.empty() || paths_override);
+  t.data.path = use_paths ? paths : path;
+  if (!t.data.path.empty()) {
+    ANVIL_RETURN_IF_ERROR(parse_data_paths(c, use_paths ? "paths" : "path", t.data.path,
+                                           &t.data.sources, &t.data.weighted));
+  }
+  const std::string valid_paths = c.get_string("data", "valid_paths");
+  if (!valid_paths.empty()) {
+    ANVIL_RETURN_IF_ERROR(parse_data_paths(c, "valid_paths", valid_paths, &t.data.valid_sources,
+                                           &t.data.valid_weighted));
+  }
   ANVIL_RETURN_IF_ERROR(check_split(c));
   t.data.split = c.get_string("data", "split");
   ANVIL_RETURN_IF_ERROR(positive(c, "data", "seq_len"));
@@ -224,9 +311,28 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c) {
   t.data.seq_len = c.get_int("data", "seq_len");
   t.data.seed = static_cast<uint64_t>(c.get_int("data", "seed"));
   ANVIL_RETURN_IF_ERROR(
+      need(t.data.seed <= 0xffffffffULL, c, "data", "seed",
+           absl::StrFormat("%d does not fit numpy's RandomState (< 2^32)", t.data.seed)));
+  ANVIL_RETURN_IF_ERROR(
       need(t.data.seq_len <= m.max_seq_len, c, "data", "seq_len",
            absl::StrFormat("%d exceeds [model] max_seq_len %d (the position embedding rows)",
                            t.data.seq_len, m.max_seq_len)));
+  t.data.cache_dir = c.get_string("data", "cache_dir");
+  ANVIL_RETURN_IF_ERROR(non_negative(c, "data", "eod_token"));
+  t.data.eod_token = c.get_int("data", "eod_token");
+  t.data.eod_mask_loss = c.get_bool("data", "eod_mask_loss");
+  t.data.reset_position_ids = c.get_bool("data", "reset_position_ids");
+  ANVIL_RETURN_IF_ERROR(need(!c.get_bool("data", "reset_attention_mask"), c, "data",
+                             "reset_attention_mask",
+                             "not supported yet: attention has no per-document mask; set it to "
+                             "false (eod_mask_loss and reset_position_ids are supported)"));
+  if (t.data.eod_mask_loss || t.data.reset_position_ids) {
+    ANVIL_RETURN_IF_ERROR(need(
+        t.data.eod_token < m.vocab_size, c, "data", "eod_token",
+        absl::StrFormat("%d is not a token id of [model] vocab_size %d (byte-level data uses 256, "
+                        "GPT-2 BPE 50256)",
+                        t.data.eod_token, m.vocab_size)));
+  }
 
   // [train]
   LoopConfig& l = t.train;
@@ -317,13 +423,15 @@ absl::Status check_data_files(const std::string& prefix) {
       "relative paths are resolved against the current directory";
   if (prefix.empty()) {
     return absl::NotFoundError(absl::StrCat(
-        "[data] path is not set: it must be the prefix PATH of PATH.bin and PATH.idx; ", how));
+        "[data] paths (or path) is not set: it must be the prefix PATH of PATH.bin and PATH.idx "
+        "(or weighted prefixes \"0.7 a 0.3 b\"); ",
+        how));
   }
   std::error_code ec;
   for (const std::string& f : {bin, idx}) {
     if (!std::filesystem::is_regular_file(f, ec)) {
       return absl::NotFoundError(
-          absl::StrFormat("data file %s not found: [data] path = %s expects %s and %s; %s", f,
+          absl::StrFormat("data file %s not found: the data prefix %s expects %s and %s; %s", f,
                           prefix, bin, idx, how));
     }
   }

@@ -18,11 +18,25 @@
 
 namespace anvil::model {
 
+// One dataset of a blend: PREFIX.bin / PREFIX.idx with its (unnormalized) weight.
+struct DataSource {
+  double weight = 1.0;
+  std::string prefix;
+};
+
 struct DataConfig {
-  std::string path;                // prefix of PATH.bin / PATH.idx, relative to the current dir
-  std::string split = "969,30,1";  // train,valid,test weights over documents
-  int64_t seq_len = 1024;          // T: tokens per sample (inputs), <= model.max_seq_len
-  uint64_t seed = 1234;            // document / sample shuffling
+  std::string path;                       // the [data] paths value as written (or [data] path's)
+  std::vector<DataSource> sources;        // parsed: "PREFIX" or "W1 PREFIX1 W2 PREFIX2 ..."
+  bool weighted = false;                  // sources came with weights: every split is a blend
+  std::vector<DataSource> valid_sources;  // [data] valid_paths: a separate validation set
+  bool valid_weighted = false;
+  std::string split = "969,30,1";   // train,valid,test weights over each source's sequences
+  int64_t seq_len = 1024;           // T: tokens per sample (inputs), <= model.max_seq_len
+  uint64_t seed = 1234;             // Megatron's data seed: np.random.RandomState(seed)
+  std::string cache_dir;            // index caches; "" = next to the data
+  int64_t eod_token = 50256;        // end-of-document id (GPT-2's <|endoftext|>; 256 byte-level)
+  bool eod_mask_loss = false;       // no loss on the token after an eod (Megatron's rule)
+  bool reset_position_ids = false;  // positions restart after every eod
 };
 
 struct LoopConfig {
@@ -81,8 +95,8 @@ absl::StatusOr<TrainConfig> load_train_config_string(const std::string& text,
                                                      const std::vector<std::string>& overrides,
                                                      engine::Config* raw = nullptr);
 
-// NotFound, one line, when PREFIX.bin or PREFIX.idx is missing (or the path is empty), naming
-// the path and both expected files and how to make them.
+// NotFound, one line, when PREFIX.bin or PREFIX.idx is missing (or the prefix is empty: [data]
+// paths not set), naming the path and both expected files and how to make them.
 absl::Status check_data_files(const std::string& prefix);
 
 // Device and dtypes for `device` ("auto" | "cpu" | "cuda"): CUDA = bf16 parameters/activations

@@ -92,9 +92,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
 
 Trainer::~Trainer() = default;
 
-void Trainer::fill_batch(const SampleFn& fn, int64_t first_index) {
+int64_t Trainer::fill_batch(const SampleFn& fn, int64_t first_index) {
   const int64_t B = cfg_.train.micro_batch, T = cfg_.data.seq_len;
   const int64_t vocab = cfg_.model.vocab_size;
+  const DataConfig& d = cfg_.data;
+  int64_t counted = 0;
   for (int64_t b = 0; b < B; ++b) {
     fn(first_index + b, sample_.data());
     for (int64_t t = 0; t <= T; ++t) {
@@ -103,9 +105,28 @@ void Trainer::fill_batch(const SampleFn& fn, int64_t first_index) {
                       absl::StrFormat("sample %d holds token id %d, outside [model] vocab_size %d",
                                       first_index + b, sample_[t], vocab));
     }
-    std::copy(sample_.begin(), sample_.begin() + T, tokens_.begin() + b * T);
-    std::copy(sample_.begin() + 1, sample_.end(), targets_.begin() + b * T);
+    int32_t* tokens = tokens_.data() + b * T;
+    int32_t* targets = targets_.data() + b * T;
+    std::copy(sample_.begin(), sample_.begin() + T, tokens);
+    std::copy(sample_.begin() + 1, sample_.end(), targets);
+    // Megatron's get_ltor_masks_and_position_ids: the loss mask is 0 where the *input* token is
+    // eod, and positions restart at 0 on the token after an eod.
+    if (d.eod_mask_loss) {
+      for (int64_t t = 0; t < T; ++t) {
+        if (tokens[t] == d.eod_token) targets[t] = -1;
+      }
+    }
+    if (d.reset_position_ids) {
+      int32_t* pos = positions_.data() + b * T;
+      int32_t p = 0;
+      for (int64_t t = 0; t < T; ++t) {
+        pos[t] = p;
+        p = tokens[t] == d.eod_token ? 0 : p + 1;
+      }
+    }
+    for (int64_t t = 0; t < T; ++t) counted += targets[t] >= 0;
   }
+  return counted;
 }
 
 StepStats Trainer::step() {
@@ -116,19 +137,26 @@ StepStats Trainer::step() {
   const float grad_scale = static_cast<float>(1.0 / (static_cast<double>(G) * T));
 
   model_->zero_grads(s);
-  double loss_sum = 0.0;
-  for (int64_t m = 0; m < cfg_.train.accumulation_steps(); ++m) {
-    fill_batch(train_, step_ * G + m * B);
+  const int64_t accum = cfg_.train.accumulation_steps();
+  double loss_sum = 0.0, masked_loss = 0.0;
+  for (int64_t m = 0; m < accum; ++m) {
+    const int64_t counted = fill_batch(train_, step_ * G + m * B);
     model_->forward(tokens_.data(), positions_.data(), targets_.data(), /*train=*/true,
                     micro_batches_++, s);
-    model_->backward(grad_scale, s);
+    // With eod_mask_loss, Megatron's loss is the mean over each micro-batch's unmasked tokens,
+    // averaged over the micro-batches.
+    const double masked_scale =
+        counted > 0 ? 1.0 / (static_cast<double>(accum) * static_cast<double>(counted)) : 0.0;
+    model_->backward(cfg_.data.eod_mask_loss ? static_cast<float>(masked_scale) : grad_scale, s);
     // Read after backward: the sync then waits for the whole micro-batch instead of stalling
     // the launch of its backward.
-    loss_sum += model_->loss_sum(s);
+    const double l = model_->loss_sum(s);
+    loss_sum += l;
+    masked_loss += l * masked_scale;
   }
   StepStats st;
   st.step = ++step_;
-  st.loss = loss_sum / (static_cast<double>(G) * T);
+  st.loss = cfg_.data.eod_mask_loss ? masked_loss : loss_sum / (static_cast<double>(G) * T);
   st.grad_norm = model_->grad_norm(s);
   st.lr = cfg_.optim.schedule.at(st.step);
   if (!std::isfinite(st.grad_norm)) {
@@ -158,13 +186,16 @@ double Trainer::evaluate() {
   const int64_t B = cfg_.train.micro_batch, T = cfg_.data.seq_len;
   const int64_t iters = cfg_.train.eval_iters;
   if (!valid_ || iters == 0) return std::nan("");
-  double sum = 0.0;
+  double sum = 0.0, masked = 0.0;
   for (int64_t i = 0; i < iters; ++i) {
-    fill_batch(valid_, i * B);
+    const int64_t counted = fill_batch(valid_, i * B);
     model_->forward(tokens_.data(), positions_.data(), targets_.data(), /*train=*/false,
                     /*dropout_offset=*/0, *stream_);
-    sum += model_->loss_sum(*stream_);
+    const double l = model_->loss_sum(*stream_);
+    sum += l;
+    if (counted > 0) masked += l / static_cast<double>(counted);
   }
+  if (cfg_.data.eod_mask_loss) return masked / static_cast<double>(iters);
   return sum / (static_cast<double>(iters) * B * T);
 }
 

@@ -1,7 +1,10 @@
 // The training loop of bin/train on one rank (DESIGN.md §2, Megatron's train_step):
 //   per step: zero grads; for each of global_batch / micro_batch micro-batches fetch samples
 //   (inputs = tokens[0..T), targets = tokens[1..T], positions 0..T-1), forward, backward with
-//   grad_scale = 1 / (global_batch * T) so the gradient is that of the mean token loss; then the
+//   grad_scale = 1 / (global_batch * T) so the gradient is that of the mean token loss (with
+//   [data] eod_mask_loss: targets where the input is eod are -1 and each micro-batch's loss is
+//   the mean over its counted tokens, as Megatron; with reset_position_ids positions restart
+//   after each eod); then the
 //   global grad norm, the clip factor min(1, clip_grad / (norm + 1e-6)) folded into the
 //   optimizer's grad_scale, and one AdamW step at lr = schedule.at(step). A step whose norm is
 //   not finite is skipped with a warning (the gradients are dropped, the lr schedule moves on).
@@ -85,8 +88,9 @@ class Trainer {
 
  private:
   Trainer() = default;
-  // Fills tokens_/targets_ with micro_batch samples first_index, first_index + 1, ...
-  void fill_batch(const SampleFn& fn, int64_t first_index);
+  // Fills tokens_/targets_ (and positions_ with reset_position_ids) with micro_batch samples
+  // first_index, first_index + 1, ...; returns the number of targets that count (>= 0).
+  int64_t fill_batch(const SampleFn& fn, int64_t first_index);
   std::string memory_string() const;
 
   TrainConfig cfg_;

@@ -177,6 +177,50 @@ TEST(TrainConfigTest, MissingDataFileNamesPathAndExpectedFiles) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(TrainConfigTest, DataPathsEodOptionsAndSeed) {
+  auto single = load(kValid);
+  ASSERT_TRUE(single.ok());
+  ASSERT_EQ(single->data.sources.size(), 1u);
+  EXPECT_EQ(single->data.sources[0].prefix, "data/demo/kjv_text_document");
+  EXPECT_FALSE(single->data.weighted);
+  EXPECT_EQ(single->data.eod_token, 50256);
+
+  std::string blended = kValid;
+  blended.replace(blended.find("path = "), 7, "paths = 0.7 a_text_document  0.3 ");
+  auto b = load(blended);
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(b->data.sources.size(), 2u);
+  EXPECT_TRUE(b->data.weighted);
+  EXPECT_DOUBLE_EQ(b->data.sources[0].weight, 0.7);
+  EXPECT_EQ(b->data.sources[0].prefix, "a_text_document");
+  EXPECT_EQ(b->data.sources[1].prefix, "data/demo/kjv_text_document");
+  // A command-line data.path beats the file's paths (scripts override data.path).
+  auto o = load(blended, {"data.path=x_document"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_EQ(o->data.sources.size(), 1u);
+  EXPECT_EQ(o->data.sources[0].prefix, "x_document");
+  EXPECT_THAT(error_of(blended + "[data]\npath = y\n"), HasSubstr("not both"));
+  EXPECT_THAT(error_of(kValid, {"data.path=0.7 a 0.3"}),
+              AllOf(HasSubstr("[data] path"), HasSubstr("3 words")));
+  EXPECT_THAT(error_of(kValid, {"data.path=x a 0.3 b"}), HasSubstr("\"x\""));
+  EXPECT_THAT(error_of(kValid, {"data.path=0 a 0 b"}), HasSubstr("sum to 0"));
+  auto v = load(kValid, {"data.valid_paths=v_document"});
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(v->data.valid_sources.size(), 1u);
+
+  EXPECT_THAT(error_of(kValid, {"data.seed=4294967296"}), HasSubstr("2^32"));
+  EXPECT_TRUE(load(kValid, {"data.seed=4294967295"}).ok());
+  EXPECT_THAT(error_of(kValid, {"data.reset_attention_mask=true"}),
+              AllOf(HasSubstr("reset_attention_mask"), HasSubstr("not supported")));
+  // vocab 257: GPT-2's default eod would never match, so the options need eod_token = 256.
+  EXPECT_THAT(error_of(kValid, {"data.eod_mask_loss=true"}),
+              AllOf(HasSubstr("eod_token"), HasSubstr("50256")));
+  auto eod = load(
+      kValid, {"data.eod_mask_loss=true", "data.reset_position_ids=true", "data.eod_token=256"});
+  ASSERT_TRUE(eod.ok()) << eod.status();
+  EXPECT_TRUE(eod->data.eod_mask_loss && eod->data.reset_position_ids);
+}
+
 TEST(TrainConfigTest, ResolvesDevice) {
   absl::StatusOr<GptPrecision> cpu = resolve_precision("cpu");
   ASSERT_TRUE(cpu.ok());

@@ -1,8 +1,10 @@
 // The training loop on the CPU: a tiny GPT trained for 30 steps on a repeating token pattern
 // learns it (the loss falls well below its start); gradient accumulation over micro-batches
-// gives the same step as one big micro-batch; evaluation and run() report what they did.
+// gives the same step as one big micro-batch; evaluation and run() report what they did; eod
+// loss masking and position resets.
 #include "model/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -126,6 +128,60 @@ TEST(TrainerTest, NonFiniteGradNormSkipsTheUpdate) {
   EXPECT_TRUE(st.skipped);
   EXPECT_EQ((*trainer)->steps_done(), 1);
   EXPECT_EQ(std::vector<float>(w, w + 64), before);
+}
+
+// [data] eod_mask_loss and reset_position_ids, Megatron's get_ltor_masks_and_position_ids: the
+// loss skips positions whose input token is eod and is the mean over the rest; positions
+// restart at 0 after each eod. evaluate() equals a forward with targets and positions built
+// here by hand, and the masked step's gradient is finite and nonzero.
+TEST(TrainerTest, EodMaskLossAndResetPositionIds) {
+  TrainConfig cfg = tiny_config();
+  cfg.train.eval_iters = 1;
+  cfg.data.eod_token = 5;  // appears 3 times per pattern period
+  const int64_t B = cfg.train.micro_batch, T = cfg.data.seq_len;
+  const SampleFn samples = pattern_samples(T, 2);
+  for (const bool mask : {false, true}) {
+    for (const bool reset : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "mask " << mask << " reset " << reset);
+      cfg.data.eod_mask_loss = mask;
+      cfg.data.reset_position_ids = reset;
+      auto trainer = Trainer::create(cfg, cpu_f32(), samples, samples);
+      ASSERT_TRUE(trainer.ok()) << trainer.status();
+      std::vector<int32_t> tokens(B * T), targets(B * T), positions(B * T), buf(T + 1);
+      int64_t counted = 0;
+      for (int64_t b = 0; b < B; ++b) {
+        samples(b, buf.data());
+        int32_t p = 0;
+        for (int64_t t = 0; t < T; ++t) {
+          tokens[b * T + t] = buf[t];
+          const bool eod = buf[t] == cfg.data.eod_token;
+          targets[b * T + t] = mask && eod ? -1 : buf[t + 1];
+          counted += targets[b * T + t] >= 0;
+          positions[b * T + t] = reset ? p : static_cast<int32_t>(t);
+          p = eod ? 0 : p + 1;
+        }
+      }
+      ASSERT_LT(counted, mask ? B * T : B * T + 1);
+      const double got = (*trainer)->evaluate();
+      GptModel& m = (*trainer)->model();
+      m.forward(tokens.data(), positions.data(), targets.data(), /*train=*/false, 0,
+                (*trainer)->stream());
+      const double want = m.loss_sum((*trainer)->stream()) / static_cast<double>(counted);
+      EXPECT_NEAR(got, want, 1e-6 * want);
+      const StepStats st = (*trainer)->step();
+      EXPECT_TRUE(std::isfinite(st.loss) && std::isfinite(st.grad_norm));
+      EXPECT_GT(st.grad_norm, 0.0);
+    }
+  }
+  // Every input token is eod: nothing counts; loss and gradient are 0, not NaN.
+  cfg.data.eod_mask_loss = true;
+  const SampleFn all_eod = [T](int64_t, int32_t* out) { std::fill(out, out + T + 1, 5); };
+  auto trainer = Trainer::create(cfg, cpu_f32(), all_eod, all_eod);
+  ASSERT_TRUE(trainer.ok());
+  EXPECT_EQ((*trainer)->evaluate(), 0.0);
+  const StepStats st = (*trainer)->step();
+  EXPECT_EQ(st.loss, 0.0);
+  EXPECT_EQ(st.grad_norm, 0.0);
 }
 
 TEST(TrainerTest, FlopsPerTokenClosedForm) {
