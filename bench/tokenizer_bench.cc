@@ -146,7 +146,8 @@ void pretokenize_pcre2(benchmark::State& state) {
     pieces = 0;
     for (size_t offset = 0; offset < text->size(); ++pieces) {
       const int rc = jit ? pcre2_jit_match(code, subject, text->size(), offset, 0, match, nullptr)
-                         : pcre2_match(code, subject, text->size(), offset, 0, match, nullptr);
+                         : pcre2_match(code, subject, text->size(), offset,
+                                       offset == 0 ? 0 : PCRE2_NO_UTF_CHECK, match, nullptr);
       if (rc < 0) break;
       offset = pcre2_get_ovector_pointer(match)[1];
     }

@@ -191,8 +191,7 @@ std::string pcre2_pattern() {
 
 class Pcre2Splitter {
  public:
-  Pcre2Splitter() {
-    const std::string pat = pcre2_pattern();
+  explicit Pcre2Splitter(const std::string& pat = pcre2_pattern()) {
     int err;
     PCRE2_SIZE err_off;
     code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pat.c_str()), pat.size(),
@@ -225,8 +224,11 @@ class Pcre2Splitter {
     std::vector<std::string> out;
     size_t offset = 0;
     while (offset < text.size()) {
+      // PCRE2 validates the whole subject's UTF-8 on every call unless told not to: once is
+      // enough.
+      const uint32_t options = offset == 0 ? 0 : PCRE2_NO_UTF_CHECK;
       const int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(),
-                                 offset, 0, match_, nullptr);
+                                 offset, options, match_, nullptr);
       if (rc < 0) {
         ADD_FAILURE() << "PCRE2 found no match at " << offset << " in " << printable(text);
         break;
@@ -301,6 +303,23 @@ TEST(Gpt2PreTokenizer, MatchesPcre2OnFixturesAndRandomStrings) {
     const std::string text = utf8::encode(cps);
     ASSERT_EQ(scanner_split(text), pcre.split(text)) << printable(text);
   }
+}
+
+TEST(Gpt2PreTokenizer, MatchesPcre2WithTheLiteralPatternAndOnTheKjvCorpus) {
+  // kGpt2SplitPattern itself, with PCRE2's \s, on inputs without U+0085 (the one White_Space
+  // character PCRE2's UCP \s lacks).
+  Pcre2Splitter literal(kGpt2SplitPattern);
+  for (const FixtureCase& c : fixtures()) {
+    const std::string text = utf8::replace_invalid(c.input);
+    ASSERT_EQ(text.find("\xc2\x85"), std::string::npos);
+    ASSERT_EQ(scanner_split(text), literal.split(text)) << printable(text);
+  }
+  const std::string kjv = repo_path("data/demo/kjv.txt");
+  if (!testing::file_exists(kjv)) GTEST_SKIP() << kjv << " missing (scripts/prepare-demo-data.sh)";
+  const std::string text = testing::read_file(kjv);
+  const std::vector<std::string> a = scanner_split(text), b = Pcre2Splitter().split(text);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "piece " << i;
 }
 
 // ---- merges -----------------------------------------------------------------------------------
