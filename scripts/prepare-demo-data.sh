@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds the demo corpus data/demo/kjv_text_document.{bin,idx} (byte tokens, EOD after each
-# document) from the King James Bible of Debian's bible-kjv package: its `bible` CLI prints
-# every verse as "Ge1:1 In the beginning ...", which becomes one document per chapter (1189),
-# the chapter's verses one per line, in data/demo/kjv.txt, then bin/preprocess tokenizes it.
+# Builds the demo corpus data/demo/kjv_gpt2_text_document.{bin,idx} (GPT-2 BPE tokens, EOD
+# <|endoftext|> = 50256 after each document) from the King James Bible of Debian's bible-kjv
+# package: its `bible` CLI prints every verse as "Ge1:1 In the beginning ...", which becomes one
+# document per chapter (1189), the chapter's verses one per line, in data/demo/kjv.txt, then
+# bin/preprocess tokenizes it with the bundled GPT-2 vocabulary (data/gpt2).
 # Idempotent: does nothing when the outputs exist (delete data/demo/ to rebuild).
 # BUILD=dir picks the build directory holding bin/preprocess (default build);
 # PREPROCESS=path overrides the binary itself.
@@ -12,7 +13,7 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 PREPROCESS=${PREPROCESS:-$BUILD/bin/preprocess}
 OUT=data/demo
-PREFIX=$OUT/kjv
+PREFIX=$OUT/kjv_gpt2
 
 if [[ -f "${PREFIX}_text_document.bin" && -f "${PREFIX}_text_document.idx" ]]; then
   echo "prepare-demo-data: ${PREFIX}_text_document.{bin,idx} exist, nothing to do"
@@ -47,5 +48,5 @@ if [[ ! -s "$OUT/kjv.txt" ]]; then
   mv "$OUT/kjv.txt.tmp" "$OUT/kjv.txt"
 fi
 
-"$PREPROCESS" --input "$OUT/kjv.txt" --output-prefix "$PREFIX" --tokenizer-type Byte \
-  --append-eod
+"$PREPROCESS" --input "$OUT/kjv.txt" --output-prefix "$PREFIX" --tokenizer-type GPT2BPE \
+  --vocab-file data/gpt2/encoder.json --merge-file data/gpt2/vocab.bpe --append-eod --no-progress
