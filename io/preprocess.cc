@@ -817,6 +817,14 @@ absl::StatusOr<PreprocessStats> preprocess_corpus(const PreprocessOptions& optio
     return absl::InvalidArgumentError("no output prefix given (--output-prefix)");
   }
   if (options.json_keys.empty()) return absl::InvalidArgumentError("--json-keys is empty");
+  for (size_t i = 0; i < options.json_keys.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (options.json_keys[i] == options.json_keys[j]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--json-keys: key '", options.json_keys[i], "' given twice"));
+      }
+    }
+  }
   if (options.workers < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--workers must be at least 1, got ", options.workers));

@@ -504,6 +504,9 @@ TEST(PreprocessCorpus, FormatOverrideAndOptionErrors) {
   bad.output_prefix = dir.file("no/such/dir/p");
   EXPECT_EQ(run(bad).stats.status().code(), absl::StatusCode::kNotFound);
   bad = opt;
+  bad.json_keys = {"text", "text"};  // two writers of one file
+  EXPECT_THAT(std::string(run(bad).stats.status().message()), HasSubstr("given twice"));
+  bad = opt;
   bad.workers = 0;
   EXPECT_THAT(std::string(run(bad).stats.status().message()), HasSubstr("--workers"));
   class NoEod : public TestByteTokenizer {
