@@ -1,7 +1,11 @@
-// bin/train: trains a GPT from an ini config on one GPU or the CPU.
+// bin/train: trains a GPT from an ini config on one GPU or the CPU, or on many ranks.
 //   build/bin/train CONFIG.ini [section.key=value ...] [--dry-run]
 //   build/bin/train --print-config-docs      (docs/config.md)
 //   build/bin/train [CONFIG.ini] --print-device   ("cuda" or "cpu": what [train] device picks)
+//   mpirun -np 4 build/bin/train CONFIG.ini ...   srun -n 16 build/bin/train CONFIG.ini ...
+// Many ranks (docs/parallelism.md): the launcher's variables give rank, world and local rank
+// (parallel/launch_env); MPI is initialized only under a launcher; each rank uses CUDA device
+// local_rank % device count.
 // Parses the config into structs (model/train_config), opens the data (io/), wires io's sample
 // datasets into the trainer's callbacks (model/ never reads data formats) and runs the loop.
 #include <array>
@@ -19,11 +23,16 @@
 #include "engine/config.h"
 #include "engine/device.h"
 #include "engine/log.h"
+#include "engine/status.h"
 #include "io/blended_dataset.h"
 #include "io/gpt_dataset.h"
 #include "io/indexed_dataset.h"
 #include "model/train_config.h"
 #include "model/trainer.h"
+#include "parallel/launch_env.h"
+#include "parallel/runtime.h"
+
+extern char** environ;  // read here only: libraries never read the environment
 
 namespace {
 
@@ -40,8 +49,19 @@ constexpr char kUsage[] =
     "  --print-config-docs  print the configuration reference (docs/config.md)\n"
     "  --print-device       print the device [train] device resolves to (cuda or cpu)\n";
 
+// This process's rank and the world size, for error lines (set once the launcher is known).
+// Errors before MPI starts (flags, config) are the same on every rank: only rank 0 prints them.
+int g_rank = 0, g_world = 1;
+bool g_rank_local_errors = false;
+
 int fail(const absl::Status& s) {
-  std::fprintf(stderr, "train: error: %s\n", std::string(s.message()).c_str());
+  if (g_rank != 0 && !g_rank_local_errors) return 1;
+  if (g_world > 1) {
+    std::fprintf(stderr, "train: error (rank %d of %d): %s\n", g_rank, g_world,
+                 std::string(s.message()).c_str());
+  } else {
+    std::fprintf(stderr, "train: error: %s\n", std::string(s.message()).c_str());
+  }
   return 1;
 }
 
@@ -98,9 +118,17 @@ int run(int argc, char** argv) {
     return 2;
   }
 
+  // Rank discovery (mpirun, srun, Hydra, or none: one rank).
+  absl::StatusOr<anvil::parallel::LaunchInfo> launch =
+      anvil::parallel::launch_info_from_env(anvil::parallel::env_map(environ));
+  if (!launch.ok()) return fail(launch.status());
+  g_rank = launch->rank;
+  g_world = launch->world;
+  anvil::engine::set_process_rank(launch->rank);
+
   anvil::engine::Config raw;
   absl::StatusOr<model::TrainConfig> loaded =
-      model::load_train_config(*config_path, overrides, &raw);
+      model::load_train_config(*config_path, overrides, &raw, launch->world);
   if (!loaded.ok()) return fail(loaded.status());
   const model::TrainConfig& cfg = *loaded;
   absl::StatusOr<model::GptPrecision> prec = model::resolve_precision(cfg.train.device);
@@ -109,8 +137,24 @@ int run(int argc, char** argv) {
     std::printf("%s\n", std::string(anvil::engine::device_name(prec->device)).c_str());
     return 0;
   }
-  const anvil::engine::LogContext ctx{0, 1, cfg.log.all_ranks};
+  const anvil::engine::LogContext ctx{launch->rank, launch->world, cfg.log.all_ranks};
   const bool cuda = prec->device == anvil::engine::Device::kCuda;
+  const int cuda_device = cuda ? launch->local_rank % anvil::engine::cuda_device_count() : 0;
+
+  // MPI (under a launcher), the process grid and its groups' MPI communicators. Errors so far
+  // were the same on every rank; from here on a rank-local failure ends all ranks.
+  anvil::parallel::CommOptions comm_options;
+  comm_options.timeout_s = cfg.parallel.timeout_s;
+  auto rt = anvil::parallel::ParallelRuntime::start(*launch, cfg.parallel.tp, cfg.parallel.pp,
+                                                    cfg.parallel.dp, comm_options);
+  if (!rt.ok()) return fail(rt.status());
+  g_rank_local_errors = true;
+  auto fatal = [&](const absl::Status& st) {
+    if (launch->world > 1) {
+      (*rt)->abort(absl::StrCat("train: error: ", std::string(st.message())));
+    }
+    return fail(st);
+  };
 
   log_info(ctx, absl::StrFormat("config %s (effective values):\n%s", *config_path, raw.dump()));
   const model::GptConfig& m = cfg.model;
@@ -123,18 +167,23 @@ int run(int argc, char** argv) {
                m.n_layers, m.d_model, m.n_heads, m.ffn(), m.vocab_size, m.padded(), T,
                count(static_cast<double>(m.total_params())),
                count(static_cast<double>(m.matmul_params())), count(model::flops_per_token(m, T))));
-  log_info(ctx, absl::StrFormat(
-                    "batch: micro_batch %d x %d accumulation steps = global_batch %d = %s tokens "
-                    "per step; %d steps = %s tokens",
-                    cfg.train.micro_batch, cfg.train.accumulation_steps(), cfg.train.global_batch,
-                    count(static_cast<double>(tokens_per_step)), cfg.train.steps,
-                    count(static_cast<double>(tokens_per_step * cfg.train.steps))));
-  log_info(ctx, cuda ? "device: cuda:0 (bf16 parameters/activations, f32 master weights, "
-                       "gradients and AdamW state)"
-                     : "device: cpu (f32)");
+  log_info(ctx,
+           absl::StrFormat(
+               "batch: micro_batch %d x %d accumulation steps x dp %d = global_batch %d = %s "
+               "tokens per step; %d steps = %s tokens",
+               cfg.train.micro_batch, cfg.train.accumulation_steps(cfg.parallel.dp),
+               cfg.parallel.dp, cfg.train.global_batch, count(static_cast<double>(tokens_per_step)),
+               cfg.train.steps, count(static_cast<double>(tokens_per_step * cfg.train.steps))));
+  log_info(ctx, absl::StrCat(cuda ? absl::StrFormat("device: cuda:%d (bf16 parameters/"
+                                                    "activations, f32 master weights, gradients "
+                                                    "and AdamW state)",
+                                                    cuda_device)
+                                  : std::string("device: cpu (f32)"),
+                             "; parallel: ", (*rt)->grid().describe(), ", launcher ",
+                             launch->launcher, ", ZeRO stage ", cfg.parallel.zero_stage));
 
   absl::StatusOr<anvil::engine::MemoryPlan> plan = model::Trainer::plan(cfg, *prec);
-  if (!plan.ok()) return fail(plan.status());
+  if (!plan.ok()) return fatal(plan.status());
   log_info(ctx, absl::StrFormat("memory plan (micro_batch %d, seq_len %d):\n%s",
                                 cfg.train.micro_batch, T, plan->format()));
   if (cuda) {
@@ -144,7 +193,7 @@ int run(int argc, char** argv) {
                                   format_bytes(static_cast<double>(free_bytes)),
                                   format_bytes(static_cast<double>(total_bytes))));
   }
-  if (absl::Status s = model::Trainer::check_fits(*plan, *prec); !s.ok()) return fail(s);
+  if (absl::Status s = model::Trainer::check_fits(*plan, *prec); !s.ok()) return fatal(s);
   if (dry_run) return 0;
 
   // Data: Megatron's GPT datasets over the split (io/gpt_dataset, io/blended_dataset), with
@@ -156,15 +205,15 @@ int run(int argc, char** argv) {
     for (const model::DataSource& d : in) out.push_back({d.weight, d.prefix});
     return out;
   };
-  if (cfg.data.sources.empty()) return fail(model::check_data_files(""));
+  if (cfg.data.sources.empty()) return fatal(model::check_data_files(""));
   for (const auto* list : {&cfg.data.sources, &cfg.data.valid_sources}) {
     for (const model::DataSource& d : *list) {
-      if (absl::Status s = model::check_data_files(d.prefix); !s.ok()) return fail(s);
+      if (absl::Status s = model::check_data_files(d.prefix); !s.ok()) return fatal(s);
     }
   }
   auto corpus =
       anvil::io::GptCorpus::open(to_io(cfg.data.sources), cfg.data.weighted, cfg.data.split);
-  if (!corpus.ok()) return fail(corpus.status());
+  if (!corpus.ok()) return fatal(corpus.status());
   anvil::io::GptDatasetOptions iopt;
   iopt.seq_len = T;
   iopt.seed = static_cast<uint32_t>(cfg.data.seed);
@@ -183,18 +232,18 @@ int run(int argc, char** argv) {
                                   count(static_cast<double>(d.total_tokens())), tb, te, vb, ve));
   }
   auto train_samples = corpus->build_split(0, want[0], iopt);
-  if (!train_samples.ok()) return fail(train_samples.status());
+  if (!train_samples.ok()) return fatal(train_samples.status());
   std::unique_ptr<anvil::io::GptSamples> valid_samples;
   if (cfg.train.eval_iters > 0) {
     if (!cfg.data.valid_sources.empty()) {
       // A separate validation set: every sequence of valid_paths.
       auto vc =
           anvil::io::GptCorpus::open(to_io(cfg.data.valid_sources), cfg.data.valid_weighted, "1");
-      if (!vc.ok()) return fail(vc.status());
+      if (!vc.ok()) return fatal(vc.status());
       anvil::io::GptDatasetOptions vopt = iopt;
       vopt.name = "valid";
       auto v = vc->build_whole(want[1], vopt);
-      if (!v.ok()) return fail(v.status());
+      if (!v.ok()) return fatal(v.status());
       valid_samples = std::move(*v);
     } else {
       auto v = corpus->build_split(1, want[1], iopt);
@@ -232,8 +281,12 @@ int run(int argc, char** argv) {
     const anvil::io::GptSamples& vs = *valid_samples;
     valid_fn = [&vs](int64_t i, int32_t* out) { vs.sample(i, out); };
   }
-  auto trainer = model::Trainer::create(cfg, *prec, train_fn, valid_fn, ctx);
-  if (!trainer.ok()) return fail(trainer.status());
+  model::TrainerParallel par;
+  par.grid = &(*rt)->grid();
+  par.dp_mpi = (*rt)->mpi().dp.get();
+  par.local_rank = launch->local_rank;
+  auto trainer = model::Trainer::create(cfg, *prec, train_fn, valid_fn, ctx, par);
+  if (!trainer.ok()) return fatal(trainer.status());
   (*trainer)->run();
   return 0;
 }

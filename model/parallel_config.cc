@@ -1,15 +1,12 @@
 // [parallel] schema and validation (see parallel_config.h).
 #include "model/parallel_config.h"
 
-#include <cmath>
-
 #include "absl/strings/str_format.h"
 
 namespace anvil::model {
 
 void add_parallel_schema(engine::ConfigSchema& s) {
-  const engine::ConfigType kInt = engine::ConfigType::kInt, kFloat = engine::ConfigType::kFloat,
-                           kBool = engine::ConfigType::kBool;
+  const engine::ConfigType kInt = engine::ConfigType::kInt, kBool = engine::ConfigType::kBool;
   s.add("parallel", "tp", kInt, "1",
         "Tensor-parallel size (--tensor-model-parallel-size). Only 1 is implemented yet.");
   s.add("parallel", "pp", kInt, "1",
@@ -21,9 +18,9 @@ void add_parallel_schema(engine::ConfigSchema& s) {
   s.add("parallel", "zero_stage", kInt, "0",
         "0 = every DP rank holds the whole optimizer state; 1 = AdamW state sharded over DP "
         "(ZeRO-1, Megatron's distributed optimizer). 2 and 3 are not implemented yet.");
-  s.add("parallel", "bucket_mb", kFloat, "100",
+  s.add("parallel", "bucket_mb", kInt, "100",
         "MiB of f32 gradient per DP all-reduce bucket (100 MiB = 25M elements); 0 = one bucket.");
-  s.add("parallel", "timeout_s", kFloat, "600",
+  s.add("parallel", "timeout_s", kInt, "600",
         "Collective watchdog: an operation not finished after this many seconds aborts all ranks "
         "with a message naming it, its group and the rank.");
   s.add("parallel", "reduce_single_rank", kBool, "false",
@@ -79,20 +76,20 @@ absl::StatusOr<ParallelConfig> parse_parallel_config(const engine::Config& c, in
                         "dp %d = %d",
                         global_batch, micro_batch, resolved_dp, micro_batch * resolved_dp));
   }
-  const double bucket_mb = c.get_float("parallel", "bucket_mb");
-  if (!(bucket_mb >= 0.0) || !std::isfinite(bucket_mb)) {
-    return c.error("parallel", "bucket_mb", absl::StrFormat("must be >= 0, got %g", bucket_mb));
+  const int64_t bucket_mb = c.get_int("parallel", "bucket_mb");
+  if (bucket_mb < 0) {
+    return c.error("parallel", "bucket_mb", absl::StrFormat("must be >= 0, got %d", bucket_mb));
   }
-  const double timeout_s = c.get_float("parallel", "timeout_s");
-  if (!(timeout_s > 0.0)) {
-    return c.error("parallel", "timeout_s", absl::StrFormat("must be > 0, got %g", timeout_s));
+  const int64_t timeout_s = c.get_int("parallel", "timeout_s");
+  if (timeout_s < 1) {
+    return c.error("parallel", "timeout_s", absl::StrFormat("must be >= 1, got %d", timeout_s));
   }
   p.tp = static_cast<int>(tp);
   p.pp = static_cast<int>(pp);
   p.dp = static_cast<int>(resolved_dp);
   p.zero_stage = static_cast<int>(zero);
-  p.bucket_mb = bucket_mb;
-  p.timeout_s = timeout_s;
+  p.bucket_mb = static_cast<double>(bucket_mb);
+  p.timeout_s = static_cast<double>(timeout_s);
   p.reduce_single_rank = c.get_bool("parallel", "reduce_single_rank");
   return p;
 }

@@ -19,7 +19,7 @@ struct ParallelConfig {
   int dp = 1;                       // resolved: [parallel] dp, or world / (tp * pp) for dp = 0
   int zero_stage = 0;               // 0: replicated optimizer; 1: optimizer state sharded over DP
   double bucket_mb = 100.0;         // MiB of f32 gradient per all-reduce bucket; 0 = one bucket
-  double timeout_s = 600.0;         // collective watchdog
+  double timeout_s = 600.0;         // collective watchdog (whole numbers in the ini)
   bool reduce_single_rank = false;  // run the DP reduction path even when dp = 1
 
   int64_t bucket_elems() const { return static_cast<int64_t>(bucket_mb * (1 << 20) / 4); }

@@ -120,6 +120,8 @@ ConfigSchema build_schema() {
   // [log]
   s.add("log", "all_ranks", kBool, "false",
         "Print info lines on every rank, not only rank 0 (warnings always print everywhere).");
+  // [parallel]: model/parallel_config.cc
+  add_parallel_schema(s);
   return s;
 }
 
@@ -249,7 +251,7 @@ std::string config_docs_markdown() {
       train_config_schema().markdown());
 }
 
-absl::StatusOr<TrainConfig> parse_train_config(const Config& c) {
+absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) {
   TrainConfig t;
   // [model]
   for (const char* key : {"vocab_size", "max_seq_len", "d_model", "n_heads", "n_layers"}) {
@@ -393,14 +395,18 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c) {
 
   // [log]
   t.log.all_ranks = c.get_bool("log", "all_ranks");
+
+  // [parallel]
+  ANVIL_ASSIGN_OR_RETURN(t.parallel,
+                         parse_parallel_config(c, world_size, l.global_batch, l.micro_batch));
   return t;
 }
 
 absl::StatusOr<TrainConfig> load_train_config(const std::string& path,
                                               const std::vector<std::string>& overrides,
-                                              Config* raw) {
+                                              Config* raw, int world_size) {
   ANVIL_ASSIGN_OR_RETURN(Config c, Config::load_file(path, train_config_schema(), overrides));
-  ANVIL_ASSIGN_OR_RETURN(TrainConfig t, parse_train_config(c));
+  ANVIL_ASSIGN_OR_RETURN(TrainConfig t, parse_train_config(c, world_size));
   if (raw != nullptr) *raw = std::move(c);
   return t;
 }
@@ -408,10 +414,10 @@ absl::StatusOr<TrainConfig> load_train_config(const std::string& path,
 absl::StatusOr<TrainConfig> load_train_config_string(const std::string& text,
                                                      const std::string& name,
                                                      const std::vector<std::string>& overrides,
-                                                     Config* raw) {
+                                                     Config* raw, int world_size) {
   ANVIL_ASSIGN_OR_RETURN(Config c,
                          Config::load_string(text, name, train_config_schema(), overrides));
-  ANVIL_ASSIGN_OR_RETURN(TrainConfig t, parse_train_config(c));
+  ANVIL_ASSIGN_OR_RETURN(TrainConfig t, parse_train_config(c, world_size));
   if (raw != nullptr) *raw = std::move(c);
   return t;
 }

@@ -15,6 +15,7 @@
 #include "engine/config.h"
 #include "model/gpt.h"
 #include "model/lr_schedule.h"
+#include "model/parallel_config.h"
 
 namespace anvil::model {
 
@@ -49,8 +50,8 @@ struct LoopConfig {
   int64_t eval_iters = 100;      // validation micro-batches per evaluation (0: no evaluation)
   int64_t log_interval = 100;    // log a line every N steps
 
-  // Gradient accumulation steps on one rank.
-  int64_t accumulation_steps() const { return global_batch / micro_batch; }
+  // Gradient accumulation steps on one rank (of `dp` data-parallel ranks).
+  int64_t accumulation_steps(int64_t dp = 1) const { return global_batch / (micro_batch * dp); }
 };
 
 struct OptimConfig {
@@ -72,6 +73,7 @@ struct TrainConfig {
   LoopConfig train;
   OptimConfig optim;
   LogConfig log;
+  ParallelConfig parallel;
 };
 
 // The schema of bin/train's ini file (a process-wide singleton: Config keeps a pointer to it).
@@ -83,17 +85,19 @@ std::string config_docs_markdown();
 
 // Typed values of a loaded Config (loaded against train_config_schema()), validated:
 // InvalidArgument from Config::error naming the key, its origin and the numbers.
-absl::StatusOr<TrainConfig> parse_train_config(const engine::Config& config);
+// `world_size`: the ranks launched ([parallel] is checked against it).
+absl::StatusOr<TrainConfig> parse_train_config(const engine::Config& config, int world_size = 1);
 
 // Config::load_file + parse_train_config. `raw` (optional) receives the loaded Config, e.g. for
 // Config::dump().
 absl::StatusOr<TrainConfig> load_train_config(const std::string& path,
                                               const std::vector<std::string>& overrides,
-                                              engine::Config* raw = nullptr);
+                                              engine::Config* raw = nullptr, int world_size = 1);
 absl::StatusOr<TrainConfig> load_train_config_string(const std::string& text,
                                                      const std::string& name,
                                                      const std::vector<std::string>& overrides,
-                                                     engine::Config* raw = nullptr);
+                                                     engine::Config* raw = nullptr,
+                                                     int world_size = 1);
 
 // NotFound, one line, when PREFIX.bin or PREFIX.idx is missing (or the prefix is empty: [data]
 // paths not set), naming the path and both expected files and how to make them.

@@ -10,6 +10,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/status.h"
+#include "parallel/comm.h"
+#include "parallel/data_parallel.h"
+#include "parallel/grid.h"
+#include "parallel/mpi_comm.h"
+#include "parallel/nccl_comm.h"
+#include "parallel/zero.h"
 
 namespace anvil::model {
 namespace {
@@ -61,8 +67,25 @@ absl::Status Trainer::check_fits(const engine::MemoryPlan& plan, const GptPrecis
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
                                                          const GptPrecision& prec, SampleFn train,
-                                                         SampleFn valid, engine::LogContext log) {
+                                                         SampleFn valid, engine::LogContext log,
+                                                         const TrainerParallel& par) {
   if (!train) return absl::InvalidArgumentError("Trainer::create: no training samples");
+  const ParallelConfig& pc = cfg.parallel;
+  const int dp = par.grid ? par.grid->dp_size() : 1;
+  if (par.grid && (par.grid->tp_size() != 1 || par.grid->pp_size() != 1)) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "Trainer: tensor and pipeline parallelism are not implemented yet (grid tp %d, pp %d)",
+        par.grid->tp_size(), par.grid->pp_size()));
+  }
+  if (pc.dp != dp) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "Trainer: [parallel] dp %d differs from the process grid's dp %d", pc.dp, dp));
+  }
+  if (cfg.train.global_batch % (cfg.train.micro_batch * dp) != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "Trainer: [train] global_batch %d is not a multiple of micro_batch %d * dp %d",
+        cfg.train.global_batch, cfg.train.micro_batch, dp));
+  }
   ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, Trainer::plan(cfg, prec));
   ANVIL_RETURN_IF_ERROR(check_fits(plan, prec));
 
@@ -72,8 +95,12 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
   t->train_ = std::move(train);
   t->valid_ = std::move(valid);
   t->log_ = log;
+  t->dp_size_ = dp;
+  t->dp_rank_ = par.grid ? par.grid->dp_rank() : 0;
+  const int cuda_device =
+      prec.device == engine::Device::kCuda ? par.local_rank % engine::cuda_device_count() : 0;
   if (prec.device == engine::Device::kCuda) {
-    ANVIL_ASSIGN_OR_RETURN(engine::Stream s, engine::Stream::cuda(0));
+    ANVIL_ASSIGN_OR_RETURN(engine::Stream s, engine::Stream::cuda(cuda_device));
     t->stream_ = std::make_unique<engine::Stream>(std::move(s));
     // The model attaches its cuBLASLt workspace (planned under "workspace") to the stream.
   } else {
@@ -87,10 +114,48 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
   t->positions_.resize(B * T);
   for (int64_t i = 0; i < B * T; ++i) t->positions_[i] = static_cast<int32_t>(i % T);
   t->sample_.assign(T + 1, 0);
+
+  // Data parallelism: the DP group's communicator, the bucketed gradient reduction, ZeRO-1.
+  if (dp > 1 || pc.reduce_single_rank) {
+    parallel::CommOptions copt;
+    copt.timeout_s = pc.timeout_s;
+    parallel::Comm* comm = nullptr;
+    const int rank = par.grid ? par.grid->rank() : 0;
+    if (prec.device == engine::Device::kCuda) {
+      parallel::ProcessGroup one{"dp", 0, {0}, 0};
+      const parallel::ProcessGroup& group = par.grid ? par.grid->dp_group() : one;
+      ANVIL_ASSIGN_OR_RETURN(t->owned_comm_,
+                             parallel::NcclComm::create(group, rank, par.dp_mpi, copt));
+      comm = t->owned_comm_.get();
+    } else {
+      if (par.dp_mpi == nullptr) {
+        return absl::FailedPreconditionError(
+            absl::StrFormat("Trainer: dp %d%s on the CPU needs MPI: launch with mpirun (or srun)",
+                            dp, dp == 1 ? " with [parallel] reduce_single_rank" : ""));
+      }
+      comm = par.dp_mpi;
+    }
+    GptModel::FlatBuffers fb = t->model_->flat_buffers();
+    parallel::DataParallelOptions dopt;
+    dopt.bucket_elems = pc.bucket_mb > 0 ? pc.bucket_elems() : 0;
+    dopt.cuda_device = cuda_device;
+    ANVIL_ASSIGN_OR_RETURN(t->dp_, parallel::DataParallel::create(fb.grad, comm, dopt));
+    if (pc.zero_stage == 1) {
+      parallel::ZeroBuffers zb{fb.value, fb.master, fb.grad,
+                               fb.m,     fb.v,      t->model_->params().decay_end()};
+      ANVIL_ASSIGN_OR_RETURN(t->zero_, parallel::Zero1Optimizer::create(zb, comm));
+    }
+  } else if (pc.zero_stage > 1) {
+    return absl::UnimplementedError(
+        absl::StrFormat("Trainer: ZeRO stage %d is not implemented yet", pc.zero_stage));
+  }
   return t;
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  // Collectives in flight use the model's buffers: finish them before anything is freed.
+  if (stream_) stream_->synchronize();
+}
 
 int64_t Trainer::fill_batch(const SampleFn& fn, int64_t first_index) {
   const int64_t B = cfg_.train.micro_batch, T = cfg_.data.seq_len;
@@ -137,27 +202,45 @@ StepStats Trainer::step() {
   const float grad_scale = static_cast<float>(1.0 / (static_cast<double>(G) * T));
 
   model_->zero_grads(s);
-  const int64_t accum = cfg_.train.accumulation_steps();
+  const int dp = dp_size_;
+  const int64_t accum = cfg_.train.accumulation_steps(dp);  // on this rank
+  const int64_t total_micro = accum * dp;                   // over all DP ranks
   double loss_sum = 0.0, masked_loss = 0.0;
   for (int64_t m = 0; m < accum; ++m) {
-    const int64_t counted = fill_batch(train_, step_ * G + m * B);
+    // Megatron's sampler: this rank's rows of the m-th chunk of micro_batch * dp samples; the
+    // dropout offset numbers the micro-batch as the single-rank run would.
+    const int64_t counted =
+        fill_batch(train_, parallel::dp_sample_index(step_, G, B, dp, dp_rank_, m, 0));
     model_->forward(tokens_.data(), positions_.data(), targets_.data(), /*train=*/true,
-                    micro_batches_++, s);
+                    micro_batches_ + static_cast<uint64_t>(m * dp + dp_rank_), s);
     // With eod_mask_loss, Megatron's loss is the mean over each micro-batch's unmasked tokens,
-    // averaged over the micro-batches.
+    // averaged over the micro-batches (of all DP ranks).
     const double masked_scale =
-        counted > 0 ? 1.0 / (static_cast<double>(accum) * static_cast<double>(counted)) : 0.0;
+        counted > 0 ? 1.0 / (static_cast<double>(total_micro) * static_cast<double>(counted)) : 0.0;
     model_->backward(cfg_.data.eod_mask_loss ? static_cast<float>(masked_scale) : grad_scale, s);
+    // One gradient reduction per step, queued right after the last backward (ZeRO-1 reduces
+    // with a reduce-scatter below instead).
+    if (m == accum - 1 && dp_ && !zero_) {
+      dp_->start_grad_sync(s);
+      dp_->finish_grad_sync(s);
+    }
     // Read after backward: the sync then waits for the whole micro-batch instead of stalling
     // the launch of its backward.
     const double l = model_->loss_sum(s);
     loss_sum += l;
     masked_loss += l * masked_scale;
   }
+  micro_batches_ += static_cast<uint64_t>(total_micro);
+  if (zero_) zero_->reduce_grads(s);
+  if (dp_) {
+    loss_sum = dp_->sum(loss_sum, s);
+    if (cfg_.data.eod_mask_loss) masked_loss = dp_->sum(masked_loss, s);
+  }
   StepStats st;
   st.step = ++step_;
   st.loss = cfg_.data.eod_mask_loss ? masked_loss : loss_sum / (static_cast<double>(G) * T);
-  st.grad_norm = model_->grad_norm(s);
+  // After the reduction: the norm of the global batch's gradient, equal on every rank.
+  st.grad_norm = zero_ ? zero_->grad_norm(s) : model_->grad_norm(s);
   st.lr = cfg_.optim.schedule.at(st.step);
   if (!std::isfinite(st.grad_norm)) {
     st.skipped = true;
@@ -178,7 +261,19 @@ StepStats Trainer::step() {
   o.weight_decay = static_cast<float>(cfg_.optim.weight_decay);
   o.grad_scale = static_cast<float>(clip);
   o.step = ++optimizer_steps_;
-  model_->optimizer_step(o, s);
+  if (zero_) {
+    ops::AdamWArgs a;
+    a.lr = o.lr;
+    a.beta1 = o.beta1;
+    a.beta2 = o.beta2;
+    a.eps = o.eps;
+    a.weight_decay = o.weight_decay;
+    a.step = o.step;
+    a.grad_scale = o.grad_scale;
+    zero_->step(a, s);
+  } else {
+    model_->optimizer_step(o, s);
+  }
   return st;
 }
 
@@ -187,13 +282,18 @@ double Trainer::evaluate() {
   const int64_t iters = cfg_.train.eval_iters;
   if (!valid_ || iters == 0) return std::nan("");
   double sum = 0.0, masked = 0.0;
-  for (int64_t i = 0; i < iters; ++i) {
+  // DP ranks split the micro-batches (round robin) and sum the results.
+  for (int64_t i = dp_rank_; i < iters; i += dp_size_) {
     const int64_t counted = fill_batch(valid_, i * B);
     model_->forward(tokens_.data(), positions_.data(), targets_.data(), /*train=*/false,
                     /*dropout_offset=*/0, *stream_);
     const double l = model_->loss_sum(*stream_);
     sum += l;
     if (counted > 0) masked += l / static_cast<double>(counted);
+  }
+  if (dp_) {
+    sum = dp_->sum(sum, *stream_);
+    masked = dp_->sum(masked, *stream_);
   }
   if (cfg_.data.eod_mask_loss) return masked / static_cast<double>(iters);
   return sum / (static_cast<double>(iters) * B * T);

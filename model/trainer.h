@@ -11,6 +11,14 @@
 // Logging every log_interval steps (loss, lr, grad norm, tokens/s, TFLOP/s, MFU, memory, ETA),
 // evaluation every eval_interval steps and at the end, a final summary.
 // model/ must not read data formats: samples come from callbacks that bin/train wires to io/.
+//
+// Data parallelism ([parallel] dp > 1, parallel/data_parallel.h): DP rank r runs
+// global_batch / (micro_batch * dp) micro-batches per step, micro-batch m holding samples
+// s * G + (m * dp + r) * B + b (Megatron's sampler) with dropout offset of that global
+// micro-batch number, so the step equals the single-rank step. After the last backward the flat
+// gradient buffer is summed over DP (bucketed all-reduce; with zero_stage 1 a reduce-scatter, a
+// sharded AdamW and an all-gather, parallel/zero.h); loss and grad norm are those of the global
+// batch on every rank. Evaluation splits its micro-batches over the DP ranks.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +33,23 @@
 #include "model/gpt.h"
 #include "model/train_config.h"
 
+namespace anvil::parallel {
+class Comm;
+class DataParallel;
+class MpiComm;
+class ProcessGrid;
+class Zero1Optimizer;
+}  // namespace anvil::parallel
+
 namespace anvil::model {
+
+// The parallel layout a Trainer runs in; bin/train fills it from parallel::ParallelRuntime.
+struct TrainerParallel {
+  const parallel::ProcessGrid* grid = nullptr;  // null: a single rank
+  // The DP group over MPI: the CPU path's collectives and NCCL's bootstrap; null without MPI.
+  parallel::MpiComm* dp_mpi = nullptr;
+  int local_rank = 0;  // CUDA device = local_rank % device count
+};
 
 // Writes the seq_len + 1 tokens of sample `index` into out[0..seq_len] (ids < vocab_size).
 using SampleFn = std::function<void(int64_t index, int32_t* out)>;
@@ -64,14 +88,18 @@ class Trainer {
   // CUDA device (OK on the CPU): names the needed, free and total bytes and the largest category.
   static absl::Status check_fits(const engine::MemoryPlan& plan, const GptPrecision& prec);
 
-  // Creates the stream (CUDA device 0 or the CPU) and the model (initialized with
-  // cfg.train.seed). Train sample for (step s from 0, micro-batch m, row b) is index
-  // s * global_batch + m * micro_batch + b of `train`; evaluation reads samples
+  // Creates the stream (CUDA device local_rank % device count, or the CPU) and the model
+  // (initialized with cfg.train.seed, identical on every rank). Train sample for (step s from 0,
+  // micro-batch m, row b) is index s * global_batch + m * micro_batch + b of `train` on one
+  // rank (see the file comment for DP); evaluation reads samples
   // 0 .. eval_iters * micro_batch - 1 of `valid` each time (empty `valid`: no evaluation).
+  // With cfg.parallel.dp > 1 (or reduce_single_rank) `par` must hold the grid, and on the CPU
+  // the DP group's MpiComm; on CUDA the trainer creates an NcclComm for the DP group.
   static absl::StatusOr<std::unique_ptr<Trainer>> create(const TrainConfig& cfg,
                                                          const GptPrecision& prec, SampleFn train,
                                                          SampleFn valid,
-                                                         engine::LogContext log = {});
+                                                         engine::LogContext log = {},
+                                                         const TrainerParallel& par = {});
   ~Trainer();
 
   // One optimizer step (no logging).
@@ -102,7 +130,13 @@ class Trainer {
   std::vector<int32_t> tokens_, positions_, targets_, sample_;  // [B*T], [B*T], [B*T], [T+1]
   int64_t step_ = 0;                                            // steps done
   int64_t optimizer_steps_ = 0;  // AdamW updates applied (skipped steps excluded)
-  uint64_t micro_batches_ = 0;   // forward passes in training so far: the dropout offset
+  uint64_t micro_batches_ = 0;   // micro-batches trained so far over all DP ranks (dropout)
+  int dp_size_ = 1, dp_rank_ = 0;
+  // Data parallelism (null on a single rank without reduce_single_rank). Destroyed before the
+  // stream and the model, whose buffers they use.
+  std::unique_ptr<parallel::Comm> owned_comm_;  // the NcclComm on CUDA
+  std::unique_ptr<parallel::DataParallel> dp_;
+  std::unique_ptr<parallel::Zero1Optimizer> zero_;
 };
 
 }  // namespace anvil::model

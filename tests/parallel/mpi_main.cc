@@ -17,17 +17,21 @@ namespace {
 class RankFailurePrinter : public testing::EmptyTestEventListener {
  public:
   explicit RankFailurePrinter(int rank) : rank_(rank) {}
+  // The test's name is recorded here: OnTestPartResult runs under gtest's lock, so it must not
+  // call UnitTest::current_test_info().
+  void OnTestStart(const testing::TestInfo& t) override {
+    test_ = std::string(t.test_suite_name()) + "." + t.name();
+  }
   void OnTestPartResult(const testing::TestPartResult& r) override {
     if (!r.failed()) return;
-    const testing::TestInfo* t = testing::UnitTest::GetInstance()->current_test_info();
-    std::fprintf(stderr, "[rank %d] %s.%s failed at %s:%d\n%s\n", rank_,
-                 t ? t->test_suite_name() : "?", t ? t->name() : "?",
+    std::fprintf(stderr, "[rank %d] %s failed at %s:%d\n%s\n", rank_, test_.c_str(),
                  r.file_name() ? r.file_name() : "?", r.line_number(), r.message());
     std::fflush(stderr);
   }
 
  private:
   int rank_;
+  std::string test_;
 };
 
 }  // namespace
