@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   int any_failed = 0;
   MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (rank == 0 && any_failed && !failed) {
-    std::fprintf(stderr, "tests failed on other ranks (see their [rank N] lines above)\n");
+    std::fprintf(stderr, "tests failed on other ranks (see their [rank N] lines on stderr)\n");
   }
   if (rank == 0) std::printf("[%d ranks] %s\n", world, any_failed ? "FAILED" : "PASSED");
   MPI_Finalize();
