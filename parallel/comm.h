@@ -15,8 +15,12 @@
 //   send(buf, peer) / recv(buf, peer): point-to-point with group rank `peer`
 //   barrier():                   returns (CPU) or lets the stream continue (GPU) once all ranks
 //                                have entered it
-// all_reduce and all_gather may run in place (recv.data == send.data). Ranks are positions in
-// the group (ProcessGroup::index), not global ranks.
+// In place: all_reduce with recv.data == send.data; all_gather with send = this rank's slice of
+// recv; reduce_scatter with recv = this rank's slice of send (NCCL's conventions, on both
+// backends). Ranks are positions in the group (ProcessGroup::index), not global ranks.
+// send and recv block (CPU) or stall the stream (GPU) until the peer has posted the matching
+// call, so two ranks exchanging data must not both send first: order them (even ranks send
+// first, odd ranks receive first). A grouped send_recv comes with pipeline parallelism.
 // Dtypes: data movement (all_gather, broadcast, send/recv) takes any dtype. Reductions take
 // f32, f64, i32, i64 on both backends, and bf16/f16 on NCCL only: MPI has no 16-bit float sum
 // (the CPU path computes in f32, so it never needs one).
