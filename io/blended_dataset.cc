@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/status.h"
-#include "io/gpt_samples.h"
+#include "io/data_split.h"
 
 namespace anvil::io {
 
