@@ -8,6 +8,9 @@ out=${OUT:-/tmp/anvil-gpu}
 mkdir -p "$out"
 what=${*:-tests train dp demo tokbench bench}
 export NCCL_NVLS_ENABLE=0
+# Some tests and benches find data/ through the source dir they were built from (__FILE__):
+# ANVIL_BUILT_FROM=/that/dir links it to this checkout.
+[[ -n ${ANVIL_BUILT_FROM:-} ]] && ln -sfn "$PWD" "$ANVIL_BUILT_FROM"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 if [[ $what == *tests* ]]; then
   logs=/tmp/anvil-test-logs
@@ -47,8 +50,6 @@ if [[ $what == *demo* ]]; then
 fi
 if [[ $what == *tokbench* ]]; then
   mkdir -p data/demo && cp .gpu/data/corpus.txt data/demo/kjv.txt
-  # The bench binaries find data/ through the source dir they were built from (__FILE__).
-  [[ -n ${ANVIL_BUILT_FROM:-} ]] && ln -sfn "$PWD" "$ANVIL_BUILT_FROM"
   python3 bench/reference/tokenizer_hf.py --file data/demo/kjv.txt 2>&1 | tee "$out/tokenizer_bench.txt"
   .gpu/run tokenizer_bench 2>&1 | tail -12 | tee -a "$out/tokenizer_bench.txt"
   .gpu/run preprocess_bench 2>&1 | tail -12 | tee -a "$out/tokenizer_bench.txt"
