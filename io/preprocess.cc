@@ -25,6 +25,7 @@
 #include "engine/log.h"
 #include "engine/status.h"
 #include "io/sentence_splitter.h"
+#include "io/tokenizers/utf8.h"
 
 namespace anvil::io {
 namespace {
@@ -126,24 +127,6 @@ class JsonScanner {
     return absl::OkStatus();
   }
 
-  static void append_utf8(uint32_t cp, std::string* out) {
-    if (cp < 0x80) {
-      out->push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-  }
-
   // Parses a string starting at '"' into *out (decoded); out may be nullptr to skip.
   absl::Status parse_string(std::string* out) {
     if (out != nullptr) out->clear();
@@ -214,7 +197,7 @@ class JsonScanner {
           } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
             cp = 0xFFFD;  // lone low surrogate
           }
-          if (out != nullptr) append_utf8(cp, out);
+          if (out != nullptr) utf8::append(static_cast<char32_t>(cp), out);
           continue;
         }
         default:

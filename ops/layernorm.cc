@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/status.h"
+#include "ops/arg_check.h"
 
 namespace anvil::ops {
 namespace {
@@ -15,31 +16,7 @@ namespace {
 using engine::describe;
 using engine::DType;
 
-std::string dims(std::initializer_list<int64_t> shape) {
-  std::string s = "[";
-  for (int64_t d : shape) s += (s.size() > 1 ? ", " : "") + std::to_string(d);
-  return s + "]";
-}
-
-bool has_shape(const ConstTensorView& v, std::initializer_list<int64_t> shape) {
-  if (v.ndim != static_cast<int>(shape.size())) return false;
-  int i = 0;
-  for (int64_t d : shape) {
-    if (v.shape[i++] != d) return false;
-  }
-  return v.is_contiguous();
-}
-
-// `arg` must be a contiguous `dtype` tensor of `shape` on the stream's device.
-void check_arg(const char* op, const char* arg, const ConstTensorView& v, DType dtype,
-               std::initializer_list<int64_t> shape, const Stream& stream) {
-  const bool ok = (!v.empty() || v.numel() == 0) && v.dtype == dtype &&
-                  v.device == stream.device() && has_shape(v, shape);
-  ANVIL_CHECK_MSG(ok, std::string(op) + ": " + arg + " must be contiguous " +
-                          std::string(engine::dtype_name(dtype)) + dims(shape) + " on " +
-                          std::string(engine::device_name(stream.device())) + ", got " +
-                          describe(v));
-}
+using detail::check_arg;
 
 void check_args(const char* op, const LayerNormArgs& a) {
   ANVIL_CHECK_MSG(a.rows >= 0 && a.cols > 0 && a.cols <= (int64_t{1} << 30) && a.eps >= 0.0f,

@@ -1,0 +1,39 @@
+// Shared dispatcher argument checks (see ops/arg_check.h).
+#include "ops/arg_check.h"
+
+#include <string>
+
+#include "engine/status.h"
+
+namespace anvil::ops::detail {
+namespace {
+
+std::string dims(std::initializer_list<int64_t> shape) {
+  std::string s = "[";
+  for (int64_t d : shape) s += (s.size() > 1 ? ", " : "") + std::to_string(d);
+  return s + "]";
+}
+
+}  // namespace
+
+bool has_shape(const engine::ConstTensorView& v, std::initializer_list<int64_t> shape) {
+  if (v.ndim != static_cast<int>(shape.size())) return false;
+  int i = 0;
+  for (int64_t d : shape) {
+    if (v.shape[i++] != d) return false;
+  }
+  return v.is_contiguous();
+}
+
+void check_arg(const char* op, const char* arg, const engine::ConstTensorView& v,
+               engine::DType dtype, std::initializer_list<int64_t> shape,
+               const engine::Stream& stream) {
+  const bool ok = (!v.empty() || v.numel() == 0) && v.dtype == dtype &&
+                  v.device == stream.device() && has_shape(v, shape);
+  ANVIL_CHECK_MSG(ok, std::string(op) + ": " + arg + " must be contiguous " +
+                          std::string(engine::dtype_name(dtype)) + dims(shape) + " on " +
+                          std::string(engine::device_name(stream.device())) + ", got " +
+                          engine::describe(v));
+}
+
+}  // namespace anvil::ops::detail
