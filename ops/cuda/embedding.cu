@@ -1,6 +1,9 @@
-// CUDA token + learned position embedding:
-//   forward : out[t, :] = wte[tokens[t], :] + wpe[positions[t], :]                    (=)
-//   backward: dwte[tokens[t], :] += dout[t, :]; dwpe[positions[t], :] += dout[t, :]  (+=)
+// CUDA token + learned position embedding, wte holding vocabulary rows
+// [vocab_start, vocab_start + vocab) (vocab-parallel: other ids give a zero row / no gradient):
+//   forward : out[t, :] = [tokens[t] in shard] wte[tokens[t] - vocab_start, :]
+//                         + (wpe given ? wpe[positions[t], :] : 0)                        (=)
+//   backward: dwte[tokens[t] - vocab_start, :] += dout[t, :] for tokens in the shard;
+//             dwpe[positions[t], :] += dout[t, :] when dwpe is given                     (+=)
 // One thread per V consecutive elements of a row (16-byte accesses when dim and the pointers
 // allow, else scalar). Sums in f32, rounded once to the activation type. The backward scatters
 // with f32 atomicAdd: repeated ids are summed in an unspecified order, so dwte/dwpe are not
@@ -17,42 +20,66 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// out: [n, dim] T; tokens, positions: [n] i32; wte: [vocab, dim] T; wpe: [max_pos, dim] T.
+// Row of wte holding token `id`, or -1 when the id lies outside [vocab_start, vocab_start + vocab).
+__device__ __forceinline__ int64_t local_row(int32_t id, int64_t vocab_start, int64_t vocab) {
+  const int64_t row = static_cast<int64_t>(id) - vocab_start;
+  return row >= 0 && row < vocab ? row : -1;
+}
+
+// out: [n, dim] T; tokens: [n] i32; positions: [n] i32 (unread when wpe is null);
+// wte: [vocab, dim] T; wpe: [max_pos, dim] T or null.
 // Thread i handles elements [c, c + V) of row t, where t = i / (dim / V), c = (i % (dim / V)) V.
 template <typename T, int V>
 __global__ void embedding_fwd_kernel_vec(T* out, const int32_t* tokens, const int32_t* positions,
-                                         const T* wte, const T* wpe, int64_t n, int64_t dim) {
+                                         const T* wte, const T* wpe, int64_t n, int64_t dim,
+                                         int64_t vocab_start, int64_t vocab) {
   const int64_t chunks = dim / V;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * chunks) return;
   const int64_t t = i / chunks;
   const int64_t c = (i - t * chunks) * V;
-  const int64_t tok = tokens[t], pos = positions[t];
-  const Packed<T, V> a = load_packed<V>(wte + tok * dim + c);
-  const Packed<T, V> b = load_packed<V>(wpe + pos * dim + c);
+  const int64_t row = local_row(tokens[t], vocab_start, vocab);
+  float acc[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) acc[k] = 0.0f;
+  if (row >= 0) {
+    const Packed<T, V> a = load_packed<V>(wte + row * dim + c);
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] = to_f32(a.v[k]);
+  }
+  if (wpe != nullptr) {
+    const Packed<T, V> b = load_packed<V>(wpe + static_cast<int64_t>(positions[t]) * dim + c);
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] += to_f32(b.v[k]);
+  }
   Packed<T, V> o;
 #pragma unroll
-  for (int k = 0; k < V; ++k) o.v[k] = from_f32<T>(to_f32(a.v[k]) + to_f32(b.v[k]));
+  for (int k = 0; k < V; ++k) o.v[k] = from_f32<T>(acc[k]);
   store_packed<V>(out + t * dim + c, o);
 }
 
-// dwte: [vocab, dim] f32 (+=); dwpe: [max_pos, dim] f32 (+=); dout: [n, dim] T.
+// dwte: [vocab, dim] f32 (+=); dwpe: [max_pos, dim] f32 (+=) or null; dout: [n, dim] T;
+// tokens: [n] i32; positions: [n] i32 (unread when dwpe is null).
 template <typename T, int V>
 __global__ void embedding_bwd_kernel_atomic_scatter(float* dwte, float* dwpe, const T* dout,
                                                     const int32_t* tokens, const int32_t* positions,
-                                                    int64_t n, int64_t dim) {
+                                                    int64_t n, int64_t dim, int64_t vocab_start,
+                                                    int64_t vocab) {
   const int64_t chunks = dim / V;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * chunks) return;
   const int64_t t = i / chunks;
   const int64_t c = (i - t * chunks) * V;
-  const int64_t tok = tokens[t], pos = positions[t];
+  const int64_t row = local_row(tokens[t], vocab_start, vocab);
+  if (row < 0 && dwpe == nullptr) return;  // nothing to add: skip the dout read
   const Packed<T, V> g = load_packed<V>(dout + t * dim + c);
+  float* te = row >= 0 ? dwte + row * dim + c : nullptr;
+  float* pe = dwpe != nullptr ? dwpe + static_cast<int64_t>(positions[t]) * dim + c : nullptr;
 #pragma unroll
   for (int k = 0; k < V; ++k) {
     const float v = to_f32(g.v[k]);
-    atomicAdd(dwte + tok * dim + c + k, v);
-    atomicAdd(dwpe + pos * dim + c + k, v);
+    if (te != nullptr) atomicAdd(te + k, v);
+    if (pe != nullptr) atomicAdd(pe + k, v);
   }
 }
 
@@ -64,6 +91,7 @@ void embedding_forward(const EmbeddingArgs& args, TensorView out, ConstTensorVie
                        ConstTensorView positions, ConstTensorView wte, ConstTensorView wpe,
                        Stream& stream) {
   if (args.tokens == 0) return;
+  // An empty wpe has data == nullptr, which the kernel reads as "no position term".
   dispatch_act(out.dtype, "cuda::embedding_forward", [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     constexpr int kV = kVec16<T>;
@@ -72,11 +100,11 @@ void embedding_forward(const EmbeddingArgs& args, TensorView out, ConstTensorVie
     if (vec) {
       embedding_fwd_kernel_vec<T, kV><<<blocks_for(threads), kThreads, 0, stream.cuda_stream()>>>(
           out.as<T>(), tokens.as<int32_t>(), positions.as<int32_t>(), wte.as<T>(), wpe.as<T>(),
-          args.tokens, args.dim);
+          args.tokens, args.dim, args.vocab_start, args.vocab);
     } else {
       embedding_fwd_kernel_vec<T, 1><<<blocks_for(threads), kThreads, 0, stream.cuda_stream()>>>(
           out.as<T>(), tokens.as<int32_t>(), positions.as<int32_t>(), wte.as<T>(), wpe.as<T>(),
-          args.tokens, args.dim);
+          args.tokens, args.dim, args.vocab_start, args.vocab);
     }
   });
   ANVIL_CUDA_LAUNCH_CHECK();
@@ -86,6 +114,7 @@ void embedding_backward(const EmbeddingArgs& args, TensorView dwte, TensorView d
                         ConstTensorView dout, ConstTensorView tokens, ConstTensorView positions,
                         Stream& stream) {
   if (args.tokens == 0) return;
+  // An empty dwpe has data == nullptr, which the kernel reads as "no position gradient".
   dispatch_act(dout.dtype, "cuda::embedding_backward", [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     constexpr int kV = kVec16<T>;
@@ -95,12 +124,12 @@ void embedding_backward(const EmbeddingArgs& args, TensorView dwte, TensorView d
       embedding_bwd_kernel_atomic_scatter<T, kV>
           <<<blocks_for(threads), kThreads, 0, stream.cuda_stream()>>>(
               dwte.as<float>(), dwpe.as<float>(), dout.as<T>(), tokens.as<int32_t>(),
-              positions.as<int32_t>(), args.tokens, args.dim);
+              positions.as<int32_t>(), args.tokens, args.dim, args.vocab_start, args.vocab);
     } else {
       embedding_bwd_kernel_atomic_scatter<T, 1>
           <<<blocks_for(threads), kThreads, 0, stream.cuda_stream()>>>(
               dwte.as<float>(), dwpe.as<float>(), dout.as<T>(), tokens.as<int32_t>(),
-              positions.as<int32_t>(), args.tokens, args.dim);
+              positions.as<int32_t>(), args.tokens, args.dim, args.vocab_start, args.vocab);
     }
   });
   ANVIL_CUDA_LAUNCH_CHECK();

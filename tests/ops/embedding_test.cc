@@ -1,14 +1,20 @@
-// Tests of token + learned position embedding (ops/embedding.h):
-//   out[t] = wte[tokens[t]] + wpe[positions[t]] (=);  dwte/dwpe[id] += dout[t] (+=)
-// CPU twin: closed form, central finite differences in double, += (2x), argument checks.
-// GPU: against the CPU twin on random data with repeated ids, bf16 and f32, awkward shapes.
+// Tests of token + learned position embedding (ops/embedding.h), vocab-parallel capable:
+//   out[t] = [tokens[t] in shard] wte[tokens[t] - vocab_start] + wpe[positions[t]] (=);
+//   dwte[tokens[t] - vocab_start] (tokens in the shard), dwpe[positions[t]] += dout[t] (+=)
+// CPU twin: closed form, central finite differences in double, += (2x), argument checks; the
+// vocabulary split in 2 and 4 shards (wpe on shard 0 only) sums to the unsplit op, and each
+// shard's dwte equals its rows of the unsplit dwte.
+// GPU: against the CPU twin on random data with repeated ids, bf16 and f32, awkward shapes,
+// shards (ids of other shards, on both sides) with and without wpe.
 #include "ops/embedding.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "engine/memory.h"
+#include "engine/tensor.h"
 #include "gtest/gtest.h"
 #include "tests/testing/tensor_testing.h"
 
@@ -111,6 +117,104 @@ TEST(EmbeddingCpu, BackwardAccumulatesIntoF32) {
   }
 }
 
+// Ids beyond this shard's rows are legal (another rank's), and with wpe empty only wte counts.
+TEST(EmbeddingCpu, ShardIgnoresOtherIdsAndEmptyWpe) {
+  const EmbeddingArgs args{/*tokens=*/5, /*dim=*/3, /*vocab=*/4, /*max_pos=*/0, /*vocab_start=*/4};
+  TestStream stream(Device::kCpu);
+  TensorPool pool(Device::kCpu);
+  const std::vector<int32_t> tok = {0, 4, 7, 8, 100};  // rows -, 0, 3, -, -
+  const std::vector<float> wte = testing::random_uniform(4 * 3, 21);
+  TensorView out = pool.empty(DType::kF32, {5, 3});
+  embedding_forward(args, out, pool.from_i32(tok, {5}), TensorView{},
+                    pool.from(wte, DType::kF32, {4, 3}), TensorView{}, stream);
+  const std::vector<float> got = testing::to_host(out);
+  const int row[] = {-1, 0, 3, -1, -1};
+  for (int t = 0; t < 5; ++t) {
+    for (int c = 0; c < 3; ++c) {
+      EXPECT_EQ(got[t * 3 + c], row[t] < 0 ? 0.0f : wte[row[t] * 3 + c]) << t << "," << c;
+    }
+  }
+  const std::vector<float> start = testing::random_uniform(4 * 3, 22);
+  const std::vector<float> dout = testing::random_uniform(5 * 3, 23);
+  TensorView dwte = pool.from(start, DType::kF32, {4, 3});
+  embedding_backward(args, dwte, TensorView{}, pool.from(dout, DType::kF32, {5, 3}),
+                     pool.from_i32(tok, {5}), TensorView{}, stream);
+  const std::vector<float> g = testing::to_host(dwte);
+  for (int c = 0; c < 3; ++c) {
+    EXPECT_EQ(g[0 * 3 + c], start[0 * 3 + c] + dout[1 * 3 + c]);
+    EXPECT_EQ(g[3 * 3 + c], start[3 * 3 + c] + dout[2 * 3 + c]);
+    EXPECT_EQ(g[1 * 3 + c], start[1 * 3 + c]);
+    EXPECT_EQ(g[2 * 3 + c], start[2 * 3 + c]);
+  }
+}
+
+// The vocabulary split in `shards` equal slices (Megatron's TP layout): forward outputs summed
+// over shards (wpe on shard 0 only) equal the unsplit forward, and each shard's dwte equals its
+// rows of the unsplit dwte (dwpe on shard 0 equals the unsplit dwpe). Exact: every value is one
+// wte and one wpe term added in double and rounded once, and the backward adds the same
+// addends to each row in the same (token) order.
+class EmbeddingShardsCpu : public ::testing::TestWithParam<int> {};
+
+TEST_P(EmbeddingShardsCpu, SumOfShardsIsUnsplitOp) {
+  const int shards = GetParam();
+  const int64_t n = 23, dim = 6, vocab = 16, max_pos = 5, shard_vocab = vocab / shards;
+  const EmbeddingArgs full{n, dim, vocab, max_pos};
+  TestStream stream(Device::kCpu);
+  TensorPool pool(Device::kCpu);
+  const std::vector<int32_t> tok_host = testing::random_ints(n, 31, 0, vocab);
+  const TensorView tok = pool.from_i32(tok_host, {n});
+  const TensorView pos = pool.from_i32(testing::random_ints(n, 32, 0, max_pos), {n});
+  const TensorView wte =
+      pool.from(testing::random_uniform(vocab * dim, 33), DType::kF32, {vocab, dim});
+  const TensorView wpe =
+      pool.from(testing::random_uniform(max_pos * dim, 34), DType::kF32, {max_pos, dim});
+  const std::vector<float> dout_host = testing::random_uniform(n * dim, 35);
+  const TensorView dout = pool.from(dout_host, DType::kF32, {n, dim});
+  const std::vector<float> dwte0 = testing::random_uniform(vocab * dim, 36);
+  const std::vector<float> dwpe0 = testing::random_uniform(max_pos * dim, 37);
+
+  TensorView ref_out = pool.empty(DType::kF32, {n, dim});
+  embedding_forward(full, ref_out, tok, pos, wte, wpe, stream);
+  TensorView ref_dwte = pool.from(dwte0, DType::kF32, {vocab, dim});
+  TensorView ref_dwpe = pool.from(dwpe0, DType::kF32, {max_pos, dim});
+  embedding_backward(full, ref_dwte, ref_dwpe, dout, tok, pos, stream);
+  const std::vector<float> want_dwte = testing::to_host(ref_dwte);
+
+  std::vector<float> sum(n * dim, 0.0f);
+  for (int k = 0; k < shards; ++k) {
+    const int64_t start = k * shard_vocab;
+    const bool first = k == 0;
+    // Shards other than the first carry no position table (max_pos 0, positions empty).
+    const EmbeddingArgs args{n, dim, shard_vocab, first ? max_pos : 0, start};
+    const TensorView shard_pos = first ? pos : TensorView{};
+    TensorView out = pool.empty(DType::kF32, {n, dim});
+    embedding_forward(args, out, tok, shard_pos,
+                      engine::slice_rows(wte, start, start + shard_vocab),
+                      first ? wpe : TensorView{}, stream);
+    const std::vector<float> o = testing::to_host(out);
+    for (int64_t i = 0; i < n * dim; ++i) sum[i] += o[i];
+
+    const std::vector<float> rows(dwte0.begin() + start * dim,
+                                  dwte0.begin() + (start + shard_vocab) * dim);
+    TensorView dwte = pool.from(rows, DType::kF32, {shard_vocab, dim});
+    TensorView dwpe = first ? pool.from(dwpe0, DType::kF32, {max_pos, dim}) : TensorView{};
+    embedding_backward(args, dwte, dwpe, dout, tok, shard_pos, stream);
+    const std::vector<float> got = testing::to_host(dwte);
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), want_dwte.begin() + start * dim)) << k;
+    if (first) {
+      EXPECT_EQ(testing::to_host(dwpe), testing::to_host(ref_dwpe));
+    }
+    // Rows of this shard that no token hit keep their starting value.
+    for (int64_t r = 0; r < shard_vocab; ++r) {
+      if (std::count(tok_host.begin(), tok_host.end(), start + r) > 0) continue;
+      for (int64_t c = 0; c < dim; ++c) EXPECT_EQ(got[r * dim + c], rows[r * dim + c]);
+    }
+  }
+  EXPECT_EQ(sum, testing::to_host(ref_out));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shards, EmbeddingShardsCpu, ::testing::Values(2, 4));
+
 TEST(EmbeddingCpuDeathTest, RejectsBadArguments) {
   const EmbeddingArgs args{2, 4, 3, 2};
   TestStream stream(Device::kCpu);
@@ -119,8 +223,15 @@ TEST(EmbeddingCpuDeathTest, RejectsBadArguments) {
   const TensorView wpe = pool.from(testing::random_uniform(8, 9), DType::kF32, {2, 4});
   const TensorView pos = pool.from_i32({0, 1}, {2});
   TensorView out = pool.empty(DType::kF32, {2, 4});
-  EXPECT_DEATH(embedding_forward(args, out, pool.from_i32({0, 3}, {2}), pos, wte, wpe, stream),
-               "tokens\\[1\\] = 3 is outside");
+  EXPECT_DEATH(embedding_forward(args, out, pool.from_i32({0, -1}, {2}), pos, wte, wpe, stream),
+               "tokens\\[1\\] = -1 is outside");
+  EXPECT_DEATH(embedding_forward(args, out, pos, pool.from_i32({0, 2}, {2}), wte, wpe, stream),
+               "positions\\[1\\] = 2 is outside");
+  EXPECT_DEATH(embedding_forward(EmbeddingArgs{2, 4, 3, 2, -1}, out, pos, pos, wte, wpe, stream),
+               "vocab_start=-1");
+  // wpe given: positions are required.
+  EXPECT_DEATH(embedding_forward(args, out, pos, TensorView{}, wte, wpe, stream),
+               "positions must be");
   EXPECT_DEATH(
       embedding_forward(args, pool.empty(DType::kBF16, {2, 4}), pos, pos, wte, wpe, stream),
       "out must be");
@@ -136,6 +247,8 @@ TEST(EmbeddingCpuDeathTest, RejectsBadArguments) {
 struct GpuCase {
   int64_t tokens, dim, vocab, max_pos;
   DType dtype;
+  int64_t vocab_start = 0;
+  bool with_wpe = true;  // false: wpe, dwpe and positions empty
 };
 
 class EmbeddingGpu : public ::testing::TestWithParam<GpuCase> {};
@@ -143,12 +256,15 @@ class EmbeddingGpu : public ::testing::TestWithParam<GpuCase> {};
 TEST_P(EmbeddingGpu, MatchesCpuTwin) {
   ANVIL_SKIP_WITHOUT_GPU();
   const GpuCase& p = GetParam();
-  const EmbeddingArgs args{p.tokens, p.dim, p.vocab, p.max_pos};
+  const EmbeddingArgs args{p.tokens, p.dim, p.vocab, p.max_pos, p.vocab_start};
   TestStream cs(Device::kCpu), gs(Device::kCuda);
   TensorPool cpool(Device::kCpu), gpool(Device::kCuda);
-  // Few distinct ids: many repeats, so the atomic scatter really accumulates.
-  const std::vector<int32_t> tok =
-      testing::random_ints(p.tokens, 11, 0, static_cast<int32_t>(std::min<int64_t>(p.vocab, 9)));
+  // Few distinct ids: many repeats, so the atomic scatter really accumulates. A shard
+  // (vocab_start > 0) also sees ids of other shards on both sides of its range.
+  const int64_t margin = p.vocab_start > 0 ? 3 : 0;
+  const std::vector<int32_t> tok = testing::random_ints(
+      p.tokens, 11, static_cast<int32_t>(std::max<int64_t>(p.vocab_start - margin, 0)),
+      static_cast<int32_t>(p.vocab_start + std::min<int64_t>(p.vocab, 9) + margin));
   const std::vector<int32_t> pos = testing::random_ints(p.tokens, 12, 0, p.max_pos);
   const std::vector<float> wte = testing::random_uniform(p.vocab * p.dim, 13);
   const std::vector<float> wpe = testing::random_uniform(p.max_pos * p.dim, 14);
@@ -156,33 +272,32 @@ TEST_P(EmbeddingGpu, MatchesCpuTwin) {
   const std::vector<float> dwte0 = testing::random_uniform(p.vocab * p.dim, 16);
   const std::vector<float> dwpe0 = testing::random_uniform(p.max_pos * p.dim, 17);
 
-  TensorView c_out = cpool.empty(p.dtype, {p.tokens, p.dim});
-  TensorView g_out = gpool.empty(p.dtype, {p.tokens, p.dim});
-  embedding_forward(args, c_out, cpool.from_i32(tok, {p.tokens}), cpool.from_i32(pos, {p.tokens}),
-                    cpool.from(wte, p.dtype, {p.vocab, p.dim}),
-                    cpool.from(wpe, p.dtype, {p.max_pos, p.dim}), cs);
-  embedding_forward(args, g_out, gpool.from_i32(tok, {p.tokens}), gpool.from_i32(pos, {p.tokens}),
-                    gpool.from(wte, p.dtype, {p.vocab, p.dim}),
-                    gpool.from(wpe, p.dtype, {p.max_pos, p.dim}), gs);
-  // Both add two identical values in (at least) f32 and round once: exact.
-  EXPECT_TRUE(
-      testing::tensors_near(testing::to_host(g_out), testing::to_host(c_out), Tol{0.0, 0.0, 0.0}));
-
-  TensorView c_dwte = cpool.from(dwte0, DType::kF32, {p.vocab, p.dim});
-  TensorView c_dwpe = cpool.from(dwpe0, DType::kF32, {p.max_pos, p.dim});
-  TensorView g_dwte = gpool.from(dwte0, DType::kF32, {p.vocab, p.dim});
-  TensorView g_dwpe = gpool.from(dwpe0, DType::kF32, {p.max_pos, p.dim});
-  embedding_backward(args, c_dwte, c_dwpe, cpool.from(dout, p.dtype, {p.tokens, p.dim}),
-                     cpool.from_i32(tok, {p.tokens}), cpool.from_i32(pos, {p.tokens}), cs);
-  embedding_backward(args, g_dwte, g_dwpe, gpool.from(dout, p.dtype, {p.tokens, p.dim}),
-                     gpool.from_i32(tok, {p.tokens}), gpool.from_i32(pos, {p.tokens}), gs);
+  // Forward then backward on one device; returns {out, dwte, dwpe} (dwpe empty without wpe).
+  auto run = [&](TensorPool& pool, engine::Stream& stream) {
+    const TensorView t = pool.from_i32(tok, {p.tokens});
+    const TensorView ps = p.with_wpe ? pool.from_i32(pos, {p.tokens}) : TensorView{};
+    TensorView out = pool.empty(p.dtype, {p.tokens, p.dim});  // poisoned
+    embedding_forward(args, out, t, ps, pool.from(wte, p.dtype, {p.vocab, p.dim}),
+                      p.with_wpe ? pool.from(wpe, p.dtype, {p.max_pos, p.dim}) : TensorView{},
+                      stream);
+    TensorView dwte = pool.from(dwte0, DType::kF32, {p.vocab, p.dim});
+    TensorView dwpe = p.with_wpe ? pool.from(dwpe0, DType::kF32, {p.max_pos, p.dim}) : TensorView{};
+    embedding_backward(args, dwte, dwpe, pool.from(dout, p.dtype, {p.tokens, p.dim}), t, ps,
+                       stream);
+    return std::vector<std::vector<float>>{
+        testing::to_host(out), testing::to_host(dwte),
+        p.with_wpe ? testing::to_host(dwpe) : std::vector<float>{}};
+  };
+  const std::vector<std::vector<float>> c = run(cpool, cs), g = run(gpool, gs);
+  // Both add (at most) two identical values in (at least) f32 and round once: exact.
+  EXPECT_TRUE(testing::tensors_near(g[0], c[0], Tol{0.0, 0.0, 0.0}));
   // Same f32 addends summed in another order (atomics): f32 rounding only, a few ulp of the
   // running sum (|sum| <~ tokens / 9 with values in [-1, 1)).
   const double atol = 1e-6 * static_cast<double>(p.tokens);
-  EXPECT_TRUE(testing::tensors_near(testing::to_host(g_dwte), testing::to_host(c_dwte),
-                                    Tol{atol, 1e-5, 1e-10}));
-  EXPECT_TRUE(testing::tensors_near(testing::to_host(g_dwpe), testing::to_host(c_dwpe),
-                                    Tol{atol, 1e-5, 1e-10}));
+  EXPECT_TRUE(testing::tensors_near(g[1], c[1], Tol{atol, 1e-5, 1e-10}));
+  if (p.with_wpe) {
+    EXPECT_TRUE(testing::tensors_near(g[2], c[2], Tol{atol, 1e-5, 1e-10}));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -193,7 +308,12 @@ INSTANTIATE_TEST_SUITE_P(
                       GpuCase{37, 13, 50, 40, DType::kBF16},  // dim % 8 != 0: scalar path
                       GpuCase{37, 13, 50, 40, DType::kF32},
                       GpuCase{9, 4100, 17, 9, DType::kBF16},  // 4100 % 8 != 0, % 4 == 0
-                      GpuCase{9, 4100, 17, 9, DType::kF32}));
+                      GpuCase{9, 4100, 17, 9, DType::kF32},
+                      // Vocabulary shards: ids of other shards below and above the range.
+                      GpuCase{256, 768, 1000, 128, DType::kBF16, 2000, true},
+                      GpuCase{256, 768, 1000, 128, DType::kF32, 2000, false},
+                      GpuCase{37, 13, 50, 40, DType::kBF16, 50, false},
+                      GpuCase{37, 13, 50, 40, DType::kF32, 150, true}));
 
 }  // namespace
 }  // namespace anvil::ops
