@@ -50,6 +50,27 @@ void Comm::check_peer(const char* op, int peer) const {
                                   group_.describe(), peer, size()));
 }
 
+void Comm::check_p2p_ops(const std::vector<P2pOp>& ops) const {
+  for (const P2pOp& o : ops) {
+    const char* op = o.send ? "batch_p2p send" : "batch_p2p recv";
+    check_views(op, o.buf, o.buf, 1, 1);
+    check_peer(op, o.peer);
+  }
+}
+
+std::string Comm::describe_p2p_ops(const std::vector<P2pOp>& ops) {
+  constexpr size_t kShown = 4;
+  std::string out = absl::StrCat(ops.size(), " ops: ");
+  for (size_t i = 0; i < ops.size() && i < kShown; ++i) {
+    const P2pOp& o = ops[i];
+    absl::StrAppend(&out, i > 0 ? ", " : "", o.send ? "send " : "recv ", engine::describe(o.buf),
+                    " ", engine::format_bytes(static_cast<double>(o.buf.bytes())),
+                    o.send ? " to" : " from", " group rank ", o.peer);
+  }
+  if (ops.size() > kShown) absl::StrAppend(&out, ", ...");
+  return out;
+}
+
 std::string Comm::timeout_message(const char* op, uint64_t seq, const std::string& what,
                                   double waited_s) const {
   return absl::StrFormat(

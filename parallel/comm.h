@@ -20,7 +20,12 @@
 // backends). Ranks are positions in the group (ProcessGroup::index), not global ranks.
 // send and recv block (CPU) or stall the stream (GPU) until the peer has posted the matching
 // call, so two ranks exchanging data must not both send first: order them (even ranks send
-// first, odd ranks receive first). A grouped send_recv comes with pipeline parallelism.
+// first, odd ranks receive first), or post both in one batch_p2p.
+//   batch_p2p(ops):              every send and recv of `ops` posted together, complete (CPU)
+//                                or enqueued (GPU) when it returns; sends and recvs with the
+//                                same peer may be listed in any order on either side. Several
+//                                messages in one direction between the same two ranks match in
+//                                list order (MPI's and NCCL's non-overtaking rule).
 // Dtypes: data movement (all_gather, broadcast, send/recv) takes any dtype. Reductions take
 // f32, f64, i32, i64 on both backends, and bf16/f16 on NCCL only: MPI has no 16-bit float sum
 // (the CPU path computes in f32, so it never needs one).
@@ -34,6 +39,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "engine/device.h"
 #include "engine/stream.h"
@@ -47,6 +53,15 @@ using engine::Stream;
 using engine::TensorView;
 
 enum class ReduceOp { kSum, kMax };
+
+// One point-to-point transfer of a batch_p2p with group rank `peer`: send reads buf, recv
+// writes it (buf: any dtype, contiguous, on the communicator's device; bytes must match the
+// peer's).
+struct P2pOp {
+  bool send;
+  TensorView buf;
+  int peer;
+};
 
 struct CommOptions {
   // Seconds an operation may take (from when it starts executing) before the watchdog fires.
@@ -77,6 +92,11 @@ class Comm {
   virtual void broadcast(TensorView buf, int root, Stream& s) = 0;
   virtual void send(ConstTensorView buf, int peer, Stream& s) = 0;
   virtual void recv(TensorView buf, int peer, Stream& s) = 0;
+  // Posts all of `ops` together and returns when all have completed (CPU: MPI_Isend/MPI_Irecv,
+  // then waits for all under the watchdog) or are enqueued on `s` (NCCL: one ncclGroupStart/
+  // ncclGroupEnd around ncclSend/ncclRecv). An empty list does nothing. The pipeline's
+  // exchange of activations and gradients (parallel/pipeline_schedule.h: one batch per round).
+  virtual void batch_p2p(const std::vector<P2pOp>& ops, Stream& s) = 0;
   virtual void barrier(Stream& s) = 0;
 
   // In-place all-reduce: buf = op over ranks of buf.
@@ -90,6 +110,10 @@ class Comm {
   void check_views(const char* op, ConstTensorView recv, ConstTensorView send,
                    int64_t recv_over_send_num, int64_t recv_over_send_den) const;
   void check_peer(const char* op, int peer) const;
+  // check_views and check_peer for every op of a batch_p2p.
+  void check_p2p_ops(const std::vector<P2pOp>& ops) const;
+  // "2 ops: recv f32[8] cpu 32 B from group rank 1, send ..." (first 4 ops), for the watchdog.
+  static std::string describe_p2p_ops(const std::vector<P2pOp>& ops);
   // The watchdog's message for operation number `seq`.
   std::string timeout_message(const char* op, uint64_t seq, const std::string& what,
                               double waited_s) const;

@@ -94,7 +94,7 @@ void MpiComm::check(int mpi_error, const char* op, const char* call) const {
                                   call, std::string(msg, static_cast<size_t>(len))));
 }
 
-void MpiComm::wait(MPI_Request* req, const char* op, const std::string& what) {
+void MpiComm::wait(MPI_Request* reqs, int count, const char* op, const std::string& what) {
   const uint64_t seq = ++seq_;
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
@@ -105,9 +105,16 @@ void MpiComm::wait(MPI_Request* req, const char* op, const std::string& what) {
   // ranks than cores).
   int polls = 0;
   std::chrono::microseconds nap(1);
+  std::vector<MPI_Status> statuses(static_cast<size_t>(count));
   for (;;) {
     int done = 0;
-    check(MPI_Test(req, &done, MPI_STATUS_IGNORE), op, "MPI_Test");
+    const int err = MPI_Testall(count, reqs, &done, statuses.data());
+    if (err == MPI_ERR_IN_STATUS) {  // name the failed request's own error
+      for (const MPI_Status& st : statuses) {
+        if (st.MPI_ERROR != MPI_ERR_PENDING) check(st.MPI_ERROR, op, "MPI_Testall");
+      }
+    }
+    check(err, op, "MPI_Testall");
     if (done) return;
     const Clock::time_point now = Clock::now();
     if (now >= deadline) {
@@ -220,6 +227,27 @@ void MpiComm::recv(TensorView buf, int peer, Stream& s) {
   MPI_Request req;
   check(MPI_Irecv(buf.data, count, MPI_BYTE, peer, 0, comm_, &req), "recv", "MPI_Irecv");
   wait(&req, "recv", absl::StrCat(what(buf), " from group rank ", peer));
+}
+
+void MpiComm::batch_p2p(const std::vector<P2pOp>& ops, Stream& s) {
+  ANVIL_CHECK_MSG(!s.is_cuda(), "MpiComm::batch_p2p needs a CPU stream");
+  check_p2p_ops(ops);
+  if (ops.empty()) return;
+  // Every transfer is posted before any is waited for, so the order of sends and recvs in the
+  // list (and on the peer's side) cannot deadlock.
+  std::vector<MPI_Request> reqs(ops.size(), MPI_REQUEST_NULL);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const P2pOp& o = ops[i];
+    const int count = to_int_count(static_cast<int64_t>(o.buf.bytes()), "batch_p2p");
+    if (o.send) {
+      check(MPI_Isend(o.buf.data, count, MPI_BYTE, o.peer, 0, comm_, &reqs[i]), "batch_p2p",
+            "MPI_Isend");
+    } else {
+      check(MPI_Irecv(o.buf.data, count, MPI_BYTE, o.peer, 0, comm_, &reqs[i]), "batch_p2p",
+            "MPI_Irecv");
+    }
+  }
+  wait(reqs.data(), static_cast<int>(reqs.size()), "batch_p2p", describe_p2p_ops(ops));
 }
 
 void MpiComm::barrier(Stream& s) {

@@ -1,9 +1,9 @@
 // MpiComm: Comm over MPI for CPU buffers (the CI backend), and the bootstrap channel NCCL needs
-// (its unique id is broadcast over an MpiComm). Every operation is a nonblocking MPI call
-// (MPI_Iallreduce, MPI_Ireduce_scatter_block, ...) polled with MPI_Test until it completes or
-// the watchdog deadline (CommOptions::timeout_s after the call) passes; the call returns when
-// the operation is complete. The communicator uses MPI_ERRORS_RETURN, and a failed MPI call
-// aborts all ranks with the decoded error, the operation, the group and the rank.
+// (its unique id is broadcast over an MpiComm). Every operation is one or more nonblocking MPI
+// calls (MPI_Iallreduce, ..., MPI_Isend + MPI_Irecv for batch_p2p) polled with MPI_Testall until
+// they complete or the watchdog deadline (CommOptions::timeout_s after the call) passes; the
+// call returns when the operation is complete. The communicator uses MPI_ERRORS_RETURN, and a
+// failed MPI call aborts all ranks with the decoded error, the operation, the group and the rank.
 // MPI counts are ints: one rank's part of an operation may hold at most 2^31 - 1 elements
 // (all_reduce splits larger buffers itself).
 #pragma once
@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "parallel/comm.h"
@@ -39,6 +40,8 @@ class MpiComm : public Comm {
   void broadcast(TensorView buf, int root, Stream& s) override;
   void send(ConstTensorView buf, int peer, Stream& s) override;
   void recv(TensorView buf, int peer, Stream& s) override;
+  // MPI_Isend/MPI_Irecv for every op (tag 0, as send/recv), then one watchdog wait for all.
+  void batch_p2p(const std::vector<P2pOp>& ops, Stream& s) override;
   void barrier(Stream& s) override;
   using Comm::all_reduce;
 
@@ -47,8 +50,9 @@ class MpiComm : public Comm {
       : Comm(std::move(group), global_rank, std::move(options)), comm_(comm) {}
   // Aborts all ranks naming `op` when an MPI call failed.
   void check(int mpi_error, const char* op, const char* call) const;
-  // Polls `req` until it completes; the watchdog fires after timeout_s.
-  void wait(MPI_Request* req, const char* op, const std::string& what);
+  // Polls `count` requests until all have completed; the watchdog fires after timeout_s.
+  void wait(MPI_Request* reqs, int count, const char* op, const std::string& what);
+  void wait(MPI_Request* req, const char* op, const std::string& what) { wait(req, 1, op, what); }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   uint64_t seq_ = 0;  // operations issued, for messages

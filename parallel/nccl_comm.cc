@@ -341,6 +341,26 @@ void NcclComm::recv(TensorView buf, int peer, Stream& s) {
   });
 }
 
+void NcclComm::batch_p2p(const std::vector<P2pOp>& ops, Stream& s) {
+  ANVIL_CHECK_MSG(s.is_cuda(), "NcclComm::batch_p2p needs a CUDA stream");
+  check_p2p_ops(ops);
+  if (ops.empty()) return;
+  // One NCCL group: the transfers progress together, so their order cannot deadlock.
+  guarded("batch_p2p", describe_p2p_ops(ops), s, [&](cudaStream_t st) {
+    check(ncclGroupStart(), "batch_p2p", "ncclGroupStart");
+    for (const P2pOp& o : ops) {
+      if (o.send) {
+        check(ncclSend(o.buf.data, o.buf.bytes(), ncclUint8, o.peer, comm_, st), "batch_p2p",
+              "ncclSend");
+      } else {
+        check(ncclRecv(o.buf.data, o.buf.bytes(), ncclUint8, o.peer, comm_, st), "batch_p2p",
+              "ncclRecv");
+      }
+    }
+    check(ncclGroupEnd(), "batch_p2p", "ncclGroupEnd");
+  });
+}
+
 void NcclComm::barrier(Stream& s) {
   // NCCL has no barrier: a one-element all-reduce completes on no rank before all have joined.
   guarded("barrier", "no data", s, [&](cudaStream_t st) {

@@ -22,6 +22,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/arena.h"
@@ -52,6 +53,8 @@ class NcclComm : public Comm {
   void broadcast(TensorView buf, int root, Stream& s) override;
   void send(ConstTensorView buf, int peer, Stream& s) override;
   void recv(TensorView buf, int peer, Stream& s) override;
+  // ncclGroupStart, ncclSend/ncclRecv per op, ncclGroupEnd: one watched operation on `s`.
+  void batch_p2p(const std::vector<P2pOp>& ops, Stream& s) override;
   void barrier(Stream& s) override;
   using Comm::all_reduce;
 

@@ -1,15 +1,19 @@
 // Collectives with analytic results (Megatron's test style: input = f(rank), assert the closed
 // form), on MpiComm over the world and over the sub-groups of a grid, and on NcclComm when
-// there is one GPU per rank (skipped here: no GPU; on the H200 as a single-rank world). Values
-// are small integers, exact in every dtype, so results compare with ==.
+// there is one GPU per rank (skipped here: no GPU; on the H200 as a single-rank world, where
+// batch_p2p, which needs a peer, skips too). Values are small integers, exact in every dtype,
+// so results compare with ==.
 // Every rank runs every test and calls the collectives in the same order; assertions come after
 // the communication so that no rank leaves a test early while others wait for it.
 #include "parallel/comm.h"
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/device.h"
@@ -29,6 +33,7 @@ namespace {
 
 using engine::Device;
 using engine::DType;
+using ::testing::HasSubstr;
 
 int world_size() {
   int n = 1;
@@ -174,6 +179,90 @@ TEST(MpiCommTest, SendRecvAroundARing) {
   for (int i = 0; i < 100; ++i) ASSERT_EQ(in.data[i], static_cast<float>(prev * 1000 + i));
 }
 
+// The ops of one ring exchange: a big message to the next rank and a small one to the previous,
+// received from the other side. Sends keep the order (big, small) and recvs (big, small) on every
+// rank, so with 2 ranks (next == prev) the two messages in each direction match in list order;
+// the interleaving of sends and recvs differs between even and odd ranks (any order must work).
+std::vector<P2pOp> ring_ops(int me, int P, TensorView big_out, TensorView small_out,
+                            TensorView big_in, TensorView small_in) {
+  const int next = (me + 1) % P, prev = (me + P - 1) % P;
+  const P2pOp send_big{true, big_out, next}, send_small{true, small_out, prev};
+  const P2pOp recv_big{false, big_in, prev}, recv_small{false, small_in, next};
+  if (me % 2 == 0) return {send_big, send_small, recv_big, recv_small};
+  return {recv_big, send_big, recv_small, send_small};
+}
+
+// Analytic payloads: exact in f32 (< 2^24) and i64.
+float big_value(int rank, int round, int64_t i) {
+  return static_cast<float>((rank * 2 + round) * (int64_t{1} << 20) + i);
+}
+int64_t small_value(int rank, int round, int64_t i) { return rank * 1000 + round * 100 + i; }
+
+TEST(MpiCommTest, BatchP2pExchangesWithBothRingNeighbours) {
+  auto c = mpi_comm(grid().world_group());
+  const int P = c->size(), me = c->index();
+  Stream s = Stream::cpu();
+  c->batch_p2p({}, s);  // an empty batch returns at once, on any world
+  if (P == 1) GTEST_SKIP() << "needs 2 ranks (a rank has no peer of its own)";
+  // 1M floats (4 MiB) is far above MPI's eager limit: had every rank called a blocking send
+  // first, all would wait for a recv that is never posted. One batch cannot deadlock.
+  const int64_t nb = int64_t{1} << 20, ns = 17;
+  const int next = (me + 1) % P, prev = (me + P - 1) % P;
+  // Two back-to-back batches (they must stay matched); checks after all communication.
+  std::vector<Host<float>> big_out, big_in;
+  std::vector<Host<int64_t>> small_out, small_in;
+  for (int round = 0; round < 2; ++round) {
+    big_out.emplace_back(nb);
+    big_in.emplace_back(nb, -1.0f);
+    small_out.emplace_back(ns);
+    small_in.emplace_back(ns, -1);
+    for (int64_t i = 0; i < nb; ++i) big_out[round].data[i] = big_value(me, round, i);
+    for (int64_t i = 0; i < ns; ++i) small_out[round].data[i] = small_value(me, round, i);
+    c->batch_p2p(
+        ring_ops(me, P, big_out[round].view(DType::kF32), small_out[round].view(DType::kI64),
+                 big_in[round].view(DType::kF32), small_in[round].view(DType::kI64)),
+        s);
+  }
+  for (int round = 0; round < 2; ++round) {
+    for (int64_t i = 0; i < nb; ++i) {
+      ASSERT_EQ(big_in[round].data[i], big_value(prev, round, i)) << "round " << round << " " << i;
+      ASSERT_EQ(big_out[round].data[i], big_value(me, round, i));  // a send leaves its buffer
+    }
+    for (int64_t i = 0; i < ns; ++i) {
+      ASSERT_EQ(small_in[round].data[i], small_value(next, round, i)) << "round " << round;
+    }
+  }
+}
+
+// A peer that posts its half late makes the watchdog report the batch (a recording hook instead
+// of the abort), and the batch still completes once the peer joins. Ranks 0 and 1 only.
+TEST(MpiCommTest, BatchP2pUnderTheWatchdog) {
+  if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  std::vector<std::string> messages;
+  CommOptions opt;
+  opt.timeout_s = 0.2;
+  opt.on_timeout = [&](const std::string& m) { messages.push_back(m); };
+  auto made = MpiComm::create(MPI_COMM_WORLD, grid().world_group(), world_rank(), opt);
+  ASSERT_TRUE(made.ok()) << made.status();
+  MpiComm& c = **made;
+  const int me = c.index();
+  if (me > 1) return;
+  const int peer = 1 - me;
+  Host<float> out(8, static_cast<float>(me + 1)), in(8, -1.0f);
+  Stream s = Stream::cpu();
+  if (me == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  c.batch_p2p({{false, in.view(DType::kF32), peer}, {true, out.view(DType::kF32), peer}}, s);
+  for (float v : in.data) EXPECT_EQ(v, static_cast<float>(peer + 1));
+  if (me == 1) {
+    EXPECT_TRUE(messages.empty());
+  } else {
+    ASSERT_FALSE(messages.empty());
+    EXPECT_THAT(messages.front(), HasSubstr("watchdog: batch_p2p #1 (2 ops: recv f32[8]"));
+    EXPECT_THAT(messages.front(), HasSubstr("from group rank 1, send f32[8]"));
+    EXPECT_THAT(messages.front(), HasSubstr("to group rank 1)"));
+  }
+}
+
 TEST(MpiCommTest, Barrier) {
   auto c = mpi_comm(grid().world_group());
   Stream s = Stream::cpu();
@@ -261,6 +350,41 @@ TEST(NcclCommTest, CollectivesWithAnalyticResults) {
     }
   }
   for (float v : got_bc) ASSERT_EQ(v, 3.0f);
+}
+
+// batch_p2p on NCCL: the ring exchange of the MPI test, one GPU per rank (2+ GPUs).
+TEST(NcclCommTest, BatchP2pExchangesWithBothRingNeighbours) {
+  ANVIL_SKIP_WITHOUT_GPU();
+  const int P = world_size(), me = world_rank();
+  if (P < 2 || P > engine::cuda_device_count()) GTEST_SKIP() << "needs 2+ ranks, one GPU each";
+  const ProcessGrid g = grid();
+  auto mpi = mpi_comm(g.world_group());
+  auto stream = Stream::cuda(me % engine::cuda_device_count());
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  Stream& s = *stream;
+  CommOptions opt;
+  opt.timeout_s = 60.0;
+  auto nccl = NcclComm::create(g.world_group(), me, mpi.get(), opt);
+  ASSERT_TRUE(nccl.ok()) << nccl.status();
+  NcclComm& c = **nccl;
+
+  testing::TensorPool pool(Device::kCuda);
+  const int64_t nb = int64_t{1} << 20, ns = 17;
+  std::vector<float> big(nb);
+  std::vector<int32_t> small(ns);
+  for (int64_t i = 0; i < nb; ++i) big[i] = big_value(me, 0, i);
+  for (int64_t i = 0; i < ns; ++i) small[i] = static_cast<int32_t>(small_value(me, 0, i));
+  TensorView big_out = pool.from(big, DType::kF32, {nb});
+  TensorView small_out = pool.from_i32(small, {ns});
+  TensorView big_in = pool.empty(DType::kF32, {nb});  // poisoned: NaN
+  TensorView small_in = pool.empty(DType::kI32, {ns});
+  c.batch_p2p(ring_ops(me, P, big_out, small_out, big_in, small_in), s);
+  s.synchronize();
+  const int next = (me + 1) % P, prev = (me + P - 1) % P;
+  const std::vector<float> got_big = testing::to_host(big_in);
+  const std::vector<int32_t> got_small = testing::to_host_i32(small_in);
+  for (int64_t i = 0; i < nb; ++i) ASSERT_EQ(got_big[i], big_value(prev, 0, i)) << i;
+  for (int64_t i = 0; i < ns; ++i) ASSERT_EQ(got_small[i], small_value(next, 0, i)) << i;
 }
 
 }  // namespace
