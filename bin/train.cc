@@ -182,10 +182,16 @@ int run(int argc, char** argv) {
                              "; parallel: ", (*rt)->grid().describe(), ", launcher ",
                              launch->launcher, ", ZeRO stage ", cfg.parallel.zero_stage));
 
-  absl::StatusOr<anvil::engine::MemoryPlan> plan = model::Trainer::plan(cfg, *prec);
+  const anvil::parallel::ProcessGrid& grid = (*rt)->grid();
+  absl::StatusOr<model::GptShard> shard =
+      model::Trainer::shard_for(cfg, grid.tp_rank(), grid.pp_rank());
+  if (!shard.ok()) return fatal(shard.status());
+  absl::StatusOr<anvil::engine::MemoryPlan> plan = model::Trainer::plan(cfg, *prec, *shard);
   if (!plan.ok()) return fatal(plan.status());
-  log_info(ctx, absl::StrFormat("memory plan (micro_batch %d, seq_len %d):\n%s",
-                                cfg.train.micro_batch, T, plan->format()));
+  log_info(ctx, absl::StrFormat("memory plan of this rank (micro_batch %d, seq_len %d, tp rank %d "
+                                "of %d, pipeline stage %d of %d, %d activation slot(s)):\n%s",
+                                cfg.train.micro_batch, T, grid.tp_rank(), grid.tp_size(),
+                                grid.pp_rank(), grid.pp_size(), shard->act_slots, plan->format()));
   if (cuda) {
     size_t free_bytes = 0, total_bytes = 0;
     anvil::engine::cuda_memory_info(&free_bytes, &total_bytes);
@@ -283,7 +289,7 @@ int run(int argc, char** argv) {
   }
   model::TrainerParallel par;
   par.grid = &(*rt)->grid();
-  par.dp_mpi = (*rt)->mpi().dp.get();
+  par.mpi = &(*rt)->mpi();
   par.local_rank = launch->local_rank;
   auto trainer = model::Trainer::create(cfg, *prec, train_fn, valid_fn, ctx, par);
   if (!trainer.ok()) return fatal(trainer.status());

@@ -68,6 +68,43 @@ absl::Status GptConfig::validate() const {
   return absl::OkStatus();
 }
 
+std::vector<std::vector<int64_t>> GptShard::layer_chunks(const GptConfig& cfg) const {
+  if (!chunks.empty()) return chunks;
+  std::vector<int64_t> all(static_cast<size_t>(cfg.n_layers));
+  for (int64_t l = 0; l < cfg.n_layers; ++l) all[static_cast<size_t>(l)] = l;
+  return {all};
+}
+
+absl::Status GptShard::validate(const GptConfig& cfg) const {
+  auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (tp < 1 || tp_rank < 0 || tp_rank >= tp) {
+    return bad("GPT shard: tp rank ", tp_rank, " outside a TP group of ", tp);
+  }
+  if (cfg.n_heads % tp != 0) {
+    return bad("tensor parallelism: n_heads (", cfg.n_heads, ") must be divisible by tp (", tp,
+               ")");
+  }
+  if (cfg.ffn() % tp != 0) {
+    return bad("tensor parallelism: ffn_hidden (", cfg.ffn(), ") must be divisible by tp (", tp,
+               ")");
+  }
+  if (cfg.padded() % tp != 0) {
+    return bad("tensor parallelism: the padded vocabulary (", cfg.padded(),
+               ") must be divisible by tp (", tp, "); set [model] vocab_multiple to 128 * tp");
+  }
+  if (act_slots < 1) return bad("GPT shard: act_slots must be >= 1, got ", act_slots);
+  for (const std::vector<int64_t>& c : layer_chunks(cfg)) {
+    if (c.empty()) return bad("GPT shard: a model chunk without layers");
+    for (size_t i = 0; i < c.size(); ++i) {
+      if (c[i] < 0 || c[i] >= cfg.n_layers || (i > 0 && c[i] != c[i - 1] + 1)) {
+        return bad("GPT shard: chunk layers must be consecutive in [0, ", cfg.n_layers,
+                   "), got layer ", c[i]);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 int64_t GptConfig::matmul_params() const {
   const int64_t d = d_model, f = ffn();
   // Per layer: c_attn 3d*d, attn c_proj d*d, c_fc f*d, mlp c_proj d*f; plus the LM head over the
@@ -86,23 +123,30 @@ GptModel::GptModel() = default;
 GptModel::~GptModel() = default;
 
 absl::StatusOr<engine::MemoryPlan> GptModel::plan(const GptConfig& cfg, const GptRunShape& shape,
-                                                  const GptPrecision& prec) {
-  ANVIL_RETURN_IF_ERROR(gpt_detail::check_run(cfg, shape, prec));
+                                                  const GptPrecision& prec,
+                                                  const GptShard& shard) {
+  ANVIL_RETURN_IF_ERROR(gpt_detail::check_run(cfg, shape, prec, shard));
   engine::MemoryPlan plan;
   gpt_detail::Carver carver(&plan);
-  gpt_detail::gpt_layout(cfg, shape, prec, carver);
+  gpt_detail::gpt_layout(cfg, shape, prec, shard, carver);
   return plan;
 }
 
 absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
                                                            const GptRunShape& shape,
                                                            const GptPrecision& prec,
-                                                           uint64_t seed) {
-  ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, GptModel::plan(cfg, shape, prec));
+                                                           uint64_t seed,
+                                                           const GptShard& shard) {
+  ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, GptModel::plan(cfg, shape, prec, shard));
+  if (shard.tp > 1 && shard.tp_comm == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GptModel::create: tp ", shard.tp, " needs the TP group's Comm"));
+  }
   auto impl = std::make_unique<Impl>();
   impl->cfg = cfg;
   impl->shape = shape;
   impl->prec = prec;
+  impl->shard = shard;
   impl->seed = seed;
   for (const std::string& cat : plan.categories()) {
     const size_t bytes = plan.category_bytes(cat);
@@ -112,7 +156,8 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
     impl->arenas.emplace_back(cat, std::move(a));
   }
   gpt_detail::Carver carver(&impl->arenas);
-  impl->buf = gpt_detail::gpt_layout(cfg, shape, prec, carver);
+  impl->buf = gpt_detail::gpt_layout(cfg, shape, prec, shard, carver);
+  impl->ready_for_backward.assign(static_cast<size_t>(impl->n_chunks() * shard.act_slots), false);
   ANVIL_RETURN_IF_ERROR(carver.status());
   for (const auto& [cat, a] : impl->arenas) {
     if (a.used() != a.capacity()) {
@@ -136,7 +181,7 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
        {impl->buf.value, impl->buf.master, impl->buf.grad, impl->buf.m, impl->buf.v}) {
     engine::fill_zero(v, stream);
   }
-  gpt_detail::init_params(cfg, impl->buf.table, seed, stream);
+  gpt_detail::init_params(cfg, shard, impl->buf.table, seed, stream);
   stream.synchronize();
 
   std::unique_ptr<GptModel> model(new GptModel());
@@ -145,6 +190,7 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
 }
 
 const GptConfig& GptModel::config() const { return impl_->cfg; }
+const GptShard& GptModel::shard() const { return impl_->shard; }
 ParamTable& GptModel::params() { return impl_->buf.table; }
 GptModel::FlatBuffers GptModel::flat_buffers() {
   const gpt_detail::Buffers& b = impl_->buf;
@@ -153,19 +199,52 @@ GptModel::FlatBuffers GptModel::flat_buffers() {
 
 void GptModel::forward(const int32_t* tokens, const int32_t* positions, const int32_t* targets,
                        bool train, uint64_t dropout_offset, engine::Stream& stream) {
-  impl_->dropout_offset = dropout_offset;
-  impl_->forward(tokens, positions, targets, train, stream);
+  ANVIL_CHECK_MSG(impl_->shard.pre && impl_->shard.post && impl_->n_chunks() == 1,
+                  "GptModel::forward runs the whole model: a pipeline stage uses forward_chunk");
+  impl_->set_batch(0, 0, GptBatch{tokens, positions, targets, nullptr}, stream);
+  impl_->forward_chunk(0, 0, train, dropout_offset, stream);
 }
 
 void GptModel::backward(float grad_scale, engine::Stream& stream) {
-  impl_->backward(grad_scale, stream);
+  impl_->backward_chunk(0, 0, grad_scale, stream);
 }
 
-double GptModel::loss_sum(engine::Stream& stream) {
+double GptModel::loss_sum(engine::Stream& stream) { return loss_sum(0, stream); }
+
+double GptModel::loss_sum(int64_t slot, engine::Stream& stream) {
+  if (!impl_->shard.post) return 0.0;
   double sum = 0.0;
-  for (double l : read_back(impl_->buf.losses, stream)) sum += l;
+  for (double l : read_back(impl_->buf.head[static_cast<size_t>(slot)].losses, stream)) sum += l;
   return sum;
 }
+
+void GptModel::set_batch(int64_t chunk, int64_t slot, const GptBatch& batch,
+                         engine::Stream& stream) {
+  impl_->set_batch(chunk, slot, batch, stream);
+}
+
+void GptModel::forward_chunk(int64_t chunk, int64_t slot, bool train, uint64_t dropout_offset,
+                             engine::Stream& stream) {
+  impl_->forward_chunk(chunk, slot, train, dropout_offset, stream);
+}
+
+void GptModel::backward_chunk(int64_t chunk, int64_t slot, float grad_scale,
+                              engine::Stream& stream) {
+  impl_->backward_chunk(chunk, slot, grad_scale, stream);
+}
+
+engine::TensorView GptModel::chunk_input(int64_t chunk, int64_t slot) {
+  const std::vector<int64_t>& layers = impl_->buf.chunk_layers.at(static_cast<size_t>(chunk));
+  return impl_->buf.act(slot, layers.front()).x;
+}
+
+engine::TensorView GptModel::chunk_output() { return impl_->buf.send_act; }
+
+engine::TensorView GptModel::chunk_output_grad(int64_t chunk, int64_t slot) {
+  return impl_->buf.out_grad.at(static_cast<size_t>(chunk * impl_->buf.slots + slot));
+}
+
+engine::TensorView GptModel::chunk_input_grad() { return impl_->last_input_grad; }
 
 void GptModel::zero_grads(engine::Stream& stream) { engine::fill_zero(impl_->buf.grad, stream); }
 
@@ -174,6 +253,21 @@ double GptModel::grad_norm(engine::Stream& stream) {
   engine::fill_zero(impl_->buf.norm_out, stream);
   ops::sum_squares(impl_->buf.norm_out, impl_->buf.grad, impl_->buf.op_ws, stream);
   return std::sqrt(read_back(impl_->buf.norm_out, stream)[0]);
+}
+
+double GptModel::grad_sum_squares(int64_t begin, int64_t end, engine::Stream& stream) {
+  const gpt_detail::Buffers& b = impl_->buf;
+  const GptShard& sh = impl_->shard;
+  engine::fill_zero(b.norm_out, stream);
+  for (const Param& p : b.table.all()) {
+    const bool tp_replica = p.tp_split_dim < 0 && sh.tp_rank > 0;
+    const bool head_copy = p.name == "wte.weight" && sh.post && !sh.pre;
+    if (tp_replica || head_copy) continue;
+    const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel());
+    if (hi <= lo) continue;
+    ops::sum_squares(b.norm_out, flat_slice(b.grad, lo, {hi - lo}), b.op_ws, stream);
+  }
+  return read_back(b.norm_out, stream)[0];
 }
 
 void GptModel::optimizer_step(const OptimizerStep& s, engine::Stream& stream) {

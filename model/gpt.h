@@ -18,11 +18,16 @@
 #include "engine/tensor.h"
 #include "model/param_table.h"
 
+namespace anvil::parallel {
+class Comm;
+}
+
 namespace anvil::model {
 
 struct GptConfig {
   int64_t vocab_size = 50257;  // real vocabulary
-  int64_t padded_vocab = 0;    // 0: round vocab_size up to a multiple of 128
+  int64_t padded_vocab = 0;    // 0: round vocab_size up to a multiple of vocab_multiple
+  int64_t vocab_multiple = 128;  // Megatron's make-vocab-size-divisible-by (x TP: 128 * tp)
   int64_t max_seq_len = 1024;  // rows of the position embedding
   int64_t d_model = 768;
   int64_t n_heads = 12;
@@ -33,7 +38,9 @@ struct GptConfig {
   float ln_eps = 1e-5f;
   float init_std = 0.02f;
 
-  int64_t padded() const { return padded_vocab ? padded_vocab : (vocab_size + 127) / 128 * 128; }
+  int64_t padded() const {
+    return padded_vocab ? padded_vocab : (vocab_size + vocab_multiple - 1) / vocab_multiple * vocab_multiple;
+  }
   int64_t ffn() const { return ffn_hidden ? ffn_hidden : 4 * d_model; }
   int64_t head_dim() const { return d_model / n_heads; }
   // InvalidArgument naming the numbers (d_model % n_heads, padded < vocab, ...).
@@ -54,6 +61,44 @@ struct GptPrecision {
   engine::DType grad = engine::DType::kF32;  // gradients, master weights, optimizer state
 };
 
+// Activation recomputation (Megatron's --recompute-granularity): kSelective recomputes the
+// attention core (probabilities) in backward instead of saving them; kFull saves only each
+// layer's input and reruns the whole layer forward in backward.
+enum class Recompute { kNone, kSelective, kFull };
+
+// The part of the model one rank holds (DESIGN.md §5). Tensor parallelism (tp > 1) splits the
+// heads, the MLP hidden units and the padded vocabulary over the TP group (Megatron's column /
+// row-parallel linears and vocab-parallel embedding and cross-entropy; padded_vocab % tp == 0);
+// pipeline parallelism gives each rank model chunks of consecutive layers. Parameter names and
+// dropout masks use global layer and head numbers, and parameters are initialized from their
+// global element index, so every layout computes what the single-rank model computes.
+struct GptShard {
+  int tp = 1, tp_rank = 0;
+  parallel::Comm* tp_comm = nullptr;  // the TP group (not owned); required when tp > 1
+  // Global layer indices of each model chunk held here, in forward order (interleaved pipeline:
+  // several chunks). Empty: one chunk with all layers.
+  std::vector<std::vector<int64_t>> chunks;
+  bool pre = true;   // chunk 0 starts the model: token + position embedding
+  bool post = true;  // the last chunk ends it: final LN, tied LM head, loss
+  int64_t act_slots = 1;  // activation sets per chunk: micro-batches in flight at once
+  Recompute recompute = Recompute::kNone;
+
+  // InvalidArgument naming the numbers (heads % tp, ffn % tp, padded vocab % tp, layer ranges).
+  absl::Status validate(const GptConfig& cfg) const;
+  // The chunks, with the default (all layers) filled in.
+  std::vector<std::vector<int64_t>> layer_chunks(const GptConfig& cfg) const;
+};
+
+// One micro-batch's host inputs, [B*T] i32 each. targets < 0 are not counted; segments (may be
+// null: plain causal attention) number the documents of each sample for a document-aware
+// causal mask (Megatron's reset_attention_mask; see ops/attention.h).
+struct GptBatch {
+  const int32_t* tokens = nullptr;
+  const int32_t* positions = nullptr;
+  const int32_t* targets = nullptr;
+  const int32_t* segments = nullptr;
+};
+
 class GptModel {
  public:
   // Bytes per category ("params", "master", "grads", "optimizer", "activations", "workspace")
@@ -62,16 +107,19 @@ class GptModel {
   // includes, on CUDA, the 32 MiB cuBLASLt workspace that forward/backward attach to the
   // caller's stream for their duration (the stream's own workspace is restored afterwards).
   static absl::StatusOr<engine::MemoryPlan> plan(const GptConfig& cfg, const GptRunShape& shape,
-                                                 const GptPrecision& prec);
+                                                 const GptPrecision& prec,
+                                                 const GptShard& shard = {});
   // Allocates one arena per category and initializes parameters as GPT-2 does: N(0, init_std),
   // residual output projections N(0, init_std / sqrt(2 L)), biases 0, LN gamma 1 beta 0
   // (deterministic for `seed`, identical on CPU and GPU).
   static absl::StatusOr<std::unique_ptr<GptModel>> create(const GptConfig& cfg,
                                                           const GptRunShape& shape,
-                                                          const GptPrecision& prec, uint64_t seed);
+                                                          const GptPrecision& prec, uint64_t seed,
+                                                          const GptShard& shard = {});
   ~GptModel();
 
   const GptConfig& config() const;
+  const GptShard& shard() const;
   ParamTable& params();
   // The flat buffers behind params(), [params().flat_numel()] each: compute copy (act dtype),
   // f32 master (the same memory as value when act == grad dtype), f32 gradients, AdamW moments.
@@ -95,9 +143,32 @@ class GptModel {
   // Sum of per-token losses of the last forward (syncs the stream).
   double loss_sum(engine::Stream& stream);
 
+  // Pipeline stage API (forward/backward above are these for slot 0 over every chunk).
+  // set_batch copies a micro-batch's inputs into (chunk, slot). forward_chunk runs
+  // chunk `chunk` on that slot: its input is the embedding (chunk 0 with shard.pre) or what
+  // the caller placed in chunk_input(chunk, slot); without post on the last chunk its output is
+  // chunk_output() until the next forward_chunk. backward_chunk takes d(output) from the loss
+  // (post, last chunk) or from chunk_output_grad(chunk, slot); afterwards chunk_input_grad()
+  // holds d(input) (unless chunk 0 with pre) until the next backward_chunk.
+  void set_batch(int64_t chunk, int64_t slot, const GptBatch& batch, engine::Stream& stream);
+  void forward_chunk(int64_t chunk, int64_t slot, bool train, uint64_t dropout_offset,
+                     engine::Stream& stream);
+  void backward_chunk(int64_t chunk, int64_t slot, float grad_scale, engine::Stream& stream);
+  engine::TensorView chunk_input(int64_t chunk, int64_t slot);        // [B*T, d] act
+  engine::TensorView chunk_output();                                  // [B*T, d] act
+  engine::TensorView chunk_output_grad(int64_t chunk, int64_t slot);  // [B*T, d] act
+  engine::TensorView chunk_input_grad();                              // [B*T, d] act
+  // Loss sum of the slot's last forward (post only; 0 elsewhere). Syncs.
+  double loss_sum(int64_t slot, engine::Stream& stream);
+
   void zero_grads(engine::Stream& stream);
-  // sqrt(sum of squared gradients) (syncs).
+  // sqrt(sum of squared gradients) (syncs) of this rank's parameters. With tp > 1 or pp it
+  // is the local part only: use grad_sum_squares and reduce over the model-parallel ranks.
   double grad_norm(engine::Stream& stream);
+  // Sum of squared gradients over the flat range [begin, end) counting each model parameter
+  // once over the model-parallel ranks: parameters replicated over TP count on TP rank 0 only,
+  // and the LM head's copy of the tied embedding (post without pre) not at all. Syncs.
+  double grad_sum_squares(int64_t begin, int64_t end, engine::Stream& stream);
   // One AdamW step on all parameters (no decay on biases, LN and position... see ParamTable).
   struct OptimizerStep {
     float lr, beta1, beta2, eps, weight_decay, grad_scale;

@@ -10,6 +10,7 @@
 #include "engine/stream.h"
 #include "model/gpt.h"
 #include "model/gpt_layout.h"
+#include "ops/attention.h"
 
 namespace anvil::model {
 
@@ -17,6 +18,7 @@ struct GptModel::Impl {
   GptConfig cfg;
   GptRunShape shape;
   GptPrecision prec;
+  GptShard shard;
   uint64_t seed = 0;                                          // parameter init and dropout key
   std::vector<std::pair<std::string, engine::Arena>> arenas;  // by plan category
   gpt_detail::Buffers buf;
@@ -25,16 +27,33 @@ struct GptModel::Impl {
   // attention output, MLP output. Each owns `site_stride` Philox counters.
   uint64_t site_stride = 0;
   int64_t n_sites() const { return 1 + 3 * cfg.n_layers; }
-  uint64_t dropout_offset = 0;  // of the last forward
-  bool ready_for_backward = false;
+  // Backward of (chunk, slot) needs its training forward first.
+  std::vector<bool> ready_for_backward;  // [chunks * slots]
+  engine::TensorView last_input_grad;    // d(input) of the last backward_chunk
 
-  uint64_t site_offset(int64_t site) const {
+  uint64_t site_offset(uint64_t dropout_offset, int64_t site) const {
     return dropout_offset * site_stride * static_cast<uint64_t>(n_sites()) +
            static_cast<uint64_t>(site) * site_stride;
   }
-  void forward(const int32_t* tokens, const int32_t* positions, const int32_t* targets, bool train,
-               engine::Stream& stream);
-  void backward(float grad_scale, engine::Stream& stream);
+  int64_t n_chunks() const { return static_cast<int64_t>(buf.chunk_layers.size()); }
+  bool is_final_chunk(int64_t chunk) const { return shard.post && chunk == n_chunks() - 1; }
+  void set_batch(int64_t chunk, int64_t slot, const GptBatch& batch, engine::Stream& stream);
+  void forward_chunk(int64_t chunk, int64_t slot, bool train, uint64_t dropout_offset,
+                     engine::Stream& stream);
+  void backward_chunk(int64_t chunk, int64_t slot, float grad_scale, engine::Stream& stream);
+
+ private:
+  void embed(int64_t slot, bool train, engine::Stream& s);
+  void layer_forward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local, bool fused_input,
+                     bool train, engine::Stream& s);
+  void head_forward(const gpt_detail::SlotData& sd, int64_t slot, int64_t last_local, bool train,
+                    engine::Stream& s);
+  void head_backward(int64_t slot, float grad_scale, engine::Stream& s);
+  void layer_backward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
+                      engine::TensorView dres, engine::Stream& s);
+  ops::AttentionArgs attention_args(int64_t layer, float dropout_p, uint64_t dropout_offset) const;
+  // Sum over the TP group, in place (the g mapping of Megatron; no-op without TP).
+  void tp_all_reduce(engine::TensorView x, engine::Stream& s);
 };
 
 }  // namespace anvil::model

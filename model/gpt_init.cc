@@ -10,6 +10,7 @@
 #include "engine/memory.h"
 #include "engine/philox.h"
 #include "engine/status.h"
+#include "model/gpt_layout.h"
 
 namespace anvil::model::gpt_detail {
 
@@ -57,9 +58,15 @@ double init_normal(uint64_t seed, uint64_t index) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2);
 }
 
-void init_params(const GptConfig& cfg, ParamTable& table, uint64_t seed, engine::Stream& stream) {
+void init_params(const GptConfig& cfg, const GptShard& shard, ParamTable& table, uint64_t seed,
+                 engine::Stream& stream) {
   const double resid_std = cfg.init_std / std::sqrt(2.0 * static_cast<double>(cfg.n_layers));
+  // Random numbers are numbered by the whole model's flat layout, so a shard draws exactly the
+  // values the single-rank model has at the same global element.
+  const ParamTable whole = make_param_table(cfg);
   for (Param& p : table.all()) {
+    const Param* global = whole.find(p.name);
+    ANVIL_CHECK_MSG(global != nullptr, "GPT init: no parameter " + p.name + " in the whole model");
     const std::string& name = p.name;
     std::vector<float> h(static_cast<size_t>(p.numel()), 0.0f);
     if (absl::EndsWith(name, ".bias")) {
@@ -71,9 +78,12 @@ void init_params(const GptConfig& cfg, ParamTable& table, uint64_t seed, engine:
       const bool resid = absl::EndsWith(name, "c_proj.weight");
       const double sigma = resid ? resid_std : cfg.init_std;
       // Padded vocabulary rows stay 0: no token uses them and their logits are ignored.
-      const int64_t n = name == "wte.weight" ? cfg.vocab_size * cfg.d_model : p.numel();
-      for (int64_t i = 0; i < n; ++i) {
-        h[i] = static_cast<float>(sigma * init_normal(seed, static_cast<uint64_t>(p.offset + i)));
+      const int64_t n = name == "wte.weight" ? cfg.vocab_size * cfg.d_model : global->numel();
+      for (int64_t i = 0; i < p.numel(); ++i) {
+        const int64_t g = tp_global_index(p, i, shard.tp, shard.tp_rank);
+        if (g >= n) continue;
+        h[i] = static_cast<float>(sigma *
+                                  init_normal(seed, static_cast<uint64_t>(global->offset + g)));
       }
     }
     if (p.master.data != p.value.data) upload(p.master, h, stream);

@@ -20,6 +20,8 @@ double init_normal(uint64_t seed, uint64_t index);
 
 // Writes every parameter's master and compute copy (the flat buffers must already be zero, so
 // padding stays 0). Synchronizes the stream.
-void init_params(const GptConfig& cfg, ParamTable& table, uint64_t seed, engine::Stream& stream);
+// Shards (TP, PP) get the values of the whole model at their global elements.
+void init_params(const GptConfig& cfg, const GptShard& shard, ParamTable& table, uint64_t seed,
+                 engine::Stream& stream);
 
 }  // namespace anvil::model::gpt_detail

@@ -17,13 +17,14 @@ namespace {
 constexpr size_t kGemmWorkspaceBytes = 32u << 20;  // what cuBLASLt wants on Hopper
 
 // The parameters of one flat buffer, in make_param_table's order.
-Weights weights_of(const ParamTable& t, TensorView Param::*field, int64_t n_layers) {
+Weights weights_of(const ParamTable& t, TensorView Param::*field, const GptShard& shard,
+                   int64_t n_local_layers) {
   const std::vector<Param>& p = t.all();
   Weights w;
   size_t i = 0;
-  w.wte = p[i++].*field;
-  w.wpe = p[i++].*field;
-  for (int64_t l = 0; l < n_layers; ++l) {
+  if (shard.pre || shard.post) w.wte = p[i++].*field;
+  if (shard.pre) w.wpe = p[i++].*field;
+  for (int64_t l = 0; l < n_local_layers; ++l) {
     LayerWeights lw;
     for (TensorView* v :
          {&lw.ln1_g, &lw.ln1_b, &lw.qkv_w, &lw.qkv_b, &lw.attn_proj_w, &lw.attn_proj_b, &lw.ln2_g,
@@ -32,8 +33,10 @@ Weights weights_of(const ParamTable& t, TensorView Param::*field, int64_t n_laye
     }
     w.layers.push_back(lw);
   }
-  w.lnf_g = p[i++].*field;
-  w.lnf_b = p[i++].*field;
+  if (shard.post) {
+    w.lnf_g = p[i++].*field;
+    w.lnf_b = p[i++].*field;
+  }
   return w;
 }
 
@@ -89,30 +92,34 @@ engine::Workspace Carver::take_workspace(const std::string& category, const std:
   return *ws;
 }
 
-ParamTable make_param_table(const GptConfig& cfg) {
-  const int64_t d = cfg.d_model, f = cfg.ffn();
+ParamTable make_param_table(const GptConfig& cfg, const GptShard& shard) {
+  const int64_t d = cfg.d_model, f = cfg.ffn() / shard.tp, dl = d / shard.tp;
   ParamTableBuilder b;
   // Embeddings and matrices take weight decay (Megatron: everything but biases and norms);
   // wte is vocab-parallel under TP, c_attn / c_fc column-parallel, the projections row-parallel.
-  b.add("wte.weight", {cfg.padded(), d}, true, 0);
-  b.add("wpe.weight", {cfg.max_seq_len, d}, true);
-  for (int64_t l = 0; l < cfg.n_layers; ++l) {
-    const std::string h = absl::StrCat("h.", l, ".");
-    b.add(h + "ln_1.weight", {d}, false);
-    b.add(h + "ln_1.bias", {d}, false);
-    b.add(h + "attn.c_attn.weight", {3 * d, d}, true, 0);
-    b.add(h + "attn.c_attn.bias", {3 * d}, false, 0);
-    b.add(h + "attn.c_proj.weight", {d, d}, true, 1);
-    b.add(h + "attn.c_proj.bias", {d}, false);
-    b.add(h + "ln_2.weight", {d}, false);
-    b.add(h + "ln_2.bias", {d}, false);
-    b.add(h + "mlp.c_fc.weight", {f, d}, true, 0);
-    b.add(h + "mlp.c_fc.bias", {f}, false, 0);
-    b.add(h + "mlp.c_proj.weight", {d, f}, true, 1);
-    b.add(h + "mlp.c_proj.bias", {d}, false);
+  if (shard.pre || shard.post) b.add("wte.weight", {cfg.padded() / shard.tp, d}, true, 0);
+  if (shard.pre) b.add("wpe.weight", {cfg.max_seq_len, d}, true);
+  for (const std::vector<int64_t>& chunk : shard.layer_chunks(cfg)) {
+    for (int64_t l : chunk) {
+      const std::string h = absl::StrCat("h.", l, ".");
+      b.add(h + "ln_1.weight", {d}, false);
+      b.add(h + "ln_1.bias", {d}, false);
+      b.add(h + "attn.c_attn.weight", {3 * dl, d}, true, 0, 3);
+      b.add(h + "attn.c_attn.bias", {3 * dl}, false, 0, 3);
+      b.add(h + "attn.c_proj.weight", {d, dl}, true, 1);
+      b.add(h + "attn.c_proj.bias", {d}, false);
+      b.add(h + "ln_2.weight", {d}, false);
+      b.add(h + "ln_2.bias", {d}, false);
+      b.add(h + "mlp.c_fc.weight", {f, d}, true, 0);
+      b.add(h + "mlp.c_fc.bias", {f}, false, 0);
+      b.add(h + "mlp.c_proj.weight", {d, f}, true, 1);
+      b.add(h + "mlp.c_proj.bias", {d}, false);
+    }
   }
-  b.add("ln_f.weight", {d}, false);
-  b.add("ln_f.bias", {d}, false);
+  if (shard.post) {
+    b.add("ln_f.weight", {d}, false);
+    b.add("ln_f.bias", {d}, false);
+  }
   return b.build();
 }
 
@@ -120,8 +127,10 @@ DType stat_dtype(const GptPrecision& prec) {
   return prec.act == DType::kF64 ? DType::kF64 : DType::kF32;
 }
 
-absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const GptPrecision& prec) {
+absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const GptPrecision& prec,
+                       const GptShard& shard) {
   ANVIL_RETURN_IF_ERROR(cfg.validate());
+  ANVIL_RETURN_IF_ERROR(shard.validate(cfg));
   if (shape.micro_batch < 1 || shape.seq_len < 1 || shape.seq_len > cfg.max_seq_len) {
     return absl::InvalidArgumentError(absl::StrCat(
         "GPT run shape: need micro_batch >= 1 and 1 <= seq_len <= max_seq_len (", cfg.max_seq_len,
@@ -143,14 +152,53 @@ absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const Gpt
   return absl::OkStatus();
 }
 
+namespace {
+
+// The activations of one layer for one slot; with recomputation some fields come from `shared`.
+LayerActs layer_acts(const std::string& h, const GptConfig& cfg, const GptRunShape& shape,
+                     const GptPrecision& prec, const GptShard& shard, Carver& carver,
+                     const LayerActs* shared) {
+  const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model, tp = shard.tp;
+  const DType act = prec.act, st = stat_dtype(prec);
+  auto A = [&](const std::string& name, DType dt, const std::vector<int64_t>& s) {
+    return carver.take("activations", h + name, dt, s);
+  };
+  LayerActs a;
+  a.x = A("x", act, {bt, d});
+  if (shared != nullptr && shard.recompute == Recompute::kFull) {
+    const TensorView x = a.x;
+    a = *shared;
+    a.x = x;
+    return a;
+  }
+  a.ln1 = A("ln1", act, {bt, d});
+  a.ln1_mean = A("ln1.mean", st, {bt});
+  a.ln1_rstd = A("ln1.rstd", st, {bt});
+  a.qkv = A("qkv", act, {bt, 3 * d / tp});
+  a.probs = shared != nullptr && shard.recompute == Recompute::kSelective
+                ? shared->probs
+                : A("probs", act, {shape.micro_batch, cfg.n_heads / tp, shape.seq_len,
+                                   shape.seq_len});
+  a.atty = A("atty", act, {bt, d / tp});
+  a.h = A("h", act, {bt, d});
+  a.ln2 = A("ln2", act, {bt, d});
+  a.ln2_mean = A("ln2.mean", st, {bt});
+  a.ln2_rstd = A("ln2.rstd", st, {bt});
+  a.pre_gelu = A("pre_gelu", act, {bt, cfg.ffn() / tp});
+  a.gelu = A("gelu", act, {bt, cfg.ffn() / tp});
+  return a;
+}
+
+}  // namespace
+
 Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrecision& prec,
-                   Carver& carver) {
+                   const GptShard& shard, Carver& carver) {
   const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model, f = cfg.ffn();
-  const int64_t T = shape.seq_len, H = cfg.n_heads;
+  const int64_t T = shape.seq_len, tp = shard.tp, H = cfg.n_heads / tp;
   const DType act = prec.act, gdt = prec.grad, st = stat_dtype(prec);
   const bool cuda = prec.device == engine::Device::kCuda;
   Buffers b;
-  b.table = make_param_table(cfg);
+  b.table = make_param_table(cfg, shard);
   const int64_t n = b.table.flat_numel();
 
   b.value = carver.take("params", "params (compute copy)", act, {n});
@@ -162,37 +210,64 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
   auto A = [&](const std::string& name, DType dt, const std::vector<int64_t>& s) {
     return carver.take("activations", name, dt, s);
   };
-  b.tokens = A("tokens", DType::kI32, {bt});
-  b.positions = A("positions", DType::kI32, {bt});
-  b.targets = A("targets", DType::kI32, {bt});
-  for (int64_t l = 0; l < cfg.n_layers; ++l) {
-    const std::string h = absl::StrCat("h.", l, ".");
-    LayerActs a;
-    a.x = A(h + "x", act, {bt, d});
-    a.ln1 = A(h + "ln1", act, {bt, d});
-    a.ln1_mean = A(h + "ln1.mean", st, {bt});
-    a.ln1_rstd = A(h + "ln1.rstd", st, {bt});
-    a.qkv = A(h + "qkv", act, {bt, 3 * d});
-    a.probs = A(h + "probs", act, {shape.micro_batch, H, T, T});
-    a.atty = A(h + "atty", act, {bt, d});
-    a.h = A(h + "h", act, {bt, d});
-    a.ln2 = A(h + "ln2", act, {bt, d});
-    a.ln2_mean = A(h + "ln2.mean", st, {bt});
-    a.ln2_rstd = A(h + "ln2.rstd", st, {bt});
-    a.pre_gelu = A(h + "pre_gelu", act, {bt, f});
-    a.gelu = A(h + "gelu", act, {bt, f});
-    b.layers.push_back(a);
+  for (const std::vector<int64_t>& chunk : shard.layer_chunks(cfg)) {
+    std::vector<int64_t> local;
+    for (int64_t l : chunk) {
+      local.push_back(static_cast<int64_t>(b.layer_ids.size()));
+      b.layer_ids.push_back(l);
+    }
+    b.chunk_layers.push_back(local);
   }
-  b.x_final = A("x_final", act, {bt, d});
-  b.lnf = A("ln_f", act, {bt, d});
-  b.lnf_mean = A("ln_f.mean", st, {bt});
-  b.lnf_rstd = A("ln_f.rstd", st, {bt});
-  b.logits = A("logits", act, {bt, cfg.padded()});
-  b.losses = A("losses", st, {bt});
+  b.slots = shard.act_slots;
+  // Recomputation: one set of the recomputed activations serves every layer and slot.
+  LayerActs shared;
+  const bool recompute = shard.recompute != Recompute::kNone;
+  if (recompute) shared = layer_acts("recompute.", cfg, shape, prec, shard, carver, nullptr);
+  for (int64_t s = 0; s < b.slots; ++s) {
+    const std::string sl = b.slots > 1 ? absl::StrCat("slot", s, ".") : "";
+    for (int64_t l : b.layer_ids) {
+      b.acts.push_back(layer_acts(absl::StrCat(sl, "h.", l, "."), cfg, shape, prec, shard, carver,
+                                  recompute ? &shared : nullptr));
+    }
+    if (shard.post) {
+      HeadActs hd;
+      hd.x_final = A(sl + "x_final", act, {bt, d});
+      hd.lnf = A(sl + "ln_f", act, {bt, d});
+      hd.lnf_mean = A(sl + "ln_f.mean", st, {bt});
+      hd.lnf_rstd = A(sl + "ln_f.rstd", st, {bt});
+      hd.logits = A(sl + "logits", act, {bt, cfg.padded() / tp});
+      hd.losses = A(sl + "losses", st, {bt});
+      b.head.push_back(hd);
+    }
+  }
+  const int64_t n_chunks = static_cast<int64_t>(b.chunk_layers.size());
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    for (int64_t s = 0; s < b.slots; ++s) {
+      const std::string sl = absl::StrCat("chunk", c, ".slot", s, ".");
+      SlotData sd;
+      sd.tokens = A(sl + "tokens", DType::kI32, {bt});
+      sd.positions = A(sl + "positions", DType::kI32, {bt});
+      sd.targets = A(sl + "targets", DType::kI32, {bt});
+      sd.segments = A(sl + "segments", DType::kI32, {bt});
+      b.data.push_back(sd);
+    }
+  }
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    for (int64_t s = 0; s < b.slots; ++s) {
+      const bool final_chunk = shard.post && c == n_chunks - 1;
+      b.out_grad.push_back(final_chunk ? TensorView{}
+                                       : A(absl::StrCat("chunk", c, ".slot", s, ".d_output"), act,
+                                           {bt, d}));
+    }
+  }
+  if (!(shard.post && n_chunks == 1)) b.send_act = A("chunk output", act, {bt, d});
   b.proj = A("proj / dproj", act, {bt, d});
   b.dres = A("grad residual", act, {bt, d});
   b.dln = A("grad ln input", act, {bt, d});
-  b.dbig = A("grad mlp hidden / qkv", act, {bt * std::max(f, 3 * d)});
+  b.dbig = A("grad mlp hidden / qkv", act, {bt * std::max(f, 3 * d) / tp});
+  b.stat_mean = A("scratch ln mean", st, {bt});
+  b.stat_rstd = A("scratch ln rstd", st, {bt});
+  if (shard.post && tp > 1) b.ce = A("vocab-parallel ce stats", st, {3, bt});
 
   // One op scratch for attention, layernorm backward and the gradient norm: they never overlap.
   size_t op_bytes = 0;
@@ -208,8 +283,9 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
 
   if (!carver.planning() && carver.status().ok()) {
     b.table.bind(b.value, b.master, b.grad, b.m, b.v);
-    b.w = weights_of(b.table, &Param::value, cfg.n_layers);
-    b.g = weights_of(b.table, &Param::grad, cfg.n_layers);
+    const int64_t n_local = static_cast<int64_t>(b.layer_ids.size());
+    b.w = weights_of(b.table, &Param::value, shard, n_local);
+    b.g = weights_of(b.table, &Param::grad, shard, n_local);
   }
   return b;
 }

@@ -6,6 +6,8 @@
 // Saved activations of layer l (one micro-batch of B*T rows, act dtype unless noted):
 //   x = layer input (residual stream), ln1 (+ mean/rstd), qkv, probs [B, H, T, T], atty,
 //   h = x + Drop(attn proj), ln2 (+ mean/rstd), pre_gelu and gelu [B*T, ffn].
+// Each chunk has act_slots such sets (pipeline micro-batches in flight). Recomputation shares
+// one set among all layers and slots: the probabilities (selective) or everything but x (full).
 // The attention / MLP output projections are not saved: they only feed the next fused
 // residual+layernorm, and backward needs their inputs, not their outputs.
 #pragma once
@@ -29,43 +31,75 @@ using engine::TensorView;
 // One transformer block's parameters as views of one flat buffer (values or gradients).
 struct LayerWeights {
   TensorView ln1_g, ln1_b;              // [d]
-  TensorView qkv_w, qkv_b;              // [3d, d], [3d]
-  TensorView attn_proj_w, attn_proj_b;  // [d, d], [d]
+  TensorView qkv_w, qkv_b;              // [3d / tp, d], [3d / tp] (local heads' q | k | v)
+  TensorView attn_proj_w, attn_proj_b;  // [d, d / tp], [d]
   TensorView ln2_g, ln2_b;              // [d]
-  TensorView fc_w, fc_b;                // [ffn, d], [ffn]
-  TensorView mlp_proj_w, mlp_proj_b;    // [d, ffn], [d]
+  TensorView fc_w, fc_b;                // [ffn / tp, d], [ffn / tp]
+  TensorView mlp_proj_w, mlp_proj_b;    // [d, ffn / tp], [d]
 };
 
 struct Weights {
-  TensorView wte;           // [padded_vocab, d]
-  TensorView wpe;           // [max_seq_len, d]
-  TensorView lnf_g, lnf_b;  // [d]
-  std::vector<LayerWeights> layers;
+  TensorView wte;           // [padded_vocab / tp, d] (pre or post)
+  TensorView wpe;           // [max_seq_len, d] (pre)
+  TensorView lnf_g, lnf_b;  // [d] (post)
+  std::vector<LayerWeights> layers;  // by local layer index
 };
 
+// Saved activations of one layer for one micro-batch (TP: local heads / hidden units).
 struct LayerActs {
-  TensorView x, ln1, qkv, probs, atty, h, ln2, pre_gelu, gelu;
+  TensorView x, ln1, h, ln2;                          // [B*T, d]
+  TensorView qkv;                                     // [B*T, 3d / tp]
+  TensorView probs;                                   // [B, H / tp, T, T]
+  TensorView atty;                                    // [B*T, d / tp]
+  TensorView pre_gelu, gelu;                          // [B*T, ffn / tp]
   TensorView ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;  // [B*T] f32 (f64 with f64 activations)
+};
+
+// One micro-batch's inputs on the device, [B*T] i32 each.
+struct SlotData {
+  TensorView tokens, positions, targets, segments;
+  bool has_segments = false;
+  uint64_t dropout_offset = 0;  // of the slot's last forward
+};
+
+// The end of the model for one micro-batch (post only).
+struct HeadActs {
+  TensorView x_final, lnf;           // [B*T, d] final residual sum and ln_f
+  TensorView lnf_mean, lnf_rstd;     // [B*T] stat dtype
+  TensorView logits;                 // [B*T, padded / tp]; after a training forward: dlogits
+  TensorView losses;                 // [B*T] stat dtype
 };
 
 struct Buffers {
   ParamTable table;
   // Flat [flat_numel] parameter buffers; master == value when act == grad dtype.
   TensorView value, master, grad, m, v;
-  Weights w;                              // views of value
-  Weights g;                              // views of grad
-  TensorView tokens, positions, targets;  // [B*T] i32
-  std::vector<LayerActs> layers;
-  TensorView x_final, lnf, lnf_mean, lnf_rstd;  // final residual sum and ln_f
-  TensorView logits;  // [B*T, padded_vocab]; after a training forward: dlogits (unscaled)
-  TensorView losses;  // [B*T] f32 (f64 with f64 activations)
+  Weights w;  // views of value
+  Weights g;  // views of grad
+  std::vector<int64_t> layer_ids;                  // global index of each local layer
+  std::vector<std::vector<int64_t>> chunk_layers;  // local layer indices per chunk
+  int64_t slots = 1;
+  std::vector<SlotData> data;   // [chunks * slots]
+  std::vector<LayerActs> acts;  // [slots * local layers]: acts[slot * layers + local]
+  std::vector<HeadActs> head;   // [slots] when post
+  // d(chunk output) received from the next stage, [chunks * slots] (empty for the post chunk).
+  std::vector<TensorView> out_grad;
+  TensorView send_act;  // [B*T, d] output of a non-final chunk
   // Scratch: proj holds an output projection in forward and its gradient in backward; dres is
   // the residual-stream gradient, dln a layernorm-input (or attention-output) gradient, dbig
-  // [B*T * max(ffn, 3d)] the MLP hidden gradient or dqkv.
-  TensorView proj, dres, dln, dbig;
+  // [B*T * max(ffn, 3d) / tp] the MLP hidden gradient or dqkv; stat [B*T] and ce [3, B*T]
+  // (row max, sum of exponentials, target logit of the vocab-parallel cross-entropy).
+  TensorView proj, dres, dln, dbig, stat_mean, stat_rstd, ce;
   engine::Workspace op_ws;    // attention, layernorm backward, sum of squares (never concurrent)
   engine::Workspace gemm_ws;  // cuBLASLt, CUDA only
   TensorView norm_out;        // [1] grad dtype, sum of squares
+
+  SlotData& slot_data(int64_t chunk, int64_t slot) {
+    return data[static_cast<size_t>(chunk * slots + slot)];
+  }
+  LayerActs& act(int64_t slot, int64_t local) {
+    return acts[static_cast<size_t>(slot * static_cast<int64_t>(layer_ids.size()) + local)];
+  }
 };
 
 // Hands out views (creation) or records sizes (planning). In planning mode views have the right
@@ -91,15 +125,17 @@ class Carver {
   absl::Status status_;
 };
 
-// The GPT-2 parameter table (HF names, decay group = matrices and embeddings).
-ParamTable make_param_table(const GptConfig& cfg);
+// The parameter table of `shard` (HF names with global layer numbers, local TP shapes, decay
+// group = matrices and embeddings); the default shard is the whole model.
+ParamTable make_param_table(const GptConfig& cfg, const GptShard& shard = {});
 
 // InvalidArgument for unsupported precision / shape combinations.
-absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const GptPrecision& prec);
+absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const GptPrecision& prec,
+                       const GptShard& shard);
 
 // Walks the whole layout through `carver`. When creating, also binds the parameter views.
 Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrecision& prec,
-                   Carver& carver);
+                   const GptShard& shard, Carver& carver);
 
 // Dtype of layernorm statistics and per-token losses: f32, or f64 with f64 activations.
 DType stat_dtype(const GptPrecision& prec);

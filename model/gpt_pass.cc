@@ -1,4 +1,5 @@
-// GPT-2 forward and backward over one micro-batch (the math is in gpt.h). Rows r = b*T + t.
+// GPT-2 forward and backward over one micro-batch and one model chunk (the math is in gpt.h).
+// Rows r = b*T + t.
 // Forward, with Drop = hidden dropout (train only):
 //   x_0 = Drop(wte[tok] + wpe[pos])
 //   per layer: ln1 = LN1(x) (fused with the residual sum x = h' + Drop(mlp') of the previous
@@ -9,6 +10,14 @@
 // backward never re-reads the logits: it folds grad_scale into the alpha of the two LM-head
 // GEMMs. Backward is the exact reverse: dres carries d(residual stream); each layernorm
 // backward adds (+=) its input gradient into it; parameter gradients accumulate (+=).
+// Tensor parallelism (Megatron): c_attn and c_fc are column-parallel (local heads / hidden
+// units, input replicated: identity forward, sum of the input gradient over TP backward),
+// attention and MLP projections row-parallel (partial outputs summed over TP forward, the
+// bias added once, by TP rank 0; identity backward). The embedding is vocab-parallel (rows of
+// other ranks' tokens are 0, summed over TP) and so is the LM head: each rank has the logits of
+// its vocabulary slice and the cross-entropy combines row max, sum of exponentials and target
+// logit over TP (ops/vocab_parallel_cross_entropy.h).
+// A chunk that does not end the model outputs x = h + Drop(mlp) of its last layer.
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -21,6 +30,8 @@
 #include "ops/embedding.h"
 #include "ops/gemm.h"
 #include "ops/layernorm.h"
+#include "ops/vocab_parallel_cross_entropy.h"
+#include "parallel/comm.h"
 
 namespace anvil::model {
 
@@ -79,138 +90,281 @@ class GemmWorkspaceScope {
 
 }  // namespace
 
-void GptModel::Impl::forward(const int32_t* tokens, const int32_t* positions,
-                             const int32_t* targets, bool train, engine::Stream& s) {
-  ANVIL_CHECK_MSG(s.device() == prec.device,
-                  "GptModel::forward: stream device differs from the model's");
-  GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
-  ready_for_backward = false;
-  const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model;
-  const engine::Device host = engine::Device::kCpu;
-  engine::copy(buf.tokens, engine::make_view(tokens, engine::DType::kI32, host, {bt}), s);
-  engine::copy(buf.positions, engine::make_view(positions, engine::DType::kI32, host, {bt}), s);
-  engine::copy(buf.targets, engine::make_view(targets, engine::DType::kI32, host, {bt}), s);
-
-  const float p_hidden = train ? cfg.hidden_dropout : 0.0f;
-  const float p_attn = train ? cfg.attention_dropout : 0.0f;
-  auto drop = [&](TensorView x, int64_t site) {  // in place
-    if (p_hidden > 0.0f) ops::dropout_forward({p_hidden, seed, site_offset(site)}, x, x, s);
-  };
-  const gpt_detail::Weights& w = buf.w;
-  const ops::LayerNormArgs ln{bt, d, cfg.ln_eps};
-
-  ops::embedding_forward({bt, d, cfg.padded(), cfg.max_seq_len}, buf.layers[0].x, buf.tokens,
-                         buf.positions, w.wte, w.wpe, s);
-  drop(buf.layers[0].x, 0);
-  for (int64_t l = 0; l < cfg.n_layers; ++l) {
-    gpt_detail::LayerActs& a = buf.layers[l];
-    const gpt_detail::LayerWeights& lw = w.layers[l];
-    if (l == 0) {
-      ops::layernorm_forward(ln, a.ln1, a.ln1_mean, a.ln1_rstd, a.x, lw.ln1_g, lw.ln1_b, s);
-    } else {  // x = h' + Drop(mlp') of the previous layer, fused with LN1
-      ops::residual_layernorm_forward(ln, a.x, a.ln1, a.ln1_mean, a.ln1_rstd, buf.layers[l - 1].h,
-                                      buf.proj, lw.ln1_g, lw.ln1_b, s);
-    }
-    linear(a.qkv, a.ln1, lw.qkv_w, lw.qkv_b, s);
-    ops::AttentionArgs aa{shape.micro_batch,
-                          shape.seq_len,
-                          cfg.n_heads,
-                          cfg.head_dim(),
-                          1.0f / std::sqrt(static_cast<float>(cfg.head_dim())),
-                          p_attn,
-                          seed,
-                          site_offset(1 + 3 * l)};
-    ops::attention_forward(aa, a.atty, a.probs, a.qkv, buf.op_ws, s);
-    linear(buf.proj, a.atty, lw.attn_proj_w, lw.attn_proj_b, s);
-    drop(buf.proj, 2 + 3 * l);
-    ops::residual_layernorm_forward(ln, a.h, a.ln2, a.ln2_mean, a.ln2_rstd, a.x, buf.proj, lw.ln2_g,
-                                    lw.ln2_b, s);
-    ops::GemmArgs fc{bt, cfg.ffn(), d};
-    fc.trans_b = true;
-    fc.epilogue = Epilogue::kBiasGelu;
-    ops::gemm(fc, a.gelu, a.ln2, lw.fc_w, lw.fc_b, a.pre_gelu, s);
-    linear(buf.proj, a.gelu, lw.mlp_proj_w, lw.mlp_proj_b, s);
-    drop(buf.proj, 3 + 3 * l);
-  }
-  ops::residual_layernorm_forward(ln, buf.x_final, buf.lnf, buf.lnf_mean, buf.lnf_rstd,
-                                  buf.layers.back().h, buf.proj, w.lnf_g, w.lnf_b, s);
-  ops::GemmArgs head{bt, cfg.padded(), d};
-  head.trans_b = true;
-  ops::gemm(head, buf.logits, buf.lnf, w.wte, {}, {}, s);
-  // Training: dlogits (grad_scale 1) replace the logits in place; evaluation keeps the logits.
-  ops::softmax_cross_entropy({bt, cfg.vocab_size, cfg.padded(), 1.0f}, buf.losses,
-                             train ? buf.logits : TensorView{}, buf.logits, buf.targets, s);
-  ready_for_backward = train;
+void GptModel::Impl::tp_all_reduce(TensorView x, engine::Stream& s) {
+  if (shard.tp > 1) shard.tp_comm->all_reduce(x, parallel::ReduceOp::kSum, s);
 }
 
-void GptModel::Impl::backward(float grad_scale, engine::Stream& s) {
-  ANVIL_CHECK_MSG(ready_for_backward,
+void GptModel::Impl::set_batch(int64_t chunk, int64_t slot, const GptBatch& batch,
+                               engine::Stream& s) {
+  ANVIL_CHECK_MSG(chunk >= 0 && chunk < n_chunks() && slot >= 0 && slot < buf.slots,
+                  absl::StrCat("GptModel::set_batch: chunk ", chunk, " of ", n_chunks(), ", slot ",
+                               slot, " of ", buf.slots));
+  ANVIL_CHECK_MSG(batch.tokens && batch.positions && batch.targets,
+                  "GptModel::set_batch: tokens, positions and targets are required");
+  const int64_t bt = shape.micro_batch * shape.seq_len;
+  const engine::Device host = engine::Device::kCpu;
+  gpt_detail::SlotData& d = buf.slot_data(chunk, slot);
+  auto put = [&](TensorView dst, const int32_t* src) {
+    engine::copy(dst, engine::make_view(src, engine::DType::kI32, host, {bt}), s);
+  };
+  put(d.tokens, batch.tokens);
+  put(d.positions, batch.positions);
+  put(d.targets, batch.targets);
+  d.has_segments = batch.segments != nullptr;
+  if (d.has_segments) put(d.segments, batch.segments);
+}
+
+void GptModel::Impl::embed(int64_t slot, bool train, engine::Stream& s) {  // chunk 0
+  const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model;
+  const int64_t rows = cfg.padded() / shard.tp;
+  const gpt_detail::SlotData& sd = buf.slot_data(0, slot);
+  TensorView x = buf.act(slot, buf.chunk_layers[0][0]).x;
+  ops::EmbeddingArgs ea{bt, d, rows, cfg.max_seq_len};
+  ea.vocab_start = shard.tp_rank * rows;
+  // Vocab-parallel: positions are added once (TP rank 0) before the sum over TP.
+  ops::embedding_forward(ea, x, sd.tokens, sd.positions, buf.w.wte,
+                         shard.tp_rank == 0 ? buf.w.wpe : TensorView{}, s);
+  tp_all_reduce(x, s);
+  if (train && cfg.hidden_dropout > 0.0f) {
+    ops::dropout_forward({cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, 0)}, x, x, s);
+  }
+}
+
+namespace {
+
+// Row-parallel linear y [rows, out] = sum over TP of x [rows, in/tp] W^T [in/tp, out], + b once.
+void row_linear(TensorView y, ConstTensorView x, ConstTensorView w, ConstTensorView b,
+                bool add_bias, engine::Stream& s) {
+  if (add_bias) {
+    linear(y, x, w, b, s);
+    return;
+  }
+  ops::GemmArgs g{x.dim(0), w.dim(0), w.dim(1)};
+  g.trans_b = true;
+  ops::gemm(g, y, x, w, {}, {}, s);
+}
+
+}  // namespace
+
+void GptModel::Impl::layer_forward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
+                                   bool fused_input, bool train, engine::Stream& s) {
+  const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model;
+  const int64_t l = buf.layer_ids[static_cast<size_t>(local)];
+  const float p_hidden = train ? cfg.hidden_dropout : 0.0f;
+  auto drop = [&](TensorView x, int64_t site) {  // in place
+    if (p_hidden > 0.0f) {
+      ops::dropout_forward({p_hidden, seed, site_offset(sd.dropout_offset, site)}, x, x, s);
+    }
+  };
+  const ops::LayerNormArgs ln{bt, d, cfg.ln_eps};
+  gpt_detail::LayerActs& a = buf.act(slot, local);
+  const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(local)];
+  if (!fused_input) {
+    ops::layernorm_forward(ln, a.ln1, a.ln1_mean, a.ln1_rstd, a.x, lw.ln1_g, lw.ln1_b, s);
+  } else {  // x = h' + Drop(mlp') of the previous layer, fused with LN1
+    ops::residual_layernorm_forward(ln, a.x, a.ln1, a.ln1_mean, a.ln1_rstd,
+                                    buf.act(slot, local - 1).h, buf.proj, lw.ln1_g, lw.ln1_b, s);
+  }
+  linear(a.qkv, a.ln1, lw.qkv_w, lw.qkv_b, s);
+  ops::attention_forward(attention_args(l, train ? cfg.attention_dropout : 0.0f,
+                                        sd.dropout_offset),
+                         a.atty, a.probs, a.qkv, sd.has_segments ? sd.segments : TensorView{},
+                         buf.op_ws, s);
+  row_linear(buf.proj, a.atty, lw.attn_proj_w, lw.attn_proj_b, shard.tp_rank == 0, s);
+  tp_all_reduce(buf.proj, s);
+  drop(buf.proj, 2 + 3 * l);
+  ops::residual_layernorm_forward(ln, a.h, a.ln2, a.ln2_mean, a.ln2_rstd, a.x, buf.proj, lw.ln2_g,
+                                  lw.ln2_b, s);
+  ops::GemmArgs fc{bt, cfg.ffn() / shard.tp, d};
+  fc.trans_b = true;
+  fc.epilogue = Epilogue::kBiasGelu;
+  ops::gemm(fc, a.gelu, a.ln2, lw.fc_w, lw.fc_b, a.pre_gelu, s);
+  row_linear(buf.proj, a.gelu, lw.mlp_proj_w, lw.mlp_proj_b, shard.tp_rank == 0, s);
+  tp_all_reduce(buf.proj, s);
+  drop(buf.proj, 3 + 3 * l);
+}
+
+ops::AttentionArgs GptModel::Impl::attention_args(int64_t layer, float dropout_p,
+                                                  uint64_t dropout_offset) const {
+  const int64_t heads = cfg.n_heads / shard.tp;
+  ops::AttentionArgs aa{shape.micro_batch,
+                        shape.seq_len,
+                        heads,
+                        cfg.head_dim(),
+                        1.0f / std::sqrt(static_cast<float>(cfg.head_dim())),
+                        dropout_p,
+                        seed,
+                        site_offset(dropout_offset, 1 + 3 * layer)};
+  aa.total_heads = cfg.n_heads;
+  aa.head_offset = shard.tp_rank * heads;
+  return aa;
+}
+
+void GptModel::Impl::head_forward(const gpt_detail::SlotData& sd, int64_t slot,
+                                  int64_t last_local, bool train, engine::Stream& s) {
+  const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model;
+  gpt_detail::HeadActs& hd = buf.head[static_cast<size_t>(slot)];
+  const ops::LayerNormArgs ln{bt, d, cfg.ln_eps};
+  ops::residual_layernorm_forward(ln, hd.x_final, hd.lnf, hd.lnf_mean, hd.lnf_rstd,
+                                  buf.act(slot, last_local).h, buf.proj, buf.w.lnf_g, buf.w.lnf_b,
+                                  s);
+  const int64_t cols = cfg.padded() / shard.tp;
+  ops::GemmArgs head{bt, cols, d};
+  head.trans_b = true;
+  ops::gemm(head, hd.logits, hd.lnf, buf.w.wte, {}, {}, s);
+  // Training: dlogits (grad_scale 1) replace the logits in place; evaluation keeps the logits.
+  const TensorView dlogits = train ? hd.logits : TensorView{};
+  if (shard.tp == 1) {
+    ops::softmax_cross_entropy({bt, cfg.vocab_size, cfg.padded(), 1.0f}, hd.losses, dlogits,
+                               hd.logits, sd.targets, s);
+    return;
+  }
+  const TensorView row_max = flat_slice(buf.ce, 0, {bt});
+  const TensorView sums = flat_slice(buf.ce, bt, {2 * bt});  // sum of exp | target logit
+  const TensorView sum_exp = flat_slice(buf.ce, bt, {bt});
+  const TensorView target_logit = flat_slice(buf.ce, 2 * bt, {bt});
+  const ops::VocabShardArgs va{bt, cfg.vocab_size, shard.tp_rank * cols, cols, 1.0f};
+  ops::vocab_shard_max(va, row_max, hd.logits, s);
+  shard.tp_comm->all_reduce(row_max, parallel::ReduceOp::kMax, s);
+  ops::vocab_shard_sum_exp(va, sum_exp, target_logit, hd.logits, row_max, sd.targets, s);
+  shard.tp_comm->all_reduce(sums, parallel::ReduceOp::kSum, s);
+  ops::vocab_shard_cross_entropy(va, hd.losses, dlogits, hd.logits, row_max, sum_exp,
+                                 target_logit, sd.targets, s);
+}
+
+void GptModel::Impl::forward_chunk(int64_t chunk, int64_t slot, bool train,
+                                   uint64_t dropout_offset, engine::Stream& s) {
+  ANVIL_CHECK_MSG(s.device() == prec.device,
+                  "GptModel::forward: stream device differs from the model's");
+  ANVIL_CHECK_MSG(chunk >= 0 && chunk < n_chunks() && slot >= 0 && slot < buf.slots,
+                  absl::StrCat("GptModel::forward_chunk: chunk ", chunk, " of ", n_chunks(),
+                               ", slot ", slot, " of ", buf.slots));
+  GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
+  const size_t key = static_cast<size_t>(chunk * buf.slots + slot);
+  ready_for_backward[key] = false;
+  gpt_detail::SlotData& sd = buf.slot_data(chunk, slot);
+  sd.dropout_offset = dropout_offset;
+  const std::vector<int64_t>& layers = buf.chunk_layers[static_cast<size_t>(chunk)];
+  if (shard.pre && chunk == 0) embed(slot, train, s);
+  for (size_t i = 0; i < layers.size(); ++i) layer_forward(sd, slot, layers[i], i > 0, train, s);
+  if (is_final_chunk(chunk)) {
+    head_forward(sd, slot, layers.back(), train, s);
+  } else {
+    // x = h + Drop(mlp) of the last layer; the residual add of the fused layernorm computes it
+    // (its normalized output goes to scratch).
+    const int64_t bt = shape.micro_batch * shape.seq_len;
+    const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(layers.back())];
+    ops::residual_layernorm_forward({bt, cfg.d_model, cfg.ln_eps}, buf.send_act, buf.dln,
+                                    buf.stat_mean, buf.stat_rstd, buf.act(slot, layers.back()).h,
+                                    buf.proj, lw.ln2_g, lw.ln2_b, s);
+  }
+  ready_for_backward[key] = train;
+}
+
+void GptModel::Impl::head_backward(int64_t slot, float grad_scale, engine::Stream& s) {
+  const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model;
+  const gpt_detail::HeadActs& hd = buf.head[static_cast<size_t>(slot)];
+  const ops::LayerNormArgs ln{bt, d, cfg.ln_eps};
+  // Tied LM head: dwte += grad_scale dlogits^T lnf;  dlnf = grad_scale dlogits wte (summed over
+  // TP: each rank holds a vocabulary slice).
+  weight_grad(buf.g.wte, hd.logits, hd.lnf, s, grad_scale);
+  input_grad(buf.dln, hd.logits, buf.w.wte, s, grad_scale);
+  tp_all_reduce(buf.dln, s);
+  ops::layernorm_backward(ln, ops::Accumulate::kOverwrite, buf.dres, buf.g.lnf_g, buf.g.lnf_b,
+                          buf.dln, hd.x_final, buf.w.lnf_g, hd.lnf_mean, hd.lnf_rstd, buf.op_ws,
+                          s);
+}
+
+void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
+                                    TensorView dres, engine::Stream& s) {
+  const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model, tp = shard.tp;
+  const int64_t l = buf.layer_ids[static_cast<size_t>(local)];
+  const float p_hidden = cfg.hidden_dropout;
+  const ops::LayerNormArgs ln{bt, d, cfg.ln_eps};
+  const TensorView dfc = rows_view(buf.dbig, bt, cfg.ffn() / tp);
+  const TensorView dqkv = rows_view(buf.dbig, bt, 3 * d / tp);
+  const TensorView datty = rows_view(buf.dln, bt, d / tp);
+  // d(projection output) from d(residual): through the dropout mask, or dres itself.
+  auto drop_grad = [&](int64_t site) -> TensorView {
+    if (p_hidden <= 0.0f) return dres;
+    ops::dropout_backward({p_hidden, seed, site_offset(sd.dropout_offset, site)}, buf.proj, dres,
+                          s);
+    return buf.proj;
+  };
+  // Full recomputation: everything but x was overwritten by later layers; rerun the forward
+  // from x (the same dropout masks: the slot keeps its dropout offset).
+  if (shard.recompute == Recompute::kFull) {
+    layer_forward(sd, slot, local, /*fused_input=*/false, /*train=*/true, s);
+  }
+  const gpt_detail::LayerActs& a = buf.act(slot, local);
+  const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(local)];
+  const gpt_detail::LayerWeights& lg = buf.g.layers[static_cast<size_t>(local)];
+  // MLP: x_{l+1} = h + Drop(gelu Wp^T + bp); dres holds d x_{l+1}.
+  TensorView dproj = drop_grad(3 + 3 * l);
+  weight_grad(lg.mlp_proj_w, dproj, a.gelu, s);
+  ops::bias_backward(lg.mlp_proj_b, dproj, s);
+  ops::GemmArgs dg{bt, cfg.ffn() / tp, d};
+  dg.epilogue = Epilogue::kDGelu;  // dfc = (dproj Wp) * gelu'(pre_gelu)
+  ops::gemm(dg, dfc, dproj, lw.mlp_proj_w, {}, a.pre_gelu, s);
+  weight_grad(lg.fc_w, dfc, a.ln2, s);
+  ops::bias_backward(lg.fc_b, dfc, s);
+  input_grad(buf.dln, dfc, lw.fc_w, s);
+  tp_all_reduce(buf.dln, s);
+  // dres becomes d h = d x_{l+1} + LN2'(dln) (dproj, possibly aliasing dres, is consumed).
+  ops::layernorm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln2_g, lg.ln2_b, buf.dln, a.h,
+                          lw.ln2_g, a.ln2_mean, a.ln2_rstd, buf.op_ws, s);
+  // Attention: h = x + Drop(atty Wo^T + bo).
+  dproj = drop_grad(2 + 3 * l);
+  weight_grad(lg.attn_proj_w, dproj, a.atty, s);
+  ops::bias_backward(lg.attn_proj_b, dproj, s);
+  input_grad(datty, dproj, lw.attn_proj_w, s);
+  const ops::AttentionArgs aa = attention_args(l, cfg.attention_dropout, sd.dropout_offset);
+  const TensorView segments = sd.has_segments ? sd.segments : TensorView{};
+  if (shard.recompute == Recompute::kSelective) {
+    // The probabilities were not kept: recompute them (atty is rewritten with equal values).
+    ops::attention_forward(aa, a.atty, a.probs, a.qkv, segments, buf.op_ws, s);
+  }
+  ops::attention_backward(aa, dqkv, datty, a.qkv, a.probs, segments, buf.op_ws, s);
+  weight_grad(lg.qkv_w, dqkv, a.ln1, s);
+  ops::bias_backward(lg.qkv_b, dqkv, s);
+  input_grad(buf.dln, dqkv, lw.qkv_w, s);
+  tp_all_reduce(buf.dln, s);
+  // dres becomes d x_l.
+  ops::layernorm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln1_g, lg.ln1_b, buf.dln, a.x,
+                          lw.ln1_g, a.ln1_mean, a.ln1_rstd, buf.op_ws, s);
+}
+
+void GptModel::Impl::backward_chunk(int64_t chunk, int64_t slot, float grad_scale,
+                                    engine::Stream& s) {
+  ANVIL_CHECK_MSG(chunk >= 0 && chunk < n_chunks() && slot >= 0 && slot < buf.slots,
+                  absl::StrCat("GptModel::backward_chunk: chunk ", chunk, " of ", n_chunks(),
+                               ", slot ", slot, " of ", buf.slots));
+  ANVIL_CHECK_MSG(ready_for_backward[static_cast<size_t>(chunk * buf.slots + slot)],
                   "GptModel::backward needs a preceding forward with train = true");
   ANVIL_CHECK_MSG(s.device() == prec.device,
                   "GptModel::backward: stream device differs from the model's");
   GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
-  const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model;
-  const float p_hidden = cfg.hidden_dropout;
-  const gpt_detail::Weights& w = buf.w;
-  const gpt_detail::Weights& g = buf.g;
-  const ops::LayerNormArgs ln{bt, d, cfg.ln_eps};
-  const TensorView dfc = rows_view(buf.dbig, bt, cfg.ffn());
-  const TensorView dqkv = rows_view(buf.dbig, bt, 3 * d);
-  // d(projection output) from d(residual): through the dropout mask, or dres itself.
-  auto drop_grad = [&](int64_t site) -> TensorView {
-    if (p_hidden <= 0.0f) return buf.dres;
-    ops::dropout_backward({p_hidden, seed, site_offset(site)}, buf.proj, buf.dres, s);
-    return buf.proj;
-  };
-
-  // Tied LM head: dwte += grad_scale dlogits^T lnf;  dlnf = grad_scale dlogits wte.
-  weight_grad(g.wte, buf.logits, buf.lnf, s, grad_scale);
-  input_grad(buf.dln, buf.logits, w.wte, s, grad_scale);
-  ops::layernorm_backward(ln, ops::Accumulate::kOverwrite, buf.dres, g.lnf_g, g.lnf_b, buf.dln,
-                          buf.x_final, w.lnf_g, buf.lnf_mean, buf.lnf_rstd, buf.op_ws, s);
-  for (int64_t l = cfg.n_layers - 1; l >= 0; --l) {
-    const gpt_detail::LayerActs& a = buf.layers[l];
-    const gpt_detail::LayerWeights& lw = w.layers[l];
-    const gpt_detail::LayerWeights& lg = g.layers[l];
-    // MLP: x_{l+1} = h + Drop(gelu Wp^T + bp); dres holds d x_{l+1}.
-    TensorView dproj = drop_grad(3 + 3 * l);
-    weight_grad(lg.mlp_proj_w, dproj, a.gelu, s);
-    ops::bias_backward(lg.mlp_proj_b, dproj, s);
-    ops::GemmArgs dg{bt, cfg.ffn(), d};
-    dg.epilogue = Epilogue::kDGelu;  // dfc = (dproj Wp) * gelu'(pre_gelu)
-    ops::gemm(dg, dfc, dproj, lw.mlp_proj_w, {}, a.pre_gelu, s);
-    weight_grad(lg.fc_w, dfc, a.ln2, s);
-    ops::bias_backward(lg.fc_b, dfc, s);
-    input_grad(buf.dln, dfc, lw.fc_w, s);
-    // dres becomes d h = d x_{l+1} + LN2'(dln) (dproj, possibly aliasing dres, is consumed).
-    ops::layernorm_backward(ln, ops::Accumulate::kAdd, buf.dres, lg.ln2_g, lg.ln2_b, buf.dln, a.h,
-                            lw.ln2_g, a.ln2_mean, a.ln2_rstd, buf.op_ws, s);
-    // Attention: h = x + Drop(atty Wo^T + bo).
-    dproj = drop_grad(2 + 3 * l);
-    weight_grad(lg.attn_proj_w, dproj, a.atty, s);
-    ops::bias_backward(lg.attn_proj_b, dproj, s);
-    input_grad(buf.dln, dproj, lw.attn_proj_w, s);  // d atty
-    ops::AttentionArgs aa{shape.micro_batch,
-                          shape.seq_len,
-                          cfg.n_heads,
-                          cfg.head_dim(),
-                          1.0f / std::sqrt(static_cast<float>(cfg.head_dim())),
-                          cfg.attention_dropout,
-                          seed,
-                          site_offset(1 + 3 * l)};
-    ops::attention_backward(aa, dqkv, buf.dln, a.qkv, a.probs, buf.op_ws, s);
-    weight_grad(lg.qkv_w, dqkv, a.ln1, s);
-    ops::bias_backward(lg.qkv_b, dqkv, s);
-    input_grad(buf.dln, dqkv, lw.qkv_w, s);
-    // dres becomes d x_l.
-    ops::layernorm_backward(ln, ops::Accumulate::kAdd, buf.dres, lg.ln1_g, lg.ln1_b, buf.dln, a.x,
-                            lw.ln1_g, a.ln1_mean, a.ln1_rstd, buf.op_ws, s);
+  const std::vector<int64_t>& layers = buf.chunk_layers[static_cast<size_t>(chunk)];
+  TensorView dres = buf.out_grad.empty() ? TensorView{}
+                                         : buf.out_grad[static_cast<size_t>(chunk * buf.slots + slot)];
+  if (is_final_chunk(chunk)) {
+    head_backward(slot, grad_scale, s);
+    dres = buf.dres;
   }
-  if (p_hidden > 0.0f) {
-    ops::dropout_backward({p_hidden, seed, site_offset(0)}, buf.dres, buf.dres, s);
+  const gpt_detail::SlotData& sd = buf.slot_data(chunk, slot);
+  for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+    layer_backward(sd, slot, *it, dres, s);
   }
-  ops::embedding_backward({bt, d, cfg.padded(), cfg.max_seq_len}, g.wte, g.wpe, buf.dres,
-                          buf.tokens, buf.positions, s);
+  last_input_grad = dres;
+  if (!(shard.pre && chunk == 0)) return;
+  if (cfg.hidden_dropout > 0.0f) {
+    ops::dropout_backward({cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, 0)}, dres,
+                          dres, s);
+  }
+  const int64_t rows = cfg.padded() / shard.tp;
+  ops::EmbeddingArgs ea{shape.micro_batch * shape.seq_len, cfg.d_model, rows, cfg.max_seq_len};
+  ea.vocab_start = shard.tp_rank * rows;
+  ops::embedding_backward(ea, buf.g.wte, buf.g.wpe, dres, sd.tokens, sd.positions, s);
 }
 
 }  // namespace anvil::model

@@ -7,10 +7,26 @@ namespace anvil::model {
 
 void add_parallel_schema(engine::ConfigSchema& s) {
   const engine::ConfigType kInt = engine::ConfigType::kInt, kBool = engine::ConfigType::kBool;
+  const engine::ConfigType kStr = engine::ConfigType::kString;
   s.add("parallel", "tp", kInt, "1",
-        "Tensor-parallel size (--tensor-model-parallel-size). Only 1 is implemented yet.");
+        "Tensor-parallel size (--tensor-model-parallel-size): heads, MLP hidden units and the "
+        "padded vocabulary split over tp ranks (n_heads and ffn_hidden divisible by tp; the "
+        "vocabulary is padded to a multiple of 128 * tp).");
   s.add("parallel", "pp", kInt, "1",
-        "Pipeline-parallel size (--pipeline-model-parallel-size). Only 1 is implemented yet.");
+        "Pipeline-parallel size (--pipeline-model-parallel-size): layers split over pp stages, "
+        "1F1B schedule (interleaved with virtual_stages > 1).");
+  s.add("parallel", "virtual_stages", kInt, "1",
+        "Model chunks per pipeline stage (--num-layers-per-virtual-pipeline-stage expressed as a "
+        "count): > 1 runs Megatron's interleaved 1F1B, which needs pp >= 2 and micro-batches "
+        "per step divisible by pp.");
+  s.add("parallel", "pipeline_partition", kStr, "balanced",
+        "Layers per pipeline chunk: balanced, or type:transformer|embedding (embedding and LM "
+        "head count as a layer each, as Megatron's partition method).");
+  s.add("parallel", "recompute", kStr, "none",
+        "Activation recomputation (--recompute-granularity): none, selective (attention "
+        "probabilities recomputed in backward) or full (only each layer's input kept).");
+  s.add("parallel", "sequence_parallel", kBool, "false",
+        "Megatron's sequence parallelism: not implemented yet; true is an error.");
   s.add("parallel", "dp", kInt, "0",
         "Data-parallel size; 0 = launched ranks / (tp * pp). Each DP rank runs global_batch / dp "
         "samples per step in micro-batches of [train] micro_batch; the gradients are summed over "
@@ -41,17 +57,27 @@ absl::StatusOr<ParallelConfig> parse_parallel_config(const engine::Config& c, in
   if (zero < 0 || zero > 3) {
     return c.error("parallel", "zero_stage", absl::StrFormat("must be 0, 1, 2 or 3, got %d", zero));
   }
-  if (tp != 1) {
-    return c.error("parallel", "tp",
-                   absl::StrFormat("tensor parallelism (tp = %d) is not implemented yet; only "
-                                   "tp = 1 runs today (see docs/parallelism.md)",
-                                   tp));
+  const int64_t v = c.get_int("parallel", "virtual_stages");
+  if (v < 1) return c.error("parallel", "virtual_stages", absl::StrFormat("must be >= 1, got %d", v));
+  if (v > 1 && pp < 2) {
+    return c.error("parallel", "virtual_stages",
+                   absl::StrFormat("%d chunks per stage need pp >= 2, got pp %d", v, pp));
   }
-  if (pp != 1) {
-    return c.error("parallel", "pp",
-                   absl::StrFormat("pipeline parallelism (pp = %d) is not implemented yet; only "
-                                   "pp = 1 runs today (see docs/parallelism.md)",
-                                   pp));
+  const std::string recompute = c.get_string("parallel", "recompute");
+  if (recompute != "none" && recompute != "selective" && recompute != "full") {
+    return c.error("parallel", "recompute",
+                   absl::StrFormat("expected none, selective or full, got '%s'", recompute));
+  }
+  const std::string partition = c.get_string("parallel", "pipeline_partition");
+  if (partition != "balanced" && partition != "type:transformer|embedding") {
+    return c.error("parallel", "pipeline_partition",
+                   absl::StrFormat("expected balanced or type:transformer|embedding, got '%s'",
+                                   partition));
+  }
+  if (c.get_bool("parallel", "sequence_parallel")) {
+    return c.error("parallel", "sequence_parallel",
+                   "sequence parallelism is not implemented yet (see docs/parallelism.md); set it "
+                   "to false");
   }
   if (zero > 1) {
     return c.error("parallel", "zero_stage",
@@ -91,7 +117,53 @@ absl::StatusOr<ParallelConfig> parse_parallel_config(const engine::Config& c, in
   p.bucket_mb = static_cast<double>(bucket_mb);
   p.timeout_s = static_cast<double>(timeout_s);
   p.reduce_single_rank = c.get_bool("parallel", "reduce_single_rank");
+  p.virtual_stages = static_cast<int>(v);
+  p.recompute = recompute;
+  p.pipeline_partition = partition;
+  const int64_t micro_per_rank = global_batch / (micro_batch * resolved_dp);
+  if (v > 1 && micro_per_rank % pp != 0) {
+    return c.error("parallel", "virtual_stages",
+                   absl::StrFormat("the interleaved schedule needs the micro-batches per step and "
+                                   "DP rank (%d = global_batch %d / (micro_batch %d * dp %d)) to "
+                                   "be a multiple of pp %d",
+                                   micro_per_rank, global_batch, micro_batch, resolved_dp, pp));
+  }
   return p;
+}
+
+absl::StatusOr<std::vector<std::vector<int64_t>>> partition_layers(int64_t n_layers,
+                                                                   int64_t chunks,
+                                                                   const std::string& method) {
+  // Weighted items: [embedding] + layers + [head] for Megatron's type:transformer|embedding.
+  const bool typed = method == "type:transformer|embedding";
+  if (!typed && method != "balanced") {
+    return absl::InvalidArgumentError("pipeline partition: unknown method '" + method + "'");
+  }
+  const int64_t items = n_layers + (typed ? 2 : 0);
+  if (chunks < 1 || n_layers < chunks) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "pipeline partition: %d layers cannot fill %d chunks (pp * virtual_stages) with at least "
+        "one layer each",
+        n_layers, chunks));
+  }
+  std::vector<std::vector<int64_t>> out;
+  int64_t begin = 0;
+  for (int64_t k = 0; k < chunks; ++k) {
+    const int64_t count = items / chunks + (k < items % chunks ? 1 : 0);
+    std::vector<int64_t> layers;
+    for (int64_t i = begin; i < begin + count; ++i) {
+      const int64_t layer = typed ? i - 1 : i;
+      if (layer >= 0 && layer < n_layers) layers.push_back(layer);
+    }
+    begin += count;
+    if (layers.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "pipeline partition %s: chunk %d of %d gets no transformer layer (%d layers)", method, k,
+          chunks, n_layers));
+    }
+    out.push_back(layers);
+  }
+  return out;
 }
 
 }  // namespace anvil::model

@@ -2,9 +2,12 @@
 // ZeRO stage, gradient bucket size and the collective watchdog, declared in the ini schema and
 // validated against the world size and the batch shape up front, with errors naming the numbers:
 //   "x.ini:9: [train] global_batch: 12 is not a multiple of micro_batch 4 * dp 2 = 8".
-// Only tp = 1, pp = 1 and zero_stage 0/1 run today; any other value is an error saying so, never
+// Values that do not run yet (zero_stage 2/3, sequence_parallel) are errors saying so, never
 // silently ignored (docs/parallelism.md lists what exists).
 #pragma once
+
+#include <string>
+#include <vector>
 
 #include <cstdint>
 
@@ -21,12 +24,24 @@ struct ParallelConfig {
   double bucket_mb = 100.0;         // MiB of f32 gradient per all-reduce bucket; 0 = one bucket
   double timeout_s = 600.0;         // collective watchdog (whole numbers in the ini)
   bool reduce_single_rank = false;  // run the DP reduction path even when dp = 1
+  int virtual_stages = 1;           // model chunks per pipeline stage (interleaved 1F1B when > 1)
+  std::string recompute = "none";   // none | selective | full
+  std::string pipeline_partition = "balanced";  // or "type:transformer|embedding"
 
   int64_t bucket_elems() const { return static_cast<int64_t>(bucket_mb * (1 << 20) / 4); }
 };
 
 // Adds the [parallel] keys to bin/train's schema.
 void add_parallel_schema(engine::ConfigSchema& schema);
+
+// Layers of each global model chunk (pp * virtual_stages chunks, chunk k = stage k % pp's local
+// chunk k / pp). "balanced": layers split as evenly as possible, the first chunks taking one
+// more; "type:transformer|embedding": Megatron's partition that counts the embedding and the LM
+// head as one layer each (the first and last chunk then hold one transformer layer fewer where
+// the counts allow). InvalidArgument when a chunk would get no layer.
+absl::StatusOr<std::vector<std::vector<int64_t>>> partition_layers(int64_t n_layers,
+                                                                   int64_t chunks,
+                                                                   const std::string& method);
 
 // Reads and validates [parallel] of a loaded config for `world_size` launched ranks and the
 // [train] batch shape (global_batch must split into micro_batch * dp chunks).

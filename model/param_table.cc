@@ -59,13 +59,30 @@ void ParamTable::bind(engine::TensorView value, engine::TensorView master, engin
   }
 }
 
+int64_t tp_global_index(const Param& p, int64_t local, int tp, int tp_rank) {
+  if (p.tp_split_dim < 0 || tp == 1) return local;
+  ANVIL_CHECK_MSG(p.shape.size() <= 2 && p.tp_split_dim < static_cast<int>(p.shape.size()),
+                  absl::StrCat("tp_global_index: parameter ", p.name));
+  const int64_t cols = p.shape.size() == 2 ? p.shape[1] : 1;
+  int64_t row = local / cols, col = local % cols;
+  if (p.tp_split_dim == 0) {
+    const int64_t piece = p.shape[0] / p.tp_parts;  // rows of one block on one rank
+    row = row / piece * piece * tp + tp_rank * piece + row % piece;
+    return row * cols + col;
+  }
+  const int64_t piece = cols / p.tp_parts;
+  col = col / piece * piece * tp + tp_rank * piece + col % piece;
+  return row * cols * tp + col;
+}
+
 void ParamTableBuilder::add(std::string name, std::vector<int64_t> shape, bool weight_decay,
-                            int tp_split_dim) {
+                            int tp_split_dim, int tp_parts) {
   Param p;
   p.name = std::move(name);
   p.shape = std::move(shape);
   p.weight_decay = weight_decay;
   p.tp_split_dim = tp_split_dim;
+  p.tp_parts = tp_parts;
   params_.push_back(std::move(p));
 }
 

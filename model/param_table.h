@@ -24,6 +24,7 @@ struct Param {
   std::vector<int64_t> shape;  // logical shape
   bool weight_decay;           // false for biases and LayerNorm parameters
   int tp_split_dim = -1;       // for tensor parallelism: dim split across TP ranks, -1 = none
+  int tp_parts = 1;            // blocks along tp_split_dim split separately (c_attn: q | k | v)
   int64_t offset = 0;          // element offset in the flat buffers
   engine::TensorView value;    // compute copy (act dtype); == master when act == grad dtype
   engine::TensorView master;   // f32 master weights
@@ -64,12 +65,19 @@ class ParamTable {
 // Collects parameters in definition order (all() keeps it), then assigns flat offsets by group.
 class ParamTableBuilder {
  public:
-  void add(std::string name, std::vector<int64_t> shape, bool weight_decay, int tp_split_dim = -1);
+  void add(std::string name, std::vector<int64_t> shape, bool weight_decay, int tp_split_dim = -1,
+           int tp_parts = 1);
   ParamTable build();
 
  private:
   std::vector<Param> params_;
 };
+
+// Tensor parallelism: the element index in the whole (unsplit) parameter of element `local` of
+// TP rank tp_rank's shard, p.shape being the shard's shape (rank-major shapes, at most 2 dims).
+// Dim tp_split_dim of the whole parameter is tp_parts blocks; each block is split evenly over
+// the ranks and rank r holds the r-th piece of every block, in block order.
+int64_t tp_global_index(const Param& p, int64_t local, int tp, int tp_rank);
 
 // Elements [offset, offset + prod(shape)) of a contiguous flat view, seen with `shape`.
 engine::TensorView flat_slice(engine::TensorView flat, int64_t offset,

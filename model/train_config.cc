@@ -78,8 +78,8 @@ ConfigSchema build_schema() {
   s.add("data", "reset_position_ids", kBool, "false",
         "--reset-position-ids: position ids restart at 0 after every eod_token.");
   s.add("data", "reset_attention_mask", kBool, "false",
-        "--reset-attention-mask: not supported yet (needs a per-document attention mask); true "
-        "is an error.");
+        "--reset-attention-mask: tokens attend only to earlier tokens of their own document "
+        "(documents end at eod_token).");
   // [train]
   s.add("train", "micro_batch", kInt, "8", "Samples per forward/backward (--micro-batch-size).");
   s.add("train", "global_batch", kInt, "0",
@@ -324,11 +324,8 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
   t.data.eod_token = c.get_int("data", "eod_token");
   t.data.eod_mask_loss = c.get_bool("data", "eod_mask_loss");
   t.data.reset_position_ids = c.get_bool("data", "reset_position_ids");
-  ANVIL_RETURN_IF_ERROR(need(!c.get_bool("data", "reset_attention_mask"), c, "data",
-                             "reset_attention_mask",
-                             "not supported yet: attention has no per-document mask; set it to "
-                             "false (eod_mask_loss and reset_position_ids are supported)"));
-  if (t.data.eod_mask_loss || t.data.reset_position_ids) {
+  t.data.reset_attention_mask = c.get_bool("data", "reset_attention_mask");
+  if (t.data.eod_mask_loss || t.data.reset_position_ids || t.data.reset_attention_mask) {
     ANVIL_RETURN_IF_ERROR(need(
         t.data.eod_token < m.vocab_size, c, "data", "eod_token",
         absl::StrFormat("%d is not a token id of [model] vocab_size %d (byte-level data uses 256, "
@@ -399,6 +396,24 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
   // [parallel]
   ANVIL_ASSIGN_OR_RETURN(t.parallel,
                          parse_parallel_config(c, world_size, l.global_batch, l.micro_batch));
+  // The layout against the model: Megatron pads the vocabulary to a multiple of 128 * tp.
+  const ParallelConfig& pc = t.parallel;
+  t.model.vocab_multiple = 128 * pc.tp;
+  auto split = [&](const char* what, int64_t n) -> absl::Status {
+    return need(n % pc.tp == 0, c, "parallel", "tp",
+                absl::StrFormat("%d: [model] %s %d is not divisible by tp", pc.tp, what, n));
+  };
+  ANVIL_RETURN_IF_ERROR(split("n_heads", t.model.n_heads));
+  ANVIL_RETURN_IF_ERROR(split("ffn_hidden", t.model.ffn()));
+  ANVIL_RETURN_IF_ERROR(split("padded_vocab", t.model.padded()));
+  const int64_t chunks = static_cast<int64_t>(pc.pp) * pc.virtual_stages;
+  absl::StatusOr<std::vector<std::vector<int64_t>>> parts =
+      partition_layers(t.model.n_layers, chunks, pc.pipeline_partition);
+  if (!parts.ok()) {
+    return c.error("parallel", "pp",
+                   absl::StrFormat("pp %d * virtual_stages %d with [model] n_layers %d: %s", pc.pp,
+                                   pc.virtual_stages, t.model.n_layers, parts.status().message()));
+  }
   return t;
 }
 

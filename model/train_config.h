@@ -38,6 +38,7 @@ struct DataConfig {
   int64_t eod_token = 50256;        // end-of-document id (GPT-2's <|endoftext|>; 256 byte-level)
   bool eod_mask_loss = false;       // no loss on the token after an eod (Megatron's rule)
   bool reset_position_ids = false;  // positions restart after every eod
+  bool reset_attention_mask = false;  // document-aware causal mask (attention within a doc)
 };
 
 struct LoopConfig {

@@ -16,6 +16,8 @@
 #include "parallel/mpi_comm.h"
 #include "parallel/nccl_comm.h"
 #include "parallel/zero.h"
+#include "parallel/scalar_reduce.h"
+#include "model/pipeline_runner.h"
 
 namespace anvil::model {
 namespace {
@@ -36,11 +38,10 @@ double flops_per_token(const GptConfig& cfg, int64_t seq_len) {
   return 6.0 * n + 12.0 * l * d * static_cast<double>(seq_len);
 }
 
-absl::StatusOr<engine::MemoryPlan> Trainer::plan(const TrainConfig& cfg, const GptPrecision& prec) {
-  ANVIL_ASSIGN_OR_RETURN(
-      engine::MemoryPlan p,
-      GptModel::plan(cfg.model, GptRunShape{cfg.train.micro_batch, cfg.data.seq_len}, prec));
-  return p;
+absl::StatusOr<engine::MemoryPlan> Trainer::plan(const TrainConfig& cfg, const GptPrecision& prec,
+                                                  const GptShard& shard) {
+  return GptModel::plan(cfg.model, GptRunShape{cfg.train.micro_batch, cfg.data.seq_len}, prec,
+                        shard);
 }
 
 absl::Status Trainer::check_fits(const engine::MemoryPlan& plan, const GptPrecision& prec) {
@@ -71,22 +72,26 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
                                                          const TrainerParallel& par) {
   if (!train) return absl::InvalidArgumentError("Trainer::create: no training samples");
   const ParallelConfig& pc = cfg.parallel;
-  const int dp = par.grid ? par.grid->dp_size() : 1;
-  if (par.grid && (par.grid->tp_size() != 1 || par.grid->pp_size() != 1)) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "Trainer: tensor and pipeline parallelism are not implemented yet (grid tp %d, pp %d)",
-        par.grid->tp_size(), par.grid->pp_size()));
-  }
-  if (pc.dp != dp) {
+  const parallel::ProcessGrid* g = par.grid;
+  const int tp = g ? g->tp_size() : 1, pp = g ? g->pp_size() : 1, dp = g ? g->dp_size() : 1;
+  if (pc.tp != tp || pc.pp != pp || pc.dp != dp) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "Trainer: [parallel] dp %d differs from the process grid's dp %d", pc.dp, dp));
+        "Trainer: [parallel] tp %d, pp %d, dp %d differ from the process grid's tp %d, pp %d, "
+        "dp %d",
+        pc.tp, pc.pp, pc.dp, tp, pp, dp));
   }
   if (cfg.train.global_batch % (cfg.train.micro_batch * dp) != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "Trainer: [train] global_batch %d is not a multiple of micro_batch %d * dp %d",
         cfg.train.global_batch, cfg.train.micro_batch, dp));
   }
-  ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, Trainer::plan(cfg, prec));
+  if (pc.zero_stage > 1) {
+    return absl::UnimplementedError(
+        absl::StrFormat("Trainer: ZeRO stage %d is not implemented yet", pc.zero_stage));
+  }
+  ANVIL_ASSIGN_OR_RETURN(GptShard shard,
+                         shard_for(cfg, g ? g->tp_rank() : 0, g ? g->pp_rank() : 0));
+  ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, Trainer::plan(cfg, prec, shard));
   ANVIL_RETURN_IF_ERROR(check_fits(plan, prec));
 
   std::unique_ptr<Trainer> t(new Trainer());
@@ -96,7 +101,13 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
   t->valid_ = std::move(valid);
   t->log_ = log;
   t->dp_size_ = dp;
-  t->dp_rank_ = par.grid ? par.grid->dp_rank() : 0;
+  t->dp_rank_ = g ? g->dp_rank() : 0;
+  t->tp_size_ = tp;
+  t->pp_size_ = pp;
+  t->pp_rank_ = g ? g->pp_rank() : 0;
+  ANVIL_ASSIGN_OR_RETURN(t->plan_,
+                         parallel::plan_pipeline(pp, t->pp_rank_, pc.virtual_stages,
+                                                 static_cast<int>(cfg.train.accumulation_steps(dp))));
   const int cuda_device =
       prec.device == engine::Device::kCuda ? par.local_rank % engine::cuda_device_count() : 0;
   if (prec.device == engine::Device::kCuda) {
@@ -106,48 +117,33 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
   } else {
     t->stream_ = std::make_unique<engine::Stream>(engine::Stream::cpu());
   }
+  ANVIL_RETURN_IF_ERROR(t->setup_parallel(par, cuda_device));
+  shard.tp_comm = t->tp_comm_;
   const int64_t B = cfg.train.micro_batch, T = cfg.data.seq_len;
-  ANVIL_ASSIGN_OR_RETURN(t->model_,
-                         GptModel::create(cfg.model, GptRunShape{B, T}, prec, cfg.train.seed));
-  t->tokens_.assign(B * T, 0);
-  t->targets_.assign(B * T, 0);
-  t->positions_.resize(B * T);
-  for (int64_t i = 0; i < B * T; ++i) t->positions_[i] = static_cast<int32_t>(i % T);
+  ANVIL_ASSIGN_OR_RETURN(t->model_, GptModel::create(cfg.model, GptRunShape{B, T}, prec,
+                                                     cfg.train.seed, shard));
+  const int64_t accum = cfg.train.accumulation_steps(dp);
+  const size_t n = static_cast<size_t>(std::max<int64_t>(accum, 1) * B * T);
+  t->tokens_.assign(n, 0);
+  t->targets_.assign(n, 0);
+  t->segments_.assign(n, 0);
+  t->positions_.resize(n);
+  for (size_t i = 0; i < n; ++i) t->positions_[i] = static_cast<int32_t>(i % T);
+  t->counted_.assign(static_cast<size_t>(std::max<int64_t>(accum, 1)), 0);
   t->sample_.assign(T + 1, 0);
 
-  // Data parallelism: the DP group's communicator, the bucketed gradient reduction, ZeRO-1.
-  if (dp > 1 || pc.reduce_single_rank) {
-    parallel::CommOptions copt;
-    copt.timeout_s = pc.timeout_s;
-    parallel::Comm* comm = nullptr;
-    const int rank = par.grid ? par.grid->rank() : 0;
-    if (prec.device == engine::Device::kCuda) {
-      parallel::ProcessGroup one{"dp", 0, {0}, 0};
-      const parallel::ProcessGroup& group = par.grid ? par.grid->dp_group() : one;
-      ANVIL_ASSIGN_OR_RETURN(t->owned_comm_,
-                             parallel::NcclComm::create(group, rank, par.dp_mpi, copt));
-      comm = t->owned_comm_.get();
-    } else {
-      if (par.dp_mpi == nullptr) {
-        return absl::FailedPreconditionError(
-            absl::StrFormat("Trainer: dp %d%s on the CPU needs MPI: launch with mpirun (or srun)",
-                            dp, dp == 1 ? " with [parallel] reduce_single_rank" : ""));
-      }
-      comm = par.dp_mpi;
-    }
+  // Data parallelism: the bucketed gradient reduction, ZeRO-1.
+  if (t->dp_comm_ != nullptr) {
     GptModel::FlatBuffers fb = t->model_->flat_buffers();
     parallel::DataParallelOptions dopt;
     dopt.bucket_elems = pc.bucket_mb > 0 ? pc.bucket_elems() : 0;
     dopt.cuda_device = cuda_device;
-    ANVIL_ASSIGN_OR_RETURN(t->dp_, parallel::DataParallel::create(fb.grad, comm, dopt));
+    ANVIL_ASSIGN_OR_RETURN(t->dp_, parallel::DataParallel::create(fb.grad, t->dp_comm_, dopt));
     if (pc.zero_stage == 1) {
       parallel::ZeroBuffers zb{fb.value, fb.master, fb.grad,
                                fb.m,     fb.v,      t->model_->params().decay_end()};
-      ANVIL_ASSIGN_OR_RETURN(t->zero_, parallel::Zero1Optimizer::create(zb, comm));
+      ANVIL_ASSIGN_OR_RETURN(t->zero_, parallel::Zero1Optimizer::create(zb, t->dp_comm_));
     }
-  } else if (pc.zero_stage > 1) {
-    return absl::UnimplementedError(
-        absl::StrFormat("Trainer: ZeRO stage %d is not implemented yet", pc.zero_stage));
   }
   return t;
 }
@@ -157,7 +153,7 @@ Trainer::~Trainer() {
   if (stream_) stream_->synchronize();
 }
 
-int64_t Trainer::fill_batch(const SampleFn& fn, int64_t first_index) {
+int64_t Trainer::fill_batch(const SampleFn& fn, int64_t first_index, int64_t m) {
   const int64_t B = cfg_.train.micro_batch, T = cfg_.data.seq_len;
   const int64_t vocab = cfg_.model.vocab_size;
   const DataConfig& d = cfg_.data;
@@ -170,28 +166,45 @@ int64_t Trainer::fill_batch(const SampleFn& fn, int64_t first_index) {
                       absl::StrFormat("sample %d holds token id %d, outside [model] vocab_size %d",
                                       first_index + b, sample_[t], vocab));
     }
-    int32_t* tokens = tokens_.data() + b * T;
-    int32_t* targets = targets_.data() + b * T;
+    const int64_t row = (m * B + b) * T;
+    int32_t* tokens = tokens_.data() + row;
+    int32_t* targets = targets_.data() + row;
     std::copy(sample_.begin(), sample_.begin() + T, tokens);
     std::copy(sample_.begin() + 1, sample_.end(), targets);
     // Megatron's get_ltor_masks_and_position_ids: the loss mask is 0 where the *input* token is
-    // eod, and positions restart at 0 on the token after an eod.
+    // eod, positions restart at 0 on the token after an eod, and with reset_attention_mask a
+    // token sees only its own document (segment = eods before it).
     if (d.eod_mask_loss) {
       for (int64_t t = 0; t < T; ++t) {
         if (tokens[t] == d.eod_token) targets[t] = -1;
       }
     }
     if (d.reset_position_ids) {
-      int32_t* pos = positions_.data() + b * T;
+      int32_t* pos = positions_.data() + row;
       int32_t p = 0;
       for (int64_t t = 0; t < T; ++t) {
         pos[t] = p;
         p = tokens[t] == d.eod_token ? 0 : p + 1;
       }
     }
+    if (d.reset_attention_mask) {
+      int32_t* seg = segments_.data() + row;
+      int32_t docs = 0;
+      for (int64_t t = 0; t < T; ++t) {
+        seg[t] = docs;
+        docs += tokens[t] == d.eod_token;
+      }
+    }
     for (int64_t t = 0; t < T; ++t) counted += targets[t] >= 0;
   }
+  counted_[static_cast<size_t>(m)] = counted;
   return counted;
+}
+
+GptBatch Trainer::host_batch(int64_t m) const {
+  const size_t row = static_cast<size_t>(m * cfg_.train.micro_batch * cfg_.data.seq_len);
+  return GptBatch{tokens_.data() + row, positions_.data() + row, targets_.data() + row,
+                  cfg_.data.reset_attention_mask ? segments_.data() + row : nullptr};
 }
 
 StepStats Trainer::step() {
@@ -205,33 +218,53 @@ StepStats Trainer::step() {
   const int dp = dp_size_;
   const int64_t accum = cfg_.train.accumulation_steps(dp);  // on this rank
   const int64_t total_micro = accum * dp;                   // over all DP ranks
+  // Megatron's sampler: this rank's rows of the m-th chunk of micro_batch * dp samples.
+  for (int64_t m = 0; m < accum; ++m) {
+    fill_batch(train_, parallel::dp_sample_index(step_, G, B, dp, dp_rank_, m, 0), m);
+  }
+  // With eod_mask_loss, Megatron's loss is the mean over each micro-batch's unmasked tokens,
+  // averaged over the micro-batches (of all DP ranks).
+  auto masked_scale = [&](int64_t m) {
+    const int64_t counted = counted_[static_cast<size_t>(m)];
+    return counted > 0 ? 1.0 / (static_cast<double>(total_micro) * static_cast<double>(counted))
+                       : 0.0;
+  };
+  MicroBatchFns fns;
+  fns.batch = [&](int64_t m) { return host_batch(m); };
+  fns.grad_scale = [&](int64_t m) {
+    return cfg_.data.eod_mask_loss ? static_cast<float>(masked_scale(m)) : grad_scale;
+  };
+  // The dropout offset numbers the micro-batch as the single-rank run would.
+  fns.dropout_offset = [&](int64_t m) {
+    return micro_batches_ + static_cast<uint64_t>(m * dp + dp_rank_);
+  };
+  const std::vector<double> losses =
+      run_pipeline_step(*model_, plan_, pp_size_, pp_rank_, pp_comm_, fns, s);
   double loss_sum = 0.0, masked_loss = 0.0;
   for (int64_t m = 0; m < accum; ++m) {
-    // Megatron's sampler: this rank's rows of the m-th chunk of micro_batch * dp samples; the
-    // dropout offset numbers the micro-batch as the single-rank run would.
-    const int64_t counted =
-        fill_batch(train_, parallel::dp_sample_index(step_, G, B, dp, dp_rank_, m, 0));
-    model_->forward(tokens_.data(), positions_.data(), targets_.data(), /*train=*/true,
-                    micro_batches_ + static_cast<uint64_t>(m * dp + dp_rank_), s);
-    // With eod_mask_loss, Megatron's loss is the mean over each micro-batch's unmasked tokens,
-    // averaged over the micro-batches (of all DP ranks).
-    const double masked_scale =
-        counted > 0 ? 1.0 / (static_cast<double>(total_micro) * static_cast<double>(counted)) : 0.0;
-    model_->backward(cfg_.data.eod_mask_loss ? static_cast<float>(masked_scale) : grad_scale, s);
-    // One gradient reduction per step, queued right after the last backward (ZeRO-1 reduces
-    // with a reduce-scatter below instead).
-    if (m == accum - 1 && dp_ && !zero_) {
-      dp_->start_grad_sync(s);
-      dp_->finish_grad_sync(s);
-    }
-    // Read after backward: the sync then waits for the whole micro-batch instead of stalling
-    // the launch of its backward.
-    const double l = model_->loss_sum(s);
-    loss_sum += l;
-    masked_loss += l * masked_scale;
+    loss_sum += losses[static_cast<size_t>(m)];
+    masked_loss += losses[static_cast<size_t>(m)] * masked_scale(m);
   }
   micro_batches_ += static_cast<uint64_t>(total_micro);
-  if (zero_) zero_->reduce_grads(s);
+  // The tied embedding: the first stage's input copy and the last stage's LM-head copy get
+  // the sum of both gradients (equal to the single-stage gradient of the one matrix).
+  if (embedding_comm_ != nullptr) {
+    const Param* wte = model_->params().find("wte.weight");
+    embedding_comm_->all_reduce(wte->grad, parallel::ReduceOp::kSum, s);
+  }
+  // One gradient reduction per step, after the last backward (ZeRO-1: a reduce-scatter).
+  if (zero_) {
+    zero_->reduce_grads(s);
+  } else if (dp_) {
+    dp_->start_grad_sync(s);
+    dp_->finish_grad_sync(s);
+  }
+  // The loss lives on the last stage: sum over PP (zeros elsewhere), then over DP.
+  if (pp_comm_ != nullptr) {
+    loss_sum = parallel::all_reduce_scalar(*pp_comm_, loss_sum, parallel::ReduceOp::kSum, scalar_, s);
+    masked_loss =
+        parallel::all_reduce_scalar(*pp_comm_, masked_loss, parallel::ReduceOp::kSum, scalar_, s);
+  }
   if (dp_) {
     loss_sum = dp_->sum(loss_sum, s);
     if (cfg_.data.eod_mask_loss) masked_loss = dp_->sum(masked_loss, s);
@@ -240,7 +273,7 @@ StepStats Trainer::step() {
   st.step = ++step_;
   st.loss = cfg_.data.eod_mask_loss ? masked_loss : loss_sum / (static_cast<double>(G) * T);
   // After the reduction: the norm of the global batch's gradient, equal on every rank.
-  st.grad_norm = zero_ ? zero_->grad_norm(s) : model_->grad_norm(s);
+  st.grad_norm = grad_norm();
   st.lr = cfg_.optim.schedule.at(st.step);
   if (!std::isfinite(st.grad_norm)) {
     st.skipped = true;
@@ -284,12 +317,16 @@ double Trainer::evaluate() {
   double sum = 0.0, masked = 0.0;
   // DP ranks split the micro-batches (round robin) and sum the results.
   for (int64_t i = dp_rank_; i < iters; i += dp_size_) {
-    const int64_t counted = fill_batch(valid_, i * B);
-    model_->forward(tokens_.data(), positions_.data(), targets_.data(), /*train=*/false,
-                    /*dropout_offset=*/0, *stream_);
-    const double l = model_->loss_sum(*stream_);
+    const int64_t counted = fill_batch(valid_, i * B, 0);
+    const double l =
+        run_pipeline_forward(*model_, pp_size_, pp_rank_, pp_comm_, host_batch(0), *stream_);
     sum += l;
     if (counted > 0) masked += l / static_cast<double>(counted);
+  }
+  if (pp_comm_ != nullptr) {
+    sum = parallel::all_reduce_scalar(*pp_comm_, sum, parallel::ReduceOp::kSum, scalar_, *stream_);
+    masked =
+        parallel::all_reduce_scalar(*pp_comm_, masked, parallel::ReduceOp::kSum, scalar_, *stream_);
   }
   if (dp_) {
     sum = dp_->sum(sum, *stream_);

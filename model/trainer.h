@@ -19,6 +19,14 @@
 // gradient buffer is summed over DP (bucketed all-reduce; with zero_stage 1 a reduce-scatter, a
 // sharded AdamW and an all-gather, parallel/zero.h); loss and grad norm are those of the global
 // batch on every rank. Evaluation splits its micro-batches over the DP ranks.
+//
+// Tensor and pipeline parallelism ([parallel] tp, pp, virtual_stages): each rank holds the
+// GptShard of its grid coordinates (model/gpt.h) and runs the step's micro-batches by the
+// pipeline round plan (model/pipeline_runner.h; one stage: F B F B ...). After the last
+// backward: the tied embedding's gradient is summed between the first and last stage (the
+// embedding group), then over DP as above. The gradient norm counts every parameter once
+// (TP replicas and the LM head's embedding copy excluded) and sums over TP and PP; the loss
+// comes from the last stage. Every rank then applies the same AdamW to what it holds.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +36,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/arena.h"
+#include "parallel/pipeline_schedule.h"
 #include "engine/log.h"
 #include "engine/stream.h"
 #include "model/gpt.h"
@@ -36,7 +45,7 @@
 namespace anvil::parallel {
 class Comm;
 class DataParallel;
-class MpiComm;
+struct MpiGroupComms;
 class ProcessGrid;
 class Zero1Optimizer;
 }  // namespace anvil::parallel
@@ -46,8 +55,8 @@ namespace anvil::model {
 // The parallel layout a Trainer runs in; bin/train fills it from parallel::ParallelRuntime.
 struct TrainerParallel {
   const parallel::ProcessGrid* grid = nullptr;  // null: a single rank
-  // The DP group over MPI: the CPU path's collectives and NCCL's bootstrap; null without MPI.
-  parallel::MpiComm* dp_mpi = nullptr;
+  // Every group over MPI: the CPU path's collectives and NCCL's bootstrap; null without MPI.
+  parallel::MpiGroupComms* mpi = nullptr;
   int local_rank = 0;  // CUDA device = local_rank % device count
 };
 
@@ -83,7 +92,11 @@ class Trainer {
  public:
   // Everything the run allocates, by category (today: the model's plan, cuBLASLt workspace
   // included); the samples' host buffers are not counted.
-  static absl::StatusOr<engine::MemoryPlan> plan(const TrainConfig& cfg, const GptPrecision& prec);
+  static absl::StatusOr<engine::MemoryPlan> plan(const TrainConfig& cfg, const GptPrecision& prec,
+                                                 const GptShard& shard = {});
+  // The model part of grid coordinates (tp_rank, pp_rank) under cfg.parallel (no comms set):
+  // layer chunks, pre/post, activation slots from the pipeline plan, recomputation.
+  static absl::StatusOr<GptShard> shard_for(const TrainConfig& cfg, int tp_rank, int pp_rank);
   // ResourceExhausted, before anything is allocated, when `plan` exceeds the free memory of the
   // CUDA device (OK on the CPU): names the needed, free and total bytes and the largest category.
   static absl::Status check_fits(const engine::MemoryPlan& plan, const GptPrecision& prec);
@@ -116,9 +129,14 @@ class Trainer {
 
  private:
   Trainer() = default;
-  // Fills tokens_/targets_ (and positions_ with reset_position_ids) with micro_batch samples
-  // first_index, first_index + 1, ...; returns the number of targets that count (>= 0).
-  int64_t fill_batch(const SampleFn& fn, int64_t first_index);
+  // Fills host micro-batch m of batch_ with micro_batch samples first_index, first_index + 1,
+  // ...: tokens, targets (eod_mask_loss), positions (reset_position_ids), segments
+  // (reset_attention_mask); returns the number of targets that count (>= 0).
+  int64_t fill_batch(const SampleFn& fn, int64_t first_index, int64_t m);
+  GptBatch host_batch(int64_t m) const;
+  absl::Status setup_parallel(const TrainerParallel& par, int cuda_device);
+  double model_parallel_sum(double v);  // over TP and PP
+  double grad_norm();
   std::string memory_string() const;
 
   TrainConfig cfg_;
@@ -127,14 +145,22 @@ class Trainer {
   engine::LogContext log_;
   std::unique_ptr<engine::Stream> stream_;
   std::unique_ptr<GptModel> model_;
-  std::vector<int32_t> tokens_, positions_, targets_, sample_;  // [B*T], [B*T], [B*T], [T+1]
-  int64_t step_ = 0;                                            // steps done
+  // Host micro-batches of one step, [accumulation steps * B*T] each; sample_: [T+1].
+  std::vector<int32_t> tokens_, positions_, targets_, segments_, sample_;
+  std::vector<int64_t> counted_;  // targets that count, per micro-batch
+  int64_t step_ = 0;              // steps done
   int64_t optimizer_steps_ = 0;  // AdamW updates applied (skipped steps excluded)
   uint64_t micro_batches_ = 0;   // micro-batches trained so far over all DP ranks (dropout)
-  int dp_size_ = 1, dp_rank_ = 0;
-  // Data parallelism (null on a single rank without reduce_single_rank). Destroyed before the
-  // stream and the model, whose buffers they use.
-  std::unique_ptr<parallel::Comm> owned_comm_;  // the NcclComm on CUDA
+  int dp_size_ = 1, dp_rank_ = 0, tp_size_ = 1, pp_size_ = 1, pp_rank_ = 0;
+  parallel::PipelinePlan plan_;
+  // Groups (null where the size is 1, or without MPI); NcclComms on CUDA are owned here.
+  // Destroyed before the stream and the model, whose buffers they use.
+  parallel::Comm *tp_comm_ = nullptr, *pp_comm_ = nullptr, *embedding_comm_ = nullptr;
+  parallel::Comm* dp_comm_ = nullptr;
+  std::vector<std::unique_ptr<parallel::Comm>> owned_comms_;
+  engine::Arena scalar_arena_;  // [1] f64 on the device for host-scalar reductions
+  engine::TensorView scalar_;
+  // Data parallelism (null on a single rank without reduce_single_rank).
   std::unique_ptr<parallel::DataParallel> dp_;
   std::unique_ptr<parallel::Zero1Optimizer> zero_;
 };

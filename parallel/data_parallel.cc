@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/memory.h"
 #include "engine/status.h"
+#include "parallel/scalar_reduce.h"
 
 namespace anvil::parallel {
 
@@ -84,17 +85,7 @@ void DataParallel::finish_grad_sync(engine::Stream& compute) {
 }
 
 double DataParallel::sum(double local, engine::Stream& compute) {
-  double v = local;
-  TensorView host = engine::make_view(&v, DType::kF64, engine::Device::kCpu, {1});
-  if (comm_->device() == engine::Device::kCpu) {
-    comm_->all_reduce(host, ReduceOp::kSum, compute);
-    return v;
-  }
-  engine::copy(scalar_, host, compute);
-  comm_->all_reduce(scalar_, ReduceOp::kSum, compute);
-  engine::copy(host, scalar_, compute);
-  compute.synchronize();
-  return v;
+  return all_reduce_scalar(*comm_, local, ReduceOp::kSum, scalar_, compute);
 }
 
 }  // namespace anvil::parallel

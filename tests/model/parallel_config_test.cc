@@ -1,8 +1,11 @@
-// [parallel]: dp inferred from the launched ranks, the checks against the world size and the
-// batch shape, and "not implemented yet" errors for TP, PP and ZeRO-2/3 (never silently ignored).
+// [parallel]: dp inferred from the launched ranks, the checks against the world size, the batch
+// shape and the model (heads / ffn / vocabulary vs tp, layers vs pp chunks), the pipeline layer
+// partition, and "not implemented yet" errors for sequence parallelism and ZeRO-2/3 (never
+// silently ignored).
 #include "model/parallel_config.h"
 
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -63,15 +66,59 @@ TEST(ParallelConfigTest, ErrorsNameTheNumbers) {
   EXPECT_THAT(error(1, {"parallel.timeout_s=0"}), HasSubstr("[parallel] timeout_s"));
 }
 
-TEST(ParallelConfigTest, UnimplementedLayoutsAreErrors) {
-  EXPECT_THAT(error(2, {"parallel.tp=2"}),
-              HasSubstr("tensor parallelism (tp = 2) is not implemented yet"));
-  EXPECT_THAT(error(4, {"parallel.pp=4"}),
-              HasSubstr("pipeline parallelism (pp = 4) is not implemented yet"));
+TEST(ParallelConfigTest, LayoutsAgainstTheModel) {
+  // The default model is GPT-2 124M: 12 layers, 12 heads, ffn 3072, vocabulary 50257.
+  auto tp2 = load(2, {"parallel.tp=2"});
+  ASSERT_TRUE(tp2.ok()) << tp2.status();
+  EXPECT_EQ(tp2->model.padded(), 50432);  // a multiple of 128 * 2, as Megatron pads it
+  EXPECT_THAT(error(5, {"parallel.tp=5"}),
+              HasSubstr("[parallel] tp: 5: [model] n_heads 12 is not divisible by tp"));
+  EXPECT_THAT(error(4, {"parallel.tp=4", "model.padded_vocab=50258"}),
+              HasSubstr("padded_vocab 50258 is not divisible by tp"));
+  auto pp4 = load(4, {"parallel.pp=4"});
+  ASSERT_TRUE(pp4.ok()) << pp4.status();
+  EXPECT_EQ(pp4->parallel.pp, 4);
+  EXPECT_THAT(error(16, {"parallel.pp=16"}),
+              HasSubstr("12 layers cannot fill 16 chunks"));
+  EXPECT_THAT(error(1, {"parallel.virtual_stages=2"}), HasSubstr("need pp >= 2, got pp 1"));
+  auto inter = load(4, {"parallel.pp=2", "parallel.virtual_stages=2"});
+  ASSERT_TRUE(inter.ok()) << inter.status();
+  EXPECT_THAT(error(3, {"parallel.pp=3", "parallel.virtual_stages=2"}),
+              HasSubstr("(8 = global_batch 16 / (micro_batch 2 * dp 1)) to be a multiple of pp 3"));
+  EXPECT_THAT(error(1, {"parallel.recompute=some"}), HasSubstr("expected none, selective or full"));
+  auto rec = load(1, {"parallel.recompute=selective"});
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  EXPECT_EQ(rec->parallel.recompute, "selective");
+}
+
+TEST(ParallelConfigTest, UnimplementedOptionsAreErrors) {
+  EXPECT_THAT(error(1, {"parallel.sequence_parallel=true"}),
+              HasSubstr("sequence parallelism is not implemented yet"));
   EXPECT_THAT(error(1, {"parallel.zero_stage=2"}),
               HasSubstr("ZeRO stage 2 is not implemented yet"));
   EXPECT_THAT(error(1, {"parallel.zero_stage=3"}),
               HasSubstr("ZeRO stage 3 is not implemented yet"));
+}
+
+TEST(PartitionLayersTest, BalancedAndMegatronTyped) {
+  using Chunks = std::vector<std::vector<int64_t>>;
+  auto b = partition_layers(5, 2, "balanced");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(*b, (Chunks{{0, 1, 2}, {3, 4}}));
+  auto b4 = partition_layers(8, 4, "balanced");
+  ASSERT_TRUE(b4.ok());
+  EXPECT_EQ(*b4, (Chunks{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
+  // Embedding and head count as a layer: 6 layers + 2 = 8 items, 4 per chunk.
+  auto t = partition_layers(6, 2, "type:transformer|embedding");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(*t, (Chunks{{0, 1, 2}, {3, 4, 5}}));
+  // 8 layers + 2 = 10 items over 4 chunks: 3, 3, 2, 2 -> the first and last lose one layer.
+  auto t4 = partition_layers(8, 4, "type:transformer|embedding");
+  ASSERT_TRUE(t4.ok());
+  EXPECT_EQ(*t4, (Chunks{{0, 1}, {2, 3, 4}, {5, 6}, {7}}));
+  // 4 layers + 2 over 4 chunks: the last chunk would hold only the head.
+  EXPECT_FALSE(partition_layers(4, 4, "type:transformer|embedding").ok());
+  EXPECT_FALSE(partition_layers(3, 4, "balanced").ok());
 }
 
 }  // namespace

@@ -211,7 +211,10 @@ TEST(TrainConfigTest, DataPathsEodOptionsAndSeed) {
   EXPECT_THAT(error_of(kValid, {"data.seed=4294967296"}), HasSubstr("2^32"));
   EXPECT_TRUE(load(kValid, {"data.seed=4294967295"}).ok());
   EXPECT_THAT(error_of(kValid, {"data.reset_attention_mask=true"}),
-              AllOf(HasSubstr("reset_attention_mask"), HasSubstr("not supported")));
+              AllOf(HasSubstr("eod_token"), HasSubstr("50256")));
+  auto mask = load(kValid, {"data.reset_attention_mask=true", "data.eod_token=256"});
+  ASSERT_TRUE(mask.ok()) << mask.status();
+  EXPECT_TRUE(mask->data.reset_attention_mask);
   // vocab 257: GPT-2's default eod would never match, so the options need eod_token = 256.
   EXPECT_THAT(error_of(kValid, {"data.eod_mask_loss=true"}),
               AllOf(HasSubstr("eod_token"), HasSubstr("50256")));

@@ -110,8 +110,8 @@ TEST_P(DpTrainingTest, EqualsOneRankWithTheSameGlobalBatch) {
   ASSERT_TRUE(grid.ok());
   parallel::CommOptions opt;
   opt.timeout_s = 120;
-  auto comm = parallel::MpiComm::create(MPI_COMM_WORLD, grid->dp_group(), rank, opt);
-  ASSERT_TRUE(comm.ok());
+  auto comms = parallel::create_mpi_group_comms(*grid, opt);
+  ASSERT_TRUE(comms.ok()) << comms.status();
   TrainConfig cfg = tiny_config();
   cfg.parallel.dp = world;
   cfg.parallel.zero_stage = zero_stage;
@@ -119,7 +119,7 @@ TEST_P(DpTrainingTest, EqualsOneRankWithTheSameGlobalBatch) {
   cfg.parallel.bucket_mb = 0.01;           // 2621 elements: many buckets
   TrainerParallel par;
   par.grid = &*grid;
-  par.dp_mpi = comm->get();
+  par.mpi = &*comms;
   const RunResult dp = train(cfg, dt, par);
 
   ASSERT_EQ(dp.losses.size(), ref.losses.size());

@@ -1,0 +1,116 @@
+// Pipeline round execution (see pipeline_runner.h).
+#include "model/pipeline_runner.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "engine/status.h"
+#include "parallel/comm.h"
+
+namespace anvil::model {
+
+using parallel::PipeOp;
+using parallel::PipeTransfer;
+
+namespace {
+
+// Local chunk of this stage that consumes a transfer: the next chunk of an activation, the
+// previous chunk of a gradient.
+int64_t consumer_chunk(const PipeTransfer& t, int stages) {
+  return (t.is_grad ? t.model_chunk - 1 : t.model_chunk + 1) / stages;
+}
+
+}  // namespace
+
+int64_t pipeline_slots(const parallel::PipelinePlan& plan, int stages, int stage) {
+  (void)stage;
+  std::vector<std::set<int>> live;  // per local chunk: micro-batches holding a slot
+  auto at = [&](int64_t chunk) -> std::set<int>& {
+    if (static_cast<int64_t>(live.size()) <= chunk) live.resize(static_cast<size_t>(chunk + 1));
+    return live[static_cast<size_t>(chunk)];
+  };
+  size_t most = 1;
+  for (const parallel::PipeRound& r : plan.rounds) {
+    if (r.compute) {
+      std::set<int>& l = at(r.compute->chunk);
+      if (r.compute->op == PipeOp::kForward) {
+        l.insert(r.compute->micro_batch);
+      } else {
+        l.erase(r.compute->micro_batch);
+      }
+    }
+    for (const PipeTransfer& t : r.recvs) {
+      if (!t.is_grad) at(consumer_chunk(t, stages)).insert(t.micro_batch);
+    }
+    for (const std::set<int>& l : live) most = std::max(most, l.size());
+  }
+  // Live micro-batches of a chunk are consecutive (inputs arrive and backwards run in order),
+  // so `most` slots taken modulo never collide.
+  return static_cast<int64_t>(most);
+}
+
+std::vector<double> run_pipeline_step(GptModel& model, const parallel::PipelinePlan& plan,
+                                      int stages, int stage, parallel::Comm* pp,
+                                      const MicroBatchFns& fns, engine::Stream& s) {
+  const int64_t slots = model.shard().act_slots;
+  const int64_t n_chunks = static_cast<int64_t>(model.shard().layer_chunks(model.config()).size());
+  const bool post = model.shard().post;
+  int64_t micro_batches = 0;
+  for (const parallel::PipeRound& r : plan.rounds) {
+    if (r.compute) micro_batches = std::max<int64_t>(micro_batches, r.compute->micro_batch + 1);
+  }
+  std::vector<double> losses(static_cast<size_t>(micro_batches), 0.0);
+  std::vector<parallel::P2pOp> ops;
+  for (const parallel::PipeRound& r : plan.rounds) {
+    if (r.compute) {
+      const parallel::PipeAction& a = *r.compute;
+      const int64_t slot = a.micro_batch % slots;
+      if (a.op == PipeOp::kForward) {
+        model.set_batch(a.chunk, slot, fns.batch(a.micro_batch), s);
+        model.forward_chunk(a.chunk, slot, /*train=*/true, fns.dropout_offset(a.micro_batch), s);
+      } else {
+        model.backward_chunk(a.chunk, slot, fns.grad_scale(a.micro_batch), s);
+        // Read after the backward is queued: the sync then waits for it instead of stalling it.
+        if (post && a.chunk == n_chunks - 1) {
+          losses[static_cast<size_t>(a.micro_batch)] = model.loss_sum(slot, s);
+        }
+      }
+    }
+    if (r.sends.empty() && r.recvs.empty()) continue;
+    ANVIL_CHECK_MSG(pp != nullptr, absl::StrCat("pipeline stage ", stage, " of ", stages,
+                                                ": the plan transfers data but there is no "
+                                                "pipeline group"));
+    ops.clear();
+    for (const PipeTransfer& t : r.sends) {
+      ops.push_back({true, t.is_grad ? model.chunk_input_grad() : model.chunk_output(),
+                     t.peer_stage});
+    }
+    for (const PipeTransfer& t : r.recvs) {
+      const int64_t c = consumer_chunk(t, stages), slot = t.micro_batch % slots;
+      ops.push_back({false, t.is_grad ? model.chunk_output_grad(c, slot) : model.chunk_input(c, slot),
+                     t.peer_stage});
+    }
+    pp->batch_p2p(ops, s);
+  }
+  return losses;
+}
+
+double run_pipeline_forward(GptModel& model, int stages, int stage, parallel::Comm* pp,
+                            const GptBatch& batch, engine::Stream& s) {
+  const int64_t n_chunks = static_cast<int64_t>(model.shard().layer_chunks(model.config()).size());
+  const int64_t total = n_chunks * stages;
+  for (int64_t k = 0; k < total; ++k) {
+    if (k % stages != stage) continue;
+    const int64_t c = k / stages;
+    if (k > 0) pp->batch_p2p({{false, model.chunk_input(c, 0), static_cast<int>((k - 1) % stages)}}, s);
+    model.set_batch(c, 0, batch, s);
+    model.forward_chunk(c, 0, /*train=*/false, 0, s);
+    if (k < total - 1) {
+      pp->batch_p2p({{true, model.chunk_output(), static_cast<int>((k + 1) % stages)}}, s);
+    }
+  }
+  return model.shard().post ? model.loss_sum(0, s) : 0.0;
+}
+
+}  // namespace anvil::model

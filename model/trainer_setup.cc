@@ -1,0 +1,112 @@
+// Trainer's parallel plumbing: the model shard of a rank's grid coordinates, the groups'
+// communicators (MPI on the CPU, NCCL bootstrapped over MPI on CUDA), and the reductions of
+// host scalars and of the gradient norm over the model-parallel ranks (see trainer.h).
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "engine/memory.h"
+#include "engine/status.h"
+#include "model/pipeline_runner.h"
+#include "model/trainer.h"
+#include "parallel/comm.h"
+#include "parallel/data_parallel.h"
+#include "parallel/grid.h"
+#include "parallel/mpi_comm.h"
+#include "parallel/nccl_comm.h"
+#include "parallel/scalar_reduce.h"
+#include "parallel/zero.h"
+
+namespace anvil::model {
+
+absl::StatusOr<GptShard> Trainer::shard_for(const TrainConfig& cfg, int tp_rank, int pp_rank) {
+  const ParallelConfig& pc = cfg.parallel;
+  GptShard sh;
+  sh.tp = pc.tp;
+  sh.tp_rank = tp_rank;
+  const int64_t v = pc.virtual_stages, chunks = static_cast<int64_t>(pc.pp) * v;
+  ANVIL_ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> parts,
+                         partition_layers(cfg.model.n_layers, chunks, pc.pipeline_partition));
+  sh.chunks.clear();
+  for (int64_t c = 0; c < v; ++c) sh.chunks.push_back(parts[static_cast<size_t>(c * pc.pp + pp_rank)]);
+  sh.pre = pp_rank == 0;
+  sh.post = pp_rank == pc.pp - 1;
+  ANVIL_ASSIGN_OR_RETURN(
+      parallel::PipelinePlan plan,
+      parallel::plan_pipeline(pc.pp, pp_rank, static_cast<int>(v),
+                              static_cast<int>(cfg.train.accumulation_steps(pc.dp))));
+  sh.act_slots = pipeline_slots(plan, pc.pp, pp_rank);
+  sh.recompute = pc.recompute == "full"        ? Recompute::kFull
+                 : pc.recompute == "selective" ? Recompute::kSelective
+                                               : Recompute::kNone;
+  ANVIL_RETURN_IF_ERROR(sh.validate(cfg.model));  // tp_comm is the caller's
+  return sh;
+}
+
+absl::Status Trainer::setup_parallel(const TrainerParallel& par, int cuda_device) {
+  const ParallelConfig& pc = cfg_.parallel;
+  const bool cuda = prec_.device == engine::Device::kCuda;
+  const bool need_dp = dp_size_ > 1 || pc.reduce_single_rank;
+  if (!need_dp && tp_size_ == 1 && pp_size_ == 1) return absl::OkStatus();
+  if (cuda) {
+    ANVIL_ASSIGN_OR_RETURN(scalar_arena_,
+                           engine::Arena::create(prec_.device, 256, "trainer scalar"));
+    ANVIL_ASSIGN_OR_RETURN(scalar_, scalar_arena_.allocate(engine::DType::kF64, {1}, "scalar"));
+  }
+  parallel::CommOptions copt;
+  copt.timeout_s = pc.timeout_s;
+  const parallel::ProcessGroup one{"dp", 0, {0}, 0};
+  // The group's Comm: its MpiComm on the CPU, an NcclComm bootstrapped over it on CUDA.
+  auto comm_for = [&](const parallel::ProcessGroup& group,
+                      parallel::MpiComm* mpi) -> absl::StatusOr<parallel::Comm*> {
+    if (!cuda) {
+      if (mpi == nullptr) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "Trainer: the %s group on the CPU needs MPI: launch with mpirun (or srun)%s",
+            group.name, dp_size_ == 1 && need_dp ? " (or unset [parallel] reduce_single_rank)" : ""));
+      }
+      return mpi;
+    }
+    const int rank = par.grid ? par.grid->rank() : 0;
+    ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<parallel::NcclComm> c,
+                           parallel::NcclComm::create(group, rank, mpi, copt));
+    owned_comms_.push_back(std::move(c));
+    return owned_comms_.back().get();
+  };
+  parallel::MpiGroupComms* m = par.mpi;
+  if (need_dp) {
+    ANVIL_ASSIGN_OR_RETURN(dp_comm_, comm_for(par.grid ? par.grid->dp_group() : one,
+                                              m ? m->dp.get() : nullptr));
+  }
+  if (tp_size_ > 1) {
+    ANVIL_ASSIGN_OR_RETURN(tp_comm_, comm_for(par.grid->tp_group(), m ? m->tp.get() : nullptr));
+  }
+  if (pp_size_ > 1) {
+    ANVIL_ASSIGN_OR_RETURN(pp_comm_, comm_for(par.grid->pp_group(), m ? m->pp.get() : nullptr));
+    if (par.grid->is_first_stage() || par.grid->is_last_stage()) {
+      ANVIL_ASSIGN_OR_RETURN(embedding_comm_, comm_for(par.grid->embedding_group(),
+                                                       m ? m->embedding.get() : nullptr));
+    }
+  }
+  (void)cuda_device;
+  return absl::OkStatus();
+}
+
+double Trainer::model_parallel_sum(double v) {
+  using parallel::ReduceOp;
+  if (tp_comm_) v = parallel::all_reduce_scalar(*tp_comm_, v, ReduceOp::kSum, scalar_, *stream_);
+  if (pp_comm_) v = parallel::all_reduce_scalar(*pp_comm_, v, ReduceOp::kSum, scalar_, *stream_);
+  return v;
+}
+
+double Trainer::grad_norm() {
+  // After the reductions: the norm of the global batch's gradient, equal on every rank. ZeRO-1
+  // holds the reduced gradient on its own shard only: sum the shards over DP.
+  const int64_t n = model_->params().flat_numel();
+  const int64_t begin = zero_ ? zero_->shard().begin : 0, end = zero_ ? zero_->shard().end : n;
+  double ss = model_->grad_sum_squares(begin, end, *stream_);
+  if (zero_) ss = dp_->sum(ss, *stream_);
+  return std::sqrt(model_parallel_sum(ss));
+}
+
+}  // namespace anvil::model
