@@ -184,7 +184,7 @@ int run(int argc, char** argv) {
 
   const anvil::parallel::ProcessGrid& grid = (*rt)->grid();
   absl::StatusOr<model::GptShard> shard =
-      model::Trainer::shard_for(cfg, grid.tp_rank(), grid.pp_rank());
+      model::Trainer::shard_for(cfg, grid.tp_rank(), grid.pp_rank(), grid.dp_rank());
   if (!shard.ok()) return fatal(shard.status());
   absl::StatusOr<anvil::engine::MemoryPlan> plan = model::Trainer::plan(cfg, *prec, *shard);
   if (!plan.ok()) return fatal(plan.status());

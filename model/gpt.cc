@@ -93,6 +93,9 @@ absl::Status GptShard::validate(const GptConfig& cfg) const {
                ") must be divisible by tp (", tp, "); set [model] vocab_multiple to 128 * tp");
   }
   if (act_slots < 1) return bad("GPT shard: act_slots must be >= 1, got ", act_slots);
+  if (zero_dp < 1 || zero_rank < 0 || zero_rank >= zero_dp) {
+    return bad("GPT shard: ZeRO rank ", zero_rank, " outside a DP group of ", zero_dp);
+  }
   for (const std::vector<int64_t>& c : layer_chunks(cfg)) {
     if (c.empty()) return bad("GPT shard: a model chunk without layers");
     for (size_t i = 0; i < c.size(); ++i) {
@@ -181,7 +184,10 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
        {impl->buf.value, impl->buf.master, impl->buf.grad, impl->buf.m, impl->buf.v}) {
     engine::fill_zero(v, stream);
   }
-  gpt_detail::init_params(cfg, shard, impl->buf.table, seed, stream);
+  const bool separate_master = impl->buf.master.data != impl->buf.value.data;
+  gpt_detail::init_params(cfg, shard, impl->buf.table,
+                          separate_master ? impl->buf.master : engine::TensorView{},
+                          impl->buf.opt_begin, seed, stream);
   stream.synchronize();
 
   std::unique_ptr<GptModel> model(new GptModel());
@@ -272,6 +278,9 @@ double GptModel::grad_sum_squares(int64_t begin, int64_t end, engine::Stream& st
 
 void GptModel::optimizer_step(const OptimizerStep& s, engine::Stream& stream) {
   const gpt_detail::Buffers& b = impl_->buf;
+  ANVIL_CHECK_MSG(impl_->shard.zero_dp == 1,
+                  "GptModel::optimizer_step: the optimizer state is sharded (ZeRO-1); step it "
+                  "with parallel::Zero1Optimizer");
   const bool shared = b.master.data == b.value.data;  // no separate compute copy to refresh
   auto range = [&](int64_t begin, int64_t end, float weight_decay) {
     if (end <= begin) return;

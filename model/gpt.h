@@ -81,6 +81,10 @@ struct GptShard {
   bool pre = true;   // chunk 0 starts the model: token + position embedding
   bool post = true;  // the last chunk ends it: final LN, tied LM head, loss
   int64_t act_slots = 1;  // activation sets per chunk: micro-batches in flight at once
+  // ZeRO-1 (zero_dp > 1): the separate f32 master weights and the AdamW moments hold only DP
+  // rank zero_rank's shard of the flat buffers (parallel::zero_shard), 12/dp bytes per
+  // parameter instead of 12; the optimizer step is then parallel::Zero1Optimizer's.
+  int zero_dp = 1, zero_rank = 0;
   Recompute recompute = Recompute::kNone;
 
   // InvalidArgument naming the numbers (heads % tp, ffn % tp, padded vocab % tp, layer ranges).
@@ -122,7 +126,8 @@ class GptModel {
   const GptShard& shard() const;
   ParamTable& params();
   // The flat buffers behind params(), [params().flat_numel()] each: compute copy (act dtype),
-  // f32 master (the same memory as value when act == grad dtype), f32 gradients, AdamW moments.
+  // f32 master (the same memory as value when act == grad dtype), f32 gradients, AdamW moments
+  // (master, m, v: only the ZeRO-1 shard when shard().zero_dp > 1).
   // Data parallelism all-reduces `grad` in place; ZeRO updates and gathers shards of them.
   struct FlatBuffers {
     engine::TensorView value, master, grad, m, v;

@@ -58,7 +58,8 @@ double init_normal(uint64_t seed, uint64_t index) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2);
 }
 
-void init_params(const GptConfig& cfg, const GptShard& shard, ParamTable& table, uint64_t seed,
+void init_params(const GptConfig& cfg, const GptShard& shard, ParamTable& table,
+                 engine::TensorView master, int64_t master_begin, uint64_t seed,
                  engine::Stream& stream) {
   const double resid_std = cfg.init_std / std::sqrt(2.0 * static_cast<double>(cfg.n_layers));
   // Random numbers are numbered by the whole model's flat layout, so a shard draws exactly the
@@ -86,7 +87,12 @@ void init_params(const GptConfig& cfg, const GptShard& shard, ParamTable& table,
                                   init_normal(seed, static_cast<uint64_t>(global->offset + g)));
       }
     }
-    if (p.master.data != p.value.data) upload(p.master, h, stream);
+    const int64_t lo = std::max(p.offset, master_begin);
+    const int64_t hi = std::min(p.offset + p.numel(), master_begin + master.numel());
+    if (!master.empty() && hi > lo) {
+      upload(flat_slice(master, lo - master_begin, {hi - lo}),
+             std::vector<float>(h.begin() + (lo - p.offset), h.begin() + (hi - p.offset)), stream);
+    }
     upload(p.value, h, stream);
     stream.synchronize();  // pageable f32 source h dies at the end of this iteration
   }

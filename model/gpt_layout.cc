@@ -9,6 +9,7 @@
 #include "ops/attention.h"
 #include "ops/grad_norm.h"
 #include "ops/layernorm.h"
+#include "parallel/zero.h"
 
 namespace anvil::model::gpt_detail {
 
@@ -201,11 +202,15 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
   b.table = make_param_table(cfg, shard);
   const int64_t n = b.table.flat_numel();
 
+  // ZeRO-1: optimizer state (and a separate master) only for this DP rank's shard.
+  const parallel::ZeroShard opt = parallel::zero_shard(n, shard.zero_dp, shard.zero_rank);
+  b.opt_begin = opt.begin;
+  const int64_t no = opt.numel();
   b.value = carver.take("params", "params (compute copy)", act, {n});
-  b.master = act == gdt ? b.value : carver.take("master", "master weights", gdt, {n});
+  b.master = act == gdt ? b.value : carver.take("master", "master weights", gdt, {no});
   b.grad = carver.take("grads", "gradients", gdt, {n});
-  b.m = carver.take("optimizer", "adamw m", gdt, {n});
-  b.v = carver.take("optimizer", "adamw v", gdt, {n});
+  b.m = carver.take("optimizer", "adamw m", gdt, {no});
+  b.v = carver.take("optimizer", "adamw v", gdt, {no});
 
   auto A = [&](const std::string& name, DType dt, const std::vector<int64_t>& s) {
     return carver.take("activations", name, dt, s);
@@ -282,7 +287,10 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
   b.norm_out = carver.take("workspace", "grad norm", gdt, {1});
 
   if (!carver.planning() && carver.status().ok()) {
-    b.table.bind(b.value, b.master, b.grad, b.m, b.v);
+    // Per-parameter master / m / v views exist only when those buffers are whole.
+    const bool whole = no == n;
+    b.table.bind(b.value, whole ? b.master : TensorView{}, b.grad, whole ? b.m : TensorView{},
+                 whole ? b.v : TensorView{});
     const int64_t n_local = static_cast<int64_t>(b.layer_ids.size());
     b.w = weights_of(b.table, &Param::value, shard, n_local);
     b.g = weights_of(b.table, &Param::grad, shard, n_local);

@@ -72,8 +72,10 @@ struct HeadActs {
 
 struct Buffers {
   ParamTable table;
-  // Flat [flat_numel] parameter buffers; master == value when act == grad dtype.
+  // Flat [flat_numel] parameter buffers; master == value when act == grad dtype. Under ZeRO-1
+  // a separate master, m and v hold [opt_begin, opt_begin + numel) only.
   TensorView value, master, grad, m, v;
+  int64_t opt_begin = 0;
   Weights w;  // views of value
   Weights g;  // views of grad
   std::vector<int64_t> layer_ids;                  // global index of each local layer

@@ -90,7 +90,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
         absl::StrFormat("Trainer: ZeRO stage %d is not implemented yet", pc.zero_stage));
   }
   ANVIL_ASSIGN_OR_RETURN(GptShard shard,
-                         shard_for(cfg, g ? g->tp_rank() : 0, g ? g->pp_rank() : 0));
+                         shard_for(cfg, g ? g->tp_rank() : 0, g ? g->pp_rank() : 0,
+                                   g ? g->dp_rank() : 0));
   ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, Trainer::plan(cfg, prec, shard));
   ANVIL_RETURN_IF_ERROR(check_fits(plan, prec));
 

@@ -94,9 +94,11 @@ class Trainer {
   // included); the samples' host buffers are not counted.
   static absl::StatusOr<engine::MemoryPlan> plan(const TrainConfig& cfg, const GptPrecision& prec,
                                                  const GptShard& shard = {});
-  // The model part of grid coordinates (tp_rank, pp_rank) under cfg.parallel (no comms set):
-  // layer chunks, pre/post, activation slots from the pipeline plan, recomputation.
-  static absl::StatusOr<GptShard> shard_for(const TrainConfig& cfg, int tp_rank, int pp_rank);
+  // The model part of grid coordinates (tp_rank, pp_rank, dp_rank) under cfg.parallel (no
+  // comms set): layer chunks, pre/post, activation slots from the pipeline plan,
+  // recomputation, the ZeRO-1 optimizer shard.
+  static absl::StatusOr<GptShard> shard_for(const TrainConfig& cfg, int tp_rank, int pp_rank,
+                                            int dp_rank);
   // ResourceExhausted, before anything is allocated, when `plan` exceeds the free memory of the
   // CUDA device (OK on the CPU): names the needed, free and total bytes and the largest category.
   static absl::Status check_fits(const engine::MemoryPlan& plan, const GptPrecision& prec);

@@ -19,7 +19,8 @@
 
 namespace anvil::model {
 
-absl::StatusOr<GptShard> Trainer::shard_for(const TrainConfig& cfg, int tp_rank, int pp_rank) {
+absl::StatusOr<GptShard> Trainer::shard_for(const TrainConfig& cfg, int tp_rank, int pp_rank,
+                                            int dp_rank) {
   const ParallelConfig& pc = cfg.parallel;
   GptShard sh;
   sh.tp = pc.tp;
@@ -39,6 +40,10 @@ absl::StatusOr<GptShard> Trainer::shard_for(const TrainConfig& cfg, int tp_rank,
   sh.recompute = pc.recompute == "full"        ? Recompute::kFull
                  : pc.recompute == "selective" ? Recompute::kSelective
                                                : Recompute::kNone;
+  if (pc.zero_stage == 1) {
+    sh.zero_dp = pc.dp;
+    sh.zero_rank = dp_rank;
+  }
   ANVIL_RETURN_IF_ERROR(sh.validate(cfg.model));  // tp_comm is the caller's
   return sh;
 }

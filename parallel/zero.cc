@@ -41,10 +41,14 @@ absl::StatusOr<std::unique_ptr<Zero1Optimizer>> Zero1Optimizer::create(const Zer
                                                                        Comm* dp) {
   if (dp == nullptr) return absl::InvalidArgumentError("Zero1Optimizer: no DP communicator");
   const int64_t n = b.grad.numel();
+  const ZeroShard own = zero_shard(n, dp->size(), dp->index());
   for (const TensorView* v : {&b.value, &b.master, &b.grad, &b.m, &b.v}) {
-    if (v->empty() || v->numel() != n || !v->is_contiguous() || v->device != dp->device()) {
+    const bool whole_only = v == &b.value || v == &b.grad;
+    const bool size_ok = v->numel() == n || (!whole_only && v->numel() == own.numel());
+    if (v->empty() || !size_ok || !v->is_contiguous() || v->device != dp->device()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "Zero1Optimizer: every flat buffer must be contiguous [", n, "] on ",
+          "Zero1Optimizer: every flat buffer must be contiguous [", n,
+          "] (master, m, v: or this rank's shard [", own.numel(), "]) on ",
           std::string(engine::device_name(dp->device())), ", got ", engine::describe(*v)));
     }
   }
@@ -112,8 +116,13 @@ void Zero1Optimizer::step(const ops::AdamWArgs& args, engine::Stream& s) {
     if (end <= begin) return;
     ops::AdamWArgs a = args;
     a.weight_decay = weight_decay;
-    ops::adamw_update(a, range(b_.master, begin, end), range(b_.m, begin, end),
-                      range(b_.v, begin, end), shared ? TensorView{} : range(b_.value, begin, end),
+    // A shard-sized buffer starts at the shard's first element.
+    auto own = [&](TensorView buf) {
+      const int64_t at = buf.numel() == b_.grad.numel() ? 0 : shard_.begin;
+      return range(buf, begin - at, end - at);
+    };
+    ops::adamw_update(a, own(b_.master), own(b_.m), own(b_.v),
+                      shared ? TensorView{} : range(b_.value, begin, end),
                       range(b_.grad, begin, end), s);
   };
   const int64_t n = b_.grad.numel();

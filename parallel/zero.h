@@ -17,8 +17,9 @@
 // With a separate f32 master (CUDA: bf16 compute copy) the master is valid only on the own
 // shard afterwards: nothing but the owner's update reads it. When master and compute copy are
 // the same memory (CPU f32) both are complete.
-// The moments m, v are views of this rank's shard of the caller's flat m/v buffers (see
-// docs/parallelism.md: the model still allocates them whole; planning them at 1/dp is to do).
+// Memory: m, v and a separate f32 master may be whole [n] buffers (only the own shard is used) or
+// hold just the own shard [shard.numel()] (the model plans them so under ZeRO-1: 12 bytes per
+// parameter become 12 / dp).
 // Bucketing: the reduce-scatter is one call over the prefix (a contiguous shard per rank cannot
 // be cut into per-bucket reduce-scatters of contiguous buffers).
 #pragma once
@@ -49,9 +50,9 @@ int64_t zero_prefix(int64_t numel, int dp);
 
 struct ZeroBuffers {
   engine::TensorView value;   // [n] compute copy (act dtype)
-  engine::TensorView master;  // [n] f32 (may be the same memory as value)
+  engine::TensorView master;  // [n] or [own shard] f32 (or the same memory as value)
   engine::TensorView grad;    // [n] f32
-  engine::TensorView m, v;    // [n] f32 AdamW moments (only the own shard is used)
+  engine::TensorView m, v;    // [n] or [own shard] f32 AdamW moments
   int64_t decay_end = 0;      // [0, decay_end) gets weight decay
 };
 
