@@ -1,7 +1,9 @@
 // Dispatcher for causal multi-head self-attention (math in ops/attention.h):
-//   S = q k^T * scale (j > i masked), P = softmax(S) (= probs), out = dropout(P) v   (= out)
+//   S = q k^T * scale (masked unless j <= i and, with segments, same document),
+//   P = softmax(S) (= probs), out = dropout(P) v   (= out)
 //   backward: dqkv (=) through the same path, the dropout mask regenerated from Philox.
-// Checks shapes, dtypes, devices and the workspace, then runs the CPU or CUDA twin.
+// Checks shapes, dtypes, devices, the segments, the head range and the workspace, then runs the
+// CPU or CUDA twin.
 #include "ops/attention.h"
 
 #include <string>
@@ -29,13 +31,41 @@ std::string expected(const char* op, const char* arg, const std::string& want,
   return std::string(op) + ": " + arg + " must be " + want + ", got " + describe(got);
 }
 
+// total_heads >= heads (0 meaning heads) and 0 <= head_offset <= total_heads - heads.
+void check_head_range(const char* op, const AttentionArgs& args) {
+  const int64_t total = args.total_heads == 0 ? args.heads : args.total_heads;
+  ANVIL_CHECK_MSG(
+      args.total_heads >= 0 && args.head_offset >= 0 && args.head_offset + args.heads <= total,
+      std::string(op) + ": need 0 <= head_offset and head_offset + heads <= " +
+          "total_heads (0: heads), got head_offset=" + std::to_string(args.head_offset) +
+          " heads=" + std::to_string(args.heads) +
+          " total_heads=" + std::to_string(args.total_heads));
+}
+
+// segments: empty (plain causal) or a contiguous i32 [B*T] on the stream's device.
+void check_segments(const char* op, const AttentionArgs& args, ConstTensorView segments,
+                    const Stream& stream) {
+  if (segments.empty()) return;
+  const int64_t bt = args.batch * args.seq;
+  ANVIL_CHECK_MSG(
+      segments.dtype == DType::kI32 && segments.device == stream.device() &&
+          segments.is_contiguous() && segments.ndim == 1 && segments.dim(0) == bt,
+      expected(op, "segments",
+               "empty (plain causal) or a contiguous i32 [B*T] = [" + std::to_string(bt) + "] on " +
+                   std::string(engine::device_name(stream.device())) +
+                   " (document ids, see ops/attention.h)",
+               segments));
+}
+
 // Checks what forward and backward share; returns the act dtype (qkv's).
 DType check_common(const char* op, const AttentionArgs& args, ConstTensorView qkv,
-                   ConstTensorView probs, Workspace ws, const Stream& stream) {
+                   ConstTensorView probs, ConstTensorView segments, Workspace ws,
+                   const Stream& stream) {
   ANVIL_CHECK_MSG(args.batch >= 1 && args.seq >= 1 && args.heads >= 1 && args.head_dim >= 1,
                   std::string(op) + ": need batch, seq, heads, head_dim >= 1, got B=" +
                       std::to_string(args.batch) + " T=" + std::to_string(args.seq) +
                       " H=" + std::to_string(args.heads) + " Dh=" + std::to_string(args.head_dim));
+  check_head_range(op, args);
   ANVIL_CHECK_MSG(
       args.dropout_p >= 0.0f && args.dropout_p < 1.0f,
       std::string(op) + ": dropout_p must be in [0, 1), got " + std::to_string(args.dropout_p));
@@ -58,6 +88,7 @@ DType check_common(const char* op, const AttentionArgs& args, ConstTensorView qk
                                std::to_string(args.heads) + ", " + std::to_string(args.seq) + ", " +
                                std::to_string(args.seq) + "]",
                            probs));
+  check_segments(op, args, segments, stream);
   if (stream.is_cuda()) {
     const size_t need = cuda::attention_workspace_bytes(args, engine::dtype_size(act));
     ANVIL_CHECK_MSG(ws.data != nullptr && ws.bytes >= need,
@@ -75,25 +106,27 @@ size_t attention_workspace_bytes(const AttentionArgs& args) {
 }
 
 void attention_forward(const AttentionArgs& args, TensorView out, TensorView probs,
-                       ConstTensorView qkv, Workspace ws, Stream& stream) {
+                       ConstTensorView qkv, ConstTensorView segments, Workspace ws,
+                       Stream& stream) {
   const char* op = "attention_forward";
-  const DType act = check_common(op, args, qkv, probs, ws, stream);
+  const DType act = check_common(op, args, qkv, probs, segments, ws, stream);
   const int64_t bt = args.batch * args.seq, hd = args.heads * args.head_dim;
   ANVIL_CHECK_MSG(
       !out.empty() && out.dtype == act && out.device == stream.device() && holds(out, bt, hd),
       expected(op, "out",
                "a contiguous " + std::string(engine::dtype_name(act)) + " " + dims(bt, hd), out));
   if (stream.is_cuda()) {
-    cuda::attention_forward(args, out, probs, qkv, ws, stream);
+    cuda::attention_forward(args, out, probs, qkv, segments, ws, stream);
   } else {
-    cpu::attention_forward(args, out, probs, qkv, ws, stream);
+    cpu::attention_forward(args, out, probs, qkv, segments, ws, stream);
   }
 }
 
 void attention_backward(const AttentionArgs& args, TensorView dqkv, ConstTensorView dout,
-                        ConstTensorView qkv, ConstTensorView probs, Workspace ws, Stream& stream) {
+                        ConstTensorView qkv, ConstTensorView probs, ConstTensorView segments,
+                        Workspace ws, Stream& stream) {
   const char* op = "attention_backward";
-  const DType act = check_common(op, args, qkv, probs, ws, stream);
+  const DType act = check_common(op, args, qkv, probs, segments, ws, stream);
   const int64_t bt = args.batch * args.seq, hd = args.heads * args.head_dim;
   const std::string dt(engine::dtype_name(act));
   ANVIL_CHECK_MSG(
@@ -103,9 +136,9 @@ void attention_backward(const AttentionArgs& args, TensorView dqkv, ConstTensorV
                       holds(dqkv, bt, 3 * hd),
                   expected(op, "dqkv", "a contiguous " + dt + " " + dims(bt, 3 * hd), dqkv));
   if (stream.is_cuda()) {
-    cuda::attention_backward(args, dqkv, dout, qkv, probs, ws, stream);
+    cuda::attention_backward(args, dqkv, dout, qkv, probs, segments, ws, stream);
   } else {
-    cpu::attention_backward(args, dqkv, dout, qkv, probs, ws, stream);
+    cpu::attention_backward(args, dqkv, dout, qkv, probs, segments, ws, stream);
   }
 }
 

@@ -1,7 +1,9 @@
 // CPU twin of ops/attention.h, the reference: plain loops over (batch, head, query row).
-//   s_ij = scale * q_i . k_j for j <= i (causal; j > i gives P_ij = 0)
-//   P_ij = softmax_j(s_ij)                                                  (= probs)
-//   P'_ij = keep_ij ? P_ij / (1 - p) : 0,  keep_ij = philox(seed, offset, ij) >= p
+//   vis_ij = j <= i && (no segments || seg_j == seg_i)   (the sample's document ids)
+//   s_ij = scale * q_i . k_j for visible j (P_ij = 0 exactly where not visible)
+//   P_ij = softmax over visible j of s_ij                                   (= probs)
+//   P'_ij = keep_ij ? P_ij / (1 - p) : 0,  keep_ij = philox(seed, offset, e) >= p with
+//   e = ((b*TH + head_offset + h)*T + i)*T + j (the model-wide element index)
 //   out_i = sum_j P'_ij v_j, heads concatenated                             (= out)
 // Backward (= dqkv), with dP'_ij = dout_i . v_j and dP_ij = keep_ij ? dP'_ij / (1 - p) : 0:
 //   dv_j = sum_i P'_ij dout_i
@@ -23,7 +25,8 @@ namespace {
 
 using engine::DType;
 
-// The inverted-dropout factor for element `index` of [B, H, T, T], as ops/dropout computes it.
+// The inverted-dropout factor for model-wide element `index` of [B, TH, T, T], as ops/dropout
+// computes it.
 template <typename T>
 struct ProbDropout {
   float p;
@@ -43,19 +46,35 @@ struct ProbDropout {
 // Dimensions and row pointers of the packed layouts.
 struct Layout {
   int64_t B, T, H, Dh, hd, ld;  // hd = H*Dh (out row), ld = 3*H*Dh (qkv row)
+  int64_t TH, h0;               // model heads and this call's first one (dropout numbering)
   explicit Layout(const AttentionArgs& a)
       : B(a.batch),
         T(a.seq),
         H(a.heads),
         Dh(a.head_dim),
         hd(a.heads * a.head_dim),
-        ld(3 * a.heads * a.head_dim) {}
+        ld(3 * a.heads * a.head_dim),
+        TH(a.total_heads == 0 ? a.heads : a.total_heads),
+        h0(a.head_offset) {}
   // Offset of head h of part s (0: q, 1: k, 2: v) of token t of batch b in qkv.
   int64_t qkv(int64_t b, int64_t t, int s, int64_t h) const {
     return (b * T + t) * ld + s * hd + h * Dh;
   }
   int64_t out(int64_t b, int64_t t, int64_t h) const { return (b * T + t) * hd + h * Dh; }
   int64_t prob_row(int64_t b, int64_t h, int64_t i) const { return ((b * H + h) * T + i) * T; }
+  // Dropout element index of (b, h, i, 0) in the model-wide [B, TH, T, T].
+  uint64_t drop_row(int64_t b, int64_t h, int64_t i) const {
+    return static_cast<uint64_t>(((b * TH + h0 + h) * T + i) * T);
+  }
+};
+
+// Key visibility: causal, and within one document when segments (seg: [B*T]) are given.
+struct Mask {
+  const int32_t* seg;  // null: plain causal
+  int64_t T;
+  bool visible(int64_t b, int64_t i, int64_t j) const {
+    return j <= i && (seg == nullptr || seg[b * T + j] == seg[b * T + i]);
+  }
 };
 
 template <typename T>
@@ -66,7 +85,7 @@ T dot(const T* x, const T* y, int64_t n) {
 }
 
 template <typename T>
-void forward_typed(const AttentionArgs& args, T* out, T* probs, const T* qkv) {
+void forward_typed(const AttentionArgs& args, T* out, T* probs, const T* qkv, const Mask& m) {
   const Layout L(args);
   const ProbDropout<T> drop(args);
   const T scale = static_cast<T>(args.scale);
@@ -75,24 +94,26 @@ void forward_typed(const AttentionArgs& args, T* out, T* probs, const T* qkv) {
       for (int64_t i = 0; i < L.T; ++i) {
         T* row = probs + L.prob_row(b, h, i);
         const T* qi = qkv + L.qkv(b, i, 0, h);
-        // Scores into the probs row, then an in-place max-subtracted softmax over j <= i.
+        // Scores into the probs row, then an in-place max-subtracted softmax over the visible
+        // j (the diagonal always is, so mx is finite and sum >= 1); 0 elsewhere.
         T mx = -std::numeric_limits<T>::infinity();
-        for (int64_t j = 0; j <= i; ++j) {
-          row[j] = scale * dot(qi, qkv + L.qkv(b, j, 1, h), L.Dh);
+        for (int64_t j = 0; j < L.T; ++j) {
+          row[j] = m.visible(b, i, j) ? scale * dot(qi, qkv + L.qkv(b, j, 1, h), L.Dh)
+                                      : -std::numeric_limits<T>::infinity();
           mx = std::max(mx, row[j]);
         }
         T sum = 0;
-        for (int64_t j = 0; j <= i; ++j) {
-          row[j] = std::exp(row[j] - mx);
+        for (int64_t j = 0; j < L.T; ++j) {
+          row[j] = m.visible(b, i, j) ? std::exp(row[j] - mx) : static_cast<T>(0);
           sum += row[j];
         }
-        for (int64_t j = 0; j <= i; ++j) row[j] /= sum;
-        for (int64_t j = i + 1; j < L.T; ++j) row[j] = 0;
-        // out_i = sum_j P'_ij v_j.
+        for (int64_t j = 0; j < L.T; ++j) row[j] /= sum;
+        // out_i = sum_j P'_ij v_j over the visible j.
         T* oi = out + L.out(b, i, h);
         for (int64_t d = 0; d < L.Dh; ++d) oi[d] = 0;
         for (int64_t j = 0; j <= i; ++j) {
-          const T pd = drop.apply(row[j], L.prob_row(b, h, i) + j);
+          if (!m.visible(b, i, j)) continue;
+          const T pd = drop.apply(row[j], L.drop_row(b, h, i) + j);
           const T* vj = qkv + L.qkv(b, j, 2, h);
           for (int64_t d = 0; d < L.Dh; ++d) oi[d] += pd * vj[d];
         }
@@ -102,8 +123,8 @@ void forward_typed(const AttentionArgs& args, T* out, T* probs, const T* qkv) {
 }
 
 template <typename T>
-void backward_typed(const AttentionArgs& args, T* dqkv, const T* dout, const T* qkv,
-                    const T* probs) {
+void backward_typed(const AttentionArgs& args, T* dqkv, const T* dout, const T* qkv, const T* probs,
+                    const Mask& m) {
   const Layout L(args);
   const ProbDropout<T> drop(args);
   const T scale = static_cast<T>(args.scale);
@@ -111,18 +132,22 @@ void backward_typed(const AttentionArgs& args, T* dqkv, const T* dout, const T* 
   for (int64_t b = 0; b < L.B; ++b) {
     for (int64_t h = 0; h < L.H; ++h) {
       for (int64_t i = 0; i < L.T; ++i) {
-        const int64_t r = L.prob_row(b, h, i);
-        const T* row = probs + r;
+        const T* row = probs + L.prob_row(b, h, i);
+        const uint64_t r = L.drop_row(b, h, i);
         const T* doi = dout + L.out(b, i, h);
         const T* qi = qkv + L.qkv(b, i, 0, h);
         // dP_ij through the dropout backward (same mask and factor as forward).
         auto dp = [&](int64_t j) {
           return drop.apply(dot(doi, qkv + L.qkv(b, j, 2, h), L.Dh), r + j);
         };
+        // Masked j have P_ij = 0 and no gradient: skipped in both sums.
         T rowdot = 0;
-        for (int64_t j = 0; j <= i; ++j) rowdot += row[j] * dp(j);
+        for (int64_t j = 0; j <= i; ++j) {
+          if (m.visible(b, i, j)) rowdot += row[j] * dp(j);
+        }
         T* dqi = dqkv + L.qkv(b, i, 0, h);
         for (int64_t j = 0; j <= i; ++j) {
+          if (!m.visible(b, i, j)) continue;
           const T pd = drop.apply(row[j], r + j);
           T* dvj = dqkv + L.qkv(b, j, 2, h);
           for (int64_t d = 0; d < L.Dh; ++d) dvj[d] += pd * doi[d];
@@ -139,16 +164,22 @@ void backward_typed(const AttentionArgs& args, T* dqkv, const T* dout, const T* 
   }
 }
 
+Mask mask_of(const AttentionArgs& args, ConstTensorView segments) {
+  return Mask{segments.empty() ? nullptr : segments.as<int32_t>(), args.seq};
+}
+
 }  // namespace
 
 void attention_forward(const AttentionArgs& args, TensorView out, TensorView probs,
-                       ConstTensorView qkv, Workspace /*ws*/, Stream& /*stream*/) {
+                       ConstTensorView qkv, ConstTensorView segments, Workspace /*ws*/,
+                       Stream& /*stream*/) {
+  const Mask m = mask_of(args, segments);
   switch (qkv.dtype) {
     case DType::kF32:
-      forward_typed<float>(args, out.as<float>(), probs.as<float>(), qkv.as<float>());
+      forward_typed<float>(args, out.as<float>(), probs.as<float>(), qkv.as<float>(), m);
       break;
     case DType::kF64:
-      forward_typed<double>(args, out.as<double>(), probs.as<double>(), qkv.as<double>());
+      forward_typed<double>(args, out.as<double>(), probs.as<double>(), qkv.as<double>(), m);
       break;
     default:
       ANVIL_CHECK_MSG(false,
@@ -157,16 +188,17 @@ void attention_forward(const AttentionArgs& args, TensorView out, TensorView pro
 }
 
 void attention_backward(const AttentionArgs& args, TensorView dqkv, ConstTensorView dout,
-                        ConstTensorView qkv, ConstTensorView probs, Workspace /*ws*/,
-                        Stream& /*stream*/) {
+                        ConstTensorView qkv, ConstTensorView probs, ConstTensorView segments,
+                        Workspace /*ws*/, Stream& /*stream*/) {
+  const Mask m = mask_of(args, segments);
   switch (qkv.dtype) {
     case DType::kF32:
       backward_typed<float>(args, dqkv.as<float>(), dout.as<float>(), qkv.as<float>(),
-                            probs.as<float>());
+                            probs.as<float>(), m);
       break;
     case DType::kF64:
       backward_typed<double>(args, dqkv.as<double>(), dout.as<double>(), qkv.as<double>(),
-                             probs.as<double>());
+                             probs.as<double>(), m);
       break;
     default:
       ANVIL_CHECK_MSG(false,

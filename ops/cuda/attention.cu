@@ -1,14 +1,16 @@
-// CUDA twin of ops/attention.h: causal multi-head self-attention, the correct baseline built
-// from batched cuBLASLt GEMMs (ops::gemm) and warp-per-row softmax kernels.
-//   forward : q,k,v = split heads of qkv;  S = scale * q k^T (f32);  P = causal softmax(S)
-//             (= probs);  P' = dropout(P);  out_h = P' v;  out = merge heads(out_h)       (=)
+// CUDA twin of ops/attention.h: causal multi-head self-attention with an optional document mask,
+// the correct baseline built from batched cuBLASLt GEMMs (ops::gemm) and warp-per-row softmax
+// kernels. vis_ij = j <= i && (no segments || seg[b*T + j] == seg[b*T + i]).
+//   forward : q,k,v = split heads of qkv;  S = scale * q k^T (f32);  P = softmax of S over the
+//             visible j (= probs);  P' = dropout(P);  out_h = P' v;  out = merge heads(out_h) (=)
 //   backward: dv = P'^T dout_h;  dP' = dout_h v^T (f32);  dP = dropout_backward(dP');
-//             dS = P (dP - rowsum(P dP)) * scale (0 where j > i);  dq = dS k;  dk = dS^T q;
-//             dqkv = merge heads(dq | dk | dv)                                              (=)
-// Dropout keeps element i of the flat [B, H, T, T] probabilities when
-// philox_uniform_at(seed, offset, i) >= p and scales it by 1 / (1 - p) (ops/dropout semantics),
-// so backward regenerates the mask instead of storing it. Masked entries (j > i) are exactly 0
-// in P, P' and dS; the GEMMs still run over the full T x T square (a flash kernel replaces this).
+//             dS = P (dP - rowsum(P dP)) * scale (0 where not visible);  dq = dS k;
+//             dk = dS^T q;  dqkv = merge heads(dq | dk | dv)                                  (=)
+// Dropout keeps element (b, h, i, j) when philox_uniform_at(seed, offset, e) >= p with the
+// model-wide index e = ((b*TH + head_offset + h)*T + i)*T + j (TH = total_heads), and scales it
+// by 1 / (1 - p) (ops/dropout semantics), so backward regenerates the mask instead of storing
+// it. Masked entries are exactly 0 in P, P' and dS; the GEMMs still run over the full T x T
+// square (a flash kernel replaces this).
 //
 // Workspace layout (each region starts 256-byte aligned; act = the dtype of qkv; BH = B*H):
 //   q, k, v   3 x [BH, T, Dh] act   heads split out of qkv
@@ -91,73 +93,130 @@ __global__ void scatter_heads_grid_stride(Act* dst, int64_t dst_ld, int64_t col0
   }
 }
 
+// Where row r = bh*T + i of the [BH*T, T] probabilities sits: its query i, its sample's document
+// ids, and its first element in the model-wide [B, TH, T, T] dropout numbering.
+struct RowMap {
+  const int32_t* seg;  // [B*T] document ids; null: plain causal
+  int64_t seq, heads, total_heads, head_offset;
+  uint64_t seed, offset;
+  float p, keep_scale;
+};
+
+struct Row {
+  int64_t i;
+  const int32_t* seg;  // the sample's ids (seg + b*T), or null
+  int32_t seg_i;
+  uint64_t drop0;  // dropout index of (b, h, i, 0)
+
+  // Key j is visible to query i: causal, and the same document when segments are given.
+  __device__ __forceinline__ bool visible(int64_t j) const {
+    return j <= i && (seg == nullptr || seg[j] == seg_i);
+  }
+};
+
+// Model-wide dropout index of local element idx of [B, H, T, T], sample b:
+//   ((b*TH + head_offset + h)*T + i)*T + j = idx + (b*(TH - H) + head_offset)*T*T.
+__device__ __forceinline__ uint64_t drop_index(const RowMap& m, int64_t idx, int64_t b) {
+  return static_cast<uint64_t>(idx +
+                               (b * (m.total_heads - m.heads) + m.head_offset) * m.seq * m.seq);
+}
+
+__device__ __forceinline__ Row row_of(const RowMap& m, int64_t row) {
+  const int64_t i = row % m.seq, b = row / (m.heads * m.seq);
+  Row r;
+  r.i = i;
+  r.seg = m.seg == nullptr ? nullptr : m.seg + b * m.seq;
+  r.seg_i = r.seg == nullptr ? 0 : r.seg[i];
+  r.drop0 = drop_index(m, row * m.seq, b);
+  return r;
+}
+
+// keep ? x * keep_scale : 0 for model-wide dropout element e (x when p == 0).
+__device__ __forceinline__ float drop_at(const RowMap& m, float x, uint64_t e) {
+  if (m.p == 0.0f) return x;
+  return engine::philox_uniform_at(m.seed, m.offset, e) >= m.p ? x * m.keep_scale : 0.0f;
+}
+
 // One warp per row r of [BH*T, T] (query position i = r % T):
-//   probs[r, j] = exp(s_j - max) / sum for j <= i, 0 for j > i          (=)
+//   probs[r, j] = exp(s_j - max) / sum over visible j, 0 elsewhere        (=)
 //   dropped[r, j] = keep ? probs[r, j] * keep_scale : 0 (when dropped != null; from the stored,
 //   rounded probability, exactly what ops/dropout would produce from probs)
 template <typename Act>
-__global__ void causal_softmax_warp_per_row(Act* probs, Act* dropped, const float* scores,
-                                            int64_t rows, int64_t seq, float p, float keep_scale,
-                                            uint64_t seed, uint64_t offset) {
+__global__ void masked_softmax_warp_per_row(Act* probs, Act* dropped, const float* scores,
+                                            int64_t rows, RowMap m) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (row >= rows) return;  // whole warps leave together: the shuffles below stay full-mask
-  const int64_t i = row % seq;
+  const int64_t seq = m.seq;
+  const Row r = row_of(m, row);
   const float* s = scores + row * seq;
   float mx = -INFINITY;
-  for (int64_t j = lane; j <= i; j += kWarp) mx = fmaxf(mx, s[j]);
-  mx = warp_max(mx);  // finite: column 0 is never masked
+  for (int64_t j = lane; j <= r.i; j += kWarp) {
+    if (r.visible(j)) mx = fmaxf(mx, s[j]);
+  }
+  mx = warp_max(mx);  // finite: the diagonal is always visible
   float sum = 0.0f;
-  for (int64_t j = lane; j <= i; j += kWarp) sum += expf(s[j] - mx);
+  for (int64_t j = lane; j <= r.i; j += kWarp) {
+    if (r.visible(j)) sum += expf(s[j] - mx);
+  }
   const float inv = 1.0f / warp_sum(sum);
   for (int64_t j = lane; j < seq; j += kWarp) {
     const int64_t idx = row * seq + j;
-    const Act pj = from_f32<Act>(j <= i ? expf(s[j] - mx) * inv : 0.0f);
+    const Act pj = from_f32<Act>(r.visible(j) ? expf(s[j] - mx) * inv : 0.0f);
     probs[idx] = pj;
     if (dropped != nullptr) {
-      const bool keep = engine::philox_uniform_at(seed, offset, static_cast<uint64_t>(idx)) >= p;
-      dropped[idx] = from_f32<Act>(keep ? to_f32(pj) * keep_scale : 0.0f);
+      dropped[idx] = from_f32<Act>(drop_at(m, to_f32(pj), r.drop0 + j));
     }
   }
 }
 
 // dropped = keep ? probs * keep_scale : 0 over the flat [BH, T, T] (backward's P').
 template <typename Act>
-__global__ void dropout_probs_grid_stride(Act* dropped, const Act* probs, int64_t total, float p,
-                                          float keep_scale, uint64_t seed, uint64_t offset) {
+__global__ void dropout_probs_grid_stride(Act* dropped, const Act* probs, int64_t total, RowMap m) {
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const bool keep = engine::philox_uniform_at(seed, offset, static_cast<uint64_t>(idx)) >= p;
-    dropped[idx] = from_f32<Act>(keep ? to_f32(probs[idx]) * keep_scale : 0.0f);
+    const int64_t b = idx / (m.heads * m.seq * m.seq);
+    dropped[idx] = from_f32<Act>(drop_at(m, to_f32(probs[idx]), drop_index(m, idx, b)));
   }
 }
 
 // One warp per row r (query i = r % T), with dP = dropout_backward(dP'):
-//   dscores[r, j] = P_j (dP_j - sum_l P_l dP_l) * scale for j <= i, 0 for j > i   (=)
+//   dscores[r, j] = P_j (dP_j - sum_l P_l dP_l) * scale over visible j, 0 elsewhere   (=)
 template <typename Act>
-__global__ void causal_softmax_backward_warp_per_row(Act* dscores, const float* dprobs,
-                                                     const Act* probs, int64_t rows, int64_t seq,
-                                                     float scale, float p, float keep_scale,
-                                                     uint64_t seed, uint64_t offset) {
+__global__ void masked_softmax_backward_warp_per_row(Act* dscores, const float* dprobs,
+                                                     const Act* probs, int64_t rows, float scale,
+                                                     RowMap m) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (row >= rows) return;
-  const int64_t i = row % seq;
+  const int64_t seq = m.seq;
+  const Row r = row_of(m, row);
   const float* dpr = dprobs + row * seq;
   const Act* pr = probs + row * seq;
-  auto dp = [&](int64_t j) -> float {
-    const float g = dpr[j];
-    if (p == 0.0f) return g;
-    const uint64_t idx = static_cast<uint64_t>(row * seq + j);
-    return engine::philox_uniform_at(seed, offset, idx) >= p ? g * keep_scale : 0.0f;
-  };
   float acc = 0.0f;
-  for (int64_t j = lane; j <= i; j += kWarp) acc += to_f32(pr[j]) * dp(j);
+  for (int64_t j = lane; j <= r.i; j += kWarp) {
+    if (r.visible(j)) acc += to_f32(pr[j]) * drop_at(m, dpr[j], r.drop0 + j);
+  }
   acc = warp_sum(acc);
   for (int64_t j = lane; j < seq; j += kWarp) {
-    const float ds = j <= i ? to_f32(pr[j]) * (dp(j) - acc) * scale : 0.0f;
+    const float ds =
+        r.visible(j) ? to_f32(pr[j]) * (drop_at(m, dpr[j], r.drop0 + j) - acc) * scale : 0.0f;
     dscores[row * seq + j] = from_f32<Act>(ds);
   }
+}
+
+RowMap row_map(const AttentionArgs& a, ConstTensorView segments) {
+  RowMap m;
+  m.seg = segments.empty() ? nullptr : segments.as<int32_t>();
+  m.seq = a.seq;
+  m.heads = a.heads;
+  m.total_heads = a.total_heads == 0 ? a.heads : a.total_heads;
+  m.head_offset = a.head_offset;
+  m.seed = a.seed;
+  m.offset = a.offset;
+  m.p = a.dropout_p;
+  m.keep_scale = 1.0f / (1.0f - a.dropout_p);
+  return m;
 }
 
 int grid_for(int64_t total) {
@@ -245,7 +304,7 @@ void scatter(Act* dst, int64_t dst_ld, int64_t col0, const Act* src, const Atten
 
 template <typename Act>
 void forward_typed(const AttentionArgs& a, TensorView out, TensorView probs, ConstTensorView qkv,
-                   Workspace ws, Stream& stream) {
+                   ConstTensorView segments, Workspace ws, Stream& stream) {
   const DType act = qkv.dtype;
   const cudaStream_t s = stream.cuda_stream();
   const int64_t T = a.seq, Dh = a.head_dim, BH = a.batch * a.heads, hd = a.heads * Dh;
@@ -264,11 +323,9 @@ void forward_typed(const AttentionArgs& a, TensorView out, TensorView probs, Con
             in_view(buf.k, act, BH, T, Dh), ConstTensorView{}, TensorView{}, stream);
 
   const bool drop = a.dropout_p > 0.0f;
-  const float keep_scale = 1.0f / (1.0f - a.dropout_p);
   const int64_t rows = BH * T;
-  causal_softmax_warp_per_row<Act><<<softmax_grid(rows), kRowsPerBlock * kWarp, 0, s>>>(
-      probs.as<Act>(), drop ? buf.pbuf : nullptr, buf.scores, rows, T, a.dropout_p, keep_scale,
-      a.seed, a.offset);
+  masked_softmax_warp_per_row<Act><<<softmax_grid(rows), kRowsPerBlock * kWarp, 0, s>>>(
+      probs.as<Act>(), drop ? buf.pbuf : nullptr, buf.scores, rows, row_map(a, segments));
   ANVIL_CUDA_LAUNCH_CHECK();
 
   // out_h = P' v: [BH, T, Dh] (v stored [T, Dh] = [k, n]).
@@ -282,7 +339,8 @@ void forward_typed(const AttentionArgs& a, TensorView out, TensorView probs, Con
 
 template <typename Act>
 void backward_typed(const AttentionArgs& a, TensorView dqkv, ConstTensorView dout,
-                    ConstTensorView qkv, ConstTensorView probs, Workspace ws, Stream& stream) {
+                    ConstTensorView qkv, ConstTensorView probs, ConstTensorView segments,
+                    Workspace ws, Stream& stream) {
   const DType act = qkv.dtype;
   const cudaStream_t s = stream.cuda_stream();
   const int64_t T = a.seq, Dh = a.head_dim, BH = a.batch * a.heads, hd = a.heads * Dh;
@@ -295,12 +353,12 @@ void backward_typed(const AttentionArgs& a, TensorView dqkv, ConstTensorView dou
 
   // P' = dropout(P), regenerated from Philox.
   const bool drop = a.dropout_p > 0.0f;
-  const float keep_scale = 1.0f / (1.0f - a.dropout_p);
+  const RowMap map = row_map(a, segments);
   const Act* p_used = probs.as<Act>();
   if (drop) {
     const int64_t total = BH * T * T;
-    dropout_probs_grid_stride<Act><<<grid_for(total), kThreads, 0, s>>>(
-        buf.pbuf, probs.as<Act>(), total, a.dropout_p, keep_scale, a.seed, a.offset);
+    dropout_probs_grid_stride<Act>
+        <<<grid_for(total), kThreads, 0, s>>>(buf.pbuf, probs.as<Act>(), total, map);
     ANVIL_CUDA_LAUNCH_CHECK();
     p_used = buf.pbuf;
   }
@@ -321,9 +379,8 @@ void backward_typed(const AttentionArgs& a, TensorView dqkv, ConstTensorView dou
 
   // dS into pbuf (P' is no longer needed: the dv GEMM before it on the stream has read it).
   const int64_t rows = BH * T;
-  causal_softmax_backward_warp_per_row<Act><<<softmax_grid(rows), kRowsPerBlock * kWarp, 0, s>>>(
-      buf.pbuf, buf.scores, probs.as<Act>(), rows, T, a.scale, a.dropout_p, keep_scale, a.seed,
-      a.offset);
+  masked_softmax_backward_warp_per_row<Act><<<softmax_grid(rows), kRowsPerBlock * kWarp, 0, s>>>(
+      buf.pbuf, buf.scores, probs.as<Act>(), rows, a.scale, map);
   ANVIL_CUDA_LAUNCH_CHECK();
 
   // dq = dS k (k stored [j, Dh] = [k, n]); dk = dS^T q (dS stored [i, j] = [k, m] -> trans_a).
@@ -350,13 +407,14 @@ size_t attention_workspace_bytes(const AttentionArgs& args, size_t act_bytes) {
 }
 
 void attention_forward(const AttentionArgs& args, TensorView out, TensorView probs,
-                       ConstTensorView qkv, Workspace ws, Stream& stream) {
+                       ConstTensorView qkv, ConstTensorView segments, Workspace ws,
+                       Stream& stream) {
   switch (qkv.dtype) {
     case DType::kBF16:
-      forward_typed<__nv_bfloat16>(args, out, probs, qkv, ws, stream);
+      forward_typed<__nv_bfloat16>(args, out, probs, qkv, segments, ws, stream);
       break;
     case DType::kF32:
-      forward_typed<float>(args, out, probs, qkv, ws, stream);
+      forward_typed<float>(args, out, probs, qkv, segments, ws, stream);
       break;
     default:
       ANVIL_CHECK_MSG(
@@ -365,13 +423,14 @@ void attention_forward(const AttentionArgs& args, TensorView out, TensorView pro
 }
 
 void attention_backward(const AttentionArgs& args, TensorView dqkv, ConstTensorView dout,
-                        ConstTensorView qkv, ConstTensorView probs, Workspace ws, Stream& stream) {
+                        ConstTensorView qkv, ConstTensorView probs, ConstTensorView segments,
+                        Workspace ws, Stream& stream) {
   switch (qkv.dtype) {
     case DType::kBF16:
-      backward_typed<__nv_bfloat16>(args, dqkv, dout, qkv, probs, ws, stream);
+      backward_typed<__nv_bfloat16>(args, dqkv, dout, qkv, probs, segments, ws, stream);
       break;
     case DType::kF32:
-      backward_typed<float>(args, dqkv, dout, qkv, probs, ws, stream);
+      backward_typed<float>(args, dqkv, dout, qkv, probs, segments, ws, stream);
       break;
     default:
       ANVIL_CHECK_MSG(
