@@ -180,14 +180,31 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
     ANVIL_CUDA_CHECK(cudaGetDevice(&device));
     ANVIL_ASSIGN_OR_RETURN(stream, engine::Stream::cuda(device));
   }
-  for (engine::TensorView v :
-       {impl->buf.value, impl->buf.master, impl->buf.grad, impl->buf.m, impl->buf.v}) {
-    engine::fill_zero(v, stream);
+  gpt_detail::Buffers& b = impl->buf;
+  for (engine::TensorView v : {b.value, b.master, b.grad, b.m, b.v, b.grad_shard, b.persist_grad,
+                               b.persist_value}) {
+    if (!v.empty()) engine::fill_zero(v, stream);
   }
-  const bool separate_master = impl->buf.master.data != impl->buf.value.data;
-  gpt_detail::init_params(cfg, shard, impl->buf.table,
-                          separate_master ? impl->buf.master : engine::TensorView{},
-                          impl->buf.opt_begin, seed, stream);
+  std::vector<gpt_detail::InitTarget> targets;
+  if (shard.zero_stage > 0) {
+    std::vector<parallel::ZeroBucket> zb;
+    for (const ParamTable::Bucket& k : b.table.buckets()) zb.push_back({k.begin, k.decay_end, k.end});
+    ANVIL_ASSIGN_OR_RETURN(parallel::ZeroPartition part,
+                           parallel::ZeroPartition::create(zb, shard.zero_dp, shard.zero_rank));
+    impl->zero = std::move(part);
+    if (shard.dp_comm == nullptr) {
+      return absl::InvalidArgumentError("GptModel::create: ZeRO needs the DP group's Comm");
+    }
+  }
+  const parallel::ZeroPartition* part = impl->zero ? &*impl->zero : nullptr;
+  const int64_t n = b.table.flat_numel();
+  auto target = [&](engine::TensorView v) {
+    return gpt_detail::InitTarget{v, v.numel() == n ? nullptr : part};
+  };
+  targets.push_back(target(b.value));
+  if (b.master.data != b.value.data) targets.push_back(target(b.master));
+  gpt_detail::init_params(cfg, shard, b.table, targets, seed, stream);
+  if (shard.zero_stage == 3) impl->gather_persistent(stream);
   stream.synchronize();
 
   std::unique_ptr<GptModel> model(new GptModel());
@@ -252,52 +269,120 @@ engine::TensorView GptModel::chunk_output_grad(int64_t chunk, int64_t slot) {
 
 engine::TensorView GptModel::chunk_input_grad() { return impl_->last_input_grad; }
 
-void GptModel::zero_grads(engine::Stream& stream) { engine::fill_zero(impl_->buf.grad, stream); }
-
-double GptModel::grad_norm(engine::Stream& stream) {
-  // One pass over the whole flat gradient buffer (padding is zero).
-  engine::fill_zero(impl_->buf.norm_out, stream);
-  ops::sum_squares(impl_->buf.norm_out, impl_->buf.grad, impl_->buf.op_ws, stream);
-  return std::sqrt(read_back(impl_->buf.norm_out, stream)[0]);
+void GptModel::zero_grads(engine::Stream& stream) {
+  const gpt_detail::Buffers& b = impl_->buf;
+  for (engine::TensorView v : {b.grad, b.grad_shard, b.persist_grad}) {
+    if (!v.empty()) engine::fill_zero(v, stream);
+  }
 }
 
-double GptModel::grad_sum_squares(int64_t begin, int64_t end, engine::Stream& stream) {
+void GptModel::gather_values(engine::TensorView out, engine::Stream& stream) {
+  const gpt_detail::Buffers& b = impl_->buf;
+  ANVIL_CHECK_MSG(out.numel() == b.table.flat_numel() && out.dtype == b.value.dtype,
+                  "GptModel::gather_values: out must be [flat_numel] of the compute dtype, got " +
+                      engine::describe(out));
+  if (impl_->shard.zero_stage < 3) {
+    engine::copy(out, b.value, stream);
+    return;
+  }
+  const parallel::ZeroPartition& part = *impl_->zero;
+  for (size_t i = 0; i < part.buckets().size(); ++i) {
+    const parallel::ZeroBucket& k = part.buckets()[i];
+    parallel::zero_all_gather(*impl_->shard.dp_comm, part, i,
+                              engine::slice_rows(out, k.begin, k.end),
+                              parallel::zero_piece_view(part, i, b.value), stream);
+  }
+}
+
+void GptModel::reduce_gradients(engine::Stream& stream) {
+  if (!impl_->zero) return;
+  const gpt_detail::Buffers& b = impl_->buf;
+  const std::vector<ParamTable::Bucket>& buckets = b.table.buckets();
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    engine::TensorView whole;
+    if (!b.grad.empty()) {
+      whole = engine::slice_rows(b.grad, buckets[i].begin, buckets[i].end);
+    } else if (b.persist_offset[i] >= 0) {
+      const int64_t at = b.persist_offset[i];
+      whole = engine::slice_rows(b.persist_grad, at, at + buckets[i].end - buckets[i].begin);
+    } else {
+      continue;  // a layer bucket: reduced during the backward
+    }
+    parallel::zero_reduce_scatter(*impl_->shard.dp_comm, *impl_->zero, i, b.grad_shard, whole,
+                                  stream);
+  }
+}
+
+double GptModel::grad_norm(engine::Stream& stream) { return std::sqrt(grad_sum_squares(stream)); }
+
+double GptModel::grad_sum_squares(engine::Stream& stream) {
   const gpt_detail::Buffers& b = impl_->buf;
   const GptShard& sh = impl_->shard;
   engine::fill_zero(b.norm_out, stream);
+  // The flat elements [lo, hi) of a counted parameter: in the whole gradient, or in the own
+  // pieces of the reduced shard.
+  auto add = [&](int64_t lo, int64_t hi) {
+    if (!impl_->zero) {
+      ops::sum_squares(b.norm_out, flat_slice(b.grad, lo, {hi - lo}), b.op_ws, stream);
+      return;
+    }
+    for (size_t i = 0; i < impl_->zero->buckets().size(); ++i) {
+      const parallel::ZeroPiece p = impl_->zero->piece(i);
+      const int64_t a = std::max(lo, p.begin), e = std::min(hi, p.end);
+      if (e <= a) continue;
+      ops::sum_squares(b.norm_out, flat_slice(b.grad_shard, p.shard_offset + a - p.begin, {e - a}),
+                       b.op_ws, stream);
+    }
+  };
   for (const Param& p : b.table.all()) {
     const bool tp_replica = p.tp_split_dim < 0 && sh.tp_rank > 0;
     const bool head_copy = p.name == "wte.weight" && sh.post && !sh.pre;
-    if (tp_replica || head_copy) continue;
-    const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel());
-    if (hi <= lo) continue;
-    ops::sum_squares(b.norm_out, flat_slice(b.grad, lo, {hi - lo}), b.op_ws, stream);
+    if (!tp_replica && !head_copy) add(p.offset, p.offset + p.numel());
   }
   return read_back(b.norm_out, stream)[0];
 }
 
 void GptModel::optimizer_step(const OptimizerStep& s, engine::Stream& stream) {
   const gpt_detail::Buffers& b = impl_->buf;
-  ANVIL_CHECK_MSG(impl_->shard.zero_dp == 1,
-                  "GptModel::optimizer_step: the optimizer state is sharded (ZeRO-1); step it "
-                  "with parallel::Zero1Optimizer");
   const bool shared = b.master.data == b.value.data;  // no separate compute copy to refresh
+  ops::AdamWArgs a;
+  a.lr = s.lr;
+  a.beta1 = s.beta1;
+  a.beta2 = s.beta2;
+  a.eps = s.eps;
+  a.weight_decay = s.weight_decay;
+  a.step = s.step;
+  a.grad_scale = s.grad_scale;
+  if (impl_->zero) {
+    const parallel::ZeroPartition& part = *impl_->zero;
+    parallel::zero_adamw(part, a, b.master, b.m, b.v, shared ? engine::TensorView{} : b.value,
+                         b.grad_shard, stream);
+    if (impl_->shard.zero_stage == 3) {
+      impl_->gather_persistent(stream);
+      return;
+    }
+    // Stages 1, 2: every rank gets every updated parameter back, bucket by bucket, in place.
+    for (size_t i = 0; i < part.buckets().size(); ++i) {
+      const parallel::ZeroBucket& k = part.buckets()[i];
+      parallel::zero_all_gather(*impl_->shard.dp_comm, part, i,
+                                engine::slice_rows(b.value, k.begin, k.end),
+                                parallel::zero_piece_view(part, i, b.value), stream);
+    }
+    return;
+  }
+  // Per bucket: [begin, decay_end) with weight decay, the rest without.
   auto range = [&](int64_t begin, int64_t end, float weight_decay) {
     if (end <= begin) return;
-    ops::AdamWArgs a;
-    a.lr = s.lr;
-    a.beta1 = s.beta1;
-    a.beta2 = s.beta2;
-    a.eps = s.eps;
-    a.weight_decay = weight_decay;
-    a.step = s.step;
-    a.grad_scale = s.grad_scale;
+    ops::AdamWArgs r = a;
+    r.weight_decay = weight_decay;
     auto sl = [&](engine::TensorView flat) { return flat_slice(flat, begin, {end - begin}); };
-    ops::adamw_update(a, sl(b.master), sl(b.m), sl(b.v),
+    ops::adamw_update(r, sl(b.master), sl(b.m), sl(b.v),
                       shared ? engine::TensorView{} : sl(b.value), sl(b.grad), stream);
   };
-  range(0, b.table.decay_end(), s.weight_decay);
-  range(b.table.decay_end(), b.table.flat_numel(), 0.0f);
+  for (const ParamTable::Bucket& k : b.table.buckets()) {
+    range(k.begin, k.decay_end, s.weight_decay);
+    range(k.decay_end, k.end, 0.0f);
+  }
 }
 
 size_t GptModel::arena_bytes() const {

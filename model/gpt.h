@@ -81,10 +81,14 @@ struct GptShard {
   bool pre = true;   // chunk 0 starts the model: token + position embedding
   bool post = true;  // the last chunk ends it: final LN, tied LM head, loss
   int64_t act_slots = 1;  // activation sets per chunk: micro-batches in flight at once
-  // ZeRO-1 (zero_dp > 1): the separate f32 master weights and the AdamW moments hold only DP
-  // rank zero_rank's shard of the flat buffers (parallel::zero_shard), 12/dp bytes per
-  // parameter instead of 12; the optimizer step is then parallel::Zero1Optimizer's.
+  // ZeRO (parallel/zero.h) over the DP group dp_comm (not owned; required when zero_stage > 0):
+  // every bucket (embeddings, each layer, final LayerNorm) split evenly over zero_dp ranks.
+  // 1: f32 master (when separate) and AdamW moments hold this rank's pieces only; 2: also the
+  // gradients (reduce-scattered layer by layer in backward); 3: also the parameters (gathered
+  // layer by layer before use; the embedding and final-LN buckets stay gathered).
+  int zero_stage = 0;
   int zero_dp = 1, zero_rank = 0;
+  parallel::Comm* dp_comm = nullptr;
   Recompute recompute = Recompute::kNone;
 
   // InvalidArgument naming the numbers (heads % tp, ffn % tp, padded vocab % tp, layer ranges).
@@ -126,8 +130,9 @@ class GptModel {
   const GptShard& shard() const;
   ParamTable& params();
   // The flat buffers behind params(), [params().flat_numel()] each: compute copy (act dtype),
-  // f32 master (the same memory as value when act == grad dtype), f32 gradients, AdamW moments
-  // (master, m, v: only the ZeRO-1 shard when shard().zero_dp > 1).
+  // f32 master (the same memory as value when act == grad dtype), f32 gradients, AdamW moments.
+  // Under ZeRO some are this rank's shard [flat_numel / zero_dp] instead (master, m, v from
+  // stage 1, value from stage 3) or absent (grad from stage 2).
   // Data parallelism all-reduces `grad` in place; ZeRO updates and gathers shards of them.
   struct FlatBuffers {
     engine::TensorView value, master, grad, m, v;
@@ -167,14 +172,24 @@ class GptModel {
   double loss_sum(int64_t slot, engine::Stream& stream);
 
   void zero_grads(engine::Stream& stream);
+  // out [params().flat_numel()] (=, act dtype, on the model's device): every parameter value
+  // this rank holds a part of, whole (ZeRO-3 gathers its buckets over DP: collective).
+  void gather_values(engine::TensorView out, engine::Stream& stream);
+  // ZeRO: after the last backward of a step (and the embedding group's sum), the gradients
+  // still whole on this rank are reduce-scattered onto their owners (stage 1: all; 2, 3: the
+  // embedding and final-LN buckets). No-op without ZeRO.
+  void reduce_gradients(engine::Stream& stream);
   // sqrt(sum of squared gradients) (syncs) of this rank's parameters. With tp > 1 or pp it
   // is the local part only: use grad_sum_squares and reduce over the model-parallel ranks.
   double grad_norm(engine::Stream& stream);
-  // Sum of squared gradients over the flat range [begin, end) counting each model parameter
-  // once over the model-parallel ranks: parameters replicated over TP count on TP rank 0 only,
-  // and the LM head's copy of the tied embedding (post without pre) not at all. Syncs.
-  double grad_sum_squares(int64_t begin, int64_t end, engine::Stream& stream);
-  // One AdamW step on all parameters (no decay on biases, LN and position... see ParamTable).
+  // Sum of squared gradients this rank holds, counting each model parameter once over the
+  // model-parallel ranks: parameters replicated over TP count on TP rank 0 only, the LM head's
+  // copy of the tied embedding (post without pre) not at all; under ZeRO only the own pieces
+  // (sum over DP next). Syncs.
+  double grad_sum_squares(engine::Stream& stream);
+  // One AdamW step on all parameters this rank updates (no decay on biases and LayerNorms; see
+  // ParamTable), under ZeRO on the own pieces, then the parameters gathered back (stages 1, 2:
+  // every bucket; 3: the buckets that stay gathered).
   struct OptimizerStep {
     float lr, beta1, beta2, eps, weight_decay, grad_scale;
     int64_t step;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "model/gpt.h"
 #include "model/gpt_layout.h"
 #include "ops/attention.h"
+#include "parallel/zero.h"
 
 namespace anvil::model {
 
@@ -30,6 +32,8 @@ struct GptModel::Impl {
   // Backward of (chunk, slot) needs its training forward first.
   std::vector<bool> ready_for_backward;  // [chunks * slots]
   engine::TensorView last_input_grad;    // d(input) of the last backward_chunk
+  std::optional<parallel::ZeroPartition> zero;  // with shard.zero_stage > 0
+  int64_t gather_slot = 0;                       // ZeRO-3: the gather buffer used next
 
   uint64_t site_offset(uint64_t dropout_offset, int64_t site) const {
     return dropout_offset * site_stride * static_cast<uint64_t>(n_sites()) +
@@ -41,6 +45,8 @@ struct GptModel::Impl {
   void forward_chunk(int64_t chunk, int64_t slot, bool train, uint64_t dropout_offset,
                      engine::Stream& stream);
   void backward_chunk(int64_t chunk, int64_t slot, float grad_scale, engine::Stream& stream);
+  // ZeRO-3: gathers the embedding and final-LN buckets (after init and every update).
+  void gather_persistent(engine::Stream& s);
 
  private:
   void embed(int64_t slot, bool train, engine::Stream& s);
@@ -54,6 +60,13 @@ struct GptModel::Impl {
   ops::AttentionArgs attention_args(int64_t layer, float dropout_p, uint64_t dropout_offset) const;
   // Sum over the TP group, in place (the g mapping of Megatron; no-op without TP).
   void tp_all_reduce(engine::TensorView x, engine::Stream& s);
+  // ZeRO-3: gathers local layer `local`'s parameters and points buf.w.layers[local] at them.
+  // ZeRO-2/3: zero_layer_grads points buf.g.layers[local] at zeroed scratch; reduce_layer_grads
+  // sums the scratch over DP onto the owners (+= into grad_shard).
+  void gather_layer(int64_t local, engine::Stream& s);
+  void zero_layer_grads(int64_t local, engine::Stream& s);
+  void reduce_layer_grads(int64_t local, engine::Stream& s);
+
 };
 
 }  // namespace anvil::model

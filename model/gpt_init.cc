@@ -27,6 +27,7 @@ void upload(engine::TensorView dst, const std::vector<float>& src, engine::Strea
   switch (dst.dtype) {
     case engine::DType::kF32:
       engine::copy(dst, engine::make_view(src.data(), dst.dtype, host, {n}), stream);
+      stream.synchronize();  // the caller's src may die next
       break;
     case engine::DType::kF64: {
       std::vector<double> h(src.begin(), src.end());
@@ -58,14 +59,13 @@ double init_normal(uint64_t seed, uint64_t index) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2);
 }
 
-void init_params(const GptConfig& cfg, const GptShard& shard, ParamTable& table,
-                 engine::TensorView master, int64_t master_begin, uint64_t seed,
-                 engine::Stream& stream) {
+void init_params(const GptConfig& cfg, const GptShard& shard, const ParamTable& table,
+                 const std::vector<InitTarget>& targets, uint64_t seed, engine::Stream& stream) {
   const double resid_std = cfg.init_std / std::sqrt(2.0 * static_cast<double>(cfg.n_layers));
   // Random numbers are numbered by the whole model's flat layout, so a shard draws exactly the
   // values the single-rank model has at the same global element.
   const ParamTable whole = make_param_table(cfg);
-  for (Param& p : table.all()) {
+  for (const Param& p : table.all()) {
     const Param* global = whole.find(p.name);
     ANVIL_CHECK_MSG(global != nullptr, "GPT init: no parameter " + p.name + " in the whole model");
     const std::string& name = p.name;
@@ -87,13 +87,24 @@ void init_params(const GptConfig& cfg, const GptShard& shard, ParamTable& table,
                                   init_normal(seed, static_cast<uint64_t>(global->offset + g)));
       }
     }
-    const int64_t lo = std::max(p.offset, master_begin);
-    const int64_t hi = std::min(p.offset + p.numel(), master_begin + master.numel());
-    if (!master.empty() && hi > lo) {
-      upload(flat_slice(master, lo - master_begin, {hi - lo}),
-             std::vector<float>(h.begin() + (lo - p.offset), h.begin() + (hi - p.offset)), stream);
+    // The parameter's elements [p.offset, p.offset + numel) that each target holds.
+    auto put = [&](engine::TensorView dst, int64_t lo, int64_t hi) {
+      upload(dst, std::vector<float>(h.begin() + (lo - p.offset), h.begin() + (hi - p.offset)),
+             stream);
+    };
+    for (const InitTarget& t : targets) {
+      if (t.part == nullptr) {
+        put(flat_slice(t.buf, p.offset, {p.numel()}), p.offset, p.offset + p.numel());
+        continue;
+      }
+      for (size_t b = 0; b < t.part->buckets().size(); ++b) {
+        const parallel::ZeroPiece piece = t.part->piece(b);
+        const int64_t lo = std::max(p.offset, piece.begin);
+        const int64_t hi = std::min(p.offset + p.numel(), piece.end);
+        if (hi <= lo) continue;
+        put(flat_slice(t.buf, piece.shard_offset + lo - piece.begin, {hi - lo}), lo, hi);
+      }
     }
-    upload(p.value, h, stream);
     stream.synchronize();  // pageable f32 source h dies at the end of this iteration
   }
 }

@@ -8,10 +8,12 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "engine/stream.h"
 #include "model/gpt.h"
 #include "model/param_table.h"
+#include "parallel/zero.h"
 
 namespace anvil::model::gpt_detail {
 
@@ -20,11 +22,15 @@ double init_normal(uint64_t seed, uint64_t index);
 
 // Writes every parameter's master and compute copy (the flat buffers must already be zero, so
 // padding stays 0). Synchronizes the stream.
-// Shards (TP, PP) get the values of the whole model at their global elements. master: the flat
-// f32 master when separate from the compute copy (else empty), holding flat elements
-// [master_begin, master_begin + master.numel()) (ZeRO-1 keeps only a shard).
-void init_params(const GptConfig& cfg, const GptShard& shard, ParamTable& table,
-                 engine::TensorView master, int64_t master_begin, uint64_t seed,
-                 engine::Stream& stream);
+// Where initial values go: a flat buffer holding every element [flat_numel], or (part set) a
+// ZeRO shard [flat_numel / dp] holding this rank's pieces.
+struct InitTarget {
+  engine::TensorView buf;
+  const parallel::ZeroPartition* part = nullptr;
+};
+
+// Shards (TP, PP) get the values of the whole model at their global elements.
+void init_params(const GptConfig& cfg, const GptShard& shard, const ParamTable& table,
+                 const std::vector<InitTarget>& targets, uint64_t seed, engine::Stream& stream);
 
 }  // namespace anvil::model::gpt_detail

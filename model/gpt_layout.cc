@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/status.h"
 #include "ops/attention.h"
@@ -98,11 +99,14 @@ ParamTable make_param_table(const GptConfig& cfg, const GptShard& shard) {
   ParamTableBuilder b;
   // Embeddings and matrices take weight decay (Megatron: everything but biases and norms);
   // wte is vocab-parallel under TP, c_attn / c_fc column-parallel, the projections row-parallel.
+  // Buckets: the embeddings, each layer, the final LayerNorm.
+  b.begin_bucket("embeddings");
   if (shard.pre || shard.post) b.add("wte.weight", {cfg.padded() / shard.tp, d}, true, 0);
   if (shard.pre) b.add("wpe.weight", {cfg.max_seq_len, d}, true);
   for (const std::vector<int64_t>& chunk : shard.layer_chunks(cfg)) {
     for (int64_t l : chunk) {
       const std::string h = absl::StrCat("h.", l, ".");
+      b.begin_bucket(absl::StrCat("h.", l));
       b.add(h + "ln_1.weight", {d}, false);
       b.add(h + "ln_1.bias", {d}, false);
       b.add(h + "attn.c_attn.weight", {3 * dl, d}, true, 0, 3);
@@ -118,10 +122,12 @@ ParamTable make_param_table(const GptConfig& cfg, const GptShard& shard) {
     }
   }
   if (shard.post) {
+    b.begin_bucket("ln_f");
     b.add("ln_f.weight", {d}, false);
     b.add("ln_f.bias", {d}, false);
   }
-  return b.build();
+  return b.build(shard.zero_stage > 0 ? parallel::zero_bucket_align(1, shard.zero_dp)
+                                      : ParamTable::kAlignElements);
 }
 
 DType stat_dtype(const GptPrecision& prec) {
@@ -192,6 +198,95 @@ LayerActs layer_acts(const std::string& h, const GptConfig& cfg, const GptRunSha
 
 }  // namespace
 
+namespace {
+
+int64_t max_layer_bucket(const Buffers& b) {
+  int64_t most = 0;
+  for (int64_t i : b.layer_bucket) most = std::max(most, b.table.buckets()[i].end - b.table.buckets()[i].begin);
+  return most;
+}
+
+// The parameter buffers (see Buffers) for the ZeRO stage.
+void carve_params(const GptConfig& cfg, const GptShard& shard, const GptPrecision& prec,
+                  Carver& carver, Buffers& b) {
+  (void)cfg;
+  const DType act = prec.act, gdt = prec.grad;
+  const std::vector<ParamTable::Bucket>& buckets = b.table.buckets();
+  const int64_t n = b.table.flat_numel(), z = shard.zero_stage;
+  const int64_t no = z > 0 ? n / shard.zero_dp : n;  // optimizer-state elements
+  // Which buckets are layers, where each layer's parameters start, the persistent buckets.
+  size_t param = 0;
+  b.persist_offset.assign(buckets.size(), -1);
+  int64_t persist = 0;
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    if (absl::StartsWith(buckets[i].name, "h.")) {
+      b.layer_bucket.push_back(static_cast<int64_t>(i));
+    } else {
+      b.persist_offset[i] = persist;
+      persist += buckets[i].end - buckets[i].begin;
+    }
+  }
+  const bool emb = shard.pre || shard.post;
+  param = (emb ? 1 : 0) + (shard.pre ? 1 : 0);
+  for (size_t l = 0; l < b.layer_bucket.size(); ++l) b.layer_param.push_back(param + 12 * l);
+  const int64_t layer_max = max_layer_bucket(b);
+
+  b.value = carver.take("params", z == 3 ? "params (compute copy, own shard)" : "params (compute copy)",
+                        act, {z == 3 ? no : n});
+  b.master = act == gdt ? b.value : carver.take("master", "master weights", gdt, {no});
+  b.m = carver.take("optimizer", "adamw m", gdt, {no});
+  b.v = carver.take("optimizer", "adamw v", gdt, {no});
+  if (z < 2) b.grad = carver.take("grads", "gradients", gdt, {n});
+  if (z > 0) b.grad_shard = carver.take("grads", "gradients (own shard, reduced)", gdt, {no});
+  if (z >= 2) {
+    b.persist_grad = carver.take("grads", "gradients (embedding, final LN)", gdt, {persist});
+    b.grad_scratch = carver.take("grads", "gradients (one layer)", gdt, {layer_max});
+    b.grad_piece = carver.take("grads", "gradients (one layer, own piece)", gdt,
+                               {layer_max / shard.zero_dp});
+  }
+  if (z == 3) {
+    b.persist_value = carver.take("params", "params (embedding, final LN)", act, {persist});
+    b.gather = carver.take("params", "params (gathered layers)", act, {2, layer_max});
+  }
+}
+
+// Points every parameter's views at the buffers that hold it whole (if any).
+void bind_params(Buffers& b) {
+  const int64_t n = b.table.flat_numel();
+  auto whole = [&](TensorView v) { return v.numel() == n ? v : TensorView{}; };
+  b.table.bind(whole(b.value), b.master.data == b.value.data ? whole(b.value) : whole(b.master),
+               b.grad, whole(b.m), whole(b.v));
+  // ZeRO 2/3: the persistent buckets' gradients (and values) live in persist_*.
+  const std::vector<ParamTable::Bucket>& buckets = b.table.buckets();
+  for (Param& p : b.table.all()) {
+    for (size_t i = 0; i < buckets.size(); ++i) {
+      if (p.offset < buckets[i].begin || p.offset >= buckets[i].end || b.persist_offset[i] < 0) {
+        continue;
+      }
+      const int64_t at = b.persist_offset[i] + p.offset - buckets[i].begin;
+      if (!b.persist_grad.empty()) p.grad = flat_slice(b.persist_grad, at, p.shape);
+      if (!b.persist_value.empty()) p.value = flat_slice(b.persist_value, at, p.shape);
+    }
+  }
+}
+
+}  // namespace
+
+LayerWeights layer_views(const Buffers& b, int64_t local, TensorView bucket_base) {
+  const ParamTable::Bucket& bucket =
+      b.table.buckets()[static_cast<size_t>(b.layer_bucket[static_cast<size_t>(local)])];
+  const std::vector<Param>& params = b.table.all();
+  size_t i = b.layer_param[static_cast<size_t>(local)];
+  LayerWeights lw;
+  for (TensorView* v :
+       {&lw.ln1_g, &lw.ln1_b, &lw.qkv_w, &lw.qkv_b, &lw.attn_proj_w, &lw.attn_proj_b, &lw.ln2_g,
+        &lw.ln2_b, &lw.fc_w, &lw.fc_b, &lw.mlp_proj_w, &lw.mlp_proj_b}) {
+    const Param& p = params[i++];
+    *v = flat_slice(bucket_base, p.offset - bucket.begin, p.shape);
+  }
+  return lw;
+}
+
 Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrecision& prec,
                    const GptShard& shard, Carver& carver) {
   const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model, f = cfg.ffn();
@@ -202,15 +297,7 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
   b.table = make_param_table(cfg, shard);
   const int64_t n = b.table.flat_numel();
 
-  // ZeRO-1: optimizer state (and a separate master) only for this DP rank's shard.
-  const parallel::ZeroShard opt = parallel::zero_shard(n, shard.zero_dp, shard.zero_rank);
-  b.opt_begin = opt.begin;
-  const int64_t no = opt.numel();
-  b.value = carver.take("params", "params (compute copy)", act, {n});
-  b.master = act == gdt ? b.value : carver.take("master", "master weights", gdt, {no});
-  b.grad = carver.take("grads", "gradients", gdt, {n});
-  b.m = carver.take("optimizer", "adamw m", gdt, {no});
-  b.v = carver.take("optimizer", "adamw v", gdt, {no});
+  carve_params(cfg, shard, prec, carver, b);
 
   auto A = [&](const std::string& name, DType dt, const std::vector<int64_t>& s) {
     return carver.take("activations", name, dt, s);
@@ -287,10 +374,7 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
   b.norm_out = carver.take("workspace", "grad norm", gdt, {1});
 
   if (!carver.planning() && carver.status().ok()) {
-    // Per-parameter master / m / v views exist only when those buffers are whole.
-    const bool whole = no == n;
-    b.table.bind(b.value, whole ? b.master : TensorView{}, b.grad, whole ? b.m : TensorView{},
-                 whole ? b.v : TensorView{});
+    bind_params(b);
     const int64_t n_local = static_cast<int64_t>(b.layer_ids.size());
     b.w = weights_of(b.table, &Param::value, shard, n_local);
     b.g = weights_of(b.table, &Param::grad, shard, n_local);

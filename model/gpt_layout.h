@@ -72,10 +72,18 @@ struct HeadActs {
 
 struct Buffers {
   ParamTable table;
-  // Flat [flat_numel] parameter buffers; master == value when act == grad dtype. Under ZeRO-1
-  // a separate master, m and v hold [opt_begin, opt_begin + numel) only.
-  TensorView value, master, grad, m, v;
-  int64_t opt_begin = 0;
+  // Flat [flat_numel] parameter buffers; master == value when act == grad dtype. Under ZeRO
+  // (stage z, dp ranks) master, m, v (z >= 1) and value (z == 3) are shards [flat_numel / dp]
+  // and grad (z >= 2) is empty; grad_shard [flat_numel / dp] receives the reduced gradients.
+  TensorView value, master, grad, m, v, grad_shard;
+  // ZeRO 2/3: the buckets that are not layers (embeddings, final LN) are kept whole in
+  // persist_grad (and, z == 3, persist_value), back to back; layer buckets use scratch: one
+  // layer's gradients (grad_scratch [max layer bucket] f32, reduced into the shard through
+  // grad_piece [max layer bucket / dp]) and gathered parameters (gather [2, max layer bucket]).
+  TensorView persist_value, persist_grad, grad_scratch, grad_piece, gather;
+  std::vector<int64_t> persist_offset;  // per bucket: offset in persist_* or -1
+  std::vector<int64_t> layer_bucket;    // bucket index of each local layer
+  std::vector<size_t> layer_param;      // index in table.all() of each local layer's first param
   Weights w;  // views of value
   Weights g;  // views of grad
   std::vector<int64_t> layer_ids;                  // global index of each local layer
@@ -134,6 +142,10 @@ ParamTable make_param_table(const GptConfig& cfg, const GptShard& shard = {});
 // InvalidArgument for unsupported precision / shape combinations.
 absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const GptPrecision& prec,
                        const GptShard& shard);
+
+// Views of local layer `local`'s parameters inside `bucket_base`, a buffer holding that layer's
+// bucket (flat elements [bucket begin, bucket end)).
+LayerWeights layer_views(const Buffers& b, int64_t local, TensorView bucket_base);
 
 // Walks the whole layout through `carver`. When creating, also binds the parameter views.
 Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrecision& prec,

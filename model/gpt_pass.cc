@@ -29,6 +29,7 @@
 #include "ops/dropout.h"
 #include "ops/embedding.h"
 #include "ops/gemm.h"
+#include "ops/axpy.h"
 #include "ops/layernorm.h"
 #include "ops/vocab_parallel_cross_entropy.h"
 #include "parallel/comm.h"
@@ -158,6 +159,7 @@ void GptModel::Impl::layer_forward(const gpt_detail::SlotData& sd, int64_t slot,
   };
   const ops::LayerNormArgs ln{bt, d, cfg.ln_eps};
   gpt_detail::LayerActs& a = buf.act(slot, local);
+  if (shard.zero_stage == 3) gather_layer(local, s);
   const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(local)];
   if (!fused_input) {
     ops::layernorm_forward(ln, a.ln1, a.ln1_mean, a.ln1_rstd, a.x, lw.ln1_g, lw.ln1_b, s);
@@ -295,7 +297,10 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
   // from x (the same dropout masks: the slot keeps its dropout offset).
   if (shard.recompute == Recompute::kFull) {
     layer_forward(sd, slot, local, /*fused_input=*/false, /*train=*/true, s);
+  } else if (shard.zero_stage == 3) {
+    gather_layer(local, s);
   }
+  if (shard.zero_stage >= 2) zero_layer_grads(local, s);
   const gpt_detail::LayerActs& a = buf.act(slot, local);
   const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(local)];
   const gpt_detail::LayerWeights& lg = buf.g.layers[static_cast<size_t>(local)];
@@ -332,6 +337,46 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
   // dres becomes d x_l.
   ops::layernorm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln1_g, lg.ln1_b, buf.dln, a.x,
                           lw.ln1_g, a.ln1_mean, a.ln1_rstd, buf.op_ws, s);
+  if (shard.zero_stage >= 2) reduce_layer_grads(local, s);
+}
+
+void GptModel::Impl::gather_layer(int64_t local, engine::Stream& s) {
+  const size_t bucket = static_cast<size_t>(buf.layer_bucket[static_cast<size_t>(local)]);
+  const int64_t len = zero->buckets()[bucket].numel();
+  // Alternate the two gather buffers: the previous layer's stays intact while this one fills.
+  TensorView slot = flat_slice(buf.gather, gather_slot * buf.gather.dim(1), {len});
+  gather_slot = 1 - gather_slot;
+  parallel::zero_all_gather(*shard.dp_comm, *zero, bucket, slot,
+                            parallel::zero_piece_view(*zero, bucket, buf.value), s);
+  buf.w.layers[static_cast<size_t>(local)] = gpt_detail::layer_views(buf, local, slot);
+}
+
+void GptModel::Impl::zero_layer_grads(int64_t local, engine::Stream& s) {
+  const size_t bucket = static_cast<size_t>(buf.layer_bucket[static_cast<size_t>(local)]);
+  TensorView scratch = flat_slice(buf.grad_scratch, 0, {zero->buckets()[bucket].numel()});
+  engine::fill_zero(scratch, s);
+  buf.g.layers[static_cast<size_t>(local)] = gpt_detail::layer_views(buf, local, scratch);
+}
+
+void GptModel::Impl::reduce_layer_grads(int64_t local, engine::Stream& s) {
+  const size_t bucket = static_cast<size_t>(buf.layer_bucket[static_cast<size_t>(local)]);
+  const int64_t len = zero->buckets()[bucket].numel();
+  // The layer's gradient of this micro-batch, summed over DP onto its owners, added to theirs.
+  TensorView piece = flat_slice(buf.grad_piece, 0, {len / zero->dp()});
+  shard.dp_comm->reduce_scatter(piece, flat_slice(buf.grad_scratch, 0, {len}),
+                                parallel::ReduceOp::kSum, s);
+  ops::axpy(1.0f, parallel::zero_piece_view(*zero, bucket, buf.grad_shard), piece, s);
+}
+
+void GptModel::Impl::gather_persistent(engine::Stream& s) {
+  const std::vector<ParamTable::Bucket>& buckets = buf.table.buckets();
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const int64_t at = buf.persist_offset[i];
+    if (at < 0) continue;
+    parallel::zero_all_gather(*shard.dp_comm, *zero, i,
+                              flat_slice(buf.persist_value, at, {buckets[i].end - buckets[i].begin}),
+                              parallel::zero_piece_view(*zero, i, buf.value), s);
+  }
 }
 
 void GptModel::Impl::backward_chunk(int64_t chunk, int64_t slot, float grad_scale,

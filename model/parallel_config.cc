@@ -32,8 +32,10 @@ void add_parallel_schema(engine::ConfigSchema& s) {
         "samples per step in micro-batches of [train] micro_batch; the gradients are summed over "
         "DP once per step.");
   s.add("parallel", "zero_stage", kInt, "0",
-        "0 = every DP rank holds the whole optimizer state; 1 = AdamW state sharded over DP "
-        "(ZeRO-1, Megatron's distributed optimizer). 2 and 3 are not implemented yet.");
+        "0 = every DP rank holds the whole optimizer state; 1 = f32 master and AdamW state "
+        "sharded over DP (Megatron's distributed optimizer); 2 = also the gradients "
+        "(reduce-scattered layer by layer in backward); 3 = also the parameters (gathered layer "
+        "by layer before use).");
   s.add("parallel", "bucket_mb", kInt, "100",
         "MiB of f32 gradient per DP all-reduce bucket (100 MiB = 25M elements); 0 = one bucket.");
   s.add("parallel", "timeout_s", kInt, "600",
@@ -78,10 +80,6 @@ absl::StatusOr<ParallelConfig> parse_parallel_config(const engine::Config& c, in
     return c.error("parallel", "sequence_parallel",
                    "sequence parallelism is not implemented yet (see docs/parallelism.md); set it "
                    "to false");
-  }
-  if (zero > 1) {
-    return c.error("parallel", "zero_stage",
-                   absl::StrFormat("ZeRO stage %d is not implemented yet; use 0 or 1", zero));
   }
   if (world % (tp * pp) != 0) {
     return c.error(

@@ -86,21 +86,44 @@ void ParamTableBuilder::add(std::string name, std::vector<int64_t> shape, bool w
   params_.push_back(std::move(p));
 }
 
-ParamTable ParamTableBuilder::build() {
+void ParamTableBuilder::begin_bucket(std::string name) {
+  bucket_starts_.emplace_back(std::move(name), params_.size());
+}
+
+ParamTable ParamTableBuilder::build(int64_t bucket_unit) {
+  ANVIL_CHECK_MSG(bucket_unit >= ParamTable::kAlignElements &&
+                      bucket_unit % ParamTable::kAlignElements == 0,
+                  absl::StrCat("ParamTableBuilder: bucket unit ", bucket_unit));
+  if (bucket_starts_.empty() || bucket_starts_.front().second != 0) {
+    bucket_starts_.insert(bucket_starts_.begin(), {"params", 0});
+  }
   ParamTable t;
   int64_t next = 0;
-  // Two passes: the decay group takes the front of the flat buffers, the rest follows.
-  for (bool decay : {true, false}) {
-    for (Param& p : params_) {
-      if (p.weight_decay != decay) continue;
-      p.offset = next;
-      next = align_elements(next + p.numel());
+  for (size_t k = 0; k < bucket_starts_.size(); ++k) {
+    const size_t first = bucket_starts_[k].second;
+    const size_t last = k + 1 < bucket_starts_.size() ? bucket_starts_[k + 1].second : params_.size();
+    if (first == last) continue;
+    ParamTable::Bucket bucket;
+    bucket.name = bucket_starts_[k].first;
+    bucket.begin = next;
+    // Two passes: the decay group takes the front of the bucket, the rest follows.
+    for (bool decay : {true, false}) {
+      for (size_t i = first; i < last; ++i) {
+        Param& p = params_[i];
+        if (p.weight_decay != decay) continue;
+        p.offset = next;
+        next = align_elements(next + p.numel());
+      }
+      if (decay) bucket.decay_end = next;
     }
-    if (decay) t.decay_end_ = next;
+    next = bucket.begin + (next - bucket.begin + bucket_unit - 1) / bucket_unit * bucket_unit;
+    bucket.end = next;
+    t.buckets_.push_back(bucket);
   }
   t.flat_numel_ = next;
   t.params_ = std::move(params_);
   params_.clear();
+  bucket_starts_.clear();
   return t;
 }
 

@@ -4,15 +4,18 @@
 // Names follow Hugging Face GPT-2 (wte.weight, h.0.attn.c_attn.weight, ...), weights stored
 // [out, in] (nn.Linear orientation).
 //
-// Flat layout: all weight-decay parameters first, in [0, decay_end()), then the no-decay ones
-// in [decay_end(), flat_numel()), so one optimizer call per group covers a contiguous range.
-// Every parameter (and decay_end) starts at a multiple of kAlignElements, so each view is
-// 256-byte aligned for f32 (128 for bf16); the gaps are padding that stays zero (zero gradient,
-// zero master, so AdamW keeps it zero).
+// Flat layout: a sequence of buckets (GPT: the embeddings, each layer, the final LayerNorm), the
+// unit of gradient reduction and of ZeRO sharding. Inside a bucket the weight-decay parameters
+// come first, in [begin, decay_end), then the no-decay ones, so two optimizer calls per bucket
+// cover it. Every parameter starts at a multiple of kAlignElements, so each view is 256-byte
+// aligned for f32 (128 for bf16), and each bucket's length is a multiple of the builder's
+// bucket unit (ZeRO: dp * 64, so it splits evenly over DP); the gaps are padding that stays
+// zero (zero gradient, zero master, so AdamW keeps it zero).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/tensor.h"
@@ -46,8 +49,12 @@ class ParamTable {
   // Sum of the parameters' logical sizes (no padding).
   int64_t numel() const;
 
-  // End of the weight-decay range (aligned) and length of the flat buffers (with padding).
-  int64_t decay_end() const { return decay_end_; }
+  struct Bucket {
+    std::string name;
+    int64_t begin = 0, decay_end = 0, end = 0;  // flat ranges; [begin, decay_end) decays
+  };
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  // Length of the flat buffers (with padding).
   int64_t flat_numel() const { return flat_numel_; }
 
   // Points every parameter's views into flat buffers of [flat_numel()] elements. An empty flat
@@ -57,7 +64,7 @@ class ParamTable {
 
  private:
   std::vector<Param> params_;
-  int64_t decay_end_ = 0;
+  std::vector<Bucket> buckets_;
   int64_t flat_numel_ = 0;
   friend class ParamTableBuilder;
 };
@@ -65,12 +72,17 @@ class ParamTable {
 // Collects parameters in definition order (all() keeps it), then assigns flat offsets by group.
 class ParamTableBuilder {
  public:
+  // Starts a bucket; parameters added before the first call go to a bucket named "params".
+  void begin_bucket(std::string name);
   void add(std::string name, std::vector<int64_t> shape, bool weight_decay, int tp_split_dim = -1,
            int tp_parts = 1);
-  ParamTable build();
+  // bucket_unit: each bucket's length is rounded up to a multiple of it (>= kAlignElements, a
+  // multiple of it).
+  ParamTable build(int64_t bucket_unit = ParamTable::kAlignElements);
 
  private:
   std::vector<Param> params_;
+  std::vector<std::pair<std::string, size_t>> bucket_starts_;  // name, first parameter index
 };
 
 // Tensor parallelism: the element index in the whole (unsplit) parameter of element `local` of

@@ -85,10 +85,6 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
         "Trainer: [train] global_batch %d is not a multiple of micro_batch %d * dp %d",
         cfg.train.global_batch, cfg.train.micro_batch, dp));
   }
-  if (pc.zero_stage > 1) {
-    return absl::UnimplementedError(
-        absl::StrFormat("Trainer: ZeRO stage %d is not implemented yet", pc.zero_stage));
-  }
   ANVIL_ASSIGN_OR_RETURN(GptShard shard,
                          shard_for(cfg, g ? g->tp_rank() : 0, g ? g->pp_rank() : 0,
                                    g ? g->dp_rank() : 0));
@@ -120,6 +116,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
   }
   ANVIL_RETURN_IF_ERROR(t->setup_parallel(par, cuda_device));
   shard.tp_comm = t->tp_comm_;
+  if (shard.zero_stage > 0) shard.dp_comm = t->dp_comm_;
+  t->zero_ = shard.zero_stage > 0;
   const int64_t B = cfg.train.micro_batch, T = cfg.data.seq_len;
   ANVIL_ASSIGN_OR_RETURN(t->model_, GptModel::create(cfg.model, GptRunShape{B, T}, prec,
                                                      cfg.train.seed, shard));
@@ -133,18 +131,13 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
   t->counted_.assign(static_cast<size_t>(std::max<int64_t>(accum, 1)), 0);
   t->sample_.assign(T + 1, 0);
 
-  // Data parallelism: the bucketed gradient reduction, ZeRO-1.
-  if (t->dp_comm_ != nullptr) {
-    GptModel::FlatBuffers fb = t->model_->flat_buffers();
+  // Data parallelism without ZeRO: the bucketed gradient all-reduce.
+  if (t->dp_comm_ != nullptr && !t->zero_) {
     parallel::DataParallelOptions dopt;
     dopt.bucket_elems = pc.bucket_mb > 0 ? pc.bucket_elems() : 0;
     dopt.cuda_device = cuda_device;
-    ANVIL_ASSIGN_OR_RETURN(t->dp_, parallel::DataParallel::create(fb.grad, t->dp_comm_, dopt));
-    if (pc.zero_stage == 1) {
-      parallel::ZeroBuffers zb{fb.value, fb.master, fb.grad,
-                               fb.m,     fb.v,      t->model_->params().decay_end()};
-      ANVIL_ASSIGN_OR_RETURN(t->zero_, parallel::Zero1Optimizer::create(zb, t->dp_comm_));
-    }
+    ANVIL_ASSIGN_OR_RETURN(
+        t->dp_, parallel::DataParallel::create(t->model_->flat_buffers().grad, t->dp_comm_, dopt));
   }
   return t;
 }
@@ -253,9 +246,10 @@ StepStats Trainer::step() {
     const Param* wte = model_->params().find("wte.weight");
     embedding_comm_->all_reduce(wte->grad, parallel::ReduceOp::kSum, s);
   }
-  // One gradient reduction per step, after the last backward (ZeRO-1: a reduce-scatter).
+  // One gradient reduction per step, after the last backward (ZeRO: reduce-scatters of what
+  // the backward has not reduced yet).
   if (zero_) {
-    zero_->reduce_grads(s);
+    model_->reduce_gradients(s);
   } else if (dp_) {
     dp_->start_grad_sync(s);
     dp_->finish_grad_sync(s);
@@ -266,9 +260,10 @@ StepStats Trainer::step() {
     masked_loss =
         parallel::all_reduce_scalar(*pp_comm_, masked_loss, parallel::ReduceOp::kSum, scalar_, s);
   }
-  if (dp_) {
-    loss_sum = dp_->sum(loss_sum, s);
-    if (cfg_.data.eod_mask_loss) masked_loss = dp_->sum(masked_loss, s);
+  if (dp_comm_ != nullptr) {
+    loss_sum = parallel::all_reduce_scalar(*dp_comm_, loss_sum, parallel::ReduceOp::kSum, scalar_, s);
+    masked_loss =
+        parallel::all_reduce_scalar(*dp_comm_, masked_loss, parallel::ReduceOp::kSum, scalar_, s);
   }
   StepStats st;
   st.step = ++step_;
@@ -295,19 +290,7 @@ StepStats Trainer::step() {
   o.weight_decay = static_cast<float>(cfg_.optim.weight_decay);
   o.grad_scale = static_cast<float>(clip);
   o.step = ++optimizer_steps_;
-  if (zero_) {
-    ops::AdamWArgs a;
-    a.lr = o.lr;
-    a.beta1 = o.beta1;
-    a.beta2 = o.beta2;
-    a.eps = o.eps;
-    a.weight_decay = o.weight_decay;
-    a.step = o.step;
-    a.grad_scale = o.grad_scale;
-    zero_->step(a, s);
-  } else {
-    model_->optimizer_step(o, s);
-  }
+  model_->optimizer_step(o, s);
   return st;
 }
 
@@ -329,9 +312,10 @@ double Trainer::evaluate() {
     masked =
         parallel::all_reduce_scalar(*pp_comm_, masked, parallel::ReduceOp::kSum, scalar_, *stream_);
   }
-  if (dp_) {
-    sum = dp_->sum(sum, *stream_);
-    masked = dp_->sum(masked, *stream_);
+  if (dp_comm_ != nullptr) {
+    sum = parallel::all_reduce_scalar(*dp_comm_, sum, parallel::ReduceOp::kSum, scalar_, *stream_);
+    masked =
+        parallel::all_reduce_scalar(*dp_comm_, masked, parallel::ReduceOp::kSum, scalar_, *stream_);
   }
   if (cfg_.data.eod_mask_loss) return masked / static_cast<double>(iters);
   return sum / (static_cast<double>(iters) * B * T);

@@ -16,9 +16,10 @@
 // global_batch / (micro_batch * dp) micro-batches per step, micro-batch m holding samples
 // s * G + (m * dp + r) * B + b (Megatron's sampler) with dropout offset of that global
 // micro-batch number, so the step equals the single-rank step. After the last backward the flat
-// gradient buffer is summed over DP (bucketed all-reduce; with zero_stage 1 a reduce-scatter, a
-// sharded AdamW and an all-gather, parallel/zero.h); loss and grad norm are those of the global
-// batch on every rank. Evaluation splits its micro-batches over the DP ranks.
+// gradient buffer is summed over DP (bucketed all-reduce); with ZeRO (zero_stage 1-3,
+// parallel/zero.h) the model reduce-scatters bucket by bucket, updates its own pieces and
+// gathers the parameters back; loss and grad norm are those of the global batch on every rank.
+// Evaluation splits its micro-batches over the DP ranks.
 //
 // Tensor and pipeline parallelism ([parallel] tp, pp, virtual_stages): each rank holds the
 // GptShard of its grid coordinates (model/gpt.h) and runs the step's micro-batches by the
@@ -47,7 +48,6 @@ class Comm;
 class DataParallel;
 struct MpiGroupComms;
 class ProcessGrid;
-class Zero1Optimizer;
 }  // namespace anvil::parallel
 
 namespace anvil::model {
@@ -162,9 +162,10 @@ class Trainer {
   std::vector<std::unique_ptr<parallel::Comm>> owned_comms_;
   engine::Arena scalar_arena_;  // [1] f64 on the device for host-scalar reductions
   engine::TensorView scalar_;
-  // Data parallelism (null on a single rank without reduce_single_rank).
+  // Data parallelism without ZeRO (null on a single rank without reduce_single_rank); with
+  // ZeRO the model reduces and updates its shards itself (GptShard::zero_stage).
   std::unique_ptr<parallel::DataParallel> dp_;
-  std::unique_ptr<parallel::Zero1Optimizer> zero_;
+  bool zero_ = false;
 };
 
 }  // namespace anvil::model

@@ -15,7 +15,6 @@
 #include "parallel/mpi_comm.h"
 #include "parallel/nccl_comm.h"
 #include "parallel/scalar_reduce.h"
-#include "parallel/zero.h"
 
 namespace anvil::model {
 
@@ -40,7 +39,9 @@ absl::StatusOr<GptShard> Trainer::shard_for(const TrainConfig& cfg, int tp_rank,
   sh.recompute = pc.recompute == "full"        ? Recompute::kFull
                  : pc.recompute == "selective" ? Recompute::kSelective
                                                : Recompute::kNone;
-  if (pc.zero_stage == 1) {
+  // ZeRO shards over the DP group whenever there is one (dp > 1, or reduce_single_rank).
+  if (pc.zero_stage > 0 && (pc.dp > 1 || pc.reduce_single_rank)) {
+    sh.zero_stage = pc.zero_stage;
     sh.zero_dp = pc.dp;
     sh.zero_rank = dp_rank;
   }
@@ -105,12 +106,12 @@ double Trainer::model_parallel_sum(double v) {
 }
 
 double Trainer::grad_norm() {
-  // After the reductions: the norm of the global batch's gradient, equal on every rank. ZeRO-1
-  // holds the reduced gradient on its own shard only: sum the shards over DP.
-  const int64_t n = model_->params().flat_numel();
-  const int64_t begin = zero_ ? zero_->shard().begin : 0, end = zero_ ? zero_->shard().end : n;
-  double ss = model_->grad_sum_squares(begin, end, *stream_);
-  if (zero_) ss = dp_->sum(ss, *stream_);
+  // After the reductions: the norm of the global batch's gradient, equal on every rank. ZeRO
+  // holds the reduced gradient in its own pieces only: sum them over DP.
+  double ss = model_->grad_sum_squares(*stream_);
+  if (zero_) {
+    ss = parallel::all_reduce_scalar(*dp_comm_, ss, parallel::ReduceOp::kSum, scalar_, *stream_);
+  }
   return std::sqrt(model_parallel_sum(ss));
 }
 

@@ -72,6 +72,17 @@ SampleFn samples(int64_t seq_len, int64_t vocab) {
 
 GptPrecision cpu(engine::DType dt) { return GptPrecision{engine::Device::kCpu, dt, dt}; }
 
+// Every parameter's values in table order, without the flat layout's padding (ZeRO pads its
+// buckets to a multiple of dp * 64, so flat offsets differ between layouts).
+std::vector<double> param_values(GptModel& m) {
+  const std::vector<double> flat = testing::to_host_f64(m.flat_buffers().value);
+  std::vector<double> out;
+  for (const Param& p : m.params().all()) {
+    out.insert(out.end(), flat.begin() + p.offset, flat.begin() + p.offset + p.numel());
+  }
+  return out;
+}
+
 struct RunResult {
   std::vector<double> losses, norms;
   std::vector<double> params;
@@ -87,7 +98,7 @@ RunResult train(const TrainConfig& cfg, engine::DType dt, const TrainerParallel&
     r.losses.push_back(st.loss);
     r.norms.push_back(st.grad_norm);
   }
-  r.params = testing::to_host_f64((*t)->model().flat_buffers().value);
+  r.params = param_values((*t)->model());
   return r;
 }
 
@@ -183,7 +194,7 @@ TEST(DpTrainingGpuTest, NcclSingleRankEqualsNoReduction) {
       r.norms.push_back(st.grad_norm);
     }
     (*t)->stream().synchronize();
-    r.params = testing::to_host_f64((*t)->model().flat_buffers().value);
+    r.params = param_values((*t)->model());
     return r;
   };
   const RunResult plain = run(false, 0);

@@ -1,8 +1,9 @@
-// ZeRO-1 against the unsharded update: shard arithmetic covers [0, n) exactly once with aligned
-// boundaries; on 1/2/4 ranks, reduce_grads + grad_norm + step (AdamW on the own shard, then the
-// all-gather) give every rank the parameters that one AdamW step over the summed gradients
-// gives, and the same gradient norm. Every rank computes the reference itself (all ranks' local
-// gradients are seeded by rank), without communication.
+// ZeRO's bucket partition and collectives against the unsharded computation: the pieces of
+// every rank tile each bucket exactly once at shard offsets b.begin / dp; on 1/2/4 ranks the
+// per-bucket reduce-scatter gives each owner the sum over ranks of its piece, the all-gather
+// hands every rank every piece, and the sharded AdamW (decay ranges per bucket) over whole or
+// shard buffers equals one AdamW step over the summed gradients. Every rank computes the
+// reference itself (the ranks' local gradients are seeded by rank), without communication.
 #include "parallel/zero.h"
 
 #include <mpi.h>
@@ -22,30 +23,40 @@ namespace {
 using engine::Device;
 using engine::DType;
 
-TEST(ZeroShardTest, ShardsCoverTheBufferOnceWithAlignedBoundaries) {
-  for (int64_t n : {0, 1, 63, 64, 1000, 4096, 12345}) {
-    for (int dp : {1, 2, 3, 4, 8}) {
-      int64_t next = 0;
-      for (int r = 0; r < dp; ++r) {
-        const ZeroShard z = zero_shard(n, dp, r);
-        EXPECT_EQ(z.begin, next) << n << " " << dp << " " << r;
-        EXPECT_EQ(z.begin % kZeroAlign, 0);
-        EXPECT_GE(z.numel(), 0);
-        if (r < dp - 1) {
-          EXPECT_EQ(z.numel(), zero_prefix(n, dp) / dp);
-        }
-        next = z.end;
-      }
-      EXPECT_EQ(next, n);
-      EXPECT_EQ(zero_prefix(n, dp) % (dp * kZeroAlign), 0);
-      EXPECT_LT(n - zero_prefix(n, dp), dp * kZeroAlign);
-    }
-  }
-  EXPECT_EQ(zero_shard(1000, 2, 0).end, 448);  // prefix 896 = 2 * 448
-  EXPECT_EQ(zero_shard(1000, 2, 1).end, 1000);
+// Three buckets with decay prefixes, each a multiple of dp * 64 for dp in {1, 2, 4}.
+std::vector<ZeroBucket> test_buckets() {
+  return {{0, 256, 512}, {512, 512 + 768, 512 + 1024}, {1536, 1536, 1536 + 256}};
 }
 
-TEST(Zero1OptimizerTest, StepEqualsTheUnshardedAdamW) {
+TEST(ZeroPartitionTest, PiecesTileEveryBucketOnce) {
+  for (int dp : {1, 2, 4}) {
+    for (size_t b = 0; b < test_buckets().size(); ++b) {
+      const ZeroBucket k = test_buckets()[b];
+      int64_t next = k.begin;
+      for (int r = 0; r < dp; ++r) {
+        auto part = ZeroPartition::create(test_buckets(), dp, r);
+        ASSERT_TRUE(part.ok()) << part.status();
+        const ZeroPiece p = part->piece(b);
+        EXPECT_EQ(p.begin, next);
+        EXPECT_EQ(p.numel(), k.numel() / dp);
+        EXPECT_EQ(p.shard_offset, k.begin / dp);
+        EXPECT_EQ(p.begin % kZeroAlign, 0);
+        EXPECT_EQ(p.decay_end, std::min(std::max(k.decay_end, p.begin), p.end));
+        next = p.end;
+        EXPECT_EQ(part->shard_numel() * dp, part->numel());
+      }
+      EXPECT_EQ(next, k.end);
+    }
+  }
+  // A bucket that does not split evenly, a gap, a bad rank.
+  EXPECT_FALSE(ZeroPartition::create({{0, 0, 100}}, 2, 0).ok());
+  EXPECT_FALSE(ZeroPartition::create({{0, 0, 128}, {256, 256, 384}}, 2, 0).ok());
+  EXPECT_FALSE(ZeroPartition::create(test_buckets(), 2, 2).ok());
+  EXPECT_EQ(zero_bucket_align(1, 4), 256);
+  EXPECT_EQ(zero_bucket_align(257, 2), 384);
+}
+
+TEST(ZeroCollectivesTest, ReduceScatterAllGatherAdamWEqualTheUnshardedStep) {
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -53,11 +64,35 @@ TEST(Zero1OptimizerTest, StepEqualsTheUnshardedAdamW) {
   ASSERT_TRUE(grid.ok());
   auto comm = MpiComm::create(MPI_COMM_WORLD, grid->dp_group(), rank, CommOptions{});
   ASSERT_TRUE(comm.ok());
+  auto part = ZeroPartition::create(test_buckets(), world, rank);
+  ASSERT_TRUE(part.ok()) << part.status();
+  const int64_t n = part->numel(), ns = part->shard_numel();
+  engine::Stream s = engine::Stream::cpu();
+  auto cpu = [](std::vector<float>& v) {
+    return engine::make_view(v.data(), DType::kF32, Device::kCpu, {static_cast<int64_t>(v.size())});
+  };
 
-  const int64_t n = 1000, decay_end = 448;  // a tail beyond the even prefix on 2 and 4 ranks
-  const std::vector<float> init = testing::random_uniform(n, 11);
   std::vector<std::vector<float>> local(world);
   for (int r = 0; r < world; ++r) local[r] = testing::random_uniform(n, 100 + r, -0.1f, 0.1f);
+  std::vector<float> sum(n, 0.0f);
+  for (int r = 0; r < world; ++r) {
+    for (int64_t i = 0; i < n; ++i) sum[i] += local[r][i];
+  }
+  // Reduce-scatter, bucket by bucket, into the shard.
+  std::vector<float> grad = local[rank], shard(ns, -1.0f);
+  for (size_t b = 0; b < part->buckets().size(); ++b) {
+    const ZeroBucket& k = part->buckets()[b];
+    zero_reduce_scatter(**comm, *part, b, cpu(shard),
+                        engine::slice_rows(cpu(grad), k.begin, k.end), s);
+  }
+  for (size_t b = 0; b < part->buckets().size(); ++b) {
+    const ZeroPiece p = part->piece(b);
+    for (int64_t i = 0; i < p.numel(); ++i) {
+      ASSERT_NEAR(shard[p.shard_offset + i], sum[p.begin + i], 1e-6f) << b << " " << i;
+    }
+  }
+
+  // AdamW on the own pieces (master == value, moments as shards), then the all-gather.
   ops::AdamWArgs args;
   args.lr = 1e-2f;
   args.beta1 = 0.9f;
@@ -65,60 +100,47 @@ TEST(Zero1OptimizerTest, StepEqualsTheUnshardedAdamW) {
   args.eps = 1e-8f;
   args.weight_decay = 0.1f;
   args.grad_scale = 0.5f;
-
-  // Reference: summed gradients, two full AdamW steps (decay on [0, decay_end)).
-  engine::Stream s = engine::Stream::cpu();
-  std::vector<float> ref = init, rm(n, 0.0f), rv(n, 0.0f), rg(n, 0.0f);
-  for (int r = 0; r < world; ++r) {
-    for (int64_t i = 0; i < n; ++i) rg[i] += local[r][i];
-  }
-  double ref_norm_sq = 0.0;
-  for (float g : rg) ref_norm_sq += static_cast<double>(g) * g;
-  auto cpu = [](std::vector<float>& v, int64_t b, int64_t e) {
-    return engine::make_view(v.data() + b, DType::kF32, Device::kCpu, {e - b});
-  };
-  for (int64_t t = 1; t <= 2; ++t) {
+  args.step = 1;
+  const std::vector<float> init = testing::random_uniform(n, 11);
+  std::vector<float> ref = init, rm(n, 0.0f), rv(n, 0.0f);
+  for (const ZeroBucket& k : part->buckets()) {
+    auto sl = [&](std::vector<float>& v, int64_t b, int64_t e) {
+      return engine::slice_rows(cpu(v), b, e);
+    };
     ops::AdamWArgs a = args;
-    a.step = t;
-    ops::adamw_update(a, cpu(ref, 0, decay_end), cpu(rm, 0, decay_end), cpu(rv, 0, decay_end), {},
-                      cpu(rg, 0, decay_end), s);
+    ops::adamw_update(a, sl(ref, k.begin, k.decay_end), sl(rm, k.begin, k.decay_end),
+                      sl(rv, k.begin, k.decay_end), {}, sl(sum, k.begin, k.decay_end), s);
     a.weight_decay = 0.0f;
-    ops::adamw_update(a, cpu(ref, decay_end, n), cpu(rm, decay_end, n), cpu(rv, decay_end, n), {},
-                      cpu(rg, decay_end, n), s);
+    ops::adamw_update(a, sl(ref, k.decay_end, k.end), sl(rm, k.decay_end, k.end),
+                      sl(rv, k.decay_end, k.end), {}, sl(sum, k.decay_end, k.end), s);
   }
-
-  // ZeRO-1: master == value (CPU f32), this rank's gradients only.
-  std::vector<float> p = init, m(n, 0.0f), v(n, 0.0f), g;
-  ZeroBuffers b;
-  b.value = b.master = cpu(p, 0, n);
-  b.m = cpu(m, 0, n);
-  b.v = cpu(v, 0, n);
-  b.decay_end = decay_end;
-  double norm = 0.0;
-  for (int64_t t = 1; t <= 2; ++t) {
-    g = local[rank];  // the backward's local gradient, fresh each step
-    b.grad = cpu(g, 0, n);
-    auto z = Zero1Optimizer::create(b, comm->get());
-    ASSERT_TRUE(z.ok()) << z.status();
-    (*z)->reduce_grads(s);
-    norm = (*z)->grad_norm(s);
-    ops::AdamWArgs a = args;
-    a.step = t;
-    (*z)->step(a, s);
+  std::vector<float> p = init, m(ns, 0.0f), v(ns, 0.0f);
+  zero_adamw(*part, args, cpu(p), cpu(m), cpu(v), {}, cpu(shard), s);
+  for (size_t b = 0; b < part->buckets().size(); ++b) {
+    const ZeroBucket& k = part->buckets()[b];
+    zero_all_gather(**comm, *part, b, engine::slice_rows(cpu(p), k.begin, k.end),
+                    zero_piece_view(*part, b, cpu(p)), s);
   }
-  EXPECT_NEAR(norm, std::sqrt(ref_norm_sq), 1e-6 * std::sqrt(ref_norm_sq));
-  // f32 rounding: the gradient sums run in another order (at most 4 terms), AdamW divides by
-  // sqrt(v): a relative 1e-6 on values of size ~1 plus lr-scaled noise.
+  // f32: the gradient sums run in another order (at most 4 terms).
   for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(p[i], ref[i], 1e-5f) << i;
-  // The moments of the own shard match; outside it they stay untouched (zero).
-  const ZeroShard own = zero_shard(n, world, rank);
-  for (int64_t i = 0; i < n; ++i) {
-    if (i >= own.begin && i < own.end) {
-      ASSERT_NEAR(m[i], rm[i], 1e-6f) << i;
-    } else {
-      ASSERT_EQ(m[i], 0.0f) << i;
+  for (size_t b = 0; b < part->buckets().size(); ++b) {
+    const ZeroPiece q = part->piece(b);
+    for (int64_t i = 0; i < q.numel(); ++i) {
+      ASSERT_NEAR(m[q.shard_offset + i], rm[q.begin + i], 1e-6f) << b << " " << i;
     }
   }
+  // The all-gather from a separate shard buffer (ZeRO-3's compute copy) into a fresh bucket.
+  std::vector<float> value_shard(ns), gathered(n, -1.0f);
+  for (size_t b = 0; b < part->buckets().size(); ++b) {
+    const ZeroPiece q = part->piece(b);
+    for (int64_t i = 0; i < q.numel(); ++i) value_shard[q.shard_offset + i] = ref[q.begin + i];
+  }
+  for (size_t b = 0; b < part->buckets().size(); ++b) {
+    const ZeroBucket& k = part->buckets()[b];
+    zero_all_gather(**comm, *part, b, engine::slice_rows(cpu(gathered), k.begin, k.end),
+                    zero_piece_view(*part, b, cpu(value_shard)), s);
+  }
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(gathered[i], ref[i]) << i;
 }
 
 }  // namespace
