@@ -241,6 +241,10 @@ double GptModel::loss_sum(int64_t slot, engine::Stream& stream) {
   return sum;
 }
 
+void GptModel::set_grad_ready_hook(GradReadyHook hook) {
+  impl_->grad_ready_hook = std::move(hook);
+}
+
 void GptModel::set_batch(int64_t chunk, int64_t slot, const GptBatch& batch,
                          engine::Stream& stream) {
   impl_->set_batch(chunk, slot, batch, stream);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -152,6 +153,12 @@ class GptModel {
   void backward(float grad_scale, engine::Stream& stream);
   // Sum of per-token losses of the last forward (syncs the stream).
   double loss_sum(engine::Stream& stream);
+
+  // Data-parallel overlap: when set, called with a layer bucket's flat range [begin, end) of
+  // the gradient buffer right after that layer's backward has queued its last gradient
+  // update (no ZeRO). The trainer sets it for each step's last micro-batch only.
+  using GradReadyHook = std::function<void(int64_t begin, int64_t end, engine::Stream&)>;
+  void set_grad_ready_hook(GradReadyHook hook);
 
   // Pipeline stage API (forward/backward above are these for slot 0 over every chunk).
   // set_batch copies a micro-batch's inputs into (chunk, slot). forward_chunk runs

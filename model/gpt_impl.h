@@ -34,6 +34,7 @@ struct GptModel::Impl {
   engine::TensorView last_input_grad;    // d(input) of the last backward_chunk
   std::optional<parallel::ZeroPartition> zero;  // with shard.zero_stage > 0
   int64_t gather_slot = 0;                       // ZeRO-3: the gather buffer used next
+  GptModel::GradReadyHook grad_ready_hook;
 
   uint64_t site_offset(uint64_t dropout_offset, int64_t site) const {
     return dropout_offset * site_stride * static_cast<uint64_t>(n_sites()) +

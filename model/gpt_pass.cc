@@ -338,6 +338,11 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
   ops::layernorm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln1_g, lg.ln1_b, buf.dln, a.x,
                           lw.ln1_g, a.ln1_mean, a.ln1_rstd, buf.op_ws, s);
   if (shard.zero_stage >= 2) reduce_layer_grads(local, s);
+  if (grad_ready_hook) {
+    const ParamTable::Bucket& k =
+        buf.table.buckets()[static_cast<size_t>(buf.layer_bucket[static_cast<size_t>(local)])];
+    grad_ready_hook(k.begin, k.end, s);
+  }
 }
 
 void GptModel::Impl::gather_layer(int64_t local, engine::Stream& s) {

@@ -70,6 +70,7 @@ std::vector<double> run_pipeline_step(GptModel& model, const parallel::PipelineP
         model.set_batch(a.chunk, slot, fns.batch(a.micro_batch), s);
         model.forward_chunk(a.chunk, slot, /*train=*/true, fns.dropout_offset(a.micro_batch), s);
       } else {
+        if (fns.before_backward) fns.before_backward(a.micro_batch);
         model.backward_chunk(a.chunk, slot, fns.grad_scale(a.micro_batch), s);
         // Read after the backward is queued: the sync then waits for it instead of stalling it.
         if (post && a.chunk == n_chunks - 1) {

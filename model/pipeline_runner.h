@@ -30,6 +30,7 @@ struct MicroBatchFns {
   std::function<GptBatch(int64_t m)> batch;  // host inputs; valid until the step ends
   std::function<float(int64_t m)> grad_scale;
   std::function<uint64_t(int64_t m)> dropout_offset;
+  std::function<void(int64_t m)> before_backward;  // optional; called before each backward
 };
 
 // Forward and backward of every micro-batch of the plan (parameter gradients accumulate).

@@ -232,8 +232,22 @@ StepStats Trainer::step() {
   fns.dropout_offset = [&](int64_t m) {
     return micro_batches_ + static_cast<uint64_t>(m * dp + dp_rank_);
   };
+  // DP overlap: during each chunk's last micro-batch backward, every finished layer bucket's
+  // all-reduce starts at once on the communication stream.
+  if (dp_) {
+    fns.before_backward = [&](int64_t m) {
+      if (m != accum - 1) {
+        model_->set_grad_ready_hook(nullptr);
+        return;
+      }
+      model_->set_grad_ready_hook([this](int64_t begin, int64_t end, engine::Stream& cs) {
+        dp_->reduce_early(begin, end, cs);
+      });
+    };
+  }
   const std::vector<double> losses =
       run_pipeline_step(*model_, plan_, pp_size_, pp_rank_, pp_comm_, fns, s);
+  model_->set_grad_ready_hook(nullptr);
   double loss_sum = 0.0, masked_loss = 0.0;
   for (int64_t m = 0; m < accum; ++m) {
     loss_sum += losses[static_cast<size_t>(m)];

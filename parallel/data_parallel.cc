@@ -65,18 +65,41 @@ DataParallel::~DataParallel() {
   if (comm_stream_) comm_stream_->synchronize();
 }
 
+engine::Stream& DataParallel::after(engine::Stream& compute) {
+  if (!comm_stream_) return compute;
+  ready_->record(compute);
+  ready_->wait(*comm_stream_);
+  return *comm_stream_;
+}
+
+void DataParallel::reduce_early(int64_t begin, int64_t end, engine::Stream& compute) {
+  ANVIL_CHECK_MSG(begin >= 0 && begin <= end && end <= grads_.numel(),
+                  absl::StrCat("DataParallel::reduce_early: [", begin, ", ", end, ") of ",
+                               grads_.numel()));
+  if (end == begin) return;
+  comm_->all_reduce(engine::slice_rows(grads_, begin, end), ReduceOp::kSum, after(compute));
+  early_.push_back(Bucket{begin, end});
+}
+
 void DataParallel::start_grad_sync(engine::Stream& compute) {
-  engine::Stream* s = &compute;
-  if (comm_stream_) {
-    ready_->record(compute);
-    ready_->wait(*comm_stream_);
-    s = comm_stream_.get();
-  }
-  // Back to front: the order in which a layer-wise backward would complete them.
+  engine::Stream& s = after(compute);
+  std::sort(early_.begin(), early_.end(),
+            [](const Bucket& a, const Bucket& b) { return a.begin < b.begin; });
+  // Back to front (the order a layer-wise backward completes them), skipping early ranges.
   for (auto it = buckets_.rbegin(); it != buckets_.rend(); ++it) {
-    TensorView b = engine::slice_rows(grads_, it->begin, it->end);
-    comm_->all_reduce(b, ReduceOp::kSum, *s);
+    int64_t at = it->begin;
+    std::vector<Bucket> rest;
+    for (const Bucket& e : early_) {
+      if (e.end <= at || e.begin >= it->end) continue;
+      if (e.begin > at) rest.push_back({at, e.begin});
+      at = std::max(at, e.end);
+    }
+    if (at < it->end) rest.push_back({at, it->end});
+    for (const Bucket& r : rest) {
+      comm_->all_reduce(engine::slice_rows(grads_, r.begin, r.end), ReduceOp::kSum, s);
+    }
   }
+  early_.clear();
   if (comm_stream_) done_->record(*comm_stream_);
 }
 

@@ -15,10 +15,11 @@
 // Streams (CUDA): the reductions run on a communication stream of their own. start_grad_sync
 // records an event on the compute stream that the communication stream waits for, then enqueues
 // every bucket's all-reduce there; finish_grad_sync makes the compute stream wait for an event
-// recorded after the last one. No host or device synchronization. (Launching each bucket as
-// soon as the backward has produced it needs per-layer hooks in the model's backward: not done
-// yet, so today the reduction starts after the whole backward.) On the CPU (MpiComm) the
-// reductions complete inside start_grad_sync.
+// recorded after the last one. No host or device synchronization. Overlap with the backward:
+// reduce_early(begin, end) launches the all-reduce of a range as soon as the backward has
+// finished it (the model reports each layer's bucket during the last micro-batch's backward);
+// start_grad_sync then reduces only what was not reduced early. On the CPU (MpiComm) the
+// reductions complete inside these calls.
 #pragma once
 
 #include <cstdint>
@@ -67,7 +68,10 @@ class DataParallel {
   Comm& comm() { return *comm_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
 
-  // grads = sum over the DP group of grads, bucket by bucket (see the file comment).
+  // grads[begin, end) = sum over the DP group, launched now after the work queued on compute.
+  void reduce_early(int64_t begin, int64_t end, engine::Stream& compute);
+  // grads = sum over the DP group of grads, bucket by bucket (see the file comment), except the
+  // ranges reduced early in this step.
   void start_grad_sync(engine::Stream& compute);
   void finish_grad_sync(engine::Stream& compute);
 
@@ -76,10 +80,13 @@ class DataParallel {
 
  private:
   DataParallel() = default;
+  // The stream to reduce on, ordered after the work queued on compute so far.
+  engine::Stream& after(engine::Stream& compute);
 
   TensorView grads_;
   Comm* comm_ = nullptr;
   std::vector<Bucket> buckets_;
+  std::vector<Bucket> early_;  // ranges reduced early in this step
   std::unique_ptr<engine::Stream> comm_stream_;  // CUDA only
   std::unique_ptr<engine::Event> ready_, done_;  // CUDA only
   engine::Arena scratch_;                        // CUDA only: the scalar of sum()
