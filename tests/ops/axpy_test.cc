@@ -338,11 +338,11 @@ TEST(AxpyGpuEdge, EmptyIsNoOp) {
   EXPECT_EQ(testing::to_host(ybuf), yv);
 }
 
-// n = 2^31 + 3 f32 (8 GiB each for x and y): windows of random data at the start, across
+// n = 2^31 + 201 f32 (8 GiB each for x and y): windows of random data at the start, across
 // element 2^31 and at the end; zeros elsewhere. 32-bit indices would wrap before the last two.
 TEST(AxpyGpuEdge, IndicesPast2Pow31) {
   ANVIL_SKIP_WITHOUT_GPU();
-  const int64_t n = (int64_t{1} << 31) + 3;
+  const int64_t n = (int64_t{1} << 31) + 201;  // windows below must not overlap
   const size_t need = 2 * static_cast<size_t>(n) * sizeof(float) + (size_t{1} << 30);
   size_t free_bytes = 0, total_bytes = 0;
   ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
