@@ -280,6 +280,18 @@ void GptModel::zero_grads(engine::Stream& stream) {
   }
 }
 
+void GptModel::finish_backward(engine::Stream& stream) {
+  if (!impl_->sp()) return;
+  const gpt_detail::Buffers& b = impl_->buf;
+  // ZeRO 2/3 summed each layer's scratch already (the layer buckets are not whole here).
+  if (impl_->shard.zero_stage < 2) {
+    for (const gpt_detail::LayerWeights& g : b.g.layers) impl_->sync_layernorm_grads(g, stream);
+  }
+  if (impl_->shard.post) {
+    for (engine::TensorView v : {b.g.lnf_g, b.g.lnf_b}) impl_->tp_all_reduce(v, stream);
+  }
+}
+
 void GptModel::gather_values(engine::TensorView out, engine::Stream& stream) {
   const gpt_detail::Buffers& b = impl_->buf;
   ANVIL_CHECK_MSG(out.numel() == b.table.flat_numel() && out.dtype == b.value.dtype,

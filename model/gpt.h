@@ -82,6 +82,11 @@ struct GptShard {
   bool pre = true;   // chunk 0 starts the model: token + position embedding
   bool post = true;  // the last chunk ends it: final LN, tied LM head, loss
   int64_t act_slots = 1;  // activation sets per chunk: micro-batches in flight at once
+  // Megatron's sequence parallelism (tp > 1): outside the TP-split layers (layernorms, dropout,
+  // residual stream) each TP rank holds B*T/tp consecutive rows of the [B*T, d] activations;
+  // all-gathers before the column-parallel linears and reduce-scatters after the row-parallel
+  // ones replace the all-reduces. Needs B*T % tp == 0.
+  bool sequence_parallel = false;
   // ZeRO (parallel/zero.h) over the DP group dp_comm (not owned; required when zero_stage > 0):
   // every bucket (embeddings, each layer, final LayerNorm) split evenly over zero_dp ranks.
   // 1: f32 master (when separate) and AdamW moments hold this rank's pieces only; 2: also the
@@ -182,6 +187,9 @@ class GptModel {
   // out [params().flat_numel()] (=, act dtype, on the model's device): every parameter value
   // this rank holds a part of, whole (ZeRO-3 gathers its buckets over DP: collective).
   void gather_values(engine::TensorView out, engine::Stream& stream);
+  // After a step's last backward: with sequence parallelism, sums the layernorm gradients (each
+  // TP rank saw its rows only) over TP; otherwise nothing.
+  void finish_backward(engine::Stream& stream);
   // ZeRO: after the last backward of a step (and the embedding group's sum), the gradients
   // still whole on this rank are reduce-scattered onto their owners (stage 1: all; 2, 3: the
   // embedding and final-LN buckets). No-op without ZeRO.

@@ -49,7 +49,6 @@ struct GptModel::Impl {
   // ZeRO-3: gathers the embedding and final-LN buckets (after init and every update).
   void gather_persistent(engine::Stream& s);
 
- private:
   void embed(int64_t slot, bool train, engine::Stream& s);
   void layer_forward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local, bool fused_input,
                      bool train, engine::Stream& s);
@@ -61,6 +60,25 @@ struct GptModel::Impl {
   ops::AttentionArgs attention_args(int64_t layer, float dropout_p, uint64_t dropout_offset) const;
   // Sum over the TP group, in place (the g mapping of Megatron; no-op without TP).
   void tp_all_reduce(engine::TensorView x, engine::Stream& s);
+  // Sequence parallelism (sp()): this rank's rows [r0, r0 + rows) of the [B*T, ...] tensors.
+  bool sp() const { return shard.sequence_parallel && shard.tp > 1; }
+  int64_t rows() const { return gpt_detail::local_rows(shape, shard); }
+  engine::TensorView local_rows(engine::TensorView full) const;
+  // Philox offset shift of this rank's rows for dropout on [rows, d] (0 without sp()).
+  uint64_t row_shift() const;
+  // After a row-parallel linear wrote its partial sum [B*T, d] into `full`: the sum over TP
+  // (all-reduce, or with sp() reduce-scatter) as the rows this rank holds.
+  engine::TensorView row_parallel_out(engine::TensorView full, engine::Stream& s);
+  // After a column-parallel input gradient (partial over TP) in `full`: the same for gradients.
+  engine::TensorView col_parallel_in_grad(engine::TensorView full, engine::Stream& s) {
+    return row_parallel_out(full, s);
+  }
+  // With sp(): `full` [B*T, d] whose own rows are written gets every rank's rows (all-gather).
+  void gather_rows(engine::TensorView full, engine::Stream& s);
+  // A [rows, d] gradient as [B*T, d]: all-gathered into buf.gathered with sp(), else itself.
+  engine::TensorView gather_grad(engine::TensorView local, engine::Stream& s);
+  // sp(): sums the layernorm gradients of a layer (or ln_f) over TP.
+  void sync_layernorm_grads(const gpt_detail::LayerWeights& g, engine::Stream& s);
   // ZeRO-3: gathers local layer `local`'s parameters and points buf.w.layers[local] at them.
   // ZeRO-2/3: zero_layer_grads points buf.g.layers[local] at zeroed scratch; reduce_layer_grads
   // sums the scratch over DP onto the owners (+= into grad_shard).

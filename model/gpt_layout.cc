@@ -138,6 +138,13 @@ absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const Gpt
                        const GptShard& shard) {
   ANVIL_RETURN_IF_ERROR(cfg.validate());
   ANVIL_RETURN_IF_ERROR(shard.validate(cfg));
+  const int64_t bt = shape.micro_batch * shape.seq_len;
+  if (shard.sequence_parallel && shard.tp > 1 &&
+      (bt % shard.tp != 0 || (bt / shard.tp * cfg.d_model) % 4 != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sequence parallelism: micro_batch * seq_len (", bt, ") must be divisible by tp (",
+        shard.tp, ") into row blocks of a multiple of 4 elements (d_model ", cfg.d_model, ")"));
+  }
   if (shape.micro_batch < 1 || shape.seq_len < 1 || shape.seq_len > cfg.max_seq_len) {
     return absl::InvalidArgumentError(absl::StrCat(
         "GPT run shape: need micro_batch >= 1 and 1 <= seq_len <= max_seq_len (", cfg.max_seq_len,
@@ -161,17 +168,27 @@ absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const Gpt
 
 namespace {
 
+}  // namespace
+
+int64_t local_rows(const GptRunShape& shape, const GptShard& shard) {
+  const int64_t bt = shape.micro_batch * shape.seq_len;
+  return shard.sequence_parallel && shard.tp > 1 ? bt / shard.tp : bt;
+}
+
+namespace {
+
 // The activations of one layer for one slot; with recomputation some fields come from `shared`.
 LayerActs layer_acts(const std::string& h, const GptConfig& cfg, const GptRunShape& shape,
                      const GptPrecision& prec, const GptShard& shard, Carver& carver,
                      const LayerActs* shared) {
   const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model, tp = shard.tp;
+  const int64_t rows = local_rows(shape, shard);
   const DType act = prec.act, st = stat_dtype(prec);
   auto A = [&](const std::string& name, DType dt, const std::vector<int64_t>& s) {
     return carver.take("activations", h + name, dt, s);
   };
   LayerActs a;
-  a.x = A("x", act, {bt, d});
+  a.x = A("x", act, {rows, d});
   if (shared != nullptr && shard.recompute == Recompute::kFull) {
     const TensorView x = a.x;
     a = *shared;
@@ -179,18 +196,18 @@ LayerActs layer_acts(const std::string& h, const GptConfig& cfg, const GptRunSha
     return a;
   }
   a.ln1 = A("ln1", act, {bt, d});
-  a.ln1_mean = A("ln1.mean", st, {bt});
-  a.ln1_rstd = A("ln1.rstd", st, {bt});
+  a.ln1_mean = A("ln1.mean", st, {rows});
+  a.ln1_rstd = A("ln1.rstd", st, {rows});
   a.qkv = A("qkv", act, {bt, 3 * d / tp});
   a.probs = shared != nullptr && shard.recompute == Recompute::kSelective
                 ? shared->probs
                 : A("probs", act, {shape.micro_batch, cfg.n_heads / tp, shape.seq_len,
                                    shape.seq_len});
   a.atty = A("atty", act, {bt, d / tp});
-  a.h = A("h", act, {bt, d});
+  a.h = A("h", act, {rows, d});
   a.ln2 = A("ln2", act, {bt, d});
-  a.ln2_mean = A("ln2.mean", st, {bt});
-  a.ln2_rstd = A("ln2.rstd", st, {bt});
+  a.ln2_mean = A("ln2.mean", st, {rows});
+  a.ln2_rstd = A("ln2.rstd", st, {rows});
   a.pre_gelu = A("pre_gelu", act, {bt, cfg.ffn() / tp});
   a.gelu = A("gelu", act, {bt, cfg.ffn() / tp});
   return a;
@@ -291,6 +308,7 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
                    const GptShard& shard, Carver& carver) {
   const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model, f = cfg.ffn();
   const int64_t T = shape.seq_len, tp = shard.tp, H = cfg.n_heads / tp;
+  const int64_t rows = local_rows(shape, shard);
   const DType act = prec.act, gdt = prec.grad, st = stat_dtype(prec);
   const bool cuda = prec.device == engine::Device::kCuda;
   Buffers b;
@@ -323,10 +341,10 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
     }
     if (shard.post) {
       HeadActs hd;
-      hd.x_final = A(sl + "x_final", act, {bt, d});
+      hd.x_final = A(sl + "x_final", act, {rows, d});
       hd.lnf = A(sl + "ln_f", act, {bt, d});
-      hd.lnf_mean = A(sl + "ln_f.mean", st, {bt});
-      hd.lnf_rstd = A(sl + "ln_f.rstd", st, {bt});
+      hd.lnf_mean = A(sl + "ln_f.mean", st, {rows});
+      hd.lnf_rstd = A(sl + "ln_f.rstd", st, {rows});
       hd.logits = A(sl + "logits", act, {bt, cfg.padded() / tp});
       hd.losses = A(sl + "losses", st, {bt});
       b.head.push_back(hd);
@@ -349,16 +367,17 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
       const bool final_chunk = shard.post && c == n_chunks - 1;
       b.out_grad.push_back(final_chunk ? TensorView{}
                                        : A(absl::StrCat("chunk", c, ".slot", s, ".d_output"), act,
-                                           {bt, d}));
+                                           {rows, d}));
     }
   }
-  if (!(shard.post && n_chunks == 1)) b.send_act = A("chunk output", act, {bt, d});
+  if (!(shard.post && n_chunks == 1)) b.send_act = A("chunk output", act, {rows, d});
   b.proj = A("proj / dproj", act, {bt, d});
-  b.dres = A("grad residual", act, {bt, d});
+  b.dres = A("grad residual", act, {rows, d});
   b.dln = A("grad ln input", act, {bt, d});
   b.dbig = A("grad mlp hidden / qkv", act, {bt * std::max(f, 3 * d) / tp});
-  b.stat_mean = A("scratch ln mean", st, {bt});
-  b.stat_rstd = A("scratch ln rstd", st, {bt});
+  b.stat_mean = A("scratch ln mean", st, {rows});
+  b.stat_rstd = A("scratch ln rstd", st, {rows});
+  if (rows != bt) b.gathered = A("gathered rows (sequence parallel)", act, {bt, d});
   if (shard.post && tp > 1) b.ce = A("vocab-parallel ce stats", st, {3, bt});
 
   // One op scratch for attention, layernorm backward and the gradient norm: they never overlap.
@@ -366,7 +385,7 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
   if (cuda) {
     ops::AttentionArgs aa{shape.micro_batch, T, H, cfg.head_dim(), 1.0f};
     op_bytes = std::max({ops::cuda::attention_workspace_bytes(aa, engine::dtype_size(act)),
-                         ops::cuda::layernorm_backward_workspace_bytes({bt, d, cfg.ln_eps}),
+                         ops::cuda::layernorm_backward_workspace_bytes({rows, d, cfg.ln_eps}),
                          ops::cuda::sum_squares_workspace_bytes(n)});
   }
   b.op_ws = carver.take_workspace("workspace", "op scratch", op_bytes);

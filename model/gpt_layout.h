@@ -47,12 +47,13 @@ struct Weights {
 
 // Saved activations of one layer for one micro-batch (TP: local heads / hidden units).
 struct LayerActs {
-  TensorView x, ln1, h, ln2;                          // [B*T, d]
+  TensorView x, h;                                    // [rows, d] (sequence parallel: B*T/tp)
+  TensorView ln1, ln2;                                // [B*T, d]
   TensorView qkv;                                     // [B*T, 3d / tp]
   TensorView probs;                                   // [B, H / tp, T, T]
   TensorView atty;                                    // [B*T, d / tp]
   TensorView pre_gelu, gelu;                          // [B*T, ffn / tp]
-  TensorView ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;  // [B*T] f32 (f64 with f64 activations)
+  TensorView ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;  // [rows] f32 (f64 with f64 activations)
 };
 
 // One micro-batch's inputs on the device, [B*T] i32 each.
@@ -64,8 +65,9 @@ struct SlotData {
 
 // The end of the model for one micro-batch (post only).
 struct HeadActs {
-  TensorView x_final, lnf;           // [B*T, d] final residual sum and ln_f
-  TensorView lnf_mean, lnf_rstd;     // [B*T] stat dtype
+  TensorView x_final;                // [rows, d] final residual sum
+  TensorView lnf;                    // [B*T, d] ln_f
+  TensorView lnf_mean, lnf_rstd;     // [rows] stat dtype
   TensorView logits;                 // [B*T, padded / tp]; after a training forward: dlogits
   TensorView losses;                 // [B*T] stat dtype
 };
@@ -99,7 +101,10 @@ struct Buffers {
   // the residual-stream gradient, dln a layernorm-input (or attention-output) gradient, dbig
   // [B*T * max(ffn, 3d) / tp] the MLP hidden gradient or dqkv; stat [B*T] and ce [3, B*T]
   // (row max, sum of exponentials, target logit of the vocab-parallel cross-entropy).
-  TensorView proj, dres, dln, dbig, stat_mean, stat_rstd, ce;
+  // With sequence parallelism the residual stream (x, h, x_final, dres, chunk transfers) and
+  // layernorm statistics hold this TP rank's rows only; gathered [B*T, d] collects a gradient's
+  // rows before a row-parallel weight gradient.
+  TensorView proj, dres, dln, dbig, stat_mean, stat_rstd, ce, gathered;
   engine::Workspace op_ws;    // attention, layernorm backward, sum of squares (never concurrent)
   engine::Workspace gemm_ws;  // cuBLASLt, CUDA only
   TensorView norm_out;        // [1] grad dtype, sum of squares
@@ -142,6 +147,9 @@ ParamTable make_param_table(const GptConfig& cfg, const GptShard& shard = {});
 // InvalidArgument for unsupported precision / shape combinations.
 absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const GptPrecision& prec,
                        const GptShard& shard);
+
+// Rows of the residual stream this rank holds: B*T, or B*T / tp with sequence parallelism.
+int64_t local_rows(const GptRunShape& shape, const GptShard& shard);
 
 // Views of local layer `local`'s parameters inside `bucket_base`, a buffer holding that layer's
 // bucket (flat elements [bucket begin, bucket end)).

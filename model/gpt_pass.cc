@@ -95,6 +95,42 @@ void GptModel::Impl::tp_all_reduce(TensorView x, engine::Stream& s) {
   if (shard.tp > 1) shard.tp_comm->all_reduce(x, parallel::ReduceOp::kSum, s);
 }
 
+TensorView GptModel::Impl::local_rows(TensorView full) const {
+  if (!sp()) return full;
+  return engine::slice_rows(full, shard.tp_rank * rows(), (shard.tp_rank + 1) * rows());
+}
+
+uint64_t GptModel::Impl::row_shift() const {
+  // Element r0 * d of a [B*T, d] tensor is Philox counter r0 * d / 4 (4 values per counter).
+  return sp() ? static_cast<uint64_t>(shard.tp_rank * rows() * cfg.d_model / 4) : 0;
+}
+
+TensorView GptModel::Impl::row_parallel_out(TensorView full, engine::Stream& s) {
+  if (!sp()) {
+    tp_all_reduce(full, s);
+    return full;
+  }
+  TensorView mine = local_rows(full);
+  shard.tp_comm->reduce_scatter(mine, full, parallel::ReduceOp::kSum, s);  // in place
+  return mine;
+}
+
+void GptModel::Impl::gather_rows(TensorView full, engine::Stream& s) {
+  if (sp()) shard.tp_comm->all_gather(full, local_rows(full), s);  // in place
+}
+
+TensorView GptModel::Impl::gather_grad(TensorView local, engine::Stream& s) {
+  if (!sp()) return local;
+  engine::copy(local_rows(buf.gathered), local, s);
+  gather_rows(buf.gathered, s);
+  return buf.gathered;
+}
+
+void GptModel::Impl::sync_layernorm_grads(const gpt_detail::LayerWeights& g, engine::Stream& s) {
+  if (!sp()) return;
+  for (TensorView v : {g.ln1_g, g.ln1_b, g.ln2_g, g.ln2_b}) tp_all_reduce(v, s);
+}
+
 void GptModel::Impl::set_batch(int64_t chunk, int64_t slot, const GptBatch& batch,
                                engine::Stream& s) {
   ANVIL_CHECK_MSG(chunk >= 0 && chunk < n_chunks() && slot >= 0 && slot < buf.slots,
@@ -117,17 +153,24 @@ void GptModel::Impl::set_batch(int64_t chunk, int64_t slot, const GptBatch& batc
 
 void GptModel::Impl::embed(int64_t slot, bool train, engine::Stream& s) {  // chunk 0
   const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model;
-  const int64_t rows = cfg.padded() / shard.tp;
+  const int64_t rows = cfg.padded() / shard.tp;  // of this rank's embedding slice
   const gpt_detail::SlotData& sd = buf.slot_data(0, slot);
   TensorView x = buf.act(slot, buf.chunk_layers[0][0]).x;
   ops::EmbeddingArgs ea{bt, d, rows, cfg.max_seq_len};
   ea.vocab_start = shard.tp_rank * rows;
-  // Vocab-parallel: positions are added once (TP rank 0) before the sum over TP.
-  ops::embedding_forward(ea, x, sd.tokens, sd.positions, buf.w.wte,
+  // Vocab-parallel: positions are added once (TP rank 0) before the sum over TP (with sequence
+  // parallelism a reduce-scatter of the whole rows into this rank's).
+  const TensorView e = sp() ? buf.proj : x;
+  ops::embedding_forward(ea, e, sd.tokens, sd.positions, buf.w.wte,
                          shard.tp_rank == 0 ? buf.w.wpe : TensorView{}, s);
-  tp_all_reduce(x, s);
+  if (sp()) {
+    shard.tp_comm->reduce_scatter(x, e, parallel::ReduceOp::kSum, s);
+  } else {
+    tp_all_reduce(x, s);
+  }
   if (train && cfg.hidden_dropout > 0.0f) {
-    ops::dropout_forward({cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, 0)}, x, x, s);
+    ops::dropout_forward(
+        {cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, 0) + row_shift()}, x, x, s);
   }
 }
 
@@ -152,38 +195,43 @@ void GptModel::Impl::layer_forward(const gpt_detail::SlotData& sd, int64_t slot,
   const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model;
   const int64_t l = buf.layer_ids[static_cast<size_t>(local)];
   const float p_hidden = train ? cfg.hidden_dropout : 0.0f;
-  auto drop = [&](TensorView x, int64_t site) {  // in place
+  auto drop = [&](TensorView x, int64_t site) {  // in place, on this rank's rows
     if (p_hidden > 0.0f) {
-      ops::dropout_forward({p_hidden, seed, site_offset(sd.dropout_offset, site)}, x, x, s);
+      ops::dropout_forward(
+          {p_hidden, seed, site_offset(sd.dropout_offset, site) + row_shift()}, x, x, s);
     }
   };
-  const ops::LayerNormArgs ln{bt, d, cfg.ln_eps};
+  const ops::LayerNormArgs ln{rows(), d, cfg.ln_eps};
   gpt_detail::LayerActs& a = buf.act(slot, local);
   if (shard.zero_stage == 3) gather_layer(local, s);
   const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(local)];
   if (!fused_input) {
-    ops::layernorm_forward(ln, a.ln1, a.ln1_mean, a.ln1_rstd, a.x, lw.ln1_g, lw.ln1_b, s);
+    ops::layernorm_forward(ln, local_rows(a.ln1), a.ln1_mean, a.ln1_rstd, a.x, lw.ln1_g,
+                           lw.ln1_b, s);
   } else {  // x = h' + Drop(mlp') of the previous layer, fused with LN1
-    ops::residual_layernorm_forward(ln, a.x, a.ln1, a.ln1_mean, a.ln1_rstd,
-                                    buf.act(slot, local - 1).h, buf.proj, lw.ln1_g, lw.ln1_b, s);
+    ops::residual_layernorm_forward(ln, a.x, local_rows(a.ln1), a.ln1_mean, a.ln1_rstd,
+                                    buf.act(slot, local - 1).h, local_rows(buf.proj), lw.ln1_g,
+                                    lw.ln1_b, s);
   }
+  gather_rows(a.ln1, s);
   linear(a.qkv, a.ln1, lw.qkv_w, lw.qkv_b, s);
   ops::attention_forward(attention_args(l, train ? cfg.attention_dropout : 0.0f,
                                         sd.dropout_offset),
                          a.atty, a.probs, a.qkv, sd.has_segments ? sd.segments : TensorView{},
                          buf.op_ws, s);
   row_linear(buf.proj, a.atty, lw.attn_proj_w, lw.attn_proj_b, shard.tp_rank == 0, s);
-  tp_all_reduce(buf.proj, s);
-  drop(buf.proj, 2 + 3 * l);
-  ops::residual_layernorm_forward(ln, a.h, a.ln2, a.ln2_mean, a.ln2_rstd, a.x, buf.proj, lw.ln2_g,
-                                  lw.ln2_b, s);
+  TensorView proj = row_parallel_out(buf.proj, s);
+  drop(proj, 2 + 3 * l);
+  ops::residual_layernorm_forward(ln, a.h, local_rows(a.ln2), a.ln2_mean, a.ln2_rstd, a.x, proj,
+                                  lw.ln2_g, lw.ln2_b, s);
+  gather_rows(a.ln2, s);
   ops::GemmArgs fc{bt, cfg.ffn() / shard.tp, d};
   fc.trans_b = true;
   fc.epilogue = Epilogue::kBiasGelu;
   ops::gemm(fc, a.gelu, a.ln2, lw.fc_w, lw.fc_b, a.pre_gelu, s);
   row_linear(buf.proj, a.gelu, lw.mlp_proj_w, lw.mlp_proj_b, shard.tp_rank == 0, s);
-  tp_all_reduce(buf.proj, s);
-  drop(buf.proj, 3 + 3 * l);
+  proj = row_parallel_out(buf.proj, s);
+  drop(proj, 3 + 3 * l);
 }
 
 ops::AttentionArgs GptModel::Impl::attention_args(int64_t layer, float dropout_p,
@@ -206,10 +254,11 @@ void GptModel::Impl::head_forward(const gpt_detail::SlotData& sd, int64_t slot,
                                   int64_t last_local, bool train, engine::Stream& s) {
   const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model;
   gpt_detail::HeadActs& hd = buf.head[static_cast<size_t>(slot)];
-  const ops::LayerNormArgs ln{bt, d, cfg.ln_eps};
-  ops::residual_layernorm_forward(ln, hd.x_final, hd.lnf, hd.lnf_mean, hd.lnf_rstd,
-                                  buf.act(slot, last_local).h, buf.proj, buf.w.lnf_g, buf.w.lnf_b,
-                                  s);
+  const ops::LayerNormArgs ln{rows(), d, cfg.ln_eps};
+  ops::residual_layernorm_forward(ln, hd.x_final, local_rows(hd.lnf), hd.lnf_mean, hd.lnf_rstd,
+                                  buf.act(slot, last_local).h, local_rows(buf.proj), buf.w.lnf_g,
+                                  buf.w.lnf_b, s);
+  gather_rows(hd.lnf, s);
   const int64_t cols = cfg.padded() / shard.tp;
   ops::GemmArgs head{bt, cols, d};
   head.trans_b = true;
@@ -254,27 +303,26 @@ void GptModel::Impl::forward_chunk(int64_t chunk, int64_t slot, bool train,
   } else {
     // x = h + Drop(mlp) of the last layer; the residual add of the fused layernorm computes it
     // (its normalized output goes to scratch).
-    const int64_t bt = shape.micro_batch * shape.seq_len;
     const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(layers.back())];
-    ops::residual_layernorm_forward({bt, cfg.d_model, cfg.ln_eps}, buf.send_act, buf.dln,
-                                    buf.stat_mean, buf.stat_rstd, buf.act(slot, layers.back()).h,
-                                    buf.proj, lw.ln2_g, lw.ln2_b, s);
+    ops::residual_layernorm_forward({rows(), cfg.d_model, cfg.ln_eps}, buf.send_act,
+                                    local_rows(buf.dln), buf.stat_mean, buf.stat_rstd,
+                                    buf.act(slot, layers.back()).h, local_rows(buf.proj), lw.ln2_g,
+                                    lw.ln2_b, s);
   }
   ready_for_backward[key] = train;
 }
 
 void GptModel::Impl::head_backward(int64_t slot, float grad_scale, engine::Stream& s) {
-  const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model;
+  const int64_t d = cfg.d_model;
   const gpt_detail::HeadActs& hd = buf.head[static_cast<size_t>(slot)];
-  const ops::LayerNormArgs ln{bt, d, cfg.ln_eps};
+  const ops::LayerNormArgs ln{rows(), d, cfg.ln_eps};
   // Tied LM head: dwte += grad_scale dlogits^T lnf;  dlnf = grad_scale dlogits wte (summed over
   // TP: each rank holds a vocabulary slice).
   weight_grad(buf.g.wte, hd.logits, hd.lnf, s, grad_scale);
   input_grad(buf.dln, hd.logits, buf.w.wte, s, grad_scale);
-  tp_all_reduce(buf.dln, s);
+  const TensorView dlnf = col_parallel_in_grad(buf.dln, s);
   ops::layernorm_backward(ln, ops::Accumulate::kOverwrite, buf.dres, buf.g.lnf_g, buf.g.lnf_b,
-                          buf.dln, hd.x_final, buf.w.lnf_g, hd.lnf_mean, hd.lnf_rstd, buf.op_ws,
-                          s);
+                          dlnf, hd.x_final, buf.w.lnf_g, hd.lnf_mean, hd.lnf_rstd, buf.op_ws, s);
 }
 
 void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
@@ -282,16 +330,18 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
   const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model, tp = shard.tp;
   const int64_t l = buf.layer_ids[static_cast<size_t>(local)];
   const float p_hidden = cfg.hidden_dropout;
-  const ops::LayerNormArgs ln{bt, d, cfg.ln_eps};
+  const ops::LayerNormArgs ln{rows(), d, cfg.ln_eps};
   const TensorView dfc = rows_view(buf.dbig, bt, cfg.ffn() / tp);
   const TensorView dqkv = rows_view(buf.dbig, bt, 3 * d / tp);
   const TensorView datty = rows_view(buf.dln, bt, d / tp);
-  // d(projection output) from d(residual): through the dropout mask, or dres itself.
+  // d(projection output) from d(residual) through the dropout mask (or dres itself), as all
+  // B*T rows (gathered over TP with sequence parallelism).
   auto drop_grad = [&](int64_t site) -> TensorView {
-    if (p_hidden <= 0.0f) return dres;
-    ops::dropout_backward({p_hidden, seed, site_offset(sd.dropout_offset, site)}, buf.proj, dres,
-                          s);
-    return buf.proj;
+    if (p_hidden <= 0.0f) return gather_grad(dres, s);
+    const TensorView local = local_rows(buf.proj);
+    ops::dropout_backward({p_hidden, seed, site_offset(sd.dropout_offset, site) + row_shift()},
+                          local, dres, s);
+    return gather_grad(local, s);
   };
   // Full recomputation: everything but x was overwritten by later layers; rerun the forward
   // from x (the same dropout masks: the slot keeps its dropout offset).
@@ -314,9 +364,9 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
   weight_grad(lg.fc_w, dfc, a.ln2, s);
   ops::bias_backward(lg.fc_b, dfc, s);
   input_grad(buf.dln, dfc, lw.fc_w, s);
-  tp_all_reduce(buf.dln, s);
+  TensorView dln = col_parallel_in_grad(buf.dln, s);
   // dres becomes d h = d x_{l+1} + LN2'(dln) (dproj, possibly aliasing dres, is consumed).
-  ops::layernorm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln2_g, lg.ln2_b, buf.dln, a.h,
+  ops::layernorm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln2_g, lg.ln2_b, dln, a.h,
                           lw.ln2_g, a.ln2_mean, a.ln2_rstd, buf.op_ws, s);
   // Attention: h = x + Drop(atty Wo^T + bo).
   dproj = drop_grad(2 + 3 * l);
@@ -333,11 +383,16 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
   weight_grad(lg.qkv_w, dqkv, a.ln1, s);
   ops::bias_backward(lg.qkv_b, dqkv, s);
   input_grad(buf.dln, dqkv, lw.qkv_w, s);
-  tp_all_reduce(buf.dln, s);
+  dln = col_parallel_in_grad(buf.dln, s);
   // dres becomes d x_l.
-  ops::layernorm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln1_g, lg.ln1_b, buf.dln, a.x,
+  ops::layernorm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln1_g, lg.ln1_b, dln, a.x,
                           lw.ln1_g, a.ln1_mean, a.ln1_rstd, buf.op_ws, s);
-  if (shard.zero_stage >= 2) reduce_layer_grads(local, s);
+  // ZeRO 2/3 reduce this micro-batch's scratch now: sum its layernorm gradients over TP first
+  // (the whole-buffer stages do it once per step, finish_backward).
+  if (shard.zero_stage >= 2) {
+    sync_layernorm_grads(lg, s);
+    reduce_layer_grads(local, s);
+  }
   if (grad_ready_hook) {
     const ParamTable::Bucket& k =
         buf.table.buckets()[static_cast<size_t>(buf.layer_bucket[static_cast<size_t>(local)])];
@@ -408,13 +463,15 @@ void GptModel::Impl::backward_chunk(int64_t chunk, int64_t slot, float grad_scal
   last_input_grad = dres;
   if (!(shard.pre && chunk == 0)) return;
   if (cfg.hidden_dropout > 0.0f) {
-    ops::dropout_backward({cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, 0)}, dres,
-                          dres, s);
+    ops::dropout_backward(
+        {cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, 0) + row_shift()}, dres, dres,
+        s);
   }
-  const int64_t rows = cfg.padded() / shard.tp;
-  ops::EmbeddingArgs ea{shape.micro_batch * shape.seq_len, cfg.d_model, rows, cfg.max_seq_len};
-  ea.vocab_start = shard.tp_rank * rows;
-  ops::embedding_backward(ea, buf.g.wte, buf.g.wpe, dres, sd.tokens, sd.positions, s);
+  const int64_t vrows = cfg.padded() / shard.tp;
+  ops::EmbeddingArgs ea{shape.micro_batch * shape.seq_len, cfg.d_model, vrows, cfg.max_seq_len};
+  ea.vocab_start = shard.tp_rank * vrows;
+  ops::embedding_backward(ea, buf.g.wte, buf.g.wpe, gather_grad(dres, s), sd.tokens,
+                          sd.positions, s);
 }
 
 }  // namespace anvil::model

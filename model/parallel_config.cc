@@ -26,7 +26,10 @@ void add_parallel_schema(engine::ConfigSchema& s) {
         "Activation recomputation (--recompute-granularity): none, selective (attention "
         "probabilities recomputed in backward) or full (only each layer's input kept).");
   s.add("parallel", "sequence_parallel", kBool, "false",
-        "Megatron's sequence parallelism: not implemented yet; true is an error.");
+        "Megatron's sequence parallelism (--sequence-parallel, with tp > 1): layernorms, dropout "
+        "and the residual stream hold 1/tp of the tokens per TP rank; all-gathers and "
+        "reduce-scatters replace the TP all-reduces. micro_batch * seq_len must be divisible by "
+        "tp. No effect with tp = 1.");
   s.add("parallel", "dp", kInt, "0",
         "Data-parallel size; 0 = launched ranks / (tp * pp). Each DP rank runs global_batch / dp "
         "samples per step in micro-batches of [train] micro_batch; the gradients are summed over "
@@ -76,11 +79,6 @@ absl::StatusOr<ParallelConfig> parse_parallel_config(const engine::Config& c, in
                    absl::StrFormat("expected balanced or type:transformer|embedding, got '%s'",
                                    partition));
   }
-  if (c.get_bool("parallel", "sequence_parallel")) {
-    return c.error("parallel", "sequence_parallel",
-                   "sequence parallelism is not implemented yet (see docs/parallelism.md); set it "
-                   "to false");
-  }
   if (world % (tp * pp) != 0) {
     return c.error(
         "parallel", "tp",
@@ -117,6 +115,7 @@ absl::StatusOr<ParallelConfig> parse_parallel_config(const engine::Config& c, in
   p.reduce_single_rank = c.get_bool("parallel", "reduce_single_rank");
   p.virtual_stages = static_cast<int>(v);
   p.recompute = recompute;
+  p.sequence_parallel = c.get_bool("parallel", "sequence_parallel");
   p.pipeline_partition = partition;
   const int64_t micro_per_rank = global_batch / (micro_batch * resolved_dp);
   if (v > 1 && micro_per_rank % pp != 0) {

@@ -2,8 +2,8 @@
 // ZeRO stage, gradient bucket size and the collective watchdog, declared in the ini schema and
 // validated against the world size and the batch shape up front, with errors naming the numbers:
 //   "x.ini:9: [train] global_batch: 12 is not a multiple of micro_batch 4 * dp 2 = 8".
-// Values that do not run yet (zero_stage 2/3, sequence_parallel) are errors saying so, never
-// silently ignored (docs/parallelism.md lists what exists).
+// Every value is checked against the world size, the batch and the model, with the numbers in
+// the message (docs/parallelism.md describes the layouts).
 #pragma once
 
 #include <string>
@@ -26,6 +26,7 @@ struct ParallelConfig {
   bool reduce_single_rank = false;  // run the DP reduction path even when dp = 1
   int virtual_stages = 1;           // model chunks per pipeline stage (interleaved 1F1B when > 1)
   std::string recompute = "none";   // none | selective | full
+  bool sequence_parallel = false;   // Megatron's sequence parallelism (with tp > 1)
   std::string pipeline_partition = "balanced";  // or "type:transformer|embedding"
 
   int64_t bucket_elems() const { return static_cast<int64_t>(bucket_mb * (1 << 20) / 4); }

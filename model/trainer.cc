@@ -234,7 +234,9 @@ StepStats Trainer::step() {
   };
   // DP overlap: during each chunk's last micro-batch backward, every finished layer bucket's
   // all-reduce starts at once on the communication stream.
-  if (dp_) {
+  // (Not with sequence parallelism: its layernorm gradients are summed over TP after the
+  // backward, before the DP reduction may read them.)
+  if (dp_ && !cfg_.parallel.sequence_parallel) {
     fns.before_backward = [&](int64_t m) {
       if (m != accum - 1) {
         model_->set_grad_ready_hook(nullptr);
@@ -248,6 +250,7 @@ StepStats Trainer::step() {
   const std::vector<double> losses =
       run_pipeline_step(*model_, plan_, pp_size_, pp_rank_, pp_comm_, fns, s);
   model_->set_grad_ready_hook(nullptr);
+  model_->finish_backward(s);
   double loss_sum = 0.0, masked_loss = 0.0;
   for (int64_t m = 0; m < accum; ++m) {
     loss_sum += losses[static_cast<size_t>(m)];

@@ -29,6 +29,7 @@ absl::StatusOr<GptShard> Trainer::shard_for(const TrainConfig& cfg, int tp_rank,
                          partition_layers(cfg.model.n_layers, chunks, pc.pipeline_partition));
   sh.chunks.clear();
   for (int64_t c = 0; c < v; ++c) sh.chunks.push_back(parts[static_cast<size_t>(c * pc.pp + pp_rank)]);
+  sh.sequence_parallel = pc.sequence_parallel;
   sh.pre = pp_rank == 0;
   sh.post = pp_rank == pc.pp - 1;
   ANVIL_ASSIGN_OR_RETURN(

@@ -1,7 +1,6 @@
 // [parallel]: dp inferred from the launched ranks, the checks against the world size, the batch
 // shape and the model (heads / ffn / vocabulary vs tp, layers vs pp chunks), the pipeline layer
-// partition, and the "not implemented yet" error for sequence parallelism (never silently
-// ignored).
+// partition, sequence parallelism and the ZeRO stages.
 #include "model/parallel_config.h"
 
 #include <string>
@@ -91,9 +90,10 @@ TEST(ParallelConfigTest, LayoutsAgainstTheModel) {
   EXPECT_EQ(rec->parallel.recompute, "selective");
 }
 
-TEST(ParallelConfigTest, UnimplementedOptionsAreErrors) {
-  EXPECT_THAT(error(1, {"parallel.sequence_parallel=true"}),
-              HasSubstr("sequence parallelism is not implemented yet"));
+TEST(ParallelConfigTest, SequenceParallelAndZeroStages) {
+  auto sp = load(2, {"parallel.tp=2", "parallel.sequence_parallel=true"});
+  ASSERT_TRUE(sp.ok()) << sp.status();
+  EXPECT_TRUE(sp->parallel.sequence_parallel);
   for (int stage : {2, 3}) {
     auto z = load(2, {"parallel.zero_stage=" + std::to_string(stage)});
     ASSERT_TRUE(z.ok()) << z.status();

@@ -1,6 +1,6 @@
 // Tensor, pipeline and data parallelism combined, end to end on the CPU: a tiny GPT (8 layers,
 // dropout on) trained for 3 steps under every layout that fits the launched world (mpirun np 1,
-// 2, 4, 8): ZeRO over one rank, TP2, PP2, PP4 interleaved, DP2, TP2xPP2, TP2xDP2, PP2xDP2, TP2xPP2xDP2, ZeRO 1, 2
+// 2, 4, 8): ZeRO over one rank, TP2 (also with sequence parallelism), PP2, PP4 interleaved, DP2, TP2xPP2, TP2xDP2, PP2xDP2, TP2xPP2xDP2, ZeRO 1, 2
 // and 3 with DP2, DP4 and TP2xPP2xDP2, and activation recomputation. Every rank also trains the single-rank
 // reference itself (no communication), then compares the losses and gradient norms of the 3
 // steps and its own parameters, element by element, with the reference parameters at the same
@@ -84,9 +84,11 @@ SampleFn samples(int64_t seq_len, int64_t vocab) {
 struct Layout {
   int tp = 1, pp = 1, dp = 1, virtual_stages = 1, zero_stage = 0;
   std::string recompute = "none";
+  bool sequence_parallel = false;
   int world() const { return tp * pp * dp; }
   std::string name() const {
-    return absl::StrFormat("tp%d pp%d%s dp%d zero%d recompute %s", tp, pp,
+    return absl::StrFormat("tp%d%s pp%d%s dp%d zero%d recompute %s", tp,
+                           sequence_parallel ? " sp" : "", pp,
                            virtual_stages > 1 ? absl::StrFormat("x%d", virtual_stages) : "", dp,
                            zero_stage, recompute);
   }
@@ -163,6 +165,8 @@ std::vector<Layout> layouts_for(int world) {
       {1, 2, 1},
       {1, 1, 2},
       {2, 1, 1, 1, 0, "full"},
+      {2, 1, 1, 1, 0, "none", true},
+      {2, 1, 1, 1, 0, "full", true},
       {1, 2, 1, 1, 0, "selective"},
       {1, 2, 1, 2},  // interleaved
       {2, 2, 1},
@@ -176,12 +180,17 @@ std::vector<Layout> layouts_for(int world) {
       {1, 1, 4, 1, 3},
       {1, 1, 2, 1, 3, "full"},
       {2, 2, 1, 1, 0, "full"},
+      {2, 2, 1, 1, 0, "none", true},
+      {2, 1, 2, 1, 0, "none", true},
+      {2, 1, 2, 1, 2, "none", true},
       {2, 1, 2, 1, 1},
       {1, 2, 2, 1, 1},
       {2, 2, 2},
       {2, 2, 2, 1, 1},
       {2, 2, 2, 1, 2},
       {2, 2, 2, 1, 3},
+      {2, 2, 2, 1, 1, "selective", true},
+      {2, 2, 2, 1, 3, "none", true},
       {1, 2, 4, 2, 3},
       {1, 4, 2, 2},
       {2, 4, 1},
@@ -216,6 +225,7 @@ void check_layouts(engine::DType dt, const Tolerance& tol) {
     cfg.parallel.virtual_stages = l.virtual_stages;
     cfg.parallel.zero_stage = l.zero_stage;
     cfg.parallel.recompute = l.recompute;
+    cfg.parallel.sequence_parallel = l.sequence_parallel;
     cfg.parallel.reduce_single_rank = l.zero_stage > 0 && l.dp == 1;
     cfg.parallel.bucket_mb = 0.01;
     cfg.parallel.timeout_s = 120;
