@@ -204,7 +204,10 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
   targets.push_back(target(b.value));
   if (b.master.data != b.value.data) targets.push_back(target(b.master));
   gpt_detail::init_params(cfg, shard, b.table, targets, seed, stream);
-  if (shard.zero_stage == 3) impl->gather_persistent(stream);
+  if (shard.zero_stage == 3) {
+    ANVIL_RETURN_IF_ERROR(impl->setup_prefetch());
+    impl->gather_persistent(stream);
+  }
   stream.synchronize();
 
   std::unique_ptr<GptModel> model(new GptModel());
@@ -374,6 +377,12 @@ void GptModel::optimizer_step(const OptimizerStep& s, engine::Stream& stream) {
     parallel::zero_adamw(part, a, b.master, b.m, b.v, shared ? engine::TensorView{} : b.value,
                          b.grad_shard, stream);
     if (impl_->shard.zero_stage == 3) {
+      // The gathered layers are stale now: forget them (after any prefetch still writing).
+      for (int k = 0; k < 2; ++k) {
+        if (impl_->side && impl_->slot_pending[k]) impl_->slot_ready[k].wait(stream);
+        impl_->slot_pending[k] = false;
+        impl_->slot_layer[k] = -1;
+      }
       impl_->gather_persistent(stream);
       return;
     }

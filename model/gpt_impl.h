@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -33,7 +34,16 @@ struct GptModel::Impl {
   std::vector<bool> ready_for_backward;  // [chunks * slots]
   engine::TensorView last_input_grad;    // d(input) of the last backward_chunk
   std::optional<parallel::ZeroPartition> zero;  // with shard.zero_stage > 0
-  int64_t gather_slot = 0;                       // ZeRO-3: the gather buffer used next
+  // ZeRO-3 prefetch: the local layer each of the two gather buffers holds (-1: none). While a
+  // layer computes, the next one (in the pass's direction, same chunk) is all-gathered into the
+  // other buffer: on CUDA on a side stream (ordered by events), on the CPU right away.
+  int64_t slot_layer[2] = {-1, -1};
+  bool slot_pending[2] = {false, false};  // CUDA: a prefetch into the buffer may still run
+  int prefetch_dir = 1;                   // +1 in forward, -1 in backward
+  std::unique_ptr<engine::Stream> side;   // CUDA only
+  std::vector<engine::Event> slot_ready;  // CUDA: [2], recorded after each prefetch
+  std::unique_ptr<engine::Event> compute_mark;
+  std::vector<int64_t> chunk_of_local;  // chunk index of each local layer
   GptModel::GradReadyHook grad_ready_hook;
 
   uint64_t site_offset(uint64_t dropout_offset, int64_t site) const {
@@ -83,6 +93,8 @@ struct GptModel::Impl {
   // ZeRO-2/3: zero_layer_grads points buf.g.layers[local] at zeroed scratch; reduce_layer_grads
   // sums the scratch over DP onto the owners (+= into grad_shard).
   void gather_layer(int64_t local, engine::Stream& s);
+  void gather_into(int slot, int64_t local, engine::Stream& on);
+  absl::Status setup_prefetch();
   void zero_layer_grads(int64_t local, engine::Stream& s);
   void reduce_layer_grads(int64_t local, engine::Stream& s);
 

@@ -21,6 +21,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cuda_check.h"
 #include "engine/memory.h"
 #include "engine/status.h"
 #include "model/gpt_impl.h"
@@ -295,6 +296,7 @@ void GptModel::Impl::forward_chunk(int64_t chunk, int64_t slot, bool train,
   ready_for_backward[key] = false;
   gpt_detail::SlotData& sd = buf.slot_data(chunk, slot);
   sd.dropout_offset = dropout_offset;
+  prefetch_dir = 1;
   const std::vector<int64_t>& layers = buf.chunk_layers[static_cast<size_t>(chunk)];
   if (shard.pre && chunk == 0) embed(slot, train, s);
   for (size_t i = 0; i < layers.size(); ++i) layer_forward(sd, slot, layers[i], i > 0, train, s);
@@ -400,15 +402,72 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
   }
 }
 
-void GptModel::Impl::gather_layer(int64_t local, engine::Stream& s) {
+void GptModel::Impl::gather_into(int slot, int64_t local, engine::Stream& on) {
   const size_t bucket = static_cast<size_t>(buf.layer_bucket[static_cast<size_t>(local)]);
-  const int64_t len = zero->buckets()[bucket].numel();
-  // Alternate the two gather buffers: the previous layer's stays intact while this one fills.
-  TensorView slot = flat_slice(buf.gather, gather_slot * buf.gather.dim(1), {len});
-  gather_slot = 1 - gather_slot;
-  parallel::zero_all_gather(*shard.dp_comm, *zero, bucket, slot,
-                            parallel::zero_piece_view(*zero, bucket, buf.value), s);
-  buf.w.layers[static_cast<size_t>(local)] = gpt_detail::layer_views(buf, local, slot);
+  TensorView dst = flat_slice(buf.gather, slot * buf.gather.dim(1), {zero->buckets()[bucket].numel()});
+  parallel::zero_all_gather(*shard.dp_comm, *zero, bucket, dst,
+                            parallel::zero_piece_view(*zero, bucket, buf.value), on);
+  slot_layer[slot] = local;
+}
+
+void GptModel::Impl::gather_layer(int64_t local, engine::Stream& s) {
+  const bool cuda = side != nullptr;
+  int slot = slot_layer[0] == local ? 0 : slot_layer[1] == local ? 1 : -1;
+  if (slot >= 0) {
+    if (cuda && slot_pending[slot]) slot_ready[static_cast<size_t>(slot)].wait(s);
+  } else {
+    // Not prefetched: gather now, into a buffer no prefetch is still writing.
+    slot = slot_layer[0] == -1 || slot_layer[1] != -1 ? 0 : 1;
+    if (cuda && slot_pending[slot]) slot_ready[static_cast<size_t>(slot)].wait(s);
+    gather_into(slot, local, s);
+  }
+  slot_pending[slot] = false;
+  const size_t bucket = static_cast<size_t>(buf.layer_bucket[static_cast<size_t>(local)]);
+  buf.w.layers[static_cast<size_t>(local)] = gpt_detail::layer_views(
+      buf, local,
+      flat_slice(buf.gather, slot * buf.gather.dim(1), {zero->buckets()[bucket].numel()}));
+  // Prefetch the pass's next layer of this chunk into the other buffer, once the work queued so
+  // far (the previous layer's reads of that buffer included) is done.
+  const int64_t next = local + prefetch_dir;
+  const int other = 1 - slot;
+  if (next < 0 || next >= static_cast<int64_t>(chunk_of_local.size()) ||
+      chunk_of_local[static_cast<size_t>(next)] != chunk_of_local[static_cast<size_t>(local)]) {
+    return;
+  }
+  if (slot_layer[other] == next) return;
+  if (!cuda) {
+    gather_into(other, next, s);
+    return;
+  }
+  if (slot_pending[other]) slot_ready[static_cast<size_t>(other)].wait(s);
+  compute_mark->record(s);
+  compute_mark->wait(*side);
+  gather_into(other, next, *side);
+  slot_ready[static_cast<size_t>(other)].record(*side);
+  slot_pending[other] = true;
+}
+
+absl::Status GptModel::Impl::setup_prefetch() {
+  for (size_t c = 0; c < buf.chunk_layers.size(); ++c) {
+    for (int64_t l : buf.chunk_layers[c]) {
+      if (static_cast<int64_t>(chunk_of_local.size()) <= l) {
+        chunk_of_local.resize(static_cast<size_t>(l + 1), -1);
+      }
+      chunk_of_local[static_cast<size_t>(l)] = static_cast<int64_t>(c);
+    }
+  }
+  if (prec.device != engine::Device::kCuda) return absl::OkStatus();
+  int device = 0;
+  ANVIL_CUDA_CHECK(cudaGetDevice(&device));
+  ANVIL_ASSIGN_OR_RETURN(engine::Stream st, engine::Stream::cuda(device));
+  side = std::make_unique<engine::Stream>(std::move(st));
+  for (int i = 0; i < 2; ++i) {
+    ANVIL_ASSIGN_OR_RETURN(engine::Event e, engine::Event::create());
+    slot_ready.push_back(std::move(e));
+  }
+  ANVIL_ASSIGN_OR_RETURN(engine::Event m, engine::Event::create());
+  compute_mark = std::make_unique<engine::Event>(std::move(m));
+  return absl::OkStatus();
 }
 
 void GptModel::Impl::zero_layer_grads(int64_t local, engine::Stream& s) {
@@ -449,6 +508,7 @@ void GptModel::Impl::backward_chunk(int64_t chunk, int64_t slot, float grad_scal
   ANVIL_CHECK_MSG(s.device() == prec.device,
                   "GptModel::backward: stream device differs from the model's");
   GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
+  prefetch_dir = -1;
   const std::vector<int64_t>& layers = buf.chunk_layers[static_cast<size_t>(chunk)];
   TensorView dres = buf.out_grad.empty() ? TensorView{}
                                          : buf.out_grad[static_cast<size_t>(chunk * buf.slots + slot)];
