@@ -174,6 +174,7 @@ std::vector<Layout> layouts_for(int world) {
       {1, 2, 2},
       {1, 4, 1, 2},  // PP4 interleaved
       {1, 1, 4, 1, 1},
+      {1, 1, 2, 1, 1},
       {1, 1, 2, 1, 2},
       {1, 1, 2, 1, 3},
       {1, 1, 4, 1, 2},
