@@ -3,7 +3,8 @@
 # repo root on the GPU machine with the bundle in .gpu/ (see scripts/gpu/check.sh):
 #   1. the parallel equivalence suite through NCCL: every layout of tests/parallel/
 #      gpt_parallel_test.cc for N ranks, one GPU each, against the single-rank GPU run;
-#   2. the scaling runs: GPT 1.3B with DP, TP, PP and ZeRO 1/2/3 (tokens/s per GPU, MFU and
+#   2. NCCL bus bandwidth of all-reduce and all-gather from 1 MiB to 1 GiB (bench/comm_bench);
+#   3. the scaling runs: GPT 1.3B with DP, TP, PP and ZeRO 1/2/3 (tokens/s per GPU, MFU and
 #      memory per GPU from bin/train's log) against the same config on 1 GPU.
 # Usage: scripts/gpu/multi_gpu.sh [N (default: all visible GPUs)]. Logs go to $OUT.
 set -uo pipefail
@@ -20,6 +21,11 @@ for np in 1 2 4 8; do
   "${mpi[@]}" -np "$np" -x ANVIL_PARALLEL_GPU=1 .gpu/run gpt_parallel_test \
     --gtest_filter='GptParallelGpuTest.*' 2>&1 | grep -E "gpu bf16|PASSED|FAILED|Failure" \
     | tee -a "$out/equivalence.txt"
+done
+
+for np in 2 4 8; do
+  ((np > n)) && break
+  "${mpi[@]}" -np "$np" .gpu/run comm_bench 1024 2>&1 | tee -a "$out/bandwidth.txt"
 done
 
 # Data for the scaling runs: the bundled corpus tokenized with GPT-2 BPE.
