@@ -76,13 +76,12 @@ int run(int argc, char** argv) {
     auto f32 = arena->allocate(engine::DType::kF32, {bytes / 4}, "all-reduce");
     ANVIL_CHECK_OK(f32.status());
     engine::fill_zero(*f32, *stream);
-    const float ar = time_ms(*stream, [&] {
-      (*nccl)->all_reduce(*f32, parallel::ReduceOp::kSum, *stream);
-    });
+    const float ar =
+        time_ms(*stream, [&] { (*nccl)->all_reduce(*f32, parallel::ReduceOp::kSum, *stream); });
     // All-gather: the whole [bytes] bf16 buffer from world equal parts (in place).
     const int64_t part = bytes / 2 / world;
-    engine::TensorView whole = engine::make_view(f32->data, engine::DType::kBF16,
-                                                 engine::Device::kCuda, {part * world});
+    engine::TensorView whole =
+        engine::make_view(f32->data, engine::DType::kBF16, engine::Device::kCuda, {part * world});
     const engine::TensorView mine = engine::slice_rows(whole, rank * part, (rank + 1) * part);
     const float ag = time_ms(*stream, [&] { (*nccl)->all_gather(whole, mine, *stream); });
     const double ar_alg = static_cast<double>(bytes) / (ar * 1e-3) / 1e9;

@@ -126,8 +126,7 @@ GptModel::GptModel() = default;
 GptModel::~GptModel() = default;
 
 absl::StatusOr<engine::MemoryPlan> GptModel::plan(const GptConfig& cfg, const GptRunShape& shape,
-                                                  const GptPrecision& prec,
-                                                  const GptShard& shard) {
+                                                  const GptPrecision& prec, const GptShard& shard) {
   ANVIL_RETURN_IF_ERROR(gpt_detail::check_run(cfg, shape, prec, shard));
   engine::MemoryPlan plan;
   gpt_detail::Carver carver(&plan);
@@ -137,8 +136,7 @@ absl::StatusOr<engine::MemoryPlan> GptModel::plan(const GptConfig& cfg, const Gp
 
 absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
                                                            const GptRunShape& shape,
-                                                           const GptPrecision& prec,
-                                                           uint64_t seed,
+                                                           const GptPrecision& prec, uint64_t seed,
                                                            const GptShard& shard) {
   ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, GptModel::plan(cfg, shape, prec, shard));
   if (shard.tp > 1 && shard.tp_comm == nullptr) {
@@ -181,14 +179,15 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
     ANVIL_ASSIGN_OR_RETURN(stream, engine::Stream::cuda(device));
   }
   gpt_detail::Buffers& b = impl->buf;
-  for (engine::TensorView v : {b.value, b.master, b.grad, b.m, b.v, b.grad_shard, b.persist_grad,
-                               b.persist_value}) {
+  for (engine::TensorView v :
+       {b.value, b.master, b.grad, b.m, b.v, b.grad_shard, b.persist_grad, b.persist_value}) {
     if (!v.empty()) engine::fill_zero(v, stream);
   }
   std::vector<gpt_detail::InitTarget> targets;
   if (shard.zero_stage > 0) {
     std::vector<parallel::ZeroBucket> zb;
-    for (const ParamTable::Bucket& k : b.table.buckets()) zb.push_back({k.begin, k.decay_end, k.end});
+    for (const ParamTable::Bucket& k : b.table.buckets())
+      zb.push_back({k.begin, k.decay_end, k.end});
     ANVIL_ASSIGN_OR_RETURN(parallel::ZeroPartition part,
                            parallel::ZeroPartition::create(zb, shard.zero_dp, shard.zero_rank));
     impl->zero = std::move(part);
@@ -244,9 +243,7 @@ double GptModel::loss_sum(int64_t slot, engine::Stream& stream) {
   return sum;
 }
 
-void GptModel::set_grad_ready_hook(GradReadyHook hook) {
-  impl_->grad_ready_hook = std::move(hook);
-}
+void GptModel::set_grad_ready_hook(GradReadyHook hook) { impl_->grad_ready_hook = std::move(hook); }
 
 void GptModel::set_batch(int64_t chunk, int64_t slot, const GptBatch& batch,
                          engine::Stream& stream) {

@@ -26,10 +26,10 @@ class Comm;
 namespace anvil::model {
 
 struct GptConfig {
-  int64_t vocab_size = 50257;  // real vocabulary
-  int64_t padded_vocab = 0;    // 0: round vocab_size up to a multiple of vocab_multiple
+  int64_t vocab_size = 50257;    // real vocabulary
+  int64_t padded_vocab = 0;      // 0: round vocab_size up to a multiple of vocab_multiple
   int64_t vocab_multiple = 128;  // Megatron's make-vocab-size-divisible-by (x TP: 128 * tp)
-  int64_t max_seq_len = 1024;  // rows of the position embedding
+  int64_t max_seq_len = 1024;    // rows of the position embedding
   int64_t d_model = 768;
   int64_t n_heads = 12;
   int64_t n_layers = 12;
@@ -40,7 +40,8 @@ struct GptConfig {
   float init_std = 0.02f;
 
   int64_t padded() const {
-    return padded_vocab ? padded_vocab : (vocab_size + vocab_multiple - 1) / vocab_multiple * vocab_multiple;
+    return padded_vocab ? padded_vocab
+                        : (vocab_size + vocab_multiple - 1) / vocab_multiple * vocab_multiple;
   }
   int64_t ffn() const { return ffn_hidden ? ffn_hidden : 4 * d_model; }
   int64_t head_dim() const { return d_model / n_heads; }
@@ -79,8 +80,8 @@ struct GptShard {
   // Global layer indices of each model chunk held here, in forward order (interleaved pipeline:
   // several chunks). Empty: one chunk with all layers.
   std::vector<std::vector<int64_t>> chunks;
-  bool pre = true;   // chunk 0 starts the model: token + position embedding
-  bool post = true;  // the last chunk ends it: final LN, tied LM head, loss
+  bool pre = true;        // chunk 0 starts the model: token + position embedding
+  bool post = true;       // the last chunk ends it: final LN, tied LM head, loss
   int64_t act_slots = 1;  // activation sets per chunk: micro-batches in flight at once
   // Megatron's sequence parallelism (tp > 1): outside the TP-split layers (layernorms, dropout,
   // residual stream) each TP rank holds B*T/tp consecutive rows of the [B*T, d] activations;

@@ -2,9 +2,9 @@
 // (forward/backward). Not part of the public API.
 #pragma once
 
-#include <string>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -31,8 +31,8 @@ struct GptModel::Impl {
   uint64_t site_stride = 0;
   int64_t n_sites() const { return 1 + 3 * cfg.n_layers; }
   // Backward of (chunk, slot) needs its training forward first.
-  std::vector<bool> ready_for_backward;  // [chunks * slots]
-  engine::TensorView last_input_grad;    // d(input) of the last backward_chunk
+  std::vector<bool> ready_for_backward;         // [chunks * slots]
+  engine::TensorView last_input_grad;           // d(input) of the last backward_chunk
   std::optional<parallel::ZeroPartition> zero;  // with shard.zero_stage > 0
   // ZeRO-3 prefetch: the local layer each of the two gather buffers holds (-1: none). While a
   // layer computes, the next one (in the pass's direction, same chunk) is all-gathered into the
@@ -97,7 +97,6 @@ struct GptModel::Impl {
   absl::Status setup_prefetch();
   void zero_layer_grads(int64_t local, engine::Stream& s);
   void reduce_layer_grads(int64_t local, engine::Stream& s);
-
 };
 
 }  // namespace anvil::model

@@ -166,9 +166,7 @@ absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const Gpt
   return absl::OkStatus();
 }
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 int64_t local_rows(const GptRunShape& shape, const GptShard& shard) {
   const int64_t bt = shape.micro_batch * shape.seq_len;
@@ -199,10 +197,10 @@ LayerActs layer_acts(const std::string& h, const GptConfig& cfg, const GptRunSha
   a.ln1_mean = A("ln1.mean", st, {rows});
   a.ln1_rstd = A("ln1.rstd", st, {rows});
   a.qkv = A("qkv", act, {bt, 3 * d / tp});
-  a.probs = shared != nullptr && shard.recompute == Recompute::kSelective
-                ? shared->probs
-                : A("probs", act, {shape.micro_batch, cfg.n_heads / tp, shape.seq_len,
-                                   shape.seq_len});
+  a.probs =
+      shared != nullptr && shard.recompute == Recompute::kSelective
+          ? shared->probs
+          : A("probs", act, {shape.micro_batch, cfg.n_heads / tp, shape.seq_len, shape.seq_len});
   a.atty = A("atty", act, {bt, d / tp});
   a.h = A("h", act, {rows, d});
   a.ln2 = A("ln2", act, {bt, d});
@@ -219,7 +217,8 @@ namespace {
 
 int64_t max_layer_bucket(const Buffers& b) {
   int64_t most = 0;
-  for (int64_t i : b.layer_bucket) most = std::max(most, b.table.buckets()[i].end - b.table.buckets()[i].begin);
+  for (int64_t i : b.layer_bucket)
+    most = std::max(most, b.table.buckets()[i].end - b.table.buckets()[i].begin);
   return most;
 }
 
@@ -248,8 +247,9 @@ void carve_params(const GptConfig& cfg, const GptShard& shard, const GptPrecisio
   for (size_t l = 0; l < b.layer_bucket.size(); ++l) b.layer_param.push_back(param + 12 * l);
   const int64_t layer_max = max_layer_bucket(b);
 
-  b.value = carver.take("params", z == 3 ? "params (compute copy, own shard)" : "params (compute copy)",
-                        act, {z == 3 ? no : n});
+  b.value =
+      carver.take("params", z == 3 ? "params (compute copy, own shard)" : "params (compute copy)",
+                  act, {z == 3 ? no : n});
   b.master = act == gdt ? b.value : carver.take("master", "master weights", gdt, {no});
   b.m = carver.take("optimizer", "adamw m", gdt, {no});
   b.v = carver.take("optimizer", "adamw v", gdt, {no});
@@ -258,8 +258,8 @@ void carve_params(const GptConfig& cfg, const GptShard& shard, const GptPrecisio
   if (z >= 2) {
     b.persist_grad = carver.take("grads", "gradients (embedding, final LN)", gdt, {persist});
     b.grad_scratch = carver.take("grads", "gradients (one layer)", gdt, {layer_max});
-    b.grad_piece = carver.take("grads", "gradients (one layer, own piece)", gdt,
-                               {layer_max / shard.zero_dp});
+    b.grad_piece =
+        carver.take("grads", "gradients (one layer, own piece)", gdt, {layer_max / shard.zero_dp});
   }
   if (z == 3) {
     b.persist_value = carver.take("params", "params (embedding, final LN)", act, {persist});
@@ -365,9 +365,9 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
   for (int64_t c = 0; c < n_chunks; ++c) {
     for (int64_t s = 0; s < b.slots; ++s) {
       const bool final_chunk = shard.post && c == n_chunks - 1;
-      b.out_grad.push_back(final_chunk ? TensorView{}
-                                       : A(absl::StrCat("chunk", c, ".slot", s, ".d_output"), act,
-                                           {rows, d}));
+      b.out_grad.push_back(
+          final_chunk ? TensorView{}
+                      : A(absl::StrCat("chunk", c, ".slot", s, ".d_output"), act, {rows, d}));
     }
   }
   if (!(shard.post && n_chunks == 1)) b.send_act = A("chunk output", act, {rows, d});

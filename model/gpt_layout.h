@@ -39,9 +39,9 @@ struct LayerWeights {
 };
 
 struct Weights {
-  TensorView wte;           // [padded_vocab / tp, d] (pre or post)
-  TensorView wpe;           // [max_seq_len, d] (pre)
-  TensorView lnf_g, lnf_b;  // [d] (post)
+  TensorView wte;                    // [padded_vocab / tp, d] (pre or post)
+  TensorView wpe;                    // [max_seq_len, d] (pre)
+  TensorView lnf_g, lnf_b;           // [d] (post)
   std::vector<LayerWeights> layers;  // by local layer index
 };
 
@@ -65,11 +65,11 @@ struct SlotData {
 
 // The end of the model for one micro-batch (post only).
 struct HeadActs {
-  TensorView x_final;                // [rows, d] final residual sum
-  TensorView lnf;                    // [B*T, d] ln_f
-  TensorView lnf_mean, lnf_rstd;     // [rows] stat dtype
-  TensorView logits;                 // [B*T, padded / tp]; after a training forward: dlogits
-  TensorView losses;                 // [B*T] stat dtype
+  TensorView x_final;             // [rows, d] final residual sum
+  TensorView lnf;                 // [B*T, d] ln_f
+  TensorView lnf_mean, lnf_rstd;  // [rows] stat dtype
+  TensorView logits;              // [B*T, padded / tp]; after a training forward: dlogits
+  TensorView losses;              // [B*T] stat dtype
 };
 
 struct Buffers {
@@ -86,9 +86,9 @@ struct Buffers {
   std::vector<int64_t> persist_offset;  // per bucket: offset in persist_* or -1
   std::vector<int64_t> layer_bucket;    // bucket index of each local layer
   std::vector<size_t> layer_param;      // index in table.all() of each local layer's first param
-  Weights w;  // views of value
-  Weights g;  // views of grad
-  std::vector<int64_t> layer_ids;                  // global index of each local layer
+  Weights w;                            // views of value
+  Weights g;                            // views of grad
+  std::vector<int64_t> layer_ids;       // global index of each local layer
   std::vector<std::vector<int64_t>> chunk_layers;  // local layer indices per chunk
   int64_t slots = 1;
   std::vector<SlotData> data;   // [chunks * slots]

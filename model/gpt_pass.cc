@@ -26,11 +26,11 @@
 #include "engine/status.h"
 #include "model/gpt_impl.h"
 #include "ops/attention.h"
+#include "ops/axpy.h"
 #include "ops/cross_entropy.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"
 #include "ops/gemm.h"
-#include "ops/axpy.h"
 #include "ops/layernorm.h"
 #include "ops/vocab_parallel_cross_entropy.h"
 #include "parallel/comm.h"
@@ -198,8 +198,8 @@ void GptModel::Impl::layer_forward(const gpt_detail::SlotData& sd, int64_t slot,
   const float p_hidden = train ? cfg.hidden_dropout : 0.0f;
   auto drop = [&](TensorView x, int64_t site) {  // in place, on this rank's rows
     if (p_hidden > 0.0f) {
-      ops::dropout_forward(
-          {p_hidden, seed, site_offset(sd.dropout_offset, site) + row_shift()}, x, x, s);
+      ops::dropout_forward({p_hidden, seed, site_offset(sd.dropout_offset, site) + row_shift()}, x,
+                           x, s);
     }
   };
   const ops::LayerNormArgs ln{rows(), d, cfg.ln_eps};
@@ -207,8 +207,8 @@ void GptModel::Impl::layer_forward(const gpt_detail::SlotData& sd, int64_t slot,
   if (shard.zero_stage == 3) gather_layer(local, s);
   const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(local)];
   if (!fused_input) {
-    ops::layernorm_forward(ln, local_rows(a.ln1), a.ln1_mean, a.ln1_rstd, a.x, lw.ln1_g,
-                           lw.ln1_b, s);
+    ops::layernorm_forward(ln, local_rows(a.ln1), a.ln1_mean, a.ln1_rstd, a.x, lw.ln1_g, lw.ln1_b,
+                           s);
   } else {  // x = h' + Drop(mlp') of the previous layer, fused with LN1
     ops::residual_layernorm_forward(ln, a.x, local_rows(a.ln1), a.ln1_mean, a.ln1_rstd,
                                     buf.act(slot, local - 1).h, local_rows(buf.proj), lw.ln1_g,
@@ -216,8 +216,7 @@ void GptModel::Impl::layer_forward(const gpt_detail::SlotData& sd, int64_t slot,
   }
   gather_rows(a.ln1, s);
   linear(a.qkv, a.ln1, lw.qkv_w, lw.qkv_b, s);
-  ops::attention_forward(attention_args(l, train ? cfg.attention_dropout : 0.0f,
-                                        sd.dropout_offset),
+  ops::attention_forward(attention_args(l, train ? cfg.attention_dropout : 0.0f, sd.dropout_offset),
                          a.atty, a.probs, a.qkv, sd.has_segments ? sd.segments : TensorView{},
                          buf.op_ws, s);
   row_linear(buf.proj, a.atty, lw.attn_proj_w, lw.attn_proj_b, shard.tp_rank == 0, s);
@@ -251,8 +250,8 @@ ops::AttentionArgs GptModel::Impl::attention_args(int64_t layer, float dropout_p
   return aa;
 }
 
-void GptModel::Impl::head_forward(const gpt_detail::SlotData& sd, int64_t slot,
-                                  int64_t last_local, bool train, engine::Stream& s) {
+void GptModel::Impl::head_forward(const gpt_detail::SlotData& sd, int64_t slot, int64_t last_local,
+                                  bool train, engine::Stream& s) {
   const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model;
   gpt_detail::HeadActs& hd = buf.head[static_cast<size_t>(slot)];
   const ops::LayerNormArgs ln{rows(), d, cfg.ln_eps};
@@ -280,12 +279,12 @@ void GptModel::Impl::head_forward(const gpt_detail::SlotData& sd, int64_t slot,
   shard.tp_comm->all_reduce(row_max, parallel::ReduceOp::kMax, s);
   ops::vocab_shard_sum_exp(va, sum_exp, target_logit, hd.logits, row_max, sd.targets, s);
   shard.tp_comm->all_reduce(sums, parallel::ReduceOp::kSum, s);
-  ops::vocab_shard_cross_entropy(va, hd.losses, dlogits, hd.logits, row_max, sum_exp,
-                                 target_logit, sd.targets, s);
+  ops::vocab_shard_cross_entropy(va, hd.losses, dlogits, hd.logits, row_max, sum_exp, target_logit,
+                                 sd.targets, s);
 }
 
-void GptModel::Impl::forward_chunk(int64_t chunk, int64_t slot, bool train,
-                                   uint64_t dropout_offset, engine::Stream& s) {
+void GptModel::Impl::forward_chunk(int64_t chunk, int64_t slot, bool train, uint64_t dropout_offset,
+                                   engine::Stream& s) {
   ANVIL_CHECK_MSG(s.device() == prec.device,
                   "GptModel::forward: stream device differs from the model's");
   ANVIL_CHECK_MSG(chunk >= 0 && chunk < n_chunks() && slot >= 0 && slot < buf.slots,
@@ -306,10 +305,9 @@ void GptModel::Impl::forward_chunk(int64_t chunk, int64_t slot, bool train,
     // x = h + Drop(mlp) of the last layer; the residual add of the fused layernorm computes it
     // (its normalized output goes to scratch).
     const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(layers.back())];
-    ops::residual_layernorm_forward({rows(), cfg.d_model, cfg.ln_eps}, buf.send_act,
-                                    local_rows(buf.dln), buf.stat_mean, buf.stat_rstd,
-                                    buf.act(slot, layers.back()).h, local_rows(buf.proj), lw.ln2_g,
-                                    lw.ln2_b, s);
+    ops::residual_layernorm_forward(
+        {rows(), cfg.d_model, cfg.ln_eps}, buf.send_act, local_rows(buf.dln), buf.stat_mean,
+        buf.stat_rstd, buf.act(slot, layers.back()).h, local_rows(buf.proj), lw.ln2_g, lw.ln2_b, s);
   }
   ready_for_backward[key] = train;
 }
@@ -323,8 +321,8 @@ void GptModel::Impl::head_backward(int64_t slot, float grad_scale, engine::Strea
   weight_grad(buf.g.wte, hd.logits, hd.lnf, s, grad_scale);
   input_grad(buf.dln, hd.logits, buf.w.wte, s, grad_scale);
   const TensorView dlnf = col_parallel_in_grad(buf.dln, s);
-  ops::layernorm_backward(ln, ops::Accumulate::kOverwrite, buf.dres, buf.g.lnf_g, buf.g.lnf_b,
-                          dlnf, hd.x_final, buf.w.lnf_g, hd.lnf_mean, hd.lnf_rstd, buf.op_ws, s);
+  ops::layernorm_backward(ln, ops::Accumulate::kOverwrite, buf.dres, buf.g.lnf_g, buf.g.lnf_b, dlnf,
+                          hd.x_final, buf.w.lnf_g, hd.lnf_mean, hd.lnf_rstd, buf.op_ws, s);
 }
 
 void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
@@ -368,8 +366,8 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
   input_grad(buf.dln, dfc, lw.fc_w, s);
   TensorView dln = col_parallel_in_grad(buf.dln, s);
   // dres becomes d h = d x_{l+1} + LN2'(dln) (dproj, possibly aliasing dres, is consumed).
-  ops::layernorm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln2_g, lg.ln2_b, dln, a.h,
-                          lw.ln2_g, a.ln2_mean, a.ln2_rstd, buf.op_ws, s);
+  ops::layernorm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln2_g, lg.ln2_b, dln, a.h, lw.ln2_g,
+                          a.ln2_mean, a.ln2_rstd, buf.op_ws, s);
   // Attention: h = x + Drop(atty Wo^T + bo).
   dproj = drop_grad(2 + 3 * l);
   weight_grad(lg.attn_proj_w, dproj, a.atty, s);
@@ -387,8 +385,8 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
   input_grad(buf.dln, dqkv, lw.qkv_w, s);
   dln = col_parallel_in_grad(buf.dln, s);
   // dres becomes d x_l.
-  ops::layernorm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln1_g, lg.ln1_b, dln, a.x,
-                          lw.ln1_g, a.ln1_mean, a.ln1_rstd, buf.op_ws, s);
+  ops::layernorm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln1_g, lg.ln1_b, dln, a.x, lw.ln1_g,
+                          a.ln1_mean, a.ln1_rstd, buf.op_ws, s);
   // ZeRO 2/3 reduce this micro-batch's scratch now: sum its layernorm gradients over TP first
   // (the whole-buffer stages do it once per step, finish_backward).
   if (shard.zero_stage >= 2) {
@@ -404,7 +402,8 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
 
 void GptModel::Impl::gather_into(int slot, int64_t local, engine::Stream& on) {
   const size_t bucket = static_cast<size_t>(buf.layer_bucket[static_cast<size_t>(local)]);
-  TensorView dst = flat_slice(buf.gather, slot * buf.gather.dim(1), {zero->buckets()[bucket].numel()});
+  TensorView dst =
+      flat_slice(buf.gather, slot * buf.gather.dim(1), {zero->buckets()[bucket].numel()});
   parallel::zero_all_gather(*shard.dp_comm, *zero, bucket, dst,
                             parallel::zero_piece_view(*zero, bucket, buf.value), on);
   slot_layer[slot] = local;
@@ -492,9 +491,10 @@ void GptModel::Impl::gather_persistent(engine::Stream& s) {
   for (size_t i = 0; i < buckets.size(); ++i) {
     const int64_t at = buf.persist_offset[i];
     if (at < 0) continue;
-    parallel::zero_all_gather(*shard.dp_comm, *zero, i,
-                              flat_slice(buf.persist_value, at, {buckets[i].end - buckets[i].begin}),
-                              parallel::zero_piece_view(*zero, i, buf.value), s);
+    parallel::zero_all_gather(
+        *shard.dp_comm, *zero, i,
+        flat_slice(buf.persist_value, at, {buckets[i].end - buckets[i].begin}),
+        parallel::zero_piece_view(*zero, i, buf.value), s);
   }
 }
 
@@ -510,8 +510,9 @@ void GptModel::Impl::backward_chunk(int64_t chunk, int64_t slot, float grad_scal
   GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
   prefetch_dir = -1;
   const std::vector<int64_t>& layers = buf.chunk_layers[static_cast<size_t>(chunk)];
-  TensorView dres = buf.out_grad.empty() ? TensorView{}
-                                         : buf.out_grad[static_cast<size_t>(chunk * buf.slots + slot)];
+  TensorView dres = buf.out_grad.empty()
+                        ? TensorView{}
+                        : buf.out_grad[static_cast<size_t>(chunk * buf.slots + slot)];
   if (is_final_chunk(chunk)) {
     head_backward(slot, grad_scale, s);
     dres = buf.dres;
@@ -524,14 +525,13 @@ void GptModel::Impl::backward_chunk(int64_t chunk, int64_t slot, float grad_scal
   if (!(shard.pre && chunk == 0)) return;
   if (cfg.hidden_dropout > 0.0f) {
     ops::dropout_backward(
-        {cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, 0) + row_shift()}, dres, dres,
-        s);
+        {cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, 0) + row_shift()}, dres, dres, s);
   }
   const int64_t vrows = cfg.padded() / shard.tp;
   ops::EmbeddingArgs ea{shape.micro_batch * shape.seq_len, cfg.d_model, vrows, cfg.max_seq_len};
   ea.vocab_start = shard.tp_rank * vrows;
-  ops::embedding_backward(ea, buf.g.wte, buf.g.wpe, gather_grad(dres, s), sd.tokens,
-                          sd.positions, s);
+  ops::embedding_backward(ea, buf.g.wte, buf.g.wpe, gather_grad(dres, s), sd.tokens, sd.positions,
+                          s);
 }
 
 }  // namespace anvil::model

@@ -63,7 +63,8 @@ absl::StatusOr<ParallelConfig> parse_parallel_config(const engine::Config& c, in
     return c.error("parallel", "zero_stage", absl::StrFormat("must be 0, 1, 2 or 3, got %d", zero));
   }
   const int64_t v = c.get_int("parallel", "virtual_stages");
-  if (v < 1) return c.error("parallel", "virtual_stages", absl::StrFormat("must be >= 1, got %d", v));
+  if (v < 1)
+    return c.error("parallel", "virtual_stages", absl::StrFormat("must be >= 1, got %d", v));
   if (v > 1 && pp < 2) {
     return c.error("parallel", "virtual_stages",
                    absl::StrFormat("%d chunks per stage need pp >= 2, got pp %d", v, pp));
@@ -75,9 +76,9 @@ absl::StatusOr<ParallelConfig> parse_parallel_config(const engine::Config& c, in
   }
   const std::string partition = c.get_string("parallel", "pipeline_partition");
   if (partition != "balanced" && partition != "type:transformer|embedding") {
-    return c.error("parallel", "pipeline_partition",
-                   absl::StrFormat("expected balanced or type:transformer|embedding, got '%s'",
-                                   partition));
+    return c.error(
+        "parallel", "pipeline_partition",
+        absl::StrFormat("expected balanced or type:transformer|embedding, got '%s'", partition));
   }
   if (world % (tp * pp) != 0) {
     return c.error(
@@ -128,8 +129,7 @@ absl::StatusOr<ParallelConfig> parse_parallel_config(const engine::Config& c, in
   return p;
 }
 
-absl::StatusOr<std::vector<std::vector<int64_t>>> partition_layers(int64_t n_layers,
-                                                                   int64_t chunks,
+absl::StatusOr<std::vector<std::vector<int64_t>>> partition_layers(int64_t n_layers, int64_t chunks,
                                                                    const std::string& method) {
   // Weighted items: [embedding] + layers + [head] for Megatron's type:transformer|embedding.
   const bool typed = method == "type:transformer|embedding";

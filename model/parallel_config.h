@@ -6,10 +6,9 @@
 // the message (docs/parallelism.md describes the layouts).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
-
-#include <cstdint>
 
 #include "absl/status/statusor.h"
 #include "engine/config.h"
@@ -40,8 +39,7 @@ void add_parallel_schema(engine::ConfigSchema& schema);
 // more; "type:transformer|embedding": Megatron's partition that counts the embedding and the LM
 // head as one layer each (the first and last chunk then hold one transformer layer fewer where
 // the counts allow). InvalidArgument when a chunk would get no layer.
-absl::StatusOr<std::vector<std::vector<int64_t>>> partition_layers(int64_t n_layers,
-                                                                   int64_t chunks,
+absl::StatusOr<std::vector<std::vector<int64_t>>> partition_layers(int64_t n_layers, int64_t chunks,
                                                                    const std::string& method);
 
 // Reads and validates [parallel] of a loaded config for `world_size` launched ranks and the

@@ -91,9 +91,9 @@ void ParamTableBuilder::begin_bucket(std::string name) {
 }
 
 ParamTable ParamTableBuilder::build(int64_t bucket_unit) {
-  ANVIL_CHECK_MSG(bucket_unit >= ParamTable::kAlignElements &&
-                      bucket_unit % ParamTable::kAlignElements == 0,
-                  absl::StrCat("ParamTableBuilder: bucket unit ", bucket_unit));
+  ANVIL_CHECK_MSG(
+      bucket_unit >= ParamTable::kAlignElements && bucket_unit % ParamTable::kAlignElements == 0,
+      absl::StrCat("ParamTableBuilder: bucket unit ", bucket_unit));
   if (bucket_starts_.empty() || bucket_starts_.front().second != 0) {
     bucket_starts_.insert(bucket_starts_.begin(), {"params", 0});
   }
@@ -101,7 +101,8 @@ ParamTable ParamTableBuilder::build(int64_t bucket_unit) {
   int64_t next = 0;
   for (size_t k = 0; k < bucket_starts_.size(); ++k) {
     const size_t first = bucket_starts_[k].second;
-    const size_t last = k + 1 < bucket_starts_.size() ? bucket_starts_[k + 1].second : params_.size();
+    const size_t last =
+        k + 1 < bucket_starts_.size() ? bucket_starts_[k + 1].second : params_.size();
     if (first == last) continue;
     ParamTable::Bucket bucket;
     bucket.name = bucket_starts_[k].first;

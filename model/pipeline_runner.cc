@@ -84,12 +84,13 @@ std::vector<double> run_pipeline_step(GptModel& model, const parallel::PipelineP
                                                 "pipeline group"));
     ops.clear();
     for (const PipeTransfer& t : r.sends) {
-      ops.push_back({true, t.is_grad ? model.chunk_input_grad() : model.chunk_output(),
-                     t.peer_stage});
+      ops.push_back(
+          {true, t.is_grad ? model.chunk_input_grad() : model.chunk_output(), t.peer_stage});
     }
     for (const PipeTransfer& t : r.recvs) {
       const int64_t c = consumer_chunk(t, stages), slot = t.micro_batch % slots;
-      ops.push_back({false, t.is_grad ? model.chunk_output_grad(c, slot) : model.chunk_input(c, slot),
+      ops.push_back({false,
+                     t.is_grad ? model.chunk_output_grad(c, slot) : model.chunk_input(c, slot),
                      t.peer_stage});
     }
     pp->batch_p2p(ops, s);
@@ -104,7 +105,8 @@ double run_pipeline_forward(GptModel& model, int stages, int stage, parallel::Co
   for (int64_t k = 0; k < total; ++k) {
     if (k % stages != stage) continue;
     const int64_t c = k / stages;
-    if (k > 0) pp->batch_p2p({{false, model.chunk_input(c, 0), static_cast<int>((k - 1) % stages)}}, s);
+    if (k > 0)
+      pp->batch_p2p({{false, model.chunk_input(c, 0), static_cast<int>((k - 1) % stages)}}, s);
     model.set_batch(c, 0, batch, s);
     model.forward_chunk(c, 0, /*train=*/false, 0, s);
     if (k < total - 1) {

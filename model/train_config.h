@@ -31,13 +31,13 @@ struct DataConfig {
   bool weighted = false;                  // sources came with weights: every split is a blend
   std::vector<DataSource> valid_sources;  // [data] valid_paths: a separate validation set
   bool valid_weighted = false;
-  std::string split = "969,30,1";   // train,valid,test weights over each source's sequences
-  int64_t seq_len = 1024;           // T: tokens per sample (inputs), <= model.max_seq_len
-  uint64_t seed = 1234;             // Megatron's data seed: np.random.RandomState(seed)
-  std::string cache_dir;            // index caches; "" = next to the data
-  int64_t eod_token = 50256;        // end-of-document id (GPT-2's <|endoftext|>; 256 byte-level)
-  bool eod_mask_loss = false;       // no loss on the token after an eod (Megatron's rule)
-  bool reset_position_ids = false;  // positions restart after every eod
+  std::string split = "969,30,1";     // train,valid,test weights over each source's sequences
+  int64_t seq_len = 1024;             // T: tokens per sample (inputs), <= model.max_seq_len
+  uint64_t seed = 1234;               // Megatron's data seed: np.random.RandomState(seed)
+  std::string cache_dir;              // index caches; "" = next to the data
+  int64_t eod_token = 50256;          // end-of-document id (GPT-2's <|endoftext|>; 256 byte-level)
+  bool eod_mask_loss = false;         // no loss on the token after an eod (Megatron's rule)
+  bool reset_position_ids = false;    // positions restart after every eod
   bool reset_attention_mask = false;  // document-aware causal mask (attention within a doc)
 };
 

@@ -10,14 +10,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/status.h"
+#include "model/pipeline_runner.h"
 #include "parallel/comm.h"
 #include "parallel/data_parallel.h"
 #include "parallel/grid.h"
 #include "parallel/mpi_comm.h"
 #include "parallel/nccl_comm.h"
-#include "parallel/zero.h"
 #include "parallel/scalar_reduce.h"
-#include "model/pipeline_runner.h"
+#include "parallel/zero.h"
 
 namespace anvil::model {
 namespace {
@@ -39,7 +39,7 @@ double flops_per_token(const GptConfig& cfg, int64_t seq_len) {
 }
 
 absl::StatusOr<engine::MemoryPlan> Trainer::plan(const TrainConfig& cfg, const GptPrecision& prec,
-                                                  const GptShard& shard) {
+                                                 const GptShard& shard) {
   return GptModel::plan(cfg.model, GptRunShape{cfg.train.micro_batch, cfg.data.seq_len}, prec,
                         shard);
 }
@@ -85,9 +85,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
         "Trainer: [train] global_batch %d is not a multiple of micro_batch %d * dp %d",
         cfg.train.global_batch, cfg.train.micro_batch, dp));
   }
-  ANVIL_ASSIGN_OR_RETURN(GptShard shard,
-                         shard_for(cfg, g ? g->tp_rank() : 0, g ? g->pp_rank() : 0,
-                                   g ? g->dp_rank() : 0));
+  ANVIL_ASSIGN_OR_RETURN(GptShard shard, shard_for(cfg, g ? g->tp_rank() : 0, g ? g->pp_rank() : 0,
+                                                   g ? g->dp_rank() : 0));
   ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, Trainer::plan(cfg, prec, shard));
   ANVIL_RETURN_IF_ERROR(check_fits(plan, prec));
 
@@ -102,9 +101,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
   t->tp_size_ = tp;
   t->pp_size_ = pp;
   t->pp_rank_ = g ? g->pp_rank() : 0;
-  ANVIL_ASSIGN_OR_RETURN(t->plan_,
-                         parallel::plan_pipeline(pp, t->pp_rank_, pc.virtual_stages,
-                                                 static_cast<int>(cfg.train.accumulation_steps(dp))));
+  ANVIL_ASSIGN_OR_RETURN(
+      t->plan_, parallel::plan_pipeline(pp, t->pp_rank_, pc.virtual_stages,
+                                        static_cast<int>(cfg.train.accumulation_steps(dp))));
   const int cuda_device =
       prec.device == engine::Device::kCuda ? par.local_rank % engine::cuda_device_count() : 0;
   if (prec.device == engine::Device::kCuda) {
@@ -119,8 +118,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
   if (shard.zero_stage > 0) shard.dp_comm = t->dp_comm_;
   t->zero_ = shard.zero_stage > 0;
   const int64_t B = cfg.train.micro_batch, T = cfg.data.seq_len;
-  ANVIL_ASSIGN_OR_RETURN(t->model_, GptModel::create(cfg.model, GptRunShape{B, T}, prec,
-                                                     cfg.train.seed, shard));
+  ANVIL_ASSIGN_OR_RETURN(
+      t->model_, GptModel::create(cfg.model, GptRunShape{B, T}, prec, cfg.train.seed, shard));
   const int64_t accum = cfg.train.accumulation_steps(dp);
   const size_t n = static_cast<size_t>(std::max<int64_t>(accum, 1) * B * T);
   t->tokens_.assign(n, 0);
@@ -273,12 +272,14 @@ StepStats Trainer::step() {
   }
   // The loss lives on the last stage: sum over PP (zeros elsewhere), then over DP.
   if (pp_comm_ != nullptr) {
-    loss_sum = parallel::all_reduce_scalar(*pp_comm_, loss_sum, parallel::ReduceOp::kSum, scalar_, s);
+    loss_sum =
+        parallel::all_reduce_scalar(*pp_comm_, loss_sum, parallel::ReduceOp::kSum, scalar_, s);
     masked_loss =
         parallel::all_reduce_scalar(*pp_comm_, masked_loss, parallel::ReduceOp::kSum, scalar_, s);
   }
   if (dp_comm_ != nullptr) {
-    loss_sum = parallel::all_reduce_scalar(*dp_comm_, loss_sum, parallel::ReduceOp::kSum, scalar_, s);
+    loss_sum =
+        parallel::all_reduce_scalar(*dp_comm_, loss_sum, parallel::ReduceOp::kSum, scalar_, s);
     masked_loss =
         parallel::all_reduce_scalar(*dp_comm_, masked_loss, parallel::ReduceOp::kSum, scalar_, s);
   }

@@ -37,11 +37,11 @@
 
 #include "absl/status/statusor.h"
 #include "engine/arena.h"
-#include "parallel/pipeline_schedule.h"
 #include "engine/log.h"
 #include "engine/stream.h"
 #include "model/gpt.h"
 #include "model/train_config.h"
+#include "parallel/pipeline_schedule.h"
 
 namespace anvil::parallel {
 class Comm;
@@ -151,8 +151,8 @@ class Trainer {
   std::vector<int32_t> tokens_, positions_, targets_, segments_, sample_;
   std::vector<int64_t> counted_;  // targets that count, per micro-batch
   int64_t step_ = 0;              // steps done
-  int64_t optimizer_steps_ = 0;  // AdamW updates applied (skipped steps excluded)
-  uint64_t micro_batches_ = 0;   // micro-batches trained so far over all DP ranks (dropout)
+  int64_t optimizer_steps_ = 0;   // AdamW updates applied (skipped steps excluded)
+  uint64_t micro_batches_ = 0;    // micro-batches trained so far over all DP ranks (dropout)
   int dp_size_ = 1, dp_rank_ = 0, tp_size_ = 1, pp_size_ = 1, pp_rank_ = 0;
   parallel::PipelinePlan plan_;
   // Groups (null where the size is 1, or without MPI); NcclComms on CUDA are owned here.

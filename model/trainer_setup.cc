@@ -28,7 +28,8 @@ absl::StatusOr<GptShard> Trainer::shard_for(const TrainConfig& cfg, int tp_rank,
   ANVIL_ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> parts,
                          partition_layers(cfg.model.n_layers, chunks, pc.pipeline_partition));
   sh.chunks.clear();
-  for (int64_t c = 0; c < v; ++c) sh.chunks.push_back(parts[static_cast<size_t>(c * pc.pp + pp_rank)]);
+  for (int64_t c = 0; c < v; ++c)
+    sh.chunks.push_back(parts[static_cast<size_t>(c * pc.pp + pp_rank)]);
   sh.sequence_parallel = pc.sequence_parallel;
   sh.pre = pp_rank == 0;
   sh.post = pp_rank == pc.pp - 1;
@@ -70,7 +71,8 @@ absl::Status Trainer::setup_parallel(const TrainerParallel& par, int cuda_device
       if (mpi == nullptr) {
         return absl::FailedPreconditionError(absl::StrFormat(
             "Trainer: the %s group on the CPU needs MPI: launch with mpirun (or srun)%s",
-            group.name, dp_size_ == 1 && need_dp ? " (or unset [parallel] reduce_single_rank)" : ""));
+            group.name,
+            dp_size_ == 1 && need_dp ? " (or unset [parallel] reduce_single_rank)" : ""));
       }
       return mpi;
     }
@@ -82,8 +84,8 @@ absl::Status Trainer::setup_parallel(const TrainerParallel& par, int cuda_device
   };
   parallel::MpiGroupComms* m = par.mpi;
   if (need_dp) {
-    ANVIL_ASSIGN_OR_RETURN(dp_comm_, comm_for(par.grid ? par.grid->dp_group() : one,
-                                              m ? m->dp.get() : nullptr));
+    ANVIL_ASSIGN_OR_RETURN(
+        dp_comm_, comm_for(par.grid ? par.grid->dp_group() : one, m ? m->dp.get() : nullptr));
   }
   if (tp_size_ > 1) {
     ANVIL_ASSIGN_OR_RETURN(tp_comm_, comm_for(par.grid->tp_group(), m ? m->tp.get() : nullptr));
@@ -91,8 +93,8 @@ absl::Status Trainer::setup_parallel(const TrainerParallel& par, int cuda_device
   if (pp_size_ > 1) {
     ANVIL_ASSIGN_OR_RETURN(pp_comm_, comm_for(par.grid->pp_group(), m ? m->pp.get() : nullptr));
     if (par.grid->is_first_stage() || par.grid->is_last_stage()) {
-      ANVIL_ASSIGN_OR_RETURN(embedding_comm_, comm_for(par.grid->embedding_group(),
-                                                       m ? m->embedding.get() : nullptr));
+      ANVIL_ASSIGN_OR_RETURN(
+          embedding_comm_, comm_for(par.grid->embedding_group(), m ? m->embedding.get() : nullptr));
     }
   }
   (void)cuda_device;

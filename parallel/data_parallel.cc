@@ -73,9 +73,9 @@ engine::Stream& DataParallel::after(engine::Stream& compute) {
 }
 
 void DataParallel::reduce_early(int64_t begin, int64_t end, engine::Stream& compute) {
-  ANVIL_CHECK_MSG(begin >= 0 && begin <= end && end <= grads_.numel(),
-                  absl::StrCat("DataParallel::reduce_early: [", begin, ", ", end, ") of ",
-                               grads_.numel()));
+  ANVIL_CHECK_MSG(
+      begin >= 0 && begin <= end && end <= grads_.numel(),
+      absl::StrCat("DataParallel::reduce_early: [", begin, ", ", end, ") of ", grads_.numel()));
   if (end == begin) return;
   comm_->all_reduce(engine::slice_rows(grads_, begin, end), ReduceOp::kSum, after(compute));
   early_.push_back(Bucket{begin, end});

@@ -86,7 +86,7 @@ class DataParallel {
   TensorView grads_;
   Comm* comm_ = nullptr;
   std::vector<Bucket> buckets_;
-  std::vector<Bucket> early_;  // ranges reduced early in this step
+  std::vector<Bucket> early_;                    // ranges reduced early in this step
   std::unique_ptr<engine::Stream> comm_stream_;  // CUDA only
   std::unique_ptr<engine::Event> ready_, done_;  // CUDA only
   engine::Arena scratch_;                        // CUDA only: the scalar of sum()

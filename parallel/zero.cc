@@ -33,9 +33,8 @@ absl::StatusOr<ZeroPartition> ZeroPartition::create(std::vector<ZeroBucket> buck
     if (b.begin != next || b.decay_end < b.begin || b.decay_end > b.end ||
         b.numel() % (dp * kZeroAlign) != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "ZeRO: bucket [", b.begin, ", ", b.end, ") (decay to ", b.decay_end,
-          ") must start at ", next, " and hold a multiple of dp * ", kZeroAlign, " = ",
-          dp * kZeroAlign, " elements"));
+          "ZeRO: bucket [", b.begin, ", ", b.end, ") (decay to ", b.decay_end, ") must start at ",
+          next, " and hold a multiple of dp * ", kZeroAlign, " = ", dp * kZeroAlign, " elements"));
     }
     next = b.end;
   }
@@ -61,8 +60,8 @@ ZeroPiece ZeroPartition::piece(size_t bucket) const {
 void zero_reduce_scatter(Comm& dp, const ZeroPartition& part, size_t bucket, TensorView shard,
                          ConstTensorView grad, engine::Stream& s) {
   const ZeroPiece p = part.piece(bucket);
-  dp.reduce_scatter(range(shard, p.shard_offset, p.shard_offset + p.numel()), grad,
-                    ReduceOp::kSum, s);
+  dp.reduce_scatter(range(shard, p.shard_offset, p.shard_offset + p.numel()), grad, ReduceOp::kSum,
+                    s);
 }
 
 void zero_all_gather(Comm& dp, const ZeroPartition& part, size_t bucket, TensorView full,

@@ -66,9 +66,9 @@ TEST(GptDocMaskTest, TwoDocumentsEqualTwoSamples) {
 
   const Result whole =
       run(8, {GptBatch{tokens.data(), positions.data(), targets.data(), segments.data()}});
-  const Result parts = run(4, {GptBatch{tokens.data(), pos4.data(), targets.data(), nullptr},
-                               GptBatch{tokens.data() + 4, pos4.data(), targets.data() + 4,
-                                        nullptr}});
+  const Result parts =
+      run(4, {GptBatch{tokens.data(), pos4.data(), targets.data(), nullptr},
+              GptBatch{tokens.data() + 4, pos4.data(), targets.data() + 4, nullptr}});
   EXPECT_NEAR(whole.loss, parts.loss, 1e-12 * std::abs(parts.loss));
   ASSERT_EQ(whole.grads.size(), parts.grads.size());
   double worst = 0.0, norm = 0.0;

@@ -174,7 +174,9 @@ TEST(GptGrad, ParamTableLayout) {
     EXPECT_EQ(p.weight_decay, decay) << p.name;
     // Inside its bucket the decay group comes first.
     for (const ParamTable::Bucket& b : t.buckets()) {
-      if (p.offset >= b.begin && p.offset < b.end) EXPECT_EQ(p.offset < b.decay_end, decay) << p.name;
+      if (p.offset >= b.begin && p.offset < b.end) {
+        EXPECT_EQ(p.offset < b.decay_end, decay) << p.name;
+      }
     }
     EXPECT_EQ(p.offset % ParamTable::kAlignElements, 0) << p.name;
     EXPECT_EQ(p.value.data, p.master.data) << p.name;

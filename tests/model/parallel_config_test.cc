@@ -77,8 +77,7 @@ TEST(ParallelConfigTest, LayoutsAgainstTheModel) {
   auto pp4 = load(4, {"parallel.pp=4"});
   ASSERT_TRUE(pp4.ok()) << pp4.status();
   EXPECT_EQ(pp4->parallel.pp, 4);
-  EXPECT_THAT(error(16, {"parallel.pp=16"}),
-              HasSubstr("12 layers cannot fill 16 chunks"));
+  EXPECT_THAT(error(16, {"parallel.pp=16"}), HasSubstr("12 layers cannot fill 16 chunks"));
   EXPECT_THAT(error(1, {"parallel.virtual_stages=2"}), HasSubstr("need pp >= 2, got pp 1"));
   auto inter = load(4, {"parallel.pp=2", "parallel.virtual_stages=2"});
   ASSERT_TRUE(inter.ok()) << inter.status();

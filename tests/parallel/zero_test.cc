@@ -82,8 +82,8 @@ TEST(ZeroCollectivesTest, ReduceScatterAllGatherAdamWEqualTheUnshardedStep) {
   std::vector<float> grad = local[rank], shard(ns, -1.0f);
   for (size_t b = 0; b < part->buckets().size(); ++b) {
     const ZeroBucket& k = part->buckets()[b];
-    zero_reduce_scatter(**comm, *part, b, cpu(shard),
-                        engine::slice_rows(cpu(grad), k.begin, k.end), s);
+    zero_reduce_scatter(**comm, *part, b, cpu(shard), engine::slice_rows(cpu(grad), k.begin, k.end),
+                        s);
   }
   for (size_t b = 0; b < part->buckets().size(); ++b) {
     const ZeroPiece p = part->piece(b);
