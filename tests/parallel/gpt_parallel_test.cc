@@ -36,50 +36,23 @@
 #include "model/trainer.h"
 #include "parallel/grid.h"
 #include "parallel/mpi_comm.h"
+#include "tests/parallel/tiny_training.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {
 namespace {
 
+// The shared tiny GPT with 8 layers (PP4 interleaved needs 8 chunks) and a padded vocabulary
+// divisible by every tp used here (the same in the reference).
 TrainConfig tiny_config() {
-  TrainConfig c;
-  c.model.vocab_size = 50;
-  c.model.padded_vocab = 256;  // divisible by every tp used here, the same in the reference
-  c.model.max_seq_len = 16;
-  c.model.d_model = 32;
-  c.model.n_heads = 4;
+  TrainConfig c = testing_parallel::tiny_train_config();
+  c.model.padded_vocab = 256;
   c.model.n_layers = 8;
-  c.model.hidden_dropout = 0.1f;
-  c.model.attention_dropout = 0.1f;
-  c.data.seq_len = 16;
-  c.train.micro_batch = 2;
-  c.train.global_batch = 16;
-  c.train.steps = 3;
-  c.train.seed = 5;
-  c.train.device = "cpu";
-  c.train.eval_iters = 0;
-  c.train.log_interval = 100;
-  c.optim.schedule.lr = 1e-2;
-  c.optim.schedule.min_lr = 1e-3;
-  c.optim.schedule.warmup_steps = 1;
-  c.optim.schedule.decay_steps = 3;
-  c.optim.schedule.style = DecayStyle::kCosine;
-  c.optim.weight_decay = 0.1;
-  c.optim.clip_grad = 1.0;
   return c;
 }
 
-// Sample i: pseudo-random tokens that depend on i only.
 SampleFn samples(int64_t seq_len, int64_t vocab) {
-  return [seq_len, vocab](int64_t index, int32_t* out) {
-    uint64_t x = 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(index + 1);
-    for (int64_t t = 0; t <= seq_len; ++t) {
-      x ^= x >> 31;
-      x *= 0xbf58476d1ce4e5b9ull;
-      x ^= x >> 27;
-      out[t] = static_cast<int32_t>(x % static_cast<uint64_t>(vocab));
-    }
-  };
+  return testing_parallel::hashed_samples(seq_len, vocab);
 }
 
 struct Layout {

@@ -1,0 +1,54 @@
+// Shared setup of the parallel training tests (dp_training_test, gpt_parallel_test): a tiny
+// GPT trained 3 steps with dropout on, and a deterministic sample stream. Header-only: the
+// parallel tests link the model library, the shared testing library does not.
+#pragma once
+
+#include <cstdint>
+
+#include "model/trainer.h"
+
+namespace anvil::model::testing_parallel {
+
+// vocab 50, d 32, 4 heads, 2 layers, T 16, micro-batch 2, global batch 16 (8 micro-batches on
+// one rank), 3 steps of cosine-decayed AdamW with warmup 1, clipping at 1, on the CPU.
+inline TrainConfig tiny_train_config() {
+  TrainConfig c;
+  c.model.vocab_size = 50;
+  c.model.max_seq_len = 16;
+  c.model.d_model = 32;
+  c.model.n_heads = 4;
+  c.model.n_layers = 2;
+  c.model.hidden_dropout = 0.1f;
+  c.model.attention_dropout = 0.1f;
+  c.data.seq_len = 16;
+  c.train.micro_batch = 2;
+  c.train.global_batch = 16;
+  c.train.steps = 3;
+  c.train.seed = 5;
+  c.train.device = "cpu";
+  c.train.eval_iters = 0;
+  c.train.log_interval = 100;
+  c.optim.schedule.lr = 1e-2;
+  c.optim.schedule.min_lr = 1e-3;
+  c.optim.schedule.warmup_steps = 1;
+  c.optim.schedule.decay_steps = 3;
+  c.optim.schedule.style = DecayStyle::kCosine;
+  c.optim.weight_decay = 0.1;
+  c.optim.clip_grad = 1.0;
+  return c;
+}
+
+// Sample i: pseudo-random tokens that depend on i only.
+inline SampleFn hashed_samples(int64_t seq_len, int64_t vocab) {
+  return [seq_len, vocab](int64_t index, int32_t* out) {
+    uint64_t x = 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(index + 1);
+    for (int64_t t = 0; t <= seq_len; ++t) {
+      x ^= x >> 31;
+      x *= 0xbf58476d1ce4e5b9ull;
+      x ^= x >> 27;
+      out[t] = static_cast<int32_t>(x % static_cast<uint64_t>(vocab));
+    }
+  };
+}
+
+}  // namespace anvil::model::testing_parallel
