@@ -13,17 +13,22 @@
 // a configuration (mixed D/bias dtypes, odd alignment); then we run the plain GEMM and apply the
 // epilogue with our own elementwise kernel, never a silently different result.
 //
-// Speed TODO: descriptors, preference and the heuristic query are rebuilt on every call; cache
-// them per (shape, dtypes, epilogue, alignment) once the step loop is profiled.
+// Plans (descriptor, layouts, the heuristic's first algorithm) are built once per key
+// (ops/gemm_plan.h: shape, dtypes, epilogue, strides, beta == 0, pointer alignment classes,
+// workspace bytes, device) and cached per host thread; a call then only points the epilogue at
+// its bias / aux and launches, with the algorithm a fresh heuristic query would pick.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "engine/cuda_check.h"
 #include "engine/status.h"
 #include "ops/gemm.h"
+#include "ops/gemm_plan.h"
 
 namespace anvil::ops::cuda {
 namespace {
@@ -128,23 +133,18 @@ cudaDataType_t cuda_dtype(DType t) {
   return CUDA_R_32F;
 }
 
-// Largest power of two <= 256 dividing the address and, for batches, the batch stride in bytes:
-// cuBLASLt's heuristic assumes 256-byte aligned operands unless told otherwise.
-uint32_t alignment_bytes(const void* p, int64_t stride_elems, size_t elem_bytes, int64_t batch) {
-  uint64_t bits = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p));
-  if (batch > 1) bits |= static_cast<uint64_t>(stride_elems) * elem_bytes;
-  uint32_t align = 256;
-  while (align > 1 && bits % align != 0) align >>= 1;
-  return align;
-}
-
-// Owns the cuBLASLt descriptors of one call (destroyed on every return path).
-struct LtDescriptors {
+// The cuBLASLt objects of one matmul configuration: descriptor, layouts and the heuristic's
+// first algorithm (or why there is none). Owns the descriptors.
+struct LtPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
-  cublasLtMatmulPreference_t pref = nullptr;
-  ~LtDescriptors() {
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;  // not SUCCESS: no algorithm, fall back
+  cublasLtMatmulAlgo_t algo = {};
+
+  LtPlan() = default;
+  LtPlan(const LtPlan&) = delete;
+  LtPlan& operator=(const LtPlan&) = delete;
+  ~LtPlan() {
     if (d) cublasLtMatrixLayoutDestroy(d);
     if (c) cublasLtMatrixLayoutDestroy(c);
     if (b) cublasLtMatrixLayoutDestroy(b);
@@ -163,110 +163,164 @@ void set_batch(cublasLtMatrixLayout_t layout, int64_t batch, int64_t stride) {
 
 // What the epilogue needs besides the operands (null when unused).
 struct LtEpilogue {
-  cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_DEFAULT;
+  Epilogue kind = Epilogue::kNone;
   const void* bias = nullptr;
   const void* aux = nullptr;  // pre_gelu: written by GELU_AUX_BIAS, read by DGELU
-  DType act = DType::kBF16;   // dtype of bias and aux
 };
+
+cublasLtEpilogue_t lt_epilogue(Epilogue e) {
+  switch (e) {
+    case Epilogue::kBias:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::kBiasGelu:
+      return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case Epilogue::kDGelu:
+      return CUBLASLT_EPILOGUE_DGELU;
+    case Epilogue::kNone:
+      break;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+// Points the descriptor's epilogue at this call's bias and aux (the rest of a plan is fixed by
+// its key; these pointers change per call within one alignment class).
+void set_epilogue_pointers(cublasLtMatmulDesc_t op, const LtEpilogue& epi) {
+  if (epi.bias != nullptr) {
+    ANVIL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                      &epi.bias, sizeof(epi.bias)));
+  }
+  if (epi.aux != nullptr) {
+    ANVIL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                      &epi.aux, sizeof(epi.aux)));
+  }
+}
+
+// Builds the descriptors of `key` and asks the heuristic for its first algorithm, with the
+// epilogue pointed at this call's bias / aux.
+std::unique_ptr<LtPlan> build_plan(const detail::GemmPlanKey& key, const LtEpilogue& epi,
+                                   cublasLtHandle_t handle) {
+  const int64_t m = key.m, n = key.n, k = key.k;
+  const cudaDataType_t ab_type = cuda_dtype(key.ab);
+  const cudaDataType_t d_type = cuda_dtype(key.d);  // C has D's type (C = D, in place)
+  auto plan = std::make_unique<LtPlan>();
+  ANVIL_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  // Swapped operands (see the top of the file): cuBLASLt A = our B, cuBLASLt B = our A.
+  const cublasOperation_t op_a = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  ANVIL_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+  ANVIL_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  // Our B, column-major: [n, k] ld n when stored row-major [k, n]; [k, n] ld k when [n, k].
+  if (key.trans_b) {
+    ANVIL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, ab_type, k, n, k));
+  } else {
+    ANVIL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, ab_type, n, k, n));
+  }
+  // Our A, column-major: [k, m] ld k when stored row-major [m, k]; [m, k] ld m when [k, m].
+  if (key.trans_a) {
+    ANVIL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, ab_type, m, k, m));
+  } else {
+    ANVIL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, ab_type, k, m, k));
+  }
+  ANVIL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, d_type, n, m, n));
+  ANVIL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->d, d_type, n, m, n));
+  if (key.batch > 1) {
+    set_batch(plan->a, key.batch, key.stride_b);
+    set_batch(plan->b, key.batch, key.stride_a);
+    set_batch(plan->c, key.batch, key.stride_d);
+    set_batch(plan->d, key.batch, key.stride_d);
+  }
+
+  if (key.epilogue != Epilogue::kNone) {
+    const cublasLtEpilogue_t kind = lt_epilogue(key.epilogue);
+    ANVIL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                      &kind, sizeof(kind)));
+    set_epilogue_pointers(plan->op, epi);
+    const int32_t act_type = ab_type;  // bias and aux have A's dtype; the default is D's
+    if (epi.bias != nullptr && ab_type != d_type) {
+      ANVIL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+          plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &act_type, sizeof(act_type)));
+    }
+    if (epi.aux != nullptr) {
+      const int64_t aux_ld = n;  // column-major [n, m] view of the row-major [m, n] pre_gelu
+      ANVIL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+          plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+      if (ab_type != d_type) {
+        ANVIL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+            plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &act_type, sizeof(act_type)));
+      }
+    }
+  }
+
+  // The preference only feeds the heuristic query.
+  cublasLtMatmulPreference_t pref = nullptr;
+  ANVIL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws_bytes = key.workspace_bytes;
+  // cuBLASLt A = our B, cuBLASLt B = our A; C = D.
+  const uint32_t align[4] = {key.align_b, key.align_a, key.align_d, key.align_d};
+  const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  ANVIL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof(ws_bytes)));
+  for (int i = 0; i < 4; ++i) {
+    ANVIL_CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref, align_attr[i], &align[i], sizeof(align[i])));
+  }
+  cublasLtMatmulHeuristicResult_t heuristic = {};
+  int found = 0;
+  plan->status = cublasLtMatmulAlgoGetHeuristic(handle, plan->op, plan->a, plan->b, plan->c,
+                                                plan->d, pref, 1, &heuristic, &found);
+  ANVIL_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+  if (plan->status == CUBLAS_STATUS_SUCCESS &&
+      (found == 0 || heuristic.state != CUBLAS_STATUS_SUCCESS)) {
+    plan->status = CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  plan->algo = heuristic.algo;
+  return plan;
+}
+
+// Plans by key, per host thread. A function-local thread_local rather than a member of
+// engine::Stream: engine/ cannot name ops/ types, and a per-thread map needs no lock, also
+// around the per-call epilogue pointers written into a cached descriptor before
+// cublasLtMatmul reads it. Training shapes are few; should a program cycle through many, the
+// map is cleared at kMaxPlans entries rather than grow without bound.
+constexpr size_t kMaxPlans = 1024;
+using PlanCache =
+    std::unordered_map<detail::GemmPlanKey, std::unique_ptr<LtPlan>, detail::GemmPlanKeyHash>;
+PlanCache& plan_cache() {
+  thread_local PlanCache cache;
+  return cache;
+}
 
 // Runs one cuBLASLt matmul. Returns CUBLAS_STATUS_SUCCESS when it was launched, otherwise the
 // status that says why not (no algorithm: CUBLAS_STATUS_NOT_SUPPORTED); nothing is launched
 // then, so the caller may fall back.
 cublasStatus_t lt_matmul(const GemmArgs& args, const LtEpilogue& epi, TensorView d,
                          ConstTensorView a, ConstTensorView b, Stream& stream) {
-  const int64_t m = args.m, n = args.n, k = args.k, batch = args.batch;
-  const int64_t sa = args.stride_a ? args.stride_a : m * k;
-  const int64_t sb = args.stride_b ? args.stride_b : k * n;
-  const int64_t sd = args.stride_d ? args.stride_d : m * n;
-  const cudaDataType_t ab_type = cuda_dtype(a.dtype);
-  const cudaDataType_t d_type = cuda_dtype(d.dtype);  // C has D's type (C = D, in place)
-
-  LtDescriptors desc;
-  ANVIL_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  // Swapped operands (see the top of the file): cuBLASLt A = our B, cuBLASLt B = our A.
-  const cublasOperation_t op_a = args.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_b = args.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  ANVIL_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
-  ANVIL_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-  // Our B, column-major: [n, k] ld n when stored row-major [k, n]; [k, n] ld k when [n, k].
-  if (args.trans_b) {
-    ANVIL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.a, ab_type, k, n, k));
-  } else {
-    ANVIL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.a, ab_type, n, k, n));
-  }
-  // Our A, column-major: [k, m] ld k when stored row-major [m, k]; [m, k] ld m when [k, m].
-  if (args.trans_a) {
-    ANVIL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.b, ab_type, m, k, m));
-  } else {
-    ANVIL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.b, ab_type, k, m, k));
-  }
-  ANVIL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.c, d_type, n, m, n));
-  ANVIL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.d, d_type, n, m, n));
-  if (batch > 1) {
-    set_batch(desc.a, batch, sb);
-    set_batch(desc.b, batch, sa);
-    set_batch(desc.c, batch, sd);
-    set_batch(desc.d, batch, sd);
-  }
-
-  if (epi.kind != CUBLASLT_EPILOGUE_DEFAULT) {
-    ANVIL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                      &epi.kind, sizeof(epi.kind)));
-    const cudaDataType_t act_type = cuda_dtype(epi.act);
-    if (epi.bias != nullptr) {
-      ANVIL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                        &epi.bias, sizeof(epi.bias)));
-      if (act_type != d_type) {  // default bias type is D's
-        const int32_t t = act_type;
-        ANVIL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-            desc.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof(t)));
-      }
-    }
-    if (epi.aux != nullptr) {
-      const int64_t aux_ld = n;  // column-major [n, m] view of the row-major [m, n] pre_gelu
-      ANVIL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-          desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &epi.aux, sizeof(epi.aux)));
-      ANVIL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-          desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
-      if (act_type != d_type) {  // default aux type is D's
-        const int32_t t = act_type;
-        ANVIL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-            desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &t, sizeof(t)));
-      }
-    }
-  }
-
   const engine::Workspace ws = stream.gemm_workspace();
   const uint64_t ws_bytes = ws.data != nullptr ? ws.bytes : 0;
-  ANVIL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&desc.pref));
-  ANVIL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      desc.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof(ws_bytes)));
-  const size_t ab_bytes = engine::dtype_size(a.dtype), d_bytes = engine::dtype_size(d.dtype);
-  const uint32_t align_a = alignment_bytes(b.data, sb, ab_bytes, batch);  // cuBLASLt A = our B
-  const uint32_t align_b = alignment_bytes(a.data, sa, ab_bytes, batch);
-  const uint32_t align_d = alignment_bytes(d.data, sd, d_bytes, batch);
-  ANVIL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)));
-  ANVIL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
-  ANVIL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d)));
-  ANVIL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d)));
-
-  cublasLtMatmulHeuristicResult_t heuristic = {};
-  int found = 0;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
-      stream.cublaslt(), desc.op, desc.a, desc.b, desc.c, desc.d, desc.pref, 1, &heuristic, &found);
-  if (st != CUBLAS_STATUS_SUCCESS) return st;
-  if (found == 0 || heuristic.state != CUBLAS_STATUS_SUCCESS) return CUBLAS_STATUS_NOT_SUPPORTED;
+  int device = 0;
+  ANVIL_CUDA_CHECK(cudaGetDevice(&device));
+  const detail::GemmPlanKey key =
+      detail::gemm_plan_key(args, epi.kind, a.dtype, d.dtype, a.data, b.data, d.data, epi.bias,
+                            epi.aux, ws_bytes, device);
+  PlanCache& cache = plan_cache();
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    if (cache.size() >= kMaxPlans) cache.clear();
+    it = cache.emplace(key, build_plan(key, epi, stream.cublaslt())).first;
+  } else if (it->second->status == CUBLAS_STATUS_SUCCESS) {
+    set_epilogue_pointers(it->second->op, epi);
+  }
+  const LtPlan& plan = *it->second;
+  if (plan.status != CUBLAS_STATUS_SUCCESS) return plan.status;
 
   const float alpha = args.alpha, beta = args.beta;
   // C = D in place (same layout), so beta = 1 accumulates into D; with beta = 0 C is not read.
-  return cublasLtMatmul(stream.cublaslt(), desc.op, &alpha, b.data, desc.a, a.data, desc.b, &beta,
-                        d.data, desc.c, d.data, desc.d, &heuristic.algo, ws.data, ws_bytes,
+  return cublasLtMatmul(stream.cublaslt(), plan.op, &alpha, b.data, plan.a, a.data, plan.b, &beta,
+                        d.data, plan.c, d.data, plan.d, &plan.algo, ws.data, ws_bytes,
                         stream.cuda_stream());
 }
 
@@ -325,15 +379,13 @@ void gemm(const GemmArgs& args, TensorView d, ConstTensorView a, ConstTensorView
     return;
   }
   LtEpilogue epi;
-  epi.act = a.dtype;
+  epi.kind = args.epilogue;
   bool fusable = true;
   switch (args.epilogue) {
     case Epilogue::kBias:
-      epi.kind = CUBLASLT_EPILOGUE_BIAS;
       epi.bias = bias.data;
       break;
     case Epilogue::kBiasGelu:
-      epi.kind = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
       epi.bias = bias.data;
       epi.aux = pre_gelu.data;
       // cuBLASLt needs the aux ld divisible by 8. With beta != 0 we keep to the documented
@@ -341,7 +393,6 @@ void gemm(const GemmArgs& args, TensorView d, ConstTensorView a, ConstTensorView
       fusable = args.n % 8 == 0 && args.beta == 0.0f;
       break;
     case Epilogue::kDGelu:
-      epi.kind = CUBLASLT_EPILOGUE_DGELU;
       epi.aux = pre_gelu.data;
       fusable = args.n % 8 == 0 && args.beta == 0.0f;
       break;
@@ -392,3 +443,9 @@ void bias_backward(TensorView dbias, ConstTensorView dy, Stream& stream) {
 }
 
 }  // namespace anvil::ops::cuda
+
+namespace anvil::ops::detail {
+
+size_t gemm_plan_cache_size() { return cuda::plan_cache().size(); }
+
+}  // namespace anvil::ops::detail

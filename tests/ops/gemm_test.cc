@@ -4,6 +4,8 @@
 // batches with padded strides, beta = 1 accumulation and each epilogue (kDGelu against central
 // differences of gelu_tanh); then the GPU (cuBLASLt) against the CPU twin for bf16 -> bf16,
 // bf16 -> f32 with beta = 1, f32, fused and fallback epilogues, odd and GPT-2-sized shapes.
+// The cuBLASLt plan cache: its key on the CPU (ops/gemm_plan.h), and on the GPU repeated and
+// interleaved shapes, and misaligned operands, against the CPU twin.
 #include "ops/gemm.h"
 
 #include <cmath>
@@ -12,6 +14,7 @@
 
 #include "engine/dtype.h"
 #include "gtest/gtest.h"
+#include "ops/gemm_plan.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::ops {
@@ -213,6 +216,106 @@ TEST(GemmCpu, BiasBackwardAccumulates) {
   }
 }
 
+// ---- cuBLASLt plan cache key (host code) --------------------------------------------------------
+
+const void* addr(uintptr_t a) { return reinterpret_cast<const void*>(a); }
+
+TEST(GemmPlanKey, AlignmentClass) {
+  using detail::gemm_alignment_bytes;
+  EXPECT_EQ(gemm_alignment_bytes(addr(0x10000), 0, 2, 1), 256u);
+  EXPECT_EQ(gemm_alignment_bytes(addr(0x10010), 0, 2, 1), 16u);
+  EXPECT_EQ(gemm_alignment_bytes(addr(0x10002), 0, 2, 1), 2u);
+  EXPECT_EQ(gemm_alignment_bytes(nullptr, 0, 2, 1), 256u);  // no operand: no constraint
+  // Batches: every matrix's address counts, so the stride in bytes does too.
+  EXPECT_EQ(gemm_alignment_bytes(addr(0x10000), 3, 2, 1), 256u);
+  EXPECT_EQ(gemm_alignment_bytes(addr(0x10000), 3, 2, 2), 2u);
+  EXPECT_EQ(gemm_alignment_bytes(addr(0x10000), 24, 4, 2), 32u);
+}
+
+// A GPT-2 linear layer's forward with bias; pointers 256-byte aligned.
+detail::GemmPlanKey linear_key(GemmArgs g, uintptr_t a = 0x100000, uintptr_t b = 0x200000,
+                               uintptr_t d = 0x300000, uintptr_t bias = 0x400000,
+                               DType d_dtype = DType::kBF16, uint64_t ws = 32u << 20,
+                               int device = 0) {
+  return detail::gemm_plan_key(g, g.epilogue, DType::kBF16, d_dtype, addr(a), addr(b), addr(d),
+                               g.epilogue == Epilogue::kNone ? nullptr : addr(bias),
+                               g.epilogue == Epilogue::kBiasGelu ? addr(0x500000) : nullptr, ws,
+                               device);
+}
+
+TEST(GemmPlanKey, EqualForTheSameConfigurationAtOtherAddresses) {
+  GemmArgs g{4096, 3072, 768};
+  g.trans_b = true;
+  g.epilogue = Epilogue::kBias;
+  const detail::GemmPlanKey k = linear_key(g);
+  const detail::GemmPlanKeyHash hash;
+  // Other buffers of the same alignment class, another alpha, another non-zero beta: same plan.
+  const detail::GemmPlanKey moved = linear_key(g, 0x900000, 0xa00100, 0xb00200, 0xc00300);
+  EXPECT_EQ(k, moved);
+  EXPECT_EQ(hash(k), hash(moved));
+  GemmArgs scaled = g;
+  scaled.alpha = 0.5f;
+  EXPECT_EQ(k, linear_key(scaled));
+  GemmArgs b1 = g, b2 = g;
+  b1.beta = 1.0f;
+  b2.beta = 2.0f;
+  EXPECT_EQ(linear_key(b1), linear_key(b2));
+  // Packed strides written out explicitly describe the same layouts.
+  GemmArgs explicit_strides = g;
+  explicit_strides.stride_a = g.m * g.k;
+  explicit_strides.stride_b = g.k * g.n;
+  explicit_strides.stride_d = g.m * g.n;
+  EXPECT_EQ(k, linear_key(explicit_strides));
+}
+
+TEST(GemmPlanKey, DiffersInEveryField) {
+  GemmArgs g{4096, 3072, 768};
+  g.trans_b = true;
+  g.epilogue = Epilogue::kBias;
+  const detail::GemmPlanKey k = linear_key(g);
+  std::vector<detail::GemmPlanKey> others;
+  auto with = [&](auto change) {
+    GemmArgs c = g;
+    change(c);
+    others.push_back(linear_key(c));
+  };
+  with([](GemmArgs& c) { c.m = 4095; });
+  with([](GemmArgs& c) { c.n = 3080; });
+  with([](GemmArgs& c) { c.k = 1024; });
+  with([](GemmArgs& c) { c.trans_a = true; });
+  with([](GemmArgs& c) { c.trans_b = false; });
+  with([](GemmArgs& c) { c.beta = 1.0f; });
+  with([](GemmArgs& c) { c.epilogue = Epilogue::kBiasGelu; });
+  with([](GemmArgs& c) { c.epilogue = Epilogue::kNone; });
+  others.push_back(linear_key(g, 0x100002));                                // A 2-byte aligned
+  others.push_back(linear_key(g, 0x100000, 0x200010));                      // B 16-byte aligned
+  others.push_back(linear_key(g, 0x100000, 0x200000, 0x300008));            // D 8-byte aligned
+  others.push_back(linear_key(g, 0x100000, 0x200000, 0x300000, 0x400004));  // bias
+  others.push_back(linear_key(g, 0x100000, 0x200000, 0x300000, 0x400000, DType::kF32));
+  others.push_back(linear_key(g, 0x100000, 0x200000, 0x300000, 0x400000, DType::kBF16, 0));
+  others.push_back(
+      linear_key(g, 0x100000, 0x200000, 0x300000, 0x400000, DType::kBF16, 32u << 20, 1));
+  for (size_t i = 0; i < others.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "variant " << i);
+    EXPECT_NE(others[i], k);
+  }
+  GemmArgs batched{64, 64, 32};
+  batched.batch = 8;
+  GemmArgs strided = batched, fewer = batched;
+  strided.stride_d = 64 * 64 + 64;
+  fewer.batch = 7;
+  EXPECT_NE(linear_key(strided), linear_key(batched));
+  EXPECT_NE(linear_key(fewer), linear_key(batched));
+  // GELU epilogues see the aux pointer's alignment too.
+  GemmArgs gelu = g;
+  gelu.epilogue = Epilogue::kBiasGelu;
+  const detail::GemmPlanKey with_aux = linear_key(gelu);
+  detail::GemmPlanKey misaligned_aux = detail::gemm_plan_key(
+      gelu, gelu.epilogue, DType::kBF16, DType::kBF16, addr(0x100000), addr(0x200000),
+      addr(0x300000), addr(0x400000), addr(0x500002), 32u << 20, 0);
+  EXPECT_NE(with_aux, misaligned_aux);
+}
+
 // ---- GPU vs CPU twin ----------------------------------------------------------------------------
 
 // Tolerances. bf16 D: the GPU rounds each output to bf16 (relative 2^-9) and sums in another
@@ -223,9 +326,17 @@ constexpr Tol kBf16OutTol{2e-2, 1e-2, 1e-4};
 constexpr Tol kF32OutFromBf16Tol{2e-3, 1e-4, 1e-8};
 constexpr Tol kF32Tol32{1e-3, 1e-4, 1e-9};
 
+// A 1-D view of `v` without its first `offset` elements (offset > 0 misaligns it).
+TensorView skip_front(TensorView v, int64_t offset) {
+  v.data = static_cast<char*>(v.data) + offset * engine::dtype_size(v.dtype);
+  v.shape[0] -= offset;
+  return v;
+}
+
 // Runs `g` on the GPU (act A/B, d_dtype D) and on the CPU twin in f32 with the same (rounded)
-// inputs; compares D, and pre_gelu for kBiasGelu.
-void check_gpu(const GemmArgs& g, DType act, DType d_dtype, Tol tol) {
+// inputs; compares D, and pre_gelu for kBiasGelu. misalign > 0: the GPU's A, B, D and bias start
+// that many elements into their buffers (cuBLASLt must then pick a kernel for unaligned data).
+void check_gpu(const GemmArgs& g, DType act, DType d_dtype, Tol tol, int64_t misalign = 0) {
   TestStream gpu(Device::kCuda);
   TestStream cpu(Device::kCpu);
   TensorPool gpool(Device::kCuda);
@@ -247,18 +358,24 @@ void check_gpu(const GemmArgs& g, DType act, DType d_dtype, Tol tol) {
   struct Run {
     TensorView d, pre;
   };
-  auto run = [&](TensorPool& pool, Stream& s, DType ta, DType td) {
+  auto run = [&](TensorPool& pool, Stream& s, DType ta, DType td, int64_t off) {
+    // values behind `off` elements of padding, seen from the first value on.
+    auto placed = [&](const std::vector<float>& values, DType t) {
+      std::vector<float> padded(static_cast<size_t>(off), 0.0f);
+      padded.insert(padded.end(), values.begin(), values.end());
+      return skip_front(pool.from(padded, t, {static_cast<int64_t>(padded.size())}), off);
+    };
     Run r;
-    r.d = g.beta != 0.0f ? pool.from(d0, td, {nd}) : pool.empty(td, {nd});
+    r.d = g.beta != 0.0f ? placed(d0, td) : skip_front(pool.empty(td, {nd + off}), off);
     r.pre = g.epilogue == Epilogue::kDGelu ? pool.from(pre, ta, {g.m, g.n})
             : has_pre                      ? pool.empty(ta, {g.m, g.n})
                                            : TensorView{};
-    gemm(g, r.d, pool.from(a, ta, {na}), pool.from(b, ta, {nb}),
-         has_bias ? ConstTensorView(pool.from(bias, ta, {g.n})) : ConstTensorView{}, r.pre, s);
+    gemm(g, r.d, placed(a, ta), placed(b, ta),
+         has_bias ? ConstTensorView(placed(bias, ta)) : ConstTensorView{}, r.pre, s);
     return r;
   };
-  const Run got = run(gpool, gpu, act, d_dtype);
-  const Run ref = run(cpool, cpu, DType::kF32, DType::kF32);
+  const Run got = run(gpool, gpu, act, d_dtype, misalign);
+  const Run ref = run(cpool, cpu, DType::kF32, DType::kF32, 0);
   gpu.get().synchronize();
   EXPECT_TRUE(testing::tensors_near(testing::to_host(got.d), testing::to_host(ref.d), tol));
   if (g.epilogue == Epilogue::kBiasGelu) {
@@ -382,6 +499,45 @@ TEST(GemmGpu, StridedBatch) {
   padded.beta = 1.0f;
   check_gpu(padded, DType::kBF16, DType::kBF16, kBf16OutTol);
   check_gpu(padded, DType::kF32, DType::kF32, kF32Tol32);
+}
+
+TEST(GemmGpu, PlanCacheRepeatedAndInterleavedShapes) {
+  ANVIL_SKIP_WITHOUT_GPU();
+  // Shapes no other test uses, so each adds exactly one plan to this thread's cache.
+  GemmArgs fwd{72, 136, 40};  // linear forward with the fused bias epilogue
+  fwd.trans_b = true;
+  fwd.epilogue = Epilogue::kBias;
+  GemmArgs wgrad{136, 40, 72};  // weight gradient: f32 D, beta = 1
+  wgrad.trans_a = true;
+  wgrad.beta = 1.0f;
+  GemmArgs fc{72, 56, 40};  // bias + GELU, saving pre_gelu
+  fc.trans_b = true;
+  fc.epilogue = Epilogue::kBiasGelu;
+  auto run_all = [&] {
+    check_gpu(fwd, DType::kBF16, DType::kBF16, kBf16OutTol);
+    check_gpu(wgrad, DType::kBF16, DType::kF32, kF32OutFromBf16Tol);
+    check_gpu(fc, DType::kBF16, DType::kBF16, kBf16OutTol);
+  };
+  const size_t before = detail::gemm_plan_cache_size();
+  run_all();
+  const size_t after_first = detail::gemm_plan_cache_size();
+  EXPECT_EQ(after_first, before + 3);
+  // Interleaved repeats reuse the plans (other buffers, same alignment class) and still match.
+  run_all();
+  check_gpu(fwd, DType::kBF16, DType::kBF16, kBf16OutTol);
+  run_all();
+  EXPECT_EQ(detail::gemm_plan_cache_size(), after_first);
+  // Operands one element off their 256-byte alignment are another key: a plan whose algorithm
+  // accepts 2-byte (bf16) / 4-byte (f32) aligned data, never the aligned plan's.
+  check_gpu(wgrad, DType::kBF16, DType::kF32, kF32OutFromBf16Tol, 1);
+  EXPECT_EQ(detail::gemm_plan_cache_size(), after_first + 1);
+  // Fused, or the fallback if cuBLASLt has no bias epilogue for unaligned data (one more plan).
+  check_gpu(fwd, DType::kBF16, DType::kBF16, kBf16OutTol, 1);
+  const size_t with_misaligned = detail::gemm_plan_cache_size();
+  run_all();
+  check_gpu(fwd, DType::kBF16, DType::kBF16, kBf16OutTol, 1);
+  check_gpu(wgrad, DType::kBF16, DType::kF32, kF32OutFromBf16Tol, 1);
+  EXPECT_EQ(detail::gemm_plan_cache_size(), with_misaligned);
 }
 
 TEST(GemmGpu, BiasBackwardMatchesCpuAndAccumulates) {
