@@ -41,6 +41,16 @@ View slice_rows_impl(View v, int64_t begin, int64_t end) {
   return v;
 }
 
+template <typename View>
+View slice_cols_impl(View v, int64_t begin, int64_t end) {
+  ANVIL_CHECK_MSG(v.ndim == 2 && 0 <= begin && begin <= end && end <= v.shape[1],
+                  absl::StrCat("slice_cols [", begin, ", ", end, ") of ", describe(v)));
+  using Byte = std::conditional_t<std::is_same_v<View, TensorView>, char, const char>;
+  v.data = static_cast<Byte*>(v.data) + begin * v.strides[1] * dtype_size(v.dtype);
+  v.shape[1] = end - begin;
+  return v;
+}
+
 }  // namespace
 
 TensorView make_view(void* data, DType dtype, Device device, std::initializer_list<int64_t> shape) {
@@ -73,6 +83,13 @@ TensorView slice_rows(TensorView v, int64_t begin, int64_t end) {
 }
 ConstTensorView slice_rows(ConstTensorView v, int64_t begin, int64_t end) {
   return slice_rows_impl(v, begin, end);
+}
+
+TensorView slice_cols(TensorView v, int64_t begin, int64_t end) {
+  return slice_cols_impl(v, begin, end);
+}
+ConstTensorView slice_cols(ConstTensorView v, int64_t begin, int64_t end) {
+  return slice_cols_impl(v, begin, end);
 }
 
 std::string describe(const ConstTensorView& v) {

@@ -79,6 +79,10 @@ ConstTensorView reshape(ConstTensorView v, std::initializer_list<int64_t> shape)
 TensorView slice_rows(TensorView v, int64_t begin, int64_t end);
 ConstTensorView slice_rows(ConstTensorView v, int64_t begin, int64_t end);
 
+// Columns [begin, end) of a 2-D view: shape [rows, end - begin], the row stride kept (so a
+// column block of a contiguous matrix is a strided view).
+TensorView slice_cols(TensorView v, int64_t begin, int64_t end);
+ConstTensorView slice_cols(ConstTensorView v, int64_t begin, int64_t end);
 // "bf16[4, 8] cuda" for error messages.
 std::string describe(const ConstTensorView& v);
 

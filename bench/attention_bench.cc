@@ -1,0 +1,121 @@
+// Flash attention forward and forward+backward on one GPU (ops/flash_attention.h), bf16, with
+// the GPT layout (q, k, v as column views of a fused [B*T, 3*H*Dh] buffer). Reports TFLOP/s
+// with the FlashAttention papers' count: forward 4 B H T^2 Dh (halved when causal), backward
+// 2.5x forward (so forward+backward counts 3.5x).
+//   build/bench/attention_bench [--benchmark_filter=...]
+// bench/reference/attention_sdpa.py times PyTorch SDPA on the same shapes.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "engine/arena.h"
+#include "engine/device.h"
+#include "engine/dtype.h"
+#include "engine/memory.h"
+#include "engine/status.h"
+#include "engine/stream.h"
+#include "ops/flash_attention.h"
+
+namespace anvil {
+namespace {
+
+using engine::DType;
+
+// Host values in [-1, 1) as bf16, copied into v.
+void fill_random(engine::TensorView v, uint32_t seed, const engine::Stream& s) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<uint16_t> h(static_cast<size_t>(v.numel()));
+  for (uint16_t& x : h) x = engine::f32_to_bf16(u(rng));
+  engine::copy(v, engine::make_view(h.data(), DType::kBF16, engine::Device::kCpu, {v.numel()}), s);
+  s.synchronize();
+}
+
+void bench_attention(benchmark::State& state, bool causal, bool backward) {
+  if (engine::cuda_device_count() < 1) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const int64_t B = state.range(0), T = state.range(1), H = state.range(2), Dh = state.range(3);
+  auto stream_or = engine::Stream::cuda(0);
+  ANVIL_CHECK_OK(stream_or.status());
+  engine::Stream& stream = *stream_or;
+  const int64_t hd = H * Dh, bt = B * T;
+  ops::FlashAttentionArgs a;
+  a.batch = B, a.q_len = a.kv_len = T, a.heads = H, a.head_dim = Dh, a.causal = causal;
+  a.scale = 0.125f;
+  const size_t ws_bytes = ops::flash_attention_workspace_bytes(a, 0);
+  auto arena_or = engine::Arena::create(engine::Device::kCuda,
+                                        static_cast<size_t>(bt * hd) * 2 * 8 + 2 * ws_bytes +
+                                            (1 << 20),
+                                        "attention_bench");
+  ANVIL_CHECK_OK(arena_or.status());
+  engine::Arena& mem = *arena_or;
+  auto view = [&](DType dt, std::initializer_list<int64_t> shape) {
+    auto v = mem.allocate(dt, shape, "bench tensor");
+    ANVIL_CHECK_OK(v.status());
+    return *v;
+  };
+  engine::TensorView qkv = view(DType::kBF16, {bt, 3 * hd});
+  engine::TensorView dqkv = view(DType::kBF16, {bt, 3 * hd});
+  engine::TensorView out = view(DType::kBF16, {bt, hd});
+  engine::TensorView dout = view(DType::kBF16, {bt, hd});
+  engine::TensorView lse = view(DType::kF32, {B, H, T});
+  auto ws_or = mem.allocate_workspace(ws_bytes, "attention workspace");
+  ANVIL_CHECK_OK(ws_or.status());
+  const engine::Workspace ws = *ws_or;
+  fill_random(qkv, 1, stream);
+  fill_random(dout, 2, stream);
+  auto q = engine::slice_cols(qkv, 0, hd), k = engine::slice_cols(qkv, hd, 2 * hd),
+       v = engine::slice_cols(qkv, 2 * hd, 3 * hd);
+  auto dq = engine::slice_cols(dqkv, 0, hd), dk = engine::slice_cols(dqkv, hd, 2 * hd),
+       dv = engine::slice_cols(dqkv, 2 * hd, 3 * hd);
+  auto step = [&] {
+    ops::flash_attention_forward(a, out, lse, q, k, v, {}, stream);
+    if (backward) {
+      ops::flash_attention_backward(a, dq, dk, dv, {}, dout, q, k, v, out, lse, {}, ws, stream);
+    }
+  };
+  step();
+  stream.synchronize();
+  auto start = engine::Event::create(), stop = engine::Event::create();
+  ANVIL_CHECK_OK(start.status());
+  ANVIL_CHECK_OK(stop.status());
+  double seconds = 0;
+  for (auto _ : state) {
+    start->record(stream);
+    for (int i = 0; i < 10; ++i) step();
+    stop->record(stream);
+    const double s = stop->elapsed_ms_since(*start) / 1e3 / 10;
+    seconds += s;
+    state.SetIterationTime(s);
+  }
+  const double fwd = 4.0 * B * H * T * T * Dh * (causal ? 0.5 : 1.0);
+  state.counters["TFLOP/s"] =
+      (backward ? 3.5 : 1.0) * fwd * static_cast<double>(state.iterations()) / seconds / 1e12;
+}
+
+void args(benchmark::internal::Benchmark* b) {
+  // B*T = 16K tokens, 2048 model width: GPT-2-like (Dh 64) and 1.3B-like (Dh 128) heads.
+  for (int64_t t : {1024, 2048}) {
+    b->Args({16384 / t, t, 32, 64});
+    b->Args({16384 / t, t, 16, 128});
+  }
+  b->UseManualTime()->Unit(benchmark::kMillisecond);
+}
+
+void BM_FlashForwardCausal(benchmark::State& s) { bench_attention(s, true, false); }
+void BM_FlashForwardBackwardCausal(benchmark::State& s) { bench_attention(s, true, true); }
+void BM_FlashForward(benchmark::State& s) { bench_attention(s, false, false); }
+void BM_FlashForwardBackward(benchmark::State& s) { bench_attention(s, false, true); }
+BENCHMARK(BM_FlashForwardCausal)->Apply(args);
+BENCHMARK(BM_FlashForwardBackwardCausal)->Apply(args);
+BENCHMARK(BM_FlashForward)->Apply(args);
+BENCHMARK(BM_FlashForwardBackward)->Apply(args);
+
+}  // namespace
+}  // namespace anvil
+
+BENCHMARK_MAIN();

@@ -1,0 +1,228 @@
+// CPU twin of ops/flash_attention.h, the reference: plain loops over (batch, head, query row)
+// in double, scores of a whole row at once (no tiling: the CUDA kernels tile).
+//   s_ij = scale * q_i . k_j + bias_h(i, j) for visible j;  P_ij = exp(s_ij - lse_i)
+//   out_i = sum_j P_ij keep_ij / (1 - p) v_j   (= out),  lse_i (= lse; +inf for an empty row)
+// Backward (=), with dP_ij = keep_ij / (1 - p) * dout_i . v_j and D_i = sum_j P_ij dP_ij:
+//   dS_ij = P_ij (dP_ij - D_i);  dq_i = scale sum_j dS_ij k_j;  dk_j = scale sum_i dS_ij q_i
+//   dv_j = sum_i P_ij keep_ij / (1 - p) dout_i;  d rel_table[bucket(j - i), h] += sum dS_ij
+// The softmax is recomputed from the scores in double (the f32 lse is not read back), so the
+// finite-difference tests in f64 see the exact gradient.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "engine/philox.h"
+#include "ops/flash_attention.h"
+#include "ops/flash_attention_detail.h"
+
+namespace anvil::ops::cpu {
+namespace {
+
+using engine::DType;
+
+// Strided row-major matrix of T elements: element (r, c) at data[r * ld + c].
+template <typename T>
+struct Mat {
+  T* data;
+  int64_t ld;
+  T& at(int64_t r, int64_t c) const { return data[r * ld + c]; }
+};
+
+template <typename T>
+Mat<T> mat(TensorView v) {
+  return {v.as<T>(), v.strides[0]};
+}
+template <typename T>
+Mat<const T> mat(ConstTensorView v) {
+  return {v.as<T>(), v.strides[0]};
+}
+
+const int32_t* ints(ConstTensorView v) { return v.empty() ? nullptr : v.as<int32_t>(); }
+
+// Everything one (b, h) pair needs to score a row: visibility, bias and dropout.
+struct RowScorer {
+  const FlashAttentionArgs& a;
+  const AttentionMasks& m;
+  int64_t b, h;
+
+  bool visible(int64_t i, int64_t j) const {
+    return detail::visible(a.causal, i, j, b, a.q_len, a.kv_len, ints(m.seg_q), ints(m.seg_k),
+                           ints(m.kv_lengths));
+  }
+  double bias(int64_t i, int64_t j) const {
+    const int64_t th = a.total_heads == 0 ? a.heads : a.total_heads;
+    switch (a.bias) {
+      case AttentionBias::kAlibi:
+        return static_cast<double>(alibi_slope(a.head_offset + h, th)) * static_cast<double>(j);
+      case AttentionBias::kRelativeBuckets:
+        return m.rel_table.as<float>()[bucket(i, j) * th + a.head_offset + h];
+      case AttentionBias::kNone:
+        break;
+    }
+    return 0.0;
+  }
+  int64_t bucket(int64_t i, int64_t j) const {
+    return m.rel_buckets.as<int32_t>()[j - i + a.q_len - 1];
+  }
+  // keep / (1 - p), or 0 when dropped.
+  double keep(int64_t i, int64_t j) const {
+    if (a.dropout_p == 0.0f) return 1.0;
+    const int64_t th = a.total_heads == 0 ? a.heads : a.total_heads;
+    const uint64_t e = static_cast<uint64_t>(((b * th + a.head_offset + h) * a.q_len + i) *
+                                                 a.kv_len +
+                                             j);
+    return engine::philox_uniform_at(a.seed, a.offset, e) >= a.dropout_p
+               ? 1.0 / (1.0 - static_cast<double>(a.dropout_p))
+               : 0.0;
+  }
+};
+
+// P of row i (0 where not visible) and its lse (+inf for an empty row).
+template <typename T>
+double row_probs(const RowScorer& rs, Mat<const T> q, Mat<const T> k, int64_t i,
+                 std::vector<double>* p) {
+  const FlashAttentionArgs& a = rs.a;
+  const int64_t qr = rs.b * a.q_len + i, col = rs.h * a.head_dim;
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < a.kv_len; ++j) {
+    double s = -std::numeric_limits<double>::infinity();
+    if (rs.visible(i, j)) {
+      double dot = 0.0;
+      const int64_t kr = rs.b * a.kv_len + j;
+      for (int64_t d = 0; d < a.head_dim; ++d) {
+        dot += static_cast<double>(q.at(qr, col + d)) * static_cast<double>(k.at(kr, col + d));
+      }
+      s = static_cast<double>(a.scale) * dot + rs.bias(i, j);
+    }
+    (*p)[j] = s;
+    mx = std::max(mx, s);
+  }
+  if (mx == -std::numeric_limits<double>::infinity()) {
+    std::fill(p->begin(), p->end(), 0.0);
+    return std::numeric_limits<double>::infinity();
+  }
+  double sum = 0.0;
+  for (double& s : *p) {
+    s = std::exp(s - mx);
+    sum += s;
+  }
+  for (double& s : *p) s /= sum;
+  return mx + std::log(sum);
+}
+
+template <typename T>
+void forward_typed(const FlashAttentionArgs& a, TensorView out, TensorView lse, ConstTensorView q,
+                   ConstTensorView k, ConstTensorView v, const AttentionMasks& m) {
+  const Mat<T> o = mat<T>(out);
+  const Mat<const T> qm = mat<T>(q), km = mat<T>(k), vm = mat<T>(v);
+  std::vector<double> p(static_cast<size_t>(a.kv_len)), acc(static_cast<size_t>(a.head_dim));
+  for (int64_t b = 0; b < a.batch; ++b) {
+    for (int64_t h = 0; h < a.heads; ++h) {
+      const RowScorer rs{a, m, b, h};
+      for (int64_t i = 0; i < a.q_len; ++i) {
+        const double l = row_probs<T>(rs, qm, km, i, &p);
+        lse.as<float>()[(b * a.heads + h) * a.q_len + i] = static_cast<float>(l);
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t j = 0; j < a.kv_len; ++j) {
+          const double pj = p[j] * rs.keep(i, j);
+          if (pj == 0.0) continue;
+          for (int64_t d = 0; d < a.head_dim; ++d) {
+            acc[d] += pj * static_cast<double>(vm.at(b * a.kv_len + j, h * a.head_dim + d));
+          }
+        }
+        for (int64_t d = 0; d < a.head_dim; ++d) {
+          o.at(b * a.q_len + i, h * a.head_dim + d) = static_cast<T>(acc[d]);
+        }
+      }
+    }
+  }
+}
+
+// The gradient of one (b, h) pair: dq rows of the queries, dk/dv rows of the keys (=).
+template <typename T>
+void backward_head(const RowScorer& rs, Mat<T> dq, Mat<T> dk, Mat<T> dv, float* d_table,
+                   Mat<const T> dout, Mat<const T> q, Mat<const T> k, Mat<const T> v) {
+  const FlashAttentionArgs& a = rs.a;
+  const int64_t Dh = a.head_dim, col = rs.h * Dh, th = a.total_heads == 0 ? a.heads : a.total_heads;
+  const int64_t q0 = rs.b * a.q_len, k0 = rs.b * a.kv_len;
+  std::vector<double> gk(static_cast<size_t>(a.kv_len * Dh), 0.0), gv(gk.size(), 0.0);
+  std::vector<double> p(static_cast<size_t>(a.kv_len)), dp(p.size()), gq(static_cast<size_t>(Dh));
+  for (int64_t i = 0; i < a.q_len; ++i) {
+    row_probs<T>(rs, q, k, i, &p);
+    double di = 0.0;
+    for (int64_t j = 0; j < a.kv_len; ++j) {
+      dp[j] = 0.0;
+      if (p[j] == 0.0) continue;
+      const double keep = rs.keep(i, j);
+      double dot = 0.0;
+      for (int64_t d = 0; d < Dh; ++d) {
+        dot += static_cast<double>(dout.at(q0 + i, col + d)) *
+               static_cast<double>(v.at(k0 + j, col + d));
+      }
+      dp[j] = dot * keep;
+      di += p[j] * dp[j];
+      for (int64_t d = 0; d < Dh; ++d) {
+        gv[j * Dh + d] += p[j] * keep * static_cast<double>(dout.at(q0 + i, col + d));
+      }
+    }
+    std::fill(gq.begin(), gq.end(), 0.0);
+    for (int64_t j = 0; j < a.kv_len; ++j) {
+      if (p[j] == 0.0) continue;
+      const double ds = p[j] * (dp[j] - di);
+      if (d_table != nullptr) {
+        d_table[rs.bucket(i, j) * th + a.head_offset + rs.h] += static_cast<float>(ds);
+      }
+      const double g = ds * static_cast<double>(a.scale);
+      for (int64_t d = 0; d < Dh; ++d) {
+        gq[d] += g * static_cast<double>(k.at(k0 + j, col + d));
+        gk[j * Dh + d] += g * static_cast<double>(q.at(q0 + i, col + d));
+      }
+    }
+    for (int64_t d = 0; d < Dh; ++d) dq.at(q0 + i, col + d) = static_cast<T>(gq[d]);
+  }
+  for (int64_t j = 0; j < a.kv_len; ++j) {
+    for (int64_t d = 0; d < Dh; ++d) {
+      dk.at(k0 + j, col + d) = static_cast<T>(gk[j * Dh + d]);
+      dv.at(k0 + j, col + d) = static_cast<T>(gv[j * Dh + d]);
+    }
+  }
+}
+
+template <typename T>
+void backward_typed(const FlashAttentionArgs& a, TensorView dq, TensorView dk, TensorView dv,
+                    TensorView d_table, ConstTensorView dout, ConstTensorView q,
+                    ConstTensorView k, ConstTensorView v, const AttentionMasks& m) {
+  for (int64_t b = 0; b < a.batch; ++b) {
+    for (int64_t h = 0; h < a.heads; ++h) {
+      backward_head<T>(RowScorer{a, m, b, h}, mat<T>(dq), mat<T>(dk), mat<T>(dv),
+                       d_table.empty() ? nullptr : d_table.as<float>(), mat<T>(dout), mat<T>(q),
+                       mat<T>(k), mat<T>(v));
+    }
+  }
+}
+
+}  // namespace
+
+void flash_attention_forward(const FlashAttentionArgs& args, TensorView out, TensorView lse,
+                             ConstTensorView q, ConstTensorView k, ConstTensorView v,
+                             const AttentionMasks& masks, Stream& /*stream*/) {
+  if (q.dtype == DType::kF64) {
+    forward_typed<double>(args, out, lse, q, k, v, masks);
+  } else {
+    forward_typed<float>(args, out, lse, q, k, v, masks);
+  }
+}
+
+void flash_attention_backward(const FlashAttentionArgs& args, TensorView dq, TensorView dk,
+                              TensorView dv, TensorView d_rel_table, ConstTensorView dout,
+                              ConstTensorView q, ConstTensorView k, ConstTensorView v,
+                              ConstTensorView /*out*/, ConstTensorView /*lse*/,
+                              const AttentionMasks& masks, Workspace /*ws*/, Stream& /*stream*/) {
+  if (q.dtype == DType::kF64) {
+    backward_typed<double>(args, dq, dk, dv, d_rel_table, dout, q, k, v, masks);
+  } else {
+    backward_typed<float>(args, dq, dk, dv, d_rel_table, dout, q, k, v, masks);
+  }
+}
+
+}  // namespace anvil::ops::cpu

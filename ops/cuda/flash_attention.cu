@@ -1,0 +1,87 @@
+// CUDA twin of ops/flash_attention.h: fills the kernels' Params from the checked views and
+// launches ops/cuda/flash_attention_{forward,backward}.cu. Workspace (backward only):
+//   dvec [B, H, Tq] f32   rowsum(dout * out)
+#include <cuda_bf16.h>
+
+#include "engine/status.h"
+#include "ops/cuda/flash_attention_launch.h"
+#include "ops/cuda/flash_attention_tiles.cuh"
+#include "ops/flash_attention.h"
+
+namespace anvil::ops::cuda {
+namespace {
+
+const int32_t* ints(ConstTensorView v) { return v.empty() ? nullptr : v.as<int32_t>(); }
+
+flash::Params make_params(const FlashAttentionArgs& a, ConstTensorView q, ConstTensorView k,
+                          ConstTensorView v, const AttentionMasks& m) {
+  flash::Params p{};
+  p.q = q.as<flash::bf16>();
+  p.k = k.as<flash::bf16>();
+  p.v = v.as<flash::bf16>();
+  p.ldq = q.strides[0];
+  p.ldk = k.strides[0];
+  p.ldv = v.strides[0];
+  p.tq = static_cast<int>(a.q_len);
+  p.tk = static_cast<int>(a.kv_len);
+  p.heads = static_cast<int>(a.heads);
+  p.total_heads = static_cast<int>(a.total_heads == 0 ? a.heads : a.total_heads);
+  p.head_offset = static_cast<int>(a.head_offset);
+  p.causal = a.causal;
+  p.bias = static_cast<int>(a.bias);
+  p.scale_log2 = a.scale * flash::kLog2e;
+  p.seg_q = ints(m.seg_q);
+  p.seg_k = ints(m.seg_k);
+  p.kv_lengths = ints(m.kv_lengths);
+  p.rel_buckets = ints(m.rel_buckets);
+  p.rel_table = m.rel_table.empty() ? nullptr : m.rel_table.as<float>();
+  p.dropout_p = a.dropout_p;
+  p.keep_scale = 1.0f / (1.0f - a.dropout_p);
+  p.seed = a.seed;
+  p.offset = a.offset;
+  return p;
+}
+
+}  // namespace
+
+size_t flash_attention_workspace_bytes(const FlashAttentionArgs& args, int64_t /*num_buckets*/) {
+  return static_cast<size_t>(args.batch * args.heads * args.q_len) * sizeof(float);
+}
+
+void flash_attention_forward(const FlashAttentionArgs& args, TensorView out, TensorView lse,
+                             ConstTensorView q, ConstTensorView k, ConstTensorView v,
+                             const AttentionMasks& masks, Stream& stream) {
+  flash::Params p = make_params(args, q, k, v, masks);
+  p.o = out.as<flash::bf16>();
+  p.ldo = out.strides[0];
+  p.lse = lse.as<float>();
+  flash::forward(p, static_cast<int>(args.batch), static_cast<int>(args.head_dim),
+                 stream.cuda_stream());
+}
+
+void flash_attention_backward(const FlashAttentionArgs& args, TensorView dq, TensorView dk,
+                              TensorView dv, TensorView /*d_rel_table*/, ConstTensorView dout,
+                              ConstTensorView q, ConstTensorView k, ConstTensorView v,
+                              ConstTensorView out, ConstTensorView lse,
+                              const AttentionMasks& masks, Workspace ws, Stream& stream) {
+  ANVIL_CHECK_MSG(args.bias != AttentionBias::kRelativeBuckets,
+                  "flash_attention_backward: the CUDA backward does not compute d_rel_table "
+                  "(relative position buckets) yet; only the CPU twin does");
+  flash::Params p = make_params(args, q, k, v, masks);
+  p.out = out.as<flash::bf16>();
+  p.ldo = out.strides[0];
+  p.dout = dout.as<flash::bf16>();
+  p.ldd = dout.strides[0];
+  p.dq = dq.as<flash::bf16>();
+  p.dk = dk.as<flash::bf16>();
+  p.dv = dv.as<flash::bf16>();
+  p.ld_dq = dq.strides[0];
+  p.ld_dk = dk.strides[0];
+  p.ld_dv = dv.strides[0];
+  p.lse = const_cast<float*>(lse.as<float>());  // read only in backward
+  p.dvec = static_cast<float*>(ws.data);
+  flash::backward(p, static_cast<int>(args.batch), static_cast<int>(args.head_dim),
+                  stream.cuda_stream());
+}
+
+}  // namespace anvil::ops::cuda

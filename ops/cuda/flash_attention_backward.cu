@@ -1,0 +1,261 @@
+// CUDA backward of ops/flash_attention.h, deterministic (no atomics), in three kernels:
+//   rowdot : dvec_i = sum_d dout_id out_id                                  (= dvec, scratch)
+//   dq     : a block owns 64 queries, walks the visible key blocks (K, V double-buffered):
+//            P = 2^(x - lse log2 e);  dP = keep/(1-p) dout V^T;  dS = P (dP - dvec_i)
+//            dq = scale sum_j dS_ij k_j                                             (=)
+//   dkdv   : a block owns 64 keys (K, V in smem), walks the query blocks that see them:
+//            with the same P, dP, dS in transposed form (rows = keys):
+//            dv_j = sum_i keep/(1-p) P_ij dout_i;  dk_j = scale sum_i dS_ij q_i    (=)
+// Splitting dq from dk/dv recomputes Q K^T and dout V^T once more (7 tensor-core products per
+// tile instead of 5) but keeps every sum in a fixed order, so runs are bitwise reproducible.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+#include "engine/cuda_check.h"
+#include "ops/cuda/flash_attention_launch.h"
+#include "ops/cuda/flash_attention_tiles.cuh"
+
+namespace anvil::ops::cuda::flash {
+namespace {
+
+// One warp per (b, i, h) row: dvec[b, h, i] = dout_row . out_row in f32.
+__global__ void rowdot_kernel(const Params p, int batch, int head_dim) {
+  const int64_t rows = int64_t(batch) * p.tq * p.heads;
+  const int lane = threadIdx.x & 31;
+  for (int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; r < rows;
+       r += (int64_t(gridDim.x) * blockDim.x) >> 5) {
+    const int h = static_cast<int>(r % p.heads);
+    const int64_t bi = r / p.heads;  // b * tq + i
+    const bf16* d = p.dout + bi * p.ldd + int64_t(h) * head_dim;
+    const bf16* o = p.out + bi * p.ldo + int64_t(h) * head_dim;
+    float sum = 0.f;
+    for (int c = lane * 2; c < head_dim; c += 64) {
+      const float2 dd = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(d + c));
+      const float2 oo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(o + c));
+      sum += dd.x * oo.x + dd.y * oo.y;
+    }
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    const int64_t b = bi / p.tq, i = bi % p.tq;
+    if (lane == 0) p.dvec[(b * p.heads + h) * p.tq + i] = sum;
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void scale_acc(float (&acc)[N][4], float s) {
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[n][c] *= s;
+  }
+}
+
+// Rows row0 + g and row0 + g + 8 of a warp's [16, D] accumulator to a row-strided matrix.
+template <int D>
+__device__ __forceinline__ void store_rows(bf16* g, int64_t ld, int row0, int rows,
+                                           const float (&acc)[D / 8][4]) {
+  const int lane = threadIdx.x & 31, t = lane & 3;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row0 + (lane >> 2) + r * 8;
+    if (row >= rows) continue;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      *reinterpret_cast<__nv_bfloat162*>(g + int64_t(row) * ld + n * 8 + 2 * t) =
+          __floats2bfloat162_rn(acc[n][2 * r], acc[n][2 * r + 1]);
+    }
+  }
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) flash_dq_kernel(const Params p) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  bf16* sq = reinterpret_cast<bf16*>(smem_raw);  // [64, D] each
+  bf16* sdo = sq + kRows * D;
+  bf16* skv = sdo + kRows * D;  // [2 stages][K, V]
+  const int qb = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int q0 = qb * kRows;
+  const Scorer sc{p, b, h, p.kv_lengths ? min(p.tk, p.kv_lengths[b]) : p.tk, p.seg_q != nullptr};
+  const bf16* kg = p.k + int64_t(b) * p.tk * p.ldk + int64_t(h) * D;
+  const bf16* vg = p.v + int64_t(b) * p.tk * p.ldv + int64_t(h) * D;
+  const int kv_stop = p.causal ? min(sc.kv_end, q0 + kRows) : sc.kv_end;
+  const int n_blocks = (kv_stop + kRows - 1) / kRows;
+
+  load_tile<D>(sq, p.q + int64_t(b) * p.tq * p.ldq + int64_t(h) * D, p.ldq, q0, p.tq);
+  load_tile<D>(sdo, p.dout + int64_t(b) * p.tq * p.ldd + int64_t(h) * D, p.ldd, q0, p.tq);
+  if (n_blocks > 0) {
+    load_tile<D>(skv, kg, p.ldk, 0, p.tk);
+    load_tile<D>(skv + kRows * D, vg, p.ldv, 0, p.tk);
+  }
+  cp_async_commit();
+
+  const int row_base = q0 + warp * 16 + g;
+  float lse2[2], dvec[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = row_base + r * 8;
+    const int64_t at = (int64_t(b) * p.heads + h) * p.tq + i;
+    lse2[r] = i < p.tq ? p.lse[at] * kLog2e : INFINITY;
+    dvec[r] = i < p.tq ? p.dvec[at] : 0.f;
+  }
+  float dq[D / 8][4];
+  zero(dq);
+  for (int nb = 0; nb < n_blocks; ++nb) {
+    const int k0 = nb * kRows;
+    const bf16* sk = skv + (nb & 1) * 2 * kRows * D;
+    const bf16* sv = sk + kRows * D;
+    if (nb + 1 < n_blocks) {
+      bf16* nk = skv + ((nb + 1) & 1) * 2 * kRows * D;
+      load_tile<D>(nk, kg, p.ldk, k0 + kRows, p.tk);
+      load_tile<D>(nk + kRows * D, vg, p.ldv, k0 + kRows, p.tk);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    float s[8][4], dp[8][4];
+    zero(s);
+    zero(dp);
+    gemm_nt<D>(s, sq, warp * 16, sk);
+    gemm_nt<D>(dp, sdo, warp * 16, sv);
+    const bool check = !sc.all_visible(q0 + warp * 16, k0, k0 + kRows) || q0 + kRows > p.tq;
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int r = c >> 1, i = row_base + r * 8, j = k0 + n * 8 + 2 * t + (c & 1);
+        const float pr = exp2f(sc.logit(s[n][c], i, j, check) - lse2[r]);
+        const float dpk = p.dropout_p > 0.f ? dp[n][c] * sc.keep(i, j) * p.keep_scale : dp[n][c];
+        s[n][c] = pr * (dpk - dvec[r]);  // dS
+      }
+    }
+    uint32_t pa[4][4];
+    to_a_frags(pa, s);
+    gemm_nn<D>(dq, pa, sk);
+    __syncthreads();  // this stage's K, V are free for the load two iterations ahead
+  }
+  cp_async_wait<0>();
+  scale_acc(dq, p.scale_log2 / kLog2e);
+  store_rows<D>(p.dq + int64_t(b) * p.tq * p.ld_dq + int64_t(h) * D, p.ld_dq, q0 + warp * 16,
+                p.tq, dq);
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) flash_dkdv_kernel(const Params p) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  bf16* sk = reinterpret_cast<bf16*>(smem_raw);  // [64, D] each
+  bf16* sv = sk + kRows * D;
+  bf16* sqd = sv + kRows * D;  // [2 stages][Q, dout]
+  float* svec = reinterpret_cast<float*>(sqd + 4 * kRows * D);  // [2 stages][lse2, dvec][64]
+  const int kb = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int k0 = kb * kRows;
+  const Scorer sc{p, b, h, p.kv_lengths ? min(p.tk, p.kv_lengths[b]) : p.tk, p.seg_q != nullptr};
+  const bf16* qg = p.q + int64_t(b) * p.tq * p.ldq + int64_t(h) * D;
+  const bf16* dg = p.dout + int64_t(b) * p.tq * p.ldd + int64_t(h) * D;
+  const float* lse_g = p.lse + (int64_t(b) * p.heads + h) * p.tq;
+  const float* dvec_g = p.dvec + (int64_t(b) * p.heads + h) * p.tq;
+  // Query blocks that can see a key of this block: causal ones start at the diagonal.
+  const int m_first = (p.causal ? k0 : 0) / kRows;
+  const int m_blocks = k0 < sc.kv_end ? (p.tq + kRows - 1) / kRows : 0;
+
+  load_tile<D>(sk, p.k + int64_t(b) * p.tk * p.ldk + int64_t(h) * D, p.ldk, k0, p.tk);
+  load_tile<D>(sv, p.v + int64_t(b) * p.tk * p.ldv + int64_t(h) * D, p.ldv, k0, p.tk);
+  if (m_first < m_blocks) {
+    load_tile<D>(sqd, qg, p.ldq, m_first * kRows, p.tq);
+    load_tile<D>(sqd + kRows * D, dg, p.ldd, m_first * kRows, p.tq);
+  }
+  cp_async_commit();
+
+  const int key_base = k0 + warp * 16 + g;  // keys key_base and key_base + 8
+  float dk[D / 8][4], dv[D / 8][4];
+  zero(dk);
+  zero(dv);
+  for (int mb = m_first; mb < m_blocks; ++mb) {
+    const int m0 = mb * kRows, stage = (mb - m_first) & 1;
+    const bf16* sq = sqd + stage * 2 * kRows * D;
+    const bf16* sdo = sq + kRows * D;
+    float* slse = svec + stage * 2 * kRows;
+    float* sdvec = slse + kRows;
+    for (int r = threadIdx.x; r < kRows; r += kThreads) {
+      const bool ok = m0 + r < p.tq;
+      slse[r] = ok ? lse_g[m0 + r] * kLog2e : INFINITY;
+      sdvec[r] = ok ? dvec_g[m0 + r] : 0.f;
+    }
+    if (mb + 1 < m_blocks) {
+      bf16* nq = sqd + (stage ^ 1) * 2 * kRows * D;
+      load_tile<D>(nq, qg, p.ldq, m0 + kRows, p.tq);
+      load_tile<D>(nq + kRows * D, dg, p.ldd, m0 + kRows, p.tq);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    float st[8][4], dpt[8][4];  // rows: this warp's 16 keys; columns: the 64 queries
+    zero(st);
+    zero(dpt);
+    gemm_nt<D>(st, sk, warp * 16, sq);
+    gemm_nt<D>(dpt, sv, warp * 16, sdo);
+    const int key0 = k0 + warp * 16;
+    const bool check = sc.segmented || key0 + 16 > sc.kv_end ||
+                       (p.causal && key0 + 15 > m0) || m0 + kRows > p.tq;
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int col = n * 8 + 2 * t + (c & 1), i = m0 + col, j = key_base + (c >> 1) * 8;
+        const float pr = exp2f(sc.logit(st[n][c], i, j, check) - slse[col]);
+        const float keep = p.dropout_p > 0.f ? sc.keep(i, j) * p.keep_scale : 1.f;
+        st[n][c] = pr * keep;                            // P' (dropped, scaled)
+        dpt[n][c] = pr * (dpt[n][c] * keep - sdvec[col]);  // dS
+      }
+    }
+    uint32_t pa[4][4];
+    to_a_frags(pa, st);
+    gemm_nn<D>(dv, pa, sdo);
+    to_a_frags(pa, dpt);
+    gemm_nn<D>(dk, pa, sq);
+    __syncthreads();  // this stage's buffers are free for the load two iterations ahead
+  }
+  cp_async_wait<0>();
+  scale_acc(dk, p.scale_log2 / kLog2e);
+  store_rows<D>(p.dk + int64_t(b) * p.tk * p.ld_dk + int64_t(h) * D, p.ld_dk, k0 + warp * 16,
+                p.tk, dk);
+  store_rows<D>(p.dv + int64_t(b) * p.tk * p.ld_dv + int64_t(h) * D, p.ld_dv, k0 + warp * 16,
+                p.tk, dv);
+}
+
+template <typename Kernel>
+void set_smem(Kernel kernel, size_t bytes) {
+  ANVIL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(bytes)));
+}
+
+template <int D>
+void launch(const Params& p, int batch, cudaStream_t stream) {
+  const size_t tile = kRows * D * sizeof(bf16);
+  const size_t dq_smem = 6 * tile, dkdv_smem = 6 * tile + 4 * kRows * sizeof(float);
+  set_smem(flash_dq_kernel<D>, dq_smem);
+  set_smem(flash_dkdv_kernel<D>, dkdv_smem);
+  flash_dq_kernel<D><<<dim3((p.tq + kRows - 1) / kRows, p.heads, batch), kThreads, dq_smem,
+                       stream>>>(p);
+  ANVIL_CUDA_CHECK(cudaGetLastError());
+  flash_dkdv_kernel<D><<<dim3((p.tk + kRows - 1) / kRows, p.heads, batch), kThreads, dkdv_smem,
+                         stream>>>(p);
+  ANVIL_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void backward(const Params& p, int batch, int head_dim, cudaStream_t stream) {
+  const int64_t rows = int64_t(batch) * p.tq * p.heads;
+  const int blocks = static_cast<int>(std::min<int64_t>((rows * 32 + 255) / 256, 65536));
+  rowdot_kernel<<<blocks, 256, 0, stream>>>(p, batch, head_dim);
+  ANVIL_CUDA_CHECK(cudaGetLastError());
+  if (head_dim == 64) {
+    launch<64>(p, batch, stream);
+  } else {
+    launch<128>(p, batch, stream);
+  }
+}
+
+}  // namespace anvil::ops::cuda::flash

@@ -1,0 +1,152 @@
+// CUDA forward of ops/flash_attention.h (FlashAttention-2 schedule on mma.sync):
+// a block owns 64 queries of one (sample, head), four warps of 16 rows; it walks the visible
+// key blocks of 64 (causal: up to its diagonal; padding: up to kv_lengths[b]) with an online
+// softmax in log2 units:
+//   x_ij = (scale q_i.k_j + bias) log2(e);  m_i = running max;  l_i += sum_j 2^(x_ij - m_i)
+//   acc_i = acc_i 2^(m_old - m_new) + sum_j 2^(x_ij - m_i) keep_ij v_j
+//   out_i = acc_i / l_i / (1 - p)  (=),  lse_i = (m_i + log2 l_i) ln 2  (=; +inf, out 0 if empty)
+// K is prefetched (cp.async) while P V runs, V while Q K^T runs (one buffer each).
+#include <cuda_bf16.h>
+
+#include "engine/cuda_check.h"
+#include "ops/cuda/flash_attention_launch.h"
+#include "ops/cuda/flash_attention_tiles.cuh"
+
+namespace anvil::ops::cuda::flash {
+namespace {
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) flash_forward_kernel(const Params p) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  bf16* sq = reinterpret_cast<bf16*>(smem_raw);  // [64, D] each
+  bf16* sk = sq + kRows * D;
+  bf16* sv = sk + kRows * D;
+  const int qb = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int q0 = qb * kRows;
+  const Scorer sc{p, b, h, p.kv_lengths ? min(p.tk, p.kv_lengths[b]) : p.tk, p.seg_q != nullptr};
+  const bf16* qg = p.q + int64_t(b) * p.tq * p.ldq + int64_t(h) * D;
+  const bf16* kg = p.k + int64_t(b) * p.tk * p.ldk + int64_t(h) * D;
+  const bf16* vg = p.v + int64_t(b) * p.tk * p.ldv + int64_t(h) * D;
+  // Keys past this block's last query (causal) or past the padding never matter.
+  const int kv_stop = p.causal ? min(sc.kv_end, q0 + kRows) : sc.kv_end;
+  const int n_blocks = (kv_stop + kRows - 1) / kRows;
+
+  load_tile<D>(sq, qg, p.ldq, q0, p.tq);
+  if (n_blocks > 0) load_tile<D>(sk, kg, p.ldk, 0, p.tk);
+  cp_async_commit();
+
+  float acc[D / 8][4];
+  zero(acc);
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+  const int row_base = q0 + warp * 16 + g;  // rows row_base and row_base + 8
+
+  for (int nb = 0; nb < n_blocks; ++nb) {
+    const int k0 = nb * kRows;
+    load_tile<D>(sv, vg, p.ldv, k0, p.tk);
+    cp_async_commit();
+    cp_async_wait<1>();  // Q and K(nb) are in
+    __syncthreads();
+    float s[8][4];
+    zero(s);
+    gemm_nt<D>(s, sq, warp * 16, sk);
+    __syncthreads();  // every warp is done with K(nb)
+    if (nb + 1 < n_blocks) load_tile<D>(sk, kg, p.ldk, k0 + kRows, p.tk);
+    cp_async_commit();
+
+    const bool check = !sc.all_visible(q0 + warp * 16, k0, k0 + kRows) || q0 + kRows > p.tq;
+    float m_new[2] = {m_run[0], m_run[1]};
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int i = row_base + (c >> 1) * 8, j = k0 + n * 8 + 2 * t + (c & 1);
+        s[n][c] = sc.logit(s[n][c], i, j, check);
+        m_new[c >> 1] = fmaxf(m_new[c >> 1], s[n][c]);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      m_new[r] = fmaxf(m_new[r], __shfl_xor_sync(0xffffffffu, m_new[r], 1));
+      m_new[r] = fmaxf(m_new[r], __shfl_xor_sync(0xffffffffu, m_new[r], 2));
+    }
+    float alpha[2], m_use[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      m_use[r] = m_new[r] == -INFINITY ? 0.f : m_new[r];  // an all-masked row so far
+      alpha[r] = exp2f(m_run[r] - m_use[r]);
+      m_run[r] = m_new[r];
+      l_run[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      acc[n][0] *= alpha[0];
+      acc[n][1] *= alpha[0];
+      acc[n][2] *= alpha[1];
+      acc[n][3] *= alpha[1];
+    }
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const float e = exp2f(s[n][c] - m_use[c >> 1]);
+        l_run[c >> 1] += e;
+        const int i = row_base + (c >> 1) * 8, j = k0 + n * 8 + 2 * t + (c & 1);
+        s[n][c] = p.dropout_p > 0.f ? e * sc.keep(i, j) : e;
+      }
+    }
+    uint32_t pa[4][4];
+    to_a_frags(pa, s);
+    cp_async_wait<1>();  // V(nb) is in (K(nb + 1) may still fly)
+    __syncthreads();
+    gemm_nn<D>(acc, pa, sv);
+    __syncthreads();  // every warp is done with V(nb) before the next load
+  }
+  cp_async_wait<0>();
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = row_base + r * 8;
+    if (i >= p.tq) continue;
+    const bool empty = l_run[r] == 0.f;
+    const float inv = empty ? 0.f : p.keep_scale / l_run[r];
+    bf16* orow = p.o + (int64_t(b) * p.tq + i) * p.ldo + int64_t(h) * D;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      *reinterpret_cast<__nv_bfloat162*>(orow + n * 8 + 2 * t) =
+          __floats2bfloat162_rn(acc[n][2 * r] * inv, acc[n][2 * r + 1] * inv);
+    }
+    if (t == 0) {
+      p.lse[(int64_t(b) * p.heads + h) * p.tq + i] =
+          empty ? INFINITY : (m_run[r] + __log2f(l_run[r])) * 0.6931471805599453f;
+    }
+  }
+}
+
+template <int D>
+void launch(const Params& p, int batch, cudaStream_t stream) {
+  const size_t smem = 3 * kRows * D * sizeof(bf16);
+  ANVIL_CUDA_CHECK(cudaFuncSetAttribute(flash_forward_kernel<D>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(smem)));
+  const dim3 grid((p.tq + kRows - 1) / kRows, p.heads, batch);
+  flash_forward_kernel<D><<<grid, kThreads, smem, stream>>>(p);
+  ANVIL_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void forward(const Params& p, int batch, int head_dim, cudaStream_t stream) {
+  if (head_dim == 64) {
+    launch<64>(p, batch, stream);
+  } else {
+    launch<128>(p, batch, stream);
+  }
+}
+
+}  // namespace anvil::ops::cuda::flash

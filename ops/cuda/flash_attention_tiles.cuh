@@ -1,0 +1,204 @@
+// Warp-level building blocks of the flash attention kernels (ops/cuda/flash_attention_*.cu):
+// bf16 tiles of 64 rows x D in shared memory (16-byte chunks XOR-swizzled by row, so ldmatrix
+// is conflict-free), cp.async loads, and the two warp GEMM shapes on mma.sync m16n8k16:
+//   gemm_nt: acc[16 x 64] += A[16 x D] (smem rows) * B[64 x D]^T (smem rows)    (S = Q K^T)
+//   gemm_nn: acc[16 x D]  += P[16 x 64] (registers) * B[64 x D] (smem rows)      (O = P V)
+// Accumulator layout of m16n8k16 (g = lane / 4, t = lane % 4): acc[n][c] is row g + 8 (c / 2),
+// column 8 n + 2 t + c % 2 of the warp's tile.
+// Also the per-element score rule shared by the forward and both backward kernels.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "engine/philox.h"
+#include "ops/flash_attention_detail.h"
+
+namespace anvil::ops::cuda::flash {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kRows = 64;  // rows of a tile: queries of a block, keys of an iteration
+constexpr int kWarps = 4;  // 16 rows each
+constexpr int kThreads = kWarps * 32;
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Everything the kernels read; pointers are offset per (b, h) inside the kernels.
+struct Params {
+  const bf16 *q, *k, *v, *out, *dout;
+  bf16 *o, *dq, *dk, *dv;
+  float* lse;         // [B, H, Tq] natural log
+  float* dvec;        // [B, H, Tq] rowsum(dout * out) (backward)
+  int64_t ldq, ldk, ldv, ldo, ldd;    // rows of q, k, v, out/o, dout
+  int64_t ld_dq, ld_dk, ld_dv;
+  int tq, tk, heads, total_heads, head_offset;
+  bool causal;
+  int bias;                           // AttentionBias as int
+  float scale_log2;                   // scale * log2(e)
+  const int32_t *seg_q, *seg_k, *kv_lengths, *rel_buckets;
+  const float* rel_table;             // [num_buckets, total_heads]
+  float dropout_p, keep_scale;        // keep_scale = 1 / (1 - p)
+  uint64_t seed, offset;
+};
+
+// Shared-memory element offset of (row, col) in a [64, D] tile; col a multiple of 8 picks the
+// 16-byte chunk, which is XORed with row % 8.
+template <int D>
+__device__ __forceinline__ int swz(int row, int col) {
+  return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const int bytes = valid ? 16 : 0;  // 0: zero-fill (rows past the end)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Rows [row0, row0 + 64) of a row-strided [rows, D] global matrix into a tile; rows >= rows
+// are zero-filled.
+template <int D>
+__device__ __forceinline__ void load_tile(bf16* tile, const bf16* g, int64_t ld, int row0,
+                                          int rows) {
+  constexpr int kChunks = D / 8;
+  for (int idx = threadIdx.x; idx < kRows * kChunks; idx += kThreads) {
+    const int r = idx / kChunks, c = (idx % kChunks) * 8;
+    const bool ok = row0 + r < rows;
+    cp_async16(tile + swz<D>(r, c), g + (ok ? (row0 + r) * ld + c : 0), ok);
+  }
+}
+
+// Values of rows [row0, row0 + 64) of a [rows] f32 vector into smem (0 past the end).
+__device__ __forceinline__ void load_vec(float* dst, const float* src, int row0, int rows) {
+  for (int r = threadIdx.x; r < kRows; r += kThreads) dst[r] = row0 + r < rows ? src[row0 + r] : 0.f;
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const bf16* p) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const bf16* p) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+// c[4] += a[4] (16x16 row) * (b0, b1) (16x8 col), bf16 in, f32 accumulate.
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+template <int N>
+__device__ __forceinline__ void zero(float (&acc)[N][4]) {
+#pragma unroll
+  for (int n = 0; n < N; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+}
+
+// acc [16 x 64] += A[a_row0 .. +16, 0 .. D) * B[0 .. 64, 0 .. D)^T, both tiles [64, D].
+template <int D>
+__device__ __forceinline__ void gemm_nt(float (&acc)[8][4], const bf16* a_tile, int a_row0,
+                                        const bf16* b_tile) {
+  const int l = threadIdx.x & 31;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t a[4];
+    ldsm_x4(a, a_tile + swz<D>(a_row0 + (l & 7) + ((l >> 3) & 1) * 8, kk * 16 + (l >> 4) * 8));
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t b[4];
+      ldsm_x4(b, b_tile + swz<D>(np * 16 + (l & 7) + (l >> 4) * 8, kk * 16 + ((l >> 3) & 1) * 8));
+      mma16816(acc[2 * np], a, b[0], b[1]);
+      mma16816(acc[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// The [16 x 64] accumulator as bf16 A fragments of four k-steps of 16 (P, dS).
+__device__ __forceinline__ void to_a_frags(uint32_t (&pa)[4][4], const float (&acc)[8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    pa[kk][0] = pack_bf16(acc[2 * kk][0], acc[2 * kk][1]);
+    pa[kk][1] = pack_bf16(acc[2 * kk][2], acc[2 * kk][3]);
+    pa[kk][2] = pack_bf16(acc[2 * kk + 1][0], acc[2 * kk + 1][1]);
+    pa[kk][3] = pack_bf16(acc[2 * kk + 1][2], acc[2 * kk + 1][3]);
+  }
+}
+
+// acc [16 x D] += P[16 x 64] (A fragments) * B[0 .. 64, 0 .. D) (tile [64, D]).
+template <int D>
+__device__ __forceinline__ void gemm_nn(float (&acc)[D / 8][4], const uint32_t (&pa)[4][4],
+                                        const bf16* b_tile) {
+  const int l = threadIdx.x & 31;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      uint32_t b[4];
+      ldsm_x4_trans(b, b_tile + swz<D>(kk * 16 + (l & 7) + ((l >> 3) & 1) * 8,
+                                       dp * 16 + (l >> 4) * 8));
+      mma16816(acc[2 * dp], pa[kk], b[0], b[1]);
+      mma16816(acc[2 * dp + 1], pa[kk], b[2], b[3]);
+    }
+  }
+}
+
+// The score rule of one (sample, head): visibility, bias and dropout of element (i, j).
+struct Scorer {
+  const Params& p;
+  int b, h;        // sample, head of this call
+  int kv_end;      // keys >= kv_end are padding
+  bool segmented;  // seg_q / seg_k given
+
+  __device__ bool visible(int i, int j) const {
+    return j < kv_end && (!p.causal || j <= i) &&
+           (!segmented || p.seg_q[int64_t(b) * p.tq + i] == p.seg_k[int64_t(b) * p.tk + j]);
+  }
+  // True when every (i, j) in [i0, i1) x [j0, j1) is visible, so no per-element test is needed.
+  __device__ bool all_visible(int i0, int j0, int j1) const {
+    return !segmented && j1 <= kv_end && (!p.causal || j1 - 1 <= i0);
+  }
+  // Additive bias in log2 units.
+  __device__ float bias_log2(int i, int j) const {
+    if (p.bias == 1) {
+      return detail::alibi_slope_of(p.head_offset + h, p.total_heads) * static_cast<float>(j) *
+             kLog2e;
+    }
+    if (p.bias == 2) {
+      const int bucket = p.rel_buckets[j - i + p.tq - 1];
+      return p.rel_table[int64_t(bucket) * p.total_heads + p.head_offset + h] * kLog2e;
+    }
+    return 0.f;
+  }
+  // The log2-unit logit of raw dot product s, -inf where not visible.
+  __device__ float logit(float s, int i, int j, bool check) const {
+    if (check && (i >= p.tq || !visible(i, j))) return -INFINITY;
+    return p.bias == 0 ? s * p.scale_log2 : fmaf(s, p.scale_log2, bias_log2(i, j));
+  }
+  // 1 when element (i, j) is kept by the probability dropout, else 0 (no scaling).
+  __device__ float keep(int i, int j) const {
+    if (p.dropout_p == 0.f) return 1.f;
+    const uint64_t e =
+        ((uint64_t(b) * p.total_heads + p.head_offset + h) * p.tq + i) * uint64_t(p.tk) + j;
+    return engine::philox_uniform_at(p.seed, p.offset, e) >= p.dropout_p ? 1.f : 0.f;
+  }
+};
+
+}  // namespace anvil::ops::cuda::flash

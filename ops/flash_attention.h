@@ -1,0 +1,120 @@
+// Flash attention: multi-head scaled dot-product attention that never stores the Tq x Tk
+// scores, the one attention op of GPT, BERT and T5 (self- and cross-attention).
+// For sample b, head h (of this call), query i < Tq, key j < Tk:
+//   s_ij  = scale * q_i . k_j + bias_h(i, j)          where visible(b, i, j), else -inf
+//   P_ij  = exp(s_ij - lse_i),  lse_i = log sum_j exp(s_ij)                    (= lse, saved)
+//   out_i = sum_j P_ij * keep_ij / (1 - p) * v_j                               (= out)
+// A row with no visible key gives out_i = 0 and lse_i = +inf (so backward sees P = 0).
+// Backward: dq, dk, dv (=) through the same path; P is recomputed from q, k and the saved lse,
+// the dropout mask is regenerated from Philox. Deterministic (no atomics).
+//
+// Visibility: visible(b, i, j) = (!causal || j <= i) && j < kv_lengths[b] (when given)
+//   && seg_q[b*Tq + i] == seg_k[b*Tk + j] (when segments are given).
+// causal is top-left aligned (key j visible to query i iff j <= i); used with Tq == Tk.
+// Segments are Megatron's reset_attention_mask document ids (see ops/attention.h for their
+// construction from the tokens); kv_lengths is BERT/T5's key-padding mask.
+//
+// Bias (in logit units, added after scaling):
+//   kNone
+//   kAlibi           bias_h(i, j) = slope(head_offset + h, total_heads) * j, the BLOOM /
+//                    Megatron-DeepSpeed slopes: for n heads and m = 2^floor(log2 n),
+//                    slope(k) = 2^(-8(k+1)/m) for k < m, else 2^(-4(2(k-m)+1)/m)
+//                    (softmax is invariant to the per-row shift, so this equals slope*(j-i)).
+//   kRelativeBuckets bias_h(i, j) = rel_table[rel_buckets[j - i + Tq - 1], head_offset + h]
+//                    (T5: the caller computes each relative distance's bucket once, on the host,
+//                    with HF's formula; the table is learned). Backward accumulates
+//                    d rel_table (+=), deterministically.
+//
+// Dropout on the probabilities, model-wide numbering (as ops/attention.h for Tq == Tk):
+//   keep_ij = philox_uniform_at(seed, offset, ((b*TH + head_offset + h)*Tq + i)*Tk + j) >= p
+// with TH = total_heads (heads when 0); a site uses B*TH*Tq*Tk Philox elements.
+//
+// Layout: the heads of a row are consecutive head_dim-wide column blocks. q: [B*Tq, *] with row
+// stride ldq, head h at columns [h*Dh, (h+1)*Dh); k, v: [B*Tk, *] (ldk, ldv); out: [B*Tq, *]
+// (ldo). GPT passes column views of its fused qkv [B*T, 3*H*Dh] (ld 3*H*Dh), so no head
+// gather or scatter is needed; dq, dk, dv may be the same views of dqkv.
+// lse: [B, H, Tq] f32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/stream.h"
+#include "engine/tensor.h"
+#include "engine/workspace.h"
+
+namespace anvil::ops {
+
+using engine::ConstTensorView;
+using engine::Stream;
+using engine::TensorView;
+using engine::Workspace;
+
+enum class AttentionBias { kNone, kAlibi, kRelativeBuckets };
+
+struct FlashAttentionArgs {
+  int64_t batch = 0, q_len = 0, kv_len = 0, heads = 0, head_dim = 0;
+  bool causal = true;
+  float scale = 1.0f;  // 1/sqrt(head_dim) for GPT/BERT; 1 for T5
+  AttentionBias bias = AttentionBias::kNone;
+  float dropout_p = 0.0f;
+  uint64_t seed = 0;
+  uint64_t offset = 0;      // Philox offset of the probability dropout
+  int64_t total_heads = 0;  // heads of the whole model (0: heads): dropout numbering, ALiBi
+  int64_t head_offset = 0;  // first model head of this call
+};
+
+// Optional inputs; an empty view means "not used".
+struct AttentionMasks {
+  ConstTensorView seg_q;        // [B*Tq] i32 document ids of the queries
+  ConstTensorView seg_k;        // [B*Tk] i32 document ids of the keys (given with seg_q)
+  ConstTensorView kv_lengths;   // [B] i32: keys j >= kv_lengths[b] are padding
+  ConstTensorView rel_buckets;  // [Tq + Tk - 1] i32: bucket of distance j - i at j - i + Tq - 1
+  ConstTensorView rel_table;    // [num_buckets, total_heads] f32 (kRelativeBuckets)
+};
+
+// ALiBi slope of model head k of n (Megatron-DeepSpeed's get_slopes).
+float alibi_slope(int64_t k, int64_t n);
+
+// Scratch of backward (CUDA: per-row dO.O sums and the relative-bias partial sums; CPU: none).
+size_t flash_attention_workspace_bytes(const FlashAttentionArgs& args, int64_t num_buckets);
+
+// out: [B*Tq, ldo] act (=); lse: [B, H, Tq] f32 (=); q: [B*Tq, ldq]; k, v: [B*Tk, ldk/ldv] act.
+void flash_attention_forward(const FlashAttentionArgs& args, TensorView out, TensorView lse,
+                             ConstTensorView q, ConstTensorView k, ConstTensorView v,
+                             const AttentionMasks& masks, Stream& stream);
+
+// dq, dk, dv (=) shaped as q, k, v; d_rel_table: [num_buckets, total_heads] f32 (+=), only with
+// kRelativeBuckets (else empty); dout: as out; out and lse: what forward wrote.
+void flash_attention_backward(const FlashAttentionArgs& args, TensorView dq, TensorView dk,
+                              TensorView dv, TensorView d_rel_table, ConstTensorView dout,
+                              ConstTensorView q, ConstTensorView k, ConstTensorView v,
+                              ConstTensorView out, ConstTensorView lse,
+                              const AttentionMasks& masks, Workspace ws, Stream& stream);
+
+// Same-signature twins; the public functions check arguments and dispatch on stream.is_cuda().
+// cpu: f32/f64 plain loops in double; cuda: bf16 with head_dim 64 or 128 (mma.sync tensor
+// cores, f32 accumulation and softmax).
+namespace cpu {
+void flash_attention_forward(const FlashAttentionArgs& args, TensorView out, TensorView lse,
+                             ConstTensorView q, ConstTensorView k, ConstTensorView v,
+                             const AttentionMasks& masks, Stream& stream);
+void flash_attention_backward(const FlashAttentionArgs& args, TensorView dq, TensorView dk,
+                              TensorView dv, TensorView d_rel_table, ConstTensorView dout,
+                              ConstTensorView q, ConstTensorView k, ConstTensorView v,
+                              ConstTensorView out, ConstTensorView lse,
+                              const AttentionMasks& masks, Workspace ws, Stream& stream);
+}  // namespace cpu
+namespace cuda {
+size_t flash_attention_workspace_bytes(const FlashAttentionArgs& args, int64_t num_buckets);
+void flash_attention_forward(const FlashAttentionArgs& args, TensorView out, TensorView lse,
+                             ConstTensorView q, ConstTensorView k, ConstTensorView v,
+                             const AttentionMasks& masks, Stream& stream);
+void flash_attention_backward(const FlashAttentionArgs& args, TensorView dq, TensorView dk,
+                              TensorView dv, TensorView d_rel_table, ConstTensorView dout,
+                              ConstTensorView q, ConstTensorView k, ConstTensorView v,
+                              ConstTensorView out, ConstTensorView lse,
+                              const AttentionMasks& masks, Workspace ws, Stream& stream);
+}  // namespace cuda
+
+}  // namespace anvil::ops
