@@ -1,10 +1,17 @@
-// Deterministic GPT-2 initialization, identical on every device: values are generated on the
-// host in f32 from (seed, flat element offset) and uploaded (rounded to the compute dtype).
+// Deterministic GPT-2 initialization, identical on every layout and device: each element's value
+// comes from (seed, its flat offset in the whole single-rank model) through ops::init_normal,
+// computed where the target lives (the device, or the host for CPU streams) and written straight
+// into the flat buffers:
 //   weights and embeddings  N(0, init_std)          (wte rows >= vocab_size: 0, they are padding)
 //   attn.c_proj / mlp.c_proj weights  N(0, init_std / sqrt(2 n_layers))   (GPT-2 residual scaling)
 //   biases, LN beta  0;   LN gamma  1
-// N(0, 1) comes from Box-Muller over Philox4x32-10 with counter = flat offset, so a parameter's
-// values depend on the seed and the layout only.
+// N(0, 1) is Box-Muller in double over Philox4x32-10 with counter = flat offset (see
+// ops/init_normal.h), rounded to f32, then to the buffer's dtype.
+// CPU and GPU: the CPU (host) values are the reference and are bit-identical to every earlier
+// anvil version. On the GPU, CUDA's double log/cos may differ from glibc's by an ulp of double,
+// so a rare element differs from the host value by 1 f32 ulp (1 bf16 ulp in the compute copy):
+// tests/ops/init_normal_test.cc and tests/model/gpt_init_test.cc measure how rare (0 of 2^24
+// samples differed on the H200 when last run; the tests allow 1 ulp).
 #pragma once
 
 #include <cstdint>
@@ -13,15 +20,11 @@
 #include "engine/stream.h"
 #include "model/gpt.h"
 #include "model/param_table.h"
+#include "ops/init_normal.h"
 #include "parallel/zero.h"
 
 namespace anvil::model::gpt_detail {
 
-// The N(0, 1) sample for flat element `index` under `seed`.
-double init_normal(uint64_t seed, uint64_t index);
-
-// Writes every parameter's master and compute copy (the flat buffers must already be zero, so
-// padding stays 0). Synchronizes the stream.
 // Where initial values go: a flat buffer holding every element [flat_numel], or (part set) a
 // ZeRO shard [flat_numel / dp] holding this rank's pieces.
 struct InitTarget {
@@ -29,7 +32,13 @@ struct InitTarget {
   const parallel::ZeroPartition* part = nullptr;
 };
 
-// Shards (TP, PP) get the values of the whole model at their global elements.
+// The TP split of parameter p's shard on TP rank tp_rank of tp (ops::tp_whole_index then gives
+// model::tp_global_index).
+ops::TpSplit tp_split(const Param& p, int tp, int tp_rank);
+
+// Writes every parameter's elements into every target (the flat buffers must already be zero,
+// so padding stays 0). Shards (TP, PP) get the values of the whole model at their global
+// elements. Only enqueues work on the stream: no host synchronization.
 void init_params(const GptConfig& cfg, const GptShard& shard, const ParamTable& table,
                  const std::vector<InitTarget>& targets, uint64_t seed, engine::Stream& stream);
 
