@@ -503,8 +503,8 @@ TEST(GemmGpu, StridedBatch) {
 
 TEST(GemmGpu, PlanCacheRepeatedAndInterleavedShapes) {
   ANVIL_SKIP_WITHOUT_GPU();
-  // Shapes no other test uses, so each adds exactly one plan to this thread's cache.
-  GemmArgs fwd{72, 136, 40};  // linear forward with the fused bias epilogue
+  // Shapes no other test uses, so each adds a new plan to this thread's cache.
+  GemmArgs fwd{72, 136, 40};  // linear forward with the bias epilogue
   fwd.trans_b = true;
   fwd.epilogue = Epilogue::kBias;
   GemmArgs wgrad{136, 40, 72};  // weight gradient: f32 D, beta = 1
@@ -520,8 +520,9 @@ TEST(GemmGpu, PlanCacheRepeatedAndInterleavedShapes) {
   };
   const size_t before = detail::gemm_plan_cache_size();
   run_all();
+  // Three new keys (four or more if a fused epilogue falls back: the plain GEMM's plan too).
   const size_t after_first = detail::gemm_plan_cache_size();
-  EXPECT_EQ(after_first, before + 3);
+  EXPECT_GE(after_first, before + 3);
   // Interleaved repeats reuse the plans (other buffers, same alignment class) and still match.
   run_all();
   check_gpu(fwd, DType::kBF16, DType::kBF16, kBf16OutTol);
