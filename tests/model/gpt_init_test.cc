@@ -219,9 +219,10 @@ int64_t compare(const std::vector<float>& got, const std::vector<float>& want, D
     EXPECT_LE(d, max_ulps) << what << "[" << i << "]: got " << got[i] << ", want " << w;
   }
   EXPECT_GT(written, 0) << what;
-  std::printf("%s (%s): %lld of %lld parameter elements differ (max %lld ulp)\n", what,
-              std::string(engine::dtype_name(t)).c_str(), static_cast<long long>(differ),
-              static_cast<long long>(written), static_cast<long long>(worst));
+  std::printf("%s (%s): %lld of %lld parameter elements exact, %lld differ (max %lld ulp)\n", what,
+              std::string(engine::dtype_name(t)).c_str(), static_cast<long long>(written - differ),
+              static_cast<long long>(written), static_cast<long long>(differ),
+              static_cast<long long>(worst));
   return differ;
 }
 
