@@ -47,10 +47,9 @@ void bench_attention(benchmark::State& state, bool causal, bool backward) {
   a.batch = B, a.q_len = a.kv_len = T, a.heads = H, a.head_dim = Dh, a.causal = causal;
   a.scale = 0.125f;
   const size_t ws_bytes = ops::flash_attention_workspace_bytes(a, 0);
-  auto arena_or = engine::Arena::create(engine::Device::kCuda,
-                                        static_cast<size_t>(bt * hd) * 2 * 8 + 2 * ws_bytes +
-                                            (1 << 20),
-                                        "attention_bench");
+  auto arena_or = engine::Arena::create(
+      engine::Device::kCuda, static_cast<size_t>(bt * hd) * 2 * 8 + 2 * ws_bytes + (1 << 20),
+      "attention_bench");
   ANVIL_CHECK_OK(arena_or.status());
   engine::Arena& mem = *arena_or;
   auto view = [&](DType dt, std::initializer_list<int64_t> shape) {

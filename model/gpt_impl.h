@@ -68,6 +68,14 @@ struct GptModel::Impl {
   void layer_backward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
                       engine::TensorView dres, engine::Stream& s);
   ops::AttentionArgs attention_args(int64_t layer, float dropout_p, uint64_t dropout_offset) const;
+  // The attention core of layer l: atty (=) from qkv, and its backward dqkv (=) from datty,
+  // through flash attention where it runs (gpt_detail::uses_flash_attention), else the unfused
+  // op. Both number the dropout elements the same way.
+  void attention_core_forward(const gpt_detail::SlotData& sd, gpt_detail::LayerActs& a,
+                              int64_t layer, bool train, engine::Stream& s);
+  void attention_core_backward(const gpt_detail::SlotData& sd, const gpt_detail::LayerActs& a,
+                               int64_t layer, engine::TensorView dqkv, engine::TensorView datty,
+                               engine::Stream& s);
   // Sum over the TP group, in place (the g mapping of Megatron; no-op without TP).
   void tp_all_reduce(engine::TensorView x, engine::Stream& s);
   // Sequence parallelism (sp()): this rank's rows [r0, r0 + rows) of the [B*T, ...] tensors.

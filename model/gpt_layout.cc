@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/status.h"
 #include "ops/attention.h"
+#include "ops/flash_attention.h"
 #include "ops/grad_norm.h"
 #include "ops/layernorm.h"
 #include "parallel/zero.h"
@@ -168,6 +169,11 @@ absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const Gpt
 
 namespace {}  // namespace
 
+bool uses_flash_attention(const GptConfig& cfg, const GptPrecision& prec) {
+  if (prec.device == engine::Device::kCpu) return true;
+  return prec.act == DType::kBF16 && (cfg.head_dim() == 64 || cfg.head_dim() == 128);
+}
+
 int64_t local_rows(const GptRunShape& shape, const GptShard& shard) {
   const int64_t bt = shape.micro_batch * shape.seq_len;
   return shard.sequence_parallel && shard.tp > 1 ? bt / shard.tp : bt;
@@ -197,10 +203,14 @@ LayerActs layer_acts(const std::string& h, const GptConfig& cfg, const GptRunSha
   a.ln1_mean = A("ln1.mean", st, {rows});
   a.ln1_rstd = A("ln1.rstd", st, {rows});
   a.qkv = A("qkv", act, {bt, 3 * d / tp});
-  a.probs =
-      shared != nullptr && shard.recompute == Recompute::kSelective
-          ? shared->probs
-          : A("probs", act, {shape.micro_batch, cfg.n_heads / tp, shape.seq_len, shape.seq_len});
+  if (uses_flash_attention(cfg, prec)) {
+    a.lse = A("attn.lse", DType::kF32, {shape.micro_batch, cfg.n_heads / tp, shape.seq_len});
+  } else {
+    a.probs =
+        shared != nullptr && shard.recompute == Recompute::kSelective
+            ? shared->probs
+            : A("probs", act, {shape.micro_batch, cfg.n_heads / tp, shape.seq_len, shape.seq_len});
+  }
   a.atty = A("atty", act, {bt, d / tp});
   a.h = A("h", act, {rows, d});
   a.ln2 = A("ln2", act, {bt, d});
@@ -384,9 +394,16 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
   size_t op_bytes = 0;
   if (cuda) {
     ops::AttentionArgs aa{shape.micro_batch, T, H, cfg.head_dim(), 1.0f};
-    op_bytes = std::max({ops::cuda::attention_workspace_bytes(aa, engine::dtype_size(act)),
-                         ops::cuda::layernorm_backward_workspace_bytes({rows, d, cfg.ln_eps}),
-                         ops::cuda::sum_squares_workspace_bytes(n)});
+    ops::FlashAttentionArgs fa;
+    fa.batch = shape.micro_batch, fa.q_len = fa.kv_len = T, fa.heads = H;
+    fa.head_dim = cfg.head_dim();
+    const size_t attn_bytes =
+        uses_flash_attention(cfg, prec)
+            ? ops::cuda::flash_attention_workspace_bytes(fa, 0)
+            : ops::cuda::attention_workspace_bytes(aa, engine::dtype_size(act));
+    op_bytes =
+        std::max({attn_bytes, ops::cuda::layernorm_backward_workspace_bytes({rows, d, cfg.ln_eps}),
+                  ops::cuda::sum_squares_workspace_bytes(n)});
   }
   b.op_ws = carver.take_workspace("workspace", "op scratch", op_bytes);
   b.gemm_ws = carver.take_workspace("workspace", "cublaslt", cuda ? kGemmWorkspaceBytes : 0);

@@ -4,10 +4,13 @@
 // what create() allocates by construction.
 //
 // Saved activations of layer l (one micro-batch of B*T rows, act dtype unless noted):
-//   x = layer input (residual stream), ln1 (+ mean/rstd), qkv, probs [B, H, T, T], atty,
-//   h = x + Drop(attn proj), ln2 (+ mean/rstd), pre_gelu and gelu [B*T, ffn].
+//   x = layer input (residual stream), ln1 (+ mean/rstd), qkv, the attention's softmax
+//   statistics lse [B, H, T] f32 (flash attention) or its probabilities [B, H, T, T] (the
+//   unfused path, see uses_flash_attention), atty, h = x + Drop(attn proj), ln2 (+ mean/rstd),
+//   pre_gelu and gelu [B*T, ffn].
 // Each chunk has act_slots such sets (pipeline micro-batches in flight). Recomputation shares
-// one set among all layers and slots: the probabilities (selective) or everything but x (full).
+// one set among all layers and slots: the probabilities (selective; flash attention keeps only
+// lse, so selective recomputes nothing) or everything but x (full).
 // The attention / MLP output projections are not saved: they only feed the next fused
 // residual+layernorm, and backward needs their inputs, not their outputs.
 #pragma once
@@ -50,11 +53,16 @@ struct LayerActs {
   TensorView x, h;                                    // [rows, d] (sequence parallel: B*T/tp)
   TensorView ln1, ln2;                                // [B*T, d]
   TensorView qkv;                                     // [B*T, 3d / tp]
-  TensorView probs;                                   // [B, H / tp, T, T]
+  TensorView lse;                                     // [B, H / tp, T] f32 (flash)
+  TensorView probs;                                   // [B, H / tp, T, T] (unfused path)
   TensorView atty;                                    // [B*T, d / tp]
   TensorView pre_gelu, gelu;                          // [B*T, ffn / tp]
   TensorView ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;  // [rows] f32 (f64 with f64 activations)
 };
+
+// Flash attention (ops/flash_attention.h) wherever it runs: always on the CPU; on CUDA for bf16
+// activations with head_dim 64 or 128. Elsewhere the unfused op (ops/attention.h) runs.
+bool uses_flash_attention(const GptConfig& cfg, const GptPrecision& prec);
 
 // One micro-batch's inputs on the device, [B*T] i32 each.
 struct SlotData {

@@ -18,6 +18,7 @@
 // its vocabulary slice and the cross-entropy combines row max, sum of exponentials and target
 // logit over TP (ops/vocab_parallel_cross_entropy.h).
 // A chunk that does not end the model outputs x = h + Drop(mlp) of its last layer.
+#include <array>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -30,6 +31,7 @@
 #include "ops/cross_entropy.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"
+#include "ops/flash_attention.h"
 #include "ops/gemm.h"
 #include "ops/layernorm.h"
 #include "ops/vocab_parallel_cross_entropy.h"
@@ -216,9 +218,7 @@ void GptModel::Impl::layer_forward(const gpt_detail::SlotData& sd, int64_t slot,
   }
   gather_rows(a.ln1, s);
   linear(a.qkv, a.ln1, lw.qkv_w, lw.qkv_b, s);
-  ops::attention_forward(attention_args(l, train ? cfg.attention_dropout : 0.0f, sd.dropout_offset),
-                         a.atty, a.probs, a.qkv, sd.has_segments ? sd.segments : TensorView{},
-                         buf.op_ws, s);
+  attention_core_forward(sd, a, l, train, s);
   row_linear(buf.proj, a.atty, lw.attn_proj_w, lw.attn_proj_b, shard.tp_rank == 0, s);
   TensorView proj = row_parallel_out(buf.proj, s);
   drop(proj, 2 + 3 * l);
@@ -248,6 +248,65 @@ ops::AttentionArgs GptModel::Impl::attention_args(int64_t layer, float dropout_p
   aa.total_heads = cfg.n_heads;
   aa.head_offset = shard.tp_rank * heads;
   return aa;
+}
+
+namespace {
+
+ops::FlashAttentionArgs flash_args(const ops::AttentionArgs& aa) {
+  ops::FlashAttentionArgs fa;
+  fa.batch = aa.batch, fa.q_len = fa.kv_len = aa.seq, fa.heads = aa.heads;
+  fa.head_dim = aa.head_dim, fa.causal = true, fa.scale = aa.scale;
+  fa.dropout_p = aa.dropout_p, fa.seed = aa.seed, fa.offset = aa.offset;
+  fa.total_heads = aa.total_heads, fa.head_offset = aa.head_offset;
+  return fa;
+}
+
+ops::AttentionMasks document_masks(const gpt_detail::SlotData& sd) {
+  ops::AttentionMasks m;
+  if (sd.has_segments) m.seg_q = m.seg_k = sd.segments;
+  return m;
+}
+
+// q | k | v column blocks of a fused [B*T, 3*H*Dh] buffer.
+std::array<TensorView, 3> split_qkv(TensorView qkv) {
+  const int64_t hd = qkv.dim(1) / 3;
+  return {engine::slice_cols(qkv, 0, hd), engine::slice_cols(qkv, hd, 2 * hd),
+          engine::slice_cols(qkv, 2 * hd, 3 * hd)};
+}
+
+}  // namespace
+
+void GptModel::Impl::attention_core_forward(const gpt_detail::SlotData& sd,
+                                            gpt_detail::LayerActs& a, int64_t layer, bool train,
+                                            engine::Stream& s) {
+  const ops::AttentionArgs aa =
+      attention_args(layer, train ? cfg.attention_dropout : 0.0f, sd.dropout_offset);
+  if (a.lse.empty()) {
+    ops::attention_forward(aa, a.atty, a.probs, a.qkv, sd.has_segments ? sd.segments : TensorView{},
+                           buf.op_ws, s);
+    return;
+  }
+  const auto [q, k, v] = split_qkv(a.qkv);
+  ops::flash_attention_forward(flash_args(aa), a.atty, a.lse, q, k, v, document_masks(sd), s);
+}
+
+void GptModel::Impl::attention_core_backward(const gpt_detail::SlotData& sd,
+                                             const gpt_detail::LayerActs& a, int64_t layer,
+                                             TensorView dqkv, TensorView datty, engine::Stream& s) {
+  const ops::AttentionArgs aa = attention_args(layer, cfg.attention_dropout, sd.dropout_offset);
+  if (a.lse.empty()) {
+    const TensorView segments = sd.has_segments ? sd.segments : TensorView{};
+    if (shard.recompute == Recompute::kSelective) {
+      // The probabilities were not kept: recompute them (atty is rewritten with equal values).
+      ops::attention_forward(aa, a.atty, a.probs, a.qkv, segments, buf.op_ws, s);
+    }
+    ops::attention_backward(aa, dqkv, datty, a.qkv, a.probs, segments, buf.op_ws, s);
+    return;
+  }
+  const auto [q, k, v] = split_qkv(a.qkv);
+  const auto [dq, dk, dv] = split_qkv(dqkv);
+  ops::flash_attention_backward(flash_args(aa), dq, dk, dv, {}, datty, q, k, v, a.atty, a.lse,
+                                document_masks(sd), buf.op_ws, s);
 }
 
 void GptModel::Impl::head_forward(const gpt_detail::SlotData& sd, int64_t slot, int64_t last_local,
@@ -373,13 +432,7 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
   weight_grad(lg.attn_proj_w, dproj, a.atty, s);
   ops::bias_backward(lg.attn_proj_b, dproj, s);
   input_grad(datty, dproj, lw.attn_proj_w, s);
-  const ops::AttentionArgs aa = attention_args(l, cfg.attention_dropout, sd.dropout_offset);
-  const TensorView segments = sd.has_segments ? sd.segments : TensorView{};
-  if (shard.recompute == Recompute::kSelective) {
-    // The probabilities were not kept: recompute them (atty is rewritten with equal values).
-    ops::attention_forward(aa, a.atty, a.probs, a.qkv, segments, buf.op_ws, s);
-  }
-  ops::attention_backward(aa, dqkv, datty, a.qkv, a.probs, segments, buf.op_ws, s);
+  attention_core_backward(sd, a, l, dqkv, datty, s);
   weight_grad(lg.qkv_w, dqkv, a.ln1, s);
   ops::bias_backward(lg.qkv_b, dqkv, s);
   input_grad(buf.dln, dqkv, lw.qkv_w, s);

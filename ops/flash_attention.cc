@@ -22,8 +22,8 @@ int64_t model_heads(const FlashAttentionArgs& a) {
 }
 
 // A 2-D row-strided act view [rows, H*Dh] (unit column stride, row stride >= H*Dh).
-void check_rows(const char* op, const char* arg, const ConstTensorView& v, DType act,
-                int64_t rows, const FlashAttentionArgs& a, const Stream& stream) {
+void check_rows(const char* op, const char* arg, const ConstTensorView& v, DType act, int64_t rows,
+                const FlashAttentionArgs& a, const Stream& stream) {
   const int64_t cols = a.heads * a.head_dim;
   bool ok = !v.empty() && v.dtype == act && v.device == stream.device() && v.ndim == 2 &&
             v.dim(0) == rows && v.dim(1) == cols && v.strides[1] == 1 && v.strides[0] >= cols;
@@ -40,8 +40,9 @@ void check_rows(const char* op, const char* arg, const ConstTensorView& v, DType
 void check_masks(const char* op, const FlashAttentionArgs& a, const AttentionMasks& m,
                  const Stream& stream) {
   ANVIL_CHECK_MSG(m.seg_q.empty() == m.seg_k.empty(),
-                  std::string(op) + ": seg_q and seg_k come together (use the same view twice "
-                                    "for self-attention)");
+                  std::string(op) +
+                      ": seg_q and seg_k come together (use the same view twice "
+                      "for self-attention)");
   if (!m.seg_q.empty()) {
     detail::check_arg(op, "seg_q", m.seg_q, DType::kI32, {a.batch * a.q_len}, stream);
     detail::check_arg(op, "seg_k", m.seg_k, DType::kI32, {a.batch * a.kv_len}, stream);
@@ -64,19 +65,18 @@ void check_masks(const char* op, const FlashAttentionArgs& a, const AttentionMas
 DType check_common(const char* op, const FlashAttentionArgs& a, ConstTensorView q,
                    ConstTensorView k, ConstTensorView v, ConstTensorView lse,
                    const AttentionMasks& m, const Stream& stream) {
-  ANVIL_CHECK_MSG(a.batch >= 1 && a.q_len >= 1 && a.kv_len >= 1 && a.heads >= 1 &&
-                      a.head_dim >= 1,
+  ANVIL_CHECK_MSG(a.batch >= 1 && a.q_len >= 1 && a.kv_len >= 1 && a.heads >= 1 && a.head_dim >= 1,
                   std::string(op) + ": need batch, q_len, kv_len, heads, head_dim >= 1, got B=" +
                       str(a.batch) + " Tq=" + str(a.q_len) + " Tk=" + str(a.kv_len) +
                       " H=" + str(a.heads) + " Dh=" + str(a.head_dim));
-  ANVIL_CHECK_MSG(a.total_heads >= 0 && a.head_offset >= 0 &&
-                      a.head_offset + a.heads <= model_heads(a),
-                  std::string(op) + ": need head_offset + heads <= total_heads (0: heads), got " +
-                      "head_offset=" + str(a.head_offset) + " heads=" + str(a.heads) +
-                      " total_heads=" + str(a.total_heads));
-  ANVIL_CHECK_MSG(a.dropout_p >= 0.0f && a.dropout_p < 1.0f,
-                  std::string(op) + ": dropout_p must be in [0, 1), got " +
-                      std::to_string(a.dropout_p));
+  ANVIL_CHECK_MSG(
+      a.total_heads >= 0 && a.head_offset >= 0 && a.head_offset + a.heads <= model_heads(a),
+      std::string(op) + ": need head_offset + heads <= total_heads (0: heads), got " +
+          "head_offset=" + str(a.head_offset) + " heads=" + str(a.heads) +
+          " total_heads=" + str(a.total_heads));
+  ANVIL_CHECK_MSG(
+      a.dropout_p >= 0.0f && a.dropout_p < 1.0f,
+      std::string(op) + ": dropout_p must be in [0, 1), got " + std::to_string(a.dropout_p));
   const DType act = q.dtype;
   if (stream.is_cuda()) {
     ANVIL_CHECK_MSG(act == DType::kBF16 && (a.head_dim == 64 || a.head_dim == 128),
@@ -120,8 +120,8 @@ void flash_attention_forward(const FlashAttentionArgs& args, TensorView out, Ten
 void flash_attention_backward(const FlashAttentionArgs& args, TensorView dq, TensorView dk,
                               TensorView dv, TensorView d_rel_table, ConstTensorView dout,
                               ConstTensorView q, ConstTensorView k, ConstTensorView v,
-                              ConstTensorView out, ConstTensorView lse,
-                              const AttentionMasks& masks, Workspace ws, Stream& stream) {
+                              ConstTensorView out, ConstTensorView lse, const AttentionMasks& masks,
+                              Workspace ws, Stream& stream) {
   const char* op = "flash_attention_backward";
   const DType act = check_common(op, args, q, k, v, lse, masks, stream);
   const int64_t rq = args.batch * args.q_len, rk = args.batch * args.kv_len;
@@ -134,9 +134,9 @@ void flash_attention_backward(const FlashAttentionArgs& args, TensorView dq, Ten
     detail::check_arg(op, "d_rel_table", d_rel_table, DType::kF32,
                       {buckets_of(masks), model_heads(args)}, stream);
   } else {
-    ANVIL_CHECK_MSG(d_rel_table.empty(),
-                    std::string(op) + ": d_rel_table is only for kRelativeBuckets, got " +
-                        describe(d_rel_table));
+    ANVIL_CHECK_MSG(d_rel_table.empty(), std::string(op) +
+                                             ": d_rel_table is only for kRelativeBuckets, got " +
+                                             describe(d_rel_table));
   }
   if (stream.is_cuda()) {
     const size_t need = cuda::flash_attention_workspace_bytes(args, buckets_of(masks));
@@ -147,8 +147,8 @@ void flash_attention_backward(const FlashAttentionArgs& args, TensorView dq, Ten
     cuda::flash_attention_backward(args, dq, dk, dv, d_rel_table, dout, q, k, v, out, lse, masks,
                                    ws, stream);
   } else {
-    cpu::flash_attention_backward(args, dq, dk, dv, d_rel_table, dout, q, k, v, out, lse, masks,
-                                  ws, stream);
+    cpu::flash_attention_backward(args, dq, dk, dv, d_rel_table, dout, q, k, v, out, lse, masks, ws,
+                                  stream);
   }
 }
 

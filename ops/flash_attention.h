@@ -89,8 +89,8 @@ void flash_attention_forward(const FlashAttentionArgs& args, TensorView out, Ten
 void flash_attention_backward(const FlashAttentionArgs& args, TensorView dq, TensorView dk,
                               TensorView dv, TensorView d_rel_table, ConstTensorView dout,
                               ConstTensorView q, ConstTensorView k, ConstTensorView v,
-                              ConstTensorView out, ConstTensorView lse,
-                              const AttentionMasks& masks, Workspace ws, Stream& stream);
+                              ConstTensorView out, ConstTensorView lse, const AttentionMasks& masks,
+                              Workspace ws, Stream& stream);
 
 // Same-signature twins; the public functions check arguments and dispatch on stream.is_cuda().
 // cpu: f32/f64 plain loops in double; cuda: bf16 with head_dim 64 or 128 (mma.sync tensor
@@ -102,8 +102,8 @@ void flash_attention_forward(const FlashAttentionArgs& args, TensorView out, Ten
 void flash_attention_backward(const FlashAttentionArgs& args, TensorView dq, TensorView dk,
                               TensorView dv, TensorView d_rel_table, ConstTensorView dout,
                               ConstTensorView q, ConstTensorView k, ConstTensorView v,
-                              ConstTensorView out, ConstTensorView lse,
-                              const AttentionMasks& masks, Workspace ws, Stream& stream);
+                              ConstTensorView out, ConstTensorView lse, const AttentionMasks& masks,
+                              Workspace ws, Stream& stream);
 }  // namespace cpu
 namespace cuda {
 size_t flash_attention_workspace_bytes(const FlashAttentionArgs& args, int64_t num_buckets);
@@ -113,8 +113,8 @@ void flash_attention_forward(const FlashAttentionArgs& args, TensorView out, Ten
 void flash_attention_backward(const FlashAttentionArgs& args, TensorView dq, TensorView dk,
                               TensorView dv, TensorView d_rel_table, ConstTensorView dout,
                               ConstTensorView q, ConstTensorView k, ConstTensorView v,
-                              ConstTensorView out, ConstTensorView lse,
-                              const AttentionMasks& masks, Workspace ws, Stream& stream);
+                              ConstTensorView out, ConstTensorView lse, const AttentionMasks& masks,
+                              Workspace ws, Stream& stream);
 }  // namespace cuda
 
 }  // namespace anvil::ops

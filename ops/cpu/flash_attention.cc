@@ -7,12 +7,13 @@
 //   dv_j = sum_i P_ij keep_ij / (1 - p) dout_i;  d rel_table[bucket(j - i), h] += sum dS_ij
 // The softmax is recomputed from the scores in double (the f32 lse is not read back), so the
 // finite-difference tests in f64 see the exact gradient.
+#include "ops/flash_attention.h"
+
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "engine/philox.h"
-#include "ops/flash_attention.h"
 #include "ops/flash_attention_detail.h"
 
 namespace anvil::ops::cpu {
@@ -68,9 +69,8 @@ struct RowScorer {
   double keep(int64_t i, int64_t j) const {
     if (a.dropout_p == 0.0f) return 1.0;
     const int64_t th = a.total_heads == 0 ? a.heads : a.total_heads;
-    const uint64_t e = static_cast<uint64_t>(((b * th + a.head_offset + h) * a.q_len + i) *
-                                                 a.kv_len +
-                                             j);
+    const uint64_t e =
+        static_cast<uint64_t>(((b * th + a.head_offset + h) * a.q_len + i) * a.kv_len + j);
     return engine::philox_uniform_at(a.seed, a.offset, e) >= a.dropout_p
                ? 1.0 / (1.0 - static_cast<double>(a.dropout_p))
                : 0.0;
@@ -190,8 +190,8 @@ void backward_head(const RowScorer& rs, Mat<T> dq, Mat<T> dk, Mat<T> dv, float* 
 
 template <typename T>
 void backward_typed(const FlashAttentionArgs& a, TensorView dq, TensorView dk, TensorView dv,
-                    TensorView d_table, ConstTensorView dout, ConstTensorView q,
-                    ConstTensorView k, ConstTensorView v, const AttentionMasks& m) {
+                    TensorView d_table, ConstTensorView dout, ConstTensorView q, ConstTensorView k,
+                    ConstTensorView v, const AttentionMasks& m) {
   for (int64_t b = 0; b < a.batch; ++b) {
     for (int64_t h = 0; h < a.heads; ++h) {
       backward_head<T>(RowScorer{a, m, b, h}, mat<T>(dq), mat<T>(dk), mat<T>(dv),

@@ -62,8 +62,8 @@ void flash_attention_forward(const FlashAttentionArgs& args, TensorView out, Ten
 void flash_attention_backward(const FlashAttentionArgs& args, TensorView dq, TensorView dk,
                               TensorView dv, TensorView /*d_rel_table*/, ConstTensorView dout,
                               ConstTensorView q, ConstTensorView k, ConstTensorView v,
-                              ConstTensorView out, ConstTensorView lse,
-                              const AttentionMasks& masks, Workspace ws, Stream& stream) {
+                              ConstTensorView out, ConstTensorView lse, const AttentionMasks& masks,
+                              Workspace ws, Stream& stream) {
   ANVIL_CHECK_MSG(args.bias != AttentionBias::kRelativeBuckets,
                   "flash_attention_backward: the CUDA backward does not compute d_rel_table "
                   "(relative position buckets) yet; only the CPU twin does");

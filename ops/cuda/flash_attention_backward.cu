@@ -136,8 +136,8 @@ __global__ void __launch_bounds__(kThreads) flash_dq_kernel(const Params p) {
   }
   cp_async_wait<0>();
   scale_acc(dq, p.scale_log2 / kLog2e);
-  store_rows<D>(p.dq + int64_t(b) * p.tq * p.ld_dq + int64_t(h) * D, p.ld_dq, q0 + warp * 16,
-                p.tq, dq);
+  store_rows<D>(p.dq + int64_t(b) * p.tq * p.ld_dq + int64_t(h) * D, p.ld_dq, q0 + warp * 16, p.tq,
+                dq);
 }
 
 template <int D>
@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(kThreads) flash_dkdv_kernel(const Params p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   bf16* sk = reinterpret_cast<bf16*>(smem_raw);  // [64, D] each
   bf16* sv = sk + kRows * D;
-  bf16* sqd = sv + kRows * D;  // [2 stages][Q, dout]
+  bf16* sqd = sv + kRows * D;                                   // [2 stages][Q, dout]
   float* svec = reinterpret_cast<float*>(sqd + 4 * kRows * D);  // [2 stages][lse2, dvec][64]
   const int kb = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -196,8 +196,8 @@ __global__ void __launch_bounds__(kThreads) flash_dkdv_kernel(const Params p) {
     gemm_nt<D>(st, sk, warp * 16, sq);
     gemm_nt<D>(dpt, sv, warp * 16, sdo);
     const int key0 = k0 + warp * 16;
-    const bool check = sc.segmented || key0 + 16 > sc.kv_end ||
-                       (p.causal && key0 + 15 > m0) || m0 + kRows > p.tq;
+    const bool check =
+        sc.segmented || key0 + 16 > sc.kv_end || (p.causal && key0 + 15 > m0) || m0 + kRows > p.tq;
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
 #pragma unroll
@@ -205,7 +205,7 @@ __global__ void __launch_bounds__(kThreads) flash_dkdv_kernel(const Params p) {
         const int col = n * 8 + 2 * t + (c & 1), i = m0 + col, j = key_base + (c >> 1) * 8;
         const float pr = exp2f(sc.logit(st[n][c], i, j, check) - slse[col]);
         const float keep = p.dropout_p > 0.f ? sc.keep(i, j) * p.keep_scale : 1.f;
-        st[n][c] = pr * keep;                            // P' (dropped, scaled)
+        st[n][c] = pr * keep;                              // P' (dropped, scaled)
         dpt[n][c] = pr * (dpt[n][c] * keep - sdvec[col]);  // dS
       }
     }
@@ -218,10 +218,10 @@ __global__ void __launch_bounds__(kThreads) flash_dkdv_kernel(const Params p) {
   }
   cp_async_wait<0>();
   scale_acc(dk, p.scale_log2 / kLog2e);
-  store_rows<D>(p.dk + int64_t(b) * p.tk * p.ld_dk + int64_t(h) * D, p.ld_dk, k0 + warp * 16,
-                p.tk, dk);
-  store_rows<D>(p.dv + int64_t(b) * p.tk * p.ld_dv + int64_t(h) * D, p.ld_dv, k0 + warp * 16,
-                p.tk, dv);
+  store_rows<D>(p.dk + int64_t(b) * p.tk * p.ld_dk + int64_t(h) * D, p.ld_dk, k0 + warp * 16, p.tk,
+                dk);
+  store_rows<D>(p.dv + int64_t(b) * p.tk * p.ld_dv + int64_t(h) * D, p.ld_dv, k0 + warp * 16, p.tk,
+                dv);
 }
 
 template <typename Kernel>
@@ -236,11 +236,11 @@ void launch(const Params& p, int batch, cudaStream_t stream) {
   const size_t dq_smem = 6 * tile, dkdv_smem = 6 * tile + 4 * kRows * sizeof(float);
   set_smem(flash_dq_kernel<D>, dq_smem);
   set_smem(flash_dkdv_kernel<D>, dkdv_smem);
-  flash_dq_kernel<D><<<dim3((p.tq + kRows - 1) / kRows, p.heads, batch), kThreads, dq_smem,
-                       stream>>>(p);
+  flash_dq_kernel<D>
+      <<<dim3((p.tq + kRows - 1) / kRows, p.heads, batch), kThreads, dq_smem, stream>>>(p);
   ANVIL_CUDA_CHECK(cudaGetLastError());
-  flash_dkdv_kernel<D><<<dim3((p.tk + kRows - 1) / kRows, p.heads, batch), kThreads, dkdv_smem,
-                         stream>>>(p);
+  flash_dkdv_kernel<D>
+      <<<dim3((p.tk + kRows - 1) / kRows, p.heads, batch), kThreads, dkdv_smem, stream>>>(p);
   ANVIL_CUDA_CHECK(cudaGetLastError());
 }
 

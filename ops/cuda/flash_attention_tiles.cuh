@@ -28,17 +28,17 @@ constexpr float kLog2e = 1.4426950408889634f;
 struct Params {
   const bf16 *q, *k, *v, *out, *dout;
   bf16 *o, *dq, *dk, *dv;
-  float* lse;         // [B, H, Tq] natural log
-  float* dvec;        // [B, H, Tq] rowsum(dout * out) (backward)
-  int64_t ldq, ldk, ldv, ldo, ldd;    // rows of q, k, v, out/o, dout
+  float* lse;                       // [B, H, Tq] natural log
+  float* dvec;                      // [B, H, Tq] rowsum(dout * out) (backward)
+  int64_t ldq, ldk, ldv, ldo, ldd;  // rows of q, k, v, out/o, dout
   int64_t ld_dq, ld_dk, ld_dv;
   int tq, tk, heads, total_heads, head_offset;
   bool causal;
-  int bias;                           // AttentionBias as int
-  float scale_log2;                   // scale * log2(e)
+  int bias;          // AttentionBias as int
+  float scale_log2;  // scale * log2(e)
   const int32_t *seg_q, *seg_k, *kv_lengths, *rel_buckets;
-  const float* rel_table;             // [num_buckets, total_heads]
-  float dropout_p, keep_scale;        // keep_scale = 1 / (1 - p)
+  const float* rel_table;       // [num_buckets, total_heads]
+  float dropout_p, keep_scale;  // keep_scale = 1 / (1 - p)
   uint64_t seed, offset;
 };
 
@@ -75,7 +75,8 @@ __device__ __forceinline__ void load_tile(bf16* tile, const bf16* g, int64_t ld,
 
 // Values of rows [row0, row0 + 64) of a [rows] f32 vector into smem (0 past the end).
 __device__ __forceinline__ void load_vec(float* dst, const float* src, int row0, int rows) {
-  for (int r = threadIdx.x; r < kRows; r += kThreads) dst[r] = row0 + r < rows ? src[row0 + r] : 0.f;
+  for (int r = threadIdx.x; r < kRows; r += kThreads)
+    dst[r] = row0 + r < rows ? src[row0 + r] : 0.f;
 }
 
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const bf16* p) {
@@ -152,8 +153,8 @@ __device__ __forceinline__ void gemm_nn(float (&acc)[D / 8][4], const uint32_t (
 #pragma unroll
     for (int dp = 0; dp < D / 16; ++dp) {
       uint32_t b[4];
-      ldsm_x4_trans(b, b_tile + swz<D>(kk * 16 + (l & 7) + ((l >> 3) & 1) * 8,
-                                       dp * 16 + (l >> 4) * 8));
+      ldsm_x4_trans(
+          b, b_tile + swz<D>(kk * 16 + (l & 7) + ((l >> 3) & 1) * 8, dp * 16 + (l >> 4) * 8));
       mma16816(acc[2 * dp], pa[kk], b[0], b[1]);
       mma16816(acc[2 * dp + 1], pa[kk], b[2], b[3]);
     }

@@ -120,8 +120,8 @@ Views make_views(TensorPool& pool, const Case& c, DType dt, const std::vector<fl
     w.masks.rel_buckets =
         pool.from_i32(c.rel_buckets, {static_cast<int64_t>(c.rel_buckets.size())});
     w.masks.rel_table = pool.from(c.rel_table, DType::kF32, {nb, model_heads(c)});
-    w.d_table = pool.from(std::vector<float>(c.rel_table.size(), 0.25f), DType::kF32,
-                          {nb, model_heads(c)});
+    w.d_table =
+        pool.from(std::vector<float>(c.rel_table.size(), 0.25f), DType::kF32, {nb, model_heads(c)});
   }
   return w;
 }
@@ -144,8 +144,8 @@ struct Results {
 };
 
 // The [rows, cols] column block `part` of a row-major host copy of `buf` (ld columns).
-std::vector<double> columns(const std::vector<double>& host, int64_t ld,
-                            const TensorView& part, const TensorView& buf) {
+std::vector<double> columns(const std::vector<double>& host, int64_t ld, const TensorView& part,
+                            const TensorView& buf) {
   const int64_t col0 = (static_cast<const char*>(part.data) - static_cast<const char*>(buf.data)) /
                        static_cast<int64_t>(engine::dtype_size(buf.dtype));
   std::vector<double> out;
@@ -198,8 +198,8 @@ TEST(FlashAttentionCpu, MatchesUnfusedCausalWithDocumentsDropoutAndHeadOffset) {
 
   TestStream stream(Device::kCpu);
   TensorPool pool(Device::kCpu);
-  AttentionArgs u{c.batch, c.tq, c.heads, c.dh, c.scale, c.dropout, 99, 5, c.total_heads,
-                  c.head_offset};
+  AttentionArgs u{c.batch,   c.tq, c.heads, c.dh,          c.scale,
+                  c.dropout, 99,   5,       c.total_heads, c.head_offset};
   const int64_t bt = c.batch * c.tq, hd = c.heads * c.dh;
   TensorView qkv = pool.from(in.xq, DType::kF64, {bt, 3 * hd});
   TensorView out = pool.empty(DType::kF64, {bt, hd});
@@ -270,8 +270,8 @@ void check_fd(const Case& c0) {
   };
   const Tol tol{1e-5, 1e-4, 1e-9};
   if (!c.cross) {
-    EXPECT_TRUE(testing::tensors_near(interleave(c.batch * c.tq, {&r.dq, &r.dk, &r.dv}),
-                                      fd(&x.xq), tol))
+    EXPECT_TRUE(
+        testing::tensors_near(interleave(c.batch * c.tq, {&r.dq, &r.dk, &r.dv}), fd(&x.xq), tol))
         << "d qkv";
   } else {
     EXPECT_TRUE(testing::tensors_near(r.dq, fd(&x.xq), tol)) << "d q";
@@ -358,18 +358,40 @@ TEST(FlashAttentionCpuDeathTest, RejectsMismatchedShapes) {
 
 // ---- GPU against the CPU twin -----------------------------------------------------------------
 
+// |got - ref| <= rel_atol * rms(ref) + rtol |ref| elementwise, NMSE <= nmse (rms-relative
+// absolute error: bf16 rounds P and dS, so small elements carry the row's absolute error).
 void expect_near_scaled(const std::vector<double>& got, const std::vector<double>& ref,
-                        double rel_atol, double rtol, double nmse, const char* what) {
+                        double rel_atol, double rtol, double nmse, const char* what,
+                        bool allow_zero = false) {
   double rms = 0;
   for (double v : ref) rms += v * v;
   rms = std::sqrt(rms / std::max<size_t>(ref.size(), 1));
-  EXPECT_TRUE(testing::tensors_near(got, ref, Tol{rel_atol * rms + 1e-6, rtol, nmse})) << what;
+  EXPECT_TRUE(testing::tensors_near(got, ref, Tol{rel_atol * rms + 1e-6, rtol, nmse}, allow_zero))
+      << what;
 }
 
+// Empty rows have lse = +inf on both sides; the finite ones agree to an absolute error.
+void expect_lse_near(const std::vector<double>& got, const std::vector<double>& ref) {
+  std::vector<double> g, r;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (std::isinf(ref[i])) {
+      EXPECT_EQ(got[i], ref[i]) << "lse[" << i << "] of an empty row";
+    } else {
+      g.push_back(got[i]);
+      r.push_back(ref[i]);
+    }
+  }
+  if (!r.empty()) {
+    EXPECT_TRUE(testing::tensors_near(g, r, Tol{2e-3, 1e-3, 1e-8})) << "lse";
+  }
+}
+
+// Elementwise bounds: out 2% of rms + 2%, gradients 10% of rms + 4% (a few elements per 10^5
+// reach 5-8% of rms from bf16 P and dS over 1000+ keys); NMSE 2e-4 everywhere (seen: 3e-5).
 void check_gpu(Case c, uint64_t seed) {
-  SCOPED_TRACE(::testing::Message() << "B=" << c.batch << " Tq=" << c.tq << " Tk=" << c.tk
-                                    << " H=" << c.heads << " Dh=" << c.dh << " causal="
-                                    << c.causal << " drop=" << c.dropout);
+  SCOPED_TRACE(::testing::Message()
+               << "B=" << c.batch << " Tq=" << c.tq << " Tk=" << c.tk << " H=" << c.heads
+               << " Dh=" << c.dh << " causal=" << c.causal << " drop=" << c.dropout);
   Inputs in = random_inputs(c, seed);
   in.xq = testing::round_bf16(in.xq);
   in.xkv = testing::round_bf16(in.xkv);
@@ -377,11 +399,12 @@ void check_gpu(Case c, uint64_t seed) {
   const Results ref = run(c, Device::kCpu, DType::kF32, in);
   const Results got = run(c, Device::kCuda, DType::kBF16, in);
   expect_near_scaled(got.out, ref.out, 2e-2, 2e-2, 2e-4, "out");
-  // lse: finite rows to a small absolute error, infinite (empty) rows exactly.
-  EXPECT_TRUE(testing::tensors_near(got.lse, ref.lse, Tol{2e-3, 1e-3, 1e-8}, true)) << "lse";
-  expect_near_scaled(got.dq, ref.dq, 4e-2, 4e-2, 1e-3, "dq");
-  expect_near_scaled(got.dk, ref.dk, 4e-2, 4e-2, 1e-3, "dk");
-  expect_near_scaled(got.dv, ref.dv, 4e-2, 4e-2, 1e-3, "dv");
+  expect_lse_near(got.lse, ref.lse);
+  // With a single key, dq and dk are exactly zero (softmax of one element is constant).
+  const bool single_key = c.tk == 1;
+  expect_near_scaled(got.dq, ref.dq, 1e-1, 4e-2, 2e-4, "dq", single_key);
+  expect_near_scaled(got.dk, ref.dk, 1e-1, 4e-2, 2e-4, "dk", single_key);
+  expect_near_scaled(got.dv, ref.dv, 1e-1, 4e-2, 2e-4, "dv");
   const Results again = run(c, Device::kCuda, DType::kBF16, in);
   EXPECT_EQ(again.dq, got.dq) << "backward must be bitwise reproducible";
   EXPECT_EQ(again.dk, got.dk);
@@ -452,7 +475,7 @@ TEST(FlashAttentionGpu, RelativeBucketsForward) {
   const Results ref = run(c, Device::kCpu, DType::kF32, in, false);
   const Results got = run(c, Device::kCuda, DType::kBF16, in, false);
   expect_near_scaled(got.out, ref.out, 2e-2, 2e-2, 2e-4, "out");
-  EXPECT_TRUE(testing::tensors_near(got.lse, ref.lse, Tol{2e-3, 1e-3, 1e-8})) << "lse";
+  expect_lse_near(got.lse, ref.lse);
 }
 
 }  // namespace
