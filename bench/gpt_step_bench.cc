@@ -92,6 +92,11 @@ BENCHMARK_CAPTURE(gpt_step, 350M_B16_T1024, BenchShape{24, 1024, 16, 16, 1024})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5);
+// GPT 1.3B (24 layers, d 2048, 16 heads of 128), the whole 16 x 2048 batch in one micro-batch.
+BENCHMARK_CAPTURE(gpt_step, 1p3B_B16_T2048, BenchShape{24, 2048, 16, 16, 2048})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
 
 }  // namespace
 }  // namespace anvil

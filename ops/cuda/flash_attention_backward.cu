@@ -67,16 +67,37 @@ __device__ __forceinline__ void store_rows(bf16* g, int64_t ld, int row0, int ro
   }
 }
 
-template <int D>
-__global__ void __launch_bounds__(kThreads) flash_dq_kernel(const Params p) {
+// dq kernel, one key block: s holds Q K^T and dp dout V^T of a warp's rows; s becomes dS.
+template <bool kCheck, bool kDropout, bool kBias>
+__device__ __forceinline__ void dq_scores(float (&s)[8][4], const float (&dp)[8][4],
+                                          const Scorer& sc, const float (&lse2)[2],
+                                          const float (&dvec)[2], int row_base, int k0) {
+  const int t = threadIdx.x & 3;
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int r = c >> 1, i = row_base + r * 8, j = k0 + n * 8 + 2 * t + (c & 1);
+      const float pr = ex2(sc.logit<kCheck, kBias>(s[n][c], i, j) - lse2[r]);
+      const float dpk = kDropout ? dp[n][c] * sc.keep(i, j) * sc.p.keep_scale : dp[n][c];
+      s[n][c] = pr * (dpk - dvec[r]);
+    }
+  }
+}
+
+template <int D, bool kDropout, bool kBias>
+__global__ void __launch_bounds__(kThreads, 2) flash_dq_kernel(const Params p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   bf16* sq = reinterpret_cast<bf16*>(smem_raw);  // [64, D] each
   bf16* sdo = sq + kRows * D;
   bf16* skv = sdo + kRows * D;  // [2 stages][K, V]
   const int qb = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
   const int q0 = qb * kRows;
-  const Scorer sc{p, b, h, p.kv_lengths ? min(p.tk, p.kv_lengths[b]) : p.tk, p.seg_q != nullptr};
+  const Scorer sc(p, b, h);
+  const LaneRows lr = lane_rows<D>();
+  const uint32_t q_rows = smem_u32(sq) + warp * 16 * D * 2,
+                 do_rows = smem_u32(sdo) + warp * 16 * D * 2;
   const bf16* kg = p.k + int64_t(b) * p.tk * p.ldk + int64_t(h) * D;
   const bf16* vg = p.v + int64_t(b) * p.tk * p.ldv + int64_t(h) * D;
   const int kv_stop = p.causal ? min(sc.kv_end, q0 + kRows) : sc.kv_end;
@@ -104,7 +125,7 @@ __global__ void __launch_bounds__(kThreads) flash_dq_kernel(const Params p) {
   for (int nb = 0; nb < n_blocks; ++nb) {
     const int k0 = nb * kRows;
     const bf16* sk = skv + (nb & 1) * 2 * kRows * D;
-    const bf16* sv = sk + kRows * D;
+    const uint32_t k_tile = smem_u32(sk), v_tile = k_tile + kRows * D * 2;
     if (nb + 1 < n_blocks) {
       bf16* nk = skv + ((nb + 1) & 1) * 2 * kRows * D;
       load_tile<D>(nk, kg, p.ldk, k0 + kRows, p.tk);
@@ -116,22 +137,16 @@ __global__ void __launch_bounds__(kThreads) flash_dq_kernel(const Params p) {
     float s[8][4], dp[8][4];
     zero(s);
     zero(dp);
-    gemm_nt<D>(s, sq, warp * 16, sk);
-    gemm_nt<D>(dp, sdo, warp * 16, sv);
-    const bool check = !sc.all_visible(q0 + warp * 16, k0, k0 + kRows) || q0 + kRows > p.tq;
-#pragma unroll
-    for (int n = 0; n < 8; ++n) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int r = c >> 1, i = row_base + r * 8, j = k0 + n * 8 + 2 * t + (c & 1);
-        const float pr = exp2f(sc.logit(s[n][c], i, j, check) - lse2[r]);
-        const float dpk = p.dropout_p > 0.f ? dp[n][c] * sc.keep(i, j) * p.keep_scale : dp[n][c];
-        s[n][c] = pr * (dpk - dvec[r]);  // dS
-      }
+    gemm_nt<D>(s, q_rows, k_tile, lr);
+    gemm_nt<D>(dp, do_rows, v_tile, lr);
+    if (sc.all_visible(q0 + warp * 16, q0 + warp * 16 + 16, k0 + kRows)) {
+      dq_scores<false, kDropout, kBias>(s, dp, sc, lse2, dvec, row_base, k0);
+    } else {
+      dq_scores<true, kDropout, kBias>(s, dp, sc, lse2, dvec, row_base, k0);
     }
     uint32_t pa[4][4];
     to_a_frags(pa, s);
-    gemm_nn<D>(dq, pa, sk);
+    gemm_nn<D>(dq, pa, k_tile, lr);
     __syncthreads();  // this stage's K, V are free for the load two iterations ahead
   }
   cp_async_wait<0>();
@@ -140,17 +155,40 @@ __global__ void __launch_bounds__(kThreads) flash_dq_kernel(const Params p) {
                 dq);
 }
 
-template <int D>
-__global__ void __launch_bounds__(kThreads) flash_dkdv_kernel(const Params p) {
+// dk/dv kernel, one query block: st holds K Q^T and dpt V dout^T of a warp's keys (rows) and the
+// block's 64 queries (columns); st becomes P' (dropped, scaled) and dpt becomes dS^T.
+template <bool kCheck, bool kDropout, bool kBias>
+__device__ __forceinline__ void dkdv_scores(float (&st)[8][4], float (&dpt)[8][4], const Scorer& sc,
+                                            const float* slse, const float* sdvec, int key_base,
+                                            int m0) {
+  const int t = threadIdx.x & 3;
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int col = n * 8 + 2 * t + (c & 1), i = m0 + col, j = key_base + (c >> 1) * 8;
+      const float pr = ex2(sc.logit<kCheck, kBias>(st[n][c], i, j) - slse[col]);
+      const float keep = kDropout ? sc.keep(i, j) * sc.p.keep_scale : 1.f;
+      st[n][c] = pr * keep;
+      dpt[n][c] = pr * (dpt[n][c] * keep - sdvec[col]);
+    }
+  }
+}
+
+template <int D, bool kDropout, bool kBias>
+__global__ void __launch_bounds__(kThreads, 2) flash_dkdv_kernel(const Params p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   bf16* sk = reinterpret_cast<bf16*>(smem_raw);  // [64, D] each
   bf16* sv = sk + kRows * D;
   bf16* sqd = sv + kRows * D;                                   // [2 stages][Q, dout]
   float* svec = reinterpret_cast<float*>(sqd + 4 * kRows * D);  // [2 stages][lse2, dvec][64]
   const int kb = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
   const int k0 = kb * kRows;
-  const Scorer sc{p, b, h, p.kv_lengths ? min(p.tk, p.kv_lengths[b]) : p.tk, p.seg_q != nullptr};
+  const Scorer sc(p, b, h);
+  const LaneRows lr = lane_rows<D>();
+  const uint32_t k_rows = smem_u32(sk) + warp * 16 * D * 2,
+                 v_rows = smem_u32(sv) + warp * 16 * D * 2;
   const bf16* qg = p.q + int64_t(b) * p.tq * p.ldq + int64_t(h) * D;
   const bf16* dg = p.dout + int64_t(b) * p.tq * p.ldd + int64_t(h) * D;
   const float* lse_g = p.lse + (int64_t(b) * p.heads + h) * p.tq;
@@ -167,14 +205,14 @@ __global__ void __launch_bounds__(kThreads) flash_dkdv_kernel(const Params p) {
   }
   cp_async_commit();
 
-  const int key_base = k0 + warp * 16 + g;  // keys key_base and key_base + 8
+  const int key0 = k0 + warp * 16, key_base = key0 + g;  // keys key_base and key_base + 8
   float dk[D / 8][4], dv[D / 8][4];
   zero(dk);
   zero(dv);
   for (int mb = m_first; mb < m_blocks; ++mb) {
     const int m0 = mb * kRows, stage = (mb - m_first) & 1;
     const bf16* sq = sqd + stage * 2 * kRows * D;
-    const bf16* sdo = sq + kRows * D;
+    const uint32_t q_tile = smem_u32(sq), do_tile = q_tile + kRows * D * 2;
     float* slse = svec + stage * 2 * kRows;
     float* sdvec = slse + kRows;
     for (int r = threadIdx.x; r < kRows; r += kThreads) {
@@ -193,35 +231,26 @@ __global__ void __launch_bounds__(kThreads) flash_dkdv_kernel(const Params p) {
     float st[8][4], dpt[8][4];  // rows: this warp's 16 keys; columns: the 64 queries
     zero(st);
     zero(dpt);
-    gemm_nt<D>(st, sk, warp * 16, sq);
-    gemm_nt<D>(dpt, sv, warp * 16, sdo);
-    const int key0 = k0 + warp * 16;
-    const bool check =
-        sc.segmented || key0 + 16 > sc.kv_end || (p.causal && key0 + 15 > m0) || m0 + kRows > p.tq;
-#pragma unroll
-    for (int n = 0; n < 8; ++n) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int col = n * 8 + 2 * t + (c & 1), i = m0 + col, j = key_base + (c >> 1) * 8;
-        const float pr = exp2f(sc.logit(st[n][c], i, j, check) - slse[col]);
-        const float keep = p.dropout_p > 0.f ? sc.keep(i, j) * p.keep_scale : 1.f;
-        st[n][c] = pr * keep;                              // P' (dropped, scaled)
-        dpt[n][c] = pr * (dpt[n][c] * keep - sdvec[col]);  // dS
-      }
+    gemm_nt<D>(st, k_rows, q_tile, lr);
+    gemm_nt<D>(dpt, v_rows, do_tile, lr);
+    const bool full = !sc.segmented && key0 + 16 <= sc.kv_end && (!p.causal || key0 + 15 <= m0) &&
+                      m0 + kRows <= p.tq;
+    if (full) {
+      dkdv_scores<false, kDropout, kBias>(st, dpt, sc, slse, sdvec, key_base, m0);
+    } else {
+      dkdv_scores<true, kDropout, kBias>(st, dpt, sc, slse, sdvec, key_base, m0);
     }
     uint32_t pa[4][4];
     to_a_frags(pa, st);
-    gemm_nn<D>(dv, pa, sdo);
+    gemm_nn<D>(dv, pa, do_tile, lr);
     to_a_frags(pa, dpt);
-    gemm_nn<D>(dk, pa, sq);
+    gemm_nn<D>(dk, pa, q_tile, lr);
     __syncthreads();  // this stage's buffers are free for the load two iterations ahead
   }
   cp_async_wait<0>();
   scale_acc(dk, p.scale_log2 / kLog2e);
-  store_rows<D>(p.dk + int64_t(b) * p.tk * p.ld_dk + int64_t(h) * D, p.ld_dk, k0 + warp * 16, p.tk,
-                dk);
-  store_rows<D>(p.dv + int64_t(b) * p.tk * p.ld_dv + int64_t(h) * D, p.ld_dv, k0 + warp * 16, p.tk,
-                dv);
+  store_rows<D>(p.dk + int64_t(b) * p.tk * p.ld_dk + int64_t(h) * D, p.ld_dk, key0, p.tk, dk);
+  store_rows<D>(p.dv + int64_t(b) * p.tk * p.ld_dv + int64_t(h) * D, p.ld_dv, key0, p.tk, dv);
 }
 
 template <typename Kernel>
@@ -230,19 +259,21 @@ void set_smem(Kernel kernel, size_t bytes) {
                                         static_cast<int>(bytes)));
 }
 
-template <int D>
-void launch(const Params& p, int batch, cudaStream_t stream) {
-  const size_t tile = kRows * D * sizeof(bf16);
-  const size_t dq_smem = 6 * tile, dkdv_smem = 6 * tile + 4 * kRows * sizeof(float);
-  set_smem(flash_dq_kernel<D>, dq_smem);
-  set_smem(flash_dkdv_kernel<D>, dkdv_smem);
-  flash_dq_kernel<D>
-      <<<dim3((p.tq + kRows - 1) / kRows, p.heads, batch), kThreads, dq_smem, stream>>>(p);
-  ANVIL_CUDA_CHECK(cudaGetLastError());
-  flash_dkdv_kernel<D>
-      <<<dim3((p.tk + kRows - 1) / kRows, p.heads, batch), kThreads, dkdv_smem, stream>>>(p);
-  ANVIL_CUDA_CHECK(cudaGetLastError());
-}
+template <int D, bool kDropout, bool kBias>
+struct Backward {
+  static void launch(const Params& p, int batch, cudaStream_t stream) {
+    const size_t tile = kRows * D * sizeof(bf16);
+    const size_t dq_smem = 6 * tile, dkdv_smem = 6 * tile + 4 * kRows * sizeof(float);
+    auto* dq = flash_dq_kernel<D, kDropout, kBias>;
+    auto* dkdv = flash_dkdv_kernel<D, kDropout, kBias>;
+    set_smem(dq, dq_smem);
+    set_smem(dkdv, dkdv_smem);
+    dq<<<dim3((p.tq + kRows - 1) / kRows, p.heads, batch), kThreads, dq_smem, stream>>>(p);
+    ANVIL_CUDA_CHECK(cudaGetLastError());
+    dkdv<<<dim3((p.tk + kRows - 1) / kRows, p.heads, batch), kThreads, dkdv_smem, stream>>>(p);
+    ANVIL_CUDA_CHECK(cudaGetLastError());
+  }
+};
 
 }  // namespace
 
@@ -252,9 +283,9 @@ void backward(const Params& p, int batch, int head_dim, cudaStream_t stream) {
   rowdot_kernel<<<blocks, 256, 0, stream>>>(p, batch, head_dim);
   ANVIL_CUDA_CHECK(cudaGetLastError());
   if (head_dim == 64) {
-    launch<64>(p, batch, stream);
+    launch_for_features<64, Backward>(p, batch, stream);
   } else {
-    launch<128>(p, batch, stream);
+    launch_for_features<128, Backward>(p, batch, stream);
   }
 }
 

@@ -15,8 +15,57 @@
 namespace anvil::ops::cuda::flash {
 namespace {
 
-template <int D>
-__global__ void __launch_bounds__(kThreads) flash_forward_kernel(const Params p) {
+// One key block's online-softmax update of a warp's two rows per thread: s holds the raw
+// dot products Q K^T and becomes the (dropped) probabilities 2^(x - m) for P V; acc and l are
+// rescaled by 2^(m_old - m_new).
+template <int D, bool kCheck, bool kDropout, bool kBias>
+__device__ __forceinline__ void softmax_update(float (&s)[8][4], float (&acc)[D / 8][4],
+                                               float (&m_run)[2], float (&l_run)[2],
+                                               const Scorer& sc, int row_base, int k0) {
+  const int t = threadIdx.x & 3;
+  float m_new[2] = {m_run[0], m_run[1]};
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int i = row_base + (c >> 1) * 8, j = k0 + n * 8 + 2 * t + (c & 1);
+      s[n][c] = sc.logit<kCheck, kBias>(s[n][c], i, j);
+      m_new[c >> 1] = fmaxf(m_new[c >> 1], s[n][c]);
+    }
+  }
+  float m_use[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    m_new[r] = fmaxf(m_new[r], __shfl_xor_sync(0xffffffffu, m_new[r], 1));
+    m_new[r] = fmaxf(m_new[r], __shfl_xor_sync(0xffffffffu, m_new[r], 2));
+    m_use[r] = m_new[r] == -INFINITY ? 0.f : m_new[r];  // a row with nothing visible yet
+    const float alpha = ex2(m_run[r] - m_use[r]);
+    m_run[r] = m_new[r];
+    l_run[r] *= alpha;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      acc[n][2 * r] *= alpha;
+      acc[n][2 * r + 1] *= alpha;
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const float e = ex2(s[n][c] - m_use[c >> 1]);
+      l_run[c >> 1] += e;
+      if (kDropout) {
+        const int i = row_base + (c >> 1) * 8, j = k0 + n * 8 + 2 * t + (c & 1);
+        s[n][c] = e * sc.keep(i, j);
+      } else {
+        s[n][c] = e;
+      }
+    }
+  }
+}
+
+template <int D, bool kDropout, bool kBias>
+__global__ void __launch_bounds__(kThreads, D == 64 ? 4 : 2) flash_forward_kernel(const Params p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   bf16* sq = reinterpret_cast<bf16*>(smem_raw);  // [64, D] each
   bf16* sk = sq + kRows * D;
@@ -24,7 +73,10 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(const Params p)
   const int qb = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int q0 = qb * kRows;
-  const Scorer sc{p, b, h, p.kv_lengths ? min(p.tk, p.kv_lengths[b]) : p.tk, p.seg_q != nullptr};
+  const Scorer sc(p, b, h);
+  const LaneRows lr = lane_rows<D>();
+  const uint32_t q_rows = smem_u32(sq) + warp * 16 * D * 2, k_tile = smem_u32(sk),
+                 v_tile = smem_u32(sv);
   const bf16* qg = p.q + int64_t(b) * p.tq * p.ldq + int64_t(h) * D;
   const bf16* kg = p.k + int64_t(b) * p.tk * p.ldk + int64_t(h) * D;
   const bf16* vg = p.v + int64_t(b) * p.tk * p.ldv + int64_t(h) * D;
@@ -49,57 +101,20 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(const Params p)
     __syncthreads();
     float s[8][4];
     zero(s);
-    gemm_nt<D>(s, sq, warp * 16, sk);
+    gemm_nt<D>(s, q_rows, k_tile, lr);
     __syncthreads();  // every warp is done with K(nb)
     if (nb + 1 < n_blocks) load_tile<D>(sk, kg, p.ldk, k0 + kRows, p.tk);
     cp_async_commit();
-
-    const bool check = !sc.all_visible(q0 + warp * 16, k0, k0 + kRows) || q0 + kRows > p.tq;
-    float m_new[2] = {m_run[0], m_run[1]};
-#pragma unroll
-    for (int n = 0; n < 8; ++n) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int i = row_base + (c >> 1) * 8, j = k0 + n * 8 + 2 * t + (c & 1);
-        s[n][c] = sc.logit(s[n][c], i, j, check);
-        m_new[c >> 1] = fmaxf(m_new[c >> 1], s[n][c]);
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      m_new[r] = fmaxf(m_new[r], __shfl_xor_sync(0xffffffffu, m_new[r], 1));
-      m_new[r] = fmaxf(m_new[r], __shfl_xor_sync(0xffffffffu, m_new[r], 2));
-    }
-    float alpha[2], m_use[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      m_use[r] = m_new[r] == -INFINITY ? 0.f : m_new[r];  // an all-masked row so far
-      alpha[r] = exp2f(m_run[r] - m_use[r]);
-      m_run[r] = m_new[r];
-      l_run[r] *= alpha[r];
-    }
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      acc[n][0] *= alpha[0];
-      acc[n][1] *= alpha[0];
-      acc[n][2] *= alpha[1];
-      acc[n][3] *= alpha[1];
-    }
-#pragma unroll
-    for (int n = 0; n < 8; ++n) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const float e = exp2f(s[n][c] - m_use[c >> 1]);
-        l_run[c >> 1] += e;
-        const int i = row_base + (c >> 1) * 8, j = k0 + n * 8 + 2 * t + (c & 1);
-        s[n][c] = p.dropout_p > 0.f ? e * sc.keep(i, j) : e;
-      }
+    if (sc.all_visible(q0 + warp * 16, q0 + warp * 16 + 16, k0 + kRows)) {
+      softmax_update<D, false, kDropout, kBias>(s, acc, m_run, l_run, sc, row_base, k0);
+    } else {
+      softmax_update<D, true, kDropout, kBias>(s, acc, m_run, l_run, sc, row_base, k0);
     }
     uint32_t pa[4][4];
     to_a_frags(pa, s);
     cp_async_wait<1>();  // V(nb) is in (K(nb + 1) may still fly)
     __syncthreads();
-    gemm_nn<D>(acc, pa, sv);
+    gemm_nn<D>(acc, pa, v_tile, lr);
     __syncthreads();  // every warp is done with V(nb) before the next load
   }
   cp_async_wait<0>();
@@ -128,24 +143,26 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(const Params p)
   }
 }
 
-template <int D>
-void launch(const Params& p, int batch, cudaStream_t stream) {
-  const size_t smem = 3 * kRows * D * sizeof(bf16);
-  ANVIL_CUDA_CHECK(cudaFuncSetAttribute(flash_forward_kernel<D>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(smem)));
-  const dim3 grid((p.tq + kRows - 1) / kRows, p.heads, batch);
-  flash_forward_kernel<D><<<grid, kThreads, smem, stream>>>(p);
-  ANVIL_CUDA_CHECK(cudaGetLastError());
-}
+template <int D, bool kDropout, bool kBias>
+struct Forward {
+  static void launch(const Params& p, int batch, cudaStream_t stream) {
+    const size_t smem = 3 * kRows * D * sizeof(bf16);
+    auto* kernel = flash_forward_kernel<D, kDropout, kBias>;
+    ANVIL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(smem)));
+    const dim3 grid((p.tq + kRows - 1) / kRows, p.heads, batch);
+    kernel<<<grid, kThreads, smem, stream>>>(p);
+    ANVIL_CUDA_CHECK(cudaGetLastError());
+  }
+};
 
 }  // namespace
 
 void forward(const Params& p, int batch, int head_dim, cudaStream_t stream) {
   if (head_dim == 64) {
-    launch<64>(p, batch, stream);
+    launch_for_features<64, Forward>(p, batch, stream);
   } else {
-    launch<128>(p, batch, stream);
+    launch_for_features<128, Forward>(p, batch, stream);
   }
 }
 

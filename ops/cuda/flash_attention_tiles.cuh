@@ -79,19 +79,6 @@ __device__ __forceinline__ void load_vec(float* dst, const float* src, int row0,
     dst[r] = row0 + r < rows ? src[row0 + r] : 0.f;
 }
 
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const bf16* p) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const bf16* p) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-
 // c[4] += a[4] (16x16 row) * (b0, b1) (16x8 col), bf16 in, f32 accumulate.
 __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                          uint32_t b1) {
@@ -113,19 +100,52 @@ __device__ __forceinline__ void zero(float (&acc)[N][4]) {
   for (int n = 0; n < N; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 }
 
-// acc [16 x 64] += A[a_row0 .. +16, 0 .. D) * B[0 .. 64, 0 .. D)^T, both tiles [64, D].
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// A lane's ldmatrix row addresses in [64, D] tiles. Every row offset the fragments add is a
+// multiple of 8, so a lane's rows all have row % 8 = lane % 8 and the swizzled chunk of logical
+// chunk 2 k + c is (c ^ lane % 8) ^ 2 k: one XOR with a constant per k-step.
+struct LaneRows {
+  uint32_t row_lo;    // byte offset of row (l & 7) + ((l >> 3) & 1) * 8 (A of nt, B of nn)
+  uint32_t row_hi;    // byte offset of row (l & 7) + (l >> 4) * 8 (B of nt)
+  uint32_t chunk_hi;  // (l >> 4) ^ (l & 7)
+  uint32_t chunk_lo;  // ((l >> 3) & 1) ^ (l & 7)
+};
+
 template <int D>
-__device__ __forceinline__ void gemm_nt(float (&acc)[8][4], const bf16* a_tile, int a_row0,
-                                        const bf16* b_tile) {
-  const int l = threadIdx.x & 31;
+__device__ __forceinline__ LaneRows lane_rows() {
+  const uint32_t l = threadIdx.x & 31;
+  return {((l & 7) + ((l >> 3) & 1) * 8) * D * 2, ((l & 7) + (l >> 4) * 8) * D * 2,
+          (l >> 4) ^ (l & 7), ((l >> 3) & 1) ^ (l & 7)};
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+// acc [16 x 64] += A[16 rows from a_rows, 0 .. D) * B[0 .. 64, 0 .. D)^T; a_rows is the smem
+// address of the warp's first A row, b_tile of a [64, D] tile.
+template <int D>
+__device__ __forceinline__ void gemm_nt(float (&acc)[8][4], uint32_t a_rows, uint32_t b_tile,
+                                        const LaneRows& lr) {
 #pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
+  for (uint32_t kk = 0; kk < D / 16; ++kk) {
     uint32_t a[4];
-    ldsm_x4(a, a_tile + swz<D>(a_row0 + (l & 7) + ((l >> 3) & 1) * 8, kk * 16 + (l >> 4) * 8));
+    ldsm_x4(a, a_rows + lr.row_lo + ((lr.chunk_hi ^ (2 * kk)) << 4));
+    const uint32_t b_col = (lr.chunk_lo ^ (2 * kk)) << 4;
 #pragma unroll
-    for (int np = 0; np < 4; ++np) {
+    for (uint32_t np = 0; np < 4; ++np) {
       uint32_t b[4];
-      ldsm_x4(b, b_tile + swz<D>(np * 16 + (l & 7) + (l >> 4) * 8, kk * 16 + ((l >> 3) & 1) * 8));
+      ldsm_x4(b, b_tile + np * 16 * D * 2 + lr.row_hi + b_col);
       mma16816(acc[2 * np], a, b[0], b[1]);
       mma16816(acc[2 * np + 1], a, b[2], b[3]);
     }
@@ -143,63 +163,86 @@ __device__ __forceinline__ void to_a_frags(uint32_t (&pa)[4][4], const float (&a
   }
 }
 
-// acc [16 x D] += P[16 x 64] (A fragments) * B[0 .. 64, 0 .. D) (tile [64, D]).
+// acc [16 x D] += P[16 x 64] (A fragments) * B[0 .. 64, 0 .. D) (b_tile: a [64, D] tile).
 template <int D>
 __device__ __forceinline__ void gemm_nn(float (&acc)[D / 8][4], const uint32_t (&pa)[4][4],
-                                        const bf16* b_tile) {
-  const int l = threadIdx.x & 31;
+                                        uint32_t b_tile, const LaneRows& lr) {
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
+  for (uint32_t kk = 0; kk < 4; ++kk) {
 #pragma unroll
-    for (int dp = 0; dp < D / 16; ++dp) {
+    for (uint32_t dp = 0; dp < D / 16; ++dp) {
       uint32_t b[4];
-      ldsm_x4_trans(
-          b, b_tile + swz<D>(kk * 16 + (l & 7) + ((l >> 3) & 1) * 8, dp * 16 + (l >> 4) * 8));
+      ldsm_x4_trans(b, b_tile + kk * 16 * D * 2 + lr.row_lo + ((lr.chunk_hi ^ (2 * dp)) << 4));
       mma16816(acc[2 * dp], pa[kk], b[0], b[1]);
       mma16816(acc[2 * dp + 1], pa[kk], b[2], b[3]);
     }
   }
 }
 
+// 2^x with flush-to-zero (2^-inf = 0), one MUFU instruction.
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // The score rule of one (sample, head): visibility, bias and dropout of element (i, j).
 struct Scorer {
   const Params& p;
-  int b, h;        // sample, head of this call
-  int kv_end;      // keys >= kv_end are padding
-  bool segmented;  // seg_q / seg_k given
+  int b, h;          // sample, head of this call
+  int kv_end;        // keys >= kv_end are padding
+  bool segmented;    // seg_q / seg_k given
+  float slope_log2;  // ALiBi slope of this head, log2 units
+
+  __device__ Scorer(const Params& params, int b_, int h_)
+      : p(params),
+        b(b_),
+        h(h_),
+        kv_end(params.kv_lengths ? min(params.tk, params.kv_lengths[b_]) : params.tk),
+        segmented(params.seg_q != nullptr),
+        slope_log2(params.bias == 1
+                       ? detail::alibi_slope_of(params.head_offset + h_, params.total_heads) *
+                             kLog2e
+                       : 0.f) {}
 
   __device__ bool visible(int i, int j) const {
-    return j < kv_end && (!p.causal || j <= i) &&
+    return i < p.tq && j < kv_end && (!p.causal || j <= i) &&
            (!segmented || p.seg_q[int64_t(b) * p.tq + i] == p.seg_k[int64_t(b) * p.tk + j]);
   }
   // True when every (i, j) in [i0, i1) x [j0, j1) is visible, so no per-element test is needed.
-  __device__ bool all_visible(int i0, int j0, int j1) const {
-    return !segmented && j1 <= kv_end && (!p.causal || j1 - 1 <= i0);
+  __device__ bool all_visible(int i0, int i1, int j1) const {
+    return !segmented && i1 <= p.tq && j1 <= kv_end && (!p.causal || j1 - 1 <= i0);
   }
-  // Additive bias in log2 units.
-  __device__ float bias_log2(int i, int j) const {
-    if (p.bias == 1) {
-      return detail::alibi_slope_of(p.head_offset + h, p.total_heads) * static_cast<float>(j) *
-             kLog2e;
-    }
-    if (p.bias == 2) {
-      const int bucket = p.rel_buckets[j - i + p.tq - 1];
-      return p.rel_table[int64_t(bucket) * p.total_heads + p.head_offset + h] * kLog2e;
-    }
-    return 0.f;
-  }
-  // The log2-unit logit of raw dot product s, -inf where not visible.
-  __device__ float logit(float s, int i, int j, bool check) const {
-    if (check && (i >= p.tq || !visible(i, j))) return -INFINITY;
-    return p.bias == 0 ? s * p.scale_log2 : fmaf(s, p.scale_log2, bias_log2(i, j));
+  // The log2-unit logit of raw dot product s (-inf where not visible, when kCheck).
+  template <bool kCheck, bool kBias>
+  __device__ float logit(float s, int i, int j) const {
+    if (kCheck && !visible(i, j)) return -INFINITY;
+    if (!kBias) return s * p.scale_log2;
+    if (p.bias == 1) return fmaf(s, p.scale_log2, slope_log2 * static_cast<float>(j));
+    const int bucket = p.rel_buckets[j - i + p.tq - 1];
+    return fmaf(s, p.scale_log2,
+                p.rel_table[int64_t(bucket) * p.total_heads + p.head_offset + h] * kLog2e);
   }
   // 1 when element (i, j) is kept by the probability dropout, else 0 (no scaling).
   __device__ float keep(int i, int j) const {
-    if (p.dropout_p == 0.f) return 1.f;
     const uint64_t e =
         ((uint64_t(b) * p.total_heads + p.head_offset + h) * p.tq + i) * uint64_t(p.tk) + j;
     return engine::philox_uniform_at(p.seed, p.offset, e) >= p.dropout_p ? 1.f : 0.f;
   }
 };
+
+// Calls Kernel<D, kDropout, kBias>::launch(p, batch, stream) for the runtime flags of p, so the
+// common case (no dropout, no bias) carries no per-element branches.
+template <int D, template <int, bool, bool> class Kernel>
+void launch_for_features(const Params& p, int batch, cudaStream_t stream) {
+  const bool bias = p.bias != 0;
+  if (p.dropout_p > 0.f) {
+    bias ? Kernel<D, true, true>::launch(p, batch, stream)
+         : Kernel<D, true, false>::launch(p, batch, stream);
+  } else {
+    bias ? Kernel<D, false, true>::launch(p, batch, stream)
+         : Kernel<D, false, false>::launch(p, batch, stream);
+  }
+}
 
 }  // namespace anvil::ops::cuda::flash
