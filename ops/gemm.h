@@ -44,6 +44,8 @@ void gemm(const GemmArgs& args, TensorView d, ConstTensorView a, ConstTensorView
           ConstTensorView bias, TensorView pre_gelu, Stream& stream);
 
 // dbias[n] += sum over rows of dy[rows, n].  dbias: [n] f32 (+=); dy: [rows, n] act.
+// CUDA: row-split partial sums live in stream.gemm_workspace() (fixed split, fixed order:
+// deterministic); without a workspace it runs unsplit.
 void bias_backward(TensorView dbias, ConstTensorView dy, Stream& stream);
 
 // Same-signature twins. The public functions check arguments and dispatch on stream.is_cuda().

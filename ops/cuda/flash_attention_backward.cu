@@ -1,6 +1,6 @@
-// CUDA backward of ops/flash_attention.h, deterministic (no atomics), in three kernels:
-//   rowdot : dvec_i = sum_d dout_id out_id                                  (= dvec, scratch)
-//   dq     : a block owns 64 queries, walks the visible key blocks (K, V double-buffered):
+// CUDA backward of ops/flash_attention.h, deterministic (no atomics), in two kernels:
+//   dq     : a block owns 64 queries; first dvec_i = sum_d dout_id out_id (= dvec, scratch),
+//            then it walks the visible key blocks (K, V double-buffered):
 //            P = 2^(x - lse log2 e);  dP = keep/(1-p) dout V^T;  dS = P (dP - dvec_i)
 //            dq = scale sum_j dS_ij k_j                                             (=)
 //   dkdv   : a block owns 64 keys (K, V in smem), walks the query blocks that see them:
@@ -19,25 +19,33 @@
 namespace anvil::ops::cuda::flash {
 namespace {
 
-// One warp per (b, i, h) row: dvec[b, h, i] = dout_row . out_row in f32.
-__global__ void rowdot_kernel(const Params p, int batch, int head_dim) {
-  const int64_t rows = int64_t(batch) * p.tq * p.heads;
-  const int lane = threadIdx.x & 31;
-  for (int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; r < rows;
-       r += (int64_t(gridDim.x) * blockDim.x) >> 5) {
-    const int h = static_cast<int>(r % p.heads);
-    const int64_t bi = r / p.heads;  // b * tq + i
-    const bf16* d = p.dout + bi * p.ldd + int64_t(h) * head_dim;
-    const bf16* o = p.out + bi * p.ldo + int64_t(h) * head_dim;
-    float sum = 0.f;
-    for (int c = lane * 2; c < head_dim; c += 64) {
-      const float2 dd = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(d + c));
-      const float2 oo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(o + c));
-      sum += dd.x * oo.x + dd.y * oo.y;
+// dvec of a dq block's 64 rows, dvec_i = sum_d dout_id out_id in f32, two threads a row: into
+// smem for this block and to global memory for the dk/dv kernel that runs next.
+template <int D>
+__device__ __forceinline__ void block_rowdot(float* s_dvec, const Params& p, int b, int h, int q0) {
+  const int row = threadIdx.x >> 1, half = threadIdx.x & 1, i = q0 + row;
+  float sum = 0.f;
+  if (i < p.tq) {
+    const bf16* d = p.dout + (int64_t(b) * p.tq + i) * p.ldd + int64_t(h) * D + half * (D / 2);
+    const bf16* o = p.out + (int64_t(b) * p.tq + i) * p.ldo + int64_t(h) * D + half * (D / 2);
+#pragma unroll
+    for (int c = 0; c < D / 2; c += 8) {
+      const uint4 dd = *reinterpret_cast<const uint4*>(d + c);
+      const uint4 oo = *reinterpret_cast<const uint4*>(o + c);
+      const __nv_bfloat162* d2 = reinterpret_cast<const __nv_bfloat162*>(&dd);
+      const __nv_bfloat162* o2 = reinterpret_cast<const __nv_bfloat162*>(&oo);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 x = __bfloat1622float2(d2[k]), y = __bfloat1622float2(o2[k]);
+        sum = fmaf(x.x, y.x, sum);
+        sum = fmaf(x.y, y.y, sum);
+      }
     }
-    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-    const int64_t b = bi / p.tq, i = bi % p.tq;
-    if (lane == 0) p.dvec[(b * p.heads + h) * p.tq + i] = sum;
+  }
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+  if (half == 0) {
+    s_dvec[row] = sum;
+    if (i < p.tq) p.dvec[(int64_t(b) * p.heads + h) * p.tq + i] = sum;
   }
 }
 
@@ -86,7 +94,7 @@ __device__ __forceinline__ void dq_scores(float (&s)[8][4], const float (&dp)[8]
 }
 
 template <int D, bool kDropout, bool kBias>
-__global__ void __launch_bounds__(kThreads, 2) flash_dq_kernel(const Params p) {
+__global__ void __launch_bounds__(kThreads, D == 64 ? 3 : 2) flash_dq_kernel(const Params p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   bf16* sq = reinterpret_cast<bf16*>(smem_raw);  // [64, D] each
   bf16* sdo = sq + kRows * D;
@@ -111,14 +119,16 @@ __global__ void __launch_bounds__(kThreads, 2) flash_dq_kernel(const Params p) {
   }
   cp_async_commit();
 
+  __shared__ float s_dvec[kRows];
+  block_rowdot<D>(s_dvec, p, b, h, q0);
+  __syncthreads();
   const int row_base = q0 + warp * 16 + g;
   float lse2[2], dvec[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int i = row_base + r * 8;
-    const int64_t at = (int64_t(b) * p.heads + h) * p.tq + i;
-    lse2[r] = i < p.tq ? p.lse[at] * kLog2e : INFINITY;
-    dvec[r] = i < p.tq ? p.dvec[at] : 0.f;
+    lse2[r] = i < p.tq ? p.lse[(int64_t(b) * p.heads + h) * p.tq + i] * kLog2e : INFINITY;
+    dvec[r] = i < p.tq ? s_dvec[row_base - q0 + r * 8] : 0.f;
   }
   float dq[D / 8][4];
   zero(dq);
@@ -278,10 +288,6 @@ struct Backward {
 }  // namespace
 
 void backward(const Params& p, int batch, int head_dim, cudaStream_t stream) {
-  const int64_t rows = int64_t(batch) * p.tq * p.heads;
-  const int blocks = static_cast<int>(std::min<int64_t>((rows * 32 + 255) / 256, 65536));
-  rowdot_kernel<<<blocks, 256, 0, stream>>>(p, batch, head_dim);
-  ANVIL_CUDA_CHECK(cudaGetLastError());
   if (head_dim == 64) {
     launch_for_features<64, Backward>(p, batch, stream);
   } else {

@@ -20,6 +20,7 @@
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -95,25 +96,46 @@ __global__ void dgelu_grid_stride(TD* d, const TA* pre_gelu, int64_t total) {
 
 // ---- bias gradient ------------------------------------------------------------------------------
 
-constexpr int kBiasCols = 32;        // columns per block: one warp reads 32 adjacent columns
-constexpr int kBiasRowThreads = 32;  // rows handled in parallel per block
+constexpr int kBiasCols = 32;       // columns per block: one warp reads 32 adjacent columns
+constexpr int kBiasRowThreads = 8;  // warps per block, each on its own rows
+constexpr int kBiasBlocks = 1056;   // target grid (8 blocks per multiprocessor on 132)
 
-// dbias[c] += sum_r dy[r, c]. Block (32, 32): threadIdx.x picks the column (coalesced reads),
-// threadIdx.y strides over rows; partial sums are combined in a fixed order, so the result is
-// bitwise deterministic (no atomics).
+// partial[split, col] (=) = sum of dy[r, col] over the rows of this split (blockIdx.y of
+// gridDim.y equal row ranges); with gridDim.y == 1 it adds straight into dbias instead.
+// Each warp sums its rows, then the warps are added in a fixed order: deterministic.
 template <typename T>
-__global__ void bias_backward_column_block(float* dbias, const T* dy, int64_t rows, int64_t cols) {
+__global__ void bias_backward_partials(float* out, const T* dy, int64_t rows, int64_t cols,
+                                       bool accumulate) {
   __shared__ float partial[kBiasRowThreads][kBiasCols + 1];  // +1: no bank conflicts
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kBiasCols + threadIdx.x;
+  const int64_t per = (rows + gridDim.y - 1) / gridDim.y;
+  const int64_t r0 = blockIdx.y * per, r1 = min(rows, r0 + per);
   float acc = 0.0f;
   if (col < cols) {
-    for (int64_t r = threadIdx.y; r < rows; r += kBiasRowThreads) acc += to_f32(dy[r * cols + col]);
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kBiasRowThreads) {
+      acc += to_f32(dy[r * cols + col]);
+    }
   }
   partial[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && col < cols) {
     float sum = 0.0f;
     for (int i = 0; i < kBiasRowThreads; ++i) sum += partial[i][threadIdx.x];
+    if (accumulate) {
+      out[col] += sum;
+    } else {
+      out[blockIdx.y * cols + col] = sum;
+    }
+  }
+}
+
+// dbias[col] += sum over splits of partial[split, col], in split order.
+__global__ void bias_backward_finish(float* dbias, const float* partial, int64_t splits,
+                                     int64_t cols) {
+  for (int64_t col = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; col < cols;
+       col += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float sum = 0.0f;
+    for (int64_t s = 0; s < splits; ++s) sum += partial[s * cols + col];
     dbias[col] += sum;
   }
 }
@@ -424,22 +446,39 @@ void bias_backward(TensorView dbias, ConstTensorView dy, Stream& stream) {
   const int64_t cols = dy.dim(-1);
   const int64_t rows = cols > 0 ? dy.numel() / cols : 0;
   if (cols == 0) return;
+  // Rows are split so the grid fills the GPU; the per-split sums go to the stream's GEMM
+  // workspace (free between GEMMs on this stream) and a second kernel adds them in order.
+  const int64_t col_blocks = (cols + kBiasCols - 1) / kBiasCols;
+  const engine::Workspace ws = stream.gemm_workspace();
+  int64_t splits = std::max<int64_t>(1, std::min<int64_t>(kBiasBlocks / col_blocks, rows / 64));
+  splits = std::min<int64_t>(splits, static_cast<int64_t>(ws.bytes / (sizeof(float) * cols)));
+  splits = std::max<int64_t>(splits, 1);
+  const bool direct = splits == 1;
+  float* out = direct ? dbias.as<float>() : static_cast<float*>(ws.data);
   const dim3 block(kBiasCols, kBiasRowThreads);
-  const dim3 grid(static_cast<unsigned>((cols + kBiasCols - 1) / kBiasCols));
+  const dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(splits));
+  cudaStream_t cs = stream.cuda_stream();
   switch (dy.dtype) {
     case DType::kBF16:
-      bias_backward_column_block<__nv_bfloat16><<<grid, block, 0, stream.cuda_stream()>>>(
-          dbias.as<float>(), dy.as<__nv_bfloat16>(), rows, cols);
+      bias_backward_partials<__nv_bfloat16>
+          <<<grid, block, 0, cs>>>(out, dy.as<__nv_bfloat16>(), rows, cols, direct);
       break;
     case DType::kF32:
-      bias_backward_column_block<float>
-          <<<grid, block, 0, stream.cuda_stream()>>>(dbias.as<float>(), dy.as<float>(), rows, cols);
+      bias_backward_partials<float>
+          <<<grid, block, 0, cs>>>(out, dy.as<float>(), rows, cols, direct);
       break;
     default:
       ANVIL_CHECK_MSG(false,
                       "cuda::bias_backward: dy must be bf16/f32, got " + engine::describe(dy));
   }
   ANVIL_CUDA_LAUNCH_CHECK();
+  if (!direct) {
+    const int threads = 256;
+    const unsigned blocks =
+        static_cast<unsigned>(std::min<int64_t>((cols + threads - 1) / threads, 1024));
+    bias_backward_finish<<<blocks, threads, 0, cs>>>(dbias.as<float>(), out, splits, cols);
+    ANVIL_CUDA_LAUNCH_CHECK();
+  }
 }
 
 }  // namespace anvil::ops::cuda
