@@ -310,7 +310,7 @@ absl::StatusOr<std::vector<int64_t>> Checkpoint::shape(const std::string& name) 
   return it->second.shape;
 }
 
-absl::StatusOr<std::vector<float>> Checkpoint::read(const std::string& name) const {
+absl::StatusOr<engine::HostSlice> Checkpoint::read(const std::string& name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) return absl::NotFoundError(absl::StrCat(dir_, ": no tensor ", name));
   const Tensor& t = it->second;
@@ -347,7 +347,7 @@ absl::StatusOr<std::vector<float>> Checkpoint::read(const std::string& name) con
     return absl::DataLossError(
         absl::StrCat(dir_, ": tensor ", name, ": the pieces do not cover the whole tensor"));
   }
-  return out;
+  return engine::HostSlice{name, t.shape, std::vector<int64_t>(nd, 0), t.shape, std::move(out)};
 }
 
 absl::StatusOr<Checkpoint> open_newest_complete(

@@ -71,9 +71,9 @@ class Checkpoint {
   bool has_tensor(const std::string& name) const { return tensors_.count(name) > 0; }
   // NotFound naming the checkpoint when absent.
   absl::StatusOr<std::vector<int64_t>> shape(const std::string& name) const;
-  // The whole logical tensor [prod(shape)], assembled from its pieces; DataLoss when the pieces
-  // do not cover it exactly once.
-  absl::StatusOr<std::vector<float>> read(const std::string& name) const;
+  // The whole logical tensor (offset 0, extent = shape), assembled from its pieces; DataLoss
+  // when the pieces do not cover it exactly once.
+  absl::StatusOr<engine::HostSlice> read(const std::string& name) const;
 
  private:
   struct Piece {

@@ -72,10 +72,11 @@ TEST(CheckpointTest, AssemblesPiecesAndKeepsTheState) {
   EXPECT_EQ(c->tensor_names(), (std::vector<std::string>{"master/b", "master/w"}));
   auto w = c->read("master/w");
   ASSERT_TRUE(w.ok()) << w.status();
-  for (int i = 0; i < 12; ++i) EXPECT_EQ((*w)[i], 10.0f * (i / 4) + (i % 4)) << i;
+  EXPECT_EQ(w->shape, (std::vector<int64_t>{3, 4}));
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(w->data[i], 10.0f * (i / 4) + (i % 4)) << i;
   auto b = c->read("master/b");
   ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ(*b, (std::vector<float>{100, 101, 102, 103, 104}));
+  EXPECT_EQ(b->data, (std::vector<float>{100, 101, 102, 103, 104}));
   EXPECT_EQ(c->read("master/none").status().code(), absl::StatusCode::kNotFound);
 }
 
