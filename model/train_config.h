@@ -1,7 +1,7 @@
-// bin/train's configuration: the ini schema (sections [model] [data] [train] [optim] [log], every
-// key typed, defaulted and documented; docs/config.md is generated from it) and its parsing
-// into plain structs, with every semantic check up front. A bad combination is an error naming
-// the file:line (or override) and the key with the numbers, e.g.
+// bin/train's configuration: the ini schema (sections [model] [data] [train] [optim] [log]
+// [parallel] [checkpoint], every key typed, defaulted and documented; docs/config.md is generated
+// from it) and its parsing into plain structs, with every semantic check up front. A bad
+// combination is an error naming the file:line (or override) and the key with the numbers, e.g.
 //   "configs/x.ini:14: [train] global_batch: 48 is not a multiple of [train] micro_batch 32".
 // This is model/ code and must not read data formats: the data path is checked for existence
 // only (check_data_files); opening and sampling it is io/'s job, wired up by bin/train.
@@ -64,6 +64,18 @@ struct OptimConfig {
   double clip_grad = 1.0;  // max global L2 norm of the gradient; 0 = no clipping
 };
 
+// [checkpoint] (docs/checkpoints.md): saving, resuming and run limits. bin/train acts on it.
+struct CheckpointConfig {
+  std::string save;                // directory to save into ("" = no saving)
+  int64_t save_interval = 0;       // save every N steps (0: only at the end and on exits)
+  int64_t keep_last = 0;           // after a save keep the newest K complete ones (0 = all)
+  std::string load;                // directory to resume from ("" = start from scratch)
+  int64_t load_step = -1;          // step to load (-1: the one `latest` names)
+  bool finetune = false;           // load the weights only: fresh optimizer, step 0
+  int64_t exit_interval = 0;       // save and exit after a step that is a multiple of N
+  double exit_duration_min = 0.0;  // save and exit once this many wall minutes have passed
+};
+
 struct LogConfig {
   bool all_ranks = false;
 };
@@ -75,6 +87,7 @@ struct TrainConfig {
   OptimConfig optim;
   LogConfig log;
   ParallelConfig parallel;
+  CheckpointConfig checkpoint;
 };
 
 // The schema of bin/train's ini file (a process-wide singleton: Config keeps a pointer to it).
