@@ -211,7 +211,7 @@ absl::Status gpt_load_checkpoint(GptModel& model, const TensorLookup& lookup, bo
   }
   for (const Param& p : table.all()) {
     const std::vector<int64_t> shape = logical_shape(p, model.config(), sh.tp);
-    const int64_t C = cols_of(p);
+    const int64_t C = shape.size() == 2 ? shape[1] : 1;  // of the whole tensor
     // Source element of each local element in the whole tensor; -1: a padding row (0).
     std::vector<int64_t> src(static_cast<size_t>(p.numel()));
     for (int64_t i = 0; i < p.numel(); ++i) {
