@@ -146,16 +146,18 @@ absl::Status load_checkpoint(const model::TrainConfig& cfg, model::Trainer& trai
       trainer.model(), [&](const std::string& name) { return c->read(name); }, k.finetune,
       trainer.stream()));
   std::string layout;
-  for (const auto& [key, v] : c->info().layout) absl::StrAppend(&layout, " ", key, " ", v);
+  for (const auto& [key, v] : c->info().layout) {
+    absl::StrAppend(&layout, layout.empty() ? "; saved with " : ", ", key, " ", v);
+  }
   if (k.finetune) {
-    log_info(ctx, absl::StrCat("finetune: weights of ", c->dir(), " (saved with", layout,
-                               "); fresh optimizer, step 0"));
+    log_info(ctx,
+             absl::StrCat("finetune: weights of ", c->dir(), layout, "; fresh optimizer, step 0"));
     return absl::OkStatus();
   }
   ANVIL_ASSIGN_OR_RETURN(model::TrainerState st, model::trainer_state_from(c->info().state, cfg));
   trainer.restore(st);
-  log_info(ctx, absl::StrFormat("resuming from %s: step %d, %d samples consumed (saved with%s)",
-                                c->dir(), st.step, st.step * cfg.train.global_batch, layout));
+  log_info(ctx, absl::StrFormat("resuming from %s: step %d, %d samples consumed%s", c->dir(),
+                                st.step, st.step * cfg.train.global_batch, layout));
   return absl::OkStatus();
 }
 

@@ -3,10 +3,13 @@
 #   1. a 10-step run, and the same run stopped by exit_interval at step 5 (exit 0, checkpoint
 #      saved) then resumed by a fresh process: steps 6-10 log the same losses;
 #   2. SIGTERM mid-run: the step finishes, a checkpoint is saved, exit status 0;
-#   3. a flipped byte in the newest checkpoint: refused naming the file, the previous one used.
-# usage: train_checkpoint_test.sh BUILD/bin/train   (run from the repository root)
+#   3. a flipped byte in the newest checkpoint: refused naming the file, the previous one used;
+#   4. bin/convert: export to Hugging Face, import, export again: the same model.safetensors
+#      bytes (import is export's exact inverse); finetune from the import trains.
+# usage: train_checkpoint_test.sh BUILD/bin/train BUILD/bin/convert   (from the repository root)
 set -euo pipefail
 train=$1
+convert=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cat > "$work/t.ini" <<INI
@@ -68,4 +71,14 @@ printf '\x55' | dd of="$file" bs=1 seek=$(( $(stat -c %s "$file") - 100 )) conv=
 grep -q "refusing checkpoint $work/ck/step_00000010: $file: CRC-32C" "$work/c.log" \
   || fail "no refusal naming the file: $(grep -i warn "$work/c.log")"
 grep -q "resuming from $work/ck/step_00000005" "$work/c.log" || fail "step 5 not used"
+# 4. Hugging Face round trip of step 5, and finetuning from the import.
+"$convert" export "$work/ck" "$work/hf" 5 > "$work/conv.log" 2>&1 || fail "$(cat "$work/conv.log")"
+grep -q '"model_type": "gpt2"' "$work/hf/config.json" || fail "no gpt2 config.json"
+"$convert" import "$work/hf" "$work/imp" >> "$work/conv.log" 2>&1 || fail "$(cat "$work/conv.log")"
+"$convert" export "$work/imp" "$work/hf2" >> "$work/conv.log" 2>&1 || fail "$(cat "$work/conv.log")"
+cmp "$work/hf/model.safetensors" "$work/hf2/model.safetensors" || fail "export-import-export differs"
+"$train" "$work/t.ini" checkpoint.load="$work/imp" checkpoint.finetune=true train.steps=3 \
+  > "$work/ft.log" 2>&1 || fail "finetune failed: $(tail -3 "$work/ft.log")"
+grep -q "finetune: weights of $work/imp/step_00000000; fresh optimizer, step 0" "$work/ft.log" \
+  || fail "no finetune line"
 echo "PASS"
