@@ -2,7 +2,8 @@
 # bin/train checkpoints end to end on the CPU (ctest train_checkpoint_test):
 #   1. a 10-step run, and the same run stopped by exit_interval at step 5 (exit 0, checkpoint
 #      saved) then resumed by a fresh process: steps 6-10 log the same losses;
-#   2. SIGTERM mid-run: the step finishes, a checkpoint is saved, exit status 0;
+#   2. SIGTERM mid-run: the step finishes, a checkpoint is saved, exit status 0; the same at
+#      exit_duration_min; SIGKILL while saving every step leaves a loadable checkpoint;
 #   3. a flipped byte in the newest checkpoint: refused naming the file, the previous one used;
 #   4. bin/convert: export to Hugging Face, import, export again: the same model.safetensors
 #      bytes (import is export's exact inverse); finetune from the import trains.
@@ -62,6 +63,24 @@ wait "$pid" || fail "SIGTERM run exited with $?: $(tail -3 "$work/sig.log")"
 grep -q "received SIGTERM: stopping after step" "$work/sig.log" || fail "no SIGTERM message"
 [[ -f "$work/sig/step_$(printf %08d "$(cat "$work/sig/latest")")/manifest.json" ]] \
   || fail "no checkpoint after SIGTERM"
+
+# 2b. exit_duration_min: saves and exits 0 after the first step past the limit.
+"$train" "$work/t.ini" checkpoint.save="$work/dur" checkpoint.exit_duration_min=1e-6 \
+  > "$work/dur.log" 2>&1 || fail "exit_duration_min run failed: $(tail -3 "$work/dur.log")"
+grep -q "exit_duration_min 1e-06 reached: stopping after step 1" "$work/dur.log" \
+  || fail "no exit_duration_min message"
+[[ $(cat "$work/dur/latest") == 1 ]] || fail "no checkpoint at the duration limit"
+
+# 2c. SIGKILL while saving every step: what is left loads (the newest complete checkpoint).
+"$train" "$work/t.ini" train.steps=300 checkpoint.save="$work/kill" checkpoint.save_interval=1 \
+  checkpoint.keep_last=2 > "$work/kill.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -qE "step +8/" "$work/kill.log" && break; sleep 0.1; done
+kill -KILL "$pid"
+{ wait "$pid"; } 2>/dev/null && fail "the killed run exited 0"
+"$train" "$work/t.ini" train.steps=300 checkpoint.load="$work/kill" checkpoint.exit_interval=1 \
+  > "$work/kill2.log" 2>&1 || fail "resume after SIGKILL failed: $(tail -3 "$work/kill2.log")"
+grep -q "resuming from $work/kill/step_" "$work/kill2.log" || fail "nothing resumed after SIGKILL"
 
 # 3. A flipped byte in step 10's tensors: refused, step 5 used.
 file="$work/ck/step_00000010/rank_00000.safetensors"
