@@ -14,6 +14,7 @@
 // loop finishes its step, every rank agrees to stop (max over the world), saves, and exits 0.
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <csignal>
@@ -142,6 +143,17 @@ absl::Status load_checkpoint(const model::TrainConfig& cfg, model::Trainer& trai
     return absl::OkStatus();
   }
   ANVIL_RETURN_IF_ERROR(c.status());
+  if (!k.finetune) {
+    const std::vector<std::string> names = c->tensor_names();
+    if (std::none_of(names.begin(), names.end(), [](const std::string& n) {
+          return absl::StartsWith(n, model::kExpAvgState);
+        })) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(c->dir(),
+                       " holds weights only (an import?): load it with [checkpoint] "
+                       "finetune = true"));
+    }
+  }
   ANVIL_RETURN_IF_ERROR(model::gpt_load_checkpoint(
       trainer.model(), [&](const std::string& name) { return c->read(name); }, k.finetune,
       trainer.stream()));

@@ -390,9 +390,14 @@ absl::StatusOr<Checkpoint> open_newest_complete(
     warn(absl::StrCat("refusing checkpoint ", checkpoint_step_dir(dir, s), ": ",
                       c.status().message()));
   }
-  return absl::NotFoundError(absl::StrCat(
-      "no complete checkpoint", want == INT64_MAX ? std::string() : absl::StrCat(" <= step ", want),
-      " in ", dir));
+  const std::string where = absl::StrCat(
+      want == INT64_MAX ? std::string() : absl::StrCat(" <= step ", want), " in ", dir);
+  // Checkpoints that all failed to load are an error, not a reason to start from scratch.
+  if (!candidates.empty()) {
+    return absl::DataLossError(absl::StrCat("no loadable checkpoint", where, " (",
+                                            candidates.size(), " refused, see above)"));
+  }
+  return absl::NotFoundError(absl::StrCat("no checkpoint", where));
 }
 
 }  // namespace anvil::io

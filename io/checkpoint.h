@@ -93,7 +93,8 @@ class Checkpoint {
 // The checkpoint to resume from under `dir`: step `step`, or (step < 0) the one `latest` names.
 // When that one is missing, incomplete or corrupt, each refusal is reported through `warn`
 // (naming the file and the problem) and the newest complete earlier checkpoint is used, which
-// `warn` also announces. NotFound when there is none.
+// `warn` also announces. NotFound when there is no checkpoint at all; DataLoss when every one
+// was refused.
 absl::StatusOr<Checkpoint> open_newest_complete(
     const std::string& dir, int64_t step, const std::function<void(const std::string&)>& warn);
 

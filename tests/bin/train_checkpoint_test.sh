@@ -100,4 +100,8 @@ cmp "$work/hf/model.safetensors" "$work/hf2/model.safetensors" || fail "export-i
   > "$work/ft.log" 2>&1 || fail "finetune failed: $(tail -3 "$work/ft.log")"
 grep -q "finetune: weights of $work/imp/step_00000000; fresh optimizer, step 0" "$work/ft.log" \
   || fail "no finetune line"
+"$train" "$work/t.ini" checkpoint.load="$work/imp" > "$work/nf.log" 2>&1 \
+  && fail "resuming from weights only succeeded"
+grep -q "holds weights only (an import?): load it with \[checkpoint\] finetune = true" \
+  "$work/nf.log" || fail "no weights-only message: $(tail -2 "$work/nf.log")"
 echo "PASS"

@@ -123,13 +123,18 @@ TEST(CheckpointTest, CorruptCheckpointFallsBackToThePreviousOne) {
   EXPECT_EQ(got, 3);
   ASSERT_FALSE(w.empty());
   EXPECT_NE(w[0].find("missing"), std::string::npos) << w[0];
+
+  // Nothing loadable left: an error, not "no checkpoint" (which would start from scratch).
+  const std::string manifest = checkpoint_step_dir(dir.path(), 3) + "/manifest.json";
+  write_file(manifest, "{");
+  auto none = open_newest_complete(dir.path(), -1, [](const std::string&) {});
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kDataLoss) << none.status();
 }
 
 TEST(CheckpointTest, NothingToLoad) {
   ScratchDir dir;
-  int64_t got = 0;
-  warnings_of(dir.path(), -1, &got);
-  EXPECT_EQ(got, -1);
+  auto c = open_newest_complete(dir.path(), -1, [](const std::string&) {});
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound) << c.status();
 }
 
 }  // namespace
