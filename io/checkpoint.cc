@@ -72,7 +72,10 @@ absl::Status prune(const std::string& dir, int64_t keep_last) {
 }
 
 json info_json(const CheckpointInfo& info) {
-  return json{{"format", kFormat},
+  json attachments = json::array();
+  for (const auto& [name, source] : info.attachments) attachments.push_back(name);
+  return json{{"attachments", attachments},
+              {"format", kFormat},
               {"version", kCheckpointFormatVersion},
               {"step", info.step},
               {"config", info.config},
@@ -104,6 +107,12 @@ absl::StatusOr<CheckpointInfo> parse_info(const json& m, const std::string& wher
   if (!lr->is_object()) return absl::DataLossError(absl::StrCat(where, ": bad lr_schedule"));
   for (const auto& [k, v] : lr->items()) {
     ANVIL_ASSIGN_OR_RETURN(info.lr_schedule[k], json_number(*lr, k, where + ": lr_schedule"));
+  }
+  ANVIL_ASSIGN_OR_RETURN(const json* att, json_field(m, "attachments", where));
+  if (!att->is_array()) return absl::DataLossError(absl::StrCat(where, ": bad attachments"));
+  for (const json& a : *att) {
+    if (!a.is_string()) return absl::DataLossError(absl::StrCat(where, ": bad attachment"));
+    info.attachments[a.get<std::string>()] = "";
   }
   return info;
 }
@@ -199,6 +208,17 @@ absl::Status finish_checkpoint(const std::string& dir, const std::string& tmp_di
           json{{"file", file}, {"key", key}, {"offset", offset}, {"extent", extent}});
     }
   }
+  for (const auto& [name, source] : info.attachments) {
+    const std::string dst = tmp_dir + "/" + name;
+    const std::string parent = fs::path(dst).parent_path().string();
+    ANVIL_RETURN_IF_ERROR(make_dir(parent));
+    ANVIL_ASSIGN_OR_RETURN(std::string bytes, read_file(source));
+    ANVIL_ASSIGN_OR_RETURN(DurableWriter w, DurableWriter::create(dst));
+    ANVIL_RETURN_IF_ERROR(w.append(bytes.data(), bytes.size()));
+    ANVIL_RETURN_IF_ERROR(w.finish());
+    ANVIL_RETURN_IF_ERROR(fsync_dir(parent));
+    files.push_back(json{{"name", name}, {"bytes", w.bytes()}, {"crc32c", crc_hex(w.crc32c())}});
+  }
   manifest["files"] = files;
   manifest["tensors"] = tensors;
   ANVIL_ASSIGN_OR_RETURN(DurableWriter w, DurableWriter::create(tmp_dir + "/" + kManifest));
@@ -255,6 +275,10 @@ absl::StatusOr<Checkpoint> Checkpoint::open(const std::string& step_dir) {
     if (crc_hex(got) != crc) {
       return absl::DataLossError(absl::StrCat(path, ": CRC-32C ", crc_hex(got),
                                               " differs from the manifest's ", crc, " (corrupt)"));
+    }
+    if (c.info_.attachments.count(name) > 0) {
+      c.info_.attachments[name] = path;
+      continue;
     }
     ANVIL_ASSIGN_OR_RETURN(SafetensorsFile st, SafetensorsFile::open(path));
     c.files_.emplace(name, std::move(st));

@@ -6,6 +6,7 @@
 //                                     LR schedule, files (bytes, CRC-32C), tensors (logical
 //                                     shape, pieces: file, key, offset, extent)
 //   DIR/step_00000100/rank_00003.safetensors   the boxes rank 3 wrote, F32, keys "<tensor>@<k>"
+//   DIR/step_00000100/tokenizer/...   attachments: files kept with the model (CheckpointInfo)
 //
 // Saving is atomic: every rank writes into DIR/step_X.tmp-<token>/ (its safetensors file and a
 // small rank_N.json listing its pieces and checksum, both fsynced); rank 0 then merges the
@@ -37,6 +38,10 @@ struct CheckpointInfo {
   std::map<std::string, int64_t> state;       // run counters (consumed samples, RNG offsets ...)
   std::map<std::string, int64_t> layout;      // the parallel layout it was saved from
   std::map<std::string, double> lr_schedule;  // the schedule's parameters and current lr
+  // Files kept with the checkpoint (the tokenizer's): name inside the step directory (may hold
+  // a '/': "tokenizer/vocab.json") -> source path, copied by finish_checkpoint, checksummed
+  // like the tensor files. Checkpoint::info() maps each name to its path in the checkpoint.
+  std::map<std::string, std::string> attachments;
 };
 
 // DIR/step_%08d.

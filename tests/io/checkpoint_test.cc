@@ -80,6 +80,22 @@ TEST(CheckpointTest, AssemblesPiecesAndKeepsTheState) {
   EXPECT_EQ(c->read("master/none").status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(CheckpointTest, AttachmentsAreCopiedAndChecked) {
+  ScratchDir dir;
+  write_file(dir.file("vocab.json"), "{\"a\": 0}");
+  CheckpointInfo info = info_at(2);
+  info.attachments = {{"tokenizer/vocab.json", dir.file("vocab.json")}};
+  ASSERT_TRUE(save_checkpoint(dir.file("ck"), info, rank_slices(1, 0.0f), 0).ok());
+  const std::string copy = checkpoint_step_dir(dir.file("ck"), 2) + "/tokenizer/vocab.json";
+  auto c = Checkpoint::open(checkpoint_step_dir(dir.file("ck"), 2));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->info().attachments.at("tokenizer/vocab.json"), copy);
+  EXPECT_EQ(read_file(copy), "{\"a\": 0}");
+  write_file(copy, "{\"a\": 1}");
+  EXPECT_NE(Checkpoint::open(checkpoint_step_dir(dir.file("ck"), 2)).status().message().find(copy),
+            std::string::npos);
+}
+
 TEST(CheckpointTest, UncoveredTensorIsAnError) {
   ScratchDir dir;
   std::vector<HostSlice> half = rank_slices(0, 0.0f);  // rank 0's columns only
