@@ -4,6 +4,8 @@
 // export takes the checkpoint `latest` names (or STEP), its master weights, and writes them
 // under the family's HF names (GPT-2: transformer.*, Conv1D weights transposed to [in, out],
 // no vocabulary padding, the LM head tied) with a config.json from the checkpoint's [model].
+// With a [tokenizer] in the checkpoint's config, export also writes the HF tokenizer files from
+// the copy kept with the checkpoint (GPT2BPE: vocab.json, merges.txt; HF: tokenizer.json).
 // import reads model.safetensors (or the shards of model.safetensors.index.json) and
 // config.json, and writes a checkpoint that [checkpoint] load + finetune = true accepts; it
 // prints the [model] section to train it with. The name/layout rules are model/checkpoint_hf's
@@ -11,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -25,6 +28,7 @@
 #include "io/durable_file.h"
 #include "io/json_fields.h"
 #include "io/safetensors.h"
+#include "io/tokenizer.h"
 #include "model/checkpoint.h"
 #include "model/checkpoint_hf.h"
 #include "model/train_config.h"
@@ -39,6 +43,58 @@ namespace io = anvil::io;
 constexpr char kUsage[] =
     "usage: convert export CKPT_DIR HF_DIR [STEP]\n"
     "       convert import HF_DIR CKPT_DIR\n";
+
+// Copies attachment tokenizer/<file name of `path`> of checkpoint c to HF_DIR/<as>.
+absl::Status copy_attachment(const io::Checkpoint& c, const std::string& path,
+                             const std::string& hf_dir, const std::string& as) {
+  const std::string name = "tokenizer/" + std::filesystem::path(path).filename().string();
+  auto it = c.info().attachments.find(name);
+  if (it == c.info().attachments.end()) {
+    return absl::NotFoundError(absl::StrCat(c.dir(), ": no ", name, " kept with the checkpoint"));
+  }
+  ANVIL_ASSIGN_OR_RETURN(std::string bytes, io::read_file(it->second));
+  return io::write_file_atomic(hf_dir + "/" + as, bytes);
+}
+
+// The HF tokenizer files of the checkpoint's [tokenizer] (kept with it), so that
+// AutoTokenizer.from_pretrained(HF_DIR) works: GPT2BPE -> vocab.json + merges.txt, HF ->
+// tokenizer.json, each with a tokenizer_config.json. Other types: a warning.
+absl::Status export_tokenizer(const io::Checkpoint& c, const anvil::engine::Config& cfg,
+                              const std::string& hf_dir) {
+  const std::string type = cfg.get_string("tokenizer", "type");
+  if (type.empty()) {
+    std::fprintf(stderr,
+                 "convert: warning: no [tokenizer] in the checkpoint's config: no "
+                 "tokenizer files written\n");
+    return absl::OkStatus();
+  }
+  std::string vocab = cfg.get_string("tokenizer", "vocab_file");
+  json tc = {{"model_max_length", cfg.get_int("model", "max_seq_len")}};
+  if (type == "GPT2BPE") {
+    ANVIL_RETURN_IF_ERROR(copy_attachment(c, vocab, hf_dir, "vocab.json"));
+    ANVIL_RETURN_IF_ERROR(
+        copy_attachment(c, cfg.get_string("tokenizer", "merge_file"), hf_dir, "merges.txt"));
+    // The special tokens' text, from the kept files themselves.
+    ANVIL_ASSIGN_OR_RETURN(
+        std::unique_ptr<io::Tokenizer> tok,
+        io::make_tokenizer({type, hf_dir + "/vocab.json", hf_dir + "/merges.txt"}));
+    tc["tokenizer_class"] = "GPT2Tokenizer";
+    if (tok->special().eod >= 0) {
+      ANVIL_ASSIGN_OR_RETURN(std::string eod, tok->decode({tok->special().eod}));
+      tc["bos_token"] = tc["eos_token"] = tc["unk_token"] = eod;
+    }
+  } else if (type == "HF") {
+    // bin/train keeps DIR/tokenizer.json when vocab_file names a directory.
+    if (!absl::EndsWith(vocab, ".json")) vocab = "tokenizer.json";
+    ANVIL_RETURN_IF_ERROR(copy_attachment(c, vocab, hf_dir, "tokenizer.json"));
+    tc["tokenizer_class"] = "PreTrainedTokenizerFast";
+  } else {
+    std::fprintf(stderr, "convert: warning: [tokenizer] type %s: no HF tokenizer files written\n",
+                 type.c_str());
+    return absl::OkStatus();
+  }
+  return io::write_file_atomic(hf_dir + "/tokenizer_config.json", tc.dump(2) + "\n");
+}
 
 absl::Status export_hf(const std::string& ckpt_dir, const std::string& hf_dir, int64_t step) {
   ANVIL_ASSIGN_OR_RETURN(io::Checkpoint c,
@@ -82,6 +138,7 @@ absl::Status export_hf(const std::string& ckpt_dir, const std::string& hf_dir, i
   for (const model::HfFixedField& k : f.fixed) j[k.hf_key] = json::parse(k.json_value);
   j["bos_token_id"] = j["eos_token_id"] = cfg.get_int("data", "eod_token");
   ANVIL_RETURN_IF_ERROR(io::write_file_atomic(hf_dir + "/config.json", j.dump(2) + "\n"));
+  ANVIL_RETURN_IF_ERROR(export_tokenizer(c, cfg, hf_dir));
   std::printf("exported %zu tensors of %s to %s (config.json, model.safetensors)\n", tensors.size(),
               c.dir().c_str(), hf_dir.c_str());
   return absl::OkStatus();

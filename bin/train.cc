@@ -19,6 +19,8 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +39,7 @@
 #include "io/checkpoint.h"
 #include "io/gpt_dataset.h"
 #include "io/indexed_dataset.h"
+#include "io/tokenizer.h"
 #include "model/checkpoint.h"
 #include "model/train_config.h"
 #include "model/trainer.h"
@@ -91,6 +94,43 @@ double world_max(anvil::parallel::MpiComm* world, double v) {
   return v;
 }
 
+// [model] vocab_size and [data] eod_token from the [tokenizer] (overrides for the keys the
+// config leaves at their defaults); InvalidArgument when an explicit value disagrees.
+absl::StatusOr<std::vector<std::string>> tokenizer_overrides(const model::TrainConfig& cfg,
+                                                             const anvil::engine::Config& raw) {
+  const model::TokenizerConfig& t = cfg.tokenizer;
+  ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<anvil::io::Tokenizer> tok,
+                         anvil::io::make_tokenizer({t.type, t.vocab_file, t.merge_file}));
+  std::vector<std::string> out;
+  auto adopt = [&](const char* section, const char* key, int64_t have,
+                   int64_t want) -> absl::Status {
+    if (raw.origin(section, key) == "default") {
+      out.push_back(absl::StrCat(section, ".", key, "=", want));
+      return absl::OkStatus();
+    }
+    if (have == want) return absl::OkStatus();
+    return raw.error(section, key,
+                     absl::StrFormat("%d differs from the tokenizer's %d ([tokenizer] %s %s)", have,
+                                     want, t.type, t.vocab_file));
+  };
+  ANVIL_RETURN_IF_ERROR(adopt("model", "vocab_size", cfg.model.vocab_size, tok->vocab_size()));
+  if (tok->special().eod >= 0) {
+    ANVIL_RETURN_IF_ERROR(adopt("data", "eod_token", cfg.data.eod_token, tok->special().eod));
+  }
+  return out;
+}
+
+// The tokenizer's files, kept with every checkpoint as tokenizer/<file name>.
+std::map<std::string, std::string> tokenizer_attachments(const model::TokenizerConfig& t) {
+  std::map<std::string, std::string> out;
+  for (std::string path : {t.vocab_file, t.merge_file}) {
+    if (path.empty()) continue;
+    if (std::filesystem::is_directory(path)) path += "/tokenizer.json";  // HF: a directory
+    out[absl::StrCat("tokenizer/", std::filesystem::path(path).filename().string())] = path;
+  }
+  return out;
+}
+
 // Saves the trainer's state into cfg.checkpoint.save: rank 0 creates the temporary directory,
 // every rank writes its boxes, rank 0 writes the manifest and commits (barriers between).
 absl::Status save_checkpoint(const model::TrainConfig& cfg, const std::string& config_text,
@@ -124,6 +164,7 @@ absl::Status save_checkpoint(const model::TrainConfig& cfg, const std::string& c
     info.state = model::checkpoint_counters(trainer.state(), cfg);
     info.layout = model::checkpoint_layout(cfg);
     info.lr_schedule = model::checkpoint_lr_schedule(cfg, step);
+    info.attachments = tokenizer_attachments(cfg.tokenizer);
     ANVIL_RETURN_IF_ERROR(
         anvil::io::finish_checkpoint(dir, tmp, grid.world(), info, cfg.checkpoint.keep_last));
   }
@@ -238,6 +279,16 @@ int run(int argc, char** argv) {
   absl::StatusOr<model::TrainConfig> loaded =
       model::load_train_config(*config_path, overrides, &raw, launch->world);
   if (!loaded.ok()) return fail(loaded.status());
+  if (!loaded->tokenizer.type.empty()) {
+    absl::StatusOr<std::vector<std::string>> more = tokenizer_overrides(*loaded, raw);
+    if (!more.ok()) return fail(more.status());
+    if (!more->empty()) {
+      std::vector<std::string> all = overrides;
+      all.insert(all.end(), more->begin(), more->end());
+      loaded = model::load_train_config(*config_path, all, &raw, launch->world);
+      if (!loaded.ok()) return fail(loaded.status());
+    }
+  }
   const model::TrainConfig& cfg = *loaded;
   absl::StatusOr<model::GptPrecision> prec = model::resolve_precision(cfg.train.device);
   if (!prec.ok()) return fail(prec.status());

@@ -117,6 +117,17 @@ ConfigSchema build_schema() {
   s.add("optim", "eps", kFloat, "1e-8", "AdamW epsilon (--adam-eps).");
   s.add("optim", "clip_grad", kFloat, "1.0",
         "Clip the global L2 norm of the gradient to this value (--clip-grad); 0 = no clipping.");
+  // [tokenizer]
+  s.add("tokenizer", "type", kString, "",
+        "The tokenizer the data was made with (bin/preprocess --tokenizer-type); empty = none. "
+        "When set, [model] vocab_size and [data] eod_token default to its values (explicit "
+        "values must agree) and checkpoints keep its files.",
+        {"", "GPT2BPE", "BertWordPieceLowerCase", "BertWordPieceCase", "SentencePiece", "HF",
+         "Byte"});
+  s.add("tokenizer", "vocab_file", kString, "",
+        "encoder.json / vocab.json (GPT2BPE), vocab.txt (WordPiece), .model (SentencePiece), "
+        "tokenizer.json (HF).");
+  s.add("tokenizer", "merge_file", kString, "", "merges.txt / vocab.bpe (GPT2BPE).");
   // [checkpoint]: docs/checkpoints.md
   s.add("checkpoint", "save", kString, "",
         "Directory to save checkpoints into (--save): DIR/step_XXXXXXXX/ and DIR/latest; empty "
@@ -416,6 +427,17 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
 
   // [log]
   t.log.all_ranks = c.get_bool("log", "all_ranks");
+
+  // [tokenizer]
+  TokenizerConfig& tok = t.tokenizer;
+  tok.type = c.get_string("tokenizer", "type");
+  tok.vocab_file = c.get_string("tokenizer", "vocab_file");
+  tok.merge_file = c.get_string("tokenizer", "merge_file");
+  ANVIL_RETURN_IF_ERROR(need(tok.type.empty() || tok.type == "Byte" || !tok.vocab_file.empty(), c,
+                             "tokenizer", "vocab_file",
+                             absl::StrCat("is required by [tokenizer] type ", tok.type)));
+  ANVIL_RETURN_IF_ERROR(need(tok.type != "GPT2BPE" || !tok.merge_file.empty(), c, "tokenizer",
+                             "merge_file", "is required by [tokenizer] type GPT2BPE"));
 
   // [checkpoint]
   CheckpointConfig& k = t.checkpoint;

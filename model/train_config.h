@@ -64,6 +64,16 @@ struct OptimConfig {
   double clip_grad = 1.0;  // max global L2 norm of the gradient; 0 = no clipping
 };
 
+// [tokenizer]: the tokenizer the data was made with (bin/preprocess's types and files). When
+// set, bin/train takes [model] vocab_size and [data] eod_token from it unless given (then they
+// must agree), and checkpoints keep a copy of its files (docs/checkpoints.md).
+struct TokenizerConfig {
+  std::string type;        // "" (none) | GPT2BPE | BertWordPiece{LowerCase,Case} | SentencePiece
+                           // | HF | Byte
+  std::string vocab_file;  // encoder.json / vocab.json, vocab.txt, .model, tokenizer.json
+  std::string merge_file;  // merges.txt / vocab.bpe (GPT2BPE)
+};
+
 // [checkpoint] (docs/checkpoints.md): saving, resuming and run limits. bin/train acts on it.
 struct CheckpointConfig {
   std::string save;                // directory to save into ("" = no saving)
@@ -88,6 +98,7 @@ struct TrainConfig {
   LogConfig log;
   ParallelConfig parallel;
   CheckpointConfig checkpoint;
+  TokenizerConfig tokenizer;
 };
 
 // The schema of bin/train's ini file (a process-wide singleton: Config keeps a pointer to it).

@@ -6,11 +6,15 @@
 #      exit_duration_min; SIGKILL while saving every step leaves a loadable checkpoint;
 #   3. a flipped byte in the newest checkpoint: refused naming the file, the previous one used;
 #   4. bin/convert: export to Hugging Face, import, export again: the same model.safetensors
-#      bytes (import is export's exact inverse); finetune from the import trains.
-# usage: train_checkpoint_test.sh BUILD/bin/train BUILD/bin/convert   (from the repository root)
+#      bytes (import is export's exact inverse); finetune from the import trains;
+#   5. [tokenizer] GPT2BPE: a vocab_size that differs is refused; the files travel with the
+#      checkpoint and export writes them as vocab.json / merges.txt with a tokenizer_config.json.
+# usage: train_checkpoint_test.sh BUILD/bin/train BUILD/bin/convert BUILD/bin/preprocess
+#        (from the repository root)
 set -euo pipefail
 train=$1
 convert=$2
+preprocess=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cat > "$work/t.ini" <<INI
@@ -104,4 +108,23 @@ grep -q "finetune: weights of $work/imp/step_00000000; fresh optimizer, step 0" 
   && fail "resuming from weights only succeeded"
 grep -q "holds weights only (an import?): load it with \[checkpoint\] finetune = true" \
   "$work/nf.log" || fail "no weights-only message: $(tail -2 "$work/nf.log")"
+# 5. The tokenizer travels with the model.
+for i in $(seq 40); do printf 'In the beginning %d was the word, and the word was %d.\n\n' "$i" "$i"; done \
+  > "$work/corpus.txt"
+"$preprocess" --input "$work/corpus.txt" --output-prefix "$work/gpt2" --tokenizer-type GPT2BPE \
+  --vocab-file data/gpt2/encoder.json --merge-file data/gpt2/vocab.bpe --append-eod --workers 1 \
+  --no-progress > "$work/pre.log" 2>&1 || fail "preprocess: $(tail -2 "$work/pre.log")"
+tok=(data.paths="$work/gpt2_text_document" tokenizer.type=GPT2BPE
+     tokenizer.vocab_file=data/gpt2/encoder.json tokenizer.merge_file=data/gpt2/vocab.bpe)
+"$train" "$work/t.ini" "${tok[@]}" > "$work/tok1.log" 2>&1 && fail "vocab_size 65535 accepted"
+grep -q "vocab_size: 65535 differs from the tokenizer's 50257" "$work/tok1.log" \
+  || fail "no vocab_size mismatch message: $(tail -1 "$work/tok1.log")"
+sed -i '/^vocab_size/d; /^eod_token/d' "$work/t.ini"
+"$train" "$work/t.ini" "${tok[@]}" train.steps=3 checkpoint.save="$work/tokck" \
+  > "$work/tok2.log" 2>&1 || fail "training with a tokenizer: $(tail -2 "$work/tok2.log")"
+"$convert" export "$work/tokck" "$work/tokhf" > "$work/conv2.log" 2>&1 || fail "$(cat "$work/conv2.log")"
+cmp "$work/tokhf/vocab.json" data/gpt2/encoder.json || fail "vocab.json differs"
+cmp "$work/tokhf/merges.txt" data/gpt2/vocab.bpe || fail "merges.txt differs"
+grep -q '"eos_token": "<|endoftext|>"' "$work/tokhf/tokenizer_config.json" \
+  || fail "no eos_token in tokenizer_config.json"
 echo "PASS"
