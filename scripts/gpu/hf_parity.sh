@@ -4,7 +4,9 @@
 #   1. export: anvil trains a small GPT-2 (bf16 on the GPU) on a one-document corpus, exports it;
 #      GPT2LMHeadModel.from_pretrained computes the loss of the training sample in float32;
 #   2. import: a random GPT2LMHeadModel (std 0.2, so the loss depends on every weight) is
-#      imported; anvil finetunes from it and logs its first step's loss (before any update).
+#      imported; anvil finetunes from it and logs its first step's loss (before any update);
+#   3. tokenizer: a run with [tokenizer] GPT2BPE is exported; AutoTokenizer.from_pretrained on
+#      the export encodes a text to the ids bin/preprocess gave it.
 # Both directions print anvil's and HF's loss on the same sample; they must agree within
 # 0.02 + 2% (bf16 activations in anvil, vocabulary 500 padded to 512 in anvil).
 #   scripts/gpu/hf_parity.sh
@@ -58,4 +60,16 @@ check export "$(first_loss "$work/ck")" "$(python3 "$py" hf-loss "$work/hf" "$wo
 python3 "$py" make-hf "$work/hf_random"
 anvil convert import "$work/hf_random" "$work/imported"
 check import "$(first_loss "$work/imported")" "$(python3 "$py" hf-loss "$work/hf_random" "$work/data")"
+for i in 1 2 3 4 5 6 7 8; do printf 'Checkpoints travel with their tokenizer, %d times.\n\n' "$i"; done \
+  > "$work/tok.txt"
+anvil preprocess --input "$work/tok.txt" --output-prefix "$work/tok" --tokenizer-type GPT2BPE \
+  --vocab-file data/gpt2/encoder.json --merge-file data/gpt2/vocab.bpe --append-eod --workers 1 \
+  --no-progress
+sed -i '/^vocab_size/d; /^eod_token/d; s/^seq_len = 64/seq_len = 16/' "$work/t.ini"
+anvil train "$work/t.ini" data.paths="$work/tok_text_document" tokenizer.type=GPT2BPE \
+  tokenizer.vocab_file=data/gpt2/encoder.json tokenizer.merge_file=data/gpt2/vocab.bpe \
+  train.steps=2 optim.warmup_steps=1 checkpoint.save="$work/tokck" > "$work/tok.log" 2>&1 \
+  || { tail -5 "$work/tok.log"; exit 1; }
+anvil convert export "$work/tokck" "$work/tokhf"
+python3 "$py" tok-check "$work/tokhf" "$work/tok_text_document" "$work/tok.txt"
 echo "PASS hf_parity"

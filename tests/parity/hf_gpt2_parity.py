@@ -8,6 +8,8 @@
       saved with save_pretrained (model.safetensors, tied LM head).
   hf-loss DIR PREFIX --seq-len T           the mean cross-entropy of the HF model on that
       sample (inputs: the document; targets: tokens 1..T-1 and the first token), in float32.
+  tok-check DIR PREFIX TEXT                AutoTokenizer.from_pretrained(DIR) encodes TEXT (+ eos)
+      to the ids of document 0 of PREFIX.bin/.idx (bin/preprocess --append-eod of TEXT).
 """
 import argparse
 import struct
@@ -63,6 +65,20 @@ def hf_loss(args):
     print(f"{torch.nn.functional.cross_entropy(logits, targets).item():.6f}")
 
 
+def tok_check(args):
+    tok = transformers.AutoTokenizer.from_pretrained(args.dir)
+    with open(args.prefix + ".idx", "rb") as f:
+        f.seek(34)
+        size = struct.unpack("<i", f.read(4))[0]
+    anvil_ids = np.fromfile(args.prefix + ".bin", dtype=np.uint16)[:size].tolist()
+    with open(args.text, encoding="utf-8") as f:
+        text = f.read().split("\n\n")[0]
+    hf_ids = tok(text)["input_ids"] + [tok.eos_token_id]
+    print(f"anvil {anvil_ids}\nHF    {hf_ids}")
+    if anvil_ids != hf_ids:
+        raise SystemExit("FAIL tokenizer: the ids differ")
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -77,11 +93,16 @@ def main():
     l = sub.add_parser("hf-loss")
     l.add_argument("dir")
     l.add_argument("prefix")
+    t = sub.add_parser("tok-check")
+    t.add_argument("dir")
+    t.add_argument("prefix")
+    t.add_argument("text")
     for q in (d, h, l):
         q.add_argument("--vocab", type=int, default=500)
         q.add_argument("--seq-len", type=int, default=64)
     args = p.parse_args()
-    {"make-data": make_data, "make-hf": make_hf, "hf-loss": hf_loss}[args.cmd](args)
+    {"make-data": make_data, "make-hf": make_hf, "hf-loss": hf_loss,
+     "tok-check": tok_check}[args.cmd](args)
 
 
 if __name__ == "__main__":
