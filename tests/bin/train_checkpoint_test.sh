@@ -10,7 +10,8 @@
 #   5. [tokenizer] GPT2BPE: a vocab_size that differs is refused; the files travel with the
 #      checkpoint and export writes them as vocab.json / merges.txt with a tokenizer_config.json.
 # usage: train_checkpoint_test.sh BUILD/bin/train BUILD/bin/convert BUILD/bin/preprocess
-#        (from the repository root)
+#        (from the repository root; DEVICE=cuda runs the same on a GPU, where the logged losses
+#        (4 decimals) must agree too)
 set -euo pipefail
 train=$1
 convert=$2
@@ -35,7 +36,7 @@ cache_dir = $work/cache
 micro_batch = 2
 global_batch = 4
 steps = 10
-device = cpu
+device = ${DEVICE:-cpu}
 eval_iters = 0
 log_interval = 1
 [optim]

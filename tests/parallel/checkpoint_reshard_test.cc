@@ -4,7 +4,8 @@
 // steps without stopping (to f32 rounding: relative 1e-5, as gpt_parallel_test). Both ways for
 // every layout of the world: saved by one rank and loaded into the layout (TP splits incl.
 // c_attn's q|k|v blocks, pipeline stages, ZeRO pieces, sequence parallelism), and saved by the
-// layout (every rank writes its boxes) and loaded by one rank.
+// layout (every rank writes its boxes) and loaded by one rank; and each layout's checkpoint
+// loaded into the next layout of the same world (e.g. DP4 ZeRO-2 -> TP2 x DP2 ZeRO-1).
 #include <mpi.h>
 #include <unistd.h>
 
@@ -211,6 +212,14 @@ TEST(CheckpointReshardTest, EveryLayoutBothWays) {
       load(one, from);
       expect_same_losses(train_until(*one.trainer, kSteps), want);
     }
+  }
+  // Layout to layout directly: each layout's checkpoint into the next layout of this world.
+  for (size_t k = 0; k < layouts.size(); ++k) {
+    const Layout& to = layouts[(k + 1) % layouts.size()];
+    SCOPED_TRACE(absl::StrCat("saved by ", layouts[k].name(), ", loaded into ", to.name()));
+    LayoutRun r = make_run(to);
+    load(r, dir.sub(absl::StrCat("layout", k)));
+    expect_same_losses(train_until(*r.trainer, kSteps), want);
   }
 }
 
