@@ -84,12 +84,14 @@ int fail(const absl::Status& s) {
 std::atomic<int> g_stop_signal{0};
 extern "C" void on_stop_signal(int sig) { g_stop_signal.store(sig); }
 
-// The world's max of `v` (every rank must call it; v itself on one rank).
-double world_max(anvil::parallel::MpiComm* world, double v) {
+// The world's element-wise max of `v` (every rank must call it; v itself on one rank).
+template <size_t N>
+std::array<double, N> world_max(anvil::parallel::MpiComm* world, std::array<double, N> v) {
   if (world == nullptr) return v;
   anvil::engine::Stream s = anvil::engine::Stream::cpu();
   world->all_reduce(
-      anvil::engine::make_view(&v, anvil::engine::DType::kF64, anvil::engine::Device::kCpu, {1}),
+      anvil::engine::make_view(v.data(), anvil::engine::DType::kF64, anvil::engine::Device::kCpu,
+                               {static_cast<int64_t>(N)}),
       anvil::parallel::ReduceOp::kMax, s);
   return v;
 }
@@ -209,6 +211,15 @@ absl::Status load_checkpoint(const model::TrainConfig& cfg, model::Trainer& trai
   }
   ANVIL_ASSIGN_OR_RETURN(model::TrainerState st, model::trainer_state_from(c->info().state, cfg));
   trainer.restore(st);
+  const int64_t samples = cfg.train.steps * cfg.train.global_batch;
+  auto saved = c->info().state.find("train_samples");
+  if (saved != c->info().state.end() && saved->second != samples) {
+    log_warning(
+        ctx, absl::StrFormat("the checkpoint's run had %d training samples ([train] steps x "
+                             "global_batch), this one has %d: the sample order (a shuffle over the "
+                             "whole run) differs from the one the checkpoint was trained on",
+                             saved->second, samples));
+  }
   log_info(ctx, absl::StrFormat("resuming from %s: step %d, %d samples consumed%s", c->dir(),
                                 st.step, st.step * cfg.train.global_batch, layout));
   return absl::OkStatus();
@@ -223,6 +234,11 @@ std::string count(double v) {
 }
 
 int run(int argc, char** argv) {
+  // From here on a stop signal only sets a flag: the training loop saves and ends the run.
+  // exit_duration_min counts from here.
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGUSR1, on_stop_signal);
+  const anvil::engine::Timer started;
   std::optional<std::string> config_path;
   std::vector<std::string> overrides;
   bool dry_run = false, print_docs = false, print_device = false;
@@ -471,15 +487,14 @@ int run(int argc, char** argv) {
     }
     return save_status.ok();
   };
-  std::signal(SIGTERM, on_stop_signal);
-  std::signal(SIGUSR1, on_stop_signal);
-  const anvil::engine::Timer started;
   tr.set_step_hook([&](const model::StepStats& st) {
     // Every rank must stop at the same step: the reasons are agreed on over the world.
-    const double sig = world_max(world, g_stop_signal.load());
-    const bool out_of_time =
-        world_max(world,
-                  ck.exit_duration_min > 0 && started.seconds() >= 60 * ck.exit_duration_min) > 0;
+    const std::array<double, 2> why_stop = world_max<2>(
+        world,
+        {static_cast<double>(g_stop_signal.load()),
+         ck.exit_duration_min > 0 && started.seconds() >= 60 * ck.exit_duration_min ? 1.0 : 0.0});
+    const int sig = static_cast<int>(why_stop[0]);
+    const bool out_of_time = why_stop[1] > 0;
     const bool at_exit_interval = ck.exit_interval > 0 && st.step % ck.exit_interval == 0;
     const bool stop = sig > 0 || out_of_time || at_exit_interval;
     const bool periodic = ck.save_interval > 0 && st.step % ck.save_interval == 0;

@@ -248,6 +248,7 @@ std::map<std::string, int64_t> checkpoint_counters(const TrainerState& s, const 
           {"optimizer_steps", s.optimizer_steps},
           {"micro_batches", static_cast<int64_t>(s.micro_batches)},
           {"consumed_samples", s.step * cfg.train.global_batch},
+          {"train_samples", cfg.train.steps * cfg.train.global_batch},
           {"seed", static_cast<int64_t>(cfg.train.seed)},
           {"data_seed", static_cast<int64_t>(cfg.data.seed)}};
 }

@@ -53,7 +53,9 @@ absl::Status gpt_load_checkpoint(GptModel& model, const TensorLookup& lookup, bo
                                  engine::Stream& stream);
 
 // The run counters a checkpoint keeps: the TrainerState, consumed_samples (step *
-// global_batch: the data position) and the seeds of init/dropout and of the data order.
+// global_batch: the data position), train_samples (steps * global_batch: Megatron's sample
+// order is a shuffle over the whole run, so it depends on it) and the seeds of init/dropout
+// and of the data order.
 std::map<std::string, int64_t> checkpoint_counters(const TrainerState& s, const TrainConfig& cfg);
 // Back from a checkpoint's counters. InvalidArgument naming the numbers when the config would
 // not continue the same sample stream: another global_batch (consumed samples != step *

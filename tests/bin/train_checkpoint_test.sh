@@ -8,7 +8,8 @@
 #   4. bin/convert: export to Hugging Face, import, export again: the same model.safetensors
 #      bytes (import is export's exact inverse); finetune from the import trains;
 #   5. [tokenizer] GPT2BPE: a vocab_size that differs is refused; the files travel with the
-#      checkpoint and export writes them as vocab.json / merges.txt with a tokenizer_config.json.
+#      checkpoint and export writes them as vocab.json / merges.txt with a tokenizer_config.json;
+#   6. with MPIRUN set (mpirun and its flags): a TP2 run stopped by SIGUSR1, resumed on 1 rank.
 # usage: train_checkpoint_test.sh BUILD/bin/train BUILD/bin/convert BUILD/bin/preprocess
 #        (from the repository root; DEVICE=cuda runs the same on a GPU, where the logged losses
 #        (4 decimals) must agree too)
@@ -62,7 +63,7 @@ diff <(losses "$work/full.log" | tail -5) <(losses "$work/b.log") \
 # 2. SIGTERM: the run saves where it is and exits 0.
 "$train" "$work/t.ini" train.steps=300 checkpoint.save="$work/sig" > "$work/sig.log" 2>&1 &
 pid=$!
-for _ in $(seq 600); do grep -qE "step +3/" "$work/sig.log" && break; sleep 0.1; done
+for _ in $(seq 600); do grep -qE "step +3/" "$work/sig.log" || ! kill -0 "$pid" && break; sleep 0.1; done
 kill -TERM "$pid"
 wait "$pid" || fail "SIGTERM run exited with $?: $(tail -3 "$work/sig.log")"
 grep -q "received SIGTERM: stopping after step" "$work/sig.log" || fail "no SIGTERM message"
@@ -80,7 +81,7 @@ grep -q "exit_duration_min 1e-06 reached: stopping after step 1" "$work/dur.log"
 "$train" "$work/t.ini" train.steps=300 checkpoint.save="$work/kill" checkpoint.save_interval=1 \
   checkpoint.keep_last=2 > "$work/kill.log" 2>&1 &
 pid=$!
-for _ in $(seq 600); do grep -qE "step +8/" "$work/kill.log" && break; sleep 0.1; done
+for _ in $(seq 600); do grep -qE "step +8/" "$work/kill.log" || ! kill -0 "$pid" && break; sleep 0.1; done
 kill -KILL "$pid"
 { wait "$pid"; } 2>/dev/null && fail "the killed run exited 0"
 "$train" "$work/t.ini" train.steps=300 checkpoint.load="$work/kill" checkpoint.exit_interval=1 \
@@ -120,12 +121,32 @@ tok=(data.paths="$work/gpt2_text_document" tokenizer.type=GPT2BPE
 "$train" "$work/t.ini" "${tok[@]}" > "$work/tok1.log" 2>&1 && fail "vocab_size 65535 accepted"
 grep -q "vocab_size: 65535 differs from the tokenizer's 50257" "$work/tok1.log" \
   || fail "no vocab_size mismatch message: $(tail -1 "$work/tok1.log")"
-sed -i '/^vocab_size/d; /^eod_token/d' "$work/t.ini"
-"$train" "$work/t.ini" "${tok[@]}" train.steps=3 checkpoint.save="$work/tokck" \
+sed '/^vocab_size/d; /^eod_token/d' "$work/t.ini" > "$work/tok.ini"
+"$train" "$work/tok.ini" "${tok[@]}" train.steps=3 checkpoint.save="$work/tokck" \
   > "$work/tok2.log" 2>&1 || fail "training with a tokenizer: $(tail -2 "$work/tok2.log")"
 "$convert" export "$work/tokck" "$work/tokhf" > "$work/conv2.log" 2>&1 || fail "$(cat "$work/conv2.log")"
 cmp "$work/tokhf/vocab.json" data/gpt2/encoder.json || fail "vocab.json differs"
 cmp "$work/tokhf/merges.txt" data/gpt2/vocab.bpe || fail "merges.txt differs"
 grep -q '"eos_token": "<|endoftext|>"' "$work/tokhf/tokenizer_config.json" \
   || fail "no eos_token in tokenizer_config.json"
+# 6. Two ranks (TP2) under mpirun: stopped by SIGUSR1 (mpirun forwards it), saved by both
+#    ranks, resumed on one rank: the losses continue as the one-rank run's (4 decimals).
+if [[ -n ${MPIRUN:-} ]]; then
+  $MPIRUN -np 2 "$train" "$work/t.ini" parallel.tp=2 train.steps=300 checkpoint.save="$work/tp2" \
+    > "$work/tp2.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 600); do grep -qE "step +3/" "$work/tp2.log" || ! kill -0 "$pid" && break; sleep 0.1; done
+  kill -USR1 "$pid"
+  wait "$pid" || fail "mpirun run exited with $?: $(tail -3 "$work/tp2.log")"
+  grep -q "received SIGUSR1: stopping after step" "$work/tp2.log" || fail "no SIGUSR1 message"
+  step=$(cat "$work/tp2/latest")
+  # The same train.steps everywhere (it sets the data order and the schedule's decay).
+  "$train" "$work/t.ini" train.steps=300 checkpoint.exit_interval=$((step + 2)) \
+    checkpoint.load="$work/tp2" > "$work/tp2b.log" 2>&1 \
+    || fail "resume of the TP2 checkpoint: $(tail -2 "$work/tp2b.log")"
+  "$train" "$work/t.ini" train.steps=300 checkpoint.exit_interval=$((step + 2)) \
+    > "$work/one.log" 2>&1
+  diff <(losses "$work/one.log" | tail -2) <(losses "$work/tp2b.log") \
+    || fail "TP2 -> 1 rank losses differ"
+fi
 echo "PASS"
