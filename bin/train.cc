@@ -8,8 +8,19 @@
 // local_rank % device count.
 // Parses the config into structs (model/train_config), opens the data (io/), wires io's sample
 // datasets into the trainer's callbacks (model/ never reads data formats) and runs the loop.
+// Checkpoints ([checkpoint], docs/checkpoints.md): model/checkpoint turns the model's state
+// into logical tensor boxes and back, io/checkpoint writes and verifies the files; here they
+// meet, with the barriers between the ranks' phases. SIGTERM / SIGUSR1 only set a flag: the
+// loop finishes its step, every rank agrees to stop (max over the world), saves, and exits 0.
+#include <unistd.h>
+
+#include <algorithm>
 #include <array>
+#include <atomic>
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,11 +36,15 @@
 #include "engine/log.h"
 #include "engine/status.h"
 #include "io/blended_dataset.h"
+#include "io/checkpoint.h"
 #include "io/gpt_dataset.h"
 #include "io/indexed_dataset.h"
+#include "io/tokenizer.h"
+#include "model/checkpoint.h"
 #include "model/train_config.h"
 #include "model/trainer.h"
 #include "parallel/launch_env.h"
+#include "parallel/mpi_comm.h"
 #include "parallel/runtime.h"
 
 extern char** environ;  // read here only: libraries never read the environment
@@ -65,6 +80,151 @@ int fail(const absl::Status& s) {
   return 1;
 }
 
+// The signal that asked the run to stop (SIGTERM, SIGUSR1: SLURM's preemption notices), or 0.
+std::atomic<int> g_stop_signal{0};
+extern "C" void on_stop_signal(int sig) { g_stop_signal.store(sig); }
+
+// The world's element-wise max of `v` (every rank must call it; v itself on one rank).
+template <size_t N>
+std::array<double, N> world_max(anvil::parallel::MpiComm* world, std::array<double, N> v) {
+  if (world == nullptr) return v;
+  anvil::engine::Stream s = anvil::engine::Stream::cpu();
+  world->all_reduce(
+      anvil::engine::make_view(v.data(), anvil::engine::DType::kF64, anvil::engine::Device::kCpu,
+                               {static_cast<int64_t>(N)}),
+      anvil::parallel::ReduceOp::kMax, s);
+  return v;
+}
+
+// [model] vocab_size and [data] eod_token from the [tokenizer] (overrides for the keys the
+// config leaves at their defaults); InvalidArgument when an explicit value disagrees.
+absl::StatusOr<std::vector<std::string>> tokenizer_overrides(const model::TrainConfig& cfg,
+                                                             const anvil::engine::Config& raw) {
+  const model::TokenizerConfig& t = cfg.tokenizer;
+  ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<anvil::io::Tokenizer> tok,
+                         anvil::io::make_tokenizer({t.type, t.vocab_file, t.merge_file}));
+  std::vector<std::string> out;
+  auto adopt = [&](const char* section, const char* key, int64_t have,
+                   int64_t want) -> absl::Status {
+    if (raw.origin(section, key) == "default") {
+      out.push_back(absl::StrCat(section, ".", key, "=", want));
+      return absl::OkStatus();
+    }
+    if (have == want) return absl::OkStatus();
+    return raw.error(section, key,
+                     absl::StrFormat("%d differs from the tokenizer's %d ([tokenizer] %s %s)", have,
+                                     want, t.type, t.vocab_file));
+  };
+  ANVIL_RETURN_IF_ERROR(adopt("model", "vocab_size", cfg.model.vocab_size, tok->vocab_size()));
+  if (tok->special().eod >= 0) {
+    ANVIL_RETURN_IF_ERROR(adopt("data", "eod_token", cfg.data.eod_token, tok->special().eod));
+  }
+  return out;
+}
+
+// The tokenizer's files, kept with every checkpoint as tokenizer/<file name>.
+std::map<std::string, std::string> tokenizer_attachments(const model::TokenizerConfig& t) {
+  std::map<std::string, std::string> out;
+  for (std::string path : {t.vocab_file, t.merge_file}) {
+    if (path.empty()) continue;
+    if (std::filesystem::is_directory(path)) path += "/tokenizer.json";  // HF: a directory
+    out[absl::StrCat("tokenizer/", std::filesystem::path(path).filename().string())] = path;
+  }
+  return out;
+}
+
+// Saves the trainer's state into cfg.checkpoint.save: rank 0 creates the temporary directory,
+// every rank writes its boxes, rank 0 writes the manifest and commits (barriers between).
+absl::Status save_checkpoint(const model::TrainConfig& cfg, const std::string& config_text,
+                             model::Trainer& trainer, const anvil::parallel::ProcessGrid& grid,
+                             anvil::parallel::MpiComm* world) {
+  anvil::engine::Stream cpu = anvil::engine::Stream::cpu();
+  auto barrier = [&] {
+    if (world != nullptr) world->barrier(cpu);
+  };
+  // The temporary directory's token: rank 0's pid, the same on every rank.
+  double token = static_cast<double>(::getpid());
+  if (world != nullptr) {
+    world->broadcast(anvil::engine::make_view(&token, anvil::engine::DType::kF64,
+                                              anvil::engine::Device::kCpu, {1}),
+                     0, cpu);
+  }
+  const std::string tok = absl::StrCat(static_cast<int64_t>(token));
+  const std::string& dir = cfg.checkpoint.save;
+  const int64_t step = trainer.steps_done();
+  if (grid.rank() == 0) ANVIL_RETURN_IF_ERROR(anvil::io::begin_checkpoint(dir, step, tok));
+  barrier();
+  const std::string tmp = anvil::io::checkpoint_tmp_dir(dir, step, tok);
+  ANVIL_RETURN_IF_ERROR(anvil::io::write_checkpoint_shard(
+      tmp, grid.rank(),
+      model::gpt_checkpoint_slices(trainer.model(), grid.dp_rank(), trainer.stream())));
+  barrier();
+  if (grid.rank() == 0) {
+    anvil::io::CheckpointInfo info;
+    info.step = step;
+    info.config = config_text;
+    info.state = model::checkpoint_counters(trainer.state(), cfg);
+    info.layout = model::checkpoint_layout(cfg);
+    info.lr_schedule = model::checkpoint_lr_schedule(cfg, step);
+    info.attachments = tokenizer_attachments(cfg.tokenizer);
+    ANVIL_RETURN_IF_ERROR(
+        anvil::io::finish_checkpoint(dir, tmp, grid.world(), info, cfg.checkpoint.keep_last));
+  }
+  barrier();
+  return absl::OkStatus();
+}
+
+// Loads [checkpoint] load into the trainer (weights only with finetune). A directory without
+// any checkpoint starts from scratch with a warning.
+absl::Status load_checkpoint(const model::TrainConfig& cfg, model::Trainer& trainer,
+                             const anvil::engine::LogContext& ctx) {
+  const model::CheckpointConfig& k = cfg.checkpoint;
+  absl::StatusOr<anvil::io::Checkpoint> c = anvil::io::open_newest_complete(
+      k.load, k.load_step, [&](const std::string& w) { log_warning(ctx, w); });
+  if (absl::IsNotFound(c.status())) {
+    log_warning(ctx, absl::StrCat(c.status().message(), ": starting from scratch"));
+    return absl::OkStatus();
+  }
+  ANVIL_RETURN_IF_ERROR(c.status());
+  if (!k.finetune) {
+    const std::vector<std::string> names = c->tensor_names();
+    if (std::none_of(names.begin(), names.end(), [](const std::string& n) {
+          return absl::StartsWith(n, model::kExpAvgState);
+        })) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(c->dir(),
+                       " holds weights only (an import?): load it with [checkpoint] "
+                       "finetune = true"));
+    }
+  }
+  ANVIL_RETURN_IF_ERROR(model::gpt_load_checkpoint(
+      trainer.model(), [&](const std::string& name) { return c->read(name); }, k.finetune,
+      trainer.stream()));
+  std::string layout;
+  for (const auto& [key, v] : c->info().layout) {
+    absl::StrAppend(&layout, layout.empty() ? "; saved with " : ", ", key, " ", v);
+  }
+  if (k.finetune) {
+    log_info(ctx,
+             absl::StrCat("finetune: weights of ", c->dir(), layout, "; fresh optimizer, step 0"));
+    return absl::OkStatus();
+  }
+  ANVIL_ASSIGN_OR_RETURN(model::TrainerState st, model::trainer_state_from(c->info().state, cfg));
+  trainer.restore(st);
+  const int64_t samples = cfg.train.steps * cfg.train.global_batch;
+  auto saved = c->info().state.find("train_samples");
+  if (saved != c->info().state.end() && saved->second != samples) {
+    log_warning(
+        ctx, absl::StrFormat("the checkpoint's run had %d training samples ([train] steps x "
+                             "global_batch), this one has %d: the sample order (a shuffle over the "
+                             "whole run) differs from the one the checkpoint was trained on",
+                             saved->second, samples));
+  }
+  log_info(ctx, absl::StrFormat("resuming from %s: step %d, %d samples consumed%s", c->dir(),
+                                st.step, st.step * cfg.train.global_batch, layout));
+  return absl::OkStatus();
+}
+
 // "124.44M", "1.31B".
 std::string count(double v) {
   if (v >= 1e9) return absl::StrFormat("%.2fB", v / 1e9);
@@ -74,6 +234,11 @@ std::string count(double v) {
 }
 
 int run(int argc, char** argv) {
+  // From here on a stop signal only sets a flag: the training loop saves and ends the run.
+  // exit_duration_min counts from here.
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGUSR1, on_stop_signal);
+  const anvil::engine::Timer started;
   std::optional<std::string> config_path;
   std::vector<std::string> overrides;
   bool dry_run = false, print_docs = false, print_device = false;
@@ -130,6 +295,16 @@ int run(int argc, char** argv) {
   absl::StatusOr<model::TrainConfig> loaded =
       model::load_train_config(*config_path, overrides, &raw, launch->world);
   if (!loaded.ok()) return fail(loaded.status());
+  if (!loaded->tokenizer.type.empty()) {
+    absl::StatusOr<std::vector<std::string>> more = tokenizer_overrides(*loaded, raw);
+    if (!more.ok()) return fail(more.status());
+    if (!more->empty()) {
+      std::vector<std::string> all = overrides;
+      all.insert(all.end(), more->begin(), more->end());
+      loaded = model::load_train_config(*config_path, all, &raw, launch->world);
+      if (!loaded.ok()) return fail(loaded.status());
+    }
+  }
   const model::TrainConfig& cfg = *loaded;
   absl::StatusOr<model::GptPrecision> prec = model::resolve_precision(cfg.train.device);
   if (!prec.ok()) return fail(prec.status());
@@ -293,7 +468,52 @@ int run(int argc, char** argv) {
   par.local_rank = launch->local_rank;
   auto trainer = model::Trainer::create(cfg, *prec, train_fn, valid_fn, ctx, par);
   if (!trainer.ok()) return fatal(trainer.status());
-  (*trainer)->run();
+  model::Trainer& tr = **trainer;
+  const model::CheckpointConfig& ck = cfg.checkpoint;
+  if (!ck.load.empty()) {
+    if (absl::Status s = load_checkpoint(cfg, tr, ctx); !s.ok()) return fatal(s);
+  }
+  anvil::parallel::MpiComm* world = (*rt)->has_mpi() ? (*rt)->mpi().world.get() : nullptr;
+  const std::string config_text = raw.dump();
+  int64_t saved_step = ck.load.empty() ? -1 : tr.steps_done();
+  absl::Status save_status;
+  auto save = [&] {
+    save_status = save_checkpoint(cfg, config_text, tr, grid, world);
+    if (save_status.ok()) {
+      saved_step = tr.steps_done();
+      log_info(ctx,
+               absl::StrFormat("saved checkpoint %s at step %d",
+                               anvil::io::checkpoint_step_dir(ck.save, saved_step), saved_step));
+    }
+    return save_status.ok();
+  };
+  tr.set_step_hook([&](const model::StepStats& st) {
+    // Every rank must stop at the same step: the reasons are agreed on over the world.
+    const std::array<double, 2> why_stop = world_max<2>(
+        world,
+        {static_cast<double>(g_stop_signal.load()),
+         ck.exit_duration_min > 0 && started.seconds() >= 60 * ck.exit_duration_min ? 1.0 : 0.0});
+    const int sig = static_cast<int>(why_stop[0]);
+    const bool out_of_time = why_stop[1] > 0;
+    const bool at_exit_interval = ck.exit_interval > 0 && st.step % ck.exit_interval == 0;
+    const bool stop = sig > 0 || out_of_time || at_exit_interval;
+    const bool periodic = ck.save_interval > 0 && st.step % ck.save_interval == 0;
+    if (!ck.save.empty() && (stop || periodic) && !save()) return true;
+    if (stop) {
+      const std::string why =
+          sig > 0 ? absl::StrCat("received ", sig == SIGTERM ? "SIGTERM" : "SIGUSR1")
+          : out_of_time
+              ? absl::StrFormat("[checkpoint] exit_duration_min %g reached", ck.exit_duration_min)
+              : absl::StrFormat("[checkpoint] exit_interval %d reached", ck.exit_interval);
+      log_info(ctx,
+               absl::StrFormat("%s: stopping after step %d%s", why, st.step,
+                               ck.save.empty() ? " (no [checkpoint] save: nothing saved)" : ""));
+    }
+    return stop;
+  });
+  tr.run();
+  if (!save_status.ok()) return fatal(save_status);
+  if (!ck.save.empty() && saved_step != tr.steps_done() && !save()) return fatal(save_status);
   return 0;
 }
 

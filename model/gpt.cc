@@ -214,6 +214,10 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
   return model;
 }
 
+void GptModel::params_loaded(engine::Stream& stream) {
+  if (impl_->shard.zero_stage == 3) impl_->gather_persistent(stream);
+}
+
 const GptConfig& GptModel::config() const { return impl_->cfg; }
 const GptShard& GptModel::shard() const { return impl_->shard; }
 ParamTable& GptModel::params() { return impl_->buf.table; }

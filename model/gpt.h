@@ -185,6 +185,9 @@ class GptModel {
   double loss_sum(int64_t slot, engine::Stream& stream);
 
   void zero_grads(engine::Stream& stream);
+  // After the caller overwrote this rank's parameter values in flat_buffers() (a checkpoint
+  // load): ZeRO-3 gathers again the buckets that stay gathered; otherwise nothing.
+  void params_loaded(engine::Stream& stream);
   // out [params().flat_numel()] (=, act dtype, on the model's device): every parameter value
   // this rank holds a part of, whole (ZeRO-3 gathers its buckets over DP: collective).
   void gather_values(engine::TensorView out, engine::Stream& stream);

@@ -117,6 +117,41 @@ ConfigSchema build_schema() {
   s.add("optim", "eps", kFloat, "1e-8", "AdamW epsilon (--adam-eps).");
   s.add("optim", "clip_grad", kFloat, "1.0",
         "Clip the global L2 norm of the gradient to this value (--clip-grad); 0 = no clipping.");
+  // [tokenizer]
+  s.add("tokenizer", "type", kString, "",
+        "The tokenizer the data was made with (bin/preprocess --tokenizer-type); empty = none. "
+        "When set, [model] vocab_size and [data] eod_token default to its values (explicit "
+        "values must agree) and checkpoints keep its files.",
+        {"", "GPT2BPE", "BertWordPieceLowerCase", "BertWordPieceCase", "SentencePiece", "HF",
+         "Byte"});
+  s.add("tokenizer", "vocab_file", kString, "",
+        "encoder.json / vocab.json (GPT2BPE), vocab.txt (WordPiece), .model (SentencePiece), "
+        "tokenizer.json (HF).");
+  s.add("tokenizer", "merge_file", kString, "", "merges.txt / vocab.bpe (GPT2BPE).");
+  // [checkpoint]: docs/checkpoints.md
+  s.add("checkpoint", "save", kString, "",
+        "Directory to save checkpoints into (--save): DIR/step_XXXXXXXX/ and DIR/latest; empty "
+        "= no saving. Saved every save_interval steps, at the end, on SIGTERM/SIGUSR1 and at "
+        "the exit limits.");
+  s.add("checkpoint", "save_interval", kInt, "0",
+        "Save every N steps (--save-interval); 0 = only at the end and when exiting early.");
+  s.add("checkpoint", "keep_last", kInt, "0",
+        "After a successful save, delete all but the newest K complete checkpoints; 0 = keep "
+        "all.");
+  s.add("checkpoint", "load", kString, "",
+        "Directory to resume from (--load): the checkpoint `latest` names (or load_step); a "
+        "broken one is refused and the newest complete earlier one used. Empty = start from "
+        "scratch; a directory without checkpoints starts from scratch with a warning.");
+  s.add("checkpoint", "load_step", kInt, "-1",
+        "Step of the checkpoint to load; -1 = the one DIR/latest names.");
+  s.add("checkpoint", "finetune", kBool, "false",
+        "Load the weights only (--finetune): fresh AdamW state, step 0, any batch size and seed.");
+  s.add("checkpoint", "exit_interval", kInt, "0",
+        "Save and exit (status 0) after a step that is a multiple of N (--exit-interval); 0 = "
+        "off.");
+  s.add("checkpoint", "exit_duration_min", kFloat, "0",
+        "Save and exit (status 0) after the first step that ends this many wall-clock minutes "
+        "after the start (--exit-duration-in-mins); 0 = off.");
   // [log]
   s.add("log", "all_ranks", kBool, "false",
         "Print info lines on every rank, not only rank 0 (warnings always print everywhere).");
@@ -392,6 +427,40 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
 
   // [log]
   t.log.all_ranks = c.get_bool("log", "all_ranks");
+
+  // [tokenizer]
+  TokenizerConfig& tok = t.tokenizer;
+  tok.type = c.get_string("tokenizer", "type");
+  tok.vocab_file = c.get_string("tokenizer", "vocab_file");
+  tok.merge_file = c.get_string("tokenizer", "merge_file");
+  ANVIL_RETURN_IF_ERROR(need(tok.type.empty() || tok.type == "Byte" || !tok.vocab_file.empty(), c,
+                             "tokenizer", "vocab_file",
+                             absl::StrCat("is required by [tokenizer] type ", tok.type)));
+  ANVIL_RETURN_IF_ERROR(need(tok.type != "GPT2BPE" || !tok.merge_file.empty(), c, "tokenizer",
+                             "merge_file", "is required by [tokenizer] type GPT2BPE"));
+
+  // [checkpoint]
+  CheckpointConfig& k = t.checkpoint;
+  k.save = c.get_string("checkpoint", "save");
+  k.load = c.get_string("checkpoint", "load");
+  for (const char* key : {"save_interval", "keep_last", "exit_interval"}) {
+    ANVIL_RETURN_IF_ERROR(non_negative(c, "checkpoint", key));
+  }
+  k.save_interval = c.get_int("checkpoint", "save_interval");
+  k.keep_last = c.get_int("checkpoint", "keep_last");
+  k.exit_interval = c.get_int("checkpoint", "exit_interval");
+  k.load_step = c.get_int("checkpoint", "load_step");
+  ANVIL_RETURN_IF_ERROR(need(k.load_step >= -1, c, "checkpoint", "load_step",
+                             absl::StrFormat("must be >= 0 or -1 (latest), got %d", k.load_step)));
+  k.finetune = c.get_bool("checkpoint", "finetune");
+  k.exit_duration_min = c.get_float("checkpoint", "exit_duration_min");
+  ANVIL_RETURN_IF_ERROR(
+      need(k.exit_duration_min >= 0.0, c, "checkpoint", "exit_duration_min",
+           absl::StrFormat("must be >= 0 (0 = off), got %g", k.exit_duration_min)));
+  ANVIL_RETURN_IF_ERROR(need(k.save_interval == 0 || !k.save.empty(), c, "checkpoint",
+                             "save_interval", "needs [checkpoint] save (a directory)"));
+  ANVIL_RETURN_IF_ERROR(need(!k.finetune || !k.load.empty(), c, "checkpoint", "finetune",
+                             "needs [checkpoint] load (a directory)"));
 
   // [parallel]
   ANVIL_ASSIGN_OR_RETURN(t.parallel,

@@ -1,7 +1,7 @@
-// bin/train's configuration: the ini schema (sections [model] [data] [train] [optim] [log], every
-// key typed, defaulted and documented; docs/config.md is generated from it) and its parsing
-// into plain structs, with every semantic check up front. A bad combination is an error naming
-// the file:line (or override) and the key with the numbers, e.g.
+// bin/train's configuration: the ini schema (sections [model] [data] [train] [optim] [log]
+// [parallel] [checkpoint], every key typed, defaulted and documented; docs/config.md is generated
+// from it) and its parsing into plain structs, with every semantic check up front. A bad
+// combination is an error naming the file:line (or override) and the key with the numbers, e.g.
 //   "configs/x.ini:14: [train] global_batch: 48 is not a multiple of [train] micro_batch 32".
 // This is model/ code and must not read data formats: the data path is checked for existence
 // only (check_data_files); opening and sampling it is io/'s job, wired up by bin/train.
@@ -64,6 +64,28 @@ struct OptimConfig {
   double clip_grad = 1.0;  // max global L2 norm of the gradient; 0 = no clipping
 };
 
+// [tokenizer]: the tokenizer the data was made with (bin/preprocess's types and files). When
+// set, bin/train takes [model] vocab_size and [data] eod_token from it unless given (then they
+// must agree), and checkpoints keep a copy of its files (docs/checkpoints.md).
+struct TokenizerConfig {
+  std::string type;        // "" (none) | GPT2BPE | BertWordPiece{LowerCase,Case} | SentencePiece
+                           // | HF | Byte
+  std::string vocab_file;  // encoder.json / vocab.json, vocab.txt, .model, tokenizer.json
+  std::string merge_file;  // merges.txt / vocab.bpe (GPT2BPE)
+};
+
+// [checkpoint] (docs/checkpoints.md): saving, resuming and run limits. bin/train acts on it.
+struct CheckpointConfig {
+  std::string save;                // directory to save into ("" = no saving)
+  int64_t save_interval = 0;       // save every N steps (0: only at the end and on exits)
+  int64_t keep_last = 0;           // after a save keep the newest K complete ones (0 = all)
+  std::string load;                // directory to resume from ("" = start from scratch)
+  int64_t load_step = -1;          // step to load (-1: the one `latest` names)
+  bool finetune = false;           // load the weights only: fresh optimizer, step 0
+  int64_t exit_interval = 0;       // save and exit after a step that is a multiple of N
+  double exit_duration_min = 0.0;  // save and exit once this many wall minutes have passed
+};
+
 struct LogConfig {
   bool all_ranks = false;
 };
@@ -75,6 +97,8 @@ struct TrainConfig {
   OptimConfig optim;
   LogConfig log;
   ParallelConfig parallel;
+  CheckpointConfig checkpoint;
+  TokenizerConfig tokenizer;
 };
 
 // The schema of bin/train's ini file (a process-wide singleton: Config keeps a pointer to it).

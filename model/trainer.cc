@@ -146,6 +146,12 @@ Trainer::~Trainer() {
   if (stream_) stream_->synchronize();
 }
 
+void Trainer::restore(const TrainerState& s) {
+  step_ = s.step;
+  optimizer_steps_ = s.optimizer_steps;
+  micro_batches_ = s.micro_batches;
+}
+
 int64_t Trainer::fill_batch(const SampleFn& fn, int64_t first_index, int64_t m) {
   const int64_t B = cfg_.train.micro_batch, T = cfg_.data.seq_len;
   const int64_t vocab = cfg_.model.vocab_size;
@@ -377,6 +383,7 @@ TrainSummary Trainer::run() {
 
   // A first evaluation before any update shows where the loss starts (about ln(vocab)).
   if (eval_enabled && step_ == 0) run_eval();
+  bool stopped = false;  // by the step hook
   while (step_ < L.steps) {
     const StepStats st = step();
     sum.steps++;
@@ -419,8 +426,16 @@ TrainSummary Trainer::run() {
       run_eval();
       interval.restart();
     }
+    if (step_hook_ && step_hook_(st)) {
+      stopped = true;
+      if (interval_steps > 0) {  // the steps since the last log line count in the summary
+        sum.train_seconds += interval_train_s + interval.seconds();
+        sum.final_loss = interval_loss / static_cast<double>(interval_steps);
+      }
+      break;
+    }
   }
-  if (eval_enabled && last_val_step != step_) run_eval();
+  if (eval_enabled && last_val_step != step_ && !stopped) run_eval();
 
   sum.tokens_per_second = sum.train_seconds > 0
                               ? static_cast<double>(sum.steps * tokens_per_step) / sum.train_seconds

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -88,6 +89,19 @@ struct TrainSummary {
   double tokens_per_second = 0.0;
 };
 
+// Where a run stands, as checkpoints keep it: steps done, AdamW updates applied (skipped
+// steps excluded: the bias correction's count) and micro-batches trained over all DP ranks (the
+// dropout counter). The data position follows from the step (samples step * global_batch on).
+struct TrainerState {
+  int64_t step = 0;
+  int64_t optimizer_steps = 0;
+  uint64_t micro_batches = 0;
+};
+
+// Called by run() after each step (after its log line and evaluation); returning true ends the
+// run after that step, without the final evaluation (checkpoint saves, exit signals, limits).
+using StepHook = std::function<bool(const StepStats&)>;
+
 class Trainer {
  public:
   // Everything the run allocates, by category (today: the model's plan, cuBLASLt workspace
@@ -125,6 +139,11 @@ class Trainer {
   // eval_interval steps and at the end) and a summary line.
   TrainSummary run();
 
+  TrainerState state() const { return TrainerState{step_, optimizer_steps_, micro_batches_}; }
+  // Continues a run from `s` (a checkpoint's; the model's state loaded separately).
+  void restore(const TrainerState& s);
+  void set_step_hook(StepHook hook) { step_hook_ = std::move(hook); }
+
   GptModel& model() { return *model_; }
   engine::Stream& stream() { return *stream_; }
   int64_t steps_done() const { return step_; }
@@ -150,9 +169,10 @@ class Trainer {
   // Host micro-batches of one step, [accumulation steps * B*T] each; sample_: [T+1].
   std::vector<int32_t> tokens_, positions_, targets_, segments_, sample_;
   std::vector<int64_t> counted_;  // targets that count, per micro-batch
-  int64_t step_ = 0;              // steps done
-  int64_t optimizer_steps_ = 0;   // AdamW updates applied (skipped steps excluded)
-  uint64_t micro_batches_ = 0;    // micro-batches trained so far over all DP ranks (dropout)
+  StepHook step_hook_;
+  int64_t step_ = 0;             // steps done
+  int64_t optimizer_steps_ = 0;  // AdamW updates applied (skipped steps excluded)
+  uint64_t micro_batches_ = 0;   // micro-batches trained so far over all DP ranks (dropout)
   int dp_size_ = 1, dp_rank_ = 0, tp_size_ = 1, pp_size_ = 1, pp_rank_ = 0;
   parallel::PipelinePlan plan_;
   // Groups (null where the size is 1, or without MPI); NcclComms on CUDA are owned here.

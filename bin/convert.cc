@@ -1,0 +1,245 @@
+// bin/convert: anvil checkpoints <-> Hugging Face model directories (docs/checkpoints.md).
+//   build/bin/convert export CKPT_DIR HF_DIR [STEP]   config.json + model.safetensors (f32)
+//   build/bin/convert import HF_DIR CKPT_DIR          CKPT_DIR/step_00000000 (weights only)
+// export takes the checkpoint `latest` names (or STEP), its master weights, and writes them
+// under the family's HF names (GPT-2: transformer.*, Conv1D weights transposed to [in, out],
+// no vocabulary padding, the LM head tied) with a config.json from the checkpoint's [model].
+// With a [tokenizer] in the checkpoint's config, export also writes the HF tokenizer files from
+// the copy kept with the checkpoint (GPT2BPE: vocab.json, merges.txt; HF: tokenizer.json).
+// import reads model.safetensors (or the shards of model.safetensors.index.json) and
+// config.json, and writes a checkpoint that [checkpoint] load + finetune = true accepts; it
+// prints the [model] section to train it with. The name/layout rules are model/checkpoint_hf's
+// family tables.
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "engine/config.h"
+#include "engine/status.h"
+#include "io/checkpoint.h"
+#include "io/durable_file.h"
+#include "io/json_fields.h"
+#include "io/safetensors.h"
+#include "io/tokenizer.h"
+#include "model/checkpoint.h"
+#include "model/checkpoint_hf.h"
+#include "model/train_config.h"
+#include "nlohmann/json.hpp"
+
+namespace {
+
+using json = nlohmann::json;
+namespace model = anvil::model;
+namespace io = anvil::io;
+
+constexpr char kUsage[] =
+    "usage: convert export CKPT_DIR HF_DIR [STEP]\n"
+    "       convert import HF_DIR CKPT_DIR\n";
+
+// Copies attachment tokenizer/<file name of `path`> of checkpoint c to HF_DIR/<as>.
+absl::Status copy_attachment(const io::Checkpoint& c, const std::string& path,
+                             const std::string& hf_dir, const std::string& as) {
+  const std::string name = "tokenizer/" + std::filesystem::path(path).filename().string();
+  auto it = c.info().attachments.find(name);
+  if (it == c.info().attachments.end()) {
+    return absl::NotFoundError(absl::StrCat(c.dir(), ": no ", name, " kept with the checkpoint"));
+  }
+  ANVIL_ASSIGN_OR_RETURN(std::string bytes, io::read_file(it->second));
+  return io::write_file_atomic(hf_dir + "/" + as, bytes);
+}
+
+// The HF tokenizer files of the checkpoint's [tokenizer] (kept with it), so that
+// AutoTokenizer.from_pretrained(HF_DIR) works: GPT2BPE -> vocab.json + merges.txt, HF ->
+// tokenizer.json, each with a tokenizer_config.json. Other types: a warning.
+absl::Status export_tokenizer(const io::Checkpoint& c, const anvil::engine::Config& cfg,
+                              const std::string& hf_dir) {
+  const std::string type = cfg.get_string("tokenizer", "type");
+  if (type.empty()) {
+    std::fprintf(stderr,
+                 "convert: warning: no [tokenizer] in the checkpoint's config: no "
+                 "tokenizer files written\n");
+    return absl::OkStatus();
+  }
+  std::string vocab = cfg.get_string("tokenizer", "vocab_file");
+  json tc = {{"model_max_length", cfg.get_int("model", "max_seq_len")}};
+  if (type == "GPT2BPE") {
+    ANVIL_RETURN_IF_ERROR(copy_attachment(c, vocab, hf_dir, "vocab.json"));
+    ANVIL_RETURN_IF_ERROR(
+        copy_attachment(c, cfg.get_string("tokenizer", "merge_file"), hf_dir, "merges.txt"));
+    // The special tokens' text, from the kept files themselves.
+    ANVIL_ASSIGN_OR_RETURN(
+        std::unique_ptr<io::Tokenizer> tok,
+        io::make_tokenizer({type, hf_dir + "/vocab.json", hf_dir + "/merges.txt"}));
+    tc["tokenizer_class"] = "GPT2Tokenizer";
+    if (tok->special().eod >= 0) {
+      ANVIL_ASSIGN_OR_RETURN(std::string eod, tok->decode({tok->special().eod}));
+      tc["bos_token"] = tc["eos_token"] = tc["unk_token"] = eod;
+    }
+  } else if (type == "HF") {
+    // bin/train keeps DIR/tokenizer.json when vocab_file names a directory.
+    if (!absl::EndsWith(vocab, ".json")) vocab = "tokenizer.json";
+    ANVIL_RETURN_IF_ERROR(copy_attachment(c, vocab, hf_dir, "tokenizer.json"));
+    tc["tokenizer_class"] = "PreTrainedTokenizerFast";
+  } else {
+    std::fprintf(stderr, "convert: warning: [tokenizer] type %s: no HF tokenizer files written\n",
+                 type.c_str());
+    return absl::OkStatus();
+  }
+  return io::write_file_atomic(hf_dir + "/tokenizer_config.json", tc.dump(2) + "\n");
+}
+
+absl::Status export_hf(const std::string& ckpt_dir, const std::string& hf_dir, int64_t step) {
+  ANVIL_ASSIGN_OR_RETURN(io::Checkpoint c,
+                         io::open_newest_complete(ckpt_dir, step, [](const std::string& w) {
+                           std::fprintf(stderr, "convert: warning: %s\n", w.c_str());
+                         }));
+  ANVIL_ASSIGN_OR_RETURN(
+      anvil::engine::Config cfg,
+      anvil::engine::Config::load_string(c.info().config, c.dir() + "/manifest.json (config)",
+                                         model::train_config_schema()));
+  const model::HfFamily& f = model::gpt2_hf_family();
+  std::vector<anvil::engine::HostSlice> tensors;
+  for (const std::string& name : c.tensor_names()) {
+    if (!absl::StartsWith(name, model::kMasterState)) continue;
+    ANVIL_ASSIGN_OR_RETURN(anvil::engine::HostSlice t, c.read(name));
+    const std::string param = name.substr(std::string(model::kMasterState).size());
+    if (model::hf_transposed(f, param)) t = model::transpose_2d(t);
+    t.tensor = model::to_hf_name(f, param);
+    tensors.push_back(std::move(t));
+  }
+  std::vector<io::StTensorRef> refs;
+  for (const anvil::engine::HostSlice& t : tensors) {
+    refs.push_back({t.tensor, io::StDType::kF32, t.shape, t.data.data()});
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(hf_dir, ec);
+  if (ec) return absl::DataLossError(absl::StrCat(hf_dir, ": cannot create: ", ec.message()));
+  ANVIL_RETURN_IF_ERROR(
+      io::write_safetensors(hf_dir + "/model.safetensors", refs, {{"format", "pt"}}).status());
+  json j = {{"architectures", {f.architecture}},
+            {"model_type", f.model_type},
+            {"torch_dtype", "float32"}};
+  for (const model::HfConfigField& k : f.config) {
+    if (k.type == anvil::engine::ConfigType::kInt) {
+      const int64_t v = cfg.get_int("model", k.anvil_key);
+      j[k.hf_key] = v == 0 && k.zero_is_null ? json(nullptr) : json(v);
+    } else {
+      j[k.hf_key] = cfg.get_float("model", k.anvil_key);
+    }
+  }
+  for (const model::HfFixedField& k : f.fixed) j[k.hf_key] = json::parse(k.json_value);
+  j["bos_token_id"] = j["eos_token_id"] = cfg.get_int("data", "eod_token");
+  ANVIL_RETURN_IF_ERROR(io::write_file_atomic(hf_dir + "/config.json", j.dump(2) + "\n"));
+  ANVIL_RETURN_IF_ERROR(export_tokenizer(c, cfg, hf_dir));
+  std::printf("exported %zu tensors of %s to %s (config.json, model.safetensors)\n", tensors.size(),
+              c.dir().c_str(), hf_dir.c_str());
+  return absl::OkStatus();
+}
+
+// The safetensors files of an HF directory: the index's shards, or model.safetensors.
+absl::StatusOr<std::vector<std::string>> hf_files(const std::string& hf_dir) {
+  const std::string index = hf_dir + "/model.safetensors.index.json";
+  if (!std::filesystem::exists(index))
+    return std::vector<std::string>{hf_dir + "/model.safetensors"};
+  ANVIL_ASSIGN_OR_RETURN(std::string text, io::read_file(index));
+  ANVIL_ASSIGN_OR_RETURN(json j, io::parse_json_text(text, index));
+  ANVIL_ASSIGN_OR_RETURN(const json* map, io::json_field(j, "weight_map", index));
+  if (!map->is_object()) return absl::DataLossError(index + ": weight_map is not an object");
+  std::set<std::string> files;
+  for (const auto& [name, file] : map->items()) {
+    if (!file.is_string()) return absl::DataLossError(index + ": bad file of " + name);
+    files.insert(hf_dir + "/" + file.get<std::string>());
+  }
+  return std::vector<std::string>(files.begin(), files.end());
+}
+
+absl::Status import_hf(const std::string& hf_dir, const std::string& ckpt_dir) {
+  const std::string cpath = hf_dir + "/config.json";
+  ANVIL_ASSIGN_OR_RETURN(std::string text, io::read_file(cpath));
+  ANVIL_ASSIGN_OR_RETURN(json j, io::parse_json_text(text, cpath));
+  ANVIL_ASSIGN_OR_RETURN(std::string type, io::json_string(j, "model_type", cpath));
+  ANVIL_ASSIGN_OR_RETURN(const model::HfFamily* f, model::hf_family(type));
+  for (const model::HfFixedField& k : f->fixed) {
+    if (j.contains(k.hf_key) && j[k.hf_key] != json::parse(k.json_value)) {
+      return absl::InvalidArgumentError(absl::StrCat(cpath, ": ", k.hf_key, " is ",
+                                                     j[k.hf_key].dump(), "; anvil's ", type,
+                                                     " implements ", k.json_value));
+    }
+  }
+  std::string ini = "[model]\n";
+  std::set<std::string> done;
+  for (const model::HfConfigField& k : f->config) {
+    if (!j.contains(k.hf_key) || !done.insert(k.anvil_key).second) continue;
+    const json& v = j[k.hf_key];
+    if (v.is_null() && k.zero_is_null) {
+      absl::StrAppend(&ini, k.anvil_key, " = 0\n");
+    } else if (v.is_number()) {
+      absl::StrAppend(&ini, k.anvil_key, " = ", v.dump(), "\n");
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat(cpath, ": ", k.hf_key, ": expected a number, got ", v.dump()));
+    }
+  }
+  std::vector<anvil::engine::HostSlice> slices;
+  std::set<std::string> seen;
+  ANVIL_ASSIGN_OR_RETURN(std::vector<std::string> files, hf_files(hf_dir));
+  for (const std::string& path : files) {
+    ANVIL_ASSIGN_OR_RETURN(io::SafetensorsFile st, io::SafetensorsFile::open(path));
+    for (const auto& [hf_name, info] : st.tensors()) {
+      const std::optional<std::string> name = model::from_hf_name(*f, hf_name);
+      if (!name) continue;
+      if (!seen.insert(*name).second) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": ", hf_name, " appears twice"));
+      }
+      ANVIL_ASSIGN_OR_RETURN(std::vector<float> data, st.read_f32(hf_name));
+      anvil::engine::HostSlice t{absl::StrCat(model::kMasterState, *name), info.shape,
+                                 std::vector<int64_t>(info.shape.size(), 0), info.shape,
+                                 std::move(data)};
+      if (model::hf_transposed(*f, *name)) t = model::transpose_2d(t);
+      slices.push_back(std::move(t));
+    }
+  }
+  io::CheckpointInfo info;
+  info.step = 0;
+  info.config = ini;
+  info.state = {{"step", 0}};
+  ANVIL_RETURN_IF_ERROR(io::save_checkpoint(ckpt_dir, info, slices, 0));
+  std::printf(
+      "imported %zu tensors from %s into %s; train from it with [checkpoint] load = %s, "
+      "finetune = true and\n%s",
+      slices.size(), hf_dir.c_str(), io::checkpoint_step_dir(ckpt_dir, 0).c_str(), ckpt_dir.c_str(),
+      ini.c_str());
+  return absl::OkStatus();
+}
+
+int run(int argc, char** argv) {
+  const std::vector<std::string> a(argv + 1, argv + argc);
+  absl::Status s;
+  int64_t step = -1;
+  if (a.size() >= 3 && a.size() <= 4 && a[0] == "export" &&
+      (a.size() == 3 || absl::SimpleAtoi(a[3], &step))) {
+    s = export_hf(a[1], a[2], step);
+  } else if (a.size() == 3 && a[0] == "import") {
+    s = import_hf(a[1], a[2]);
+  } else {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "convert: error: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return run(argc, argv); }

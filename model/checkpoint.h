@@ -1,0 +1,71 @@
+// What a GPT rank puts into a checkpoint and takes out of one, in logical (unsharded) terms, so
+// a checkpoint saved under one (tp, pp, dp, zero_stage, virtual_stages, sequence_parallel)
+// layout loads into any other. The files are io/'s business (io/checkpoint.h); the two meet in
+// engine::HostSlice boxes and whole logical tensors.
+//
+// Tensors: "master/<name>", "exp_avg/<name>", "exp_avg_sq/<name>" (f32 master weights and
+// AdamW moments) for every parameter of the ParamTable, <name> the HF GPT-2 name
+// ("h.3.attn.c_attn.weight"), shape the whole model's ([n_embd, n_embd] ..., weights [out, in]),
+// except wte.weight: [vocab_size, d_model], the padding rows of the padded vocabulary left out
+// (they are 0; a layout with another padding gets 0 rows again on load).
+// Saving: every element is written by exactly one rank: TP-replicated parameters by TP rank 0,
+// the tied embedding by the first stage (the last stage's LM-head copy is equal), replicas over
+// DP by DP rank 0, and under ZeRO each DP rank its own pieces. Each rank's part of a TP-split
+// parameter (c_attn: q | k | v blocks split separately) is cut into boxes of the whole tensor.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/host_slice.h"
+#include "engine/stream.h"
+#include "model/gpt.h"
+#include "model/train_config.h"
+#include "model/trainer.h"
+
+namespace anvil::model {
+
+inline constexpr char kMasterState[] = "master/";
+inline constexpr char kExpAvgState[] = "exp_avg/";
+inline constexpr char kExpAvgSqState[] = "exp_avg_sq/";
+
+// The logical shape of parameter `p` of a model with config `cfg`, p being a rank's shard
+// under TP degree `tp`.
+std::vector<int64_t> logical_shape(const Param& p, const GptConfig& cfg, int tp);
+
+// The boxes of master weights and AdamW moments this rank writes (see the file comment).
+// dp_rank: this rank's DP coordinate (decides who writes DP replicas without ZeRO). Syncs.
+std::vector<engine::HostSlice> gpt_checkpoint_slices(GptModel& model, int dp_rank,
+                                                     engine::Stream& stream);
+
+// A whole logical tensor by name (offset 0, extent = shape), e.g. read from a checkpoint;
+// NotFound when the checkpoint lacks it.
+using TensorLookup = std::function<absl::StatusOr<engine::HostSlice>(const std::string& name)>;
+
+// Sets every master weight this rank holds (and the compute copy, rounded to its dtype), and
+// unless weights_only the AdamW moments, from the whole logical tensors. InvalidArgument
+// naming the tensor when a shape differs from the model's. Syncs.
+absl::Status gpt_load_checkpoint(GptModel& model, const TensorLookup& lookup, bool weights_only,
+                                 engine::Stream& stream);
+
+// The run counters a checkpoint keeps: the TrainerState, consumed_samples (step *
+// global_batch: the data position), train_samples (steps * global_batch: Megatron's sample
+// order is a shuffle over the whole run, so it depends on it) and the seeds of init/dropout
+// and of the data order.
+std::map<std::string, int64_t> checkpoint_counters(const TrainerState& s, const TrainConfig& cfg);
+// Back from a checkpoint's counters. InvalidArgument naming the numbers when the config would
+// not continue the same sample stream: another global_batch (consumed samples != step *
+// global_batch), [train] seed or [data] seed.
+absl::StatusOr<TrainerState> trainer_state_from(const std::map<std::string, int64_t>& counters,
+                                                const TrainConfig& cfg);
+// The parallel layout (tp, pp, dp, zero_stage, virtual_stages, sequence_parallel) and the LR
+// schedule's parameters with the lr of `step`, for the manifest (informative: loading works
+// from any layout, and the schedule is recomputed from the config and the step).
+std::map<std::string, int64_t> checkpoint_layout(const TrainConfig& cfg);
+std::map<std::string, double> checkpoint_lr_schedule(const TrainConfig& cfg, int64_t step);
+
+}  // namespace anvil::model
