@@ -49,9 +49,10 @@ void embedding_backward(const EmbeddingArgs& args, TensorView dwte, TensorView d
 
 // Same-signature twins. The public functions check arguments and dispatch on stream.is_cuda().
 // cpu: f32/f64/bf16 activations (f64 lets tests take finite differences; then dwte/dwpe are f64).
-// cuda: bf16/f32 activations, f32 dwte/dwpe. The GPU backward scatters with f32 atomicAdd, so
-// where a token (or position) repeats, dwte (dwpe) rows are summed in an unspecified order and
-// the result is not bitwise reproducible run to run (differences are f32 rounding only).
+// cuda: bf16/f32 activations, f32 dwte/dwpe. The GPU backward sorts the ids (scratch in
+// stream.gemm_workspace()) and adds each id's rows in token order, bitwise equal to the CPU
+// twin and reproducible; only without a GEMM workspace large enough for the sort does it fall
+// back to an f32 atomicAdd scatter (then repeated ids sum in an unspecified order).
 namespace cpu {
 void embedding_forward(const EmbeddingArgs& args, TensorView out, ConstTensorView tokens,
                        ConstTensorView positions, ConstTensorView wte, ConstTensorView wpe,

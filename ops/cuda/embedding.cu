@@ -4,11 +4,15 @@
 //                         + (wpe given ? wpe[positions[t], :] : 0)                        (=)
 //   backward: dwte[tokens[t] - vocab_start, :] += dout[t, :] for tokens in the shard;
 //             dwpe[positions[t], :] += dout[t, :] when dwpe is given                     (+=)
-// One thread per V consecutive elements of a row (16-byte accesses when dim and the pointers
-// allow, else scalar). Sums in f32, rounded once to the activation type. The backward scatters
-// with f32 atomicAdd: repeated ids are summed in an unspecified order, so dwte/dwpe are not
-// bitwise reproducible across runs (f32 rounding differences only). A deterministic scheme
-// needs a sort by id (CUB radix sort + workspace), which this API has no workspace for.
+// Forward: one thread per V consecutive elements of a row (16-byte accesses when dim and the
+// pointers allow, else scalar). Sums in f32, rounded once to the activation type.
+// Backward, deterministic: (id, t) pairs are sorted by id with a stable CUB radix sort (scratch
+// in the stream's GEMM workspace), then one warp per run of equal ids adds the run's dout rows
+// to the destination row in token order, starting from the row's value: the CPU twin's exact
+// f32 order, so both give bitwise equal results. Positions (dwpe) take a second sort. Without
+// enough workspace it falls back to an f32 atomicAdd scatter (not bitwise reproducible).
+#include <algorithm>
+#include <cub/device/device_radix_sort.cuh>
 #include <type_traits>
 
 #include "engine/cuda_check.h"
@@ -83,7 +87,78 @@ __global__ void embedding_bwd_kernel_atomic_scatter(float* dwte, float* dwpe, co
   }
 }
 
+// order[k] = k for k < n.
+__global__ void iota_kernel(int32_t* order, int64_t n) {
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < n;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    order[k] = static_cast<int32_t>(k);
+  }
+}
+
+// ids: [n] sorted ids; order: [n] their token indices (stable: increasing within a run);
+// dst: [rows, dim] f32 (+=) holding ids [row_start, row_start + rows). The warp of sorted index
+// k handles the run starting at k: dst[id] = (((dst[id] + dout[t0]) + dout[t1]) + ...).
+template <typename T>
+__global__ void embedding_bwd_sorted_runs(float* dst, const T* dout, const int32_t* ids,
+                                          const int32_t* order, int64_t n, int64_t dim,
+                                          int64_t row_start, int64_t rows) {
+  const int64_t k = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (k >= n) return;
+  const int32_t id = ids[k];
+  if (k > 0 && ids[k - 1] == id) return;  // inside a run: its first warp owns it
+  const int64_t row = static_cast<int64_t>(id) - row_start;
+  if (row < 0 || row >= rows) return;
+  int64_t end = k + 1;
+  while (end < n && ids[end] == id) ++end;
+  float* d = dst + row * dim;
+  for (int64_t c = lane; c < dim; c += 32) {
+    float acc = d[c];
+#pragma unroll 4
+    for (int64_t m = k; m < end; ++m) acc += to_f32(dout[static_cast<int64_t>(order[m]) * dim + c]);
+    d[c] = acc;
+  }
+}
+
 int64_t blocks_for(int64_t threads) { return ceil_div(threads, kThreads); }
+
+// Scratch of one sorted pass carved from the GEMM workspace: sorted keys, token indices before
+// and after the sort, and CUB's temporary storage; empty views when it does not fit.
+struct SortScratch {
+  int32_t *keys_out = nullptr, *order_in = nullptr, *order_out = nullptr;
+  void* temp = nullptr;
+  size_t temp_bytes = 0;
+};
+
+SortScratch sort_scratch(int64_t n, const engine::Workspace& ws) {
+  SortScratch s;
+  const size_t arr = static_cast<size_t>(n) * sizeof(int32_t), aligned = (arr + 255) / 256 * 256;
+  ANVIL_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, s.temp_bytes, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), n));
+  if (ws.data == nullptr || 3 * aligned + s.temp_bytes > ws.bytes) return SortScratch{};
+  char* base = static_cast<char*>(ws.data);
+  s.keys_out = reinterpret_cast<int32_t*>(base);
+  s.order_in = reinterpret_cast<int32_t*>(base + aligned);
+  s.order_out = reinterpret_cast<int32_t*>(base + 2 * aligned);
+  s.temp = base + 3 * aligned;
+  return s;
+}
+
+// dst[ids[t] - row_start] += dout[t] for ids in [row_start, row_start + rows), deterministically.
+template <typename T>
+void sorted_scatter(float* dst, const T* dout, const int32_t* ids, int64_t n, int64_t dim,
+                    int64_t row_start, int64_t rows, const SortScratch& s, cudaStream_t stream) {
+  iota_kernel<<<static_cast<unsigned>(std::min<int64_t>(ceil_div(n, kThreads), 1024)), kThreads, 0,
+                stream>>>(s.order_in, n);
+  size_t temp_bytes = s.temp_bytes;
+  ANVIL_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(s.temp, temp_bytes, ids, s.keys_out, s.order_in,
+                                                   s.order_out, n, 0,
+                                                   static_cast<int>(sizeof(int32_t) * 8), stream));
+  embedding_bwd_sorted_runs<T>
+      <<<static_cast<unsigned>(ceil_div(n * 32, kThreads)), kThreads, 0, stream>>>(
+          dst, dout, s.keys_out, s.order_out, n, dim, row_start, rows);
+}
 
 }  // namespace
 
@@ -114,9 +189,19 @@ void embedding_backward(const EmbeddingArgs& args, TensorView dwte, TensorView d
                         ConstTensorView dout, ConstTensorView tokens, ConstTensorView positions,
                         Stream& stream) {
   if (args.tokens == 0) return;
+  const SortScratch scratch = sort_scratch(args.tokens, stream.gemm_workspace());
   // An empty dwpe has data == nullptr, which the kernel reads as "no position gradient".
   dispatch_act(dout.dtype, "cuda::embedding_backward", [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
+    if (scratch.temp != nullptr) {
+      sorted_scatter<T>(dwte.as<float>(), dout.as<T>(), tokens.as<int32_t>(), args.tokens, args.dim,
+                        args.vocab_start, args.vocab, scratch, stream.cuda_stream());
+      if (!dwpe.empty()) {
+        sorted_scatter<T>(dwpe.as<float>(), dout.as<T>(), positions.as<int32_t>(), args.tokens,
+                          args.dim, 0, dwpe.dim(0), scratch, stream.cuda_stream());
+      }
+      return;
+    }
     constexpr int kV = kVec16<T>;
     const bool vec = args.dim % kV == 0 && aligned_to(16, {dout.data});
     const int64_t threads = args.tokens * (vec ? args.dim / kV : args.dim);
