@@ -24,7 +24,9 @@ void add_parallel_schema(engine::ConfigSchema& s) {
         "head count as a layer each, as Megatron's partition method).");
   s.add("parallel", "recompute", kStr, "none",
         "Activation recomputation (--recompute-granularity): none, selective (attention "
-        "probabilities recomputed in backward) or full (only each layer's input kept).");
+        "probabilities recomputed in backward; with flash attention, which keeps only the "
+        "[B, H, T] softmax statistics, there is nothing to recompute and it equals none) or "
+        "full (only each layer's input kept).");
   s.add("parallel", "sequence_parallel", kBool, "false",
         "Megatron's sequence parallelism (--sequence-parallel, with tp > 1): layernorms, dropout "
         "and the residual stream hold 1/tp of the tokens per TP rank; all-gathers and "
