@@ -38,9 +38,8 @@ void gpt_step(benchmark::State& state, BenchShape shape) {
   auto stream = engine::Stream::cuda(0);
   auto gpt = model::GptModel::create(cfg, run, prec, 1234);
   if (!stream.ok() || !gpt.ok()) {
-    state.SkipWithError(std::string(gpt.ok() ? stream.status().message()
-                                             : gpt.status().message())
-                            .c_str());
+    state.SkipWithError(
+        std::string(gpt.ok() ? stream.status().message() : gpt.status().message()).c_str());
     return;
   }
   auto start = engine::Event::create();
@@ -60,9 +59,8 @@ void gpt_step(benchmark::State& state, BenchShape shape) {
     m.forward(tokens.data(), positions.data(), targets.data(), true, 0, *stream);
     m.backward(1.0f / static_cast<float>(n), *stream);
     const double norm = m.grad_norm(*stream);  // the real loop syncs here for clipping too
-    m.optimizer_step({1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, norm > 1.0 ? float(1.0 / norm) : 1.0f,
-                      ++step},
-                     *stream);
+    m.optimizer_step(
+        {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, norm > 1.0 ? float(1.0 / norm) : 1.0f, ++step}, *stream);
   };
   for (int i = 0; i < 3; ++i) train_step();
   for (auto _ : state) {
@@ -75,8 +73,8 @@ void gpt_step(benchmark::State& state, BenchShape shape) {
       6.0 * cfg.matmul_params() + 12.0 * cfg.n_layers * cfg.d_model * shape.seq;
   state.counters["tokens/s"] =
       benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["TFLOP/s"] = benchmark::Counter(flops_per_token * n / 1e12,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["TFLOP/s"] =
+      benchmark::Counter(flops_per_token * n / 1e12, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["MFU%"] = benchmark::Counter(flops_per_token * n / kPeakFlops * 100,
                                               benchmark::Counter::kIsIterationInvariantRate);
   size_t free_b = 0, total_b = 0;

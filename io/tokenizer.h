@@ -17,7 +17,7 @@ namespace anvil::io {
 
 // Special token ids; -1 when the vocabulary has none.
 struct SpecialTokens {
-  int32_t eod = -1;   // end of document (GPT-2 <|endoftext|>)
+  int32_t eod = -1;  // end of document (GPT-2 <|endoftext|>)
   int32_t pad = -1;
   int32_t cls = -1;
   int32_t sep = -1;
@@ -48,11 +48,11 @@ class Tokenizer {
 };
 
 struct TokenizerOptions {
-  std::string type;        // GPT2BPE | BertWordPieceLowerCase | BertWordPieceCase |
-                           // SentencePiece | HF | Byte
-  std::string vocab_file;  // vocab.json / encoder.json, vocab.txt, .model, tokenizer.json
-                           // (or a directory holding tokenizer.json for HF)
-  std::string merge_file;  // merges.txt / vocab.bpe (GPT2BPE)
+  std::string type;         // GPT2BPE | BertWordPieceLowerCase | BertWordPieceCase |
+                            // SentencePiece | HF | Byte
+  std::string vocab_file;   // vocab.json / encoder.json, vocab.txt, .model, tokenizer.json
+                            // (or a directory holding tokenizer.json for HF)
+  std::string merge_file;   // merges.txt / vocab.bpe (GPT2BPE)
   int vocab_extra_ids = 0;  // sentinels appended for T5 (<extra_id_0> ...)
 };
 

@@ -16,8 +16,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> make_gpt2_tokenizer(const TokenizerOp
 // Byte: no files; ids 0..255 are bytes, 256 is EOD (io/byte_tokenizer.cc).
 absl::StatusOr<std::unique_ptr<Tokenizer>> make_byte_tokenizer(const TokenizerOptions& options);
 // BertWordPieceLowerCase (lower_case = true) / BertWordPieceCase: vocab_file = vocab.txt.
-absl::StatusOr<std::unique_ptr<Tokenizer>> make_wordpiece_tokenizer(
-    const TokenizerOptions& options, bool lower_case);
+absl::StatusOr<std::unique_ptr<Tokenizer>> make_wordpiece_tokenizer(const TokenizerOptions& options,
+                                                                    bool lower_case);
 // SentencePiece: vocab_file = the .model file.
 absl::StatusOr<std::unique_ptr<Tokenizer>> make_sentencepiece_tokenizer(
     const TokenizerOptions& options);

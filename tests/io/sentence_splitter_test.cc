@@ -82,7 +82,8 @@ TEST(SentenceSplitter, QuotesAndBracketsStayWithTheirSentence) {
   EXPECT_EQ(split("He said \"Stop.\" Then he left."),
             (Sentences{"He said \"Stop.\"", "Then he left."}));
   EXPECT_EQ(split("(It was late.) We slept."), (Sentences{"(It was late.)", "We slept."}));
-  EXPECT_EQ(split("She wrote \xe2\x80\x9c" "Done.\xe2\x80\x9d Then rested."),
+  EXPECT_EQ(split("She wrote \xe2\x80\x9c"
+                  "Done.\xe2\x80\x9d Then rested."),
             (Sentences{"She wrote \xe2\x80\x9c"
                        "Done.\xe2\x80\x9d",
                        "Then rested."}));
