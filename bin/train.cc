@@ -342,13 +342,14 @@ int run(int argc, char** argv) {
                m.n_layers, m.d_model, m.n_heads, m.ffn(), m.vocab_size, m.padded(), T,
                count(static_cast<double>(m.total_params())),
                count(static_cast<double>(m.matmul_params())), count(model::flops_per_token(m, T))));
-  log_info(ctx,
-           absl::StrFormat(
-               "batch: micro_batch %d x %d accumulation steps x dp %d = global_batch %d = %s "
-               "tokens per step; %d steps = %s tokens",
-               cfg.train.micro_batch, cfg.train.accumulation_steps(cfg.parallel.dp),
-               cfg.parallel.dp, cfg.train.global_batch, count(static_cast<double>(tokens_per_step)),
-               cfg.train.steps, count(static_cast<double>(tokens_per_step * cfg.train.steps))));
+  log_info(
+      ctx,
+      absl::StrFormat(
+          "batch: micro_batch %d x %d accumulation steps x dp %d = global_batch %d = %s "
+          "tokens per step; %d steps = %s tokens",
+          cfg.train.micro_batch, cfg.train.accumulation_steps(cfg.parallel.dp), cfg.parallel.dp,
+          cfg.train.global_batch, count(static_cast<double>(tokens_per_step)), cfg.train.steps,
+          count(static_cast<double>(tokens_per_step) * static_cast<double>(cfg.train.steps))));
   log_info(ctx, absl::StrCat(cuda ? absl::StrFormat("device: cuda:%d (bf16 parameters/"
                                                     "activations, f32 master weights, gradients "
                                                     "and AdamW state)",
@@ -374,7 +375,15 @@ int run(int argc, char** argv) {
                                   format_bytes(static_cast<double>(free_bytes)),
                                   format_bytes(static_cast<double>(total_bytes))));
   }
-  if (absl::Status s = model::Trainer::check_fits(*plan, *prec); !s.ok()) return fatal(s);
+  if (!cuda) {
+    const std::optional<size_t> available = anvil::engine::host_memory_available();
+    log_info(ctx, absl::StrFormat("host memory: %s available",
+                                  available ? format_bytes(static_cast<double>(*available))
+                                            : std::string("unknown (no /proc/meminfo)")));
+  }
+  if (cfg.train.check_memory) {
+    if (absl::Status s = model::Trainer::check_fits(*plan, *prec); !s.ok()) return fatal(s);
+  }
   if (dry_run) return 0;
 
   // Data: Megatron's GPT datasets over the split (io/gpt_dataset, io/blended_dataset), with
@@ -511,8 +520,10 @@ int run(int argc, char** argv) {
     }
     return stop;
   });
-  tr.run();
+  const model::TrainSummary summary = tr.run();
   if (!save_status.ok()) return fatal(save_status);
+  // A diverged run ends without a final save: the newest checkpoint stays the last good one.
+  if (!summary.status.ok()) return fatal(summary.status);
   if (!ck.save.empty() && saved_step != tr.steps_done() && !save()) return fatal(save_status);
   return 0;
 }

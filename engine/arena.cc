@@ -4,10 +4,13 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/checked_math.h"
 #include "engine/status.h"
 
 namespace anvil::engine {
@@ -104,8 +107,8 @@ absl::StatusOr<TensorView> Arena::allocate(DType dtype, std::initializer_list<in
 
 size_t arena_bytes(DType dtype, const std::vector<int64_t>& shape) {
   size_t n = dtype_size(dtype);
-  for (int64_t s : shape) n *= static_cast<size_t>(s);
-  return align_up(n);
+  for (int64_t s : shape) n = saturating_mul(n, static_cast<size_t>(s));
+  return n > SIZE_MAX - kArenaAlignment ? SIZE_MAX : align_up(n);
 }
 
 void MemoryPlan::add(std::string category, std::string name, size_t bytes) {
@@ -115,14 +118,14 @@ void MemoryPlan::add(std::string category, std::string name, size_t bytes) {
 size_t MemoryPlan::category_bytes(std::string_view category) const {
   size_t n = 0;
   for (const Entry& e : entries_) {
-    if (e.category == category) n += e.bytes;
+    if (e.category == category) n = saturating_add(n, e.bytes);
   }
   return n;
 }
 
 size_t MemoryPlan::total_bytes() const {
   size_t n = 0;
-  for (const Entry& e : entries_) n += e.bytes;
+  for (const Entry& e : entries_) n = saturating_add(n, e.bytes);
   return n;
 }
 
@@ -156,6 +159,28 @@ void cuda_memory_info(size_t* free_bytes, size_t* total_bytes) {
     *free_bytes = 0;
     *total_bytes = 0;
   }
+}
+
+std::optional<size_t> parse_mem_available(std::string_view meminfo) {
+  std::istringstream in{std::string(meminfo)};
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string key, unit, extra;
+    uint64_t kib = 0;
+    if (!(words >> key) || key != "MemAvailable:") continue;
+    if (!(words >> kib >> unit) || unit != "kB" || (words >> extra)) return std::nullopt;
+    return saturating_mul(kib, 1024);
+  }
+  return std::nullopt;
+}
+
+std::optional<size_t> host_memory_available() {
+  std::ifstream in("/proc/meminfo");
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_mem_available(text.str());
 }
 
 }  // namespace anvil::engine

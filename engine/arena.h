@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,9 +62,10 @@ class Arena {
   std::string name_;
 };
 
-// Bytes a contiguous tensor takes in an arena (aligned).
+// Bytes a contiguous tensor takes in an arena (aligned; SIZE_MAX when that overflows).
 size_t arena_bytes(DType dtype, const std::vector<int64_t>& shape);
 
+// Byte sums saturate at SIZE_MAX (larger than any memory) instead of wrapping.
 class MemoryPlan {
  public:
   struct Entry {
@@ -85,5 +87,11 @@ class MemoryPlan {
 
 // Free and total bytes of the current CUDA device (0, 0 without one).
 void cuda_memory_info(size_t* free_bytes, size_t* total_bytes);
+
+// Bytes the kernel estimates can be allocated without swapping: MemAvailable of /proc/meminfo
+// (nullopt when the file or the line is missing). parse_mem_available reads that line from the
+// text of /proc/meminfo ("MemAvailable:   123456 kB").
+std::optional<size_t> host_memory_available();
+std::optional<size_t> parse_mem_available(std::string_view meminfo);
 
 }  // namespace anvil::engine

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/checked_math.h"
 #include "engine/cuda_check.h"
 #include "engine/memory.h"
 #include "engine/status.h"
@@ -40,6 +42,11 @@ std::vector<double> read_back(engine::ConstTensorView v, engine::Stream& s) {
   return out;
 }
 
+// Parameters of one transformer layer of width d and MLP hidden size f.
+int64_t layer_params(int64_t d, int64_t f) {
+  return 4 * d /* ln_1, ln_2 */ + 3 * d * d + 3 * d + d * d + d + f * d + f + d * f + d;
+}
+
 }  // namespace
 
 absl::Status GptConfig::validate() const {
@@ -47,6 +54,22 @@ absl::Status GptConfig::validate() const {
   if (vocab_size < 1 || d_model < 1 || n_heads < 1 || n_layers < 1 || max_seq_len < 1) {
     return bad("GPT config: vocab_size, d_model, n_heads, n_layers, max_seq_len must be >= 1, got ",
                vocab_size, ", ", d_model, ", ", n_heads, ", ", n_layers, ", ", max_seq_len);
+  }
+  if (ffn_hidden < 0) return bad("GPT config: ffn_hidden must be >= 0 (0: 4 d), got ", ffn_hidden);
+  // Bounds first (engine/checked_math.h), so that no size product below or in planning wraps.
+  for (const auto& [key, v] : {std::pair<const char*, int64_t>{"vocab_size", vocab_size},
+                               {"padded_vocab", padded_vocab},
+                               {"max_seq_len", max_seq_len},
+                               {"d_model", d_model},
+                               {"ffn_hidden", ffn_hidden}}) {
+    if (v > engine::kMaxDimension) {
+      return bad("GPT config: ", key, " ", v,
+                 " exceeds the limit 2^31 - 1 = ", engine::kMaxDimension,
+                 " (token ids, positions and dimensions are int32)");
+    }
+  }
+  if (n_layers > kMaxLayers) {
+    return bad("GPT config: n_layers ", n_layers, " exceeds the limit ", kMaxLayers);
   }
   if (d_model % n_heads != 0) {
     return bad("GPT config: d_model (", d_model, ") must be divisible by n_heads (", n_heads,
@@ -56,7 +79,27 @@ absl::Status GptConfig::validate() const {
     return bad("GPT config: padded_vocab (", padded(), ") must be >= vocab_size (", vocab_size,
                ")");
   }
-  if (ffn_hidden < 0) return bad("GPT config: ffn_hidden must be >= 0 (0: 4 d), got ", ffn_hidden);
+  const int64_t d = d_model, f = ffn();
+  if (padded() > engine::kMaxDimension || f > engine::kMaxDimension) {
+    return bad("GPT config: the padded vocabulary ", padded(), " and ffn_hidden ", f,
+               " (0: 4 * d_model) must not exceed the limit 2^31 - 1 = ", engine::kMaxDimension);
+  }
+  for (const auto& [what, n] : {std::pair<const char*, int64_t>{"padded vocabulary", padded()},
+                                {"max_seq_len", max_seq_len},
+                                {"3 * d_model", 3 * d},
+                                {"ffn_hidden", f}}) {
+    if (!engine::product_within({n, d}, engine::kMaxElements)) {
+      return bad("GPT config: a weight of ", what, " ", n, " x d_model ", d,
+                 " elements exceeds the limit 2^44 = ", engine::kMaxElements, " elements");
+    }
+  }
+  // Each term is now <= 2^44, so only the product with n_layers can overflow.
+  const std::optional<int64_t> layers = engine::checked_mul(n_layers, layer_params(d, f));
+  if (!layers || *layers > engine::kMaxElements - padded() * d - max_seq_len * d - 2 * d) {
+    return bad("GPT config: n_layers ", n_layers, " x d_model ", d, " (ffn_hidden ", f,
+               ", padded vocabulary ", padded(), ", max_seq_len ", max_seq_len,
+               ") has more than the limit 2^44 = ", engine::kMaxElements, " parameters");
+  }
   if (!(hidden_dropout >= 0.0f && hidden_dropout < 1.0f && attention_dropout >= 0.0f &&
         attention_dropout < 1.0f)) {
     return bad("GPT config: dropout probabilities must lie in [0, 1), got hidden ", hidden_dropout,
@@ -116,10 +159,8 @@ int64_t GptConfig::matmul_params() const {
 }
 
 int64_t GptConfig::total_params() const {
-  const int64_t d = d_model, f = ffn();
-  const int64_t per_layer =
-      4 * d /* ln_1, ln_2 */ + 3 * d * d + 3 * d + d * d + d + f * d + f + d * f + d;
-  return padded() * d + max_seq_len * d + n_layers * per_layer + 2 * d;
+  const int64_t d = d_model;
+  return padded() * d + max_seq_len * d + n_layers * layer_params(d, ffn()) + 2 * d;
 }
 
 GptModel::GptModel() = default;

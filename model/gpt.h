@@ -25,6 +25,10 @@ class Comm;
 
 namespace anvil::model {
 
+// Transformer layers of one model at most (planning and the parameter table walk every layer;
+// the largest published models have about 100-200).
+inline constexpr int64_t kMaxLayers = int64_t{1} << 16;
+
 struct GptConfig {
   int64_t vocab_size = 50257;    // real vocabulary
   int64_t padded_vocab = 0;      // 0: round vocab_size up to a multiple of vocab_multiple
@@ -45,7 +49,9 @@ struct GptConfig {
   }
   int64_t ffn() const { return ffn_hidden ? ffn_hidden : 4 * d_model; }
   int64_t head_dim() const { return d_model / n_heads; }
-  // InvalidArgument naming the numbers (d_model % n_heads, padded < vocab, ...).
+  // InvalidArgument naming the numbers (d_model % n_heads, padded < vocab, ...) and the size
+  // bounds: every dimension <= engine::kMaxDimension, n_layers <= kMaxLayers, every weight and
+  // the whole model <= engine::kMaxElements elements (engine/checked_math.h).
   absl::Status validate() const;
   // Parameters in GEMMs incl. the tied embedding (for MFU: 6N + 12 L d T FLOPs per token).
   int64_t matmul_params() const;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "engine/checked_math.h"
 #include "engine/status.h"
 #include "ops/attention.h"
 #include "ops/flash_attention.h"
@@ -139,17 +140,36 @@ absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const Gpt
                        const GptShard& shard) {
   ANVIL_RETURN_IF_ERROR(cfg.validate());
   ANVIL_RETURN_IF_ERROR(shard.validate(cfg));
+  if (shape.micro_batch < 1 || shape.seq_len < 1 || shape.seq_len > cfg.max_seq_len) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GPT run shape: need micro_batch >= 1 and 1 <= seq_len <= max_seq_len (", cfg.max_seq_len,
+        "), got micro_batch ", shape.micro_batch, ", seq_len ", shape.seq_len));
+  }
+  // The largest activations: [B*T, max(d, ffn, padded vocabulary)] (and without flash
+  // attention the probabilities [B, heads, T, T]) must stay within engine::kMaxElements, which
+  // bounds every size product of the plan (cfg.validate() bounds the dimensions).
+  const int64_t widest = std::max({cfg.d_model, cfg.ffn(), cfg.padded()});
+  if (!engine::product_within({shape.micro_batch, shape.seq_len, widest}, engine::kMaxElements)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GPT run shape: micro_batch ", shape.micro_batch, " x seq_len ", shape.seq_len,
+                     " x the widest activation ", widest,
+                     " (d_model, ffn_hidden or the padded vocabulary) exceeds the limit 2^44 = ",
+                     engine::kMaxElements, " elements of one tensor"));
+  }
+  if (!uses_flash_attention(cfg, prec) &&
+      !engine::product_within({shape.micro_batch, cfg.n_heads, shape.seq_len, shape.seq_len},
+                              engine::kMaxElements)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GPT run shape: the attention probabilities, micro_batch ", shape.micro_batch,
+        " x n_heads ", cfg.n_heads, " x seq_len^2 ", shape.seq_len,
+        "^2, exceed the limit 2^44 = ", engine::kMaxElements, " elements of one tensor"));
+  }
   const int64_t bt = shape.micro_batch * shape.seq_len;
   if (shard.sequence_parallel && shard.tp > 1 &&
       (bt % shard.tp != 0 || (bt / shard.tp * cfg.d_model) % 4 != 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "sequence parallelism: micro_batch * seq_len (", bt, ") must be divisible by tp (",
         shard.tp, ") into row blocks of a multiple of 4 elements (d_model ", cfg.d_model, ")"));
-  }
-  if (shape.micro_batch < 1 || shape.seq_len < 1 || shape.seq_len > cfg.max_seq_len) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "GPT run shape: need micro_batch >= 1 and 1 <= seq_len <= max_seq_len (", cfg.max_seq_len,
-        "), got micro_batch ", shape.micro_batch, ", seq_len ", shape.seq_len));
   }
   const std::string act(engine::dtype_name(prec.act)), grad(engine::dtype_name(prec.grad));
   if (prec.device == engine::Device::kCpu) {

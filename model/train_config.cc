@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "engine/checked_math.h"
 #include "engine/device.h"
 #include "engine/status.h"
 
@@ -20,6 +21,10 @@ namespace {
 using engine::Config;
 using engine::ConfigSchema;
 using engine::ConfigType;
+
+constexpr char kDimensionLimit[] =
+    "2^31 - 1 = 2147483647 (token ids, positions and dimensions are int32)";
+constexpr double kMaxLr = 10.0;  // [optim] lr: larger is a typo or a unit mistake
 
 ConfigSchema build_schema() {
   ConfigSchema s;
@@ -98,8 +103,17 @@ ConfigSchema build_schema() {
         "Validation micro-batches per evaluation (--eval-iters), the same ones each time so "
         "numbers compare; 0 = no evaluation.");
   s.add("train", "log_interval", kInt, "100", "Log a progress line every N steps.");
+  s.add("train", "max_skipped_steps", kInt, "10",
+        "Stop the run with an error (non-zero exit, no final checkpoint) after this many "
+        "consecutive skipped steps: a step is skipped when its gradient norm is not finite, and "
+        "a run that skips step after step has diverged; 0 = never stop.");
+  s.add("train", "check_memory", kBool, "true",
+        "Refuse to start when the memory plan of a rank exceeds the memory available to it: "
+        "MemAvailable of /proc/meminfo on the CPU, the free bytes of the GPU on CUDA. false = "
+        "allocate anyway (the CPU run may then be killed by the kernel's OOM killer).");
   // [optim]: AdamW with Megatron's AnnealingLR schedule.
-  s.add("optim", "lr", kFloat, "3e-4", "Peak learning rate, reached at the end of warmup.");
+  s.add("optim", "lr", kFloat, "3e-4",
+        "Peak learning rate, reached at the end of warmup; in (0, 10].");
   s.add("optim", "min_lr", kFloat, "0.0", "Learning rate at the end of the decay; <= lr.");
   s.add("optim", "warmup_steps", kInt, "0",
         "Linear warmup from 0 to lr over this many steps (--lr-warmup-iters).");
@@ -174,6 +188,13 @@ absl::Status positive(const Config& c, std::string_view sec, std::string_view ke
 absl::Status non_negative(const Config& c, std::string_view sec, std::string_view key) {
   const int64_t v = c.get_int(sec, key);
   return need(v >= 0, c, sec, key, absl::StrFormat("must be >= 0, got %d", v));
+}
+
+// v <= limit; `limit_text` is the limit as the message shows it ("2^16 = 65536").
+absl::Status at_most(const Config& c, std::string_view sec, std::string_view key, int64_t limit,
+                     const char* limit_text) {
+  const int64_t v = c.get_int(sec, key);
+  return need(v <= limit, c, sec, key, absl::StrFormat("%d exceeds the limit %s", v, limit_text));
 }
 
 absl::Status probability(const Config& c, std::string_view sec, std::string_view key) {
@@ -298,6 +319,11 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
   ANVIL_RETURN_IF_ERROR(probability(c, "model", "attention_dropout"));
   ANVIL_RETURN_IF_ERROR(positive_float(c, "model", "ln_eps"));
   ANVIL_RETURN_IF_ERROR(positive_float(c, "model", "init_std"));
+  // Size bounds (engine/checked_math.h) before any product of these values is formed.
+  for (const char* key : {"vocab_size", "padded_vocab", "max_seq_len", "d_model", "ffn_hidden"}) {
+    ANVIL_RETURN_IF_ERROR(at_most(c, "model", key, engine::kMaxDimension, kDimensionLimit));
+  }
+  ANVIL_RETURN_IF_ERROR(at_most(c, "model", "n_layers", kMaxLayers, "2^16 = 65536"));
   GptConfig& m = t.model;
   m.vocab_size = c.get_int("model", "vocab_size");
   m.padded_vocab = c.get_int("model", "padded_vocab");
@@ -356,6 +382,7 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
                            t.data.seq_len, m.max_seq_len)));
   t.data.cache_dir = c.get_string("data", "cache_dir");
   ANVIL_RETURN_IF_ERROR(non_negative(c, "data", "eod_token"));
+  ANVIL_RETURN_IF_ERROR(at_most(c, "data", "eod_token", engine::kMaxDimension, kDimensionLimit));
   t.data.eod_token = c.get_int("data", "eod_token");
   t.data.eod_mask_loss = c.get_bool("data", "eod_mask_loss");
   t.data.reset_position_ids = c.get_bool("data", "reset_position_ids");
@@ -373,8 +400,15 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
   for (const char* key : {"micro_batch", "steps", "log_interval"}) {
     ANVIL_RETURN_IF_ERROR(positive(c, "train", key));
   }
-  for (const char* key : {"global_batch", "seed", "eval_interval", "eval_iters"}) {
+  for (const char* key :
+       {"global_batch", "seed", "eval_interval", "eval_iters", "max_skipped_steps"}) {
     ANVIL_RETURN_IF_ERROR(non_negative(c, "train", key));
+  }
+  for (const char* key : {"micro_batch", "global_batch"}) {
+    ANVIL_RETURN_IF_ERROR(at_most(c, "train", key, engine::kMaxDimension, kDimensionLimit));
+  }
+  for (const char* key : {"steps", "eval_iters"}) {
+    ANVIL_RETURN_IF_ERROR(at_most(c, "train", key, engine::kMaxSamples, "2^40 = 1099511627776"));
   }
   l.micro_batch = c.get_int("train", "micro_batch");
   l.global_batch = c.get_int("train", "global_batch");
@@ -388,12 +422,41 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
   l.eval_interval = c.get_int("train", "eval_interval");
   l.eval_iters = c.get_int("train", "eval_iters");
   l.log_interval = c.get_int("train", "log_interval");
-
+  l.max_skipped_steps = c.get_int("train", "max_skipped_steps");
+  l.check_memory = c.get_bool("train", "check_memory");
+  // The step's host token buffers and the run's sample counts (the data index holds a few
+  // int64 entries per sample), each bounded.
+  ANVIL_RETURN_IF_ERROR(
+      need(engine::product_within({l.global_batch, t.data.seq_len}, engine::kMaxElements), c,
+           "train", "global_batch",
+           absl::StrFormat("%d x [data] seq_len %d tokens per step exceed the limit 2^44 = %d",
+                           l.global_batch, t.data.seq_len, engine::kMaxElements)));
+  ANVIL_RETURN_IF_ERROR(need(
+      engine::product_within({l.steps, l.global_batch}, engine::kMaxSamples), c, "train", "steps",
+      absl::StrFormat("%d x [train] global_batch %d training samples exceed the limit 2^40 = %d",
+                      l.steps, l.global_batch, engine::kMaxSamples)));
+  ANVIL_RETURN_IF_ERROR(
+      need(engine::checked_product({l.steps, l.global_batch, t.data.seq_len}).has_value(), c,
+           "train", "steps",
+           absl::StrFormat("%d x [train] global_batch %d x [data] seq_len %d tokens of the run "
+                           "overflow int64",
+                           l.steps, l.global_batch, t.data.seq_len)));
+  const int64_t evals = (l.eval_interval > 0 ? l.steps / l.eval_interval : 0) + 1;
+  ANVIL_RETURN_IF_ERROR(
+      need(engine::product_within({evals, l.eval_iters, l.global_batch}, engine::kMaxSamples), c,
+           "train", "eval_iters",
+           absl::StrFormat("%d x %d evaluations ([train] steps / eval_interval + 1) x [train] "
+                           "global_batch %d validation samples exceed the limit 2^40 = %d",
+                           l.eval_iters, evals, l.global_batch, engine::kMaxSamples)));
   // [optim]
   OptimConfig& o = t.optim;
   LrSchedule& lr = o.schedule;
   ANVIL_RETURN_IF_ERROR(positive_float(c, "optim", "lr"));
   lr.lr = c.get_float("optim", "lr");
+  ANVIL_RETURN_IF_ERROR(need(lr.lr <= kMaxLr, c, "optim", "lr",
+                             absl::StrFormat("%g exceeds the limit %g (a learning rate that "
+                                             "large diverges at once)",
+                                             lr.lr, kMaxLr)));
   lr.min_lr = c.get_float("optim", "min_lr");
   ANVIL_RETURN_IF_ERROR(need(lr.min_lr >= 0.0, c, "optim", "min_lr",
                              absl::StrFormat("must be >= 0, got %g", lr.min_lr)));

@@ -42,14 +42,16 @@ struct DataConfig {
 };
 
 struct LoopConfig {
-  int64_t micro_batch = 8;       // B: samples per forward/backward
-  int64_t global_batch = 8;      // samples per optimizer step (a multiple of B)
-  int64_t steps = 1000;          // optimizer steps
-  uint64_t seed = 1234;          // parameter init and dropout
-  std::string device = "auto";   // auto | cpu | cuda
-  int64_t eval_interval = 1000;  // evaluate every N steps (0: only at the end)
-  int64_t eval_iters = 100;      // validation micro-batches per evaluation (0: no evaluation)
-  int64_t log_interval = 100;    // log a line every N steps
+  int64_t micro_batch = 8;         // B: samples per forward/backward
+  int64_t global_batch = 8;        // samples per optimizer step (a multiple of B)
+  int64_t steps = 1000;            // optimizer steps
+  uint64_t seed = 1234;            // parameter init and dropout
+  std::string device = "auto";     // auto | cpu | cuda
+  int64_t eval_interval = 1000;    // evaluate every N steps (0: only at the end)
+  int64_t eval_iters = 100;        // validation micro-batches per evaluation (0: no evaluation)
+  int64_t log_interval = 100;      // log a line every N steps
+  int64_t max_skipped_steps = 10;  // stop after N consecutive skipped steps (0: never)
+  bool check_memory = true;        // refuse a memory plan larger than the available memory
 
   // Gradient accumulation steps on one rank (of `dp` data-parallel ranks).
   int64_t accumulation_steps(int64_t dp = 1) const { return global_batch / (micro_batch * dp); }

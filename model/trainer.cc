@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -44,11 +45,9 @@ absl::StatusOr<engine::MemoryPlan> Trainer::plan(const TrainConfig& cfg, const G
                         shard);
 }
 
-absl::Status Trainer::check_fits(const engine::MemoryPlan& plan, const GptPrecision& prec) {
-  if (prec.device != engine::Device::kCuda) return absl::OkStatus();
-  size_t free_bytes = 0, total_bytes = 0;
-  engine::cuda_memory_info(&free_bytes, &total_bytes);
-  if (plan.total_bytes() <= free_bytes) return absl::OkStatus();
+absl::Status check_plan_fits(const engine::MemoryPlan& plan, engine::Device device,
+                             size_t available_bytes) {
+  if (plan.total_bytes() <= available_bytes) return absl::OkStatus();
   std::string largest;
   size_t largest_bytes = 0;
   for (const std::string& c : plan.categories()) {
@@ -57,13 +56,26 @@ absl::Status Trainer::check_fits(const engine::MemoryPlan& plan, const GptPrecis
       largest = c;
     }
   }
+  const bool cuda = device == engine::Device::kCuda;
   return absl::ResourceExhaustedError(absl::StrFormat(
-      "the memory plan needs %s on the GPU but only %s of %s are free (largest: %s %s); lower "
-      "[train] micro_batch or [data] seq_len, or use a smaller model",
-      engine::format_bytes(static_cast<double>(plan.total_bytes())),
-      engine::format_bytes(static_cast<double>(free_bytes)),
-      engine::format_bytes(static_cast<double>(total_bytes)), largest,
+      "the memory plan needs %s (%d bytes) on the %s but only %s (%d bytes) are available (%s; "
+      "largest: %s %s); lower [train] micro_batch or [data] seq_len, use a smaller model or more "
+      "ranks, or set [train] check_memory = false to allocate anyway",
+      engine::format_bytes(static_cast<double>(plan.total_bytes())), plan.total_bytes(),
+      cuda ? "GPU" : "host", engine::format_bytes(static_cast<double>(available_bytes)),
+      available_bytes, cuda ? "free GPU memory" : "MemAvailable of /proc/meminfo", largest,
       engine::format_bytes(static_cast<double>(largest_bytes))));
+}
+
+absl::Status Trainer::check_fits(const engine::MemoryPlan& plan, const GptPrecision& prec) {
+  if (prec.device == engine::Device::kCuda) {
+    size_t free_bytes = 0, total_bytes = 0;
+    engine::cuda_memory_info(&free_bytes, &total_bytes);
+    return check_plan_fits(plan, prec.device, free_bytes);
+  }
+  const std::optional<size_t> available = engine::host_memory_available();
+  if (!available) return absl::OkStatus();  // no /proc/meminfo: nothing to compare with
+  return check_plan_fits(plan, prec.device, *available);
 }
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
@@ -88,7 +100,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
   ANVIL_ASSIGN_OR_RETURN(GptShard shard, shard_for(cfg, g ? g->tp_rank() : 0, g ? g->pp_rank() : 0,
                                                    g ? g->dp_rank() : 0));
   ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, Trainer::plan(cfg, prec, shard));
-  ANVIL_RETURN_IF_ERROR(check_fits(plan, prec));
+  if (cfg.train.check_memory) ANVIL_RETURN_IF_ERROR(check_fits(plan, prec));
 
   std::unique_ptr<Trainer> t(new Trainer());
   t->cfg_ = cfg;
@@ -370,6 +382,7 @@ TrainSummary Trainer::run() {
   // interval_train_s: training seconds of the current log interval before an evaluation.
   double interval_loss = 0.0, interval_train_s = 0.0;
   int64_t interval_steps = 0, interval_skipped = 0, last_val_step = -1;
+  int64_t consecutive_skipped = 0;
 
   auto run_eval = [&] {
     engine::Timer t;
@@ -383,7 +396,7 @@ TrainSummary Trainer::run() {
 
   // A first evaluation before any update shows where the loss starts (about ln(vocab)).
   if (eval_enabled && step_ == 0) run_eval();
-  bool stopped = false;  // by the step hook
+  bool stopped = false;  // by the step hook or max_skipped_steps
   while (step_ < L.steps) {
     const StepStats st = step();
     sum.steps++;
@@ -392,6 +405,15 @@ TrainSummary Trainer::run() {
     if (st.skipped) {
       sum.skipped_steps++;
       interval_skipped++;
+    }
+    consecutive_skipped = st.skipped ? consecutive_skipped + 1 : 0;
+    const bool diverged = L.max_skipped_steps > 0 && consecutive_skipped >= L.max_skipped_steps;
+    if (diverged) {
+      sum.status = absl::AbortedError(absl::StrFormat(
+          "the run diverged: %d consecutive steps up to step %d were skipped (the gradient norm is "
+          "not finite, the loss is %g) ([train] max_skipped_steps = %d); lower [optim] lr or "
+          "raise [optim] warmup_steps, or resume from an earlier checkpoint",
+          consecutive_skipped, st.step, st.loss, L.max_skipped_steps));
     }
     interval_loss += st.loss;
     interval_steps++;
@@ -419,14 +441,14 @@ TrainSummary Trainer::run() {
       interval_train_s = 0.0;
       interval.restart();
     }
-    if (eval_enabled && L.eval_interval > 0 && st.step % L.eval_interval == 0 &&
+    if (!diverged && eval_enabled && L.eval_interval > 0 && st.step % L.eval_interval == 0 &&
         st.step != L.steps) {
       // Evaluation time is not training time: keep it out of the tokens/s of the interval.
       interval_train_s += interval.seconds();
       run_eval();
       interval.restart();
     }
-    if (step_hook_ && step_hook_(st)) {
+    if (diverged || (step_hook_ && step_hook_(st))) {
       stopped = true;
       if (interval_steps > 0) {  // the steps since the last log line count in the summary
         sum.train_seconds += interval_train_s + interval.seconds();

@@ -7,7 +7,8 @@
 //   after each eod); then the
 //   global grad norm, the clip factor min(1, clip_grad / (norm + 1e-6)) folded into the
 //   optimizer's grad_scale, and one AdamW step at lr = schedule.at(step). A step whose norm is
-//   not finite is skipped with a warning (the gradients are dropped, the lr schedule moves on).
+//   not finite is skipped with a warning (the gradients are dropped, the lr schedule moves on);
+//   after [train] max_skipped_steps consecutive skipped steps run() stops (TrainSummary::status).
 // Logging every log_interval steps (loss, lr, grad norm, tokens/s, TFLOP/s, MFU, memory, ETA),
 // evaluation every eval_interval steps and at the end, a final summary.
 // model/ must not read data formats: samples come from callbacks that bin/train wires to io/.
@@ -36,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/arena.h"
 #include "engine/log.h"
@@ -70,6 +72,11 @@ inline constexpr double kPeakFlopsCuda = 989e12;
 // Model FLOPs per trained token (forward + backward): 6 * matmul params + 12 * L * d * T.
 double flops_per_token(const GptConfig& cfg, int64_t seq_len);
 
+// ResourceExhausted when `plan` needs more than `available_bytes` of `device` memory, naming the
+// planned and available bytes and the plan's largest category; OK otherwise.
+absl::Status check_plan_fits(const engine::MemoryPlan& plan, engine::Device device,
+                             size_t available_bytes);
+
 struct StepStats {
   int64_t step = 0;        // 1-based number of this step
   double loss = 0.0;       // mean token loss over the step's global batch
@@ -79,6 +86,9 @@ struct StepStats {
 };
 
 struct TrainSummary {
+  // Aborted when the run stopped because [train] max_skipped_steps consecutive steps were
+  // skipped (it diverged); OK otherwise.
+  absl::Status status;
   int64_t steps = 0;  // steps run by run()
   int64_t skipped_steps = 0;
   double first_loss = 0.0;                             // loss of the first step run
@@ -114,7 +124,8 @@ class Trainer {
   static absl::StatusOr<GptShard> shard_for(const TrainConfig& cfg, int tp_rank, int pp_rank,
                                             int dp_rank);
   // ResourceExhausted, before anything is allocated, when `plan` exceeds the free memory of the
-  // CUDA device (OK on the CPU): names the needed, free and total bytes and the largest category.
+  // CUDA device, or on the CPU the host's MemAvailable (OK when /proc/meminfo is unreadable):
+  // see check_plan_fits. create() checks it unless cfg.train.check_memory is false.
   static absl::Status check_fits(const engine::MemoryPlan& plan, const GptPrecision& prec);
 
   // Creates the stream (CUDA device local_rank % device count, or the CPU) and the model

@@ -43,6 +43,34 @@ TEST(ArenaTest, PlanMatchesArenaBytes) {
   EXPECT_THAT(plan.format(), HasSubstr("total"));
 }
 
+// Sizes that do not fit size_t saturate at SIZE_MAX instead of wrapping to a small plan.
+TEST(ArenaTest, PlanBytesSaturateInsteadOfWrapping) {
+  EXPECT_EQ(arena_bytes(DType::kF32, {int64_t{1} << 40, int64_t{1} << 30}), SIZE_MAX);
+  MemoryPlan plan;
+  plan.add("params", "a", SIZE_MAX - 10);
+  plan.add("activations", "b", 100);
+  plan.add("activations", "c", SIZE_MAX / 2 + 1);
+  plan.add("activations", "d", SIZE_MAX / 2 + 1);
+  EXPECT_EQ(plan.total_bytes(), SIZE_MAX);
+  EXPECT_EQ(plan.category_bytes("activations"), SIZE_MAX);
+  EXPECT_EQ(plan.category_bytes("params"), SIZE_MAX - 10);
+}
+
+TEST(ArenaTest, ParsesMemAvailable) {
+  EXPECT_EQ(parse_mem_available("MemTotal:       32768000 kB\n"
+                                "MemFree:         1000000 kB\n"
+                                "MemAvailable:   24000000 kB\n"
+                                "Buffers:          100 kB\n"),
+            std::optional<size_t>(size_t{24000000} * 1024));
+  EXPECT_EQ(parse_mem_available("MemTotal: 1 kB\n"), std::nullopt);
+  EXPECT_EQ(parse_mem_available("MemAvailable: lots\n"), std::nullopt);
+  EXPECT_EQ(parse_mem_available("MemAvailable: 12 MB\n"), std::nullopt);
+  // This machine's /proc/meminfo (Linux): some memory is available.
+  const std::optional<size_t> here = host_memory_available();
+  ASSERT_TRUE(here.has_value());
+  EXPECT_GT(*here, 0u);
+}
+
 TEST(TensorViewTest, ReshapeSliceDescribe) {
   std::vector<float> buf(24);
   TensorView v = make_view(buf.data(), DType::kF32, Device::kCpu, {4, 6});

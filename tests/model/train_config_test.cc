@@ -155,6 +155,80 @@ TEST(TrainConfigTest, InconsistentCombinationsNameKeysAndNumbers) {
   EXPECT_TRUE(load(kValid, {"optim.warmup_steps=100", "optim.decay_style=constant"}).ok());
 }
 
+// Sizes from the config are bounded before any product is formed (engine/checked_math.h): the
+// cases of issue 14 that used to wrap, hang or throw.
+TEST(TrainConfigTest, HugeDimensionsNameTheKeyAndTheLimit) {
+  EXPECT_THAT(error_of(kValid, {"model.max_seq_len=288230376151711744"}),
+              AllOf(HasSubstr("[model] max_seq_len"), HasSubstr("288230376151711744"),
+                    HasSubstr("limit 2^31 - 1")));
+  EXPECT_THAT(error_of(kValid, {"model.max_seq_len=9223372036854775807"}),
+              AllOf(HasSubstr("[model] max_seq_len"), HasSubstr("limit 2^31 - 1")));
+  EXPECT_THAT(error_of(kValid, {"model.d_model=4611686018427387904", "model.n_heads=1"}),
+              AllOf(HasSubstr("[model] d_model"), HasSubstr("limit 2^31 - 1")));
+  EXPECT_THAT(error_of(kValid, {"model.vocab_size=2147483648"}),
+              AllOf(HasSubstr("[model] vocab_size"), HasSubstr("limit 2^31 - 1")));
+  EXPECT_THAT(
+      error_of(kValid, {"model.n_layers=4000000000000"}),
+      AllOf(HasSubstr("[model] n_layers"), HasSubstr("4000000000000"), HasSubstr("limit 2^16")));
+  EXPECT_TRUE(load(kValid, {"model.n_layers=65536"}).ok());
+}
+
+TEST(TrainConfigTest, HugeProductsNameTheKeysAndTheLimit) {
+  // Every dimension fits int32, but a QKV weight of 3 d^2 elements does not fit 2^44.
+  EXPECT_THAT(
+      error_of(kValid, {"model.d_model=2147483520", "model.n_heads=1", "model.ffn_hidden=128"}),
+      AllOf(HasSubstr("3 * d_model"), HasSubstr("2147483520"), HasSubstr("2^44")));
+  // 2^16 layers of d_model 2^14: 2^16 * 12 * 2^28 parameters.
+  EXPECT_THAT(error_of(kValid, {"model.d_model=16384", "model.n_layers=65536"}),
+              AllOf(HasSubstr("n_layers 65536"), HasSubstr("d_model 16384"),
+                    HasSubstr("2^44 = 17592186044416 parameters")));
+}
+
+TEST(TrainConfigTest, HugeBatchesAndSampleCountsNameTheKeysAndTheLimit) {
+  EXPECT_THAT(error_of(kValid, {"train.micro_batch=2147483648"}),
+              AllOf(HasSubstr("[train] micro_batch"), HasSubstr("limit 2^31 - 1")));
+  EXPECT_THAT(error_of(kValid, {"train.micro_batch=1073741824", "train.global_batch=1073741824",
+                                "model.max_seq_len=1048576", "data.seq_len=1048576"}),
+              AllOf(HasSubstr("[train] global_batch"), HasSubstr("seq_len 1048576"),
+                    HasSubstr("tokens per step exceed the limit 2^44")));
+  EXPECT_THAT(error_of(kValid, {"train.steps=9223372036854775807"}),
+              AllOf(HasSubstr("[train] steps"), HasSubstr("limit 2^40")));
+  EXPECT_THAT(error_of(kValid, {"train.steps=549755813888"}),  // 2^39 steps x 8 samples
+              AllOf(HasSubstr("[train] steps"), HasSubstr("global_batch 8"),
+                    HasSubstr("training samples exceed the limit 2^40")));
+  EXPECT_THAT(error_of(kValid, {"train.eval_iters=1099511627776"}),  // 2^40 x 1 eval x 8
+              AllOf(HasSubstr("[train] eval_iters"), HasSubstr("validation samples")));
+}
+
+// A micro-batch whose largest activation (the logits, B*T x padded vocab) exceeds 2^44
+// elements is refused at plan time, before anything is allocated.
+TEST(TrainConfigTest, HugeMicroBatchIsRefusedByThePlan) {
+  absl::StatusOr<TrainConfig> c =
+      load(kValid,
+           {"train.micro_batch=1073741824", "train.global_batch=1073741824", "data.seq_len=128"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<engine::MemoryPlan> plan =
+      GptModel::plan(c->model, GptRunShape{c->train.micro_batch, c->data.seq_len}, GptPrecision{});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(plan.status().message()),
+              AllOf(HasSubstr("micro_batch 1073741824"), HasSubstr("seq_len 128"), HasSubstr("384"),
+                    HasSubstr("2^44")));
+}
+
+TEST(TrainConfigTest, AbsurdLearningRateAndSkipLimit) {
+  EXPECT_THAT(error_of(kValid, {"optim.lr=1e300"}),
+              AllOf(HasSubstr("[optim] lr"), HasSubstr("1e+300"), HasSubstr("limit 10")));
+  EXPECT_THAT(error_of(kValid, {"optim.lr=10.5"}), HasSubstr("[optim] lr"));
+  EXPECT_TRUE(load(kValid, {"optim.lr=10"}).ok());
+  EXPECT_THAT(error_of(kValid, {"train.max_skipped_steps=-1"}),
+              HasSubstr("[train] max_skipped_steps"));
+  absl::StatusOr<TrainConfig> c = load(kValid, {"train.max_skipped_steps=0"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->train.max_skipped_steps, 0);
+  EXPECT_TRUE(c->train.check_memory);
+}
+
 TEST(TrainConfigTest, MissingDataFileNamesPathAndExpectedFiles) {
   const absl::Status s = check_data_files("/nonexistent/dir/corpus_text_document");
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);

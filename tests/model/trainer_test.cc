@@ -198,5 +198,64 @@ TEST(TrainerTest, PlanFitsOnTheCpu) {
   EXPECT_TRUE(Trainer::check_fits(*plan, cpu_f32()).ok());
 }
 
+TEST(TrainerTest, PlanLargerThanMemoryIsRefusedWithTheNumbers) {
+  engine::MemoryPlan plan;
+  plan.add("params", "w", 3000);
+  plan.add("activations", "x", 5000);
+  EXPECT_TRUE(check_plan_fits(plan, engine::Device::kCpu, 8000).ok());
+  const absl::Status s = check_plan_fits(plan, engine::Device::kCpu, 7999);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  const std::string msg(s.message());
+  EXPECT_NE(msg.find("(8000 bytes) on the host"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(7999 bytes) are available (MemAvailable"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("largest: activations"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("check_memory"), std::string::npos) << msg;
+  const std::string gpu(check_plan_fits(plan, engine::Device::kCuda, 10).message());
+  EXPECT_NE(gpu.find("on the GPU"), std::string::npos) << gpu;
+}
+
+// A 13 T-parameter model (about 200 TB of parameters, gradients and AdamW state) is refused
+// against this machine's MemAvailable before anything is allocated.
+TEST(TrainerTest, HugeModelDoesNotFitTheHost) {
+  TrainConfig cfg = tiny_config();
+  cfg.model.d_model = 16384;
+  cfg.model.n_heads = 128;
+  cfg.model.n_layers = 4096;
+  absl::StatusOr<engine::MemoryPlan> plan = Trainer::plan(cfg, cpu_f32());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_GT(plan->total_bytes(), size_t{100} << 40);
+  const absl::Status s = Trainer::check_fits(*plan, cpu_f32());
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  auto trainer = Trainer::create(cfg, cpu_f32(), pattern_samples(16, 0), nullptr);
+  EXPECT_EQ(trainer.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+// A run whose loss is NaN (init_std 1e30 overflows the attention scores) skips every step and
+// stops after max_skipped_steps consecutive ones with an error; 0 never stops.
+TEST(TrainerTest, DivergedRunStopsAfterMaxSkippedSteps) {
+  TrainConfig cfg = tiny_config();
+  cfg.model.init_std = 1e30f;
+  cfg.train.steps = 8;
+  cfg.train.max_skipped_steps = 3;
+  auto trainer = Trainer::create(cfg, cpu_f32(), pattern_samples(16, 0), pattern_samples(16, 3));
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  const TrainSummary s = (*trainer)->run();
+  EXPECT_EQ(s.status.code(), absl::StatusCode::kAborted);
+  EXPECT_NE(std::string(s.status.message()).find("3 consecutive steps up to step 3"),
+            std::string::npos)
+      << s.status;
+  EXPECT_EQ(s.steps, 3);
+  EXPECT_EQ(s.skipped_steps, 3);
+  EXPECT_EQ(s.val_losses.size(), 1u);  // the one before the first step, none after
+
+  cfg.train.max_skipped_steps = 0;
+  auto again = Trainer::create(cfg, cpu_f32(), pattern_samples(16, 0), nullptr);
+  ASSERT_TRUE(again.ok()) << again.status();
+  const TrainSummary all = (*again)->run();
+  EXPECT_TRUE(all.status.ok()) << all.status;
+  EXPECT_EQ(all.steps, 8);
+  EXPECT_EQ(all.skipped_steps, 8);
+}
+
 }  // namespace
 }  // namespace anvil::model

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# bin/train refuses bad sizes and stops diverging runs (ctest train_bad_input_test, CPU): each
+# case must exit non-zero with one error line naming the key(s) and the limit, promptly
+# (timeout 60 s: a size that slips through hangs, allocates or wraps instead):
+#   1. size overflow: max_seq_len 2^58 and INT64_MAX, d_model 2^62, n_layers 4e12, steps
+#      INT64_MAX, a micro-batch whose activations exceed 2^44 elements;
+#   2. a memory plan larger than the host's MemAvailable (and accepted, dry run only, with
+#      [train] check_memory = false);
+#   3. an absurd [optim] lr; a run whose loss goes NaN stops after max_skipped_steps.
+# usage: train_bad_input_test.sh BUILD/bin/train   (from the repository root)
+set -euo pipefail
+train=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cat > "$work/t.ini" <<INI
+[model]
+vocab_size = 65535
+max_seq_len = 16
+d_model = 32
+n_heads = 2
+n_layers = 2
+[data]
+paths = tests/io/fixtures/gpt_index/synth_a
+seq_len = 16
+eod_token = 0
+cache_dir = $work/cache
+[train]
+micro_batch = 2
+global_batch = 4
+steps = 20
+device = cpu
+eval_iters = 0
+log_interval = 1
+[optim]
+lr = 1e-2
+INI
+fail() { echo "FAIL: $*"; exit 1; }
+
+# refused PATTERN ARGS...: bin/train with ARGS exits 1 within 60 s, printing PATTERN.
+refused() {
+  local pattern=$1 rc=0
+  shift
+  timeout 60 "$train" "$work/t.ini" "$@" > "$work/out.log" 2>&1 || rc=$?
+  [[ $rc == 1 ]] || fail "$* exited $rc, expected 1: $(tail -3 "$work/out.log")"
+  grep -qF -- "$pattern" "$work/out.log" || fail "$*: no '$pattern' in: $(tail -3 "$work/out.log")"
+}
+
+# 1. Size arithmetic.
+refused "[model] max_seq_len: 288230376151711744 exceeds the limit 2^31 - 1" \
+  model.max_seq_len=288230376151711744 --dry-run
+refused "[model] max_seq_len: 9223372036854775807 exceeds the limit 2^31 - 1" \
+  model.max_seq_len=9223372036854775807 data.seq_len=9223372036854775807
+refused "[model] d_model: 4611686018427387904 exceeds the limit 2^31 - 1" \
+  model.d_model=4611686018427387904 model.n_heads=1 --dry-run
+refused "[model] n_layers: 4000000000000 exceeds the limit 2^16" \
+  model.n_layers=4000000000000 --dry-run
+refused "[train] steps: 9223372036854775807 exceeds the limit 2^40" \
+  train.steps=9223372036854775807
+refused "exceeds the limit 2^44 = 17592186044416 elements of one tensor" \
+  train.micro_batch=1073741824 train.global_batch=1073741824 --dry-run
+
+# 2. The memory plan against the host's memory (a 13 T-parameter model: ~200 TB).
+big=(model.d_model=16384 model.n_heads=128 model.n_layers=4096)
+refused "bytes) are available (MemAvailable of /proc/meminfo" "${big[@]}" --dry-run
+timeout 60 "$train" "$work/t.ini" "${big[@]}" train.check_memory=false --dry-run \
+  > "$work/out.log" 2>&1 || fail "check_memory = false still refused: $(tail -3 "$work/out.log")"
+
+# 3. Learning rate and divergence (init_std 1e30 overflows the attention scores: NaN at once).
+refused "[optim] lr: 1e+300 exceeds the limit 10" optim.lr=1e300
+refused "the run diverged: 3 consecutive steps up to step 3 were skipped" \
+  model.init_std=1e30 train.max_skipped_steps=3
+grep -q "step 3: grad norm is [a-z]*, skipping the update" "$work/out.log" || fail "no skip warnings"
+grep -q "step 4:" "$work/out.log" && fail "the diverged run went on after step 3"
+echo "PASS"
