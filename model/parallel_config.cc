@@ -2,8 +2,15 @@
 #include "model/parallel_config.h"
 
 #include "absl/strings/str_format.h"
+#include "model/gpt.h"
 
 namespace anvil::model {
+namespace {
+
+constexpr int64_t kMaxBucketMb = int64_t{1} << 20;        // bucket_elems() stays exact
+constexpr int64_t kMaxTimeoutS = (int64_t{1} << 31) - 1;  // 68 years
+
+}  // namespace
 
 void add_parallel_schema(engine::ConfigSchema& s) {
   const engine::ConfigType kInt = engine::ConfigType::kInt, kBool = engine::ConfigType::kBool;
@@ -67,6 +74,10 @@ absl::StatusOr<ParallelConfig> parse_parallel_config(const engine::Config& c, in
   const int64_t v = c.get_int("parallel", "virtual_stages");
   if (v < 1)
     return c.error("parallel", "virtual_stages", absl::StrFormat("must be >= 1, got %d", v));
+  if (v > kMaxLayers) {  // every chunk holds a layer
+    return c.error("parallel", "virtual_stages",
+                   absl::StrFormat("%d exceeds the limit 2^16 = %d", v, kMaxLayers));
+  }
   if (v > 1 && pp < 2) {
     return c.error("parallel", "virtual_stages",
                    absl::StrFormat("%d chunks per stage need pp >= 2, got pp %d", v, pp));
@@ -102,12 +113,16 @@ absl::StatusOr<ParallelConfig> parse_parallel_config(const engine::Config& c, in
                         global_batch, micro_batch, resolved_dp, micro_batch * resolved_dp));
   }
   const int64_t bucket_mb = c.get_int("parallel", "bucket_mb");
-  if (bucket_mb < 0) {
-    return c.error("parallel", "bucket_mb", absl::StrFormat("must be >= 0, got %d", bucket_mb));
+  if (bucket_mb < 0 || bucket_mb > kMaxBucketMb) {
+    return c.error(
+        "parallel", "bucket_mb",
+        absl::StrFormat("must be in [0, 2^20 = %d] (1 TiB), got %d", kMaxBucketMb, bucket_mb));
   }
   const int64_t timeout_s = c.get_int("parallel", "timeout_s");
-  if (timeout_s < 1) {
-    return c.error("parallel", "timeout_s", absl::StrFormat("must be >= 1, got %d", timeout_s));
+  if (timeout_s < 1 || timeout_s > kMaxTimeoutS) {
+    return c.error(
+        "parallel", "timeout_s",
+        absl::StrFormat("must be in [1, 2^31 - 1 = %d], got %d", kMaxTimeoutS, timeout_s));
   }
   p.tp = static_cast<int>(tp);
   p.pp = static_cast<int>(pp);

@@ -303,6 +303,15 @@ std::string config_docs_markdown() {
       "with Megatron's rule (each dataset asked for `ceil(N * weight * 1.005)` samples; position\n"
       "i takes the dataset whose share lags its weight most). The index is cached as `.npy`\n"
       "files next to the data (or in `cache_dir`), built by each process that lacks them.\n"
+      "\n"
+      "Size limits (engine/checked_math.h), checked before anything is allocated: every\n"
+      "dimension (`vocab_size`, `padded_vocab`, `max_seq_len`, `d_model`, `ffn_hidden`,\n"
+      "`micro_batch`, `global_batch`, `eod_token`) is at most 2^31 - 1; `n_layers` and\n"
+      "`virtual_stages` at most 2^16; each weight, the parameter count, the largest activation\n"
+      "of a micro-batch (`micro_batch * seq_len * max(d_model, ffn_hidden, padded vocabulary)`)\n"
+      "and the tokens of a step at most 2^44 elements; the training and validation samples of a\n"
+      "run at most 2^40. The memory plan (`--dry-run` prints it) must fit the memory available\n"
+      "to a rank unless `check_memory = false`; `[optim] lr` is at most 10.\n"
       "\n",
       train_config_schema().markdown());
 }

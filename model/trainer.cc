@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/checked_math.h"
 #include "engine/status.h"
 #include "model/pipeline_runner.h"
 #include "parallel/comm.h"
@@ -41,8 +42,17 @@ double flops_per_token(const GptConfig& cfg, int64_t seq_len) {
 
 absl::StatusOr<engine::MemoryPlan> Trainer::plan(const TrainConfig& cfg, const GptPrecision& prec,
                                                  const GptShard& shard) {
-  return GptModel::plan(cfg.model, GptRunShape{cfg.train.micro_batch, cfg.data.seq_len}, prec,
-                        shard);
+  const int64_t B = cfg.train.micro_batch, T = cfg.data.seq_len;
+  ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan,
+                         GptModel::plan(cfg.model, GptRunShape{B, T}, prec, shard));
+  if (prec.device == engine::Device::kCpu) {
+    // create()'s four i32 arrays of [accumulation steps * B*T] (<= global_batch * T tokens,
+    // bounded by the config's validation).
+    const int64_t accum = std::max<int64_t>(cfg.train.accumulation_steps(cfg.parallel.dp), 1);
+    plan.add("batch", "host micro-batches",
+             engine::saturating_mul(4 * sizeof(int32_t), static_cast<size_t>(accum * B * T)));
+  }
+  return plan;
 }
 
 absl::Status check_plan_fits(const engine::MemoryPlan& plan, engine::Device device,

@@ -114,8 +114,9 @@ using StepHook = std::function<bool(const StepStats&)>;
 
 class Trainer {
  public:
-  // Everything the run allocates, by category (today: the model's plan, cuBLASLt workspace
-  // included); the samples' host buffers are not counted.
+  // Everything the run allocates, by category: the model's plan, cuBLASLt workspace included,
+  // and on the CPU (where they share the model's memory) the step's host micro-batches
+  // ("batch": tokens, targets, positions, segments); the data index is not counted.
   static absl::StatusOr<engine::MemoryPlan> plan(const TrainConfig& cfg, const GptPrecision& prec,
                                                  const GptShard& shard = {});
   // The model part of grid coordinates (tp_rank, pp_rank, dp_rank) under cfg.parallel (no

@@ -63,6 +63,13 @@ TEST(ParallelConfigTest, ErrorsNameTheNumbers) {
   EXPECT_THAT(error(1, {"parallel.zero_stage=4"}), HasSubstr("must be 0, 1, 2 or 3, got 4"));
   EXPECT_THAT(error(1, {"parallel.bucket_mb=-1"}), HasSubstr("[parallel] bucket_mb"));
   EXPECT_THAT(error(1, {"parallel.timeout_s=0"}), HasSubstr("[parallel] timeout_s"));
+  // Huge values are bounded, not truncated or wrapped.
+  EXPECT_THAT(error(1, {"parallel.bucket_mb=9223372036854775807"}),
+              HasSubstr("[parallel] bucket_mb: must be in [0, 2^20 = 1048576]"));
+  EXPECT_THAT(error(1, {"parallel.timeout_s=9223372036854775807"}),
+              HasSubstr("[parallel] timeout_s: must be in [1, 2^31 - 1"));
+  EXPECT_THAT(error(1, {"parallel.pp=2", "parallel.virtual_stages=4294967297"}),
+              HasSubstr("[parallel] virtual_stages: 4294967297 exceeds the limit 2^16"));
 }
 
 TEST(ParallelConfigTest, LayoutsAgainstTheModel) {

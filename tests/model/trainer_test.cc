@@ -195,6 +195,8 @@ TEST(TrainerTest, PlanFitsOnTheCpu) {
   absl::StatusOr<engine::MemoryPlan> plan = Trainer::plan(cfg, cpu_f32());
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_GT(plan->total_bytes(), 0u);
+  // The host micro-batches: 4 i32 arrays of 2 accumulation steps x 4 x 16 tokens.
+  EXPECT_EQ(plan->category_bytes("batch"), 4u * 4u * 2u * 4u * 16u);
   EXPECT_TRUE(Trainer::check_fits(*plan, cpu_f32()).ok());
 }
 
