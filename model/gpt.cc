@@ -68,6 +68,9 @@ absl::Status GptConfig::validate() const {
                  " (token ids, positions and dimensions are int32)");
     }
   }
+  if (vocab_multiple < 1 || vocab_multiple > engine::kMaxDimension) {
+    return bad("GPT config: vocab_multiple ", vocab_multiple, " is outside [1, 2^31 - 1]");
+  }
   if (n_layers > kMaxLayers) {
     return bad("GPT config: n_layers ", n_layers, " exceeds the limit ", kMaxLayers);
   }

@@ -152,7 +152,8 @@ class Carver {
 // group = matrices and embeddings); the default shard is the whole model.
 ParamTable make_param_table(const GptConfig& cfg, const GptShard& shard = {});
 
-// InvalidArgument for unsupported precision / shape combinations.
+// InvalidArgument for unsupported precision / shape combinations, and for a micro-batch whose
+// largest activation exceeds engine::kMaxElements (cfg.validate() bounds the rest).
 absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const GptPrecision& prec,
                        const GptShard& shard);
 

@@ -200,6 +200,27 @@ TEST(TrainConfigTest, HugeBatchesAndSampleCountsNameTheKeysAndTheLimit) {
               AllOf(HasSubstr("[train] eval_iters"), HasSubstr("validation samples")));
 }
 
+// GptConfig::validate bounds the sizes for callers that build the struct without an ini file.
+TEST(TrainConfigTest, GptConfigValidateBoundsSizes) {
+  GptConfig m;
+  EXPECT_TRUE(m.validate().ok());
+  m.vocab_multiple = 0;  // would divide by zero in padded()
+  EXPECT_THAT(std::string(m.validate().message()), HasSubstr("vocab_multiple 0"));
+  m = GptConfig{};
+  m.max_seq_len = int64_t{1} << 58;
+  EXPECT_THAT(std::string(m.validate().message()),
+              AllOf(HasSubstr("max_seq_len 288230376151711744"), HasSubstr("2^31 - 1")));
+  m = GptConfig{};
+  m.n_layers = 4000000000000;
+  EXPECT_THAT(std::string(m.validate().message()), HasSubstr("n_layers 4000000000000"));
+  m = GptConfig{};
+  m.padded_vocab = 2147483647;  // padded vocabulary x d_model 16384 > 2^44
+  m.d_model = 16384;
+  m.n_heads = 16;
+  EXPECT_THAT(std::string(m.validate().message()),
+              AllOf(HasSubstr("padded vocabulary 2147483647 x d_model 16384"), HasSubstr("2^44")));
+}
+
 // A micro-batch whose largest activation (the logits, B*T x padded vocab) exceeds 2^44
 // elements is refused at plan time, before anything is allocated.
 TEST(TrainConfigTest, HugeMicroBatchIsRefusedByThePlan) {
