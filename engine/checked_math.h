@@ -28,13 +28,6 @@ inline std::optional<int64_t> checked_mul(int64_t a, int64_t b) {
   return out;
 }
 
-// a + b, or nullopt when it overflows int64.
-inline std::optional<int64_t> checked_add(int64_t a, int64_t b) {
-  int64_t out = 0;
-  if (__builtin_add_overflow(a, b, &out)) return std::nullopt;
-  return out;
-}
-
 // The product of `factors`, or nullopt when any partial product overflows int64.
 inline std::optional<int64_t> checked_product(std::initializer_list<int64_t> factors) {
   int64_t out = 1;
