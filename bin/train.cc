@@ -20,10 +20,12 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -94,6 +96,33 @@ std::array<double, N> world_max(anvil::parallel::MpiComm* world, std::array<doub
                                {static_cast<int64_t>(N)}),
       anvil::parallel::ReduceOp::kMax, s);
   return v;
+}
+
+// The bytes the ranks on this process's host plan together, and how many they are: each rank
+// puts (host id, its plan's bytes) into its own slot of a world sum (collective).
+std::pair<size_t, int> host_plan_bytes(anvil::parallel::MpiComm& world, int rank, int world_size,
+                                       size_t plan_bytes) {
+  std::array<char, 256> name{};
+  ::gethostname(name.data(), name.size() - 1);
+  // A host id exact in a double.
+  const double host =
+      static_cast<double>(std::hash<std::string>{}(name.data()) % (uint64_t{1} << 52));
+  std::vector<double> slots(2 * static_cast<size_t>(world_size), 0.0);
+  slots[2 * rank] = host;
+  slots[2 * rank + 1] = static_cast<double>(plan_bytes);
+  anvil::engine::Stream s = anvil::engine::Stream::cpu();
+  world.all_reduce(
+      anvil::engine::make_view(slots.data(), anvil::engine::DType::kF64,
+                               anvil::engine::Device::kCpu, {static_cast<int64_t>(slots.size())}),
+      anvil::parallel::ReduceOp::kSum, s);
+  double bytes = 0.0;
+  int ranks = 0;
+  for (int r = 0; r < world_size; ++r) {
+    if (slots[2 * r] != host) continue;
+    bytes += slots[2 * r + 1];
+    ++ranks;
+  }
+  return {static_cast<size_t>(std::min(bytes, 0x1p63)), ranks};
 }
 
 // [model] vocab_size and [data] eod_token from the [tokenizer] (overrides for the keys the
@@ -375,14 +404,28 @@ int run(int argc, char** argv) {
                                   format_bytes(static_cast<double>(free_bytes)),
                                   format_bytes(static_cast<double>(total_bytes))));
   }
+  std::optional<size_t> available;
   if (!cuda) {
-    const std::optional<size_t> available = anvil::engine::host_memory_available();
+    available = anvil::engine::host_memory_available();
     log_info(ctx, absl::StrFormat("host memory: %s available",
                                   available ? format_bytes(static_cast<double>(*available))
                                             : std::string("unknown (no /proc/meminfo)")));
   }
   if (cfg.train.check_memory) {
     if (absl::Status s = model::Trainer::check_fits(*plan, *prec); !s.ok()) return fatal(s);
+    if (!cuda && launch->world > 1 && (*rt)->has_mpi()) {
+      // Each rank's plan fits, but the CPU ranks of one host share its memory. (Every rank
+      // joins the collective, with or without a MemAvailable of its own.)
+      const auto [bytes, ranks] =
+          host_plan_bytes(*(*rt)->mpi().world, launch->rank, launch->world, plan->total_bytes());
+      log_info(ctx, absl::StrFormat("the %d ranks on this host plan %s together", ranks,
+                                    format_bytes(static_cast<double>(bytes))));
+      if (available) {
+        if (absl::Status s = model::check_host_plans_fit(bytes, ranks, *available); !s.ok()) {
+          return fatal(s);
+        }
+      }
+    }
   }
   if (dry_run) return 0;
 

@@ -77,6 +77,16 @@ absl::Status check_plan_fits(const engine::MemoryPlan& plan, engine::Device devi
       engine::format_bytes(static_cast<double>(largest_bytes))));
 }
 
+absl::Status check_host_plans_fit(size_t host_plan_bytes, int host_ranks, size_t available_bytes) {
+  if (host_plan_bytes <= available_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "the memory plans of the %d ranks on this host need %s (%d bytes) together but only %s (%d "
+      "bytes) are available (MemAvailable of /proc/meminfo); use fewer ranks per host or a "
+      "smaller model or batch, or set [train] check_memory = false to allocate anyway",
+      host_ranks, engine::format_bytes(static_cast<double>(host_plan_bytes)), host_plan_bytes,
+      engine::format_bytes(static_cast<double>(available_bytes)), available_bytes));
+}
+
 absl::Status Trainer::check_fits(const engine::MemoryPlan& plan, const GptPrecision& prec) {
   if (prec.device == engine::Device::kCuda) {
     size_t free_bytes = 0, total_bytes = 0;

@@ -77,6 +77,10 @@ double flops_per_token(const GptConfig& cfg, int64_t seq_len);
 absl::Status check_plan_fits(const engine::MemoryPlan& plan, engine::Device device,
                              size_t available_bytes);
 
+// The CPU ranks of one host share its memory: ResourceExhausted when their plans together
+// (`host_plan_bytes` over `host_ranks` ranks) exceed the host's `available_bytes`, naming both.
+absl::Status check_host_plans_fit(size_t host_plan_bytes, int host_ranks, size_t available_bytes);
+
 struct StepStats {
   int64_t step = 0;        // 1-based number of this step
   double loss = 0.0;       // mean token loss over the step's global batch

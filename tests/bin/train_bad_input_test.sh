@@ -5,7 +5,8 @@
 #   1. size overflow: max_seq_len 2^58 and INT64_MAX, d_model 2^62, n_layers 4e12, steps
 #      INT64_MAX, a micro-batch whose activations exceed 2^44 elements;
 #   2. a memory plan larger than the host's MemAvailable (and accepted, dry run only, with
-#      [train] check_memory = false);
+#      [train] check_memory = false); with MPIRUN set (mpirun and its flags), two ranks whose
+#      plans fit alone but not together on this host;
 #   3. an absurd [optim] lr; a run whose loss goes NaN stops after max_skipped_steps.
 # usage: train_bad_input_test.sh BUILD/bin/train   (from the repository root)
 set -euo pipefail
@@ -64,6 +65,18 @@ big=(model.d_model=16384 model.n_heads=128 model.n_layers=4096)
 refused "bytes) are available (MemAvailable of /proc/meminfo" "${big[@]}" --dry-run
 timeout 60 "$train" "$work/t.ini" "${big[@]}" train.check_memory=false --dry-run \
   > "$work/out.log" 2>&1 || fail "check_memory = false still refused: $(tail -3 "$work/out.log")"
+if [[ -n ${MPIRUN:-} ]]; then
+  # Two CPU ranks on this host, each planning about 0.65 of MemAvailable (d_model 1024: 201 MB
+  # per layer, 1.07 GB of embedding): each fits alone, together they do not.
+  layers=$(awk '/MemAvailable/ {l = int((0.65 * $2 * 1024 - 1.07e9) / 2.01e8); print (l < 1 ? 1 : l)}' \
+    /proc/meminfo)
+  rc=0
+  timeout 60 $MPIRUN -np 2 "$train" "$work/t.ini" model.d_model=1024 model.n_heads=16 \
+    model.n_layers="$layers" --dry-run > "$work/out.log" 2>&1 || rc=$?
+  [[ $rc != 0 ]] || fail "two ranks of $layers layers each were not refused"
+  grep -q "the memory plans of the 2 ranks on this host need" "$work/out.log" \
+    || fail "no host memory message: $(grep error "$work/out.log" | head -2)"
+fi
 
 # 3. Learning rate and divergence (init_std 1e30 overflows the attention scores: NaN at once).
 refused "[optim] lr: 1e+300 exceeds the limit 10" optim.lr=1e300

@@ -216,6 +216,16 @@ TEST(TrainerTest, PlanLargerThanMemoryIsRefusedWithTheNumbers) {
   EXPECT_NE(gpu.find("on the GPU"), std::string::npos) << gpu;
 }
 
+TEST(TrainerTest, HostPlansOfSeveralRanksMustFitTogether) {
+  EXPECT_TRUE(check_host_plans_fit(8000, 2, 8000).ok());
+  const absl::Status s = check_host_plans_fit(8000, 2, 7999);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  const std::string msg(s.message());
+  EXPECT_NE(msg.find("plans of the 2 ranks on this host need"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(8000 bytes) together"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(7999 bytes) are available"), std::string::npos) << msg;
+}
+
 // A 13 T-parameter model (about 200 TB of parameters, gradients and AdamW state) is refused
 // against this machine's MemAvailable before anything is allocated.
 TEST(TrainerTest, HugeModelDoesNotFitTheHost) {
