@@ -109,8 +109,9 @@ ConfigSchema build_schema() {
         "a run that skips step after step has diverged; 0 = never stop.");
   s.add("train", "check_memory", kBool, "true",
         "Refuse to start when the memory plan of a rank exceeds the memory available to it: "
-        "MemAvailable of /proc/meminfo on the CPU, the free bytes of the GPU on CUDA. false = "
-        "allocate anyway (the CPU run may then be killed by the kernel's OOM killer).");
+        "MemAvailable of /proc/meminfo on the CPU (also for the plans of one host's ranks "
+        "together), the free bytes of the GPU on CUDA. false = allocate anyway (the CPU run may "
+        "then be killed by the kernel's OOM killer).");
   // [optim]: AdamW with Megatron's AnnealingLR schedule.
   s.add("optim", "lr", kFloat, "3e-4",
         "Peak learning rate, reached at the end of warmup; in (0, 10].");
@@ -311,7 +312,8 @@ std::string config_docs_markdown() {
       "of a micro-batch (`micro_batch * seq_len * max(d_model, ffn_hidden, padded vocabulary)`)\n"
       "and the tokens of a step at most 2^44 elements; the training and validation samples of a\n"
       "run at most 2^40. The memory plan (`--dry-run` prints it) must fit the memory available\n"
-      "to a rank unless `check_memory = false`; `[optim] lr` is at most 10.\n"
+      "(a rank's free GPU memory; on the CPU the host's MemAvailable, for each rank and for the\n"
+      "ranks of one host together) unless `check_memory = false`; `[optim] lr` is at most 10.\n"
       "\n",
       train_config_schema().markdown());
 }
