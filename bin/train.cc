@@ -566,7 +566,12 @@ int run(int argc, char** argv) {
   const model::TrainSummary summary = tr.run();
   if (!save_status.ok()) return fatal(save_status);
   // A diverged run ends without a final save: the newest checkpoint stays the last good one.
-  if (!summary.status.ok()) return fatal(summary.status);
+  // The gradient norm is the global batch's on every rank, so all ranks stop here together:
+  // rank 0 reports, and each exits 1 without aborting the job.
+  if (!summary.status.ok()) {
+    g_rank_local_errors = false;
+    return fail(summary.status);
+  }
   if (!ck.save.empty() && saved_step != tr.steps_done() && !save()) return fatal(save_status);
   return 0;
 }

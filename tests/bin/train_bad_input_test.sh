@@ -7,7 +7,8 @@
 #   2. a memory plan larger than the host's MemAvailable (and accepted, dry run only, with
 #      [train] check_memory = false); with MPIRUN set (mpirun and its flags), two ranks whose
 #      plans fit alone but not together on this host;
-#   3. an absurd [optim] lr; a run whose loss goes NaN stops after max_skipped_steps.
+#   3. an absurd [optim] lr; a run whose loss goes NaN stops after max_skipped_steps (on one
+#      rank, and with MPIRUN on two data-parallel ranks).
 # usage: train_bad_input_test.sh BUILD/bin/train   (from the repository root)
 set -euo pipefail
 train=$1
@@ -84,4 +85,13 @@ refused "the run diverged: 3 consecutive steps up to step 3 were skipped" \
   model.init_std=1e30 train.max_skipped_steps=3
 grep -q "step 3: grad norm is [a-z]*, skipping the update" "$work/out.log" || fail "no skip warnings"
 grep -q "step 4:" "$work/out.log" && fail "the diverged run went on after step 3"
+if [[ -n ${MPIRUN:-} ]]; then
+  # Two DP ranks agree on the global gradient norm: both stop at step 3, rank 0 reports.
+  rc=0
+  timeout 60 $MPIRUN -np 2 "$train" "$work/t.ini" model.init_std=1e30 train.max_skipped_steps=3 \
+    > "$work/out.log" 2>&1 || rc=$?
+  [[ $rc != 0 ]] || fail "the diverged 2-rank run exited 0"
+  grep -q "error (rank 0 of 2): the run diverged: 3 consecutive steps" "$work/out.log" \
+    || fail "2 ranks: no divergence message: $(grep error "$work/out.log" | head -2)"
+fi
 echo "PASS"
