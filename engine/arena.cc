@@ -1,4 +1,5 @@
-// Arena allocation (the only cudaMalloc in anvil) and the MemoryPlan report.
+// Arena allocation (the only cudaMalloc in anvil), the MemoryPlan report and the free GPU and
+// host memory the plan is compared with.
 #include "engine/arena.h"
 
 #include <cuda_runtime_api.h>

@@ -1,7 +1,8 @@
 // Arena: one allocation per lifetime (parameters, gradients, optimizer state, activations,
 // scratch), carved into aligned views. Only this file's .cc calls cudaMalloc/cudaMallocHost.
 // MemoryPlan: the bytes each category will need, computed before anything is allocated, so
-// `bin/train --dry-run` can print it and an OOM is reported with numbers before the first step.
+// `bin/train --dry-run` can print it and an OOM is reported with numbers before the first step;
+// the free memory it is compared with: cuda_memory_info (GPU), host_memory_available (CPU).
 #pragma once
 
 #include <cstddef>
