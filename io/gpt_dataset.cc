@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/status.h"
 #include "io/numpy_random.h"
+#include "io/temp_files.h"
 
 namespace anvil::io {
 namespace {
@@ -325,6 +326,19 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::create(
       if (ec) {
         w = absl::PermissionDeniedError(
             absl::StrCat("cannot create ", opt.cache_dir, ": ", ec.message()));
+      }
+    }
+    // Temporaries of an index build that was killed while saving: removed, and said so.
+    for (const std::string& path : {doc_path, sample_path, shuffle_path}) {
+      if (!w.ok()) break;
+      auto removed = remove_stale_temps(path);
+      if (!removed.ok()) {
+        w = removed.status();
+        break;
+      }
+      for (const std::string& r : *removed) {
+        engine::log_warning(opt.log, absl::StrCat(opt.name, ": removed ", r,
+                                                  ", left by an interrupted index build"));
       }
     }
     if (w.ok()) w = ix.doc_idx.save(doc_path);
