@@ -7,7 +7,11 @@
 // tests/io/fixtures/tokenizers/expected_ids.jsonl.
 #include "io/preprocess.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <random>
 #include <sstream>
 #include <string>
@@ -509,6 +513,13 @@ TEST(PreprocessCorpus, FormatOverrideAndOptionErrors) {
   bad = opt;
   bad.workers = 0;
   EXPECT_THAT(std::string(run(bad).stats.status().message()), HasSubstr("--workers"));
+  bad = opt;
+  bad.workers = 100000;  // std::thread used to throw (abort) after the .tmp was created
+  EXPECT_THAT(std::string(run(bad).stats.status().message()),
+              HasSubstr("--workers must be in [1, 1024], got 100000"));
+  bad = opt;
+  bad.chunk_bytes = kMaxChunkBytes + 1;
+  EXPECT_THAT(std::string(run(bad).stats.status().message()), HasSubstr("--chunk-kib"));
   class NoEod : public TestByteTokenizer {
    public:
     const SpecialTokens& special() const override { return none_; }
@@ -518,6 +529,42 @@ TEST(PreprocessCorpus, FormatOverrideAndOptionErrors) {
   bad.append_eod = true;
   EXPECT_THAT(std::string(run(bad, NoEod()).stats.status().message()),
               HasSubstr("no end-of-document token"));
+}
+
+// Files in `dir` (names only), to show that a failed run leaves nothing behind.
+std::vector<std::string> list_dir(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(PreprocessCorpus, RefusesAnInputThatIsAnOutput) {
+  ScratchDir dir;
+  // The input is named like the output .bin (and, second case, reached through a hard link):
+  // writing the output would replace it.
+  const std::string text = "{\"text\": \"keep me\"}\n";
+  testing::write_file(dir.file("o_text_document.bin"), text);
+  PreprocessOptions opt;
+  opt.input = dir.file("o_text_document.bin");
+  opt.output_prefix = dir.file("o");
+  opt.format = CorpusFormat::kJsonl;
+  RunResult r = run(opt);
+  EXPECT_EQ(r.stats.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.stats.status().message()),
+              HasSubstr("the input " + opt.input + " is the output " + opt.input));
+  EXPECT_EQ(testing::read_file(opt.input), text);
+  EXPECT_EQ(list_dir(dir.path()), (std::vector<std::string>{"o_text_document.bin"}));
+
+  testing::write_file(dir.file("corpus.jsonl"), text);
+  ASSERT_EQ(::link(dir.file("corpus.jsonl").c_str(), dir.file("p_text_document.idx").c_str()), 0);
+  opt.input = dir.file("corpus.jsonl");
+  opt.output_prefix = dir.file("./p");
+  EXPECT_THAT(std::string(run(opt).stats.status().message()),
+              HasSubstr("is the output " + dir.file("./p_text_document.idx")));
+  EXPECT_EQ(testing::read_file(opt.input), text);
 }
 
 // ---- GPT-2 end to end ------------------------------------------------------------------------
@@ -679,6 +726,13 @@ TEST(MergeDatasets, RefusesMixedDtypesAndBadArguments) {
   EXPECT_FALSE(testing::file_exists(dir.file("m.bin")));
   EXPECT_FALSE(merge_datasets({}, dir.file("m")).ok());
   EXPECT_FALSE(merge_datasets({small}, small).ok());
+  // The same dataset under another name (links): refused, naming both paths.
+  for (const char* ext : {".bin", ".idx"}) {
+    ASSERT_EQ(::link((small + ext).c_str(), (dir.file("alias") + ext).c_str()), 0);
+  }
+  auto aliased = merge_datasets({small}, dir.file("alias"));
+  EXPECT_THAT(std::string(aliased.status().message()),
+              HasSubstr("the input " + small + ".bin is the output " + dir.file("alias.bin")));
   EXPECT_EQ(merge_datasets({small, dir.file("nope")}, dir.file("m")).status().code(),
             absl::StatusCode::kNotFound);
   // A single input is copied unchanged.
