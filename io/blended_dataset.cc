@@ -188,6 +188,11 @@ absl::StatusOr<GptCorpus> GptCorpus::open(const std::vector<GptDataSource>& sour
   return c;
 }
 
+absl::Status GptCorpus::check_token_ids(int64_t vocab_size) const {
+  for (const auto& d : data_) ANVIL_RETURN_IF_ERROR(d->check_token_ids(vocab_size));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<GptSamples>> GptCorpus::build(
     const std::vector<std::pair<int64_t, int64_t>>& ranges, int64_t num_samples,
     const GptDatasetOptions& opt) const {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -21,6 +22,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/status.h"
+#include "io/sigbus_guard.h"
+#include "io/temp_files.h"
 
 // The format is little-endian and we memcpy arrays straight out of the file.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "anvil assumes a little-endian host");
@@ -43,13 +46,15 @@ absl::Status file_error(const std::string& path, const char* action, int err) {
   return absl::InternalError(msg);
 }
 
-// A read-only mapping of a whole file; an empty file maps to {nullptr, 0}.
+// A read-only mapping of a whole file; an empty file maps to {nullptr, 0}. fd is the open
+// descriptor when map_file was asked to keep it, else -1.
 struct Mapping {
   const uint8_t* data = nullptr;
   size_t bytes = 0;
+  int fd = -1;
 };
 
-absl::StatusOr<Mapping> map_file(const std::string& path) {
+absl::StatusOr<Mapping> map_file(const std::string& path, bool keep_fd = false) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return file_error(path, "open", errno);
   struct stat st;
@@ -73,7 +78,11 @@ absl::StatusOr<Mapping> map_file(const std::string& path) {
     }
     m.data = static_cast<const uint8_t*>(p);
   }
-  ::close(fd);  // the mapping stays valid without the descriptor
+  if (keep_fd) {
+    m.fd = fd;
+  } else {
+    ::close(fd);  // the mapping stays valid without the descriptor
+  }
   return m;
 }
 
@@ -273,9 +282,12 @@ absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::open(const std::
   unmap(idx);
   ANVIL_RETURN_IF_ERROR(parsed);
 
-  ANVIL_ASSIGN_OR_RETURN(const Mapping bin, map_file(bin_path));
+  ANVIL_ASSIGN_OR_RETURN(const Mapping bin, map_file(bin_path, /*keep_fd=*/true));
+  ds->bin_path_ = bin_path;
+  ds->bin_fd_ = bin.fd;
   ds->bin_ = bin.data;
   ds->bin_bytes_ = bin.bytes;
+  register_mapping(bin.data, bin.bytes, bin_path);
   const int64_t n = ds->num_sequences();
   if (n > 0) {
     // Pointers are consistent (checked above), so the last sequence bounds them all.
@@ -290,7 +302,11 @@ absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::open(const std::
   return ds;
 }
 
-IndexedDataset::~IndexedDataset() { unmap(Mapping{bin_, bin_bytes_}); }
+IndexedDataset::~IndexedDataset() {
+  unregister_mapping(bin_);
+  unmap(Mapping{bin_, bin_bytes_});
+  if (bin_fd_ >= 0) ::close(bin_fd_);
+}
 
 int64_t IndexedDataset::total_tokens() const { return total_tokens_; }
 
@@ -302,6 +318,16 @@ void IndexedDataset::read(int64_t seq, int64_t offset, int64_t count, int32_t* o
                                   sizes_[seq]));
   if (count == 0) return;
   const int64_t item = static_cast<int64_t>(token_dtype_size(dtype_));
+  // A .bin truncated since open() would fault (SIGBUS) on the pages past its new end.
+  const int64_t end = pointers_[seq] + (offset + count) * item;
+  struct stat st;
+  const bool stat_ok = ::fstat(bin_fd_, &st) == 0;
+  ANVIL_CHECK_MSG(stat_ok && st.st_size >= end,
+                  stat_ok ? absl::StrFormat("%s: the file shrank to %d bytes after it was opened "
+                                            "(truncated or rewritten while in use); sequence %d "
+                                            "needs bytes up to %d",
+                                            bin_path_, static_cast<int64_t>(st.st_size), seq, end)
+                          : absl::StrCat(bin_path_, ": cannot stat: ", errno_text(errno)));
   const uint8_t* src = bin_ + pointers_[seq] + offset * item;
   switch (dtype_) {
     case TokenDType::kU8:
@@ -329,6 +355,80 @@ void IndexedDataset::read(int64_t seq, int64_t offset, int64_t count, int32_t* o
       widen<float>(src, count, out);
       break;
   }
+}
+
+namespace {
+
+// The position of the first of `count` tokens of type T at `src` outside [0, vocab), or -1;
+// *value gets that token (float tokens: truncated, as read() does).
+template <typename T>
+int64_t find_bad_token(const uint8_t* src, int64_t count, int64_t vocab, int64_t* value) {
+  for (int64_t i = 0; i < count; ++i) {
+    const T v = load<T>(src + i * static_cast<int64_t>(sizeof(T)));
+    if constexpr (std::is_floating_point_v<T>) {
+      if (!(v >= 0 && v < static_cast<T>(vocab))) {  // NaN included
+        *value = std::fabs(v) < static_cast<T>(1e18) ? static_cast<int64_t>(v) : -1;
+        return i;
+      }
+    } else if (static_cast<int64_t>(v) < 0 || static_cast<int64_t>(v) >= vocab) {
+      *value = static_cast<int64_t>(v);
+      return i;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+absl::Status IndexedDataset::check_token_ids(int64_t vocab_size) const {
+  if ((dtype_ == TokenDType::kU8 && vocab_size >= 256) ||
+      (dtype_ == TokenDType::kU16 && vocab_size >= 65536)) {
+    return absl::OkStatus();  // every id the dtype can hold is in the vocabulary
+  }
+  const int64_t item = static_cast<int64_t>(token_dtype_size(dtype_));
+  for (int64_t d = 0; d < num_documents(); ++d) {
+    for (int64_t q = doc_idx_[d]; q < doc_idx_[d + 1]; ++q) {
+      const uint8_t* src = bin_ + pointers_[q];
+      const int64_t n = sizes_[q];
+      int64_t value = 0, at = -1;
+      switch (dtype_) {
+        case TokenDType::kU8:
+          at = find_bad_token<uint8_t>(src, n, vocab_size, &value);
+          break;
+        case TokenDType::kI8:
+          at = find_bad_token<int8_t>(src, n, vocab_size, &value);
+          break;
+        case TokenDType::kI16:
+          at = find_bad_token<int16_t>(src, n, vocab_size, &value);
+          break;
+        case TokenDType::kU16:
+          at = find_bad_token<uint16_t>(src, n, vocab_size, &value);
+          break;
+        case TokenDType::kI32:
+          at = find_bad_token<int32_t>(src, n, vocab_size, &value);
+          break;
+        case TokenDType::kI64:
+          at = find_bad_token<int64_t>(src, n, vocab_size, &value);
+          break;
+        case TokenDType::kF64:
+          at = find_bad_token<double>(src, n, vocab_size, &value);
+          break;
+        case TokenDType::kF32:
+          at = find_bad_token<float>(src, n, vocab_size, &value);
+          break;
+      }
+      if (at >= 0) {
+        const bool wide = value < std::numeric_limits<int32_t>::min() ||
+                          value > std::numeric_limits<int32_t>::max();
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: document %d (sequence %d, token %d, byte %d) holds token id %d, outside [0, "
+            "%d) (the vocabulary size)%s",
+            bin_path_, d, q, at, pointers_[q] + at * item, value, vocab_size,
+            wide ? "; it does not even fit int32" : ""));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 // ------------------------------------------------------------------------------------------
@@ -408,10 +508,9 @@ absl::StatusOr<std::unique_ptr<IndexedDatasetWriter>> IndexedDatasetWriter::crea
   im.item = token_dtype_size(dtype);
   im.bin_path = prefix + ".bin";
   im.idx_path = prefix + ".idx";
-  // The pid keeps two writers of the same prefix from clobbering each other's temporaries.
-  const std::string tmp = absl::StrCat(".tmp.", ::getpid());
-  im.bin_tmp = im.bin_path + tmp;
-  im.idx_tmp = im.idx_path + tmp;
+  // Host and pid keep two writers of the same prefix from clobbering each other's temporaries.
+  im.bin_tmp = temp_path(im.bin_path);
+  im.idx_tmp = temp_path(im.idx_path);
   im.bin = std::fopen(im.bin_tmp.c_str(), "wb");
   if (im.bin == nullptr) return file_error(im.bin_tmp, "create", errno);
   std::setvbuf(im.bin, nullptr, _IOFBF, 1 << 20);
