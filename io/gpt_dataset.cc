@@ -264,6 +264,11 @@ std::string gpt_index_file_prefix(const std::string& data_prefix, const GptDatas
                       opt.num_samples, "ns_", opt.seq_len, "sl_", opt.seed, "s");
 }
 
+std::string token_ids_cache_path(const std::string& data_prefix, const std::string& cache_dir) {
+  return absl::StrCat(cache_dir.empty() ? dirname_of(data_prefix) : cache_dir, "/",
+                      basename_of(data_prefix), "_token_ids.txt");
+}
+
 absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::create(
     std::shared_ptr<const IndexedDataset> data, const std::string& data_prefix, int64_t seq_begin,
     int64_t seq_end, const GptDatasetOptions& opt) {

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <utility>
 
@@ -359,64 +360,113 @@ void IndexedDataset::read(int64_t seq, int64_t offset, int64_t count, int32_t* o
 
 namespace {
 
-// The position of the first of `count` tokens of type T at `src` outside [0, vocab), or -1;
-// *value gets that token (float tokens: truncated, as read() does).
+// A token as an id; floats (never fractional in practice) truncate as read() does, and NaN or
+// huge ones become INT64_MIN, outside every vocabulary.
 template <typename T>
-int64_t find_bad_token(const uint8_t* src, int64_t count, int64_t vocab, int64_t* value) {
-  for (int64_t i = 0; i < count; ++i) {
-    const T v = load<T>(src + i * static_cast<int64_t>(sizeof(T)));
-    if constexpr (std::is_floating_point_v<T>) {
-      if (!(v >= 0 && v < static_cast<T>(vocab))) {  // NaN included
-        *value = std::fabs(v) < static_cast<T>(1e18) ? static_cast<int64_t>(v) : -1;
-        return i;
-      }
-    } else if (static_cast<int64_t>(v) < 0 || static_cast<int64_t>(v) >= vocab) {
-      *value = static_cast<int64_t>(v);
-      return i;
-    }
+int64_t as_id(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::fabs(v) < static_cast<T>(1e18) ? static_cast<int64_t>(v)
+                                               : std::numeric_limits<int64_t>::min();
+  } else {
+    return static_cast<int64_t>(v);
   }
-  return -1;
+}
+
+// Calls f(T{}) with the C++ type of the token dtype.
+template <typename F>
+void with_token_type(TokenDType t, F&& f) {
+  switch (t) {
+    case TokenDType::kU8:
+      return f(uint8_t{});
+    case TokenDType::kI8:
+      return f(int8_t{});
+    case TokenDType::kI16:
+      return f(int16_t{});
+    case TokenDType::kU16:
+      return f(uint16_t{});
+    case TokenDType::kI32:
+      return f(int32_t{});
+    case TokenDType::kI64:
+      return f(int64_t{});
+    case TokenDType::kF64:
+      return f(double{});
+    case TokenDType::kF32:
+      return f(float{});
+  }
+}
+
+// The token id cache file: "min max bin_bytes bin_mtime_ns idx_bytes idx_mtime_ns".
+std::string file_key(const struct stat& bin, const struct stat& idx) {
+  return absl::StrCat(bin.st_size, " ", bin.st_mtim.tv_sec * 1000000000LL + bin.st_mtim.tv_nsec,
+                      " ", idx.st_size, " ",
+                      idx.st_mtim.tv_sec * 1000000000LL + idx.st_mtim.tv_nsec);
 }
 
 }  // namespace
 
-absl::Status IndexedDataset::check_token_ids(int64_t vocab_size) const {
+TokenIdRange IndexedDataset::token_id_range(const std::string& cache_path) const {
+  // The cache is valid while the .bin and the .idx keep their sizes and modification times.
+  std::string key;
+  struct stat bin, idx;
+  const std::string idx_path = bin_path_.substr(0, bin_path_.size() - 4) + ".idx";
+  if (!cache_path.empty() && ::fstat(bin_fd_, &bin) == 0 && ::stat(idx_path.c_str(), &idx) == 0) {
+    key = file_key(bin, idx);
+    std::ifstream in(cache_path);
+    TokenIdRange cached;
+    std::string rest;
+    if (in >> cached.min >> cached.max && std::getline(in, rest) && rest == " " + key) {
+      return cached;
+    }
+  }
+  TokenIdRange r{std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()};
+  if (num_sequences() > 0) {
+    // Sequences are contiguous (checked at open): one pass over their bytes.
+    const uint8_t* begin = bin_ + pointers_[0];
+    const int64_t count = total_tokens_;
+    with_token_type(dtype_, [&](auto tag) {
+      using T = decltype(tag);
+      for (int64_t i = 0; i < count; ++i) {
+        const int64_t id = as_id(load<T>(begin + i * static_cast<int64_t>(sizeof(T))));
+        r.min = std::min(r.min, id);
+        r.max = std::max(r.max, id);
+      }
+    });
+  }
+  if (r.min > r.max) r = TokenIdRange{};
+  if (!key.empty()) {
+    // Best effort (the directory may be read-only): written whole, then renamed into place.
+    const std::string tmp = temp_path(cache_path);
+    std::ofstream out(tmp, std::ios::trunc);
+    out << r.min << " " << r.max << " " << key << "\n";
+    out.close();
+    if (!out || std::rename(tmp.c_str(), cache_path.c_str()) != 0) std::remove(tmp.c_str());
+  }
+  return r;
+}
+
+absl::Status IndexedDataset::check_token_ids(int64_t vocab_size,
+                                             const std::string& cache_path) const {
   if ((dtype_ == TokenDType::kU8 && vocab_size >= 256) ||
       (dtype_ == TokenDType::kU16 && vocab_size >= 65536)) {
     return absl::OkStatus();  // every id the dtype can hold is in the vocabulary
   }
+  const TokenIdRange range = token_id_range(cache_path);
+  if (range.min >= 0 && range.max < vocab_size) return absl::OkStatus();
+  // Some id is outside: a second pass finds the first one, for the message.
   const int64_t item = static_cast<int64_t>(token_dtype_size(dtype_));
   for (int64_t d = 0; d < num_documents(); ++d) {
     for (int64_t q = doc_idx_[d]; q < doc_idx_[d + 1]; ++q) {
-      const uint8_t* src = bin_ + pointers_[q];
-      const int64_t n = sizes_[q];
-      int64_t value = 0, at = -1;
-      switch (dtype_) {
-        case TokenDType::kU8:
-          at = find_bad_token<uint8_t>(src, n, vocab_size, &value);
-          break;
-        case TokenDType::kI8:
-          at = find_bad_token<int8_t>(src, n, vocab_size, &value);
-          break;
-        case TokenDType::kI16:
-          at = find_bad_token<int16_t>(src, n, vocab_size, &value);
-          break;
-        case TokenDType::kU16:
-          at = find_bad_token<uint16_t>(src, n, vocab_size, &value);
-          break;
-        case TokenDType::kI32:
-          at = find_bad_token<int32_t>(src, n, vocab_size, &value);
-          break;
-        case TokenDType::kI64:
-          at = find_bad_token<int64_t>(src, n, vocab_size, &value);
-          break;
-        case TokenDType::kF64:
-          at = find_bad_token<double>(src, n, vocab_size, &value);
-          break;
-        case TokenDType::kF32:
-          at = find_bad_token<float>(src, n, vocab_size, &value);
-          break;
-      }
+      int64_t at = -1, value = 0;
+      with_token_type(dtype_, [&](auto tag) {
+        using T = decltype(tag);
+        for (int64_t i = 0; i < sizes_[q] && at < 0; ++i) {
+          const int64_t id = as_id(load<T>(bin_ + pointers_[q] + i * item));
+          if (id < 0 || id >= vocab_size) {
+            at = i;
+            value = id;
+          }
+        }
+      });
       if (at >= 0) {
         const bool wide = value < std::numeric_limits<int32_t>::min() ||
                           value > std::numeric_limits<int32_t>::max();

@@ -7,7 +7,8 @@
 // truncated or corrupt file is an error naming the file and the field, never garbage. A .bin
 // truncated later, while it is read, stops the process with a message naming the file (a size
 // check per read, and io/sigbus_guard.h for what slips between the check and the access).
-// Token ids are checked against a vocabulary by check_token_ids (one pass over the .bin).
+// Token ids are checked against a vocabulary by check_token_ids (one pass over the .bin, whose
+// result can be cached).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,12 @@ enum class TokenDType : uint8_t {
 TokenDType token_dtype_for_vocab(int64_t vocab_size);
 size_t token_dtype_size(TokenDType t);
 
+// Smallest and largest token id of a dataset; {0, -1} when it has no tokens.
+struct TokenIdRange {
+  int64_t min = 0;
+  int64_t max = -1;
+};
+
 class IndexedDataset {
  public:
   // Opens prefix.idx and prefix.bin. NotFound / DataLoss / InvalidArgument name the file and
@@ -59,13 +66,16 @@ class IndexedDataset {
   // the .bin still holds them: one fstat).
   void read(int64_t seq, int64_t offset, int64_t count, int32_t* out) const;
 
-  // InvalidArgument naming the .bin, the document, sequence and position of the first token id
-  // outside [0, vocab_size) (negative ids, and int64 ids that do not fit int32, included). One
-  // pass over the .bin; none when the dtype cannot hold such an id (uint16 with vocab_size >=
-  // 65536).
-  absl::Status check_token_ids(int64_t vocab_size) const;
+  // The smallest and largest token id: one pass over the .bin. With a cache_path, the result
+  // is kept in that small text file (best effort) and read back while the .bin and .idx keep
+  // their sizes and modification times.
+  TokenIdRange token_id_range(const std::string& cache_path = "") const;
 
-  const std::string& bin_path() const { return bin_path_; }
+  // InvalidArgument naming the .bin, the document, sequence and position of the first token id
+  // outside [0, vocab_size) (negative ids, and int64 ids that do not fit int32, included), from
+  // token_id_range(cache_path) (a second pass only to locate a bad id); nothing is read when
+  // the dtype cannot hold such an id (uint16 with vocab_size >= 65536).
+  absl::Status check_token_ids(int64_t vocab_size, const std::string& cache_path = "") const;
 
  private:
   IndexedDataset() = default;

@@ -2,7 +2,7 @@
 # bin/train refuses data whose token ids fall outside [model] vocab_size when it opens the
 # datasets (ctest train_token_ids_test), naming the .bin, the document and the position, instead
 # of a CHECK failure when the sample is reached; the same data trains with a vocabulary that
-# holds every id.
+# holds every id, and the scan's result is cached.
 # usage: train_token_ids_test.sh BUILD/bin/train BUILD/bin/preprocess
 set -euo pipefail
 train=$1
@@ -49,4 +49,11 @@ grep -qF "holds token id 126, outside [0, 120)" "$work/bad.log" \
 [[ ! -e "$work/cache" ]] || fail "an index was built before the check"
 "$train" "$work/t.ini" model.vocab_size=128 > "$work/ok.log" 2>&1 \
   || fail "vocab_size 128 run failed: $(tail -3 "$work/ok.log")"
+# The scan's result is cached in cache_dir (once it exists) and believed while the files stay.
+[[ -f "$work/cache/d_text_document_token_ids.txt" ]] || \
+  "$train" "$work/t.ini" model.vocab_size=128 > "$work/ok2.log" 2>&1
+read -r lo hi _ < "$work/cache/d_text_document_token_ids.txt"
+[[ "$lo $hi" == "32 126" ]] || fail "cached range is '$lo $hi', expected '32 126'"
+sed -i 's/^32 126 /32 119 /' "$work/cache/d_text_document_token_ids.txt"
+"$train" "$work/t.ini" > "$work/cached.log" 2>&1 || fail "the cached range was not used"
 echo "train_token_ids_test: all cases passed"

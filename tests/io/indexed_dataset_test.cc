@@ -228,6 +228,32 @@ TEST(IndexedDataset, CheckTokenIdsNamesFileDocumentAndPosition) {
                         "outside [0, 10) (the vocabulary size); it does not even fit int32"));
 }
 
+TEST(IndexedDataset, TokenIdRangeIsCachedWhileTheFilesAreUnchanged) {
+  ScratchDir dir;
+  const std::string prefix = dir.file("r"), cache = dir.file("r_token_ids.txt");
+  write_docs(prefix, TokenDType::kI32, {{{5, -3}}, {{7}}});
+  auto ds = IndexedDataset::open(prefix);
+  ASSERT_TRUE(ds.ok());
+  TokenIdRange r = (*ds)->token_id_range(cache);
+  EXPECT_EQ(r.min, -3);
+  EXPECT_EQ(r.max, 7);
+  // Read back from the cache: a doctored range under the same file key is believed.
+  const std::string text = testing::read_file(cache);
+  testing::write_file(cache, "0 1" + text.substr(text.find(' ', text.find(' ') + 1)));
+  EXPECT_EQ((*ds)->token_id_range(cache).max, 1);
+  EXPECT_TRUE((*ds)->check_token_ids(2, cache).ok());
+  EXPECT_EQ((*ds)->token_id_range().max, 7);  // no cache: scanned
+  // Other files under the same names: scanned again.
+  write_docs(prefix, TokenDType::kI32, {{{5, 9, 1}}});
+  ds = IndexedDataset::open(prefix);
+  ASSERT_TRUE(ds.ok());
+  r = (*ds)->token_id_range(cache);
+  EXPECT_EQ(r.min, 1);
+  EXPECT_EQ(r.max, 9);
+  EXPECT_THAT(std::string((*ds)->check_token_ids(9, cache).message()),
+              HasSubstr("document 0 (sequence 0, token 1, byte 4) holds token id 9"));
+}
+
 // ---- A .bin truncated while it is read ------------------------------------------------------
 
 TEST(IndexedDatasetDeathTest, BinTruncatedWhileInUseNamesTheFile) {
