@@ -68,7 +68,9 @@ constexpr char kUsage[] =
     "  --no-progress           no progress bar\n"
     "  --merge P1 P2 ...       concatenate datasets (same dtype) into --output-prefix\n"
     "                          (alias: --datasets, as merge_preprocessed_data.py)\n"
-    "Accepted for Megatron compatibility: --dataset-impl mmap, --lang english, --log-interval N.\n";
+    "Accepted for Megatron compatibility: --dataset-impl mmap, --lang english, --log-interval N.\n"
+    "SIGINT/SIGTERM stop the run and remove its temporaries (exit status 128 + the signal);\n"
+    "temporaries that a killed run left for the same outputs are removed at the next run.\n";
 
 // The SIGINT/SIGTERM received, or 0; polled through PreprocessCallbacks::cancelled.
 std::atomic<int> g_signal{0};

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <random>
@@ -565,6 +566,35 @@ TEST(PreprocessCorpus, RefusesAnInputThatIsAnOutput) {
   EXPECT_THAT(std::string(run(opt).stats.status().message()),
               HasSubstr("is the output " + dir.file("./p_text_document.idx")));
   EXPECT_EQ(testing::read_file(opt.input), text);
+}
+
+TEST(PreprocessCorpus, CancelledRunsLeaveNoFiles) {
+  ScratchDir dir;
+  const std::string corpus = random_corpus(4000, 7);
+  ASSERT_GT(corpus.size(), 4u << 16);  // several 64 KiB reads: several chunks
+  testing::write_file(dir.file("in.jsonl"), corpus);
+  PreprocessOptions opt;
+  opt.input = dir.file("in.jsonl");
+  opt.output_prefix = dir.file("o");
+  opt.skip_bad_lines = true;
+  opt.workers = 2;
+  // Cancelled once the first chunk is written (a signal handler's flag, in bin/preprocess).
+  std::atomic<bool> written{false};
+  PreprocessCallbacks cb;
+  cb.progress = [&](uint64_t, uint64_t) { written = true; };
+  cb.cancelled = [&] { return written.load(); };
+  auto stats = preprocess_corpus(opt, TestByteTokenizer(), cb);
+  EXPECT_TRUE(written);
+  EXPECT_EQ(stats.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(list_dir(dir.path()), (std::vector<std::string>{"in.jsonl"}));
+
+  // merge_datasets, cancelled before its first block.
+  ASSERT_TRUE(run(opt).stats.ok());
+  const std::string part = preprocess_output_prefix(opt.output_prefix, "text", false);
+  auto merged = merge_datasets({part}, dir.file("m"), [] { return true; });
+  EXPECT_EQ(merged.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(list_dir(dir.path()),
+            (std::vector<std::string>{"in.jsonl", "o_text_document.bin", "o_text_document.idx"}));
 }
 
 // ---- GPT-2 end to end ------------------------------------------------------------------------
