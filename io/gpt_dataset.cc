@@ -333,22 +333,27 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::create(
             absl::StrCat("cannot create ", opt.cache_dir, ": ", ec.message()));
       }
     }
-    // Temporaries of an index build that was killed while saving: removed, and said so.
-    for (const std::string& path : {doc_path, sample_path, shuffle_path}) {
-      if (!w.ok()) break;
-      auto removed = remove_stale_temps(path);
-      if (!removed.ok()) {
-        w = removed.status();
-        break;
+    {
+      // SIGINT/SIGTERM/SIGHUP while the files are written take effect after the temporaries
+      // are renamed or removed (a SIGKILL leaves them to the next build, below).
+      const DeferredSignals defer;
+      // Temporaries of an index build that was killed while saving: removed, and said so.
+      for (const std::string& path : {doc_path, sample_path, shuffle_path}) {
+        if (!w.ok()) break;
+        auto removed = remove_stale_temps(path);
+        if (!removed.ok()) {
+          w = removed.status();
+          break;
+        }
+        for (const std::string& r : *removed) {
+          engine::log_warning(opt.log, absl::StrCat(opt.name, ": removed ", r,
+                                                    ", left by an interrupted index build"));
+        }
       }
-      for (const std::string& r : *removed) {
-        engine::log_warning(opt.log, absl::StrCat(opt.name, ": removed ", r,
-                                                  ", left by an interrupted index build"));
-      }
+      if (w.ok()) w = ix.doc_idx.save(doc_path);
+      if (w.ok()) w = ix.sample_idx.save(sample_path);
+      if (w.ok()) w = ix.shuffle_idx.save(shuffle_path);
     }
-    if (w.ok()) w = ix.doc_idx.save(doc_path);
-    if (w.ok()) w = ix.sample_idx.save(sample_path);
-    if (w.ok()) w = ix.shuffle_idx.save(shuffle_path);
     if (w.ok()) {
       where = absl::StrCat("cached as ", ds->file_prefix_, "_*.npy");
       // Serve from the page cache (mmap) rather than the heap; identical by construction.

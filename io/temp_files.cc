@@ -1,4 +1,5 @@
-// Temporary file names with host and pid, and the removal of stale ones (see temp_files.h).
+// Temporary file names with host and pid, the removal of stale ones, and the deferral of
+// termination signals (see temp_files.h).
 #include "io/temp_files.h"
 
 #include <dirent.h>
@@ -6,9 +7,11 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -38,6 +41,21 @@ pid_t parse_pid_suffix(absl::string_view s) {
   }
   int pid = 0;
   return absl::SimpleAtoi(parts[0], &pid) && pid > 0 ? pid : 0;
+}
+
+constexpr int kDeferred[] = {SIGINT, SIGTERM, SIGHUP};
+constexpr int kNumDeferred = 3;
+
+std::mutex g_defer_mu;
+int g_defer_depth = 0;  // DeferredSignals alive
+struct sigaction g_defer_previous[kNumDeferred];
+std::atomic<int> g_defer_pending[kNumDeferred];  // signals that arrived meanwhile (counts)
+static_assert(std::atomic<int>::is_always_lock_free, "used in a signal handler");
+
+extern "C" void on_deferred_signal(int sig) {
+  for (int i = 0; i < kNumDeferred; ++i) {
+    if (kDeferred[i] == sig) g_defer_pending[i].fetch_add(1);
+  }
 }
 
 bool process_alive(pid_t pid) {
@@ -82,6 +100,25 @@ absl::StatusOr<std::vector<std::string>> remove_stale_temps(const std::string& p
   ::closedir(d);
   if (!status.ok()) return status;
   return removed;
+}
+
+DeferredSignals::DeferredSignals() {
+  std::lock_guard<std::mutex> lock(g_defer_mu);
+  if (g_defer_depth++ > 0) return;
+  struct sigaction action = {};
+  action.sa_handler = on_deferred_signal;
+  action.sa_flags = SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  for (int i = 0; i < kNumDeferred; ++i) ::sigaction(kDeferred[i], &action, &g_defer_previous[i]);
+}
+
+DeferredSignals::~DeferredSignals() {
+  std::lock_guard<std::mutex> lock(g_defer_mu);
+  if (--g_defer_depth > 0) return;
+  for (int i = 0; i < kNumDeferred; ++i) ::sigaction(kDeferred[i], &g_defer_previous[i], nullptr);
+  for (int i = 0; i < kNumDeferred; ++i) {
+    if (g_defer_pending[i].exchange(0) > 0) ::raise(kDeferred[i]);
+  }
 }
 
 }  // namespace anvil::io

@@ -1,11 +1,15 @@
 // io/temp_files: temporary names carry host and pid; remove_stale_temps removes exactly the
 // temporaries of the given path that a dead process of this host left (new and older names),
-// and keeps live processes', other hosts' and other files'.
+// and keeps live processes', other hosts' and other files'; DeferredSignals holds termination
+// signals until the last section ends, then they act as before.
 #include "io/temp_files.h"
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdio>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -63,6 +67,41 @@ TEST(TempFiles, RemovesOnlyStaleTemporariesOfThePath) {
   // Nothing left to remove; a missing directory is no error.
   EXPECT_TRUE(remove_stale_temps(path)->empty());
   EXPECT_TRUE(remove_stale_temps(dir.file("no/such/dir/x.bin"))->empty());
+}
+
+std::atomic<int> g_received{0};
+extern "C" void on_test_signal(int sig) { g_received.store(sig); }
+
+TEST(DeferredSignals, HoldsSignalsUntilTheLastOneEnds) {
+  struct sigaction action = {}, previous;
+  action.sa_handler = on_test_signal;
+  sigemptyset(&action.sa_mask);
+  ASSERT_EQ(::sigaction(SIGTERM, &action, &previous), 0);
+  {
+    const DeferredSignals outer;
+    {
+      const DeferredSignals inner;  // nested (another thread's section, say)
+      ::raise(SIGTERM);
+    }
+    EXPECT_EQ(g_received.load(), 0) << "delivered while a section was open";
+  }
+  EXPECT_EQ(g_received.load(), SIGTERM) << "not delivered to the program's handler at the end";
+  ::raise(SIGTERM);  // the program's handler is back
+  EXPECT_EQ(g_received.load(), SIGTERM);
+  ::sigaction(SIGTERM, &previous, nullptr);
+}
+
+TEST(DeferredSignalsDeathTest, DefaultActionAfterTheSection) {
+  EXPECT_EXIT(
+      {
+        {
+          const DeferredSignals defer;
+          ::raise(SIGINT);
+          std::fputs("still running\n", stderr);  // the temporaries would be cleaned up here
+        }
+        std::fputs("after the section\n", stderr);
+      },
+      ::testing::KilledBySignal(SIGINT), "still running\n$");
 }
 
 }  // namespace
