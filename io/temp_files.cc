@@ -43,24 +43,26 @@ pid_t parse_pid_suffix(absl::string_view s) {
   return absl::SimpleAtoi(parts[0], &pid) && pid > 0 ? pid : 0;
 }
 
+bool process_alive(pid_t pid) {
+  if (pid == ::getpid()) return true;
+  return ::kill(pid, 0) == 0 || errno != ESRCH;
+}
+
+// DeferredSignals' shared state: the sections open, the dispositions they replaced, and the
+// signals that arrived meanwhile.
 constexpr int kDeferred[] = {SIGINT, SIGTERM, SIGHUP};
 constexpr int kNumDeferred = 3;
 
 std::mutex g_defer_mu;
-int g_defer_depth = 0;  // DeferredSignals alive
+int g_defer_depth = 0;  // sections open
 struct sigaction g_defer_previous[kNumDeferred];
-std::atomic<int> g_defer_pending[kNumDeferred];  // signals that arrived meanwhile (counts)
+std::atomic<int> g_defer_pending[kNumDeferred];
 static_assert(std::atomic<int>::is_always_lock_free, "used in a signal handler");
 
 extern "C" void on_deferred_signal(int sig) {
   for (int i = 0; i < kNumDeferred; ++i) {
     if (kDeferred[i] == sig) g_defer_pending[i].fetch_add(1);
   }
-}
-
-bool process_alive(pid_t pid) {
-  if (pid == ::getpid()) return true;
-  return ::kill(pid, 0) == 0 || errno != ESRCH;
 }
 
 }  // namespace
