@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <system_error>
 #include <thread>
 
@@ -480,6 +481,8 @@ class ChunkReader {
       return err == ENOENT ? absl::NotFoundError(msg) : absl::InvalidArgumentError(msg);
     }
     ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+    struct stat st;
+    if (::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode)) opened_ = st;
     return absl::OkStatus();
   }
 
@@ -530,11 +533,31 @@ class ChunkReader {
       return false;
     }
     pending_.resize(old + static_cast<size_t>(got));
+    read_bytes_ += static_cast<uint64_t>(got);
     if (got == 0) {
       eof_ = true;
+      if (!check_unchanged()) return false;
       if (pending_.empty()) return false;
     }
     return true;
+  }
+
+  // At the end of a regular file: false (and status_) when it was truncated, appended to or
+  // rewritten while it was read, since the output would then match neither version.
+  bool check_unchanged() {
+    struct stat now;
+    if (!opened_ || ::fstat(fd_, &now) != 0) return true;
+    const struct stat& then = *opened_;
+    if (now.st_size == then.st_size && read_bytes_ == static_cast<uint64_t>(then.st_size) &&
+        now.st_mtim.tv_sec == then.st_mtim.tv_sec && now.st_mtim.tv_nsec == then.st_mtim.tv_nsec) {
+      return true;
+    }
+    status_ = absl::DataLossError(absl::StrFormat(
+        "%s changed while it was read (%d bytes when opened, %d now, %d read): the output would "
+        "match neither version; preprocess a file that is not being written",
+        path_, static_cast<int64_t>(then.st_size), static_cast<int64_t>(now.st_size), read_bytes_));
+    pending_.clear();
+    return false;
   }
 
   // Length of the longest prefix of pending_ that ends at a cut point, 0 when there is none.
@@ -557,6 +580,8 @@ class ChunkReader {
   const std::function<bool()> stop_;
   std::string path_;
   int fd_ = -1;
+  std::optional<struct stat> opened_;  // a regular file's size and mtime when opened
+  uint64_t read_bytes_ = 0;
   bool eof_ = false;
   std::string pending_;
   int64_t index_ = 0;

@@ -597,6 +597,29 @@ TEST(PreprocessCorpus, CancelledRunsLeaveNoFiles) {
             (std::vector<std::string>{"in.jsonl", "o_text_document.bin", "o_text_document.idx"}));
 }
 
+TEST(PreprocessCorpus, AnInputThatChangesWhileReadIsAnError) {
+  ScratchDir dir;
+  std::string corpus;
+  while (corpus.size() < (4u << 20)) corpus += "{\"text\": \"some words of text\"}\n";
+  const std::string input = dir.file("in.jsonl");
+  testing::write_file(input, corpus);
+  PreprocessOptions opt;
+  opt.input = input;
+  opt.output_prefix = dir.file("o");
+  opt.workers = 1;  // at most 4 chunks of 256 KiB in flight: the reader is far from 2 MiB
+  // Truncated to 2 MiB when the first chunk is written: the reader meets the new end there.
+  PreprocessCallbacks cb;
+  cb.progress = [&](uint64_t, uint64_t) {
+    if (::truncate(input.c_str(), 2 << 20) != 0) ADD_FAILURE() << "truncate failed";
+  };
+  auto stats = preprocess_corpus(opt, TestByteTokenizer(), cb);
+  EXPECT_EQ(stats.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(stats.status().message()),
+              HasSubstr(input + " changed while it was read (" + std::to_string(corpus.size()) +
+                        " bytes when opened, 2097152 now, 2097152 read)"));
+  EXPECT_EQ(list_dir(dir.path()), (std::vector<std::string>{"in.jsonl"}));
+}
+
 // ---- GPT-2 end to end ------------------------------------------------------------------------
 
 // The repository root, from this file's location (absolute in CMake builds).
