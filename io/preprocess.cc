@@ -44,8 +44,10 @@ class JsonScanner {
  public:
   explicit JsonScanner(std::string_view s) : s_(s) {}
 
-  absl::Status extract(const std::vector<std::string>& keys, std::vector<std::string>* values) {
+  absl::Status extract(const std::vector<std::string>& keys, std::vector<std::string>* values,
+                       std::vector<size_t>* lone_surrogates) {
     values->assign(keys.size(), std::string());
+    if (lone_surrogates != nullptr) lone_surrogates->assign(keys.size(), 0);
     std::vector<bool> found(keys.size(), false);
     skip_ws();
     if (!eat('{')) return error("expected '{' (each line must be one JSON object)");
@@ -67,7 +69,9 @@ class JsonScanner {
           if (peek() != '"') {
             return error(absl::StrCat("the value of key \"", key, "\" is not a string"));
           }
+          lone_column_ = 0;
           ANVIL_RETURN_IF_ERROR(parse_string(&(*values)[wanted]));
+          if (lone_surrogates != nullptr) (*lone_surrogates)[wanted] = lone_column_;
           found[wanted] = true;
         } else {
           ANVIL_RETURN_IF_ERROR(skip_value(0));
@@ -182,26 +186,31 @@ class JsonScanner {
           plain = '\t';
           break;
         case 'u': {
+          const size_t escape = pos_ - 2;  // the backslash
           uint32_t cp = 0;
           ANVIL_RETURN_IF_ERROR(parse_hex4(&cp));
+          bool lone = false;
           if (cp >= 0xD800 && cp <= 0xDBFF) {
             // A high surrogate combines with an immediately following \uDC00-\uDFFF.
             uint32_t lo = 0;
+            lone = true;
             if (pos_ + 6 <= s_.size() && s_[pos_] == '\\' && s_[pos_ + 1] == 'u') {
               const size_t save = pos_;
               pos_ += 2;
               ANVIL_RETURN_IF_ERROR(parse_hex4(&lo));
               if (lo >= 0xDC00 && lo <= 0xDFFF) {
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                lone = false;
               } else {
                 pos_ = save;  // not a pair: re-read that escape on its own
-                cp = 0xFFFD;
               }
-            } else {
-              cp = 0xFFFD;
             }
           } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            cp = 0xFFFD;  // lone low surrogate
+            lone = true;  // lone low surrogate
+          }
+          if (lone) {
+            cp = 0xFFFD;
+            if (lone_column_ == 0) lone_column_ = escape + 1;
           }
           if (out != nullptr) utf8::append(static_cast<char32_t>(cp), out);
           continue;
@@ -277,6 +286,7 @@ class JsonScanner {
 
   std::string_view s_;
   size_t pos_ = 0;
+  size_t lone_column_ = 0;  // 1-based column of the first lone surrogate in the value, or 0
 };
 
 // ------------------------------------------------------------------------------------------
@@ -387,7 +397,7 @@ class ChunkProcessor {
       ++r->blank_lines;
       return;
     }
-    const absl::Status parsed = extract_json_strings(line, opt_.json_keys, &values_);
+    const absl::Status parsed = extract_json_strings(line, opt_.json_keys, &values_, &lone_);
     if (!parsed.ok()) {
       if (!opt_.skip_bad_lines) {
         r->error = absl::InvalidArgumentError(
@@ -398,23 +408,31 @@ class ChunkProcessor {
       report(r, kBadLine, line_no, absl::StrCat("skipped: ", parsed.message()));
       return;
     }
-    for (size_t k = 0; k < values_.size(); ++k) add_document(k, line_no, values_[k], r);
+    for (size_t k = 0; k < values_.size(); ++k) add_document(k, line_no, values_[k], lone_[k], r);
     ++r->records;
   }
 
   void process_record(int64_t line_no, std::string* text, ChunkResult* r) {
-    add_document(0, line_no, *text, r);
+    add_document(0, line_no, *text, 0, r);
     ++r->records;
   }
 
   // Tokenizes one document of key k into r->keys[k], Megatron's Encoder.encode.
-  void add_document(size_t k, int64_t line_no, std::string_view text, ChunkResult* r) {
+  // lone_column: where a JSON \uXXXX escape held a lone surrogate (decoded as U+FFFD), or 0.
+  void add_document(size_t k, int64_t line_no, std::string_view text, size_t lone_column,
+                    ChunkResult* r) {
     const size_t bad = find_invalid_utf8(text);
     if (bad != std::string_view::npos) {
       ++r->invalid_utf8;
       report(r, kInvalidUtf8, line_no,
              absl::StrFormat("invalid UTF-8 in \"%s\" at byte %d (tokenized with U+FFFD)",
                              opt_.json_keys[k], bad));
+    } else if (lone_column > 0) {
+      ++r->invalid_utf8;
+      report(r, kInvalidUtf8, line_no,
+             absl::StrFormat("invalid UTF-8 in \"%s\": a lone surrogate escape at column %d "
+                             "(tokenized with U+FFFD)",
+                             opt_.json_keys[k], lone_column));
     }
     KeyOutput& out = r->keys[k];
     const size_t first_sequence = out.sequence_sizes.size();
@@ -454,6 +472,7 @@ class ChunkProcessor {
   const int32_t eod_;
   const std::string input_name_;  // in messages
   std::vector<std::string> values_;
+  std::vector<size_t> lone_;  // per key: column of a lone surrogate escape, or 0
   std::vector<std::string_view> sentences_;
 };
 
@@ -812,8 +831,9 @@ class TempFiles {
 }  // namespace
 
 absl::Status extract_json_strings(std::string_view line, const std::vector<std::string>& keys,
-                                  std::vector<std::string>* values) {
-  return JsonScanner(line).extract(keys, values);
+                                  std::vector<std::string>* values,
+                                  std::vector<size_t>* lone_surrogates) {
+  return JsonScanner(line).extract(keys, values, lone_surrogates);
 }
 
 size_t find_invalid_utf8(std::string_view text) {

@@ -23,8 +23,9 @@
 // accounted for: lines == records + blank_lines + bad_lines.
 //   - malformed JSON, a missing key, a non-string value: an error (InvalidArgument naming
 //     input:line:column) or, with skip_bad_lines, a skipped and counted line;
-//   - invalid UTF-8 in a text: tokenized anyway (the tokenizers replace invalid bytes like
-//     Python's errors='replace') and counted as a warning;
+//   - invalid UTF-8 in a text, or a lone surrogate \uXXXX escape in JSON: tokenized anyway (the
+//     tokenizers replace invalid bytes like Python's errors='replace', the escape becomes
+//     U+FFFD) and counted as a warning;
 //   - a document without tokens: skipped (as Megatron does) and counted as a warning.
 #pragma once
 
@@ -134,10 +135,12 @@ absl::StatusOr<MergeStats> merge_datasets(const std::vector<std::string>& inputs
 // Parses `line` as one JSON object (RFC 8259, plus Python's NaN/Infinity literals) and stores
 // the decoded string value of each top-level key in `keys` into (*values)[i] (the last one
 // wins for duplicate keys, as in Python). \uXXXX escapes become UTF-8, surrogate pairs are
-// combined and a lone surrogate becomes U+FFFD. Errors (InvalidArgument) name the 1-based
-// column: malformed JSON, a key that is missing or whose value is not a string.
+// combined and a lone surrogate becomes U+FFFD; (*lone_surrogates)[i], when given, is the
+// 1-based column of the first lone surrogate escape in value i, or 0. Errors (InvalidArgument)
+// name the 1-based column: malformed JSON, a key that is missing or whose value is not a string.
 absl::Status extract_json_strings(std::string_view line, const std::vector<std::string>& keys,
-                                  std::vector<std::string>* values);
+                                  std::vector<std::string>* values,
+                                  std::vector<size_t>* lone_surrogates = nullptr);
 
 // Byte offset of the first invalid UTF-8 sequence in `text` (Python's strict decoder: no
 // overlong forms, no surrogates, nothing above U+10FFFF), or npos when it is valid.

@@ -336,6 +336,31 @@ TEST(PreprocessCorpus, InvalidUtf8IsTokenizedAndReported) {
                                                                               "\xc3\xa9 ok"}));
 }
 
+TEST(PreprocessCorpus, LoneSurrogateEscapesAreReportedAsInvalidText) {
+  ScratchDir dir;
+  // Python's json.loads keeps a lone surrogate, which UTF-8 cannot encode: invalid text, like
+  // invalid UTF-8. A pair, and an escaped U+FFFD itself, are valid.
+  testing::write_file(dir.file("s.jsonl"),
+                      "{\"text\": \"pair \\ud83d\\ude00 and \\ufffd\"}\n"
+                      "{\"text\": \"lone \\ud800 high\"}\n"
+                      "{\"title\": \"t\", \"text\": \"x\\ude00\\ud83d\"}\n");
+  PreprocessOptions opt;
+  opt.input = dir.file("s.jsonl");
+  opt.output_prefix = dir.file("s");
+  const RunResult r = run(opt);
+  ASSERT_TRUE(r.stats.ok()) << r.stats.status();
+  EXPECT_EQ(r.stats->invalid_utf8, 2);
+  EXPECT_THAT(r.warnings,
+              ElementsAre(HasSubstr("s.jsonl:2: invalid UTF-8 in \"text\": a lone surrogate "
+                                    "escape at column 16 (tokenized with U+FFFD)"),
+                          HasSubstr("s.jsonl:3: invalid UTF-8 in \"text\": a lone surrogate "
+                                    "escape at column 26")));
+  std::vector<std::string> v;
+  std::vector<size_t> lone;
+  ASSERT_TRUE(extract_json_strings(R"({"a": "\ud800", "b": "ok"})", {"b", "a"}, &v, &lone).ok());
+  EXPECT_EQ(lone, (std::vector<size_t>{0, 8}));
+}
+
 TEST(PreprocessCorpus, SentenceLevelOutputFollowsMegatron) {
   ScratchDir dir;
   // '#' and '!' produce no tokens: the middle sentence of line 1 is dropped, line 2 is empty.
