@@ -2,15 +2,20 @@
 // tools/preprocess_data.py; the work is io/preprocess), or merges datasets
 // (tools/merge_preprocessed_data.py). Flags follow Megatron's; see kUsage.
 // Errors print one line "preprocess: <message>" and exit 1; warnings go to stderr, the summary
-// to stdout.
+// to stdout. SIGINT/SIGTERM only set a flag: the work stops, the temporaries are removed and
+// the exit status is 128 + the signal number.
 #include "io/preprocess.h"
 
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +33,9 @@ namespace {
 namespace io = anvil::io;
 using anvil::engine::format_bytes;
 using anvil::engine::format_duration;
+
+// --vocab-extra-ids: T5 uses 100; more than a million sentinels is a typo.
+constexpr int64_t kMaxVocabExtraIds = 1 << 20;
 
 constexpr char kUsage[] =
     "usage: preprocess --input FILE --output-prefix P --tokenizer-type T [options]\n"
@@ -52,15 +60,32 @@ constexpr char kUsage[] =
     "  --split-sentences       one sequence per sentence (rule-based English splitter, see\n"
     "                          io/sentence_splitter.h; Megatron uses NLTK punkt)\n"
     "  --keep-newlines         with --split-sentences: keep the whitespace after a sentence\n"
-    "  --workers N             tokenizing threads (default: the number of cores)\n"
+    "  --workers N             tokenizing threads, 1 to 1024 (default: the number of cores)\n"
     "  --stop-on-bad-lines     stop at the first malformed JSONL line (default)\n"
     "  --skip-bad-lines        skip malformed JSONL lines, count them in the summary\n"
     "  --max-reported N        report the first N problems of each kind (default 10)\n"
-    "  --chunk-kib N           KiB of input per unit of work (default 256)\n"
+    "  --chunk-kib N           KiB of input per unit of work, 1 to 1048576 (default 256)\n"
     "  --no-progress           no progress bar\n"
     "  --merge P1 P2 ...       concatenate datasets (same dtype) into --output-prefix\n"
     "                          (alias: --datasets, as merge_preprocessed_data.py)\n"
-    "Accepted for Megatron compatibility: --dataset-impl mmap, --lang english, --log-interval N.\n";
+    "Accepted for Megatron compatibility: --dataset-impl mmap, --lang english, --log-interval N.\n"
+    "SIGINT/SIGTERM stop the run and remove its temporaries (exit status 128 + the signal);\n"
+    "temporaries that a killed run left for the same outputs are removed at the next run.\n";
+
+// The SIGINT/SIGTERM received, or 0; polled through PreprocessCallbacks::cancelled.
+std::atomic<int> g_signal{0};
+extern "C" void on_signal(int sig) { g_signal.store(sig); }
+static_assert(std::atomic<int>::is_always_lock_free, "a signal handler may only use lock-free");
+
+bool interrupted() { return g_signal.load() != 0; }
+
+// The exit status after an interruption, with the message (temporaries are already removed).
+int interrupted_exit() {
+  const int sig = g_signal.load();
+  std::fprintf(stderr, "preprocess: interrupted by %s; the unfinished outputs were removed\n",
+               sig == SIGINT ? "SIGINT" : "SIGTERM");
+  return 128 + sig;
+}
 
 // CPU seconds used by the whole process so far (all threads, user + system).
 double cpu_seconds() {
@@ -97,8 +122,15 @@ std::string canonical_tokenizer_type(const std::string& t) {
 
 int run_merge(const std::vector<std::string>& inputs, const std::string& output_prefix) {
   anvil::engine::Timer timer;
-  auto merged = io::merge_datasets(inputs, output_prefix);
-  if (!merged.ok()) return fail(std::string(merged.status().message()));
+  auto merged = io::merge_datasets(inputs, output_prefix, interrupted);
+  if (!merged.ok()) {
+    if (absl::IsCancelled(merged.status()) && interrupted()) return interrupted_exit();
+    return fail(std::string(merged.status().message()));
+  }
+  for (const std::string& r : merged->removed_temporaries) {
+    std::fprintf(stderr, "preprocess: warning: removed %s, left by an interrupted run\n",
+                 r.c_str());
+  }
   std::printf(
       "preprocess: merged %zu datasets into %s.{bin,idx}: %lld documents, %lld "
       "sequences, %s (%s) in %s\n",
@@ -110,8 +142,14 @@ int run_merge(const std::vector<std::string>& inputs, const std::string& output_
 }
 
 int run(int argc, char** argv) {
+  struct sigaction action = {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
   io::PreprocessOptions opt;
-  opt.workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  opt.workers = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1,
+                           io::kMaxPreprocessWorkers);
   io::TokenizerOptions tok;
   bool progress_enabled = true;
   std::vector<std::string> merge_inputs;
@@ -147,11 +185,18 @@ int run(int argc, char** argv) {
       }
       return !out->empty();
     };
-    auto int_value = [&](int* out, int min) -> bool {
-      std::string v;
-      return value(&v) && absl::SimpleAtoi(v, out) && *out >= min;
-    };
     auto missing = [&]() { return fail(absl::StrFormat("%s needs a value (see --help)", flag)); };
+    // An integer flag in [min, max]: 0, or the exit status of a message naming the flag, the
+    // value and the range.
+    auto int_flag = [&](int64_t* out, int64_t min, int64_t max) -> int {
+      std::string v;
+      if (!value(&v)) return missing();
+      if (!absl::SimpleAtoi(v, out) || *out < min || *out > max) {
+        return fail(absl::StrFormat("%s: '%s' is not an integer in [%d, %d]", flag, v, min, max));
+      }
+      return 0;
+    };
+    int64_t number = 0;
     if (flag == "--help" || flag == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -182,7 +227,8 @@ int run(int argc, char** argv) {
     } else if (flag == "--merge-file") {
       if (!value(&tok.merge_file)) return missing();
     } else if (flag == "--vocab-extra-ids") {
-      if (!int_value(&tok.vocab_extra_ids, 0)) return missing();
+      if (int rc = int_flag(&number, 0, kMaxVocabExtraIds)) return rc;
+      tok.vocab_extra_ids = static_cast<int>(number);
     } else if (flag == "--append-eod" && !has_inline) {
       opt.append_eod = true;
     } else if (flag == "--split-sentences" && !has_inline) {
@@ -190,17 +236,18 @@ int run(int argc, char** argv) {
     } else if (flag == "--keep-newlines" && !has_inline) {
       opt.keep_newlines = true;
     } else if (flag == "--workers") {
-      if (!int_value(&opt.workers, 1)) return fail("--workers needs a number >= 1");
+      if (int rc = int_flag(&number, 1, io::kMaxPreprocessWorkers)) return rc;
+      opt.workers = static_cast<int>(number);
     } else if (flag == "--skip-bad-lines" && !has_inline) {
       opt.skip_bad_lines = true;
     } else if (flag == "--stop-on-bad-lines" && !has_inline) {
       opt.skip_bad_lines = false;
     } else if (flag == "--max-reported") {
-      if (!int_value(&opt.max_reported, 0)) return fail("--max-reported needs a number >= 0");
+      if (int rc = int_flag(&number, 0, std::numeric_limits<int>::max())) return rc;
+      opt.max_reported = static_cast<int>(number);
     } else if (flag == "--chunk-kib") {
-      int kib = 0;
-      if (!int_value(&kib, 1)) return fail("--chunk-kib needs a number >= 1");
-      opt.chunk_bytes = static_cast<size_t>(kib) << 10;
+      if (int rc = int_flag(&number, 1, io::kMaxChunkBytes >> 10)) return rc;
+      opt.chunk_bytes = static_cast<size_t>(number) << 10;
     } else if (flag == "--no-progress" && !has_inline) {
       progress_enabled = false;
     } else if (flag == "--merge" || flag == "--datasets") {
@@ -250,6 +297,7 @@ int run(int argc, char** argv) {
   const bool live_bar = progress_enabled && isatty(2);
   bool drawn = false;
   io::PreprocessCallbacks callbacks;
+  callbacks.cancelled = interrupted;
   callbacks.progress = [&](uint64_t bytes, uint64_t docs) {
     bar.update(bytes, docs);
     drawn = true;
@@ -264,6 +312,7 @@ int run(int argc, char** argv) {
   const double cpu = cpu_seconds() - cpu_before;
   if (!stats_or.ok()) {
     if (live_bar && drawn) std::fputs("\r\x1b[K", stderr);
+    if (absl::IsCancelled(stats_or.status()) && interrupted()) return interrupted_exit();
     std::string message(stats_or.status().message());
     // A malformed line ("input:LINE: ..."): say how to get past it.
     const std::string name = opt.input == "-" ? "<stdin>" : opt.input;

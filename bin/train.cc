@@ -447,6 +447,10 @@ int run(int argc, char** argv) {
   auto corpus =
       anvil::io::GptCorpus::open(to_io(cfg.data.sources), cfg.data.weighted, cfg.data.split);
   if (!corpus.ok()) return fatal(corpus.status());
+  // Ids outside the vocabulary would fail (CHECK) only when their sample is reached.
+  if (absl::Status s = corpus->check_token_ids(cfg.model.vocab_size, cfg.data.cache_dir); !s.ok()) {
+    return fatal(s);
+  }
   anvil::io::GptDatasetOptions iopt;
   iopt.seq_len = T;
   iopt.seed = static_cast<uint32_t>(cfg.data.seed);
@@ -473,6 +477,9 @@ int run(int argc, char** argv) {
       auto vc =
           anvil::io::GptCorpus::open(to_io(cfg.data.valid_sources), cfg.data.valid_weighted, "1");
       if (!vc.ok()) return fatal(vc.status());
+      if (absl::Status s = vc->check_token_ids(cfg.model.vocab_size, cfg.data.cache_dir); !s.ok()) {
+        return fatal(s);
+      }
       anvil::io::GptDatasetOptions vopt = iopt;
       vopt.name = "valid";
       auto v = vc->build_whole(want[1], vopt);

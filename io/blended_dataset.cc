@@ -188,6 +188,14 @@ absl::StatusOr<GptCorpus> GptCorpus::open(const std::vector<GptDataSource>& sour
   return c;
 }
 
+absl::Status GptCorpus::check_token_ids(int64_t vocab_size, const std::string& cache_dir) const {
+  for (size_t k = 0; k < data_.size(); ++k) {
+    ANVIL_RETURN_IF_ERROR(
+        data_[k]->check_token_ids(vocab_size, token_ids_cache_path(sources_[k].prefix, cache_dir)));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<GptSamples>> GptCorpus::build(
     const std::vector<std::pair<int64_t, int64_t>>& ranges, int64_t num_samples,
     const GptDatasetOptions& opt) const {

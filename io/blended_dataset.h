@@ -102,6 +102,11 @@ class GptCorpus {
   // Sequences [begin, end) of split s (0 train, 1 valid, 2 test) in source k.
   std::pair<int64_t, int64_t> range(size_t k, int split) const { return ranges_[k][split]; }
 
+  // Every source's token ids are in [0, vocab_size): IndexedDataset::check_token_ids, whose
+  // error names the file and the document. One pass over each .bin, whose result is cached
+  // (token_ids_cache_path: next to the data, or in cache_dir when not empty).
+  absl::Status check_token_ids(int64_t vocab_size, const std::string& cache_dir) const;
+
   // Split s with num_samples samples, as Megatron's build_train_valid_test_datasets (opt.name is
   // set to the split's name; opt.num_samples per source). FailedPrecondition naming the source
   // when the split is empty or too small there.

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/status.h"
 #include "io/numpy_random.h"
+#include "io/temp_files.h"
 
 namespace anvil::io {
 namespace {
@@ -263,6 +264,11 @@ std::string gpt_index_file_prefix(const std::string& data_prefix, const GptDatas
                       opt.num_samples, "ns_", opt.seq_len, "sl_", opt.seed, "s");
 }
 
+std::string token_ids_cache_path(const std::string& data_prefix, const std::string& cache_dir) {
+  return absl::StrCat(cache_dir.empty() ? dirname_of(data_prefix) : cache_dir, "/",
+                      basename_of(data_prefix), "_token_ids.txt");
+}
+
 absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::create(
     std::shared_ptr<const IndexedDataset> data, const std::string& data_prefix, int64_t seq_begin,
     int64_t seq_end, const GptDatasetOptions& opt) {
@@ -327,9 +333,27 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::create(
             absl::StrCat("cannot create ", opt.cache_dir, ": ", ec.message()));
       }
     }
-    if (w.ok()) w = ix.doc_idx.save(doc_path);
-    if (w.ok()) w = ix.sample_idx.save(sample_path);
-    if (w.ok()) w = ix.shuffle_idx.save(shuffle_path);
+    {
+      // SIGINT/SIGTERM/SIGHUP while the files are written take effect after the temporaries
+      // are renamed or removed (a SIGKILL leaves them to the next build, below).
+      const DeferredSignals defer;
+      // Temporaries of an index build that was killed while saving: removed, and said so.
+      for (const std::string& path : {doc_path, sample_path, shuffle_path}) {
+        if (!w.ok()) break;
+        auto removed = remove_stale_temps(path);
+        if (!removed.ok()) {
+          w = removed.status();
+          break;
+        }
+        for (const std::string& r : *removed) {
+          engine::log_warning(opt.log, absl::StrCat(opt.name, ": removed ", r,
+                                                    ", left by an interrupted index build"));
+        }
+      }
+      if (w.ok()) w = ix.doc_idx.save(doc_path);
+      if (w.ok()) w = ix.sample_idx.save(sample_path);
+      if (w.ok()) w = ix.shuffle_idx.save(shuffle_path);
+    }
     if (w.ok()) {
       where = absl::StrCat("cached as ", ds->file_prefix_, "_*.npy");
       // Serve from the page cache (mmap) rather than the heap; identical by construction.

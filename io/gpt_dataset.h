@@ -81,6 +81,10 @@ struct GptDatasetOptions {
 // are this + "_doc_idx.npy", "_sample_idx.npy", "_shuffle_idx.npy".
 std::string gpt_index_file_prefix(const std::string& data_prefix, const GptDatasetOptions& opt);
 
+// "{cache_dir or dir(prefix)}/{basename(prefix)}_token_ids.txt": the cached token id range of
+// a dataset (IndexedDataset::token_id_range).
+std::string token_ids_cache_path(const std::string& data_prefix, const std::string& cache_dir);
+
 class GptDataset {
  public:
   // Loads or builds (and caches) the index of sequences [seq_begin, seq_end) of `data`, whose

@@ -12,8 +12,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <utility>
 
@@ -21,6 +23,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/status.h"
+#include "io/sigbus_guard.h"
+#include "io/temp_files.h"
 
 // The format is little-endian and we memcpy arrays straight out of the file.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "anvil assumes a little-endian host");
@@ -43,13 +47,15 @@ absl::Status file_error(const std::string& path, const char* action, int err) {
   return absl::InternalError(msg);
 }
 
-// A read-only mapping of a whole file; an empty file maps to {nullptr, 0}.
+// A read-only mapping of a whole file; an empty file maps to {nullptr, 0}. fd is the open
+// descriptor when map_file was asked to keep it, else -1.
 struct Mapping {
   const uint8_t* data = nullptr;
   size_t bytes = 0;
+  int fd = -1;
 };
 
-absl::StatusOr<Mapping> map_file(const std::string& path) {
+absl::StatusOr<Mapping> map_file(const std::string& path, bool keep_fd = false) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return file_error(path, "open", errno);
   struct stat st;
@@ -73,7 +79,11 @@ absl::StatusOr<Mapping> map_file(const std::string& path) {
     }
     m.data = static_cast<const uint8_t*>(p);
   }
-  ::close(fd);  // the mapping stays valid without the descriptor
+  if (keep_fd) {
+    m.fd = fd;
+  } else {
+    ::close(fd);  // the mapping stays valid without the descriptor
+  }
   return m;
 }
 
@@ -273,9 +283,12 @@ absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::open(const std::
   unmap(idx);
   ANVIL_RETURN_IF_ERROR(parsed);
 
-  ANVIL_ASSIGN_OR_RETURN(const Mapping bin, map_file(bin_path));
+  ANVIL_ASSIGN_OR_RETURN(const Mapping bin, map_file(bin_path, /*keep_fd=*/true));
+  ds->bin_path_ = bin_path;
+  ds->bin_fd_ = bin.fd;
   ds->bin_ = bin.data;
   ds->bin_bytes_ = bin.bytes;
+  register_mapping(bin.data, bin.bytes, bin_path);
   const int64_t n = ds->num_sequences();
   if (n > 0) {
     // Pointers are consistent (checked above), so the last sequence bounds them all.
@@ -290,7 +303,11 @@ absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::open(const std::
   return ds;
 }
 
-IndexedDataset::~IndexedDataset() { unmap(Mapping{bin_, bin_bytes_}); }
+IndexedDataset::~IndexedDataset() {
+  unregister_mapping(bin_);
+  unmap(Mapping{bin_, bin_bytes_});
+  if (bin_fd_ >= 0) ::close(bin_fd_);
+}
 
 int64_t IndexedDataset::total_tokens() const { return total_tokens_; }
 
@@ -302,6 +319,16 @@ void IndexedDataset::read(int64_t seq, int64_t offset, int64_t count, int32_t* o
                                   sizes_[seq]));
   if (count == 0) return;
   const int64_t item = static_cast<int64_t>(token_dtype_size(dtype_));
+  // A .bin truncated since open() would fault (SIGBUS) on the pages past its new end.
+  const int64_t end = pointers_[seq] + (offset + count) * item;
+  struct stat st;
+  const bool stat_ok = ::fstat(bin_fd_, &st) == 0;
+  ANVIL_CHECK_MSG(stat_ok && st.st_size >= end,
+                  stat_ok ? absl::StrFormat("%s: the file shrank to %d bytes after it was opened "
+                                            "(truncated or rewritten while in use); sequence %d "
+                                            "needs bytes up to %d",
+                                            bin_path_, static_cast<int64_t>(st.st_size), seq, end)
+                          : absl::StrCat(bin_path_, ": cannot stat: ", errno_text(errno)));
   const uint8_t* src = bin_ + pointers_[seq] + offset * item;
   switch (dtype_) {
     case TokenDType::kU8:
@@ -329,6 +356,129 @@ void IndexedDataset::read(int64_t seq, int64_t offset, int64_t count, int32_t* o
       widen<float>(src, count, out);
       break;
   }
+}
+
+namespace {
+
+// A token as an id; floats (never fractional in practice) truncate as read() does, and NaN or
+// huge ones become INT64_MIN, outside every vocabulary.
+template <typename T>
+int64_t as_id(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::fabs(v) < static_cast<T>(1e18) ? static_cast<int64_t>(v)
+                                               : std::numeric_limits<int64_t>::min();
+  } else {
+    return static_cast<int64_t>(v);
+  }
+}
+
+// Calls f(T{}) with the C++ type of the token dtype.
+template <typename F>
+void with_token_type(TokenDType t, F&& f) {
+  switch (t) {
+    case TokenDType::kU8:
+      return f(uint8_t{});
+    case TokenDType::kI8:
+      return f(int8_t{});
+    case TokenDType::kI16:
+      return f(int16_t{});
+    case TokenDType::kU16:
+      return f(uint16_t{});
+    case TokenDType::kI32:
+      return f(int32_t{});
+    case TokenDType::kI64:
+      return f(int64_t{});
+    case TokenDType::kF64:
+      return f(double{});
+    case TokenDType::kF32:
+      return f(float{});
+  }
+}
+
+// The token id cache file: "min max bin_bytes bin_mtime_ns idx_bytes idx_mtime_ns".
+std::string file_key(const struct stat& bin, const struct stat& idx) {
+  return absl::StrCat(bin.st_size, " ", bin.st_mtim.tv_sec * 1000000000LL + bin.st_mtim.tv_nsec,
+                      " ", idx.st_size, " ",
+                      idx.st_mtim.tv_sec * 1000000000LL + idx.st_mtim.tv_nsec);
+}
+
+}  // namespace
+
+TokenIdRange IndexedDataset::token_id_range(const std::string& cache_path) const {
+  // The cache is valid while the .bin and the .idx keep their sizes and modification times.
+  std::string key;
+  struct stat bin, idx;
+  const std::string idx_path = bin_path_.substr(0, bin_path_.size() - 4) + ".idx";
+  if (!cache_path.empty() && ::fstat(bin_fd_, &bin) == 0 && ::stat(idx_path.c_str(), &idx) == 0) {
+    key = file_key(bin, idx);
+    std::ifstream in(cache_path);
+    TokenIdRange cached;
+    std::string rest;
+    if (in >> cached.min >> cached.max && std::getline(in, rest) && rest == " " + key) {
+      return cached;
+    }
+  }
+  TokenIdRange r{std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()};
+  if (num_sequences() > 0) {
+    // Sequences are contiguous (checked at open): one pass over their bytes.
+    const uint8_t* begin = bin_ + pointers_[0];
+    const int64_t count = total_tokens_;
+    with_token_type(dtype_, [&](auto tag) {
+      using T = decltype(tag);
+      for (int64_t i = 0; i < count; ++i) {
+        const int64_t id = as_id(load<T>(begin + i * static_cast<int64_t>(sizeof(T))));
+        r.min = std::min(r.min, id);
+        r.max = std::max(r.max, id);
+      }
+    });
+  }
+  if (r.min > r.max) r = TokenIdRange{};
+  if (!key.empty()) {
+    // Best effort (the directory may be read-only): written whole, then renamed into place.
+    const std::string tmp = temp_path(cache_path);
+    std::ofstream out(tmp, std::ios::trunc);
+    out << r.min << " " << r.max << " " << key << "\n";
+    out.close();
+    if (!out || std::rename(tmp.c_str(), cache_path.c_str()) != 0) std::remove(tmp.c_str());
+  }
+  return r;
+}
+
+absl::Status IndexedDataset::check_token_ids(int64_t vocab_size,
+                                             const std::string& cache_path) const {
+  if ((dtype_ == TokenDType::kU8 && vocab_size >= 256) ||
+      (dtype_ == TokenDType::kU16 && vocab_size >= 65536)) {
+    return absl::OkStatus();  // every id the dtype can hold is in the vocabulary
+  }
+  const TokenIdRange range = token_id_range(cache_path);
+  if (range.min >= 0 && range.max < vocab_size) return absl::OkStatus();
+  // Some id is outside: a second pass finds the first one, for the message.
+  const int64_t item = static_cast<int64_t>(token_dtype_size(dtype_));
+  for (int64_t d = 0; d < num_documents(); ++d) {
+    for (int64_t q = doc_idx_[d]; q < doc_idx_[d + 1]; ++q) {
+      int64_t at = -1, value = 0;
+      with_token_type(dtype_, [&](auto tag) {
+        using T = decltype(tag);
+        for (int64_t i = 0; i < sizes_[q] && at < 0; ++i) {
+          const int64_t id = as_id(load<T>(bin_ + pointers_[q] + i * item));
+          if (id < 0 || id >= vocab_size) {
+            at = i;
+            value = id;
+          }
+        }
+      });
+      if (at >= 0) {
+        const bool wide = value < std::numeric_limits<int32_t>::min() ||
+                          value > std::numeric_limits<int32_t>::max();
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: document %d (sequence %d, token %d, byte %d) holds token id %d, outside [0, "
+            "%d) (the vocabulary size)%s",
+            bin_path_, d, q, at, pointers_[q] + at * item, value, vocab_size,
+            wide ? "; it does not even fit int32" : ""));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 // ------------------------------------------------------------------------------------------
@@ -408,10 +558,9 @@ absl::StatusOr<std::unique_ptr<IndexedDatasetWriter>> IndexedDatasetWriter::crea
   im.item = token_dtype_size(dtype);
   im.bin_path = prefix + ".bin";
   im.idx_path = prefix + ".idx";
-  // The pid keeps two writers of the same prefix from clobbering each other's temporaries.
-  const std::string tmp = absl::StrCat(".tmp.", ::getpid());
-  im.bin_tmp = im.bin_path + tmp;
-  im.idx_tmp = im.idx_path + tmp;
+  // Host and pid keep two writers of the same prefix from clobbering each other's temporaries.
+  im.bin_tmp = temp_path(im.bin_path);
+  im.idx_tmp = temp_path(im.idx_path);
   im.bin = std::fopen(im.bin_tmp.c_str(), "wb");
   if (im.bin == nullptr) return file_error(im.bin_tmp, "create", errno);
   std::setvbuf(im.bin, nullptr, _IOFBF, 1 << 20);

@@ -4,7 +4,11 @@
 //         | i32 sizes[N] | i64 pointers[N] (byte offsets into .bin) | i64 doc_idx[D]
 //   doc_idx[0] = 0, doc_idx[D-1] = N; document d = sequences [doc_idx[d], doc_idx[d+1]).
 // The reader memory-maps both files and validates the index against the .bin size, so a
-// truncated or corrupt file is an error naming the file and the field, never garbage.
+// truncated or corrupt file is an error naming the file and the field, never garbage. A .bin
+// truncated later, while it is read, stops the process with a message naming the file (a size
+// check per read, and io/sigbus_guard.h for what slips between the check and the access).
+// Token ids are checked against a vocabulary by check_token_ids (one pass over the .bin, whose
+// result can be cached).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
@@ -33,6 +38,12 @@ enum class TokenDType : uint8_t {
 TokenDType token_dtype_for_vocab(int64_t vocab_size);
 size_t token_dtype_size(TokenDType t);
 
+// Smallest and largest token id of a dataset; {0, -1} when it has no tokens.
+struct TokenIdRange {
+  int64_t min = 0;
+  int64_t max = -1;
+};
+
 class IndexedDataset {
  public:
   // Opens prefix.idx and prefix.bin. NotFound / DataLoss / InvalidArgument name the file and
@@ -51,11 +62,25 @@ class IndexedDataset {
   const std::vector<int64_t>& doc_idx() const { return doc_idx_; }
   int64_t total_tokens() const;
 
-  // Tokens [offset, offset + count) of sequence `seq`, widened to i32 (CHECKs bounds).
+  // Tokens [offset, offset + count) of sequence `seq`, widened to i32 (CHECKs bounds, and that
+  // the .bin still holds them: one fstat).
   void read(int64_t seq, int64_t offset, int64_t count, int32_t* out) const;
+
+  // The smallest and largest token id: one pass over the .bin. With a cache_path, the result
+  // is kept in that small text file (best effort) and read back while the .bin and .idx keep
+  // their sizes and modification times.
+  TokenIdRange token_id_range(const std::string& cache_path = "") const;
+
+  // InvalidArgument naming the .bin, the document, sequence and position of the first token id
+  // outside [0, vocab_size) (negative ids, and int64 ids that do not fit int32, included), from
+  // token_id_range(cache_path) (a second pass only to locate a bad id); nothing is read when
+  // the dtype cannot hold such an id (uint16 with vocab_size >= 65536).
+  absl::Status check_token_ids(int64_t vocab_size, const std::string& cache_path = "") const;
 
  private:
   IndexedDataset() = default;
+  std::string bin_path_;
+  int bin_fd_ = -1;  // kept open for the size check in read()
   TokenDType dtype_ = TokenDType::kU16;
   std::vector<int32_t> sizes_;
   std::vector<int64_t> pointers_;

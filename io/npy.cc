@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "engine/status.h"
+#include "io/temp_files.h"
 
 namespace anvil::io {
 namespace {
@@ -136,7 +137,7 @@ absl::Status write_npy(const std::string& path, NpyDType dtype, const std::vecto
   pre.push_back(static_cast<char>(header.size() >> 8));
 
   static std::atomic<uint64_t> counter{0};
-  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid(), ".", counter++);
+  const std::string tmp = absl::StrCat(temp_path(path), ".", counter++);
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (f == nullptr) {
     return absl::PermissionDeniedError(

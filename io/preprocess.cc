@@ -4,11 +4,14 @@
 #include "io/preprocess.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +19,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <system_error>
 #include <thread>
 
 #include "absl/strings/ascii.h"
@@ -25,6 +30,7 @@
 #include "engine/log.h"
 #include "engine/status.h"
 #include "io/sentence_splitter.h"
+#include "io/temp_files.h"
 #include "io/tokenizers/utf8.h"
 
 namespace anvil::io {
@@ -38,8 +44,10 @@ class JsonScanner {
  public:
   explicit JsonScanner(std::string_view s) : s_(s) {}
 
-  absl::Status extract(const std::vector<std::string>& keys, std::vector<std::string>* values) {
+  absl::Status extract(const std::vector<std::string>& keys, std::vector<std::string>* values,
+                       std::vector<size_t>* lone_surrogates) {
     values->assign(keys.size(), std::string());
+    if (lone_surrogates != nullptr) lone_surrogates->assign(keys.size(), 0);
     std::vector<bool> found(keys.size(), false);
     skip_ws();
     if (!eat('{')) return error("expected '{' (each line must be one JSON object)");
@@ -61,7 +69,9 @@ class JsonScanner {
           if (peek() != '"') {
             return error(absl::StrCat("the value of key \"", key, "\" is not a string"));
           }
+          lone_column_ = 0;
           ANVIL_RETURN_IF_ERROR(parse_string(&(*values)[wanted]));
+          if (lone_surrogates != nullptr) (*lone_surrogates)[wanted] = lone_column_;
           found[wanted] = true;
         } else {
           ANVIL_RETURN_IF_ERROR(skip_value(0));
@@ -176,26 +186,31 @@ class JsonScanner {
           plain = '\t';
           break;
         case 'u': {
+          const size_t escape = pos_ - 2;  // the backslash
           uint32_t cp = 0;
           ANVIL_RETURN_IF_ERROR(parse_hex4(&cp));
+          bool lone = false;
           if (cp >= 0xD800 && cp <= 0xDBFF) {
             // A high surrogate combines with an immediately following \uDC00-\uDFFF.
             uint32_t lo = 0;
+            lone = true;
             if (pos_ + 6 <= s_.size() && s_[pos_] == '\\' && s_[pos_ + 1] == 'u') {
               const size_t save = pos_;
               pos_ += 2;
               ANVIL_RETURN_IF_ERROR(parse_hex4(&lo));
               if (lo >= 0xDC00 && lo <= 0xDFFF) {
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                lone = false;
               } else {
                 pos_ = save;  // not a pair: re-read that escape on its own
-                cp = 0xFFFD;
               }
-            } else {
-              cp = 0xFFFD;
             }
           } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            cp = 0xFFFD;  // lone low surrogate
+            lone = true;  // lone low surrogate
+          }
+          if (lone) {
+            cp = 0xFFFD;
+            if (lone_column_ == 0) lone_column_ = escape + 1;
           }
           if (out != nullptr) utf8::append(static_cast<char32_t>(cp), out);
           continue;
@@ -271,6 +286,7 @@ class JsonScanner {
 
   std::string_view s_;
   size_t pos_ = 0;
+  size_t lone_column_ = 0;  // 1-based column of the first lone surrogate in the value, or 0
 };
 
 // ------------------------------------------------------------------------------------------
@@ -381,7 +397,7 @@ class ChunkProcessor {
       ++r->blank_lines;
       return;
     }
-    const absl::Status parsed = extract_json_strings(line, opt_.json_keys, &values_);
+    const absl::Status parsed = extract_json_strings(line, opt_.json_keys, &values_, &lone_);
     if (!parsed.ok()) {
       if (!opt_.skip_bad_lines) {
         r->error = absl::InvalidArgumentError(
@@ -392,23 +408,31 @@ class ChunkProcessor {
       report(r, kBadLine, line_no, absl::StrCat("skipped: ", parsed.message()));
       return;
     }
-    for (size_t k = 0; k < values_.size(); ++k) add_document(k, line_no, values_[k], r);
+    for (size_t k = 0; k < values_.size(); ++k) add_document(k, line_no, values_[k], lone_[k], r);
     ++r->records;
   }
 
   void process_record(int64_t line_no, std::string* text, ChunkResult* r) {
-    add_document(0, line_no, *text, r);
+    add_document(0, line_no, *text, 0, r);
     ++r->records;
   }
 
   // Tokenizes one document of key k into r->keys[k], Megatron's Encoder.encode.
-  void add_document(size_t k, int64_t line_no, std::string_view text, ChunkResult* r) {
+  // lone_column: where a JSON \uXXXX escape held a lone surrogate (decoded as U+FFFD), or 0.
+  void add_document(size_t k, int64_t line_no, std::string_view text, size_t lone_column,
+                    ChunkResult* r) {
     const size_t bad = find_invalid_utf8(text);
     if (bad != std::string_view::npos) {
       ++r->invalid_utf8;
       report(r, kInvalidUtf8, line_no,
              absl::StrFormat("invalid UTF-8 in \"%s\" at byte %d (tokenized with U+FFFD)",
                              opt_.json_keys[k], bad));
+    } else if (lone_column > 0) {
+      ++r->invalid_utf8;
+      report(r, kInvalidUtf8, line_no,
+             absl::StrFormat("invalid UTF-8 in \"%s\": a lone surrogate escape at column %d "
+                             "(tokenized with U+FFFD)",
+                             opt_.json_keys[k], lone_column));
     }
     KeyOutput& out = r->keys[k];
     const size_t first_sequence = out.sequence_sizes.size();
@@ -448,6 +472,7 @@ class ChunkProcessor {
   const int32_t eod_;
   const std::string input_name_;  // in messages
   std::vector<std::string> values_;
+  std::vector<size_t> lone_;  // per key: column of a lone surrogate escape, or 0
   std::vector<std::string_view> sentences_;
 };
 
@@ -455,8 +480,9 @@ class ChunkProcessor {
 // (text: after a blank line) boundary.
 class ChunkReader {
  public:
-  ChunkReader(CorpusFormat format, size_t chunk_bytes)
-      : format_(format), chunk_bytes_(std::max<size_t>(chunk_bytes, 1)) {}
+  // `stop`: polled while waiting for input (from the reader thread); true ends the input.
+  ChunkReader(CorpusFormat format, size_t chunk_bytes, std::function<bool()> stop)
+      : format_(format), chunk_bytes_(std::max<size_t>(chunk_bytes, 1)), stop_(std::move(stop)) {}
   ~ChunkReader() {
     if (fd_ > 0) ::close(fd_);
   }
@@ -474,6 +500,8 @@ class ChunkReader {
       return err == ENOENT ? absl::NotFoundError(msg) : absl::InvalidArgumentError(msg);
     }
     ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+    struct stat st;
+    if (::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode)) opened_ = st;
     return absl::OkStatus();
   }
 
@@ -506,6 +534,13 @@ class ChunkReader {
   bool fill(size_t want) {
     const size_t old = pending_.size();
     const size_t room = std::max<size_t>(want - std::min(want, old), 1 << 16);
+    // Wait for input in steps of 100 ms, so that a stop is seen while a pipe is idle (a regular
+    // file is always ready).
+    while (true) {
+      if (stop_()) return false;
+      struct pollfd ready = {fd_, POLLIN, 0};
+      if (::poll(&ready, 1, 100) != 0) break;
+    }
     pending_.resize(old + room);
     ssize_t got;
     do {
@@ -517,11 +552,31 @@ class ChunkReader {
       return false;
     }
     pending_.resize(old + static_cast<size_t>(got));
+    read_bytes_ += static_cast<uint64_t>(got);
     if (got == 0) {
       eof_ = true;
+      if (!check_unchanged()) return false;
       if (pending_.empty()) return false;
     }
     return true;
+  }
+
+  // At the end of a regular file: false (and status_) when it was truncated, appended to or
+  // rewritten while it was read, since the output would then match neither version.
+  bool check_unchanged() {
+    struct stat now;
+    if (!opened_ || ::fstat(fd_, &now) != 0) return true;
+    const struct stat& then = *opened_;
+    if (now.st_size == then.st_size && read_bytes_ == static_cast<uint64_t>(then.st_size) &&
+        now.st_mtim.tv_sec == then.st_mtim.tv_sec && now.st_mtim.tv_nsec == then.st_mtim.tv_nsec) {
+      return true;
+    }
+    status_ = absl::DataLossError(absl::StrFormat(
+        "%s changed while it was read (%d bytes when opened, %d now, %d read): the output would "
+        "match neither version; preprocess a file that is not being written",
+        path_, static_cast<int64_t>(then.st_size), static_cast<int64_t>(now.st_size), read_bytes_));
+    pending_.clear();
+    return false;
   }
 
   // Length of the longest prefix of pending_ that ends at a cut point, 0 when there is none.
@@ -541,8 +596,11 @@ class ChunkReader {
 
   const CorpusFormat format_;
   const size_t chunk_bytes_;
+  const std::function<bool()> stop_;
   std::string path_;
   int fd_ = -1;
+  std::optional<struct stat> opened_;  // a regular file's size and mtime when opened
+  uint64_t read_bytes_ = 0;
   bool eof_ = false;
   std::string pending_;
   int64_t index_ = 0;
@@ -553,27 +611,42 @@ class ChunkReader {
 // The reader thread, the worker threads and the in-order hand-off to the calling thread.
 class Pipeline {
  public:
-  Pipeline(const PreprocessOptions& options, CorpusFormat format, const Tokenizer& tokenizer)
+  Pipeline(const PreprocessOptions& options, CorpusFormat format, const Tokenizer& tokenizer,
+           const std::function<bool()>& cancelled)
       : opt_(options),
         format_(format),
         tokenizer_(tokenizer),
-        reader_(format, options.chunk_bytes),
+        cancelled_(cancelled),
+        reader_(format, options.chunk_bytes, [this] { return stopping_.load() || is_cancelled(); }),
         max_in_flight_(2 * options.workers + 2) {}
 
   ~Pipeline() { stop(); }
 
   absl::Status start() {
     ANVIL_RETURN_IF_ERROR(reader_.open(opt_.input));
-    threads_.emplace_back([this] { read_loop(); });
-    for (int w = 0; w < opt_.workers; ++w) threads_.emplace_back([this] { work_loop(); });
+    // std::thread throws when the system refuses a thread (process limit, memory for the
+    // stacks): a Status, after joining the threads already started.
+    try {
+      threads_.emplace_back([this] { read_loop(); });
+      for (int w = 0; w < opt_.workers; ++w) threads_.emplace_back([this] { work_loop(); });
+    } catch (const std::system_error& e) {
+      const size_t started = threads_.size();
+      stop();
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "cannot start the reader and %d worker threads (%d started): %s; use fewer --workers",
+          opt_.workers, started, e.what()));
+    }
     return absl::OkStatus();
   }
 
-  // The next result in input order; false at the end (check read_status()).
+  // The next result in input order; false at the end (check read_status()) or once
+  // cancelled() (checked every 100 ms while waiting).
   bool next(ChunkResult* result) {
     std::unique_lock<std::mutex> lock(mu_);
-    result_cv_.wait(lock,
-                    [&] { return done_.count(next_) > 0 || (reader_done_ && next_ >= total_); });
+    const auto ready = [&] { return done_.count(next_) > 0 || (reader_done_ && next_ >= total_); };
+    while (!result_cv_.wait_for(lock, std::chrono::milliseconds(100), ready)) {
+      if (is_cancelled()) return false;
+    }
     auto it = done_.find(next_);
     if (it == done_.end()) return false;
     *result = std::move(it->second);
@@ -591,6 +664,7 @@ class Pipeline {
 
   // Cancels outstanding work and joins the threads (idempotent).
   void stop() {
+    stopping_.store(true);
     {
       std::lock_guard<std::mutex> lock(mu_);
       cancel_ = true;
@@ -605,7 +679,7 @@ class Pipeline {
   void read_loop() {
     while (true) {
       Chunk chunk;
-      const bool got = reader_.next(&chunk);
+      const bool got = !is_cancelled() && reader_.next(&chunk);
       std::unique_lock<std::mutex> lock(mu_);
       if (!got || cancel_) {
         reader_done_ = true;
@@ -646,10 +720,14 @@ class Pipeline {
     }
   }
 
+  bool is_cancelled() const { return cancelled_ && cancelled_(); }
+
   const PreprocessOptions& opt_;
   const CorpusFormat format_;
   const Tokenizer& tokenizer_;
-  ChunkReader reader_;  // used by the reader thread only (status() after it is done)
+  const std::function<bool()>& cancelled_;
+  std::atomic<bool> stopping_{false};  // stop() was called: the reader stops waiting for input
+  ChunkReader reader_;                 // used by the reader thread only (status() after it is done)
   const int64_t max_in_flight_;
 
   std::mutex mu_;
@@ -724,6 +802,19 @@ bool write_all(int fd, const char* data, size_t n) {
   return true;
 }
 
+// InvalidArgument when `output` exists and is the file `input` (same device and inode: also
+// through a link or another spelling of the path), which writing it would replace.
+absl::Status check_not_input(const std::string& input, const std::string& output) {
+  struct stat in, out;
+  if (input == "-" || ::stat(input.c_str(), &in) != 0 || ::stat(output.c_str(), &out) != 0) {
+    return absl::OkStatus();
+  }
+  if (in.st_dev != out.st_dev || in.st_ino != out.st_ino) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("the input ", input, " is the output ", output,
+                   ", which would be overwritten; choose another --output-prefix"));
+}
+
 // Removes temporary files unless released.
 class TempFiles {
  public:
@@ -740,8 +831,9 @@ class TempFiles {
 }  // namespace
 
 absl::Status extract_json_strings(std::string_view line, const std::vector<std::string>& keys,
-                                  std::vector<std::string>* values) {
-  return JsonScanner(line).extract(keys, values);
+                                  std::vector<std::string>* values,
+                                  std::vector<size_t>* lone_surrogates) {
+  return JsonScanner(line).extract(keys, values, lone_surrogates);
 }
 
 size_t find_invalid_utf8(std::string_view text) {
@@ -808,9 +900,14 @@ absl::StatusOr<PreprocessStats> preprocess_corpus(const PreprocessOptions& optio
       }
     }
   }
-  if (options.workers < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--workers must be at least 1, got ", options.workers));
+  if (options.workers < 1 || options.workers > kMaxPreprocessWorkers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--workers must be in [1, ", kMaxPreprocessWorkers, "], got ", options.workers));
+  }
+  if (options.chunk_bytes < 1 || options.chunk_bytes > kMaxChunkBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("--chunk-kib: the chunk size must be in [1, ",
+                                                   kMaxChunkBytes, "] bytes, got ",
+                                                   options.chunk_bytes));
   }
   if (options.append_eod && tokenizer.special().eod < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--append-eod: tokenizer ", tokenizer.name(),
@@ -836,16 +933,30 @@ absl::StatusOr<PreprocessStats> preprocess_corpus(const PreprocessOptions& optio
     sinks[i].stats.prefix = preprocess_output_prefix(options.output_prefix, options.json_keys[i],
                                                      options.split_sentences);
     sinks[i].stats.dtype = dtype;
+    for (const char* ext : {".bin", ".idx"}) {
+      const std::string path = sinks[i].stats.prefix + ext;
+      ANVIL_RETURN_IF_ERROR(check_not_input(options.input, path));
+      ANVIL_ASSIGN_OR_RETURN(const std::vector<std::string> removed, remove_stale_temps(path));
+      for (const std::string& r : removed) {
+        if (callbacks.warning) {
+          callbacks.warning(absl::StrCat("removed ", r, ", left by an interrupted run"));
+        }
+      }
+    }
     ANVIL_ASSIGN_OR_RETURN(sinks[i].writer,
                            IndexedDatasetWriter::create(sinks[i].stats.prefix, dtype));
   }
 
-  Pipeline pipeline(options, format, tokenizer);
+  Pipeline pipeline(options, format, tokenizer, callbacks.cancelled);
   ANVIL_RETURN_IF_ERROR(pipeline.start());
   PreprocessStats stats;
   int reported[kNumProblemKinds] = {0, 0, 0};
+  // ~Pipeline stops the threads and ~IndexedDatasetWriter removes the temporaries.
+  const absl::Status interrupted =
+      absl::CancelledError("interrupted; the unfinished outputs were removed");
   ChunkResult r;
   while (pipeline.next(&r)) {
+    if (callbacks.cancelled && callbacks.cancelled()) return interrupted;
     // Problems first: a fatal line's predecessors are reported before the error.
     for (const auto& [kind, message] : r.problems) {
       if (reported[kind] < options.max_reported && callbacks.warning) callbacks.warning(message);
@@ -869,6 +980,7 @@ absl::StatusOr<PreprocessStats> preprocess_corpus(const PreprocessOptions& optio
       callbacks.progress(stats.input_bytes, static_cast<uint64_t>(stats.records));
     }
   }
+  if (callbacks.cancelled && callbacks.cancelled()) return interrupted;
   ANVIL_RETURN_IF_ERROR(pipeline.read_status());
   pipeline.stop();
   for (Sink& sink : sinks) {
@@ -880,7 +992,8 @@ absl::StatusOr<PreprocessStats> preprocess_corpus(const PreprocessOptions& optio
 }
 
 absl::StatusOr<MergeStats> merge_datasets(const std::vector<std::string>& inputs,
-                                          const std::string& output_prefix) {
+                                          const std::string& output_prefix,
+                                          const std::function<bool()>& cancelled) {
   if (inputs.empty()) return absl::InvalidArgumentError("merge: no input datasets given");
   if (output_prefix.empty()) return absl::InvalidArgumentError("merge: no output prefix given");
   // Validate everything before writing anything: same dtype, contiguous .bin files.
@@ -891,6 +1004,9 @@ absl::StatusOr<MergeStats> merge_datasets(const std::vector<std::string>& inputs
     if (inputs[i] == output_prefix) {
       return absl::InvalidArgumentError(
           absl::StrCat("merge: the output ", output_prefix, " is also an input"));
+    }
+    for (const char* ext : {".bin", ".idx"}) {
+      ANVIL_RETURN_IF_ERROR(check_not_input(inputs[i] + ext, output_prefix + ext));
     }
     ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<IndexedDataset> ds, IndexedDataset::open(inputs[i]));
     if (i == 0) {
@@ -931,12 +1047,17 @@ absl::StatusOr<MergeStats> merge_datasets(const std::vector<std::string>& inputs
 
   // Stream the .bin files into a temporary, write the index, then rename both into place.
   const std::string bin_path = output_prefix + ".bin", idx_path = output_prefix + ".idx";
-  const std::string tmp = absl::StrCat(".tmp.", ::getpid());
+  const std::string bin_tmp = temp_path(bin_path), idx_tmp = temp_path(idx_path);
+  for (const std::string& path : {bin_path, idx_path}) {
+    ANVIL_ASSIGN_OR_RETURN(std::vector<std::string> removed, remove_stale_temps(path));
+    stats.removed_temporaries.insert(stats.removed_temporaries.end(), removed.begin(),
+                                     removed.end());
+  }
   TempFiles temps;
-  temps.add(bin_path + tmp);
-  temps.add(idx_path + tmp);
-  const int out = ::open((bin_path + tmp).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (out < 0) return absl::InternalError(errno_message(bin_path + tmp, "create", errno));
+  temps.add(bin_tmp);
+  temps.add(idx_tmp);
+  const int out = ::open(bin_tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0) return absl::InternalError(errno_message(bin_tmp, "create", errno));
   std::vector<char> block(4 << 20);
   absl::Status status;
   for (const std::string& prefix : inputs) {
@@ -948,34 +1069,38 @@ absl::StatusOr<MergeStats> merge_datasets(const std::vector<std::string>& inputs
     }
     ::posix_fadvise(in, 0, 0, POSIX_FADV_SEQUENTIAL);
     while (status.ok()) {
+      if (cancelled && cancelled()) {
+        status = absl::CancelledError("interrupted; the unfinished output was removed");
+        break;
+      }
       const ssize_t got = ::read(in, block.data(), block.size());
       if (got < 0 && errno == EINTR) continue;
       if (got < 0) status = absl::DataLossError(errno_message(bin, "read", errno));
       if (got <= 0) break;
       if (!write_all(out, block.data(), static_cast<size_t>(got))) {
-        status = absl::InternalError(errno_message(bin_path + tmp, "write", errno));
+        status = absl::InternalError(errno_message(bin_tmp, "write", errno));
       }
     }
     ::close(in);
     if (!status.ok()) break;
   }
   if (status.ok() && ::fsync(out) != 0) {
-    status = absl::InternalError(errno_message(bin_path + tmp, "fsync", errno));
+    status = absl::InternalError(errno_message(bin_tmp, "fsync", errno));
   }
   ::close(out);
   ANVIL_RETURN_IF_ERROR(status);
 
   const std::string idx = index_bytes(stats.dtype, sizes, doc_idx);
-  const int fd = ::open((idx_path + tmp).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::InternalError(errno_message(idx_path + tmp, "create", errno));
+  const int fd = ::open(idx_tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::InternalError(errno_message(idx_tmp, "create", errno));
   const bool wrote = write_all(fd, idx.data(), idx.size()) && ::fsync(fd) == 0;
   const int err = errno;
   ::close(fd);
-  if (!wrote) return absl::InternalError(errno_message(idx_path + tmp, "write", err));
-  if (std::rename((bin_path + tmp).c_str(), bin_path.c_str()) != 0) {
+  if (!wrote) return absl::InternalError(errno_message(idx_tmp, "write", err));
+  if (std::rename(bin_tmp.c_str(), bin_path.c_str()) != 0) {
     return absl::InternalError(errno_message(bin_path, "rename into place", errno));
   }
-  if (std::rename((idx_path + tmp).c_str(), idx_path.c_str()) != 0) {
+  if (std::rename(idx_tmp.c_str(), idx_path.c_str()) != 0) {
     return absl::InternalError(errno_message(idx_path, "rename into place", errno));
   }
   temps.release();

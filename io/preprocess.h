@@ -23,8 +23,9 @@
 // accounted for: lines == records + blank_lines + bad_lines.
 //   - malformed JSON, a missing key, a non-string value: an error (InvalidArgument naming
 //     input:line:column) or, with skip_bad_lines, a skipped and counted line;
-//   - invalid UTF-8 in a text: tokenized anyway (the tokenizers replace invalid bytes like
-//     Python's errors='replace') and counted as a warning;
+//   - invalid UTF-8 in a text, or a lone surrogate \uXXXX escape in JSON: tokenized anyway (the
+//     tokenizers replace invalid bytes like Python's errors='replace', the escape becomes
+//     U+FFFD) and counted as a warning;
 //   - a document without tokens: skipped (as Megatron does) and counted as a warning.
 #pragma once
 
@@ -44,6 +45,11 @@ namespace anvil::io {
 // kAuto: .json/.jsonl files and stdin ("-") are JSONL (Megatron's input), other files text.
 enum class CorpusFormat { kAuto, kText, kJsonl };
 
+// Bounds of PreprocessOptions::workers and ::chunk_bytes: a thread per worker, and about
+// 2 * workers + 2 chunks in memory.
+inline constexpr int kMaxPreprocessWorkers = 1024;
+inline constexpr size_t kMaxChunkBytes = size_t{1} << 30;
+
 struct PreprocessOptions {
   std::string input;  // a file, or "-" for stdin
   std::string output_prefix;
@@ -53,8 +59,9 @@ struct PreprocessOptions {
   bool split_sentences = false;    // io/sentence_splitter.h; outputs are named *_sentence
   bool keep_newlines = false;      // with split_sentences: whitespace after a sentence stays in it
   bool skip_bad_lines = false;     // skip (and count) malformed lines instead of failing
-  int workers = 1;                 // tokenizing threads (>= 1)
-  size_t chunk_bytes = 256 << 10;  // input bytes per unit of work (whole lines; tests: tiny)
+  int workers = 1;                 // tokenizing threads, [1, kMaxPreprocessWorkers]
+  size_t chunk_bytes = 256 << 10;  // input bytes per unit of work, <= kMaxChunkBytes (whole
+                                   // lines; tests: tiny)
   int max_reported = 10;           // problems of each kind reported individually
 };
 
@@ -86,11 +93,18 @@ struct PreprocessCallbacks {
   // "input:line: problem" for the first max_reported problems of each kind (then one line
   // saying further ones are only counted). Calling thread, in input order.
   std::function<void(const std::string& message)> warning;
+  // Polled by the reader thread and the calling thread (at least every 100 ms): once it returns
+  // true, preprocessing stops and returns Cancelled, leaving no output and no temporary. For
+  // SIGINT/SIGTERM handlers that only set a flag.
+  std::function<bool()> cancelled;
 };
 
-// Errors: NotFound for a missing input, InvalidArgument for bad options, or (without
-// skip_bad_lines) the first malformed line in input order, "input:line: column C: problem".
-// On error no output file is left behind.
+// Temporaries that dead processes left for the outputs (io/temp_files.h) are removed first and
+// reported through `warning`.
+// Errors: NotFound for a missing input, InvalidArgument for bad options or an input that is
+// also an output file (same inode), ResourceExhausted when the worker threads cannot be
+// started, or (without skip_bad_lines) the first malformed line in input order,
+// "input:line: column C: problem". On error no output file and no temporary is left behind.
 absl::StatusOr<PreprocessStats> preprocess_corpus(const PreprocessOptions& options,
                                                   const Tokenizer& tokenizer,
                                                   const PreprocessCallbacks& callbacks = {});
@@ -103,24 +117,30 @@ struct MergeStats {
   TokenDType dtype = TokenDType::kU16;
   int64_t documents = 0;
   int64_t sequences = 0;
-  uint64_t bytes = 0;  // size of the merged .bin
+  uint64_t bytes = 0;                            // size of the merged .bin
+  std::vector<std::string> removed_temporaries;  // stale ones of the outputs (temp_files.h)
 };
 
 // Concatenates the datasets `inputs` (prefixes) into output_prefix.{bin,idx}, as Megatron's
 // merge_preprocessed_data.py (MMapIndexedDatasetBuilder.merge_file_) does: sizes appended,
 // doc_idx offset and appended, pointers recomputed, the .bin files copied in 4 MiB blocks.
 // All inputs must have the same dtype (InvalidArgument naming both otherwise) and contiguous
-// .bin layouts. Outputs appear atomically (temporary names, then rename).
+// .bin layouts, and none may be the output (same inode). Outputs appear atomically (temporary
+// names, then rename). `cancelled` (polled per 4 MiB block) stops the merge with Cancelled and
+// no output, as in PreprocessCallbacks.
 absl::StatusOr<MergeStats> merge_datasets(const std::vector<std::string>& inputs,
-                                          const std::string& output_prefix);
+                                          const std::string& output_prefix,
+                                          const std::function<bool()>& cancelled = {});
 
 // Parses `line` as one JSON object (RFC 8259, plus Python's NaN/Infinity literals) and stores
 // the decoded string value of each top-level key in `keys` into (*values)[i] (the last one
 // wins for duplicate keys, as in Python). \uXXXX escapes become UTF-8, surrogate pairs are
-// combined and a lone surrogate becomes U+FFFD. Errors (InvalidArgument) name the 1-based
-// column: malformed JSON, a key that is missing or whose value is not a string.
+// combined and a lone surrogate becomes U+FFFD; (*lone_surrogates)[i], when given, is the
+// 1-based column of the first lone surrogate escape in value i, or 0. Errors (InvalidArgument)
+// name the 1-based column: malformed JSON, a key that is missing or whose value is not a string.
 absl::Status extract_json_strings(std::string_view line, const std::vector<std::string>& keys,
-                                  std::vector<std::string>* values);
+                                  std::vector<std::string>* values,
+                                  std::vector<size_t>* lone_surrogates = nullptr);
 
 // Byte offset of the first invalid UTF-8 sequence in `text` (Python's strict decoder: no
 // overlong forms, no surrogates, nothing above U+10FFFF), or npos when it is valid.

@@ -2,10 +2,12 @@
 // re-implementation of Megatron's code (scripts/make_gpt_index_fixture.py) in every epoch
 // regime; Megatron's cache files load as is and numpy reads anvil's; every sample has
 // seq_len + 1 tokens and an epoch covers every token; caches reload identically and a
-// corrupt, partial or stale cache is rebuilt; concurrent builders; 64-bit epoch arithmetic.
+// corrupt, partial or stale cache is rebuilt, a killed build's temporaries removed; concurrent
+// builders; 64-bit epoch arithmetic.
 #include "io/gpt_dataset.h"
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -335,6 +337,27 @@ TEST(GptDataset, CacheDirAndUnwritableCache) {
   ASSERT_NE(none, nullptr);
   EXPECT_FALSE(file_exists(dir.file(c.file(kSuffixes[0]))));
   expect_samples(*none, c.id);
+}
+
+TEST(GptDataset, TemporariesOfAKilledBuildAreRemovedAndLogged) {
+  const GptCase c = all_cases()[0];
+  ScratchDir dir;
+  const std::string prefix = copy_dataset(dir, c.dataset);
+  // A build killed while saving left "<cache file>.tmp.<pid>.<n>", its pid now dead.
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  const std::string stale = dir.file(c.file(kSuffixes[1])) + ".tmp." + std::to_string(pid) + ".0";
+  write_file(stale, "partial");
+  ::testing::internal::CaptureStderr();
+  auto ds = open_case(prefix, c, c.options());
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_NE(ds, nullptr);
+  EXPECT_FALSE(file_exists(stale));
+  EXPECT_NE(log.find("removed " + stale + ", left by an interrupted index build"),
+            std::string::npos)
+      << log;
+  expect_samples(*ds, c.id);
 }
 
 TEST(GptDataset, ConcurrentBuildersAgree) {

@@ -1,7 +1,12 @@
 // IndexedDataset / IndexedDatasetWriter: round trips for every integer dtype, byte identity with
-// files written by Megatron's numpy code (tests/io/fixtures, scripts/make_idx_fixture.py), and
-// one error naming the file and the problem for each kind of corrupt or missing input.
+// files written by Megatron's numpy code (tests/io/fixtures, scripts/make_idx_fixture.py), one
+// error naming the file and the problem for each kind of corrupt or missing input, token ids
+// checked against a vocabulary, and a .bin truncated while in use (io/sigbus_guard.h).
 #include "io/indexed_dataset.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <limits>
@@ -11,6 +16,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "io/sigbus_guard.h"
 #include "tests/io/io_test_util.h"
 
 namespace anvil::io {
@@ -185,6 +191,103 @@ TEST(IndexedDatasetWriter, WritesAtomically) {
   EXPECT_EQ(
       IndexedDatasetWriter::create(dir.file("no/such/dir/x"), TokenDType::kU16).status().code(),
       absl::StatusCode::kNotFound);
+}
+
+// ---- Token ids against the vocabulary ------------------------------------------------------
+
+TEST(IndexedDataset, CheckTokenIdsNamesFileDocumentAndPosition) {
+  ScratchDir dir;
+  const std::string u16 = dir.file("u16");
+  write_docs(u16, TokenDType::kU16, {{{1, 2}}, {{3}, {4, 300}}});
+  auto ds = IndexedDataset::open(u16);
+  ASSERT_TRUE(ds.ok());
+  EXPECT_TRUE((*ds)->check_token_ids(301).ok());
+  const absl::Status bad = (*ds)->check_token_ids(300);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.message()),
+              HasSubstr(u16 + ".bin: document 1 (sequence 2, token 1, byte 8) holds token id 300, "
+                              "outside [0, 300)"));
+
+  // Negative ids (int32 files) and int64 ids beyond int32.
+  const std::string i32 = dir.file("i32");
+  write_docs(i32, TokenDType::kI32, {{{5, -3}}});
+  ds = IndexedDataset::open(i32);
+  ASSERT_TRUE(ds.ok());
+  EXPECT_THAT(std::string((*ds)->check_token_ids(10).message()),
+              HasSubstr("document 0 (sequence 0, token 1, byte 4) holds token id -3"));
+  const std::string i64 = dir.file("i64");
+  write_docs(i64, TokenDType::kI64, {{{1}}, {{2, 3}}});
+  std::string bin = testing::read_file(i64 + ".bin");
+  const int64_t huge = int64_t{1} << 40;
+  std::memcpy(&bin[16], &huge, 8);  // document 1 (sequence 1), token 1
+  testing::write_file(i64 + ".bin", bin);
+  ds = IndexedDataset::open(i64);
+  ASSERT_TRUE(ds.ok());
+  EXPECT_THAT(std::string((*ds)->check_token_ids(10).message()),
+              HasSubstr("document 1 (sequence 1, token 1, byte 16) holds token id 1099511627776, "
+                        "outside [0, 10) (the vocabulary size); it does not even fit int32"));
+}
+
+TEST(IndexedDataset, TokenIdRangeIsCachedWhileTheFilesAreUnchanged) {
+  ScratchDir dir;
+  const std::string prefix = dir.file("r"), cache = dir.file("r_token_ids.txt");
+  write_docs(prefix, TokenDType::kI32, {{{5, -3}}, {{7}}});
+  auto ds = IndexedDataset::open(prefix);
+  ASSERT_TRUE(ds.ok());
+  TokenIdRange r = (*ds)->token_id_range(cache);
+  EXPECT_EQ(r.min, -3);
+  EXPECT_EQ(r.max, 7);
+  // Read back from the cache: a doctored range under the same file key is believed.
+  const std::string text = testing::read_file(cache);
+  testing::write_file(cache, "0 1" + text.substr(text.find(' ', text.find(' ') + 1)));
+  EXPECT_EQ((*ds)->token_id_range(cache).max, 1);
+  EXPECT_TRUE((*ds)->check_token_ids(2, cache).ok());
+  EXPECT_EQ((*ds)->token_id_range().max, 7);  // no cache: scanned
+  // Other files under the same names: scanned again.
+  write_docs(prefix, TokenDType::kI32, {{{5, 9, 1}}});
+  ds = IndexedDataset::open(prefix);
+  ASSERT_TRUE(ds.ok());
+  r = (*ds)->token_id_range(cache);
+  EXPECT_EQ(r.min, 1);
+  EXPECT_EQ(r.max, 9);
+  EXPECT_THAT(std::string((*ds)->check_token_ids(9, cache).message()),
+              HasSubstr("document 0 (sequence 0, token 1, byte 4) holds token id 9"));
+}
+
+// ---- A .bin truncated while it is read ------------------------------------------------------
+
+TEST(IndexedDatasetDeathTest, BinTruncatedWhileInUseNamesTheFile) {
+  ScratchDir dir;
+  const std::string prefix = dir.file("shrinks");
+  const std::vector<int32_t> seq(8192, 7);  // 16 KiB per sequence: whole pages past the cut
+  write_docs(prefix, TokenDType::kU16, {{seq}, {seq}});
+  auto ds = IndexedDataset::open(prefix);
+  ASSERT_TRUE(ds.ok());
+  std::vector<int32_t> out(seq.size());
+  ASSERT_EQ(::truncate((prefix + ".bin").c_str(), 4096), 0);
+  (*ds)->read(0, 0, 2048, out.data());  // what is still there reads
+  EXPECT_EQ(out[2047], 7);
+  EXPECT_DEATH((*ds)->read(1, 0, 8192, out.data()),
+               "shrinks.bin: the file shrank to 4096 bytes after it was opened");
+}
+
+TEST(SigbusGuardDeathTest, NamesTheTruncatedFile) {
+  ScratchDir dir;
+  const std::string path = dir.file("mapped.bin");
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  testing::write_file(path, std::string(3 * page, 'x'));
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  void* map = ::mmap(nullptr, 3 * page, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  ASSERT_NE(map, MAP_FAILED);
+  const volatile char* p = static_cast<const char*>(map);
+  register_mapping(map, 3 * page, path);
+  ASSERT_EQ(::truncate(path.c_str(), 0), 0);
+  const std::string byte = std::to_string(2 * page + 5);
+  EXPECT_DEATH((void)p[2 * page + 5], "anvil: SIGBUS reading .*mapped.bin at byte " + byte);
+  unregister_mapping(map);
+  ::munmap(map, 3 * page);
 }
 
 // ---- Megatron numpy fixture ---------------------------------------------------------------

@@ -7,7 +7,12 @@
 // tests/io/fixtures/tokenizers/expected_ids.jsonl.
 #include "io/preprocess.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <random>
 #include <sstream>
 #include <string>
@@ -331,6 +336,31 @@ TEST(PreprocessCorpus, InvalidUtf8IsTokenizedAndReported) {
                                                                               "\xc3\xa9 ok"}));
 }
 
+TEST(PreprocessCorpus, LoneSurrogateEscapesAreReportedAsInvalidText) {
+  ScratchDir dir;
+  // Python's json.loads keeps a lone surrogate, which UTF-8 cannot encode: invalid text, like
+  // invalid UTF-8. A pair, and an escaped U+FFFD itself, are valid.
+  testing::write_file(dir.file("s.jsonl"),
+                      "{\"text\": \"pair \\ud83d\\ude00 and \\ufffd\"}\n"
+                      "{\"text\": \"lone \\ud800 high\"}\n"
+                      "{\"title\": \"t\", \"text\": \"x\\ude00\\ud83d\"}\n");
+  PreprocessOptions opt;
+  opt.input = dir.file("s.jsonl");
+  opt.output_prefix = dir.file("s");
+  const RunResult r = run(opt);
+  ASSERT_TRUE(r.stats.ok()) << r.stats.status();
+  EXPECT_EQ(r.stats->invalid_utf8, 2);
+  EXPECT_THAT(r.warnings,
+              ElementsAre(HasSubstr("s.jsonl:2: invalid UTF-8 in \"text\": a lone surrogate "
+                                    "escape at column 16 (tokenized with U+FFFD)"),
+                          HasSubstr("s.jsonl:3: invalid UTF-8 in \"text\": a lone surrogate "
+                                    "escape at column 26")));
+  std::vector<std::string> v;
+  std::vector<size_t> lone;
+  ASSERT_TRUE(extract_json_strings(R"({"a": "\ud800", "b": "ok"})", {"b", "a"}, &v, &lone).ok());
+  EXPECT_EQ(lone, (std::vector<size_t>{0, 8}));
+}
+
 TEST(PreprocessCorpus, SentenceLevelOutputFollowsMegatron) {
   ScratchDir dir;
   // '#' and '!' produce no tokens: the middle sentence of line 1 is dropped, line 2 is empty.
@@ -509,6 +539,13 @@ TEST(PreprocessCorpus, FormatOverrideAndOptionErrors) {
   bad = opt;
   bad.workers = 0;
   EXPECT_THAT(std::string(run(bad).stats.status().message()), HasSubstr("--workers"));
+  bad = opt;
+  bad.workers = 100000;  // std::thread used to throw (abort) after the .tmp was created
+  EXPECT_THAT(std::string(run(bad).stats.status().message()),
+              HasSubstr("--workers must be in [1, 1024], got 100000"));
+  bad = opt;
+  bad.chunk_bytes = kMaxChunkBytes + 1;
+  EXPECT_THAT(std::string(run(bad).stats.status().message()), HasSubstr("--chunk-kib"));
   class NoEod : public TestByteTokenizer {
    public:
     const SpecialTokens& special() const override { return none_; }
@@ -518,6 +555,94 @@ TEST(PreprocessCorpus, FormatOverrideAndOptionErrors) {
   bad.append_eod = true;
   EXPECT_THAT(std::string(run(bad, NoEod()).stats.status().message()),
               HasSubstr("no end-of-document token"));
+}
+
+// Files in `dir` (names only), to show that a failed run leaves nothing behind.
+std::vector<std::string> list_dir(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(PreprocessCorpus, RefusesAnInputThatIsAnOutput) {
+  ScratchDir dir;
+  // The input is named like the output .bin (and, second case, reached through a hard link):
+  // writing the output would replace it.
+  const std::string text = "{\"text\": \"keep me\"}\n";
+  testing::write_file(dir.file("o_text_document.bin"), text);
+  PreprocessOptions opt;
+  opt.input = dir.file("o_text_document.bin");
+  opt.output_prefix = dir.file("o");
+  opt.format = CorpusFormat::kJsonl;
+  RunResult r = run(opt);
+  EXPECT_EQ(r.stats.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.stats.status().message()),
+              HasSubstr("the input " + opt.input + " is the output " + opt.input));
+  EXPECT_EQ(testing::read_file(opt.input), text);
+  EXPECT_EQ(list_dir(dir.path()), (std::vector<std::string>{"o_text_document.bin"}));
+
+  testing::write_file(dir.file("corpus.jsonl"), text);
+  ASSERT_EQ(::link(dir.file("corpus.jsonl").c_str(), dir.file("p_text_document.idx").c_str()), 0);
+  opt.input = dir.file("corpus.jsonl");
+  opt.output_prefix = dir.file("./p");
+  EXPECT_THAT(std::string(run(opt).stats.status().message()),
+              HasSubstr("is the output " + dir.file("./p_text_document.idx")));
+  EXPECT_EQ(testing::read_file(opt.input), text);
+}
+
+TEST(PreprocessCorpus, CancelledRunsLeaveNoFiles) {
+  ScratchDir dir;
+  const std::string corpus = random_corpus(4000, 7);
+  ASSERT_GT(corpus.size(), 4u << 16);  // several 64 KiB reads: several chunks
+  testing::write_file(dir.file("in.jsonl"), corpus);
+  PreprocessOptions opt;
+  opt.input = dir.file("in.jsonl");
+  opt.output_prefix = dir.file("o");
+  opt.skip_bad_lines = true;
+  opt.workers = 2;
+  // Cancelled once the first chunk is written (a signal handler's flag, in bin/preprocess).
+  std::atomic<bool> written{false};
+  PreprocessCallbacks cb;
+  cb.progress = [&](uint64_t, uint64_t) { written = true; };
+  cb.cancelled = [&] { return written.load(); };
+  auto stats = preprocess_corpus(opt, TestByteTokenizer(), cb);
+  EXPECT_TRUE(written);
+  EXPECT_EQ(stats.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(list_dir(dir.path()), (std::vector<std::string>{"in.jsonl"}));
+
+  // merge_datasets, cancelled before its first block.
+  ASSERT_TRUE(run(opt).stats.ok());
+  const std::string part = preprocess_output_prefix(opt.output_prefix, "text", false);
+  auto merged = merge_datasets({part}, dir.file("m"), [] { return true; });
+  EXPECT_EQ(merged.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(list_dir(dir.path()),
+            (std::vector<std::string>{"in.jsonl", "o_text_document.bin", "o_text_document.idx"}));
+}
+
+TEST(PreprocessCorpus, AnInputThatChangesWhileReadIsAnError) {
+  ScratchDir dir;
+  std::string corpus;
+  while (corpus.size() < (4u << 20)) corpus += "{\"text\": \"some words of text\"}\n";
+  const std::string input = dir.file("in.jsonl");
+  testing::write_file(input, corpus);
+  PreprocessOptions opt;
+  opt.input = input;
+  opt.output_prefix = dir.file("o");
+  opt.workers = 1;  // at most 4 chunks of 256 KiB in flight: the reader is far from 2 MiB
+  // Truncated to 2 MiB when the first chunk is written: the reader meets the new end there.
+  PreprocessCallbacks cb;
+  cb.progress = [&](uint64_t, uint64_t) {
+    if (::truncate(input.c_str(), 2 << 20) != 0) ADD_FAILURE() << "truncate failed";
+  };
+  auto stats = preprocess_corpus(opt, TestByteTokenizer(), cb);
+  EXPECT_EQ(stats.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(stats.status().message()),
+              HasSubstr(input + " changed while it was read (" + std::to_string(corpus.size()) +
+                        " bytes when opened, 2097152 now, 2097152 read)"));
+  EXPECT_EQ(list_dir(dir.path()), (std::vector<std::string>{"in.jsonl"}));
 }
 
 // ---- GPT-2 end to end ------------------------------------------------------------------------
@@ -679,6 +804,13 @@ TEST(MergeDatasets, RefusesMixedDtypesAndBadArguments) {
   EXPECT_FALSE(testing::file_exists(dir.file("m.bin")));
   EXPECT_FALSE(merge_datasets({}, dir.file("m")).ok());
   EXPECT_FALSE(merge_datasets({small}, small).ok());
+  // The same dataset under another name (links): refused, naming both paths.
+  for (const char* ext : {".bin", ".idx"}) {
+    ASSERT_EQ(::link((small + ext).c_str(), (dir.file("alias") + ext).c_str()), 0);
+  }
+  auto aliased = merge_datasets({small}, dir.file("alias"));
+  EXPECT_THAT(std::string(aliased.status().message()),
+              HasSubstr("the input " + small + ".bin is the output " + dir.file("alias.bin")));
   EXPECT_EQ(merge_datasets({small, dir.file("nope")}, dir.file("m")).status().code(),
             absl::StatusCode::kNotFound);
   // A single input is copied unchanged.
