@@ -459,10 +459,56 @@ const auto& checked_value(const ConfigSchema* schema, const Map& values, std::st
   return it->second;
 }
 
+bool is_alias(const ConfigSchema& schema, const ConfigSchema::Key& k) {
+  for (const ConfigSchema::Alias& a : schema.aliases()) {
+    if (a.section == k.section && a.alias == k.key) return true;
+  }
+  return false;
+}
+
+// Where a setting was made: 0 for the file, N for "override N" (later places win).
+int64_t setting_rank(const Entry& e) {
+  constexpr std::string_view kOverride = "override ";
+  if (e.origin.compare(0, kOverride.size(), kOverride) != 0) return 0;
+  return std::strtoll(e.origin.c_str() + kOverride.size(), nullptr, 10);
+}
+
+// Stores every alias setting under its key (ConfigSchema::add_alias): of an alias and its key
+// set in different places the later setting wins; the same place twice is ambiguous.
+absl::Status resolve_aliases(const ConfigSchema& schema, std::map<std::string, Entry>* values) {
+  for (const ConfigSchema::Alias& a : schema.aliases()) {
+    auto ia = values->find(full_name(a.section, a.alias));
+    if (ia == values->end()) continue;
+    const std::string key = full_name(a.section, a.key);
+    auto ik = values->find(key);
+    if (ik != values->end()) {
+      const int64_t ra = setting_rank(ia->second), rk = setting_rank(ik->second);
+      if (ra == rk) {
+        return absl::InvalidArgumentError(cat(ia->second.origin, ": [", a.section, "] ", a.alias,
+                                              " is an alias of ", a.key, ", which is also set (",
+                                              ik->second.origin, "): set one of the two"));
+      }
+      if (ra < rk) {
+        values->erase(ia);
+        continue;
+      }
+    }
+    (*values)[key] = std::move(ia->second);
+    values->erase(ia);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // ----------------------------------------------------------------------------------------------
 // ConfigSchema
+
+void ConfigSchema::add_alias(std::string section, std::string alias, std::string key) {
+  ANVIL_CHECK_MSG(find(section, alias) != nullptr && find(section, key) != nullptr,
+                  cat("config alias [", section, "] ", alias, " -> ", key, ": declare both first"));
+  aliases_.push_back(Alias{std::move(section), std::move(alias), std::move(key)});
+}
 
 void ConfigSchema::add(std::string section, std::string key, ConfigType type,
                        std::string default_value, std::string doc,
@@ -596,6 +642,7 @@ absl::StatusOr<Config> Config::load_string(const std::string& text, const std::s
     values[full_name(section, key)] = Entry{std::move(canonical), origin, 0};
   }
 
+  ANVIL_RETURN_IF_ERROR(resolve_aliases(schema, &values));
   Config config;
   config.schema_ = &schema;
   for (const ConfigSchema::Key& k : schema.keys()) {
@@ -655,7 +702,7 @@ std::string Config::dump() const {
     if (!out.empty()) out += "\n";
     append(&out, "[", section, "]\n");
     for (const ConfigSchema::Key& k : schema_->keys()) {
-      if (k.section != section) continue;
+      if (k.section != section || is_alias(*schema_, k)) continue;
       const std::string& text = values_.at(full_name(k.section, k.key)).text;
       append(&out, k.key, " =", text.empty() ? "" : " ", text, "\n");
     }

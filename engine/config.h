@@ -30,11 +30,21 @@ class ConfigSchema {
            std::string doc, std::vector<std::string> choices = {});
   const Key* find(std::string_view section, std::string_view key) const;
   const std::vector<Key>& keys() const { return keys_; }
+  // Declares [section] alias as another name of [section] key (both declared with add()). A
+  // value given under the alias is stored under the key (the alias reads as its default and
+  // dump() leaves it out). Both set in the file is ambiguous: an error; otherwise the later
+  // setting wins (an override over the file, a later override over an earlier one).
+  void add_alias(std::string section, std::string alias, std::string key);
+  struct Alias {
+    std::string section, alias, key;
+  };
+  const std::vector<Alias>& aliases() const { return aliases_; }
   // Markdown: one table per section (key, type, default, description).
   std::string markdown() const;
 
  private:
   std::vector<Key> keys_;
+  std::vector<Alias> aliases_;
 };
 
 class Config {

@@ -59,6 +59,7 @@ ConfigSchema build_schema() {
         "0.3 b_text_document\" (weights need not sum to 1). Relative paths are resolved against "
         "the current working directory, not the ini file's directory.");
   s.add("data", "path", kString, "", "Alias of paths (set one of the two).");
+  s.add_alias("data", "path", "paths");
   s.add("data", "split", kString, "969,30,1",
         "Train, validation, test weights over each dataset's sequences (--split), separated by "
         "',' or '/'.");
@@ -358,20 +359,11 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
   }
 
   // [data]
-  const std::string paths = c.get_string("data", "paths");
-  const std::string path = c.get_string("data", "path");
-  // Both set: a command-line override of one beats the file's other (data.path=... on a config
-  // that says paths); otherwise it is ambiguous.
-  const bool paths_override = absl::StartsWith(c.origin("data", "paths"), "override");
-  const bool path_override = absl::StartsWith(c.origin("data", "path"), "override");
-  ANVIL_RETURN_IF_ERROR(need(paths.empty() || path.empty() || paths_override != path_override, c,
-                             "data", "path",
-                             "set either [data] paths or its alias path, not both"));
-  const bool use_paths = !paths.empty() && (path.empty() || paths_override);
-  t.data.path = use_paths ? paths : path;
+  // The loader stores a value given as the alias `path` under `paths` (ConfigSchema::add_alias).
+  t.data.path = c.get_string("data", "paths");
   if (!t.data.path.empty()) {
-    ANVIL_RETURN_IF_ERROR(parse_data_paths(c, use_paths ? "paths" : "path", t.data.path,
-                                           &t.data.sources, &t.data.weighted));
+    ANVIL_RETURN_IF_ERROR(
+        parse_data_paths(c, "paths", t.data.path, &t.data.sources, &t.data.weighted));
   }
   const std::string valid_paths = c.get_string("data", "valid_paths");
   if (!valid_paths.empty()) {

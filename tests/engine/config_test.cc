@@ -27,6 +27,8 @@ ConfigSchema test_schema() {
   s.add("optim", "lr", ConfigType::kFloat, "3e-4", "Peak learning rate.");
   s.add("optim", "use_fused", ConfigType::kBool, "true", "Fused AdamW.");
   s.add("model", "tie_embeddings", ConfigType::kBool, "no", "Tie input/output embeddings.");
+  s.add("model", "layers", ConfigType::kInt, "12", "Alias of num_layers.");
+  s.add_alias("model", "layers", "num_layers");
   return s;
 }
 
@@ -81,6 +83,35 @@ TEST(ConfigTest, ParsesValuesCommentsAndOrigins) {
   EXPECT_EQ(c->origin("model", "hidden_size"), "x.ini:4");
   EXPECT_EQ(c->origin("model", "num_layers"), "x.ini:5");
   EXPECT_EQ(c->origin("train", "steps"), "x.ini:12");
+}
+
+TEST(ConfigTest, AliasSetByAnOverrideSupersedesTheFile) {
+  // The file names num_layers, the command line its alias: the override wins, stored under the
+  // key; the effective configuration has one line for the setting.
+  absl::StatusOr<Config> c = load("[model]\nnum_layers = 24\n", {"model.layers=6"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->get_int("model", "num_layers"), 6);
+  EXPECT_EQ(c->origin("model", "num_layers"), "override 1");
+  EXPECT_THAT(c->dump(), HasSubstr("\nnum_layers = 6\n"));
+  EXPECT_THAT(c->dump(), Not(HasSubstr("\nlayers =")));
+  // The dump loads again (it is what checkpoints keep).
+  EXPECT_TRUE(load(c->dump()).ok());
+  // The alias alone in the file; two overrides: the later one wins, whichever name it uses.
+  c = load("[model]\nlayers = 3\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->get_int("model", "num_layers"), 3);
+  c = load("", {"model.num_layers=8", "model.layers=6"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->get_int("model", "num_layers"), 6);
+  c = load("", {"model.layers=6", "model.num_layers=8"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->get_int("model", "num_layers"), 8);
+}
+
+TEST(ConfigTest, AliasAndKeyInTheSamePlaceAreAmbiguous) {
+  EXPECT_THAT(error_of("[model]\nnum_layers = 24\nlayers = 6\n"),
+              HasSubstr("x.ini:3: [model] layers is an alias of num_layers, which is also set "
+                        "(x.ini:2)"));
 }
 
 TEST(ConfigTest, BoolSpellings) {

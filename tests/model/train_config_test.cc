@@ -294,7 +294,8 @@ TEST(TrainConfigTest, DataPathsEodOptionsAndSeed) {
   ASSERT_TRUE(o.ok()) << o.status();
   ASSERT_EQ(o->data.sources.size(), 1u);
   EXPECT_EQ(o->data.sources[0].prefix, "x_document");
-  EXPECT_THAT(error_of(blended + "[data]\npath = y\n"), HasSubstr("not both"));
+  EXPECT_THAT(error_of(blended + "[data]\npath = y\n"),
+              HasSubstr("path is an alias of paths, which is also set"));
   EXPECT_THAT(error_of(kValid, {"data.path=0.7 a 0.3"}),
               AllOf(HasSubstr("[data] path"), HasSubstr("3 words")));
   EXPECT_THAT(error_of(kValid, {"data.path=x a 0.3 b"}), HasSubstr("\"x\""));
