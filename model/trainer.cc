@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -401,7 +402,13 @@ TrainSummary Trainer::run() {
   engine::Timer wall, interval;
   // interval_train_s: training seconds of the current log interval before an evaluation.
   double interval_loss = 0.0, interval_train_s = 0.0;
-  int64_t interval_steps = 0, interval_skipped = 0, last_val_step = -1;
+  int64_t interval_steps = 0, interval_loss_steps = 0, interval_skipped = 0, last_val_step = -1;
+  // Mean loss of the interval's applied steps (NaN when every one was skipped).
+  auto mean_loss = [&] {
+    return interval_loss_steps > 0 ? interval_loss / static_cast<double>(interval_loss_steps)
+                                   : std::numeric_limits<double>::quiet_NaN();
+  };
+  const double gpus = static_cast<double>(dp_size_ * tp_size_ * pp_size_);
   int64_t consecutive_skipped = 0;
 
   auto run_eval = [&] {
@@ -435,7 +442,11 @@ TrainSummary Trainer::run() {
           "raise [optim] warmup_steps, or resume from an earlier checkpoint",
           consecutive_skipped, st.step, st.loss, L.max_skipped_steps));
     }
-    interval_loss += st.loss;
+    // As Megatron: the logged loss averages the steps whose update was applied.
+    if (!st.skipped) {
+      interval_loss += st.loss;
+      interval_loss_steps++;
+    }
     interval_steps++;
 
     if (st.step % L.log_interval == 0 || st.step == L.steps) {
@@ -443,11 +454,12 @@ TrainSummary Trainer::run() {
       const double secs = interval_train_s + interval.seconds();
       sum.train_seconds += secs;
       const double tok_s = static_cast<double>(interval_steps * tokens_per_step) / secs;
-      const double tflops = tok_s * fpt / 1e12;
+      const double tflops = tok_s * fpt / 1e12 / gpus;  // per GPU, as Megatron logs it
       const double per_step = sum.train_seconds / static_cast<double>(sum.steps);
-      sum.final_loss = interval_loss / static_cast<double>(interval_steps);
+      sum.final_loss = mean_loss();
       std::string line = absl::StrFormat(
-          "step %*d/%d | loss %.4f | lr %.3e | grad norm %.3f | %s tok/s | %.3g TFLOP/s | MFU %s "
+          "step %*d/%d | loss %.4f | lr %.3e | grad norm %.3f | %s tok/s | %.3g TFLOP/s/GPU | MFU "
+          "%s "
           "| mem %s | %s elapsed, ETA %s",
           width, st.step, L.steps, sum.final_loss, st.lr, st.grad_norm, si(tok_s), tflops,
           cuda ? absl::StrFormat("%.1f%%", 100.0 * tflops * 1e12 / kPeakFlopsCuda)
@@ -457,7 +469,7 @@ TrainSummary Trainer::run() {
       if (interval_skipped > 0) absl::StrAppend(&line, " | skipped ", interval_skipped);
       engine::log_info(log_, line);
       interval_loss = 0.0;
-      interval_steps = interval_skipped = 0;
+      interval_steps = interval_loss_steps = interval_skipped = 0;
       interval_train_s = 0.0;
       interval.restart();
     }
@@ -472,7 +484,7 @@ TrainSummary Trainer::run() {
       stopped = true;
       if (interval_steps > 0) {  // the steps since the last log line count in the summary
         sum.train_seconds += interval_train_s + interval.seconds();
-        sum.final_loss = interval_loss / static_cast<double>(interval_steps);
+        sum.final_loss = mean_loss();
       }
       break;
     }
@@ -483,11 +495,12 @@ TrainSummary Trainer::run() {
                               ? static_cast<double>(sum.steps * tokens_per_step) / sum.train_seconds
                               : 0.0;
   std::string line = absl::StrFormat(
-      "done: %d steps (%d skipped), %s tokens in %s (%s tok/s, %.3g TFLOP/s) | train loss %.4f -> "
+      "done: %d steps (%d skipped), %s tokens in %s (%s tok/s, %.3g TFLOP/s/GPU) | train loss %.4f "
+      "-> "
       "%.4f",
       sum.steps, sum.skipped_steps, si(static_cast<double>(sum.steps * tokens_per_step)),
       engine::format_duration(wall.seconds()), si(sum.tokens_per_second),
-      sum.tokens_per_second * fpt / 1e12, sum.first_loss, sum.final_loss);
+      sum.tokens_per_second * fpt / 1e12 / gpus, sum.first_loss, sum.final_loss);
   if (!sum.val_losses.empty()) {
     const double first = sum.val_losses.front().second, last = sum.val_losses.back().second;
     if (sum.val_losses.size() > 1) {

@@ -95,9 +95,9 @@ struct TrainSummary {
   absl::Status status;
   int64_t steps = 0;  // steps run by run()
   int64_t skipped_steps = 0;
-  double first_loss = 0.0;                             // loss of the first step run
-  double final_loss = 0.0;                             // mean loss of the last log interval
-  std::vector<double> losses;                          // per step
+  double first_loss = 0.0;     // loss of the first step run
+  double final_loss = 0.0;     // mean over the last log interval's applied steps
+  std::vector<double> losses;  // per step
   std::vector<std::pair<int64_t, double>> val_losses;  // (step, mean validation loss)
   double train_seconds = 0.0;                          // excluding evaluation
   double tokens_per_second = 0.0;
