@@ -132,16 +132,6 @@ absl::StatusOr<MergeStats> merge_datasets(const std::vector<std::string>& inputs
                                           const std::string& output_prefix,
                                           const std::function<bool()>& cancelled = {});
 
-// Parses `line` as one JSON object (RFC 8259, plus Python's NaN/Infinity literals) and stores
-// the decoded string value of each top-level key in `keys` into (*values)[i] (the last one
-// wins for duplicate keys, as in Python). \uXXXX escapes become UTF-8, surrogate pairs are
-// combined and a lone surrogate becomes U+FFFD; (*lone_surrogates)[i], when given, is the
-// 1-based column of the first lone surrogate escape in value i, or 0. Errors (InvalidArgument)
-// name the 1-based column: malformed JSON, a key that is missing or whose value is not a string.
-absl::Status extract_json_strings(std::string_view line, const std::vector<std::string>& keys,
-                                  std::vector<std::string>* values,
-                                  std::vector<size_t>* lone_surrogates = nullptr);
-
 // Byte offset of the first invalid UTF-8 sequence in `text` (Python's strict decoder: no
 // overlong forms, no surrogates, nothing above U+10FFFF), or npos when it is valid.
 size_t find_invalid_utf8(std::string_view text);

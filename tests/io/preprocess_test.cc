@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "io/byte_tokenizer.h"
 #include "io/indexed_dataset.h"
+#include "io/json_strings.h"
 #include "io/tokenizer.h"
 #include "tests/io/io_test_util.h"
 

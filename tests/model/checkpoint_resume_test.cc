@@ -14,32 +14,18 @@
 #include "model/checkpoint.h"
 #include "model/trainer.h"
 #include "tests/io/io_test_util.h"
+#include "tests/parallel/tiny_training.h"
 
 namespace anvil::model {
 namespace {
 
+// The parallel tests' tiny GPT (dropout on), over 10 steps of 4 sequences.
 TrainConfig tiny_config() {
-  TrainConfig c;
-  c.model.vocab_size = 50;
-  c.model.max_seq_len = 16;
-  c.model.d_model = 32;
-  c.model.n_heads = 4;
-  c.model.n_layers = 2;
-  c.model.hidden_dropout = 0.1f;
-  c.model.attention_dropout = 0.1f;
-  c.data.seq_len = 16;
-  c.train.micro_batch = 2;
+  TrainConfig c = testing_parallel::tiny_train_config();
   c.train.global_batch = 4;
   c.train.steps = 10;
-  c.train.seed = 3;
-  c.train.device = "cpu";
-  c.train.eval_iters = 0;
-  c.train.log_interval = 100;
-  c.optim.schedule.lr = 1e-2;
-  c.optim.schedule.min_lr = 1e-3;
   c.optim.schedule.warmup_steps = 2;
   c.optim.schedule.decay_steps = 10;
-  c.optim.weight_decay = 0.1;
   return c;
 }
 

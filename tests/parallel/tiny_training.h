@@ -1,5 +1,5 @@
-// Shared setup of the parallel training tests (dp_training_test, gpt_parallel_test): a tiny
-// GPT trained 3 steps with dropout on, and a deterministic sample stream. Header-only: the
+// Shared setup of the training tests (dp_training_test, gpt_parallel_test, checkpoint tests): a
+// tiny GPT trained 3 steps with dropout on, and a deterministic sample stream. Header-only: the
 // parallel tests link the model library, the shared testing library does not.
 #pragma once
 
