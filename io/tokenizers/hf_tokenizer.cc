@@ -23,6 +23,8 @@
 #include "io/tokenizers/bert_normalizer.h"
 #include "io/tokenizers/factories.h"
 #include "io/tokenizers/gpt2_bpe.h"
+#include "io/tokenizers/hf_added_tokens.h"
+#include "io/tokenizers/hf_text_steps.h"
 #include "io/tokenizers/utf8.h"
 #include "io/tokenizers/wordpiece.h"
 #include "nlohmann/json.hpp"
@@ -30,6 +32,11 @@
 namespace anvil::io {
 namespace {
 
+using hf_internal::AddedMatcher;
+using hf_internal::AddedToken;
+using hf_internal::NormKind;
+using hf_internal::NormStep;
+using hf_internal::Segment;
 using json = nlohmann::json;
 
 // ---- JSON access without exceptions ---------------------------------------------------------
@@ -140,189 +147,7 @@ bool is_regular_file(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-// ---- GPT-2's byte alphabet (for the ByteLevel decoder of added tokens) -----------------------
-
-// byte_to_cp[b]: the printable stand-in of byte b (GPT-2's bytes_to_unicode).
-struct ByteAlphabet {
-  std::array<char32_t, 256> byte_to_cp{};
-  std::unordered_map<char32_t, uint8_t> cp_to_byte;
-  ByteAlphabet() {
-    int n = 0;
-    for (int b = 0; b < 256; ++b) {
-      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-      byte_to_cp[b] = printable ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + n++);
-      cp_to_byte[byte_to_cp[b]] = static_cast<uint8_t>(b);
-    }
-  }
-};
-
-const ByteAlphabet& byte_alphabet() {
-  static const ByteAlphabet* alphabet = new ByteAlphabet();
-  return *alphabet;
-}
-
-// tokenizers' ByteLevel decoder for one token: its characters mapped back to bytes, or the
-// token's own UTF-8 when any character is outside the alphabet.
-void append_byte_level(const std::string& token, std::string* out) {
-  const ByteAlphabet& a = byte_alphabet();
-  std::string bytes;
-  for (size_t pos = 0; pos < token.size();) {
-    const utf8::Decoded d = utf8::decode_at(token, pos);
-    const auto it = a.cp_to_byte.find(d.cp);
-    if (!d.valid || it == a.cp_to_byte.end()) {
-      *out += token;
-      return;
-    }
-    bytes.push_back(static_cast<char>(it->second));
-    pos += d.length;
-  }
-  *out += bytes;
-}
-
-// tokenizers' WordPiece decoder cleanup (decoders/wordpiece.rs), applied per token.
-std::string wordpiece_cleanup(const std::string& token) {
-  return absl::StrReplaceAll(token, {{" .", "."},
-                                     {" ?", "?"},
-                                     {" !", "!"},
-                                     {" ,", ","},
-                                     {" ' ", "'"},
-                                     {" n't", "n't"},
-                                     {" 'm", "'m"},
-                                     {" do not", " don't"},
-                                     {" 's", "'s"},
-                                     {" 've", "'ve"},
-                                     {" 're", "'re"}});
-}
-
-// ---- added tokens -----------------------------------------------------------------------------
-
-struct AddedToken {
-  std::string content;
-  int32_t id = -1;
-  bool single_word = false;
-  bool lstrip = false;
-  bool rstrip = false;
-  bool normalized = false;
-  bool special = false;
-};
-
-// regex's \w, which tokenizers' single_word test uses: letters, marks, decimal digits, Pc.
-bool is_word_char(char32_t cp) {
-  if (cp < 0x80) {
-    return (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || (cp >= '0' && cp <= '9') ||
-           cp == '_';
-  }
-  const utf8::Category c = utf8::category(cp);
-  return utf8::is_letter(c) || utf8::is_mark(c) || c == utf8::Category::kNd ||
-         c == utf8::Category::kPc;
-}
-
-// The last code point of text[0, end) (end > 0).
-char32_t last_code_point(absl::string_view text, size_t end) {
-  size_t b = end - 1;
-  while (b > 0 && (static_cast<unsigned char>(text[b]) & 0xC0) == 0x80) --b;
-  return utf8::decode_at(text, b).cp;
-}
-
-// One piece of a split: text[begin, end), which is the added token `id` or (id < 0) text that
-// still needs the model.
-struct Segment {
-  size_t begin;
-  size_t end;
-  int32_t id;
-};
-
-// Leftmost-longest matching of a set of added tokens (tokenizers uses Aho-Corasick with
-// MatchKind::LeftmostLongest; sets are small, so a first-byte index suffices).
-class AddedMatcher {
- public:
-  void add(std::string pattern, const AddedToken* token) {
-    if (pattern.empty()) return;
-    patterns_.push_back({std::move(pattern), token});
-  }
-  void finish() {
-    for (size_t i = 0; i < patterns_.size(); ++i) {
-      by_first_[static_cast<unsigned char>(patterns_[i].text[0])].push_back(static_cast<int>(i));
-    }
-    for (auto& list : by_first_) {  // longest first: the first hit at a position is the longest
-      std::stable_sort(list.begin(), list.end(), [this](int a, int b) {
-        return patterns_[a].text.size() > patterns_[b].text.size();
-      });
-    }
-  }
-  bool empty() const { return patterns_.empty(); }
-
-  // tokenizers' AddedVocabulary::find_matches: appends the segments of text to *out.
-  void split(absl::string_view text, std::vector<Segment>* out) const {
-    size_t start_offset = 0;  // end of the last emitted segment
-    size_t search = 0;
-    while (search < text.size()) {
-      size_t mstart = 0;
-      const Pattern* p = find(text, search, &mstart);
-      if (p == nullptr) break;
-      size_t start = mstart;
-      size_t stop = mstart + p->text.size();
-      search = stop;
-      const AddedToken& t = *p->token;
-      if (t.single_word) {
-        const bool start_ok = start == 0 || !is_word_char(last_code_point(text, start));
-        const bool stop_ok = stop == text.size() || !is_word_char(utf8::decode_at(text, stop).cp);
-        if (!start_ok || !stop_ok) continue;
-      }
-      if (t.lstrip) {  // swallow the whitespace before it, not past the previous segment
-        size_t s = start;
-        while (s > start_offset) {
-          size_t b = s - 1;
-          while (b > 0 && (static_cast<unsigned char>(text[b]) & 0xC0) == 0x80) --b;
-          if (!utf8::is_white_space(utf8::decode_at(text, b).cp)) break;
-          s = b;
-        }
-        start = s;
-      }
-      if (t.rstrip) {  // swallow the whitespace after it
-        while (stop < text.size()) {
-          const utf8::Decoded d = utf8::decode_at(text, stop);
-          if (!utf8::is_white_space(d.cp)) break;
-          stop += d.length;
-        }
-        search = stop;
-      }
-      if (start_offset < start) out->push_back({start_offset, start, -1});
-      out->push_back({start, stop, t.id});
-      start_offset = stop;
-    }
-    if (start_offset < text.size() || text.empty()) out->push_back({start_offset, text.size(), -1});
-  }
-
- private:
-  struct Pattern {
-    std::string text;
-    const AddedToken* token;
-  };
-  const Pattern* find(absl::string_view text, size_t from, size_t* at) const {
-    for (size_t i = from; i < text.size(); ++i) {
-      const auto& list = by_first_[static_cast<unsigned char>(text[i])];
-      for (const int k : list) {
-        const std::string& p = patterns_[k].text;
-        if (text.size() - i >= p.size() && text.compare(i, p.size(), p) == 0) {
-          *at = i;
-          return &patterns_[k];
-        }
-      }
-    }
-    return nullptr;
-  }
-  std::vector<Pattern> patterns_;
-  std::array<std::vector<int>, 256> by_first_;
-};
-
 // ---- pipeline components ----------------------------------------------------------------------
-
-enum class NormKind { kBert, kNfc, kNfd, kNfkc, kNfkd, kLowercase };
-struct NormStep {
-  NormKind kind;
-  BertNormalizerOptions bert;
-};
 
 enum class PreTokKind { kNone, kBert, kByteLevel };
 enum class ModelKind { kBpe, kWordPiece };
@@ -373,41 +198,6 @@ absl::Status parse_normalizer(const Ctx& ctx, const json& n, const std::string& 
   }
   steps->push_back(step);
   return absl::OkStatus();
-}
-
-std::string apply_normalizers(const std::vector<NormStep>& steps, absl::string_view text) {
-  std::string cur(text);
-  std::string next;
-  for (const NormStep& s : steps) {
-    switch (s.kind) {
-      case NormKind::kBert:
-        bert_normalize(cur, s.bert, &next);
-        cur.swap(next);
-        break;
-      case NormKind::kNfc:
-        cur = utf8::normalize(cur, utf8::NormalForm::kNFC);
-        break;
-      case NormKind::kNfd:
-        cur = utf8::normalize(cur, utf8::NormalForm::kNFD);
-        break;
-      case NormKind::kNfkc:
-        cur = utf8::normalize(cur, utf8::NormalForm::kNFKC);
-        break;
-      case NormKind::kNfkd:
-        cur = utf8::normalize(cur, utf8::NormalForm::kNFKD);
-        break;
-      case NormKind::kLowercase:
-        next.clear();
-        for (size_t pos = 0; pos < cur.size();) {
-          const utf8::Decoded d = utf8::decode_at(cur, pos);
-          append_lowercase(d.cp, &next);
-          pos += d.length;
-        }
-        cur.swap(next);
-        break;
-    }
-  }
-  return cur;
 }
 
 // The token named by a special_tokens_map.json / tokenizer_config.json value: a string or an
@@ -967,7 +757,7 @@ absl::StatusOr<std::string> HfTokenizer::decode(const std::vector<int32_t>& ids)
     case DecoderKind::kNone:
       return absl::StrJoin(tokens, " ");
     case DecoderKind::kByteLevel:
-      for (const std::string& t : tokens) append_byte_level(t, &out);
+      for (const std::string& t : tokens) hf_internal::append_byte_level(t, &out);
       return utf8::replace_invalid(out);
     case DecoderKind::kWordPiece:
       for (size_t i = 0; i < tokens.size(); ++i) {
@@ -979,7 +769,7 @@ absl::StatusOr<std::string> HfTokenizer::decode(const std::vector<int32_t>& ids)
             t.insert(0, " ");
           }
         }
-        out += s.wordpiece_cleanup ? wordpiece_cleanup(t) : t;
+        out += s.wordpiece_cleanup ? hf_internal::wordpiece_cleanup(t) : t;
       }
       return out;
     case DecoderKind::kUnsupported:
