@@ -1,9 +1,10 @@
 // CUDA twin of ops/flash_attention.h: fills the kernels' Params from the checked views and
 // launches ops/cuda/flash_attention_{forward,backward}.cu. Workspace (backward only):
-//   dvec [B, H, Tq] f32   rowsum(dout * out)
+//   dvec      [B, H, Tq] f32                           rowsum(dout * out)
+//   drel_rows [B, H, ceil(Tq / 64), Tq + Tk - 1] f32   relative buckets only: per query block
+//   drel_diag [H, Tq + Tk - 1] f32                     sums of dS along each diagonal
 #include <cuda_bf16.h>
 
-#include "engine/status.h"
 #include "ops/cuda/flash_attention_launch.h"
 #include "ops/cuda/flash_attention_tiles.cuh"
 #include "ops/flash_attention.h"
@@ -45,7 +46,13 @@ flash::Params make_params(const FlashAttentionArgs& a, ConstTensorView q, ConstT
 }  // namespace
 
 size_t flash_attention_workspace_bytes(const FlashAttentionArgs& args, int64_t /*num_buckets*/) {
-  return static_cast<size_t>(args.batch * args.heads * args.q_len) * sizeof(float);
+  int64_t floats = args.batch * args.heads * args.q_len;
+  if (args.bias == AttentionBias::kRelativeBuckets) {
+    const int64_t diags = args.q_len + args.kv_len - 1;
+    floats +=
+        (args.batch * flash::num_row_blocks(static_cast<int>(args.q_len)) + 1) * args.heads * diags;
+  }
+  return static_cast<size_t>(floats) * sizeof(float);
 }
 
 void flash_attention_forward(const FlashAttentionArgs& args, TensorView out, TensorView lse,
@@ -60,13 +67,10 @@ void flash_attention_forward(const FlashAttentionArgs& args, TensorView out, Ten
 }
 
 void flash_attention_backward(const FlashAttentionArgs& args, TensorView dq, TensorView dk,
-                              TensorView dv, TensorView /*d_rel_table*/, ConstTensorView dout,
+                              TensorView dv, TensorView d_rel_table, ConstTensorView dout,
                               ConstTensorView q, ConstTensorView k, ConstTensorView v,
                               ConstTensorView out, ConstTensorView lse, const AttentionMasks& masks,
                               Workspace ws, Stream& stream) {
-  ANVIL_CHECK_MSG(args.bias != AttentionBias::kRelativeBuckets,
-                  "flash_attention_backward: the CUDA backward does not compute d_rel_table "
-                  "(relative position buckets) yet; only the CPU twin does");
   flash::Params p = make_params(args, q, k, v, masks);
   p.out = out.as<flash::bf16>();
   p.ldo = out.strides[0];
@@ -80,6 +84,13 @@ void flash_attention_backward(const FlashAttentionArgs& args, TensorView dq, Ten
   p.ld_dv = dv.strides[0];
   p.lse = const_cast<float*>(lse.as<float>());  // read only in backward
   p.dvec = static_cast<float*>(ws.data);
+  if (args.bias == AttentionBias::kRelativeBuckets) {
+    p.drel_rows = p.dvec + args.batch * args.heads * args.q_len;
+    p.drel_diag = p.drel_rows + args.batch * args.heads * flash::num_row_blocks(p.tq) *
+                                    flash::num_diagonals(p.tq, p.tk);
+    p.d_rel_table = d_rel_table.as<float>();
+    p.num_buckets = static_cast<int>(d_rel_table.dim(0));
+  }
   flash::backward(p, static_cast<int>(args.batch), static_cast<int>(args.head_dim),
                   stream.cuda_stream());
 }

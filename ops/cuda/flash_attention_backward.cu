@@ -8,11 +8,17 @@
 //            dv_j = sum_i keep/(1-p) P_ij dout_i;  dk_j = scale sum_i dS_ij q_i    (=)
 // Splitting dq from dk/dv recomputes Q K^T and dout V^T once more (7 tensor-core products per
 // tile instead of 5) but keeps every sum in a fixed order, so runs are bitwise reproducible.
+// Relative buckets (T5): d bias_ij = dS_ij, so d rel_table[u, h] += sum of dS over the (b, i, j)
+// whose diagonal j - i falls in bucket u. The dq kernel sums each tile's dS along its diagonals
+// into a per-block row (drel_rows); drel_reduce_diagonals adds the rows over blocks and samples,
+// drel_reduce_buckets the diagonals of each bucket: fixed orders throughout.
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <string>
 
 #include "engine/cuda_check.h"
+#include "engine/status.h"
 #include "ops/cuda/flash_attention_launch.h"
 #include "ops/cuda/flash_attention_tiles.cuh"
 
@@ -93,6 +99,41 @@ __device__ __forceinline__ void dq_scores(float (&s)[8][4], const float (&dp)[8]
   }
 }
 
+// Relative buckets: adds the diagonal sums of a warp-distributed 64 x 64 dS tile (queries q0..,
+// keys k0..) to s_diag, where s_diag[e] holds diagonal j - i = e - q0 - 63 of this query block.
+// s_ds: [64, 65] f32 scratch (padded against bank conflicts). Thread x < 127 owns the tile's
+// diagonal x - 63, so consecutive tiles' overlapping entries are written in iteration order.
+__device__ __forceinline__ void add_tile_diagonals(float* s_diag, float* s_ds,
+                                                   const float (&ds)[8][4], int k0) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      s_ds[(warp * 16 + g + (c >> 1) * 8) * 65 + n * 8 + 2 * t + (c & 1)] = ds[n][c];
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < 2 * kRows - 1) {
+    const int dl = threadIdx.x - (kRows - 1);  // key - query within the tile
+    float sum = 0.f;
+    for (int r = max(0, -dl); r < min(kRows, kRows - dl); ++r) sum += s_ds[r * 65 + r + dl];
+    s_diag[k0 + threadIdx.x] += sum;
+  }
+}
+
+// A dq block's diagonal sums to its drel_rows row, global diagonal index j - i + Tq - 1 (zeros
+// for the diagonals this block never reached).
+__device__ __forceinline__ void store_block_diagonals(const Params& p, const float* s_diag,
+                                                      int span, int b, int h, int qb) {
+  const int diags = num_diagonals(p.tq, p.tk), q0 = qb * kRows;
+  float* row = p.drel_rows + ((int64_t(b) * p.heads + h) * num_row_blocks(p.tq) + qb) * diags;
+  for (int d = threadIdx.x; d < diags; d += kThreads) {
+    const int e = d - (p.tq - 1) + q0 + kRows - 1;
+    row[d] = e >= 0 && e < span ? s_diag[e] : 0.f;
+  }
+}
+
 template <int D, bool kDropout, bool kBias>
 __global__ void __launch_bounds__(kThreads, D == 64 ? 3 : 2) flash_dq_kernel(const Params p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -110,6 +151,14 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 3 : 2) flash_dq_kernel(con
   const bf16* vg = p.v + int64_t(b) * p.tk * p.ldv + int64_t(h) * D;
   const int kv_stop = p.causal ? min(sc.kv_end, q0 + kRows) : sc.kv_end;
   const int n_blocks = (kv_stop + kRows - 1) / kRows;
+  // Relative buckets: [64, 65] dS scratch, then the block's diagonal sums.
+  const bool rel = kBias && p.bias == 2;
+  float* s_ds = reinterpret_cast<float*>(skv + 4 * kRows * D);
+  float* s_diag = s_ds + kRows * 65;
+  const int span = n_blocks * kRows + kRows - 1;  // diagonals the tiles reach
+  if (rel) {
+    for (int e = threadIdx.x; e < span; e += kThreads) s_diag[e] = 0.f;
+  }
 
   load_tile<D>(sq, p.q + int64_t(b) * p.tq * p.ldq + int64_t(h) * D, p.ldq, q0, p.tq);
   load_tile<D>(sdo, p.dout + int64_t(b) * p.tq * p.ldd + int64_t(h) * D, p.ldd, q0, p.tq);
@@ -154,6 +203,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 3 : 2) flash_dq_kernel(con
     } else {
       dq_scores<true, kDropout, kBias>(s, dp, sc, lse2, dvec, row_base, k0);
     }
+    if (rel) add_tile_diagonals(s_diag, s_ds, s, k0);
     uint32_t pa[4][4];
     to_a_frags(pa, s);
     gemm_nn<D>(dq, pa, k_tile, lr);
@@ -163,6 +213,35 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 3 : 2) flash_dq_kernel(con
   scale_acc(dq, p.scale_log2 / kLog2e);
   store_rows<D>(p.dq + int64_t(b) * p.tq * p.ld_dq + int64_t(h) * D, p.ld_dq, q0 + warp * 16, p.tq,
                 dq);
+  if (rel) {
+    __syncthreads();
+    store_block_diagonals(p, s_diag, span, b, h, qb);
+  }
+}
+
+// drel_diag[h, d] = sum over samples b, query blocks qb of drel_rows[b, h, qb, d].
+__global__ void drel_reduce_diagonals(const Params p, int batch) {
+  const int diags = num_diagonals(p.tq, p.tk), blocks = num_row_blocks(p.tq), h = blockIdx.y;
+  const int d = blockIdx.x * blockDim.x + threadIdx.x;
+  if (d >= diags) return;
+  float sum = 0.f;
+  for (int b = 0; b < batch; ++b) {
+    const float* rows = p.drel_rows + (int64_t(b) * p.heads + h) * blocks * diags + d;
+    for (int qb = 0; qb < blocks; ++qb) sum += rows[int64_t(qb) * diags];
+  }
+  p.drel_diag[int64_t(h) * diags + d] = sum;
+}
+
+// d_rel_table[u, head_offset + h] += sum of drel_diag[h, d] over the diagonals d in bucket u.
+__global__ void drel_reduce_buckets(const Params p) {
+  const int diags = num_diagonals(p.tq, p.tk), h = blockIdx.x;
+  for (int u = threadIdx.x; u < p.num_buckets; u += blockDim.x) {
+    float sum = 0.f;
+    for (int d = 0; d < diags; ++d) {
+      if (p.rel_buckets[d] == u) sum += p.drel_diag[int64_t(h) * diags + d];
+    }
+    p.d_rel_table[int64_t(u) * p.total_heads + p.head_offset + h] += sum;
+  }
 }
 
 // dk/dv kernel, one query block: st holds K Q^T and dpt V dout^T of a warp's keys (rows) and the
@@ -263,6 +342,8 @@ __global__ void __launch_bounds__(kThreads, 2) flash_dkdv_kernel(const Params p)
   store_rows<D>(p.dv + int64_t(b) * p.tk * p.ld_dv + int64_t(h) * D, p.ld_dv, key0, p.tk, dv);
 }
 
+constexpr size_t kMaxSmemPerBlock = 227 * 1024;  // sm_90 opt-in maximum
+
 template <typename Kernel>
 void set_smem(Kernel kernel, size_t bytes) {
   ANVIL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -273,7 +354,15 @@ template <int D, bool kDropout, bool kBias>
 struct Backward {
   static void launch(const Params& p, int batch, cudaStream_t stream) {
     const size_t tile = kRows * D * sizeof(bf16);
-    const size_t dq_smem = 6 * tile, dkdv_smem = 6 * tile + 4 * kRows * sizeof(float);
+    const bool rel = p.bias == 2;
+    const size_t rel_smem =
+        rel ? (kRows * 65 + num_row_blocks(p.tk) * kRows + kRows) * sizeof(float) : 0;
+    const size_t dq_smem = 6 * tile + rel_smem, dkdv_smem = 6 * tile + 4 * kRows * sizeof(float);
+    ANVIL_CHECK_MSG(dq_smem <= kMaxSmemPerBlock,
+                    "flash_attention_backward: relative buckets with " + std::to_string(p.tk) +
+                        " keys need " + std::to_string(dq_smem) +
+                        " bytes of shared memory per block (at most " +
+                        std::to_string(kMaxSmemPerBlock) + " on sm_90)");
     auto* dq = flash_dq_kernel<D, kDropout, kBias>;
     auto* dkdv = flash_dkdv_kernel<D, kDropout, kBias>;
     set_smem(dq, dq_smem);
@@ -282,6 +371,13 @@ struct Backward {
     ANVIL_CUDA_CHECK(cudaGetLastError());
     dkdv<<<dim3((p.tk + kRows - 1) / kRows, p.heads, batch), kThreads, dkdv_smem, stream>>>(p);
     ANVIL_CUDA_CHECK(cudaGetLastError());
+    if (rel) {
+      const int diags = num_diagonals(p.tq, p.tk);
+      drel_reduce_diagonals<<<dim3((diags + 127) / 128, p.heads), 128, 0, stream>>>(p, batch);
+      ANVIL_CUDA_CHECK(cudaGetLastError());
+      drel_reduce_buckets<<<p.heads, 128, 0, stream>>>(p);
+      ANVIL_CUDA_CHECK(cudaGetLastError());
+    }
   }
 };
 

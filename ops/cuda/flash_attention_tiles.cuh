@@ -40,7 +40,16 @@ struct Params {
   const float* rel_table;       // [num_buckets, total_heads]
   float dropout_p, keep_scale;  // keep_scale = 1 / (1 - p)
   uint64_t seed, offset;
+  // Relative-bucket backward (bias == 2): per dq block sums of dS along each diagonal j - i,
+  // [B, H, ceil(Tq / 64), Tq + Tk - 1]; their sum over blocks and samples [H, Tq + Tk - 1];
+  // the learned table's gradient [num_buckets, total_heads] (+=).
+  float *drel_rows, *drel_diag, *d_rel_table;
+  int num_buckets;
 };
+
+// Diagonals j - i of a Tq x Tk score matrix, indexed by j - i + Tq - 1.
+__host__ __device__ inline int num_diagonals(int tq, int tk) { return tq + tk - 1; }
+__host__ __device__ inline int num_row_blocks(int rows) { return (rows + kRows - 1) / kRows; }
 
 // Shared-memory element offset of (row, col) in a [64, D] tile; col a multiple of 8 picks the
 // 16-byte chunk, which is XORed with row % 8.

@@ -405,10 +405,16 @@ void check_gpu(Case c, uint64_t seed) {
   expect_near_scaled(got.dq, ref.dq, 1e-1, 4e-2, 2e-4, "dq", single_key);
   expect_near_scaled(got.dk, ref.dk, 1e-1, 4e-2, 2e-4, "dk", single_key);
   expect_near_scaled(got.dv, ref.dv, 1e-1, 4e-2, 2e-4, "dv");
+  // d rel_table sums dS over thousands of elements: relative to its rms, like the gradients
+  // (it starts at 0.25, so the += is checked too).
+  if (!ref.d_table.empty()) {
+    expect_near_scaled(got.d_table, ref.d_table, 1e-1, 4e-2, 2e-4, "d rel_table");
+  }
   const Results again = run(c, Device::kCuda, DType::kBF16, in);
   EXPECT_EQ(again.dq, got.dq) << "backward must be bitwise reproducible";
   EXPECT_EQ(again.dk, got.dk);
   EXPECT_EQ(again.dv, got.dv);
+  EXPECT_EQ(again.d_table, got.d_table);
 }
 
 Case gpu_case(int64_t b, int64_t t, int64_t h, int64_t dh, bool causal) {
@@ -476,6 +482,26 @@ TEST(FlashAttentionGpu, RelativeBucketsForward) {
   const Results got = run(c, Device::kCuda, DType::kBF16, in, false);
   expect_near_scaled(got.out, ref.out, 2e-2, 2e-2, 2e-4, "out");
   expect_lse_near(got.lse, ref.lse);
+}
+
+// T5's encoder (bidirectional, padded keys), decoder self-attention (causal, dropout) and a
+// cross-shaped case, with heads split as under TP: d rel_table against the CPU twin.
+TEST(FlashAttentionGpu, RelativeBucketsBackward) {
+  ANVIL_SKIP_WITHOUT_GPU();
+  for (int64_t dh : {64, 128}) {
+    Case enc = gpu_case(3, 200, 2, dh, false);
+    enc.scale = 1.0f, enc.kv_lengths = {200, 130, 7}, enc.total_heads = 6, enc.head_offset = 2;
+    add_relative_buckets(&enc, 21);
+    check_gpu(enc, 22);
+    Case dec = gpu_case(2, 257, 3, dh, true);
+    dec.scale = 1.0f, dec.dropout = 0.1f;
+    add_relative_buckets(&dec, 23);
+    check_gpu(dec, 24);
+    Case x = gpu_case(2, 150, 2, dh, false);
+    x.cross = true, x.tk = 90, x.scale = 1.0f;
+    add_relative_buckets(&x, 25);
+    check_gpu(x, 26);
+  }
 }
 
 }  // namespace
