@@ -398,11 +398,26 @@ double GptModel::grad_sum_squares(engine::Stream& stream) {
                        b.op_ws, stream);
     }
   };
-  for (const Param& p : b.table.all()) {
-    const bool tp_replica = p.tp_split_dim < 0 && sh.tp_rank > 0;
-    const bool head_copy = p.name == "wte.weight" && sh.post && !sh.pre;
-    if (!tp_replica && !head_copy) add(p.offset, p.offset + p.numel());
+  // Runs of counted parameters in flat order, one sum_squares each (one for a whole single-rank
+  // model): the alignment padding between parameters holds zero gradients (zero_grads clears the
+  // whole buffer and nothing writes there), so it can be summed along.
+  std::vector<const Param*> by_offset;
+  for (const Param& p : b.table.all()) by_offset.push_back(&p);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const Param* x, const Param* y) { return x->offset < y->offset; });
+  int64_t run_lo = -1, run_hi = -1;
+  for (const Param* p : by_offset) {
+    const bool tp_replica = p->tp_split_dim < 0 && sh.tp_rank > 0;
+    const bool head_copy = p->name == "wte.weight" && sh.post && !sh.pre;
+    if (tp_replica || head_copy) {
+      if (run_lo >= 0) add(run_lo, run_hi);
+      run_lo = -1;
+      continue;
+    }
+    if (run_lo < 0) run_lo = p->offset;
+    run_hi = p->offset + p->numel();
   }
+  if (run_lo >= 0) add(run_lo, run_hi);
   return read_back(b.norm_out, stream)[0];
 }
 
