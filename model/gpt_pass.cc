@@ -64,6 +64,15 @@ void weight_grad(TensorView dw, ConstTensorView dy, ConstTensorView x, engine::S
   ops::gemm(g, dw, dy, x, {}, {}, s);
 }
 
+// dW [out, in] += dy^T x and db [out] += column sums of dy (f32), in one pass over dy.
+void weight_bias_grad(TensorView dw, TensorView db, ConstTensorView dy, ConstTensorView x,
+                      engine::Stream& s) {
+  ops::GemmArgs g{dw.dim(0), dw.dim(1), dy.dim(0)};
+  g.trans_a = true;
+  g.beta = 1.0f;
+  ops::gemm_bias_grad(g, dw, db, dy, x, s);
+}
+
 // dx [rows, in] = dy [rows, out] W [out, in].
 void input_grad(TensorView dx, ConstTensorView dy, ConstTensorView w, engine::Stream& s,
                 float alpha = 1.0f) {
@@ -415,13 +424,11 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
   const gpt_detail::LayerWeights& lg = buf.g.layers[static_cast<size_t>(local)];
   // MLP: x_{l+1} = h + Drop(gelu Wp^T + bp); dres holds d x_{l+1}.
   TensorView dproj = drop_grad(3 + 3 * l);
-  weight_grad(lg.mlp_proj_w, dproj, a.gelu, s);
-  ops::bias_backward(lg.mlp_proj_b, dproj, s);
+  weight_bias_grad(lg.mlp_proj_w, lg.mlp_proj_b, dproj, a.gelu, s);
   ops::GemmArgs dg{bt, cfg.ffn() / tp, d};
   dg.epilogue = Epilogue::kDGelu;  // dfc = (dproj Wp) * gelu'(pre_gelu)
   ops::gemm(dg, dfc, dproj, lw.mlp_proj_w, {}, a.pre_gelu, s);
-  weight_grad(lg.fc_w, dfc, a.ln2, s);
-  ops::bias_backward(lg.fc_b, dfc, s);
+  weight_bias_grad(lg.fc_w, lg.fc_b, dfc, a.ln2, s);
   input_grad(buf.dln, dfc, lw.fc_w, s);
   TensorView dln = col_parallel_in_grad(buf.dln, s);
   // dres becomes d h = d x_{l+1} + LN2'(dln) (dproj, possibly aliasing dres, is consumed).
@@ -429,12 +436,10 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
                           a.ln2_mean, a.ln2_rstd, buf.op_ws, s);
   // Attention: h = x + Drop(atty Wo^T + bo).
   dproj = drop_grad(2 + 3 * l);
-  weight_grad(lg.attn_proj_w, dproj, a.atty, s);
-  ops::bias_backward(lg.attn_proj_b, dproj, s);
+  weight_bias_grad(lg.attn_proj_w, lg.attn_proj_b, dproj, a.atty, s);
   input_grad(datty, dproj, lw.attn_proj_w, s);
   attention_core_backward(sd, a, l, dqkv, datty, s);
-  weight_grad(lg.qkv_w, dqkv, a.ln1, s);
-  ops::bias_backward(lg.qkv_b, dqkv, s);
+  weight_bias_grad(lg.qkv_w, lg.qkv_b, dqkv, a.ln1, s);
   input_grad(buf.dln, dqkv, lw.qkv_w, s);
   dln = col_parallel_in_grad(buf.dln, s);
   // dres becomes d x_l.

@@ -2,6 +2,7 @@
 // (math in ops/gemm.h):
 //   D[b] = epilogue(alpha * op(A[b]) op(B[b]) + beta * D[b])   (= when beta = 0, += when 1)
 //   dbias[n] += sum over rows of dy[rows, n]
+//   gemm_bias_grad: the plain GEMM and dbias[m] += sum over k of A[k, m] in one call
 // Checks shapes, dtypes and devices, then runs the CPU twin (OpenBLAS) or the CUDA twin
 // (cuBLASLt).
 #include "ops/gemm.h"
@@ -43,14 +44,16 @@ void check_operand(const char* arg, const ConstTensorView& v, DType dtype, const
   }
 }
 
-}  // namespace
-
-void gemm(const GemmArgs& args, TensorView d, ConstTensorView a, ConstTensorView b,
-          ConstTensorView bias, TensorView pre_gelu, Stream& stream) {
+// Every argument of gemm (shapes, dtypes, devices, epilogue operands).
+void check_gemm(const GemmArgs& args, const TensorView& d, const ConstTensorView& a,
+                const ConstTensorView& b, const ConstTensorView& bias, const TensorView& pre_gelu,
+                Stream& stream) {
   ANVIL_CHECK_MSG(args.m >= 1 && args.n >= 1 && args.k >= 1 && args.batch >= 1,
                   "gemm: need m, n, k, batch >= 1, got m=" + std::to_string(args.m) +
                       " n=" + std::to_string(args.n) + " k=" + std::to_string(args.k) +
                       " batch=" + std::to_string(args.batch));
+  ANVIL_CHECK_MSG(args.epilogue != Epilogue::kBiasGradA,
+                  "gemm: kBiasGradA is gemm_bias_grad's own epilogue; call gemm_bias_grad");
   ANVIL_CHECK_MSG(args.epilogue == Epilogue::kNone || args.batch == 1,
                   "gemm: epilogues need batch == 1, got batch=" + std::to_string(args.batch));
   ANVIL_CHECK_MSG(args.stride_d == 0 || args.stride_d >= args.m * args.n,
@@ -98,11 +101,41 @@ void gemm(const GemmArgs& args, TensorView d, ConstTensorView a, ConstTensorView
     ANVIL_CHECK_MSG(pre_gelu.empty(),
                     gemm_expected("pre_gelu", "empty for this epilogue", pre_gelu));
   }
+}
 
+// dbias: a contiguous [n] f32 tensor (f64 for f64 sums) on the stream's device.
+void check_dbias(const char* op, const TensorView& dbias, engine::DType want, int64_t n,
+                 const std::string& of, Stream& stream) {
+  ANVIL_CHECK_MSG(!dbias.empty() && dbias.dtype == want && dbias.device == stream.device() &&
+                      dbias.is_contiguous() && dbias.numel() == n,
+                  std::string(op) + ": dbias must be a contiguous " +
+                      std::string(engine::dtype_name(want)) + " [" + std::to_string(n) + "] (" +
+                      of + "), got " + describe(dbias));
+}
+
+}  // namespace
+
+void gemm(const GemmArgs& args, TensorView d, ConstTensorView a, ConstTensorView b,
+          ConstTensorView bias, TensorView pre_gelu, Stream& stream) {
+  check_gemm(args, d, a, b, bias, pre_gelu, stream);
   if (stream.is_cuda()) {
     cuda::gemm(args, d, a, b, bias, pre_gelu, stream);
   } else {
     cpu::gemm(args, d, a, b, bias, pre_gelu, stream);
+  }
+}
+
+void gemm_bias_grad(const GemmArgs& args, TensorView d, TensorView dbias, ConstTensorView a,
+                    ConstTensorView b, Stream& stream) {
+  ANVIL_CHECK_MSG(args.trans_a && args.epilogue == Epilogue::kNone && args.batch == 1,
+                  "gemm_bias_grad: needs trans_a (a = dy [rows, out]), no epilogue and batch 1");
+  check_gemm(args, d, a, b, {}, {}, stream);
+  check_dbias("gemm_bias_grad", dbias, a.dtype == DType::kF64 ? DType::kF64 : DType::kF32, args.m,
+              "m, the columns of a " + describe(a), stream);
+  if (stream.is_cuda()) {
+    cuda::gemm_bias_grad(args, d, dbias, a, b, stream);
+  } else {
+    cpu::gemm_bias_grad(args, d, dbias, a, b, stream);
   }
 }
 
@@ -115,13 +148,8 @@ void bias_backward(TensorView dbias, ConstTensorView dy, Stream& stream) {
                   "device, got " +
                       describe(dy));
   // f64 dbias only for f64 dy (CPU finite-difference checks); otherwise f32.
-  const DType want = dy.dtype == DType::kF64 ? DType::kF64 : DType::kF32;
-  const int64_t n = dy.dim(-1);
-  ANVIL_CHECK_MSG(!dbias.empty() && dbias.dtype == want && dbias.device == dev &&
-                      dbias.is_contiguous() && dbias.numel() == n,
-                  "bias_backward: dbias must be a contiguous " +
-                      std::string(engine::dtype_name(want)) + " [" + std::to_string(n) +
-                      "] (the last dim of dy " + describe(dy) + "), got " + describe(dbias));
+  check_dbias("bias_backward", dbias, dy.dtype == DType::kF64 ? DType::kF64 : DType::kF32,
+              dy.dim(-1), "the last dim of dy " + describe(dy), stream);
   if (stream.is_cuda()) {
     cuda::bias_backward(dbias, dy, stream);
   } else {

@@ -22,7 +22,8 @@ using engine::ConstTensorView;
 using engine::Stream;
 using engine::TensorView;
 
-enum class Epilogue { kNone, kBias, kBiasGelu, kDGelu };
+// kBiasGradA is internal to gemm_bias_grad (dbias = column sums of A); gemm() refuses it.
+enum class Epilogue { kNone, kBias, kBiasGelu, kDGelu, kBiasGradA };
 
 struct GemmArgs {
   int64_t m, n, k;
@@ -48,6 +49,16 @@ void gemm(const GemmArgs& args, TensorView d, ConstTensorView a, ConstTensorView
 // deterministic); without a workspace it runs unsplit.
 void bias_backward(TensorView dbias, ConstTensorView dy, Stream& stream);
 
+// A linear layer's weight and bias gradients in one pass over dy (args.trans_a, epilogue kNone):
+//   d = alpha * op(A) op(B) + beta * d   (as gemm)   and   dbias[m] += sum_k A[k, m]
+// With {m = out, n = in, k = rows, trans_a, beta = 1}, a = dy [rows, out], b = x [rows, in]:
+// dW += dy^T x and dbias += column sums of dy (unscaled by alpha). dbias: [m] f32 (+=).
+// CUDA: cuBLASLt's BGRADB epilogue writes the sums into a scratch at the end of
+// stream.gemm_workspace() and a small kernel adds them (deterministic); where cuBLASLt has no
+// such kernel, the plain GEMM and then bias_backward.
+void gemm_bias_grad(const GemmArgs& args, TensorView d, TensorView dbias, ConstTensorView a,
+                    ConstTensorView b, Stream& stream);
+
 // Same-signature twins. The public functions check arguments and dispatch on stream.is_cuda().
 // cpu: A/B/D f32 or f64 (OpenBLAS), bias/pre_gelu the A dtype, dbias f32 (f64 with f64 dy).
 // cuda: A/B bf16 with D bf16 or f32, or all f32; bias/pre_gelu the A dtype; dbias f32.
@@ -58,11 +69,21 @@ namespace cpu {
 void gemm(const GemmArgs& args, TensorView d, ConstTensorView a, ConstTensorView b,
           ConstTensorView bias, TensorView pre_gelu, Stream& stream);
 void bias_backward(TensorView dbias, ConstTensorView dy, Stream& stream);
+void gemm_bias_grad(const GemmArgs& args, TensorView d, TensorView dbias, ConstTensorView a,
+                    ConstTensorView b, Stream& stream);
 }  // namespace cpu
 namespace cuda {
 void gemm(const GemmArgs& args, TensorView d, ConstTensorView a, ConstTensorView b,
           ConstTensorView bias, TensorView pre_gelu, Stream& stream);
 void bias_backward(TensorView dbias, ConstTensorView dy, Stream& stream);
+void gemm_bias_grad(const GemmArgs& args, TensorView d, TensorView dbias, ConstTensorView a,
+                    ConstTensorView b, Stream& stream);
 }  // namespace cuda
+
+namespace detail {
+// gemm_bias_grad calls on this host thread that ran fused (BGRADB epilogue), for tests and
+// benches that must know which path ran.
+size_t gemm_bias_grad_fused_calls();
+}  // namespace detail
 
 }  // namespace anvil::ops

@@ -68,6 +68,7 @@ void gemm_typed(const GemmArgs& args, T* d, const T* a, const T* b, const T* bia
   }
   switch (args.epilogue) {
     case Epilogue::kNone:
+    case Epilogue::kBiasGradA:  // refused by the dispatcher (gemm_bias_grad's own)
       break;
     case Epilogue::kBias:
       for (int64_t r = 0; r < m; ++r)
@@ -140,6 +141,12 @@ void bias_backward(TensorView dbias, ConstTensorView dy, Stream& /*stream*/) {
       ANVIL_CHECK_MSG(false,
                       "cpu::bias_backward: dy must be f32/f64/bf16, got " + engine::describe(dy));
   }
+}
+
+void gemm_bias_grad(const GemmArgs& args, TensorView d, TensorView dbias, ConstTensorView a,
+                    ConstTensorView b, Stream& stream) {
+  cpu::gemm(args, d, a, b, {}, {}, stream);
+  cpu::bias_backward(dbias, engine::reshape(a, {args.k, args.m}), stream);
 }
 
 }  // namespace anvil::ops::cpu

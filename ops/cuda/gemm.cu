@@ -26,6 +26,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "engine/arena.h"
 #include "engine/cuda_check.h"
 #include "engine/status.h"
 #include "ops/gemm.h"
@@ -198,6 +199,8 @@ cublasLtEpilogue_t lt_epilogue(Epilogue e) {
       return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     case Epilogue::kDGelu:
       return CUBLASLT_EPILOGUE_DGELU;
+    case Epilogue::kBiasGradA:
+      return CUBLASLT_EPILOGUE_BGRADB;  // cuBLASLt's B is our A (swapped operands)
     case Epilogue::kNone:
       break;
   }
@@ -260,7 +263,8 @@ std::unique_ptr<LtPlan> build_plan(const detail::GemmPlanKey& key, const LtEpilo
                                                       &kind, sizeof(kind)));
     set_epilogue_pointers(plan->op, epi);
     const int32_t act_type = ab_type;  // bias and aux have A's dtype; the default is D's
-    if (epi.bias != nullptr && ab_type != d_type) {
+    // (the bias gradient keeps the default: f32 with the f32 weight gradients).
+    if (epi.bias != nullptr && ab_type != d_type && key.epilogue != Epilogue::kBiasGradA) {
       ANVIL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
           plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &act_type, sizeof(act_type)));
     }
@@ -387,6 +391,7 @@ void fallback_epilogue(const GemmArgs& args, TensorView d, ConstTensorView bias,
           <<<grid, kThreads, 0, stream>>>(d.as<TD>(), pre_gelu.as<TA>(), total);
       break;
     case Epilogue::kNone:
+    case Epilogue::kBiasGradA:  // gemm_bias_grad's own fallback
       return;
   }
   ANVIL_CUDA_LAUNCH_CHECK();
@@ -419,6 +424,7 @@ void gemm(const GemmArgs& args, TensorView d, ConstTensorView a, ConstTensorView
       fusable = args.n % 8 == 0 && args.beta == 0.0f;
       break;
     case Epilogue::kNone:
+    case Epilogue::kBiasGradA:  // refused by the dispatcher
       break;
   }
   if (fusable && lt_matmul(args, epi, d, a, b, stream) == CUBLAS_STATUS_SUCCESS) {
@@ -481,10 +487,71 @@ void bias_backward(TensorView dbias, ConstTensorView dy, Stream& stream) {
   }
 }
 
+namespace {
+
+thread_local size_t fused_bias_grad_calls = 0;
+
+// dst[i] += src[i]
+__global__ void add_f32(float* dst, const float* src, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    dst[i] += src[i];
+  }
+}
+
+// Restores the stream's GEMM workspace when it goes out of scope.
+class WorkspaceRestore {
+ public:
+  explicit WorkspaceRestore(Stream& s) : s_(s), saved_(s.gemm_workspace()) {}
+  ~WorkspaceRestore() { s_.set_gemm_workspace(saved_); }
+
+ private:
+  Stream& s_;
+  engine::Workspace saved_;
+};
+
+}  // namespace
+
+void gemm_bias_grad(const GemmArgs& args, TensorView d, TensorView dbias, ConstTensorView a,
+                    ConstTensorView b, Stream& stream) {
+  // The BGRADB sums overwrite their vector, so they go to a scratch carved from the end of the
+  // GEMM workspace (the GEMM itself gets the rest) and are then added to dbias.
+  const engine::Workspace ws = stream.gemm_workspace();
+  const size_t scratch_bytes = engine::align_up(static_cast<size_t>(args.m) * sizeof(float));
+  constexpr size_t kMinLtWorkspace = size_t{1} << 20;
+  if (a.dtype == DType::kBF16 && ws.data != nullptr &&
+      ws.bytes >= scratch_bytes + kMinLtWorkspace) {
+    float* scratch =
+        reinterpret_cast<float*>(static_cast<char*>(ws.data) + ws.bytes - scratch_bytes);
+    cublasStatus_t st;
+    {
+      WorkspaceRestore restore(stream);
+      stream.set_gemm_workspace(engine::Workspace{ws.data, ws.bytes - scratch_bytes});
+      GemmArgs fused = args;
+      fused.epilogue = Epilogue::kBiasGradA;
+      LtEpilogue epi;
+      epi.kind = Epilogue::kBiasGradA;
+      epi.bias = scratch;
+      st = lt_matmul(fused, epi, d, a, b, stream);
+    }
+    if (st == CUBLAS_STATUS_SUCCESS) {
+      ANVIL_CUDA_LAUNCH_CHECK();
+      add_f32<<<grid_for(args.m, 256), 256, 0, stream.cuda_stream()>>>(dbias.as<float>(), scratch,
+                                                                       args.m);
+      ANVIL_CUDA_LAUNCH_CHECK();
+      ++fused_bias_grad_calls;
+      return;
+    }
+  }
+  plain_matmul_or_die(args, d, a, b, stream);
+  cuda::bias_backward(dbias, engine::reshape(a, {args.k, args.m}), stream);
+}
+
 }  // namespace anvil::ops::cuda
 
 namespace anvil::ops::detail {
 
 size_t gemm_plan_cache_size() { return cuda::plan_cache().size(); }
+size_t gemm_bias_grad_fused_calls() { return cuda::fused_bias_grad_calls; }
 
 }  // namespace anvil::ops::detail

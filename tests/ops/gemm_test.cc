@@ -10,6 +10,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <utility>
 #include <vector>
 
 #include "engine/dtype.h"
@@ -65,6 +67,7 @@ NaiveResult naive_gemm(const GemmArgs& g, const std::vector<double>& a,
         double v = g.alpha * acc + (g.beta != 0.0f ? g.beta * d0[di] : 0.0);
         switch (g.epilogue) {
           case Epilogue::kNone:
+          case Epilogue::kBiasGradA:  // d is the plain product (the bias sums are separate)
             break;
           case Epilogue::kBias:
             v += bias[j];
@@ -212,6 +215,41 @@ TEST(GemmCpu, BiasBackwardAccumulates) {
     const Tol tol = t == DType::kF64 ? kF64Tol : kF32Tol;
     EXPECT_TRUE(testing::tensors_near(testing::to_host_f64(dbias), once, tol));
     bias_backward(dbias, tdy, stream);
+    EXPECT_TRUE(testing::tensors_near(testing::to_host_f64(dbias), twice, tol));
+  }
+}
+
+// gemm_bias_grad = the plain GEMM (trans_a, beta = 1) plus dbias += column sums of A [k, m],
+// against the naive loop and direct sums in double; twice accumulates twice.
+TEST(GemmCpu, BiasGradIsGemmPlusColumnSums) {
+  TestStream stream(Device::kCpu);
+  TensorPool pool(Device::kCpu);
+  GemmArgs g{5, 4, 9};  // dW [out 5, in 4] += dy^T [5, rows 9] x [9, 4]
+  g.trans_a = true;
+  g.beta = 1.0f;
+  const std::vector<float> a = testing::random_uniform(g.k * g.m, 41);
+  const std::vector<float> b = testing::random_uniform(g.k * g.n, 42);
+  const std::vector<float> d0 = testing::random_uniform(g.m * g.n, 43);
+  const std::vector<float> db0 = testing::random_uniform(g.m, 44);
+  std::vector<double> sums(static_cast<size_t>(g.m), 0.0);
+  for (int64_t r = 0; r < g.k; ++r)
+    for (int64_t c = 0; c < g.m; ++c) sums[c] += a[r * g.m + c];
+  for (DType t : {DType::kF64, DType::kF32}) {
+    SCOPED_TRACE(engine::dtype_name(t));
+    TensorView d = pool.from(d0, t, {g.m, g.n});
+    TensorView dbias = pool.from(db0, t, {g.m});
+    TensorView ta = pool.from(a, t, {g.k, g.m}), tb = pool.from(b, t, {g.k, g.n});
+    gemm_bias_grad(g, d, dbias, ta, tb, stream);
+    const NaiveResult ref = naive_gemm(g, to_double(a), to_double(b), to_double(d0), {}, {});
+    const Tol tol = t == DType::kF64 ? kF64Tol : kF32Tol;
+    EXPECT_TRUE(testing::tensors_near(testing::to_host_f64(d), ref.d, tol));
+    std::vector<double> once(sums.size()), twice(sums.size());
+    for (size_t c = 0; c < sums.size(); ++c) {
+      once[c] = db0[c] + sums[c];
+      twice[c] = db0[c] + 2 * sums[c];
+    }
+    EXPECT_TRUE(testing::tensors_near(testing::to_host_f64(dbias), once, tol));
+    gemm_bias_grad(g, d, dbias, ta, tb, stream);
     EXPECT_TRUE(testing::tensors_near(testing::to_host_f64(dbias), twice, tol));
   }
 }
@@ -575,6 +613,49 @@ TEST(GemmGpu, BiasBackwardMatchesCpuAndAccumulates) {
       gpu.get().synchronize();
       EXPECT_EQ(got, testing::to_host(gdb2));
     }
+  }
+}
+
+// The weight gradients of GPT-2 124M's linears with their bias gradients fused (cuBLASLt
+// BGRADB), and an odd shape (fallback allowed), against the CPU twin; twice accumulates; the
+// same run again is bitwise equal. The GPT-sized shapes must take the fused path.
+TEST(GemmGpu, BiasGradMatchesCpuAndFuses) {
+  ANVIL_SKIP_WITHOUT_GPU();
+  const int64_t shapes[][3] = {
+      {2304, 768, 2048}, {3072, 768, 1024}, {768, 3072, 1024}, {37, 21, 19}};
+  for (const auto& sh : shapes) {
+    GemmArgs g{sh[0], sh[1], sh[2]};
+    g.trans_a = true;
+    g.beta = 1.0f;
+    SCOPED_TRACE(::testing::Message() << "m=" << g.m << " n=" << g.n << " k=" << g.k);
+    const std::vector<float> a = testing::round_bf16(testing::random_uniform(g.k * g.m, 51));
+    const std::vector<float> b = testing::round_bf16(testing::random_uniform(g.k * g.n, 52));
+    const std::vector<float> d0 = testing::random_uniform(g.m * g.n, 53);
+    const std::vector<float> db0 = testing::random_uniform(g.m, 54);
+    auto run = [&](Device dev, DType act) {
+      TestStream s(dev);
+      TensorPool pool(dev);
+      TensorView d = pool.from(d0, DType::kF32, {g.m, g.n});
+      TensorView db = pool.from(db0, DType::kF32, {g.m});
+      TensorView ta = pool.from(a, act, {g.k, g.m}), tb = pool.from(b, act, {g.k, g.n});
+      gemm_bias_grad(g, d, db, ta, tb, s);
+      gemm_bias_grad(g, d, db, ta, tb, s);
+      s.get().synchronize();
+      return std::make_pair(testing::to_host(d), testing::to_host(db));
+    };
+    const size_t fused_before = detail::gemm_bias_grad_fused_calls();
+    const auto got = run(Device::kCuda, DType::kBF16);
+    const size_t fused = detail::gemm_bias_grad_fused_calls() - fused_before;
+    const auto ref = run(Device::kCpu, DType::kF32);
+    EXPECT_TRUE(testing::tensors_near(got.first, ref.first, kF32OutFromBf16Tol)) << "dW";
+    EXPECT_TRUE(testing::tensors_near(got.second, ref.second, Tol{1e-3, 1e-4, 1e-9})) << "dbias";
+    EXPECT_EQ(run(Device::kCuda, DType::kBF16), got) << "must be bitwise reproducible";
+    if (g.m % 8 == 0) {
+      EXPECT_EQ(fused, 2u) << "cuBLASLt BGRADB not taken";
+    }
+    std::printf("gemm_bias_grad m=%lld n=%lld k=%lld: %zu of 2 calls fused\n",
+                static_cast<long long>(g.m), static_cast<long long>(g.n),
+                static_cast<long long>(g.k), fused);
   }
 }
 
