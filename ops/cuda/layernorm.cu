@@ -7,15 +7,9 @@
 //     dgamma += sum_rows dy * xhat;  dbeta += sum_rows dy   (f32)
 // Forward and dx: one warp per row, f32 statistics (two-pass variance over the row, which stays
 // in L1/L2 between passes), 16-byte accesses when cols and the pointers allow.
-// Backward, bf16 rows of at most kMaxFusedChunks x 256 columns (GPT up to d 2048): one pass.
-// Each warp owns kRowsPerWarp consecutive rows, holds a row's dy and x in registers for dx, and
-// accumulates dgamma/dbeta of its lane's columns over its rows in registers; the block adds its
-// warps' sums in warp order (shared memory) into one partial row per block; a second kernel sums
-// the partial rows in block order into dgamma/dbeta.
-// Otherwise: the rows are split into `groups` fixed ranges; a column-tiled kernel writes one f32
-// partial per (group, column) into the workspace, after the dx kernel; a second kernel sums the
-// partials of each column in group order and adds the total into dgamma/dbeta.
-// No atomics: deterministic.
+// dgamma/dbeta: the rows are split into `groups` fixed ranges; a column-tiled kernel writes one
+// f32 partial per (group, column) into the workspace, a second kernel sums the partials of each
+// column in group order and adds the total into dgamma/dbeta. No atomics: deterministic.
 #include <algorithm>
 #include <type_traits>
 
@@ -33,8 +27,6 @@ constexpr int kTileRows = 8;              // partial-sum kernel: warps stepping 
 constexpr int64_t kMaxGroups = 128;       // row groups (partials per column)
 constexpr int64_t kMinRowsPerGroup = 32;  // fewer rows than this per group is not worth it
 constexpr int kReduceThreads = 256;
-constexpr int kRowsPerWarp = 16;    // fused backward: rows per warp
-constexpr int kMaxFusedChunks = 8;  // fused backward: 16-byte column chunks per lane, at most
 
 int64_t num_groups(int64_t rows) {
   return std::clamp<int64_t>(ceil_div(rows, kMinRowsPerGroup), 1, kMaxGroups);
@@ -184,90 +176,6 @@ __global__ void layernorm_bwd_partials_kernel_column_tiles(float* part_dgamma, f
   }
 }
 
-// Fused backward, one block of kWarpsPerBlock warps = kWarpsPerBlock * kRowsPerWarp rows.
-// Lane columns: c = lane V + j 32 V for j < kChunks (cols % V == 0, cols <= kChunks 32 V).
-// dx, dy, x: [rows, cols] T; gamma: [cols] T; mean, rstd: [rows] f32;
-// part_dgamma, part_dbeta: [gridDim.x, cols] f32 (=); shared: [kWarpsPerBlock, cols] f32.
-template <typename T, int V, int kChunks, bool kAdd>
-__global__ void __launch_bounds__(32 * kWarpsPerBlock)
-    layernorm_bwd_fused_kernel(T* dx, float* part_dgamma, float* part_dbeta, const T* dy,
-                               const T* x, const T* gamma, const float* mean, const float* rstd,
-                               int64_t rows, int64_t cols) {
-  extern __shared__ float sh_cols[];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp) * kRowsPerWarp;
-  const int64_t r1 = std::min<int64_t>(rows, r0 + kRowsPerWarp);
-  Packed<T, V> gm[kChunks];
-  float dg[kChunks][V], db[kChunks][V];
-#pragma unroll
-  for (int j = 0; j < kChunks; ++j) {
-    const int64_t c = lane * V + j * 32 * V;
-    if (c < cols) gm[j] = load_packed<V>(gamma + c);
-#pragma unroll
-    for (int k = 0; k < V; ++k) dg[j][k] = db[j][k] = 0.0f;
-  }
-  for (int64_t row = r0; row < r1; ++row) {
-    const int64_t o = row * cols;
-    const float m = mean[row], rs = rstd[row];
-    Packed<T, V> d[kChunks], xv[kChunks];
-    float sum_g = 0.0f, sum_gx = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kChunks; ++j) {
-      const int64_t c = lane * V + j * 32 * V;
-      if (c >= cols) continue;
-      d[j] = load_packed<V>(dy + o + c);
-      xv[j] = load_packed<V>(x + o + c);
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const float dyv = to_f32(d[j].v[k]), xhat = (to_f32(xv[j].v[k]) - m) * rs;
-        const float g = dyv * to_f32(gm[j].v[k]);
-        sum_g += g;
-        sum_gx += g * xhat;
-        dg[j][k] += dyv * xhat;
-        db[j][k] += dyv;
-      }
-    }
-    const float mean_g = warp_sum(sum_g) / static_cast<float>(cols);
-    const float mean_gx = warp_sum(sum_gx) / static_cast<float>(cols);
-#pragma unroll
-    for (int j = 0; j < kChunks; ++j) {
-      const int64_t c = lane * V + j * 32 * V;
-      if (c >= cols) continue;
-      Packed<T, V> prev;
-      if constexpr (kAdd) prev = load_packed<V>(dx + o + c);
-      Packed<T, V> out;
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const float g = to_f32(d[j].v[k]) * to_f32(gm[j].v[k]);
-        const float xhat = (to_f32(xv[j].v[k]) - m) * rs;
-        float v = rs * (g - mean_g - xhat * mean_gx);
-        if constexpr (kAdd) v += to_f32(prev.v[k]);
-        out.v[k] = from_f32<T>(v);
-      }
-      store_packed<V>(dx + o + c, out);
-    }
-  }
-  // The block's warps' column sums, added in warp order: dgamma, then dbeta.
-  for (int which = 0; which < 2; ++which) {
-#pragma unroll
-    for (int j = 0; j < kChunks; ++j) {
-      const int64_t c = lane * V + j * 32 * V;
-      if (c >= cols) continue;
-#pragma unroll
-      for (int k = 0; k < V; ++k) sh_cols[warp * cols + c + k] = which == 0 ? dg[j][k] : db[j][k];
-    }
-    __syncthreads();
-    float* part = which == 0 ? part_dgamma : part_dbeta;
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      float t = 0.0f;
-#pragma unroll
-      for (int w = 0; w < kWarpsPerBlock; ++w) t += sh_cols[w * cols + c];
-      part[blockIdx.x * cols + c] = t;
-    }
-    __syncthreads();
-  }
-}
-
 // dgamma[c] += sum_g part_dgamma[g, c]; dbeta likewise, summed in group order.
 __global__ void layernorm_bwd_reduce_kernel_column_per_thread(float* dgamma, float* dbeta,
                                                               const float* part_dgamma,
@@ -342,55 +250,26 @@ void residual_layernorm_forward(const LayerNormArgs& args, TensorView sum, Tenso
   });
 }
 
-namespace {
-
-// Column chunks per lane of the fused backward (0: the two-kernel path).
-int fused_chunks(const LayerNormArgs& args) {
-  constexpr int kV = kVec16<__nv_bfloat16>;
-  if (args.cols % kV != 0) return 0;
-  const int64_t chunks = ceil_div(args.cols, 32 * kV);
-  return chunks <= kMaxFusedChunks ? static_cast<int>(chunks) : 0;
+// Two [groups, cols] f32 partial arrays, the second starting 256-byte aligned.
+size_t layernorm_backward_workspace_bytes(const LayerNormArgs& args) {
+  if (args.rows <= 0 || args.cols <= 0) return 0;
+  const size_t one = static_cast<size_t>(num_groups(args.rows) * args.cols) * sizeof(float);
+  const size_t aligned = (one + 255) / 256 * 256;
+  return aligned + one;
 }
 
-// Partial rows: blocks of the fused path, or row groups of the two-kernel path.
-int64_t partial_rows(const LayerNormArgs& args, bool fused) {
-  return fused ? ceil_div(args.rows, kWarpsPerBlock * kRowsPerWarp) : num_groups(args.rows);
-}
-
-template <int kChunks, bool kAdd>
-void launch_fused(const LayerNormArgs& args, int64_t blocks, __nv_bfloat16* dx, float* part_dgamma,
-                  float* part_dbeta, const __nv_bfloat16* dy, const __nv_bfloat16* x,
-                  const __nv_bfloat16* gamma, const float* mean, const float* rstd,
-                  cudaStream_t s) {
-  constexpr int kV = kVec16<__nv_bfloat16>;
-  auto* kernel = layernorm_bwd_fused_kernel<__nv_bfloat16, kV, kChunks, kAdd>;
-  const size_t smem = static_cast<size_t>(kWarpsPerBlock * args.cols) * sizeof(float);
-  ANVIL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(smem)));
-  kernel<<<blocks, 32 * kWarpsPerBlock, smem, s>>>(dx, part_dgamma, part_dbeta, dy, x, gamma, mean,
-                                                   rstd, args.rows, args.cols);
-  ANVIL_CUDA_LAUNCH_CHECK();
-}
-
-using FusedLaunch = void (*)(const LayerNormArgs&, int64_t, __nv_bfloat16*, float*, float*,
-                             const __nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*,
-                             const float*, const float*, cudaStream_t);
-
-// The fused kernel's launcher for 1 <= chunks <= kMaxFusedChunks.
-template <bool kAdd>
-FusedLaunch fused_launcher(int chunks) {
-  static constexpr FusedLaunch kTable[kMaxFusedChunks] = {
-      launch_fused<1, kAdd>, launch_fused<2, kAdd>, launch_fused<3, kAdd>, launch_fused<4, kAdd>,
-      launch_fused<5, kAdd>, launch_fused<6, kAdd>, launch_fused<7, kAdd>, launch_fused<8, kAdd>};
-  return kTable[chunks - 1];
-}
-
-// The general backward: the dx kernel, then the column-tiled partial sums (any dtype, width).
-void two_kernel_backward(const LayerNormArgs& args, Accumulate acc, TensorView dx,
-                         ConstTensorView dy, ConstTensorView x, ConstTensorView gamma,
-                         ConstTensorView mean, ConstTensorView rstd, float* part_dgamma,
-                         float* part_dbeta, int64_t rows_per_group, int64_t groups,
-                         cudaStream_t s) {
+void layernorm_backward(const LayerNormArgs& args, Accumulate acc, TensorView dx, TensorView dgamma,
+                        TensorView dbeta, ConstTensorView dy, ConstTensorView x,
+                        ConstTensorView gamma, ConstTensorView mean, ConstTensorView rstd,
+                        Workspace ws, Stream& stream) {
+  if (args.rows == 0) return;
+  const cudaStream_t s = stream.cuda_stream();
+  const int64_t groups = num_groups(args.rows);
+  const int64_t rows_per_group = ceil_div(args.rows, groups);
+  const size_t one = static_cast<size_t>(groups * args.cols) * sizeof(float);
+  float* part_dgamma = static_cast<float*>(ws.data);
+  float* part_dbeta =
+      reinterpret_cast<float*>(static_cast<char*>(ws.data) + (one + 255) / 256 * 256);
   dispatch_act(x.dtype, "cuda::layernorm_backward", [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     if (acc == Accumulate::kAdd) {
@@ -407,46 +286,6 @@ void two_kernel_backward(const LayerNormArgs& args, Accumulate acc, TensorView d
         args.rows, args.cols, rows_per_group);
     ANVIL_CUDA_LAUNCH_CHECK();
   });
-}
-
-}  // namespace
-
-// Two [partial rows, cols] f32 partial arrays, the second starting 256-byte aligned (enough for
-// either path).
-size_t layernorm_backward_workspace_bytes(const LayerNormArgs& args) {
-  if (args.rows <= 0 || args.cols <= 0) return 0;
-  const int64_t parts = std::max(partial_rows(args, true), partial_rows(args, false));
-  const size_t one = static_cast<size_t>(parts * args.cols) * sizeof(float);
-  const size_t aligned = (one + 255) / 256 * 256;
-  return aligned + one;
-}
-
-void layernorm_backward(const LayerNormArgs& args, Accumulate acc, TensorView dx, TensorView dgamma,
-                        TensorView dbeta, ConstTensorView dy, ConstTensorView x,
-                        ConstTensorView gamma, ConstTensorView mean, ConstTensorView rstd,
-                        Workspace ws, Stream& stream) {
-  if (args.rows == 0) return;
-  const cudaStream_t s = stream.cuda_stream();
-  const int chunks =
-      x.dtype == engine::DType::kBF16 && aligned_to(16, {dx.data, dy.data, x.data, gamma.data})
-          ? fused_chunks(args)
-          : 0;
-  const int64_t groups = partial_rows(args, chunks > 0);
-  const int64_t rows_per_group = ceil_div(args.rows, groups);
-  const size_t one = static_cast<size_t>(groups * args.cols) * sizeof(float);
-  float* part_dgamma = static_cast<float*>(ws.data);
-  float* part_dbeta =
-      reinterpret_cast<float*>(static_cast<char*>(ws.data) + (one + 255) / 256 * 256);
-  if (chunks > 0) {
-    using B = __nv_bfloat16;
-    const FusedLaunch launch =
-        acc == Accumulate::kAdd ? fused_launcher<true>(chunks) : fused_launcher<false>(chunks);
-    launch(args, groups, dx.as<B>(), part_dgamma, part_dbeta, dy.as<B>(), x.as<B>(), gamma.as<B>(),
-           mean.as<float>(), rstd.as<float>(), s);
-  } else {
-    two_kernel_backward(args, acc, dx, dy, x, gamma, mean, rstd, part_dgamma, part_dbeta,
-                        rows_per_group, groups, s);
-  }
   layernorm_bwd_reduce_kernel_column_per_thread<<<ceil_div(args.cols, kReduceThreads),
                                                   kReduceThreads, 0, s>>>(
       dgamma.as<float>(), dbeta.as<float>(), part_dgamma, part_dbeta, groups, args.cols);
