@@ -6,7 +6,8 @@
 //     dx = rstd * (g - mean(g) - xhat * mean(g * xhat))   (= or += per Accumulate)
 //     dgamma += sum_rows dy * xhat;  dbeta += sum_rows dy   (f32)
 // Forward and dx: one warp per row, f32 statistics (two-pass variance over the row, which stays
-// in L1/L2 between passes), 16-byte accesses when cols and the pointers allow.
+// in L1/L2 between passes), 16-byte accesses when cols and the pointers allow (also in the
+// dgamma/dbeta partial sums).
 // dgamma/dbeta: the rows are split into `groups` fixed ranges; a column-tiled kernel writes one
 // f32 partial per (group, column) into the workspace, a second kernel sums the partials of each
 // column in group order and adds the total into dgamma/dbeta. No atomics: deterministic.
@@ -136,43 +137,58 @@ __global__ void layernorm_bwd_dx_kernel_warp_per_row(T* dx, const T* dy, const T
 }
 
 // Partial column sums over one row group. Block (kTileCols, kTileRows) covers columns
-// [blockIdx.x * kTileCols, +kTileCols) of group blockIdx.y = rows [g * rows_per_group, +rows_per
-// _group); thread (tx, ty) sums rows ty, ty + kTileRows, ... of its column, then the kTileRows
-// sums are added in ty order. part_dgamma, part_dbeta: [groups, cols] f32 (=).
-// dy, x: [rows, cols] T; mean, rstd: [rows] f32.
-template <typename T>
+// [blockIdx.x * kTileCols V, +kTileCols V) of group blockIdx.y = rows [g * rows_per_group,
+// +rows_per_group); thread (tx, ty) owns the V consecutive columns from (blockIdx.x kTileCols +
+// tx) V (one 16-byte load per row when V > 1) and sums rows ty, ty + kTileRows, ... of them,
+// then the kTileRows sums are added in ty order. part_dgamma, part_dbeta: [groups, cols] f32 (=).
+// dy, x: [rows, cols] T; mean, rstd: [rows] f32. cols % V == 0.
+template <typename T, int V>
 __global__ void layernorm_bwd_partials_kernel_column_tiles(float* part_dgamma, float* part_dbeta,
                                                            const T* dy, const T* x,
                                                            const float* mean, const float* rstd,
                                                            int64_t rows, int64_t cols,
                                                            int64_t rows_per_group) {
-  __shared__ float sh_g[kTileRows][kTileCols + 1];
-  __shared__ float sh_b[kTileRows][kTileCols + 1];
+  __shared__ float sh_g[kTileRows][kTileCols * V + 1];
+  __shared__ float sh_b[kTileRows][kTileCols * V + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * kTileCols + tx;
+  const int64_t col = (static_cast<int64_t>(blockIdx.x) * kTileCols + tx) * V;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_group;
   const int64_t r1 = std::min<int64_t>(rows, r0 + rows_per_group);
-  float dg = 0.0f, db = 0.0f;
+  float dg[V], db[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) dg[k] = db[k] = 0.0f;
   if (col < cols) {
+#pragma unroll 4
     for (int64_t r = r0 + ty; r < r1; r += kTileRows) {
-      const float d = to_f32(dy[r * cols + col]);
-      const float xhat = (to_f32(x[r * cols + col]) - mean[r]) * rstd[r];
-      dg += d * xhat;
-      db += d;
+      const Packed<T, V> d = load_packed<V>(dy + r * cols + col);
+      const Packed<T, V> xv = load_packed<V>(x + r * cols + col);
+      const float m = mean[r], rs = rstd[r];
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const float dv = to_f32(d.v[k]);
+        dg[k] += dv * (to_f32(xv.v[k]) - m) * rs;
+        db[k] += dv;
+      }
     }
   }
-  sh_g[ty][tx] = dg;
-  sh_b[ty][tx] = db;
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    sh_g[ty][tx * V + k] = dg[k];
+    sh_b[ty][tx * V + k] = db[k];
+  }
   __syncthreads();
-  if (ty == 0 && col < cols) {
+  // The block's kTileCols V columns, one per thread of the first rows of threads.
+  const int t = ty * kTileCols + tx;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kTileCols * V + t;
+  if (t < kTileCols * V && c < cols) {
     float tg = 0.0f, tb = 0.0f;
 #pragma unroll
     for (int k = 0; k < kTileRows; ++k) {
-      tg += sh_g[k][tx];
-      tb += sh_b[k][tx];
+      tg += sh_g[k][t];
+      tb += sh_b[k][t];
     }
-    part_dgamma[blockIdx.y * cols + col] = tg;
-    part_dbeta[blockIdx.y * cols + col] = tb;
+    part_dgamma[blockIdx.y * cols + c] = tg;
+    part_dbeta[blockIdx.y * cols + c] = tb;
   }
 }
 
@@ -220,6 +236,27 @@ void launch_dx(const LayerNormArgs& args, T* dx, const T* dy, const T* x, const 
   } else {
     layernorm_bwd_dx_kernel_warp_per_row<T, 1, kAdd><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(
         dx, dy, x, gamma, mean, rstd, args.rows, args.cols);
+  }
+  ANVIL_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+void launch_partials(const LayerNormArgs& args, float* part_dgamma, float* part_dbeta, const T* dy,
+                     const T* x, const float* mean, const float* rstd, int64_t groups,
+                     int64_t rows_per_group, cudaStream_t stream) {
+  constexpr int kV = kVec16<T>;
+  const bool vec = args.cols % kV == 0 && aligned_to(16, {dy, x});
+  const dim3 block(kTileCols, kTileRows);
+  if (vec) {
+    const dim3 grid(static_cast<unsigned>(ceil_div(args.cols, kTileCols * kV)),
+                    static_cast<unsigned>(groups));
+    layernorm_bwd_partials_kernel_column_tiles<T, kV><<<grid, block, 0, stream>>>(
+        part_dgamma, part_dbeta, dy, x, mean, rstd, args.rows, args.cols, rows_per_group);
+  } else {
+    const dim3 grid(static_cast<unsigned>(ceil_div(args.cols, kTileCols)),
+                    static_cast<unsigned>(groups));
+    layernorm_bwd_partials_kernel_column_tiles<T, 1><<<grid, block, 0, stream>>>(
+        part_dgamma, part_dbeta, dy, x, mean, rstd, args.rows, args.cols, rows_per_group);
   }
   ANVIL_CUDA_LAUNCH_CHECK();
 }
@@ -279,12 +316,8 @@ void layernorm_backward(const LayerNormArgs& args, Accumulate acc, TensorView dx
       launch_dx<T, false>(args, dx.as<T>(), dy.as<T>(), x.as<T>(), gamma.as<T>(), mean.as<float>(),
                           rstd.as<float>(), s);
     }
-    const dim3 grid(static_cast<unsigned>(ceil_div(args.cols, kTileCols)),
-                    static_cast<unsigned>(groups));
-    layernorm_bwd_partials_kernel_column_tiles<T><<<grid, dim3(kTileCols, kTileRows), 0, s>>>(
-        part_dgamma, part_dbeta, dy.as<T>(), x.as<T>(), mean.as<float>(), rstd.as<float>(),
-        args.rows, args.cols, rows_per_group);
-    ANVIL_CUDA_LAUNCH_CHECK();
+    launch_partials<T>(args, part_dgamma, part_dbeta, dy.as<T>(), x.as<T>(), mean.as<float>(),
+                       rstd.as<float>(), groups, rows_per_group, s);
   });
   layernorm_bwd_reduce_kernel_column_per_thread<<<ceil_div(args.cols, kReduceThreads),
                                                   kReduceThreads, 0, s>>>(

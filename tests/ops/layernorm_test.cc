@@ -403,6 +403,10 @@ INSTANTIATE_TEST_SUITE_P(
                       GpuCase{7, 1000, DType::kBF16, true},  // vector width fits, pointers don't
                       GpuCase{5, 4097, DType::kBF16, false}, GpuCase{5, 4097, DType::kF32, false},
                       GpuCase{1000, 64, DType::kBF16, false},  // many row groups
+                      // 16-byte partial sums: a partial column tile, many groups
+                      GpuCase{129, 1000, DType::kBF16, false},
+                      GpuCase{300, 2048, DType::kF32, false},
+                      GpuCase{4099, 768, DType::kBF16, false},
                       GpuCase{2, 12288, DType::kBF16, false},
                       GpuCase{2, 12288, DType::kF32, false}));
 
