@@ -2,8 +2,6 @@
 //   pass 1: online (max, sum of exp) in f32 over the real vocabulary, block-reduced;
 //           loss[r] = max + log(sum) - x[target]                                          (=)
 //   pass 2: dlogits[r, c] = grad_scale * (exp(x[c] - lse) - [c == target]), 0 on padding   (=)
-// With 16-byte packs and a row of at most 16 packs per thread (bf16: vocabulary <= 65536), each
-// thread keeps its packs in registers between the passes, so the row is read from memory once.
 // Ignored rows (target < 0) write loss 0 and a zero gradient row and skip the math. A target
 // >= vocab cannot be reported without a host sync, so it yields a NaN loss and a NaN gradient
 // over the real vocabulary (the step's gradient norm turns non-finite). dlogits may alias
@@ -89,52 +87,7 @@ struct CombineMaxSum {
 // logits, dlogits: [rows, padded_vocab] T (dlogits may equal logits, or be null for losses only);
 // losses: [rows] f32; targets: [rows] i32. Grid: one block per row. With kVec > 1 the launcher
 // guarantees padded_vocab % kVec == 0 and 16-byte aligned bases, so every row is aligned.
-// Folds one pack of real-vocabulary logits into the running (max, sum).
 template <typename T, int kVec>
-__device__ __forceinline__ void add_pack(MaxSum& acc, const Pack<T, kVec>& p) {
-  float vals[kVec];
-  float pack_max = -INFINITY;
-#pragma unroll
-  for (int k = 0; k < kVec; ++k) {
-    vals[k] = to_f32(p.v[k]);
-    pack_max = fmaxf(pack_max, vals[k]);
-  }
-  const float m = fmaxf(acc.m, pack_max);
-  float s = acc.m == -INFINITY ? 0.0f : acc.s * __expf(acc.m - m);
-#pragma unroll
-  for (int k = 0; k < kVec; ++k) {
-    // A -inf logit contributes 0; the select keeps an all -inf pack from making -inf - -inf.
-    s += vals[k] == -INFINITY ? 0.0f : __expf(vals[k] - m);
-  }
-  acc = {m, s};
-}
-
-// dlogits of the pack at columns [c0, c0 + kVec): softmax - one-hot, 0 on padding columns.
-template <typename T, int kVec>
-__device__ __forceinline__ void store_grad_pack(T* dx, int64_t c0, const Pack<T, kVec>& in,
-                                                int64_t vocab, int32_t target, bool bad_target,
-                                                float lse, float grad_scale) {
-  Pack<T, kVec> out;
-#pragma unroll
-  for (int k = 0; k < kVec; ++k) {
-    const int64_t c = c0 + k;
-    float g = 0.0f;
-    if (c < vocab) {
-      const float p = __expf(to_f32(in.v[k]) - lse);
-      g = bad_target ? NAN : grad_scale * (c == target ? p - 1.0f : p);
-    }
-    out.v[k] = from_f32<T>(g);
-  }
-  store_pack(dx + c0, out);
-}
-
-// logits, dlogits: [rows, padded_vocab] T (dlogits may equal logits, or be null for losses only);
-// losses: [rows] f32; targets: [rows] i32. Grid: one block per row. With kVec > 1 the launcher
-// guarantees padded_vocab % kVec == 0 and 16-byte aligned bases, so every row is aligned.
-// kPacks > 0: the thread's packs i = threadIdx.x + j kThreads (j < kPacks) stay in registers
-// from pass 1 to pass 2 (the launcher guarantees num_packs <= kPacks kThreads); 0: pass 2
-// reads the row again.
-template <typename T, int kVec, int kPacks>
 __global__ void __launch_bounds__(kThreads)
     cross_entropy_block_per_row(float* losses, T* dlogits, const T* logits, const int32_t* targets,
                                 int64_t vocab, int64_t padded_vocab, float grad_scale) {
@@ -162,21 +115,23 @@ __global__ void __launch_bounds__(kThreads)
   // Pass 1: online max/sum over the real vocabulary; whole packs, then the scalar tail.
   MaxSum acc{-INFINITY, 0.0f};
   const int64_t real_packs = vocab / kVec;
-  Pack<T, kVec> cached[kPacks > 0 ? kPacks : 1];
-  if constexpr (kPacks > 0) {
+  for (int64_t i = threadIdx.x; i < real_packs; i += kThreads) {
+    const Pack<T, kVec> p = load_pack<T, kVec>(x + i * kVec);
+    float vals[kVec];
+    float pack_max = -INFINITY;
 #pragma unroll
-    for (int j = 0; j < kPacks; ++j) {
-      const int64_t i = threadIdx.x + static_cast<int64_t>(j) * kThreads;
-      if (i < num_packs) cached[j] = load_pack<T, kVec>(x + i * kVec);
+    for (int k = 0; k < kVec; ++k) {
+      vals[k] = to_f32(p.v[k]);
+      pack_max = fmaxf(pack_max, vals[k]);
     }
+    const float m = fmaxf(acc.m, pack_max);
+    float s = acc.m == -INFINITY ? 0.0f : acc.s * __expf(acc.m - m);
 #pragma unroll
-    for (int j = 0; j < kPacks; ++j) {
-      if (threadIdx.x + static_cast<int64_t>(j) * kThreads < real_packs) add_pack(acc, cached[j]);
+    for (int k = 0; k < kVec; ++k) {
+      // A -inf logit contributes 0; the select keeps an all -inf pack from making -inf - -inf.
+      s += vals[k] == -INFINITY ? 0.0f : __expf(vals[k] - m);
     }
-  } else {
-    for (int64_t i = threadIdx.x; i < real_packs; i += kThreads) {
-      add_pack(acc, load_pack<T, kVec>(x + i * kVec));
-    }
+    acc = {m, s};
   }
   for (int64_t c = real_packs * kVec + threadIdx.x; c < vocab; c += kThreads) {
     const float v = to_f32(x[c]);
@@ -198,19 +153,21 @@ __global__ void __launch_bounds__(kThreads)
 
   // Pass 2: gradient over the whole padded row.
   const float lse = shared_lse;
-  if constexpr (kPacks > 0) {
+  for (int64_t i = threadIdx.x; i < num_packs; i += kThreads) {
+    const int64_t c0 = i * kVec;
+    const Pack<T, kVec> in = load_pack<T, kVec>(x + c0);
+    Pack<T, kVec> out;
 #pragma unroll
-    for (int j = 0; j < kPacks; ++j) {
-      const int64_t i = threadIdx.x + static_cast<int64_t>(j) * kThreads;
-      if (i < num_packs) {
-        store_grad_pack(dx, i * kVec, cached[j], vocab, target, bad_target, lse, grad_scale);
+    for (int k = 0; k < kVec; ++k) {
+      const int64_t c = c0 + k;
+      float g = 0.0f;
+      if (c < vocab) {
+        const float p = __expf(to_f32(in.v[k]) - lse);
+        g = bad_target ? NAN : grad_scale * (c == target ? p - 1.0f : p);
       }
+      out.v[k] = from_f32<T>(g);
     }
-  } else {
-    for (int64_t i = threadIdx.x; i < num_packs; i += kThreads) {
-      store_grad_pack(dx, i * kVec, load_pack<T, kVec>(x + i * kVec), vocab, target, bad_target,
-                      lse, grad_scale);
-    }
+    store_pack(dx + c0, out);
   }
 }
 
@@ -225,21 +182,14 @@ void launch(const CrossEntropyArgs& args, TensorView losses, TensorView dlogits,
   const bool vectorize =
       args.padded_vocab % kVec == 0 && aligned16(x) && (dx == nullptr || aligned16(dx));
   const dim3 grid(static_cast<unsigned>(args.rows));
-  const int64_t packs_per_thread = (args.padded_vocab / kVec + kThreads - 1) / kThreads;
-  auto run = [&](auto kernel) {
-    kernel<<<grid, kThreads, 0, stream>>>(losses.as<float>(), dx, x, targets.as<int32_t>(),
-                                          args.vocab, args.padded_vocab, args.grad_scale);
-  };
-  if (!vectorize) {
-    run(cross_entropy_block_per_row<T, 1, 0>);
-  } else if (packs_per_thread <= 4) {
-    run(cross_entropy_block_per_row<T, kVec, 4>);
-  } else if (packs_per_thread <= 8) {
-    run(cross_entropy_block_per_row<T, kVec, 8>);
-  } else if (packs_per_thread <= 16) {
-    run(cross_entropy_block_per_row<T, kVec, 16>);
+  if (vectorize) {
+    cross_entropy_block_per_row<T, kVec>
+        <<<grid, kThreads, 0, stream>>>(losses.as<float>(), dx, x, targets.as<int32_t>(),
+                                        args.vocab, args.padded_vocab, args.grad_scale);
   } else {
-    run(cross_entropy_block_per_row<T, kVec, 0>);
+    cross_entropy_block_per_row<T, 1>
+        <<<grid, kThreads, 0, stream>>>(losses.as<float>(), dx, x, targets.as<int32_t>(),
+                                        args.vocab, args.padded_vocab, args.grad_scale);
   }
   ANVIL_CUDA_LAUNCH_CHECK();
 }

@@ -252,10 +252,6 @@ INSTANTIATE_TEST_SUITE_P(
         GpuCase{DType::kF32, 4, 50257, 50304, -5.0f, 5.0f},
         // Peaked rows: a wide logit range makes the target probability close to 0 or 1.
         GpuCase{DType::kBF16, 8, 50257, 50304, -30.0f, 30.0f},
-        // Register-cached rows of 8 packs per thread (LLaMA's 32000), and a row too wide to
-        // cache (BLOOM's 250880: pass 2 reads it again).
-        GpuCase{DType::kBF16, 5, 32000, 32000, -5.0f, 5.0f},
-        GpuCase{DType::kBF16, 2, 250680, 250880, -5.0f, 5.0f},
         // Small and odd: padded not a multiple of the pack (scalar path), a single column,
         // a single row, a real-vocab tail inside the last pack.
         GpuCase{DType::kBF16, 3, 5, 7, -3.0f, 3.0f}, GpuCase{DType::kF32, 3, 5, 7, -3.0f, 3.0f},
