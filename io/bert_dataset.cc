@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/status.h"
-#include "io/gpt_dataset.h"
 
 namespace anvil::io {
 namespace {
@@ -116,8 +115,6 @@ absl::StatusOr<std::unique_ptr<BertDataset>> BertDataset::create(
     return absl::InvalidArgumentError(
         absl::StrCat("BertDataset: masked_lm_prob ", opt.masked_lm_prob, " is not in [0, 1)"));
   }
-  ANVIL_RETURN_IF_ERROR(
-      data->check_token_ids(vocab.size, token_ids_cache_path(data_prefix, opt.cache.cache_dir)));
   SentenceMappingOptions m;
   m.num_samples = opt.num_samples;
   m.max_length = opt.max_seq_length - 3;  // [CLS], [SEP], [SEP]
@@ -125,8 +122,9 @@ absl::StatusOr<std::unique_ptr<BertDataset>> BertDataset::create(
   m.seed = opt.seed;
   m.min_num_sent = opt.binary_head ? 2 : 1;
   std::unique_ptr<BertDataset> ds(new BertDataset());
-  ANVIL_ASSIGN_OR_RETURN(
-      ds->mapping_, SentenceMapping::create(*data, data_prefix, doc_begin, doc_end, m, opt.cache));
+  ANVIL_ASSIGN_OR_RETURN(ds->mapping_,
+                         SentenceMapping::create_checked(*data, data_prefix, doc_begin, doc_end, m,
+                                                         opt.cache, vocab.size));
   ds->data_ = std::move(data);
   ds->vocab_ = std::move(vocab);
   ds->opt_ = opt;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/status.h"
+#include "io/gpt_dataset.h"  // token_ids_cache_path
 #include "io/index_cache.h"
 
 namespace anvil::io {
@@ -242,6 +243,15 @@ absl::StatusOr<SentenceMapping> SentenceMapping::create(const IndexedDataset& da
                                    cache.name, doc_begin, doc_end, out.size(), opt.num_samples,
                                    timer.seconds(), where));
   return out;
+}
+
+absl::StatusOr<SentenceMapping> SentenceMapping::create_checked(
+    const IndexedDataset& data, const std::string& data_prefix, int64_t doc_begin, int64_t doc_end,
+    const SentenceMappingOptions& opt, const MappingCacheOptions& cache, int64_t vocab_size) {
+  const std::string ids_cache =
+      cache.use_cache ? token_ids_cache_path(data_prefix, cache.cache_dir) : std::string();
+  ANVIL_RETURN_IF_ERROR(data.check_token_ids(vocab_size, ids_cache));
+  return create(data, data_prefix, doc_begin, doc_end, opt, cache);
 }
 
 void read_sentences(const IndexedDataset& data, int64_t start, int64_t end,

@@ -80,6 +80,14 @@ class SentenceMapping {
                                                 const std::string& data_prefix, int64_t doc_begin,
                                                 int64_t doc_end, const SentenceMappingOptions& opt,
                                                 const MappingCacheOptions& cache);
+  // create, after IndexedDataset::check_token_ids(vocab_size) (its result cached beside the
+  // mapping when the mapping is cached): InvalidArgument for an id outside the vocabulary.
+  static absl::StatusOr<SentenceMapping> create_checked(const IndexedDataset& data,
+                                                        const std::string& data_prefix,
+                                                        int64_t doc_begin, int64_t doc_end,
+                                                        const SentenceMappingOptions& opt,
+                                                        const MappingCacheOptions& cache,
+                                                        int64_t vocab_size);
 
   int64_t size() const { return rows_.size() / 3; }
   // Row i: sentences [start, end) of the dataset and the target length.

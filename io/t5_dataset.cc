@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/status.h"
-#include "io/gpt_dataset.h"
 
 namespace anvil::io {
 namespace {
@@ -183,8 +182,6 @@ absl::StatusOr<std::unique_ptr<T5Dataset>> T5Dataset::create(
         "(set vocab_extra_ids, Megatron's --vocab-extra-ids 100)",
         vocab.sentinels.size(), std::max<int64_t>(need, 1)));
   }
-  ANVIL_RETURN_IF_ERROR(
-      data->check_token_ids(vocab.size, token_ids_cache_path(data_prefix, opt.cache.cache_dir)));
   SentenceMappingOptions m;
   m.num_samples = opt.num_samples;
   m.max_length = opt.max_seq_length - 2;  // Megatron: "account for added tokens"
@@ -192,8 +189,9 @@ absl::StatusOr<std::unique_ptr<T5Dataset>> T5Dataset::create(
   m.seed = opt.seed;
   m.min_num_sent = 1;
   std::unique_ptr<T5Dataset> ds(new T5Dataset());
-  ANVIL_ASSIGN_OR_RETURN(
-      ds->mapping_, SentenceMapping::create(*data, data_prefix, doc_begin, doc_end, m, opt.cache));
+  ANVIL_ASSIGN_OR_RETURN(ds->mapping_,
+                         SentenceMapping::create_checked(*data, data_prefix, doc_begin, doc_end, m,
+                                                         opt.cache, vocab.size));
   ds->data_ = std::move(data);
   ds->vocab_ = std::move(vocab);
   ds->opt_ = opt;

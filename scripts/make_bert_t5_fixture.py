@@ -17,6 +17,11 @@ The per-sample draws use real numpy (np.random.RandomState), as Megatron does.
 
 Run with Debian's python3 + python3-numpy (no torch needed):
     /usr/bin/python3 scripts/make_bert_t5_fixture.py [out_dir]
+    /usr/bin/python3 scripts/make_bert_t5_fixture.py --megatron DIR [out_dir]
+The second form also runs Megatron's own functions, taken from the checkout DIR of
+Megatron-DeepSpeed (megatron/data/{dataset_utils,bert_dataset,t5_dataset}.py, only the
+functions named below, without importing torch or megatron), on every sample, and checks that
+they give what the transcription gives.
 
 Outputs (out_dir, default tests/io/fixtures/bert_t5):
     vocab.txt          a WordPiece vocabulary ([PAD] [UNK] [CLS] [SEP] [MASK], words, ##pieces)
@@ -25,6 +30,7 @@ Outputs (out_dir, default tests/io/fixtures/bert_t5):
     expected/*.npy     mappings as Megatron's np.save writes them (<case>_mapping.npy), samples
                        (<case>_<field>.npy, one row per sample) and numpy draw streams
 """
+import ast
 import collections
 import math
 import os
@@ -458,6 +464,68 @@ def t5_random_spans_sample(sample, target_seq_length, max_seq_length, max_seq_le
     return out
 
 
+# --- Megatron's own code, for --megatron ----------------------------------------------------------
+MEGATRON_FUNCTIONS = {
+    'dataset_utils': ['get_a_and_b_segments', 'truncate_segments', 'create_tokens_and_tokentypes',
+                      'MaskedLmInstance', 'is_start_piece', 'create_masked_lm_predictions'],
+    'bert_dataset': ['build_training_sample', 'pad_and_convert_to_numpy'],
+    't5_dataset': ['build_training_sample', 'pad_and_convert_to_numpy', 'make_attention_mask',
+                   'make_history_mask'],
+}
+
+
+def load_megatron(checkout):
+    """The functions of MEGATRON_FUNCTIONS, executed from Megatron's sources without imports."""
+    modules = {}
+    shared = {}
+    for module, names in MEGATRON_FUNCTIONS.items():
+        path = os.path.join(checkout, 'megatron', 'data', module + '.py')
+        tree = ast.parse(open(path).read(), path)
+        keep = []
+        for node in tree.body:
+            name = getattr(node, 'name', None)
+            if isinstance(node, ast.Assign):
+                name = getattr(node.targets[0], 'id', None)
+            if name in names:
+                keep.append(node)
+        namespace = {'np': np, 'collections': collections}
+        namespace.update(shared)
+        exec(compile(ast.Module(body=keep, type_ignores=[]), path, 'exec'), namespace)
+        missing = [n for n in names if n not in namespace]
+        assert not missing, '%s lacks %s' % (path, missing)
+        if module == 'dataset_utils':
+            shared = {n: namespace[n] for n in names}
+        modules[module] = namespace
+    return modules
+
+
+def megatron_bert_sample(meg, sample, target, max_len, vocab, prob, np_rng, binary):
+    s = meg['bert_dataset']['build_training_sample'](
+        [np.array(x, dtype=np.uint16) for x in sample], target, max_len, vocab.id_list,
+        vocab.inv_vocab, vocab.cls, vocab.sep, vocab.mask, vocab.pad, prob, np_rng, binary)
+    return {'text': s['text'].tolist(), 'types': s['types'].tolist(),
+            'labels': s['labels'].tolist(), 'is_random': [s['is_random']],
+            'loss_mask': s['loss_mask'].tolist(), 'padding_mask': s['padding_mask'].tolist(),
+            'truncated': [s['truncated']]}
+
+
+def megatron_t5_sample(meg, sample, target, max_len, dec_len, vocab, prob, np_rng):
+    s = meg['t5_dataset']['build_training_sample'](
+        [np.array(x, dtype=np.uint16) for x in sample], target, max_len, dec_len, vocab.id_list,
+        vocab.inv_vocab, vocab.cls, vocab.sep, vocab.mask, vocab.pad, prob, np_rng, vocab.bos,
+        vocab.eos, vocab.sentinels)
+    enc_valid = (s['text_enc'] >= 1).astype(np.int64)
+    dec_valid = (s['text_dec'] >= 1).astype(np.int64)
+    causal = np.tril(np.ones((dec_len, dec_len), dtype=np.int64))
+    assert (s['enc_mask'] == np.outer(enc_valid, enc_valid)).all()
+    assert (s['enc_dec_mask'] == np.outer(dec_valid, enc_valid)).all()
+    assert (s['dec_mask'] == np.outer(dec_valid, dec_valid) * causal).all()
+    return {'enc': s['text_enc'].tolist(), 'dec_in': s['text_dec'].tolist(),
+            'labels': s['labels'].tolist(), 'loss_mask': s['loss_mask'].tolist(),
+            'enc_valid': enc_valid.tolist(), 'dec_valid': dec_valid.tolist(),
+            'truncated': [s['truncated']]}
+
+
 # --- fixture ------------------------------------------------------------------------------------
 class Vocab:
     """Megatron's _BertWordPieceTokenizer vocabulary: vocab.txt + [BOS] [EOS] + sentinels."""
@@ -529,8 +597,10 @@ def save_fields(exp_dir, case, samples):
         save(exp_dir, '%s_%s' % (case, field), [s[field] for s in samples])
 
 
-def main(out_dir):
+def main(out_dir, megatron_dir=None):
     check_engines()
+    meg = load_megatron(megatron_dir) if megatron_dir else None
+    checked = 0
     exp_dir = os.path.join(out_dir, 'expected')
     os.makedirs(exp_dir, exist_ok=True)
     for f in os.listdir(exp_dir):
@@ -572,9 +642,15 @@ def main(out_dir):
         samples = []
         for idx in range(len(m)):
             start, end, target = (int(x) for x in m[idx])
+            sample = [seqs[i] for i in range(start, end)]
             np_rng = np.random.RandomState(seed=((seed + idx) % 2**32))
-            samples.append(bert_training_sample([seqs[i] for i in range(start, end)], target,
-                                                max_len, vocab, prob, np_rng, bool(binary)))
+            samples.append(bert_training_sample(sample, target, max_len, vocab, prob, np_rng,
+                                                bool(binary)))
+            if meg:
+                np_rng = np.random.RandomState(seed=((seed + idx) % 2**32))
+                assert megatron_bert_sample(meg, sample, target, max_len, vocab, prob, np_rng,
+                                            bool(binary)) == samples[-1], (case, idx)
+                checked += 1
         save_fields(exp_dir, case, samples)
         cases.append('bert %s %s %d %r %d %d %d' % (case, mcase, max_len, prob, seed, binary,
                                                     len(samples)))
@@ -586,10 +662,15 @@ def main(out_dir):
         samples = []
         for idx in range(len(m)):
             start, end, target = (int(x) for x in m[idx])
+            sample = [seqs[i] for i in range(start, end)]
             np_rng = np.random.RandomState(seed=(seed + idx))
-            samples.append(t5_training_sample([seqs[i] for i in range(start, end)], target,
-                                              max_len, dec_len, vocab_t5, prob, np_rng,
-                                              vocab_t5.sentinels))
+            samples.append(t5_training_sample(sample, target, max_len, dec_len, vocab_t5, prob,
+                                              np_rng, vocab_t5.sentinels))
+            if meg:
+                np_rng = np.random.RandomState(seed=(seed + idx))
+                assert megatron_t5_sample(meg, sample, target, max_len, dec_len, vocab_t5, prob,
+                                          np_rng) == samples[-1], (case, idx)
+                checked += 1
         save_fields(exp_dir, case, samples)
         cases.append('t5 %s %s %d %d %r %d %d' % (case, mcase, max_len, dec_len, prob, seed,
                                                   len(samples)))
@@ -622,9 +703,15 @@ def main(out_dir):
 
     with open(os.path.join(out_dir, 'cases.txt'), 'w') as f:
         f.write('\n'.join(cases) + '\n')
+    if meg:
+        print('Megatron\'s own functions agree on all %d samples' % checked)
 
 
 if __name__ == '__main__':
-    main(sys.argv[1] if len(sys.argv) > 1 else
+    args = sys.argv[1:]
+    megatron = None
+    if args[:1] == ['--megatron']:
+        megatron, args = args[1], args[2:]
+    main(args[0] if args else
          os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'tests', 'io', 'fixtures',
-                      'bert_t5'))
+                      'bert_t5'), megatron)
