@@ -175,6 +175,39 @@ TEST(BertDataset, MaskingInvariants) {
   EXPECT_NEAR(t.random / m, 0.1, 0.01);
 }
 
+TEST(BertDataset, MappingCacheReusedAndKeyedByItsParameters) {
+  ScratchDir dir;
+  BertDatasetOptions opt;
+  opt.max_seq_length = 64;
+  auto first = open_case("bert_train", opt, dir.path());
+  ASSERT_NE(first, nullptr);
+  EXPECT_FALSE(first->mapping().loaded_from_cache());
+  auto second = open_case("bert_train", opt, dir.path());
+  ASSERT_NE(second, nullptr);
+  EXPECT_TRUE(second->mapping().loaded_from_cache());
+  BertSample a, b;
+  first->sample(17, &a);
+  second->sample(17, &b);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.labels, b.labels);
+  // The masking probability is not a mapping input: still the cached mapping.
+  opt.masked_lm_prob = 0.2;
+  auto other_prob = open_case("bert_train", opt, dir.path());
+  ASSERT_NE(other_prob, nullptr);
+  EXPECT_TRUE(other_prob->mapping().loaded_from_cache());
+  // The sequence length and the binary head are: new mappings.
+  opt.max_seq_length = 63;
+  auto other_len = open_case("bert_train", opt, dir.path());
+  ASSERT_NE(other_len, nullptr);
+  EXPECT_FALSE(other_len->mapping().loaded_from_cache());
+  opt.max_seq_length = 64;
+  opt.binary_head = false;
+  auto no_head = open_case("bert_train", opt, dir.path());
+  ASSERT_NE(no_head, nullptr);
+  EXPECT_FALSE(no_head->mapping().loaded_from_cache());
+  EXPECT_NE(no_head->mapping().path(), first->mapping().path());
+}
+
 TEST(BertDataset, CreateErrors) {
   auto data = bert_t5_data();
   ASSERT_NE(data, nullptr);
