@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 #include <string>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -63,8 +64,7 @@ void create_masked_lm_predictions(std::vector<int32_t>* tokens, const MlmVocab& 
                                   MaskedLm* out) {
   out->positions.clear();
   out->labels.clear();
-  out->span_positions.clear();
-  out->span_labels.clear();
+  out->spans.clear();
   const std::vector<int32_t> original = *tokens;
   const int64_t len = static_cast<int64_t>(original.size());
 
@@ -129,7 +129,8 @@ void create_masked_lm_predictions(std::vector<int32_t>* tokens, const MlmVocab& 
     }
     if (taken + static_cast<double>(set.size()) > num_to_predict) continue;
     if (std::any_of(set.begin(), set.end(), [&](int32_t p) { return covered[p] != 0; })) continue;
-    std::vector<int32_t> labels;
+    MaskedSpan span;
+    span.positions = set;
     for (const int32_t p : set) {
       covered[p] = 1;
       int32_t replacement = vocab.mask;
@@ -140,10 +141,9 @@ void create_masked_lm_predictions(std::vector<int32_t>* tokens, const MlmVocab& 
       }
       (*tokens)[p] = replacement;
       masked.emplace_back(p, original[p]);
-      labels.push_back(original[p]);
+      span.labels.push_back(original[p]);
     }
-    out->span_positions.push_back(set);
-    out->span_labels.push_back(std::move(labels));
+    out->spans.push_back(std::move(span));
   }
   // Megatron shuffles the starts again (for do_permutation, off here): drawn all the same.
   rng->shuffle(starts.data(), num_words);
@@ -154,18 +154,9 @@ void create_masked_lm_predictions(std::vector<int32_t>* tokens, const MlmVocab& 
     out->labels.push_back(label);
   }
   // Spans by their first position (distinct: spans never overlap).
-  std::vector<size_t> order(out->span_positions.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return out->span_positions[a][0] < out->span_positions[b][0];
+  std::sort(out->spans.begin(), out->spans.end(), [](const MaskedSpan& a, const MaskedSpan& b) {
+    return a.positions[0] < b.positions[0];
   });
-  MaskedLm sorted;
-  for (const size_t k : order) {
-    sorted.span_positions.push_back(std::move(out->span_positions[k]));
-    sorted.span_labels.push_back(std::move(out->span_labels[k]));
-  }
-  out->span_positions = std::move(sorted.span_positions);
-  out->span_labels = std::move(sorted.span_labels);
 }
 
 }  // namespace anvil::io

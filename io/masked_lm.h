@@ -54,12 +54,16 @@ struct MaskedLmOptions {
   MaskingStyle style = MaskingStyle::kBert;
 };
 
+// A masked span: its positions (increasing, not always contiguous) and original tokens.
+struct MaskedSpan {
+  std::vector<int32_t> positions;
+  std::vector<int32_t> labels;
+};
+
 struct MaskedLm {
   std::vector<int32_t> positions;  // sorted
   std::vector<int32_t> labels;     // original token at each position
-  // The taken spans in order of their first position: positions and original tokens.
-  std::vector<std::vector<int32_t>> span_positions;
-  std::vector<std::vector<int32_t>> span_labels;
+  std::vector<MaskedSpan> spans;   // in order of their first position
 };
 
 // Corrupts *tokens in place (Megatron's output_tokens) and fills *out. Token ids must be in

@@ -12,12 +12,6 @@
 namespace anvil::io {
 namespace {
 
-// Noise spans: positions and original tokens, in order.
-struct Spans {
-  std::vector<std::vector<int32_t>> positions;
-  std::vector<std::vector<int32_t>> labels;
-};
-
 // random_spans_noise_mask's counts for n tokens: (noise tokens, spans).
 std::pair<int64_t, int64_t> random_span_counts(int64_t n, double density, double mean) {
   int64_t noise = static_cast<int64_t>(std::nearbyint(static_cast<double>(n) * density));
@@ -48,7 +42,7 @@ std::vector<int64_t> random_segmentation(int64_t num_items, int64_t num_segments
 
 // Hugging Face's random_spans_noise_mask as spans (non-noise run first, then noise, repeated).
 void random_spans(const std::vector<int32_t>& tokens, double density, double mean,
-                  NumpyRandomState* rng, Spans* out) {
+                  NumpyRandomState* rng, std::vector<MaskedSpan>* out) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n < 2) return;
   const auto [noise, spans] = random_span_counts(n, density, mean);
@@ -57,13 +51,12 @@ void random_spans(const std::vector<int32_t>& tokens, double density, double mea
   int64_t at = 0;
   for (int64_t k = 0; k < spans; ++k) {
     at += keep_lengths[k];
-    std::vector<int32_t> pos, lab;
+    MaskedSpan span;
     for (int64_t j = 0; j < noise_lengths[k]; ++j, ++at) {
-      pos.push_back(static_cast<int32_t>(at));
-      lab.push_back(tokens[at]);
+      span.positions.push_back(static_cast<int32_t>(at));
+      span.labels.push_back(tokens[at]);
     }
-    out->positions.push_back(std::move(pos));
-    out->labels.push_back(std::move(lab));
+    out->push_back(std::move(span));
   }
 }
 
@@ -93,7 +86,7 @@ absl::Status build_t5_sample(const std::vector<std::vector<int32_t>>& sentences,
   out->truncated = static_cast<int64_t>(tokens.size()) > target ? 1 : 0;
   if (out->truncated) tokens.resize(static_cast<size_t>(target));
 
-  Spans spans;
+  std::vector<MaskedSpan> spans;
   if (opt.noise == T5Noise::kMegatron) {
     MaskedLmOptions mlm;
     mlm.masked_lm_prob = opt.masked_lm_prob;
@@ -104,29 +97,29 @@ absl::Status build_t5_sample(const std::vector<std::vector<int32_t>>& sentences,
     MaskedLm masked;
     std::vector<int32_t> corrupted = tokens;
     create_masked_lm_predictions(&corrupted, vocab, mlm, rng, &masked);
-    spans.positions = std::move(masked.span_positions);
-    spans.labels = std::move(masked.span_labels);
+    spans = std::move(masked.spans);
   } else {
     random_spans(tokens, opt.masked_lm_prob, opt.mean_noise_span_length, rng, &spans);
   }
-  if (spans.positions.size() > vocab.sentinels.size()) {
+  if (spans.size() > vocab.sentinels.size()) {
     return absl::OutOfRangeError(absl::StrFormat("T5 sample: %d noise spans, only %d sentinels",
-                                                 spans.positions.size(), vocab.sentinels.size()));
+                                                 spans.size(), vocab.sentinels.size()));
   }
 
   // pad_and_convert_to_numpy: sentinel k stands for span k in the encoder and leads it in the
   // decoder.
   std::vector<int32_t> enc, dec = {vocab.bos}, lab;
   size_t start = 0;
-  for (size_t k = 0; k < spans.positions.size(); ++k) {
+  for (size_t k = 0; k < spans.size(); ++k) {
+    const MaskedSpan& span = spans[k];
     const int32_t sentinel = vocab.sentinels[k];
     dec.push_back(sentinel);
-    dec.insert(dec.end(), spans.labels[k].begin(), spans.labels[k].end());
+    dec.insert(dec.end(), span.labels.begin(), span.labels.end());
     lab.push_back(sentinel);
-    lab.insert(lab.end(), spans.labels[k].begin(), spans.labels[k].end());
-    enc.insert(enc.end(), tokens.begin() + start, tokens.begin() + spans.positions[k].front());
+    lab.insert(lab.end(), span.labels.begin(), span.labels.end());
+    enc.insert(enc.end(), tokens.begin() + start, tokens.begin() + span.positions.front());
     enc.push_back(sentinel);
-    start = static_cast<size_t>(spans.positions[k].back()) + 1;
+    start = static_cast<size_t>(span.positions.back()) + 1;
   }
   lab.push_back(vocab.eos);
   enc.insert(enc.end(), tokens.begin() + start, tokens.end());
