@@ -56,8 +56,10 @@ template <typename T>
 NpyArray shuffled_rows(NpyDType dtype, const std::vector<int64_t>& flat, int32_t seed) {
   const int64_t n = static_cast<int64_t>(flat.size()) / 3;
   std::vector<T> rows(flat.begin(), flat.end());
-  // A 64-bit generator, as Megatron's (more than 2^31 rows are possible).
-  std::mt19937_64 gen(static_cast<uint64_t>(seed + 1));
+  // A 64-bit generator, as Megatron's (more than 2^31 rows are possible), seeded with the int
+  // seed + 1: wrapped to -2^31 and sign-extended for seed = 2^31 - 1, as Megatron's build does.
+  const int32_t seed1 = static_cast<int32_t>(static_cast<uint32_t>(seed) + 1u);
+  std::mt19937_64 gen(static_cast<uint64_t>(static_cast<int64_t>(seed1)));
   for (int64_t i = n - 1; i > 0; --i) {
     const int64_t j = static_cast<int64_t>(gen() % static_cast<uint64_t>(i + 1));
     for (int k = 0; k < 3; ++k) std::swap(rows[3 * i + k], rows[3 * j + k]);
