@@ -4,10 +4,11 @@
 // 80/10/10 replacement split, whole words masked together, the layout and the lengths.
 #include "io/bert_dataset.h"
 
-#include <map>
+#include <algorithm>
 #include <string>
 
 #include "gtest/gtest.h"
+#include "io/data_split.h"
 #include "tests/io/bert_t5_fixture.h"
 
 namespace anvil::io {
@@ -206,6 +207,52 @@ TEST(BertDataset, MappingCacheReusedAndKeyedByItsParameters) {
   ASSERT_NE(no_head, nullptr);
   EXPECT_FALSE(no_head->mapping().loaded_from_cache());
   EXPECT_NE(no_head->mapping().path(), first->mapping().path());
+}
+
+TEST(BertDataset, EndToEndFromPreprocessedText) {
+  ScratchDir dir;
+  MlmVocab vocab;
+  const std::string prefix = testing::preprocess_english(dir, 0, &vocab);
+  auto data = IndexedDataset::open(prefix);
+  ASSERT_TRUE(data.ok()) << data.status();
+  std::shared_ptr<const IndexedDataset> shared(std::move(*data));
+  auto splits = split_documents("90,5,5", shared->num_documents());
+  ASSERT_TRUE(splits.ok()) << splits.status();
+  BertDatasetOptions opt;
+  opt.num_samples = 300;
+  opt.max_seq_length = 48;
+  opt.cache.cache_dir = dir.path();
+  auto ds =
+      BertDataset::create(shared, prefix, (*splits)[0].first, (*splits)[0].second, vocab, opt);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_GE((*ds)->size(), 300);
+  const SentenceMapping& m = (*ds)->mapping();
+  std::vector<std::vector<int32_t>> sentences;
+  BertSample s;
+  int64_t swapped = 0;
+  for (int64_t i = 0; i < (*ds)->size(); ++i) {
+    SCOPED_TRACE(i);
+    (*ds)->sample(i, &s);
+    read_sentences(*shared, m.start(i), m.end(i), &sentences);
+    std::vector<int32_t> source;
+    for (const auto& x : sentences) source.insert(source.end(), x.begin(), x.end());
+    // Undo the masking, then A and B are runs of the row's tokens.
+    std::vector<int32_t> restored = s.tokens;
+    for (size_t k = 0; k < restored.size(); ++k) {
+      if (s.loss_mask[k]) restored[k] = s.labels[k];
+    }
+    const auto end = restored.begin() + std::count(s.padding_mask.begin(), s.padding_mask.end(), 1);
+    ASSERT_EQ(restored[0], vocab.cls);
+    ASSERT_EQ(*(end - 1), vocab.sep);
+    const auto sep = std::find(restored.begin() + 1, end, vocab.sep);
+    ASSERT_LT(sep + 1, end - 1) << "no segment B";
+    const std::vector<int32_t> a(restored.begin() + 1, sep), b(sep + 1, end - 1);
+    ASSERT_FALSE(a.empty());
+    EXPECT_NE(std::search(source.begin(), source.end(), a.begin(), a.end()), source.end());
+    EXPECT_NE(std::search(source.begin(), source.end(), b.begin(), b.end()), source.end());
+    swapped += s.is_random;
+  }
+  EXPECT_NEAR(static_cast<double>(swapped) / (*ds)->size(), 0.5, 0.1);
 }
 
 TEST(BertDataset, CreateErrors) {

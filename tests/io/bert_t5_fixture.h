@@ -13,6 +13,7 @@
 #include "io/indexed_dataset.h"
 #include "io/masked_lm.h"
 #include "io/npy.h"
+#include "io/preprocess.h"
 #include "io/tokenizer.h"
 #include "tests/io/io_test_util.h"
 
@@ -89,6 +90,51 @@ inline ::testing::AssertionResult row_equals(const NpyArray& want, int64_t row,
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+// A corpus of sentence-split English paragraphs run through bin/preprocess's library with
+// --split-sentences and the bundled BERT vocabulary (data/bert/vocab.txt, uncased, with
+// `extra_ids` sentinels), as a user would make BERT/T5 data. Returns the dataset prefix.
+inline std::string preprocess_english(const ScratchDir& dir, int extra_ids, MlmVocab* vocab) {
+  static const char* kSentences[] = {"The unbelievably patient tokenizer splits words into pieces.",
+                                     "Megatron builds samples from whole sentences.",
+                                     "A quick brown fox jumps over the lazy dog.",
+                                     "Preprocessing writes one item per sentence.",
+                                     "Whole word masking hides every piece of a word.",
+                                     "Sentinels replace the corrupted spans in the encoder.",
+                                     "Nobody expected the extraordinarily long documentation.",
+                                     "Short sentence.",
+                                     "The decoder predicts the spans after each sentinel token.",
+                                     "Anvil reproduces the reference implementation exactly."};
+  std::string corpus;
+  uint32_t state = 12345;
+  for (int doc = 0; doc < 80; ++doc) {
+    const int n = 1 + doc % 7;
+    for (int s = 0; s < n; ++s) {
+      state = state * 1103515245u + 12345u;
+      corpus += kSentences[(state >> 16) % 10];
+      corpus += ' ';
+    }
+    corpus += "\n\n";
+  }
+  write_file(dir.file("corpus.txt"), corpus);
+  TokenizerOptions t;
+  t.type = "BertWordPieceLowerCase";
+  t.vocab_file = fixture_dir() + "/../../../data/bert/vocab.txt";
+  t.vocab_extra_ids = extra_ids;
+  auto tok = make_tokenizer(t);
+  EXPECT_TRUE(tok.ok()) << tok.status();
+  if (!tok.ok()) return "";
+  auto v = make_mlm_vocab(**tok);
+  EXPECT_TRUE(v.ok()) << v.status();
+  if (v.ok()) *vocab = *v;
+  PreprocessOptions p;
+  p.input = dir.file("corpus.txt");
+  p.output_prefix = dir.file("en");
+  p.split_sentences = true;
+  auto stats = preprocess_corpus(p, **tok);
+  EXPECT_TRUE(stats.ok()) << stats.status();
+  return stats.ok() ? stats->outputs[0].prefix : "";
 }
 
 }  // namespace anvil::io::testing

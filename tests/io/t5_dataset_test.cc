@@ -8,6 +8,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "io/data_split.h"
 #include "tests/io/bert_t5_fixture.h"
 
 namespace anvil::io {
@@ -97,8 +98,8 @@ struct Tally {
 };
 
 // Checks one sample against its source tokens; adds to the tally.
-void check_sample(const T5Sample& s, const std::vector<int32_t>& source, const MlmVocab& vocab,
-                  const T5DatasetOptions& opt, Tally* t) {
+void check_sample(const T5Sample& s, const std::vector<int32_t>& source, int32_t target,
+                  const MlmVocab& vocab, const T5DatasetOptions& opt, Tally* t) {
   ASSERT_EQ(s.enc_tokens.size(), static_cast<size_t>(opt.max_seq_length));
   ASSERT_EQ(s.dec_tokens.size(), static_cast<size_t>(opt.max_seq_length_dec));
   ASSERT_EQ(s.labels.size(), s.dec_tokens.size());
@@ -147,10 +148,10 @@ void check_sample(const T5Sample& s, const std::vector<int32_t>& source, const M
     rebuilt.insert(rebuilt.end(), span_tokens[si].begin(), span_tokens[si].end());
   }
   ASSERT_EQ(next, static_cast<int64_t>(span_tokens.size()));
+  // The row's tokens cut to its target.
   const std::vector<int32_t> want(
       source.begin(),
-      source.begin() +
-          std::min<size_t>(source.size(), static_cast<size_t>(opt.max_seq_length - 2)));
+      source.begin() + std::min<size_t>(source.size(), static_cast<size_t>(target)));
   ASSERT_EQ(rebuilt, want);
   ++t->samples;
   t->tokens += static_cast<int64_t>(want.size());
@@ -164,7 +165,6 @@ Tally run_invariants(T5Noise noise) {
   opt.max_seq_length = 128;
   opt.max_seq_length_dec = 128;
   opt.num_samples = 10;
-  opt.short_seq_prob = 0.0;  // full-length targets: the truncation rebuild above assumes it
   opt.cache.use_cache = false;
   auto data = bert_t5_data();
   auto ds =
@@ -184,7 +184,7 @@ Tally run_invariants(T5Noise noise) {
       const absl::Status st =
           build_t5_sample(sentences, m.target(i), opt, (*ds)->vocab(), &rng, &s);
       EXPECT_TRUE(st.ok()) << st;
-      check_sample(s, source, (*ds)->vocab(), opt, &t);
+      check_sample(s, source, m.target(i), (*ds)->vocab(), opt, &t);
       if (::testing::Test::HasFatalFailure()) return t;
     }
   }
@@ -204,6 +204,42 @@ TEST(T5Dataset, RandomSpansInvariants) {
   ASSERT_GT(t.samples, 1000);
   EXPECT_NEAR(static_cast<double>(t.noise) / t.tokens, 0.15, 0.02);
   EXPECT_NEAR(static_cast<double>(t.noise) / t.spans, 3.0, 0.5);
+}
+
+TEST(T5Dataset, EndToEndFromPreprocessedText) {
+  ScratchDir dir;
+  MlmVocab vocab;
+  const std::string prefix = testing::preprocess_english(dir, 100, &vocab);
+  auto data = IndexedDataset::open(prefix);
+  ASSERT_TRUE(data.ok()) << data.status();
+  std::shared_ptr<const IndexedDataset> shared(std::move(*data));
+  auto splits = split_documents("90,5,5", shared->num_documents());
+  ASSERT_TRUE(splits.ok()) << splits.status();
+  for (const T5Noise noise : {T5Noise::kMegatron, T5Noise::kRandomSpans}) {
+    T5DatasetOptions opt;
+    opt.noise = noise;
+    opt.num_samples = 300;
+    opt.max_seq_length = 48;
+    opt.max_seq_length_dec = 32;
+    opt.cache.cache_dir = dir.path();
+    auto ds =
+        T5Dataset::create(shared, prefix, (*splits)[0].first, (*splits)[0].second, vocab, opt);
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    ASSERT_GE((*ds)->size(), 300);
+    const SentenceMapping& m = (*ds)->mapping();
+    std::vector<std::vector<int32_t>> sentences;
+    T5Sample s;
+    Tally t;
+    for (int64_t i = 0; i < (*ds)->size(); ++i) {
+      ASSERT_TRUE((*ds)->sample(i, &s).ok());
+      read_sentences(*shared, m.start(i), m.end(i), &sentences);
+      std::vector<int32_t> source;
+      for (const auto& x : sentences) source.insert(source.end(), x.begin(), x.end());
+      check_sample(s, source, m.target(i), vocab, opt, &t);
+      if (HasFatalFailure()) return;
+    }
+    EXPECT_NEAR(static_cast<double>(t.noise) / t.tokens, 0.15, 0.03);
+  }
 }
 
 TEST(T5Dataset, Errors) {
