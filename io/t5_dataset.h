@@ -3,7 +3,7 @@
 // Face's span corruption as an option.
 //   mapping: io/sentence_mapping.h with L = max_seq_length - 2 and min_num_sent = 1.
 //   sample i (row i = sentences [start, end), target T), drawn from
-//   np.random.RandomState(seed + i):
+//   np.random.RandomState(seed + i) (numpy refuses seeds >= 2^32; taken mod 2^32 here):
 //     tokens = the sentences concatenated, cut to their first T (truncated = 1 when cut).
 //     noise spans, one of:
 //       kMegatron (default, for parity): create_masked_lm_predictions (io/masked_lm.h) with
