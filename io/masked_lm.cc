@@ -76,7 +76,7 @@ void create_masked_lm_predictions(std::vector<int32_t>* tokens, const MlmVocab& 
     ANVIL_CHECK_MSG(
         t >= 0 && t < vocab.size,
         absl::StrFormat("masked LM: token id %d outside the vocabulary [0, %d)", t, vocab.size));
-    if (opt.whole_word && !words.empty() && vocab.continuation[t]) {
+    if (!words.empty() && vocab.continuation[t]) {
       words.back().push_back(static_cast<int32_t>(i));
     } else {
       words.push_back({static_cast<int32_t>(i)});
@@ -94,7 +94,6 @@ void create_masked_lm_predictions(std::vector<int32_t>* tokens, const MlmVocab& 
     for (int n = 1; n <= opt.max_ngrams; ++n) pvals.push_back(1.0 / n);
     const double sum = numpy_pairwise_sum(pvals.data(), static_cast<int64_t>(pvals.size()));
     for (double& p : pvals) p /= sum;
-    if (opt.favor_longer_ngram) std::reverse(pvals.begin(), pvals.end());
   }
 
   const int64_t num_words = static_cast<int64_t>(words.size());

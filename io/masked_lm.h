@@ -1,7 +1,8 @@
 // Megatron's masked-LM corruption (megatron/data/dataset_utils.py create_masked_lm_predictions,
-// BigScience fork, do_permutation=False), draw for draw with numpy's RandomState:
+// BigScience fork, as its BERT and T5 datasets call it: do_whole_word_mask=True,
+// favor_longer_ngram=False, do_permutation=False), draw for draw with numpy's RandomState:
 //   candidates: tokens other than [CLS]/[SEP] grouped into whole words -- a token whose vocab
-//     entry starts with "##" joins the previous word (whole_word), else starts a new one.
+//     entry starts with "##" joins the previous word, else starts a new one.
 //   num_to_predict = min(max_predictions (a float: masked_lm_prob * target length),
 //                        max(1, round_half_even(len(tokens) * masked_lm_prob))).
 //   One n-gram start per word; the starts are shuffled (rng.shuffle). For each start, until
@@ -48,8 +49,6 @@ struct MaskedLmOptions {
   double masked_lm_prob = 0.15;
   double max_predictions = 0;  // masked_lm_prob * target length (Megatron keeps the float)
   int max_ngrams = 3;
-  bool whole_word = true;
-  bool favor_longer_ngram = false;
   bool geometric = false;  // n ~ Geometric(0.2) clipped to max_ngrams, instead of p ~ 1/n
   MaskingStyle style = MaskingStyle::kBert;
 };
