@@ -28,7 +28,9 @@ namespace anvil::io {
 
 // What masking needs of a vocabulary (Megatron's tokenizer.inv_vocab and special ids).
 struct MlmVocab {
-  int64_t size = 0;                   // vocab_id_list = [0, size): the random replacements
+  // Megatron's vocab_id_list = list(inv_vocab.keys()) = [0, size) (for a vocab.txt without
+  // duplicate lines): the random replacements.
+  int64_t size = 0;
   std::vector<uint8_t> continuation;  // [size]: 1 where the token starts with "##"
   int32_t cls = -1, sep = -1, mask = -1, pad = -1;
   int32_t bos = -1, eos = -1;      // T5 decoder start and end
