@@ -24,28 +24,6 @@ std::vector<double> megatron_normalize_weights(const std::vector<double>& weight
 // numpy's DOUBLE_pairwise_sum (PW_BLOCKSIZE 128, 8 accumulators), added to the reduction's
 // initial value 0.0. Arrays this short (< 255 weights) never reach numpy's 8192-element buffer
 // split.
-double numpy_pairwise_sum(const double* a, int64_t n) {
-  if (n < 8) {
-    double res = 0.0;
-    for (int64_t i = 0; i < n; ++i) res += a[i];
-    return res;
-  }
-  if (n <= 128) {
-    double r[8];
-    for (int k = 0; k < 8; ++k) r[k] = a[k];
-    int64_t i = 8;
-    for (; i < n - (n % 8); i += 8) {
-      for (int k = 0; k < 8; ++k) r[k] += a[i + k];
-    }
-    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-    for (; i < n; ++i) res += a[i];
-    return res;
-  }
-  int64_t n2 = n / 2;
-  n2 -= n2 % 8;
-  return numpy_pairwise_sum(a, n2) + numpy_pairwise_sum(a + n2, n - n2);
-}
-
 int64_t megatron_blend_samples(int64_t n, double weight) {
   return static_cast<int64_t>(std::ceil(static_cast<double>(n) * weight * 1.005));
 }

@@ -18,13 +18,12 @@
 #include "absl/status/statusor.h"
 #include "engine/log.h"
 #include "io/gpt_dataset.h"
+#include "io/numpy_random.h"  // numpy_pairwise_sum
 
 namespace anvil::io {
 
 // Python's [w / sum(w)] (sequential sum): get_datasets_weights_and_num_samples.
 std::vector<double> megatron_normalize_weights(const std::vector<double>& weights);
-// numpy's np.sum of a float64 array (pairwise summation), bit-exact.
-double numpy_pairwise_sum(const double* a, int64_t n);
 // ceil(n * w * 1.005): the samples a blended dataset of weight w (normalized) is asked for.
 int64_t megatron_blend_samples(int64_t n, double weight);
 

@@ -2,15 +2,14 @@
 #include "io/gpt_dataset.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/status.h"
+#include "io/index_cache.h"
 #include "io/numpy_random.h"
-#include "io/temp_files.h"
 
 namespace anvil::io {
 namespace {
@@ -123,16 +122,6 @@ bool separate_last_epoch(int64_t tokens, int64_t epochs, int64_t seq_len, int64_
 }
 
 bool has_dims(const NpyArray& a, size_t dims) { return a.shape().size() == dims; }
-
-std::string dirname_of(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
-}
-
-std::string basename_of(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
 
 }  // namespace
 
@@ -259,14 +248,12 @@ absl::Status validate_gpt_index(const GptIndex& ix, const std::vector<int32_t>& 
 }
 
 std::string gpt_index_file_prefix(const std::string& data_prefix, const GptDatasetOptions& opt) {
-  const std::string dir = opt.cache_dir.empty() ? dirname_of(data_prefix) : opt.cache_dir;
-  return absl::StrCat(dir, "/", basename_of(data_prefix), "_", opt.name, "_indexmap_",
+  return absl::StrCat(index_cache_base(data_prefix, opt.cache_dir), "_", opt.name, "_indexmap_",
                       opt.num_samples, "ns_", opt.seq_len, "sl_", opt.seed, "s");
 }
 
 std::string token_ids_cache_path(const std::string& data_prefix, const std::string& cache_dir) {
-  return absl::StrCat(cache_dir.empty() ? dirname_of(data_prefix) : cache_dir, "/",
-                      basename_of(data_prefix), "_token_ids.txt");
+  return absl::StrCat(index_cache_base(data_prefix, cache_dir), "_token_ids.txt");
 }
 
 absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::create(
@@ -324,36 +311,9 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::create(
   std::string where = "kept in memory";
   if (opt.use_cache) {
     const GptIndex& ix = ds->index_;
-    absl::Status w = absl::OkStatus();
-    if (!opt.cache_dir.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(opt.cache_dir, ec);
-      if (ec) {
-        w = absl::PermissionDeniedError(
-            absl::StrCat("cannot create ", opt.cache_dir, ": ", ec.message()));
-      }
-    }
-    {
-      // SIGINT/SIGTERM/SIGHUP while the files are written take effect after the temporaries
-      // are renamed or removed (a SIGKILL leaves them to the next build, below).
-      const DeferredSignals defer;
-      // Temporaries of an index build that was killed while saving: removed, and said so.
-      for (const std::string& path : {doc_path, sample_path, shuffle_path}) {
-        if (!w.ok()) break;
-        auto removed = remove_stale_temps(path);
-        if (!removed.ok()) {
-          w = removed.status();
-          break;
-        }
-        for (const std::string& r : *removed) {
-          engine::log_warning(opt.log, absl::StrCat(opt.name, ": removed ", r,
-                                                    ", left by an interrupted index build"));
-        }
-      }
-      if (w.ok()) w = ix.doc_idx.save(doc_path);
-      if (w.ok()) w = ix.sample_idx.save(sample_path);
-      if (w.ok()) w = ix.shuffle_idx.save(shuffle_path);
-    }
+    const absl::Status w = write_index_cache(
+        {{doc_path, &ix.doc_idx}, {sample_path, &ix.sample_idx}, {shuffle_path, &ix.shuffle_idx}},
+        opt.cache_dir, opt.name, opt.log);
     if (w.ok()) {
       where = absl::StrCat("cached as ", ds->file_prefix_, "_*.npy");
       // Serve from the page cache (mmap) rather than the heap; identical by construction.

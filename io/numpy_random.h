@@ -7,7 +7,13 @@
 //            max <= 0xffffffff, else 64-bit), AND with the smallest all-ones mask >= max,
 //            retry while the value exceeds max (numpy/random/src/distributions: random_interval).
 //   shuffle: for i = n-1 down to 1: swap(a[i], a[random_interval(i)]) (mtrand.pyx _shuffle_raw,
-//            the 1-d ndarray path).
+//            the 1-d ndarray path; a Python list takes the same swaps).
+// and the draws of Megatron's BERT/T5 samples (dataset_utils.create_masked_lm_predictions):
+//   random_sample: ((a >> 5) * 2^26 + (b >> 6)) / 2^53 of two outputs a, b (mt19937_next_double).
+//   randint(low, high): low + random_interval(high - 1 - low), the legacy masked int64 path.
+//   choice(k, p / p.sum()): cdf = cumsum(p / sum(p)) / its last entry, index = the first cdf
+//            entry above one random_sample (searchsorted side='right').
+//   geometric(p), p < 1/3: ceil(log1p(-U) / log(1 - p)), U = random_sample() (legacy inversion).
 // Verified against numpy by tests/io/numpy_random_test.cc (fixtures from
 // scripts/make_gpt_index_fixture.py under Debian's /usr/bin/python3 + python3-numpy).
 #pragma once
@@ -17,6 +23,9 @@
 #include <utility>
 
 namespace anvil::io {
+
+// numpy's np.sum of a float64 array (pairwise summation), bit-exact.
+double numpy_pairwise_sum(const double* a, int64_t n);
 
 class NumpyRandomState {
  public:
@@ -28,6 +37,17 @@ class NumpyRandomState {
     return (hi << 32) | next_u32();
   }
   uint64_t random_interval(uint64_t max);
+  double random_sample() {
+    const uint32_t a = next_u32() >> 5;
+    const uint32_t b = next_u32() >> 6;
+    return (a * 67108864.0 + b) / 9007199254740992.0;
+  }
+  // Uniform in [low, high); high > low (CHECKed).
+  int64_t randint(int64_t low, int64_t high);
+  // Index drawn as RandomState.choice(k, p=p[:k] / p[:k].sum()) draws it; k >= 1 (CHECKed).
+  int64_t choice(const double* p, int64_t k);
+  // Trials up to the first success, p in (0, 1/3) (CHECKed: numpy's search branch is not here).
+  int64_t geometric(double p);
 
   // In-place shuffle of a[0..n), as RandomState.shuffle on a 1-d array of n elements.
   template <typename T>
