@@ -25,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -41,6 +42,7 @@
 #include "io/checkpoint.h"
 #include "io/gpt_dataset.h"
 #include "io/indexed_dataset.h"
+#include "io/tensorboard_writer.h"
 #include "io/tokenizer.h"
 #include "model/checkpoint.h"
 #include "model/train_config.h"
@@ -254,6 +256,25 @@ absl::Status load_checkpoint(const model::TrainConfig& cfg, model::Trainer& trai
   return absl::OkStatus();
 }
 
+// The trainer's scalars into the TensorBoard file. A failed write warns once, naming the file,
+// and ends the file's scalars, not the run.
+model::MetricsSink tensorboard_sink(anvil::io::TensorBoardWriter& w,
+                                    const anvil::engine::LogContext& ctx) {
+  auto failed = std::make_shared<bool>(false);
+  model::MetricsSink sink;
+  sink.scalar = [&w, failed](std::string_view tag, double v, int64_t x) {
+    if (!*failed) w.add_scalar(tag, v, x);
+  };
+  sink.flush = [&w, failed, ctx] {
+    if (*failed) return;
+    if (absl::Status s = w.flush(); !s.ok()) {
+      *failed = true;
+      log_warning(ctx, absl::StrCat(s.message(), ": no further TensorBoard events are written"));
+    }
+  };
+  return sink;
+}
+
 // "124.44M", "1.31B".
 std::string count(double v) {
   if (v >= 1e9) return absl::StrFormat("%.2fB", v / 1e9);
@@ -428,6 +449,21 @@ int run(int argc, char** argv) {
     }
   }
   if (dry_run) return 0;
+  // TensorBoard events from the last rank, as Megatron (every rank has the step's loss and
+  // norm); opened before the data so that an unusable directory fails at once.
+  std::unique_ptr<anvil::io::TensorBoardWriter> tensorboard;
+  if (!cfg.log.tensorboard_dir.empty()) {
+    log_info(ctx, absl::StrFormat("TensorBoard events: %s/events.out.tfevents.* (rank %d)",
+                                  cfg.log.tensorboard_dir, launch->world - 1));
+  }
+  if (!cfg.log.tensorboard_dir.empty() && launch->rank == launch->world - 1) {
+    auto w = anvil::io::TensorBoardWriter::open(cfg.log.tensorboard_dir);
+    if (!w.ok()) {
+      return fatal(absl::Status(w.status().code(),
+                                absl::StrCat("[log] tensorboard_dir: ", w.status().message())));
+    }
+    tensorboard = std::move(*w);
+  }
 
   // Data: Megatron's GPT datasets over the split (io/gpt_dataset, io/blended_dataset), with
   // Megatron's sample counts; the index caches are built here by every process that lacks them.
@@ -528,6 +564,7 @@ int run(int argc, char** argv) {
   auto trainer = model::Trainer::create(cfg, *prec, train_fn, valid_fn, ctx, par);
   if (!trainer.ok()) return fatal(trainer.status());
   model::Trainer& tr = **trainer;
+  if (tensorboard) tr.set_metrics_sink(tensorboard_sink(*tensorboard, ctx));
   const model::CheckpointConfig& ck = cfg.checkpoint;
   if (!ck.load.empty()) {
     if (absl::Status s = load_checkpoint(cfg, tr, ctx); !s.ok()) return fatal(s);

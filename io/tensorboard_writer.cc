@@ -53,10 +53,6 @@ absl::StatusOr<std::unique_ptr<TensorBoardWriter>> TensorBoardWriter::open(const
     return absl::PermissionDeniedError(
         absl::StrCat("TensorBoard directory ", dir, ": cannot create it: ", ec.message()));
   }
-  if (!std::filesystem::is_directory(dir, ec)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("TensorBoard directory ", dir, ": exists and is not a directory"));
-  }
   // TensorFlow's name; O_EXCL keeps an existing file (another run's) intact.
   const std::string base = absl::StrCat(dir, "/events.out.tfevents.",
                                         static_cast<int64_t>(std::time(nullptr)), ".", hostname());
