@@ -10,14 +10,13 @@
 // datasets into the trainer's callbacks (model/ never reads data formats) and runs the loop.
 // Checkpoints ([checkpoint], docs/checkpoints.md): model/checkpoint turns the model's state
 // into logical tensor boxes and back, io/checkpoint writes and verifies the files; here they
-// meet, with the barriers between the ranks' phases. SIGTERM / SIGUSR1 only set a flag: the
-// loop finishes its step, every rank agrees to stop (max over the world), saves, and exits 0.
+// meet, with the barriers between the ranks' phases. SIGTERM / SIGUSR1 / a first Ctrl-C only set
+// a flag: the loop finishes its step, every rank agrees to stop (max over the world), saves, and
+// exits 0; a second Ctrl-C exits at once with status 130 (engine/stop_signals).
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <atomic>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -38,6 +37,7 @@
 #include "engine/device.h"
 #include "engine/log.h"
 #include "engine/status.h"
+#include "engine/stop_signals.h"
 #include "io/blended_dataset.h"
 #include "io/checkpoint.h"
 #include "io/gpt_dataset.h"
@@ -83,10 +83,6 @@ int fail(const absl::Status& s) {
   }
   return 1;
 }
-
-// The signal that asked the run to stop (SIGTERM, SIGUSR1: SLURM's preemption notices), or 0.
-std::atomic<int> g_stop_signal{0};
-extern "C" void on_stop_signal(int sig) { g_stop_signal.store(sig); }
 
 // The world's element-wise max of `v` (every rank must call it; v itself on one rank).
 template <size_t N>
@@ -286,8 +282,7 @@ std::string count(double v) {
 int run(int argc, char** argv) {
   // From here on a stop signal only sets a flag: the training loop saves and ends the run.
   // exit_duration_min counts from here.
-  std::signal(SIGTERM, on_stop_signal);
-  std::signal(SIGUSR1, on_stop_signal);
+  anvil::engine::install_stop_signals();
   const anvil::engine::Timer started;
   std::optional<std::string> config_path;
   std::vector<std::string> overrides;
@@ -356,6 +351,7 @@ int run(int argc, char** argv) {
     }
   }
   const model::TrainConfig& cfg = *loaded;
+  anvil::engine::set_interrupt_message(launch->rank == 0, !cfg.checkpoint.save.empty());
   absl::StatusOr<model::GptPrecision> prec = model::resolve_precision(cfg.train.device);
   if (!prec.ok()) return fail(prec.status());
   if (print_device) {
@@ -587,9 +583,10 @@ int run(int argc, char** argv) {
     // Every rank must stop at the same step: the reasons are agreed on over the world.
     const std::array<double, 2> why_stop = world_max<2>(
         world,
-        {static_cast<double>(g_stop_signal.load()),
+        {static_cast<double>(anvil::engine::stop_signal()),
          ck.exit_duration_min > 0 && started.seconds() >= 60 * ck.exit_duration_min ? 1.0 : 0.0});
     const int sig = static_cast<int>(why_stop[0]);
+    anvil::engine::set_step_in_flight(st.step + 1);  // a later Ctrl-C stops after the next step
     const bool out_of_time = why_stop[1] > 0;
     const bool at_exit_interval = ck.exit_interval > 0 && st.step % ck.exit_interval == 0;
     const bool stop = sig > 0 || out_of_time || at_exit_interval;
@@ -597,7 +594,7 @@ int run(int argc, char** argv) {
     if (!ck.save.empty() && (stop || periodic) && !save()) return true;
     if (stop) {
       const std::string why =
-          sig > 0 ? absl::StrCat("received ", sig == SIGTERM ? "SIGTERM" : "SIGUSR1")
+          sig > 0 ? absl::StrCat("received ", anvil::engine::stop_signal_name(sig))
           : out_of_time
               ? absl::StrFormat("[checkpoint] exit_duration_min %g reached", ck.exit_duration_min)
               : absl::StrFormat("[checkpoint] exit_interval %d reached", ck.exit_interval);
@@ -607,7 +604,9 @@ int run(int argc, char** argv) {
     }
     return stop;
   });
+  anvil::engine::set_step_in_flight(tr.steps_done() + 1);
   const model::TrainSummary summary = tr.run();
+  anvil::engine::set_step_in_flight(tr.steps_done());  // the final save's step
   if (!save_status.ok()) return fatal(save_status);
   // A diverged run ends without a final save: the newest checkpoint stays the last good one.
   // The gradient norm is the global batch's on every rank, so all ranks stop here together:

@@ -147,8 +147,8 @@ ConfigSchema build_schema() {
   // [checkpoint]: docs/checkpoints.md
   s.add("checkpoint", "save", kString, "",
         "Directory to save checkpoints into (--save): DIR/step_XXXXXXXX/ and DIR/latest; empty "
-        "= no saving. Saved every save_interval steps, at the end, on SIGTERM/SIGUSR1 and at "
-        "the exit limits.");
+        "= no saving. Saved every save_interval steps, at the end, on SIGTERM/SIGUSR1/a first "
+        "Ctrl-C and at the exit limits.");
   s.add("checkpoint", "save_interval", kInt, "0",
         "Save every N steps (--save-interval); 0 = only at the end and when exiting early.");
   s.add("checkpoint", "keep_last", kInt, "0",
