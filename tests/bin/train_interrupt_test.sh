@@ -4,9 +4,9 @@
 #      exit at once" at once, the step finishes, checkpoint N is saved, "received SIGINT:
 #      stopping after step N", exit status 0, and a fresh process resumes from step N;
 #   2. without [checkpoint] save: the same stop, "(no [checkpoint] save)", nothing saved;
-#   3. two SIGINTs (the second at several delays after the first, while checkpoints are saved
-#      every step): exit status 130 at once; every step_* directory under its final name is a
-#      complete checkpoint, `latest` names one, and a resume loads the newest.
+#   3. two SIGINTs (the second at several delays after the first's message, while checkpoints
+#      are saved every step): exit status 130 at once; every step_* directory under its final
+#      name is a complete checkpoint, `latest` names one, and a resume loads the newest.
 # The runs start through python3, which resets SIGINT to its default action: a background job
 # of a non-interactive shell starts with SIGINT ignored, and bin/train keeps an ignored SIGINT.
 # usage: train_interrupt_test.sh BUILD/bin/train   (from the repository root)
@@ -100,6 +100,9 @@ for delay in 0 0.02 0.1; do
   start "$work/c.log" checkpoint.save="$dir" checkpoint.save_interval=1
   wait_for "$work/c.log" "saved checkpoint .* at step 3"
   kill -INT "$pid"
+  # Signals are not queued: a second SIGINT sent while the first is still pending merges with
+  # it. The message shows the first was handled (a person presses again after seeing it).
+  wait_for "$work/c.log" "interrupted: saving a checkpoint"
   sleep "$delay"
   kill -INT "$pid"
   SECONDS=0

@@ -8,8 +8,8 @@
 #      decimals); learning rate and grad norm at the log steps equal to the line's; the
 #      validation loss at steps 0, 2, 4 equal to the "val loss" lines; "vs samples" and
 #      "vs tokens" at step * 4 and step * 4 * 128;
-#   2. SIGKILL after the step-2 log line: the file still holds steps 1 and 2 (flushed at each
-#      log interval), every record intact;
+#   2. SIGKILL after the step-2 log line (and evaluation): the file still holds steps 1 and 2
+#      (flushed at each log interval), every record intact;
 #   3. a tensorboard_dir that cannot be a directory, or tensorboard_log_interval 0: exit 1 with
 #      an error naming the key (and the path);
 #   4. with MPIRUN set: 2 ranks (pp 2): the last rank writes the file, with the losses rank 0
@@ -82,9 +82,9 @@ done
 # 2. SIGKILL after the step-2 log line: steps 1 and 2 were flushed.
 "$train" "${args[@]}" train.steps=200 log.tensorboard_dir="$work/killed" > "$work/k.log" 2>&1 &
 pid=$!
-for _ in $(seq 1200); do grep -qE "step +2/200 \| loss" "$work/k.log" || ! kill -0 "$pid" && break
-  sleep 0.1; done
-sleep 0.5
+# (The step-2 evaluation's line comes after the interval's flush.)
+for _ in $(seq 1200); do grep -qE "step +2/200 \| val loss" "$work/k.log" || ! kill -0 "$pid" \
+  && break; sleep 0.1; done
 kill -KILL "$pid"
 { wait "$pid"; } 2> /dev/null && fail "the killed run exited 0"
 pid=
