@@ -14,7 +14,8 @@
 #      an error naming the key (and the path);
 #   4. with MPIRUN set: 2 ranks (pp 2): the last rank writes the file, with the losses rank 0
 #      logs.
-# usage: train_tensorboard_test.sh BUILD/bin/train   (from the repository root)
+# usage: train_tensorboard_test.sh BUILD/bin/train   (from the repository root; DEVICE=cuda runs
+#        it on a GPU)
 set -euo pipefail
 train=$1
 check=scripts/gpu/tensorboard_check.py
@@ -24,7 +25,7 @@ trap '[[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null; rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 # The 4-layer demo model of tiny_cpu.ini on tests/io/fixtures/gpt_index/synth_a (ids < 65535).
 args=(configs/tiny_cpu.ini data.paths=tests/io/fixtures/gpt_index/synth_a model.vocab_size=65535
-  data.eod_token=0 data.cache_dir="$work/cache" train.device=cpu train.steps=4
+  data.eod_token=0 data.cache_dir="$work/cache" train.device="${DEVICE:-cpu}" train.steps=4
   optim.warmup_steps=1 train.log_interval=2 train.eval_interval=2 train.eval_iters=1)
 # scalars DIR TAG: "STEP VALUE" lines of one tag.
 scalars() { python3 "$check" --reader minimal --tag "$2" "$1" | cut -f2,3 | tr '\t' ' '; }
