@@ -10,14 +10,13 @@
 // datasets into the trainer's callbacks (model/ never reads data formats) and runs the loop.
 // Checkpoints ([checkpoint], docs/checkpoints.md): model/checkpoint turns the model's state
 // into logical tensor boxes and back, io/checkpoint writes and verifies the files; here they
-// meet, with the barriers between the ranks' phases. SIGTERM / SIGUSR1 only set a flag: the
-// loop finishes its step, every rank agrees to stop (max over the world), saves, and exits 0.
+// meet, with the barriers between the ranks' phases. SIGTERM / SIGUSR1 / a first Ctrl-C only set
+// a flag: the loop finishes its step, every rank agrees to stop (max over the world), saves, and
+// exits 0; a second Ctrl-C exits at once with status 130 (engine/stop_signals).
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <atomic>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -25,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -37,10 +37,12 @@
 #include "engine/device.h"
 #include "engine/log.h"
 #include "engine/status.h"
+#include "engine/stop_signals.h"
 #include "io/blended_dataset.h"
 #include "io/checkpoint.h"
 #include "io/gpt_dataset.h"
 #include "io/indexed_dataset.h"
+#include "io/tensorboard_writer.h"
 #include "io/tokenizer.h"
 #include "model/checkpoint.h"
 #include "model/train_config.h"
@@ -81,10 +83,6 @@ int fail(const absl::Status& s) {
   }
   return 1;
 }
-
-// The signal that asked the run to stop (SIGTERM, SIGUSR1: SLURM's preemption notices), or 0.
-std::atomic<int> g_stop_signal{0};
-extern "C" void on_stop_signal(int sig) { g_stop_signal.store(sig); }
 
 // The world's element-wise max of `v` (every rank must call it; v itself on one rank).
 template <size_t N>
@@ -254,6 +252,25 @@ absl::Status load_checkpoint(const model::TrainConfig& cfg, model::Trainer& trai
   return absl::OkStatus();
 }
 
+// The trainer's scalars into the TensorBoard file. A failed write warns once, naming the file,
+// and ends the file's scalars, not the run.
+model::MetricsSink tensorboard_sink(anvil::io::TensorBoardWriter& w,
+                                    const anvil::engine::LogContext& ctx) {
+  auto failed = std::make_shared<bool>(false);
+  model::MetricsSink sink;
+  sink.scalar = [&w, failed](std::string_view tag, double v, int64_t x) {
+    if (!*failed) w.add_scalar(tag, v, x);
+  };
+  sink.flush = [&w, failed, ctx] {
+    if (*failed) return;
+    if (absl::Status s = w.flush(); !s.ok()) {
+      *failed = true;
+      log_warning(ctx, absl::StrCat(s.message(), ": no further TensorBoard events are written"));
+    }
+  };
+  return sink;
+}
+
 // "124.44M", "1.31B".
 std::string count(double v) {
   if (v >= 1e9) return absl::StrFormat("%.2fB", v / 1e9);
@@ -265,8 +282,7 @@ std::string count(double v) {
 int run(int argc, char** argv) {
   // From here on a stop signal only sets a flag: the training loop saves and ends the run.
   // exit_duration_min counts from here.
-  std::signal(SIGTERM, on_stop_signal);
-  std::signal(SIGUSR1, on_stop_signal);
+  anvil::engine::install_stop_signals();
   const anvil::engine::Timer started;
   std::optional<std::string> config_path;
   std::vector<std::string> overrides;
@@ -335,6 +351,7 @@ int run(int argc, char** argv) {
     }
   }
   const model::TrainConfig& cfg = *loaded;
+  anvil::engine::set_interrupt_message(launch->rank == 0, !cfg.checkpoint.save.empty());
   absl::StatusOr<model::GptPrecision> prec = model::resolve_precision(cfg.train.device);
   if (!prec.ok()) return fail(prec.status());
   if (print_device) {
@@ -428,6 +445,21 @@ int run(int argc, char** argv) {
     }
   }
   if (dry_run) return 0;
+  // TensorBoard events from the last rank, as Megatron (every rank has the step's loss and
+  // norm); opened before the data so that an unusable directory fails at once.
+  std::unique_ptr<anvil::io::TensorBoardWriter> tensorboard;
+  if (!cfg.log.tensorboard_dir.empty()) {
+    log_info(ctx, absl::StrFormat("TensorBoard events: %s/events.out.tfevents.* (rank %d)",
+                                  cfg.log.tensorboard_dir, launch->world - 1));
+  }
+  if (!cfg.log.tensorboard_dir.empty() && launch->rank == launch->world - 1) {
+    auto w = anvil::io::TensorBoardWriter::open(cfg.log.tensorboard_dir);
+    if (!w.ok()) {
+      return fatal(absl::Status(w.status().code(),
+                                absl::StrCat("[log] tensorboard_dir: ", w.status().message())));
+    }
+    tensorboard = std::move(*w);
+  }
 
   // Data: Megatron's GPT datasets over the split (io/gpt_dataset, io/blended_dataset), with
   // Megatron's sample counts; the index caches are built here by every process that lacks them.
@@ -528,6 +560,7 @@ int run(int argc, char** argv) {
   auto trainer = model::Trainer::create(cfg, *prec, train_fn, valid_fn, ctx, par);
   if (!trainer.ok()) return fatal(trainer.status());
   model::Trainer& tr = **trainer;
+  if (tensorboard) tr.set_metrics_sink(tensorboard_sink(*tensorboard, ctx));
   const model::CheckpointConfig& ck = cfg.checkpoint;
   if (!ck.load.empty()) {
     if (absl::Status s = load_checkpoint(cfg, tr, ctx); !s.ok()) return fatal(s);
@@ -550,9 +583,10 @@ int run(int argc, char** argv) {
     // Every rank must stop at the same step: the reasons are agreed on over the world.
     const std::array<double, 2> why_stop = world_max<2>(
         world,
-        {static_cast<double>(g_stop_signal.load()),
+        {static_cast<double>(anvil::engine::stop_signal()),
          ck.exit_duration_min > 0 && started.seconds() >= 60 * ck.exit_duration_min ? 1.0 : 0.0});
     const int sig = static_cast<int>(why_stop[0]);
+    anvil::engine::set_step_in_flight(st.step + 1);  // a later Ctrl-C stops after the next step
     const bool out_of_time = why_stop[1] > 0;
     const bool at_exit_interval = ck.exit_interval > 0 && st.step % ck.exit_interval == 0;
     const bool stop = sig > 0 || out_of_time || at_exit_interval;
@@ -560,7 +594,7 @@ int run(int argc, char** argv) {
     if (!ck.save.empty() && (stop || periodic) && !save()) return true;
     if (stop) {
       const std::string why =
-          sig > 0 ? absl::StrCat("received ", sig == SIGTERM ? "SIGTERM" : "SIGUSR1")
+          sig > 0 ? absl::StrCat("received ", anvil::engine::stop_signal_name(sig))
           : out_of_time
               ? absl::StrFormat("[checkpoint] exit_duration_min %g reached", ck.exit_duration_min)
               : absl::StrFormat("[checkpoint] exit_interval %d reached", ck.exit_interval);
@@ -570,7 +604,9 @@ int run(int argc, char** argv) {
     }
     return stop;
   });
+  anvil::engine::set_step_in_flight(tr.steps_done() + 1);
   const model::TrainSummary summary = tr.run();
+  anvil::engine::set_step_in_flight(tr.steps_done());  // the final save's step
   if (!save_status.ok()) return fatal(save_status);
   // A diverged run ends without a final save: the newest checkpoint stays the last good one.
   // The gradient norm is the global batch's on every rank, so all ranks stop here together:

@@ -147,8 +147,8 @@ ConfigSchema build_schema() {
   // [checkpoint]: docs/checkpoints.md
   s.add("checkpoint", "save", kString, "",
         "Directory to save checkpoints into (--save): DIR/step_XXXXXXXX/ and DIR/latest; empty "
-        "= no saving. Saved every save_interval steps, at the end, on SIGTERM/SIGUSR1 and at "
-        "the exit limits.");
+        "= no saving. Saved every save_interval steps, at the end, on SIGTERM/SIGUSR1/a first "
+        "Ctrl-C and at the exit limits.");
   s.add("checkpoint", "save_interval", kInt, "0",
         "Save every N steps (--save-interval); 0 = only at the end and when exiting early.");
   s.add("checkpoint", "keep_last", kInt, "0",
@@ -171,6 +171,16 @@ ConfigSchema build_schema() {
   // [log]
   s.add("log", "all_ranks", kBool, "false",
         "Print info lines on every rank, not only rank 0 (warnings always print everywhere).");
+  s.add("log", "tensorboard_dir", kString, "",
+        "Write TensorBoard event files into this directory (--tensorboard-dir), created when "
+        "missing, from the last rank as Megatron: Megatron-DeepSpeed's scalar names "
+        "(lm-loss-training/lm loss, learning-rate/learning-rate, grad-norm/grad-norm, "
+        "lm-loss-validation/lm loss validation, iteration-time/..., each also vs samples and "
+        "vs tokens: docs/tensorboard.md). Empty = none.");
+  s.add("log", "tensorboard_log_interval", kInt, "1",
+        "Write the per-step scalars (loss, learning rate, grad norm, batch size) every N steps "
+        "(--tensorboard-log-interval); throughput and memory are written every [train] "
+        "log_interval steps, when the file is also flushed.");
   // [parallel]: model/parallel_config.cc
   add_parallel_schema(s);
   return s;
@@ -493,6 +503,9 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
 
   // [log]
   t.log.all_ranks = c.get_bool("log", "all_ranks");
+  t.log.tensorboard_dir = c.get_string("log", "tensorboard_dir");
+  ANVIL_RETURN_IF_ERROR(positive(c, "log", "tensorboard_log_interval"));
+  t.log.tensorboard_log_interval = c.get_int("log", "tensorboard_log_interval");
 
   // [tokenizer]
   TokenizerConfig& tok = t.tokenizer;

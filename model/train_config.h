@@ -90,6 +90,8 @@ struct CheckpointConfig {
 
 struct LogConfig {
   bool all_ranks = false;
+  std::string tensorboard_dir;           // TensorBoard event files ("" = none)
+  int64_t tensorboard_log_interval = 1;  // per-step scalars every N steps
 };
 
 struct TrainConfig {

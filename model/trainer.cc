@@ -409,6 +409,7 @@ TrainSummary Trainer::run() {
                                    : std::numeric_limits<double>::quiet_NaN();
   };
   const double gpus = static_cast<double>(dp_size_ * tp_size_ * pp_size_);
+  auto axes = [&](int64_t step) { return metrics_axes(step, L.global_batch, cfg_.data.seq_len); };
   int64_t consecutive_skipped = 0;
 
   auto run_eval = [&] {
@@ -419,6 +420,7 @@ TrainSummary Trainer::run() {
     engine::log_info(
         log_, absl::StrFormat("step %*d/%d | val loss %.4f (ppl %.2f) | %s", width, step_, L.steps,
                               v, std::exp(v), engine::format_duration(t.seconds())));
+    if (metrics_) write_validation_metrics(metrics_, v, axes(step_));
   };
 
   // A first evaluation before any update shows where the loss starts (about ln(vocab)).
@@ -448,6 +450,9 @@ TrainSummary Trainer::run() {
       interval_loss_steps++;
     }
     interval_steps++;
+    if (metrics_ && st.step % cfg_.log.tensorboard_log_interval == 0) {
+      write_step_metrics(metrics_, st, L.global_batch, axes(st.step));
+    }
 
     if (st.step % L.log_interval == 0 || st.step == L.steps) {
       stream_->synchronize();  // the last optimizer step must be inside the timed interval
@@ -468,6 +473,21 @@ TrainSummary Trainer::run() {
           engine::format_duration(per_step * static_cast<double>(L.steps - st.step)));
       if (interval_skipped > 0) absl::StrAppend(&line, " | skipped ", interval_skipped);
       engine::log_info(log_, line);
+      if (metrics_) {
+        IntervalMetrics im;
+        im.seconds_per_step = secs / static_cast<double>(interval_steps);
+        im.samples_per_second = static_cast<double>(interval_steps * L.global_batch) / secs;
+        im.tokens_per_second = tok_s;
+        im.dp = dp_size_;
+        im.tflops_per_gpu = tflops;
+        im.allocated_bytes = static_cast<double>(model_->arena_bytes());
+        if (cuda) {
+          size_t free_bytes = 0, total_bytes = 0;
+          engine::cuda_memory_info(&free_bytes, &total_bytes);
+          im.reserved_bytes = static_cast<double>(total_bytes - free_bytes);
+        }
+        write_interval_metrics(metrics_, im, axes(st.step));
+      }
       interval_loss = 0.0;
       interval_steps = interval_loss_steps = interval_skipped = 0;
       interval_train_s = 0.0;

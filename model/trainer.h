@@ -44,6 +44,7 @@
 #include "engine/stream.h"
 #include "model/gpt.h"
 #include "model/train_config.h"
+#include "model/train_metrics.h"
 #include "parallel/pipeline_schedule.h"
 
 namespace anvil::parallel {
@@ -159,6 +160,8 @@ class Trainer {
   // Continues a run from `s` (a checkpoint's; the model's state loaded separately).
   void restore(const TrainerState& s);
   void set_step_hook(StepHook hook) { step_hook_ = std::move(hook); }
+  // run() writes its scalars there too (model/train_metrics.h); none without.
+  void set_metrics_sink(MetricsSink sink) { metrics_ = std::move(sink); }
 
   GptModel& model() { return *model_; }
   engine::Stream& stream() { return *stream_; }
@@ -186,6 +189,7 @@ class Trainer {
   std::vector<int32_t> tokens_, positions_, targets_, segments_, sample_;
   std::vector<int64_t> counted_;  // targets that count, per micro-batch
   StepHook step_hook_;
+  MetricsSink metrics_;
   int64_t step_ = 0;             // steps done
   int64_t optimizer_steps_ = 0;  // AdamW updates applied (skipped steps excluded)
   uint64_t micro_batches_ = 0;   // micro-batches trained so far over all DP ranks (dropout)
