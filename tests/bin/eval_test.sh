@@ -7,6 +7,7 @@
 #   3. --text with the wikitext detokenizer reports Megatron's word count and adjusted ppl;
 #   4. --lambada: strict and non-strict run; a context the model learnt predicts its last word
 #      (accuracy 1), a shuffled last word is wrong (accuracy 0);
+#   4b. [eval] in bin/train: text and LAMBADA lines at every evaluation;
 #   5. bad input: no task, a missing checkpoint, bad JSONL (file:line), stride > seq_len,
 #      --seq-len above max_seq_len, invalid UTF-8: exit status 1 or 2 with a message.
 # usage: eval_test.sh BUILD/bin/eval BUILD/bin/train BUILD/bin/preprocess (from the repo root)
@@ -121,6 +122,17 @@ grep -q '"strict":true' "$work/lb.out" || fail "strict not recorded"
 "$eval_bin" "$work/ck" --lambada "$work/good.jsonl" --strict-lambada --json > "$work/s.out" 2>&1
 [[ $(tail -1 "$work/s.out" | grep -oE '"target_tokens":[0-9]+' | cut -d: -f2) == 6 ]] \
   || fail "strict target tokens: $(tail -1 "$work/s.out")"
+
+# 4b. [eval] during training: the tasks are logged at every evaluation (steps 0, 10, 20).
+"$train" "$work/t.ini" train.steps=20 train.eval_interval=10 eval.text="$work/one.txt" \
+  eval.text_detokenizer=none eval.text_stride=8 eval.lambada="$work/good.jsonl" \
+  > "$work/tr_eval.log" 2>&1 || fail "train with [eval]: $(tail -3 "$work/tr_eval.log")"
+for st in " 0/20" "10/20" "20/20"; do
+  grep -qE "step $st \| eval text $work/one.txt: loss [0-9.]+ \| ppl [0-9.]+ \| adjusted ppl" \
+    "$work/tr_eval.log" || fail "no [eval] text line at step $st: $(grep eval "$work/tr_eval.log")"
+  grep -qE "step $st \| eval lambada $work/good.jsonl: accuracy [0-9.]+ \([01]/1\)" \
+    "$work/tr_eval.log" || fail "no [eval] lambada line at step $st"
+done
 
 # 5. Bad input.
 expect_error() {  # STATUS PATTERN ARGS...
