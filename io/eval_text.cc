@@ -2,7 +2,9 @@
 // LAMBADA's context / target split, and whole-dataset token reads.
 #include "io/eval_text.h"
 
+#include <climits>
 #include <cstddef>
+#include <functional>
 #include <string_view>
 #include <utility>
 
@@ -91,6 +93,28 @@ std::string megatron_slash_quote(absl::string_view s) {
 
 std::string replace(absl::string_view s, absl::string_view from, absl::string_view to) {
   return absl::StrReplaceAll(s, {{from, to}});
+}
+
+// Calls fn(object, "path:line") for every non-blank line of a JSONL file; DataLoss naming the
+// line for one that is not a JSON object; fn's error ends the walk.
+absl::Status for_each_jsonl(
+    const std::string& path,
+    const std::function<absl::Status(const nlohmann::json&, const std::string&)>& fn) {
+  ANVIL_ASSIGN_OR_RETURN(std::string data, read_file(path));
+  size_t pos = 0;
+  for (int64_t line_no = 1; pos < data.size(); ++line_no) {
+    size_t end = data.find('\n', pos);
+    if (end == std::string::npos) end = data.size();
+    const absl::string_view line = absl::string_view(data).substr(pos, end - pos);
+    pos = end + 1;
+    if (py_strip(line).empty()) continue;
+    const std::string where = absl::StrCat(path, ":", line_no);
+    ANVIL_ASSIGN_OR_RETURN(nlohmann::json j,
+                           parse_json_text(std::string_view(line.data(), line.size()), where));
+    if (!j.is_object()) return absl::DataLossError(where + ": expected a JSON object");
+    ANVIL_RETURN_IF_ERROR(fn(j, where));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -188,26 +212,35 @@ absl::StatusOr<LambadaExample> lambada_split(absl::string_view text, const Token
 
 absl::StatusOr<std::vector<LambadaExample>> load_lambada(const std::string& path,
                                                          const Tokenizer& tokenizer, bool strict) {
-  ANVIL_ASSIGN_OR_RETURN(std::string data, read_file(path));
   std::vector<LambadaExample> out;
-  size_t pos = 0;
-  for (int64_t line_no = 1; pos < data.size(); ++line_no) {
-    size_t end = data.find('\n', pos);
-    if (end == std::string::npos) end = data.size();
-    const absl::string_view line = absl::string_view(data).substr(pos, end - pos);
-    pos = end + 1;
-    if (py_strip(line).empty()) continue;
-    const std::string where = absl::StrCat(path, ":", line_no);
-    ANVIL_ASSIGN_OR_RETURN(nlohmann::json j,
-                           parse_json_text(std::string_view(line.data(), line.size()), where));
-    if (!j.is_object()) {
-      return absl::DataLossError(where + ": expected a JSON object with a \"text\" string");
-    }
-    ANVIL_ASSIGN_OR_RETURN(std::string text, json_string(j, "text", where));
-    absl::StatusOr<LambadaExample> e = lambada_split(text, tokenizer, strict);
-    if (!e.ok()) return absl::DataLossError(absl::StrCat(where, ": ", e.status().message()));
-    out.push_back(*std::move(e));
-  }
+  ANVIL_RETURN_IF_ERROR(
+      for_each_jsonl(path, [&](const nlohmann::json& j, const std::string& where) -> absl::Status {
+        ANVIL_ASSIGN_OR_RETURN(std::string text, json_string(j, "text", where));
+        absl::StatusOr<LambadaExample> e = lambada_split(text, tokenizer, strict);
+        if (!e.ok()) return absl::DataLossError(absl::StrCat(where, ": ", e.status().message()));
+        out.push_back(*std::move(e));
+        return absl::OkStatus();
+      }));
+  if (out.empty()) return absl::InvalidArgumentError(path + ": no examples");
+  return out;
+}
+
+absl::StatusOr<std::vector<LabeledText>> load_labeled_texts(const std::string& path,
+                                                            const Tokenizer& tokenizer) {
+  std::vector<LabeledText> out;
+  ANVIL_RETURN_IF_ERROR(
+      for_each_jsonl(path, [&](const nlohmann::json& j, const std::string& where) -> absl::Status {
+        ANVIL_ASSIGN_OR_RETURN(std::string text, json_string(j, "text", where));
+        ANVIL_ASSIGN_OR_RETURN(int64_t label, json_int(j, "label", where));
+        if (label < 0 || label > INT32_MAX) {
+          return absl::DataLossError(
+              absl::StrFormat("%s: label %d: expected 0 .. 2^31 - 1", where, label));
+        }
+        out.push_back({tokenizer.encode(text), static_cast<int32_t>(label)});
+        if (out.back().tokens.empty())
+          return absl::DataLossError(where + ": the text has no token");
+        return absl::OkStatus();
+      }));
   if (out.empty()) return absl::InvalidArgumentError(path + ": no examples");
   return out;
 }

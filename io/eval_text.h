@@ -1,5 +1,6 @@
-// Text side of zero-shot evaluation, as Megatron-DeepSpeed's tasks/zeroshot_gpt (datasets.py,
-// detokenizer.py) prepares it; model/eval_tasks runs the model over the token ids.
+// Text side of zero-shot evaluation (and of classification finetuning's JSONL), as
+// Megatron-DeepSpeed's tasks/zeroshot_gpt (datasets.py, detokenizer.py) prepares it;
+// model/eval_tasks runs the model over the token ids.
 //
 // Language-modelling text (_build_wikitext103_dataset): the file is read whole as UTF-8
 // (invalid UTF-8 is an error, as Python's decode), its words counted on the raw text as
@@ -60,6 +61,17 @@ absl::StatusOr<LambadaExample> lambada_split(absl::string_view text, const Token
 // or whose text cannot be split; NotFound for a missing file; InvalidArgument for no examples.
 absl::StatusOr<std::vector<LambadaExample>> load_lambada(const std::string& path,
                                                          const Tokenizer& tokenizer, bool strict);
+
+// A classification example (bin/finetune): the tokens of its text and its class.
+struct LabeledText {
+  std::vector<int32_t> tokens;
+  int32_t label = 0;
+};
+
+// JSONL, one {"text": string, "label": integer >= 0} per line (blank lines skipped). DataLoss
+// naming the file and line for a bad line or a text without tokens; InvalidArgument for none.
+absl::StatusOr<std::vector<LabeledText>> load_labeled_texts(const std::string& path,
+                                                            const Tokenizer& tokenizer);
 
 // Every token of a Megatron .bin/.idx dataset, documents in order (their sequences
 // concatenated as stored; bin/preprocess's --append-eod leaves the eod in each). Errors of

@@ -8,12 +8,13 @@
 // consistency (strict target = encode(" " + last word), non-strict target = the last token),
 // JSONL errors naming the line. load_eval_text: words of the raw text, tokens of the
 // detokenized one, invalid UTF-8 refused with its offset. read_all_tokens: the fixture's
-// listing.
+// listing. load_labeled_texts (bin/finetune's JSONL): text and label, bad lines named.
 #include "io/eval_text.h"
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -154,6 +155,30 @@ TEST(LoadLambada, ReadsJsonlAndNamesBadLines) {
   expect_error("{\"text\": \"  \"}\n", "bad.jsonl:1: the text has no word");
   expect_error("\n\n", "no examples");
   EXPECT_FALSE(load_lambada(dir.file("missing.jsonl"), tok, true).ok());
+}
+
+TEST(LoadLabeledTexts, ReadsTextAndLabelAndNamesBadLines) {
+  testing::ScratchDir dir;
+  const ByteTokenizer tok;
+  const std::string p = dir.file("c.jsonl");
+  testing::write_file(p, "{\"text\": \"ab\", \"label\": 1}\n\n{\"label\": 0, \"text\": \"c\"}\n");
+  auto ex = load_labeled_texts(p, tok);
+  ASSERT_TRUE(ex.ok()) << ex.status();
+  ASSERT_EQ(ex->size(), 2u);
+  EXPECT_EQ((*ex)[0].tokens, bytes("ab"));
+  EXPECT_EQ((*ex)[0].label, 1);
+  EXPECT_EQ((*ex)[1].label, 0);
+  for (const auto& [body, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"{\"text\": \"ab\"}\n", "c.jsonl:1: no field \"label\""},
+           {"{\"text\": \"ab\", \"label\": -1}\n", "c.jsonl:1: label -1"},
+           {"{\"text\": \"\", \"label\": 0}\n", "c.jsonl:1: the text has no token"},
+           {"{\"text\": \"a\", \"label\": \"x\"}\n", "c.jsonl:1"}}) {
+    testing::write_file(p, body);
+    auto r = load_labeled_texts(p, tok);
+    ASSERT_FALSE(r.ok()) << body;
+    EXPECT_NE(std::string(r.status().message()).find(needle), std::string::npos)
+        << r.status().message();
+  }
 }
 
 TEST(LoadEvalText, WordsFromRawTextTokensFromDetokenized) {
