@@ -2,6 +2,8 @@
 // defaults (no task, stride 32 = Megatron's --overlapping-eval), values parsed, and the errors
 // naming the key: an unknown detokenizer, a stride outside 1 .. seq_len, a task without a
 // [tokenizer], a task under tp = 2 or pp = 2 (refused: evaluation needs the whole model).
+// [finetune]: the label list (whitespace trimmed), fewer than two or repeated labels, no
+// [tokenizer].
 #include <string>
 #include <vector>
 
@@ -78,6 +80,23 @@ TEST(EvalConfig, ErrorsNameTheKey) {
   EXPECT_NE(pp.find("not tp 1, pp 2"), std::string::npos) << pp;
   // DP is fine.
   EXPECT_TRUE(load({"tokenizer.type=Byte", "eval.text=w.txt", "parallel.dp=2"}, 2).ok());
+}
+
+TEST(FinetuneConfig, LabelsAndErrors) {
+  auto c = load({"tokenizer.type=Byte", "finetune.train_data=t.jsonl", "finetune.labels= O , N"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->finetune.train_data, "t.jsonl");
+  EXPECT_EQ(c->finetune.labels, (std::vector<std::string>{"O", "N"}));
+  EXPECT_TRUE(load({}).ok());  // no finetuning: nothing required
+  EXPECT_NE(error_of({"tokenizer.type=Byte", "finetune.train_data=t", "finetune.labels=O"})
+                .find("[finetune] labels: needs at least two distinct"),
+            std::string::npos);
+  EXPECT_NE(error_of({"tokenizer.type=Byte", "finetune.train_data=t", "finetune.labels=O,O"})
+                .find("(1 distinct)"),
+            std::string::npos);
+  EXPECT_NE(error_of({"finetune.train_data=t", "finetune.labels=O,N"})
+                .find("[finetune] train_data: needs a [tokenizer]"),
+            std::string::npos);
 }
 
 }  // namespace
