@@ -40,11 +40,13 @@
 #include "engine/stop_signals.h"
 #include "io/blended_dataset.h"
 #include "io/checkpoint.h"
+#include "io/eval_text.h"
 #include "io/gpt_dataset.h"
 #include "io/indexed_dataset.h"
 #include "io/tensorboard_writer.h"
 #include "io/tokenizer.h"
 #include "model/checkpoint.h"
+#include "model/eval_suite.h"
 #include "model/train_config.h"
 #include "model/trainer.h"
 #include "parallel/launch_env.h"
@@ -269,6 +271,34 @@ model::MetricsSink tensorboard_sink(anvil::io::TensorBoardWriter& w,
     }
   };
   return sink;
+}
+
+// The [eval] tasks, read and tokenized with the run's [tokenizer] (io/eval_text).
+absl::StatusOr<model::EvalSuite> load_eval_suite(const model::TrainConfig& cfg) {
+  const model::EvalConfig& e = cfg.eval;
+  const model::TokenizerConfig& t = cfg.tokenizer;
+  ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<anvil::io::Tokenizer> tok,
+                         anvil::io::make_tokenizer({t.type, t.vocab_file, t.merge_file}));
+  model::EvalSuite suite;
+  suite.pad = static_cast<int32_t>(cfg.data.eod_token);
+  suite.text_stride = e.text_stride;
+  if (!e.text.empty()) {
+    ANVIL_ASSIGN_OR_RETURN(anvil::io::Detokenizer d,
+                           anvil::io::parse_detokenizer(e.text_detokenizer));
+    ANVIL_ASSIGN_OR_RETURN(anvil::io::EvalText text, anvil::io::load_eval_text(e.text, *tok, d));
+    suite.text_name = e.text;
+    suite.text_tokens = std::move(text.tokens);
+    suite.text_words = text.words;
+  }
+  if (!e.lambada.empty()) {
+    ANVIL_ASSIGN_OR_RETURN(std::vector<anvil::io::LambadaExample> ex,
+                           anvil::io::load_lambada(e.lambada, *tok, e.strict_lambada));
+    suite.lambada_name = e.lambada;
+    for (anvil::io::LambadaExample& x : ex) {
+      suite.lambada.push_back({std::move(x.context), std::move(x.target)});
+    }
+  }
+  return suite;
 }
 
 // "124.44M", "1.31B".
@@ -564,6 +594,15 @@ int run(int argc, char** argv) {
   const model::CheckpointConfig& ck = cfg.checkpoint;
   if (!ck.load.empty()) {
     if (absl::Status s = load_checkpoint(cfg, tr, ctx); !s.ok()) return fatal(s);
+  }
+  if (cfg.eval.any()) {
+    absl::StatusOr<model::EvalSuite> suite = load_eval_suite(cfg);
+    if (!suite.ok()) return fatal(suite.status());
+    tr.set_eval_hook([&, suite = *std::move(suite)](int64_t step) {
+      const absl::Status s = model::run_eval_suite(suite, tr.model(), {cfg.train.micro_batch, T},
+                                                   tr.stream(), ctx, step, cfg.train.steps);
+      if (!s.ok()) log_warning(ctx, absl::StrCat("[eval]: ", s.message()));
+    });
   }
   anvil::parallel::MpiComm* world = (*rt)->has_mpi() ? (*rt)->mpi().world.get() : nullptr;
   const std::string config_text = raw.dump();

@@ -291,6 +291,11 @@ double GptModel::loss_sum(int64_t slot, engine::Stream& stream) {
   return sum;
 }
 
+engine::ConstTensorView GptModel::last_logits() const {
+  ANVIL_CHECK_MSG(impl_->shard.post, "GptModel::last_logits: this rank holds no LM head");
+  return impl_->buf.head[0].logits;
+}
+
 void GptModel::set_grad_ready_hook(GradReadyHook hook) { impl_->grad_ready_hook = std::move(hook); }
 
 void GptModel::set_batch(int64_t chunk, int64_t slot, const GptBatch& batch,

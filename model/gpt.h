@@ -165,6 +165,10 @@ class GptModel {
   void backward(float grad_scale, engine::Stream& stream);
   // Sum of per-token losses of the last forward (syncs the stream).
   double loss_sum(engine::Stream& stream);
+  // The LM-head logits of the last forward (slot 0) with train = false, [B*T, padded / tp] act
+  // dtype on the model's device, for greedy predictions (a training forward leaves dlogits
+  // there). Only where shard().post.
+  engine::ConstTensorView last_logits() const;
 
   // Data-parallel overlap: when set, called with a layer bucket's flat range [begin, end) of
   // the gradient buffer right after that layer's backward has queued its last gradient

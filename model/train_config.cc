@@ -183,6 +183,9 @@ ConfigSchema build_schema() {
         "log_interval steps, when the file is also flushed.");
   // [parallel]: model/parallel_config.cc
   add_parallel_schema(s);
+  // [eval]: model/eval_config.cc; [finetune]: model/finetune_config.cc
+  add_eval_schema(s);
+  add_finetune_schema(s);
   return s;
 }
 
@@ -554,6 +557,8 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
   ANVIL_RETURN_IF_ERROR(split("n_heads", t.model.n_heads));
   ANVIL_RETURN_IF_ERROR(split("ffn_hidden", t.model.ffn()));
   ANVIL_RETURN_IF_ERROR(split("padded_vocab", t.model.padded()));
+  ANVIL_ASSIGN_OR_RETURN(t.eval, parse_eval_config(c, t.data.seq_len, tok.type, pc));
+  ANVIL_ASSIGN_OR_RETURN(t.finetune, parse_finetune_config(c, tok.type));
   const int64_t chunks = static_cast<int64_t>(pc.pp) * pc.virtual_stages;
   absl::StatusOr<std::vector<std::vector<int64_t>>> parts =
       partition_layers(t.model.n_layers, chunks, pc.pipeline_partition);

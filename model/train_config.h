@@ -13,6 +13,8 @@
 
 #include "absl/status/statusor.h"
 #include "engine/config.h"
+#include "model/eval_config.h"
+#include "model/finetune_config.h"
 #include "model/gpt.h"
 #include "model/lr_schedule.h"
 #include "model/parallel_config.h"
@@ -103,6 +105,8 @@ struct TrainConfig {
   ParallelConfig parallel;
   CheckpointConfig checkpoint;
   TokenizerConfig tokenizer;
+  EvalConfig eval;          // [eval]: zero-shot tasks at every evaluation (model/eval_config.h)
+  FinetuneConfig finetune;  // [finetune]: bin/finetune's classification (finetune_config.h)
 };
 
 // The schema of bin/train's ini file (a process-wide singleton: Config keeps a pointer to it).

@@ -396,7 +396,8 @@ TrainSummary Trainer::run() {
   const double fpt = flops_per_token(cfg_.model, cfg_.data.seq_len);
   const bool cuda = prec_.device == engine::Device::kCuda;
   const int width = static_cast<int>(std::to_string(L.steps).size());
-  const bool eval_enabled = valid_ && L.eval_iters > 0;
+  const bool validation = valid_ && L.eval_iters > 0;
+  const bool eval_enabled = validation || eval_hook_;
 
   TrainSummary sum;
   engine::Timer wall, interval;
@@ -413,14 +414,17 @@ TrainSummary Trainer::run() {
   int64_t consecutive_skipped = 0;
 
   auto run_eval = [&] {
-    engine::Timer t;
-    const double v = evaluate();
-    sum.val_losses.emplace_back(step_, v);
     last_val_step = step_;
-    engine::log_info(
-        log_, absl::StrFormat("step %*d/%d | val loss %.4f (ppl %.2f) | %s", width, step_, L.steps,
-                              v, std::exp(v), engine::format_duration(t.seconds())));
-    if (metrics_) write_validation_metrics(metrics_, v, axes(step_));
+    if (validation) {
+      engine::Timer t;
+      const double v = evaluate();
+      sum.val_losses.emplace_back(step_, v);
+      engine::log_info(
+          log_, absl::StrFormat("step %*d/%d | val loss %.4f (ppl %.2f) | %s", width, step_,
+                                L.steps, v, std::exp(v), engine::format_duration(t.seconds())));
+      if (metrics_) write_validation_metrics(metrics_, v, axes(step_));
+    }
+    if (eval_hook_) eval_hook_(step_);
   };
 
   // A first evaluation before any update shows where the loss starts (about ln(vocab)).

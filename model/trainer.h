@@ -116,6 +116,10 @@ struct TrainerState {
 // Called by run() after each step (after its log line and evaluation); returning true ends the
 // run after that step, without the final evaluation (checkpoint saves, exit signals, limits).
 using StepHook = std::function<bool(const StepStats&)>;
+// Called by run() at every evaluation (before the first step, every eval_interval steps, at the
+// end), after the validation loss, with the steps done (bin/train's [eval] zero-shot tasks).
+// With a hook, run() evaluates even without validation data.
+using EvalHook = std::function<void(int64_t step)>;
 
 class Trainer {
  public:
@@ -162,6 +166,7 @@ class Trainer {
   void set_step_hook(StepHook hook) { step_hook_ = std::move(hook); }
   // run() writes its scalars there too (model/train_metrics.h); none without.
   void set_metrics_sink(MetricsSink sink) { metrics_ = std::move(sink); }
+  void set_eval_hook(EvalHook hook) { eval_hook_ = std::move(hook); }
 
   GptModel& model() { return *model_; }
   engine::Stream& stream() { return *stream_; }
@@ -190,6 +195,7 @@ class Trainer {
   std::vector<int64_t> counted_;  // targets that count, per micro-batch
   StepHook step_hook_;
   MetricsSink metrics_;
+  EvalHook eval_hook_;
   int64_t step_ = 0;             // steps done
   int64_t optimizer_steps_ = 0;  // AdamW updates applied (skipped steps excluded)
   uint64_t micro_batches_ = 0;   // micro-batches trained so far over all DP ranks (dropout)
