@@ -31,7 +31,8 @@ namespace anvil::model::gpt_detail {
 using engine::DType;
 using engine::TensorView;
 
-// One transformer block's parameters as views of one flat buffer (values or gradients).
+// One transformer block's parameters as views of one flat buffer (values or gradients). Biases
+// are empty without cfg.bias.
 struct LayerWeights {
   TensorView ln1_g, ln1_b;              // [d]
   TensorView qkv_w, qkv_b;              // [3d / tp, d], [3d / tp] (local heads' q | k | v)
@@ -42,8 +43,10 @@ struct LayerWeights {
 };
 
 struct Weights {
-  TensorView wte;                    // [padded_vocab / tp, d] (pre or post)
-  TensorView wpe;                    // [max_seq_len, d] (pre)
+  TensorView wte;                    // [padded_vocab / tp, d] (pre, or post when tied)
+  TensorView wpe;                    // [max_seq_len, d] (pre, learned positions)
+  TensorView wte_ln_g, wte_ln_b;     // [d] (pre, embed_layernorm)
+  TensorView lm_head;                // [padded_vocab / tp, d] (post): lm_head.weight or wte
   TensorView lnf_g, lnf_b;           // [d] (post)
   std::vector<LayerWeights> layers;  // by local layer index
 };
@@ -80,6 +83,12 @@ struct HeadActs {
   TensorView losses;              // [B*T] stat dtype
 };
 
+// The embedding LayerNorm's saved input and statistics for one micro-batch (pre, embed_layernorm).
+struct EmbedActs {
+  TensorView sum;         // [rows, d] word embedding (summed over TP)
+  TensorView mean, rstd;  // [rows] stat dtype
+};
+
 struct Buffers {
   ParamTable table;
   // Flat [flat_numel] parameter buffers; master == value when act == grad dtype. Under ZeRO
@@ -94,14 +103,16 @@ struct Buffers {
   std::vector<int64_t> persist_offset;  // per bucket: offset in persist_* or -1
   std::vector<int64_t> layer_bucket;    // bucket index of each local layer
   std::vector<size_t> layer_param;      // index in table.all() of each local layer's first param
-  Weights w;                            // views of value
-  Weights g;                            // views of grad
-  std::vector<int64_t> layer_ids;       // global index of each local layer
-  std::vector<std::vector<int64_t>> chunk_layers;  // local layer indices per chunk
+  std::vector<TensorView LayerWeights::*> layer_fields;  // a layer's parameters, in table order
+  Weights w;                                             // views of value
+  Weights g;                                             // views of grad
+  std::vector<int64_t> layer_ids;                        // global index of each local layer
+  std::vector<std::vector<int64_t>> chunk_layers;        // local layer indices per chunk
   int64_t slots = 1;
-  std::vector<SlotData> data;   // [chunks * slots]
-  std::vector<LayerActs> acts;  // [slots * local layers]: acts[slot * layers + local]
-  std::vector<HeadActs> head;   // [slots] when post
+  std::vector<SlotData> data;    // [chunks * slots]
+  std::vector<LayerActs> acts;   // [slots * local layers]: acts[slot * layers + local]
+  std::vector<HeadActs> head;    // [slots] when post
+  std::vector<EmbedActs> embed;  // [slots] when pre with embed_layernorm
   // d(chunk output) received from the next stage, [chunks * slots] (empty for the post chunk).
   std::vector<TensorView> out_grad;
   TensorView send_act;  // [B*T, d] output of a non-final chunk

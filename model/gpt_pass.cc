@@ -32,6 +32,7 @@
 #include "ops/dropout.h"
 #include "ops/embedding.h"
 #include "ops/flash_attention.h"
+#include "ops/gelu.h"
 #include "ops/gemm.h"
 #include "ops/layernorm.h"
 #include "ops/vocab_parallel_cross_entropy.h"
@@ -45,13 +46,18 @@ using engine::ConstTensorView;
 using engine::TensorView;
 using ops::Epilogue;
 
-// y [rows, out] = x [rows, in] W^T + b, W: [out, in].
+// y [rows, out] = x [rows, in] W^T (+ b unless b is empty), W: [out, in].
 void linear(TensorView y, ConstTensorView x, ConstTensorView w, ConstTensorView b,
             engine::Stream& s) {
   ops::GemmArgs g{x.dim(0), w.dim(0), w.dim(1)};
   g.trans_b = true;
-  g.epilogue = Epilogue::kBias;
+  g.epilogue = b.empty() ? Epilogue::kNone : Epilogue::kBias;
   ops::gemm(g, y, x, w, b, {}, s);
+}
+
+// db += column sums of dy, for a layer with a bias (bias = true).
+void bias_grad(TensorView db, ConstTensorView dy, engine::Stream& s) {
+  if (!db.empty()) ops::bias_backward(db, dy, s);
 }
 
 // dW [out, in] += dy^T x (f32 gradient); dy: [rows, out], x: [rows, in].
@@ -131,7 +137,9 @@ TensorView GptModel::Impl::gather_grad(TensorView local, engine::Stream& s) {
 
 void GptModel::Impl::sync_layernorm_grads(const gpt_detail::LayerWeights& g, engine::Stream& s) {
   if (!sp()) return;
-  for (TensorView v : {g.ln1_g, g.ln1_b, g.ln2_g, g.ln2_b}) tp_all_reduce(v, s);
+  for (TensorView v : {g.ln1_g, g.ln1_b, g.ln2_g, g.ln2_b}) {
+    if (!v.empty()) tp_all_reduce(v, s);
+  }
 }
 
 void GptModel::Impl::set_batch(int64_t chunk, int64_t slot, const GptBatch& batch,
@@ -156,20 +164,27 @@ void GptModel::Impl::set_batch(int64_t chunk, int64_t slot, const GptBatch& batc
 
 void GptModel::Impl::embed(int64_t slot, bool train, engine::Stream& s) {  // chunk 0
   const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model;
-  const int64_t rows = cfg.padded() / shard.tp;  // of this rank's embedding slice
+  const int64_t vrows = cfg.padded() / shard.tp;  // of this rank's embedding slice
   const gpt_detail::SlotData& sd = buf.slot_data(0, slot);
   TensorView x = buf.act(slot, buf.chunk_layers[0][0]).x;
-  ops::EmbeddingArgs ea{bt, d, rows, cfg.max_seq_len};
-  ea.vocab_start = shard.tp_rank * rows;
-  // Vocab-parallel: positions are added once (TP rank 0) before the sum over TP (with sequence
-  // parallelism a reduce-scatter of the whole rows into this rank's).
-  const TensorView e = sp() ? buf.proj : x;
+  ops::EmbeddingArgs ea{bt, d, vrows, cfg.max_seq_len};
+  ea.vocab_start = shard.tp_rank * vrows;
+  // Vocab-parallel: positions (learned only) are added once (TP rank 0) before the sum over TP
+  // (with sequence parallelism a reduce-scatter of the whole rows into this rank's). With the
+  // embedding LayerNorm (BLOOM) the sum is its input and x its output.
+  const gpt_detail::EmbedActs* eln = buf.embed.empty() ? nullptr : &buf.embed[slot];
+  const TensorView sum = eln != nullptr ? eln->sum : x;
+  const TensorView e = sp() ? buf.proj : sum;
   ops::embedding_forward(ea, e, sd.tokens, sd.positions, buf.w.wte,
                          shard.tp_rank == 0 ? buf.w.wpe : TensorView{}, s);
   if (sp()) {
-    shard.tp_comm->reduce_scatter(x, e, parallel::ReduceOp::kSum, s);
+    shard.tp_comm->reduce_scatter(sum, e, parallel::ReduceOp::kSum, s);
   } else {
-    tp_all_reduce(x, s);
+    tp_all_reduce(sum, s);
+  }
+  if (eln != nullptr) {
+    ops::layernorm_forward({rows(), d, cfg.ln_eps}, x, eln->mean, eln->rstd, sum, buf.w.wte_ln_g,
+                           buf.w.wte_ln_b, s);
   }
   if (train && cfg.hidden_dropout > 0.0f) {
     ops::dropout_forward(
@@ -182,13 +197,7 @@ namespace {
 // Row-parallel linear y [rows, out] = sum over TP of x [rows, in/tp] W^T [in/tp, out], + b once.
 void row_linear(TensorView y, ConstTensorView x, ConstTensorView w, ConstTensorView b,
                 bool add_bias, engine::Stream& s) {
-  if (add_bias) {
-    linear(y, x, w, b, s);
-    return;
-  }
-  ops::GemmArgs g{x.dim(0), w.dim(0), w.dim(1)};
-  g.trans_b = true;
-  ops::gemm(g, y, x, w, {}, {}, s);
+  linear(y, x, w, add_bias ? b : ConstTensorView{}, s);
 }
 
 }  // namespace
@@ -225,10 +234,15 @@ void GptModel::Impl::layer_forward(const gpt_detail::SlotData& sd, int64_t slot,
   ops::residual_layernorm_forward(ln, a.h, local_rows(a.ln2), a.ln2_mean, a.ln2_rstd, a.x, proj,
                                   lw.ln2_g, lw.ln2_b, s);
   gather_rows(a.ln2, s);
-  ops::GemmArgs fc{bt, cfg.ffn() / shard.tp, d};
-  fc.trans_b = true;
-  fc.epilogue = Epilogue::kBiasGelu;
-  ops::gemm(fc, a.gelu, a.ln2, lw.fc_w, lw.fc_b, a.pre_gelu, s);
+  if (lw.fc_b.empty()) {
+    linear(a.pre_gelu, a.ln2, lw.fc_w, {}, s);
+    ops::gelu_forward(a.gelu, a.pre_gelu, s);
+  } else {
+    ops::GemmArgs fc{bt, cfg.ffn() / shard.tp, d};
+    fc.trans_b = true;
+    fc.epilogue = Epilogue::kBiasGelu;
+    ops::gemm(fc, a.gelu, a.ln2, lw.fc_w, lw.fc_b, a.pre_gelu, s);
+  }
   row_linear(buf.proj, a.gelu, lw.mlp_proj_w, lw.mlp_proj_b, shard.tp_rank == 0, s);
   proj = row_parallel_out(buf.proj, s);
   drop(proj, 3 + 3 * l);
@@ -252,8 +266,10 @@ ops::AttentionArgs GptModel::Impl::attention_args(int64_t layer, float dropout_p
 
 namespace {
 
-ops::FlashAttentionArgs flash_args(const ops::AttentionArgs& aa) {
+ops::FlashAttentionArgs flash_args(const ops::AttentionArgs& aa, const GptConfig& cfg) {
   ops::FlashAttentionArgs fa;
+  // ALiBi: Megatron's slopes of the model heads head_offset .. head_offset + heads - 1.
+  if (cfg.position_embedding == PositionEmbedding::kAlibi) fa.bias = ops::AttentionBias::kAlibi;
   fa.batch = aa.batch, fa.q_len = fa.kv_len = aa.seq, fa.heads = aa.heads;
   fa.head_dim = aa.head_dim, fa.causal = true, fa.scale = aa.scale;
   fa.dropout_p = aa.dropout_p, fa.seed = aa.seed, fa.offset = aa.offset;
@@ -287,7 +303,7 @@ void GptModel::Impl::attention_core_forward(const gpt_detail::SlotData& sd,
     return;
   }
   const auto [q, k, v] = split_qkv(a.qkv);
-  ops::flash_attention_forward(flash_args(aa), a.atty, a.lse, q, k, v, document_masks(sd), s);
+  ops::flash_attention_forward(flash_args(aa, cfg), a.atty, a.lse, q, k, v, document_masks(sd), s);
 }
 
 void GptModel::Impl::attention_core_backward(const gpt_detail::SlotData& sd,
@@ -305,7 +321,7 @@ void GptModel::Impl::attention_core_backward(const gpt_detail::SlotData& sd,
   }
   const auto [q, k, v] = split_qkv(a.qkv);
   const auto [dq, dk, dv] = split_qkv(dqkv);
-  ops::flash_attention_backward(flash_args(aa), dq, dk, dv, {}, datty, q, k, v, a.atty, a.lse,
+  ops::flash_attention_backward(flash_args(aa, cfg), dq, dk, dv, {}, datty, q, k, v, a.atty, a.lse,
                                 document_masks(sd), buf.op_ws, s);
 }
 
@@ -321,7 +337,7 @@ void GptModel::Impl::head_forward(const gpt_detail::SlotData& sd, int64_t slot, 
   const int64_t cols = cfg.padded() / shard.tp;
   ops::GemmArgs head{bt, cols, d};
   head.trans_b = true;
-  ops::gemm(head, hd.logits, hd.lnf, buf.w.wte, {}, {}, s);
+  ops::gemm(head, hd.logits, hd.lnf, buf.w.lm_head, {}, {}, s);
   // Training: dlogits (grad_scale 1) replace the logits in place; evaluation keeps the logits.
   const TensorView dlogits = train ? hd.logits : TensorView{};
   if (shard.tp == 1) {
@@ -375,10 +391,10 @@ void GptModel::Impl::head_backward(int64_t slot, float grad_scale, engine::Strea
   const int64_t d = cfg.d_model;
   const gpt_detail::HeadActs& hd = buf.head[static_cast<size_t>(slot)];
   const ops::LayerNormArgs ln{rows(), d, cfg.ln_eps};
-  // Tied LM head: dwte += grad_scale dlogits^T lnf;  dlnf = grad_scale dlogits wte (summed over
-  // TP: each rank holds a vocabulary slice).
-  weight_grad(buf.g.wte, hd.logits, hd.lnf, s, grad_scale);
-  input_grad(buf.dln, hd.logits, buf.w.wte, s, grad_scale);
+  // LM head (wte when tied): dhead += grad_scale dlogits^T lnf;  dlnf = grad_scale dlogits head
+  // (summed over TP: each rank holds a vocabulary slice).
+  weight_grad(buf.g.lm_head, hd.logits, hd.lnf, s, grad_scale);
+  input_grad(buf.dln, hd.logits, buf.w.lm_head, s, grad_scale);
   const TensorView dlnf = col_parallel_in_grad(buf.dln, s);
   ops::layernorm_backward(ln, ops::Accumulate::kOverwrite, buf.dres, buf.g.lnf_g, buf.g.lnf_b, dlnf,
                           hd.x_final, buf.w.lnf_g, hd.lnf_mean, hd.lnf_rstd, buf.op_ws, s);
@@ -416,12 +432,12 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
   // MLP: x_{l+1} = h + Drop(gelu Wp^T + bp); dres holds d x_{l+1}.
   TensorView dproj = drop_grad(3 + 3 * l);
   weight_grad(lg.mlp_proj_w, dproj, a.gelu, s);
-  ops::bias_backward(lg.mlp_proj_b, dproj, s);
+  bias_grad(lg.mlp_proj_b, dproj, s);
   ops::GemmArgs dg{bt, cfg.ffn() / tp, d};
   dg.epilogue = Epilogue::kDGelu;  // dfc = (dproj Wp) * gelu'(pre_gelu)
   ops::gemm(dg, dfc, dproj, lw.mlp_proj_w, {}, a.pre_gelu, s);
   weight_grad(lg.fc_w, dfc, a.ln2, s);
-  ops::bias_backward(lg.fc_b, dfc, s);
+  bias_grad(lg.fc_b, dfc, s);
   input_grad(buf.dln, dfc, lw.fc_w, s);
   TensorView dln = col_parallel_in_grad(buf.dln, s);
   // dres becomes d h = d x_{l+1} + LN2'(dln) (dproj, possibly aliasing dres, is consumed).
@@ -430,11 +446,11 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
   // Attention: h = x + Drop(atty Wo^T + bo).
   dproj = drop_grad(2 + 3 * l);
   weight_grad(lg.attn_proj_w, dproj, a.atty, s);
-  ops::bias_backward(lg.attn_proj_b, dproj, s);
+  bias_grad(lg.attn_proj_b, dproj, s);
   input_grad(datty, dproj, lw.attn_proj_w, s);
   attention_core_backward(sd, a, l, dqkv, datty, s);
   weight_grad(lg.qkv_w, dqkv, a.ln1, s);
-  ops::bias_backward(lg.qkv_b, dqkv, s);
+  bias_grad(lg.qkv_b, dqkv, s);
   input_grad(buf.dln, dqkv, lw.qkv_w, s);
   dln = col_parallel_in_grad(buf.dln, s);
   // dres becomes d x_l.
@@ -579,6 +595,13 @@ void GptModel::Impl::backward_chunk(int64_t chunk, int64_t slot, float grad_scal
   if (cfg.hidden_dropout > 0.0f) {
     ops::dropout_backward(
         {cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, 0) + row_shift()}, dres, dres, s);
+  }
+  if (!buf.embed.empty()) {  // dres becomes d(word embedding) through the embedding LayerNorm
+    const gpt_detail::EmbedActs& e = buf.embed[static_cast<size_t>(slot)];
+    ops::layernorm_backward({rows(), cfg.d_model, cfg.ln_eps}, ops::Accumulate::kOverwrite,
+                            local_rows(buf.dln), buf.g.wte_ln_g, buf.g.wte_ln_b, dres, e.sum,
+                            buf.w.wte_ln_g, e.mean, e.rstd, buf.op_ws, s);
+    dres = local_rows(buf.dln);
   }
   const int64_t vrows = cfg.padded() / shard.tp;
   ops::EmbeddingArgs ea{shape.micro_batch * shape.seq_len, cfg.d_model, vrows, cfg.max_seq_len};
