@@ -36,4 +36,16 @@ void check_arg(const char* op, const char* arg, const engine::ConstTensorView& v
                           engine::describe(v));
 }
 
+void check_act_dtype(const char* op, engine::DType t, const engine::Stream& stream) {
+  using engine::DType;
+  const bool ok = t == DType::kBF16 || t == DType::kF32 || (!stream.is_cuda() && t == DType::kF64);
+  ANVIL_CHECK_MSG(ok, std::string(op) + ": activations must be bf16 or f32 (f64 on the CPU), got " +
+                          std::string(engine::dtype_name(t)));
+}
+
+engine::DType f32_or_f64(engine::DType act, engine::DType given) {
+  using engine::DType;
+  return act == DType::kF64 && given == DType::kF64 ? DType::kF64 : DType::kF32;
+}
+
 }  // namespace anvil::ops::detail
