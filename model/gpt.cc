@@ -44,15 +44,17 @@ std::vector<double> read_back(engine::ConstTensorView v, engine::Stream& s) {
 
 // Parameters of one transformer layer (two norms, c_attn, attn c_proj, c_fc, mlp c_proj).
 int64_t layer_params(const GptConfig& c) {
-  const int64_t d = c.d_model, f = c.ffn(), b = c.bias ? 1 : 0;
-  return 4 * d + 3 * d * d + b * 3 * d + d * d + b * d + f * d + b * f + d * f + b * d;
+  const int64_t d = c.d_model, f = c.ffn(), fc = c.fc_out(), b = c.bias ? 1 : 0;
+  const int64_t norms = (c.layernorm() ? 4 : 2) * d;
+  return norms + 3 * d * d + b * 3 * d + d * d + b * d + fc * d + b * fc + d * f + b * d;
 }
 
 // Parameters outside the layers: wte, wpe, wte_ln, lm_head, ln_f.
 int64_t non_layer_params(const GptConfig& c) {
   const int64_t d = c.d_model;
   return c.padded() * d * (c.tie_embeddings ? 1 : 2) +
-         (c.learned_positions() ? c.max_seq_len : 0) * d + (c.embed_layernorm ? 2 * d : 0) + 2 * d;
+         (c.learned_positions() ? c.max_seq_len : 0) * d + (c.embed_layernorm ? 2 * d : 0) +
+         (c.layernorm() ? 2 : 1) * d;
 }
 
 }  // namespace
@@ -91,14 +93,16 @@ absl::Status GptConfig::validate() const {
                ")");
   }
   const int64_t d = d_model, f = ffn();
-  if (padded() > engine::kMaxDimension || f > engine::kMaxDimension) {
-    return bad("GPT config: the padded vocabulary ", padded(), " and ffn_hidden ", f,
-               " (0: 4 * d_model) must not exceed the limit 2^31 - 1 = ", engine::kMaxDimension);
+  if (padded() > engine::kMaxDimension || fc_out() > engine::kMaxDimension) {
+    return bad("GPT config: the padded vocabulary ", padded(), " and c_fc's outputs ", fc_out(),
+               " (ffn_hidden, 0: 4 * d_model; twice that with a gated activation) must not exceed "
+               "the limit 2^31 - 1 = ",
+               engine::kMaxDimension);
   }
   for (const auto& [what, n] : {std::pair<const char*, int64_t>{"padded vocabulary", padded()},
                                 {"max_seq_len", max_seq_len},
                                 {"3 * d_model", 3 * d},
-                                {"ffn_hidden", f}}) {
+                                {"c_fc's outputs", fc_out()}}) {
     if (!engine::product_within({n, d}, engine::kMaxElements)) {
       return bad("GPT config: a weight of ", what, " ", n, " x d_model ", d,
                  " elements exceeds the limit 2^44 = ", engine::kMaxElements, " elements");
@@ -118,6 +122,14 @@ absl::Status GptConfig::validate() const {
   }
   if (!(ln_eps > 0.0f) || !(init_std > 0.0f)) {
     return bad("GPT config: ln_eps and init_std must be > 0, got ", ln_eps, ", ", init_std);
+  }
+  if (position_embedding == PositionEmbedding::kRotary &&
+      (!(rotary_percent > 0.0f && rotary_percent <= 1.0f) || rotary_dim() < 2 ||
+       rotary_dim() % 2 != 0 || !(rotary_base > 0.0f))) {
+    return bad("GPT config: rotary needs rotary_percent in (0, 1] with rotary_percent * head_dim ",
+               "even and >= 2, and rotary_base > 0; got rotary_percent ", rotary_percent,
+               " (head_dim ", head_dim(), ", rot_dim ", rotary_dim(), "), rotary_base ",
+               rotary_base);
   }
   if (embed_layernorm && learned_positions()) {
     // Megatron-DeepSpeed normalizes the word embedding before adding the positions; BLOOM, the
@@ -171,9 +183,9 @@ absl::Status GptShard::validate(const GptConfig& cfg) const {
 
 int64_t GptConfig::matmul_params() const {
   const int64_t d = d_model, f = ffn();
-  // Per layer: c_attn 3d*d, attn c_proj d*d, c_fc f*d, mlp c_proj d*f; plus the LM head over the
-  // padded vocabulary (the GEMM actually run, tied or not).
-  return n_layers * (4 * d * d + 2 * d * f) + padded() * d;
+  // Per layer: c_attn 3d*d, attn c_proj d*d, c_fc (f or 2f)*d, mlp c_proj d*f; plus the LM head
+  // over the padded vocabulary (the GEMM actually run, tied or not).
+  return n_layers * (4 * d * d + d * f + d * fc_out()) + padded() * d;
 }
 
 int64_t GptConfig::total_params() const {

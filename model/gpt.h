@@ -33,8 +33,14 @@ namespace anvil::model {
 inline constexpr int64_t kMaxLayers = int64_t{1} << 16;
 
 // How attention sees token positions: a learned table wpe added to the embedding (GPT-2), the
-// ALiBi bias of BLOOM in the attention logits (ops/flash_attention.h), or nothing.
-enum class PositionEmbedding { kLearned, kAlibi, kNone };
+// ALiBi bias of BLOOM in the attention logits (ops/flash_attention.h), rotary embeddings of q
+// and k (LLaMA; ops/rotary.h), or nothing.
+enum class PositionEmbedding { kLearned, kAlibi, kRotary, kNone };
+// The MLP's nonlinearity: GELU (tanh approximation, GPT-2/BLOOM) on c_fc's ffn outputs, or a
+// gated unit act(g) * u on c_fc's 2 * ffn outputs [g | u] (ops/glu.h; SwiGLU: LLaMA).
+enum class Activation { kGelu, kSwiglu, kGeglu, kReglu, kLiglu };
+// The normalization of the blocks and of ln_f: LayerNorm (gamma, beta) or RMSNorm (gamma).
+enum class Norm { kLayerNorm, kRmsNorm };
 
 struct GptConfig {
   int64_t vocab_size = 50257;    // real vocabulary
@@ -51,11 +57,23 @@ struct GptConfig {
   float init_std = 0.02f;
   // Architecture options; the defaults are GPT-2.
   PositionEmbedding position_embedding = PositionEmbedding::kLearned;
+  float rotary_base = 10000.0f;  // kRotary: inv_freq_i = base^(-2i / rot_dim)
+  float rotary_percent = 1.0f;   // kRotary: rot_dim = rotary_percent * head_dim (even)
   bool embed_layernorm = false;  // BLOOM: LayerNorm wte_ln right after the word embedding
-  bool bias = true;              // biases of every linear layer
-  bool tie_embeddings = true;    // LM head = wte; false: a separate lm_head.weight
+  Activation activation = Activation::kGelu;
+  Norm norm = Norm::kLayerNorm;
+  bool bias = true;            // biases of every linear layer
+  bool tie_embeddings = true;  // LM head = wte; false: a separate lm_head.weight
 
   bool learned_positions() const { return position_embedding == PositionEmbedding::kLearned; }
+  bool glu() const { return activation != Activation::kGelu; }
+  bool layernorm() const { return norm == Norm::kLayerNorm; }
+  // c_fc's output width: ffn, or 2 * ffn (g | u) with a gated activation (Megatron-DeepSpeed's
+  // --glu-activation sizing: ffn_hidden is the width after the gate).
+  int64_t fc_out() const { return glu() ? 2 * ffn() : ffn(); }
+  int64_t rotary_dim() const {
+    return static_cast<int64_t>(static_cast<double>(rotary_percent) * head_dim());
+  }
 
   int64_t padded() const {
     return padded_vocab ? padded_vocab

@@ -1,9 +1,8 @@
 // The [model] keys that choose the GPT architecture variant (docs/models.md): position
-// embedding, embedding LayerNorm, linear biases, tied LM head. train_config.cc adds them to the
+// embedding (learned, ALiBi, rotary, none), embedding LayerNorm, MLP activation (GELU or a gated
+// unit), norm (LayerNorm, RMSNorm), linear biases, tied LM head. train_config.cc adds them to the
 // schema and parses them into GptConfig through these two functions.
 #pragma once
-
-#include <string_view>
 
 #include "absl/status/status.h"
 #include "engine/config.h"
@@ -16,7 +15,5 @@ void add_gpt_arch_schema(engine::ConfigSchema& schema);
 
 // Reads them from `config` into `m` (the schema already restricted the choices).
 void parse_gpt_arch(const engine::Config& config, GptConfig& m);
-
-std::string_view position_embedding_name(PositionEmbedding p);
 
 }  // namespace anvil::model

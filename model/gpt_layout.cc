@@ -12,6 +12,7 @@
 #include "ops/flash_attention.h"
 #include "ops/grad_norm.h"
 #include "ops/layernorm.h"
+#include "ops/rmsnorm.h"
 #include "parallel/zero.h"
 
 namespace anvil::model::gpt_detail {
@@ -32,10 +33,11 @@ struct LayerParam {
 };
 
 std::vector<LayerParam> layer_param_list(const GptConfig& cfg, int tp) {
-  const int64_t d = cfg.d_model, f = cfg.ffn() / tp, dl = d / tp;
+  const int64_t d = cfg.d_model, f = cfg.ffn() / tp, fc = cfg.fc_out() / tp, dl = d / tp;
+  const int fc_parts = cfg.glu() ? 2 : 1;  // g | u, each split over TP
   using W = LayerWeights;
   // c_attn / c_fc column-parallel (c_attn's q | k | v blocks split separately), the output
-  // projections row-parallel; matrices decay, biases and norms do not.
+  // projections row-parallel; matrices decay, biases and norms do not. RMSNorm has no beta.
   std::vector<LayerParam> all = {
       {"ln_1.weight", {d}, false, -1, 1, &W::ln1_g},
       {"ln_1.bias", {d}, false, -1, 1, &W::ln1_b},
@@ -45,15 +47,15 @@ std::vector<LayerParam> layer_param_list(const GptConfig& cfg, int tp) {
       {"attn.c_proj.bias", {d}, false, -1, 1, &W::attn_proj_b},
       {"ln_2.weight", {d}, false, -1, 1, &W::ln2_g},
       {"ln_2.bias", {d}, false, -1, 1, &W::ln2_b},
-      {"mlp.c_fc.weight", {f, d}, true, 0, 1, &W::fc_w},
-      {"mlp.c_fc.bias", {f}, false, 0, 1, &W::fc_b},
+      {"mlp.c_fc.weight", {fc, d}, true, 0, fc_parts, &W::fc_w},
+      {"mlp.c_fc.bias", {fc}, false, 0, fc_parts, &W::fc_b},
       {"mlp.c_proj.weight", {d, f}, true, 1, 1, &W::mlp_proj_w},
       {"mlp.c_proj.bias", {d}, false, -1, 1, &W::mlp_proj_b},
   };
   std::vector<LayerParam> out;
   for (LayerParam& p : all) {
-    const bool linear_bias = absl::EndsWith(p.name, ".bias") && !absl::StartsWith(p.name, "ln_");
-    if (linear_bias && !cfg.bias) continue;
+    const bool norm = absl::StartsWith(p.name, "ln_");
+    if (absl::EndsWith(p.name, ".bias") && (norm ? !cfg.layernorm() : !cfg.bias)) continue;
     out.push_back(std::move(p));
   }
   return out;
@@ -164,7 +166,7 @@ ParamTable make_param_table(const GptConfig& cfg, const GptShard& shard) {
     b.begin_bucket("ln_f");
     if (!cfg.tie_embeddings) b.add("lm_head.weight", {vocab, d}, true, 0).vocab_rows = true;
     b.add("ln_f.weight", {d}, false);
-    b.add("ln_f.bias", {d}, false);
+    if (cfg.layernorm()) b.add("ln_f.bias", {d}, false);
   }
   return b.build(shard.zero_stage > 0 ? parallel::zero_bucket_align(1, shard.zero_dp)
                                       : ParamTable::kAlignElements);
@@ -186,7 +188,7 @@ absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const Gpt
   // The largest activations: [B*T, max(d, ffn, padded vocabulary)] (and without flash
   // attention the probabilities [B, heads, T, T]) must stay within engine::kMaxElements, which
   // bounds every size product of the plan (cfg.validate() bounds the dimensions).
-  const int64_t widest = std::max({cfg.d_model, cfg.ffn(), cfg.padded()});
+  const int64_t widest = std::max({cfg.d_model, cfg.fc_out(), cfg.padded()});
   if (!engine::product_within({shape.micro_batch, shape.seq_len, widest}, engine::kMaxElements)) {
     return absl::InvalidArgumentError(
         absl::StrCat("GPT run shape: micro_batch ", shape.micro_batch, " x seq_len ", shape.seq_len,
@@ -202,9 +204,12 @@ absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const Gpt
         " x n_heads ", cfg.n_heads, " x seq_len^2 ", shape.seq_len,
         "^2, exceed the limit 2^44 = ", engine::kMaxElements, " elements of one tensor"));
   }
-  if (cfg.position_embedding == PositionEmbedding::kAlibi && !uses_flash_attention(cfg, prec)) {
+  const bool alibi = cfg.position_embedding == PositionEmbedding::kAlibi;
+  if ((alibi || cfg.position_embedding == PositionEmbedding::kRotary) &&
+      !uses_flash_attention(cfg, prec)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "position_embedding alibi needs flash attention: on CUDA bf16 activations with head_dim "
+        "position_embedding ", alibi ? "alibi" : "rotary",
+        " needs flash attention: on CUDA bf16 activations with head_dim "
         "64 or 128 (d_model / n_heads = ",
         cfg.head_dim(), ", act ", std::string(engine::dtype_name(prec.act)), "), or the CPU"));
   }
@@ -264,7 +269,7 @@ LayerActs layer_acts(const std::string& h, const GptConfig& cfg, const GptRunSha
     return a;
   }
   a.ln1 = A("ln1", act, {bt, d});
-  a.ln1_mean = A("ln1.mean", st, {rows});
+  if (cfg.layernorm()) a.ln1_mean = A("ln1.mean", st, {rows});
   a.ln1_rstd = A("ln1.rstd", st, {rows});
   a.qkv = A("qkv", act, {bt, 3 * d / tp});
   if (uses_flash_attention(cfg, prec)) {
@@ -278,9 +283,9 @@ LayerActs layer_acts(const std::string& h, const GptConfig& cfg, const GptRunSha
   a.atty = A("atty", act, {bt, d / tp});
   a.h = A("h", act, {rows, d});
   a.ln2 = A("ln2", act, {bt, d});
-  a.ln2_mean = A("ln2.mean", st, {rows});
+  if (cfg.layernorm()) a.ln2_mean = A("ln2.mean", st, {rows});
   a.ln2_rstd = A("ln2.rstd", st, {rows});
-  a.pre_gelu = A("pre_gelu", act, {bt, cfg.ffn() / tp});
+  a.pre_gelu = A("pre_gelu", act, {bt, cfg.fc_out() / tp});
   a.gelu = A("gelu", act, {bt, cfg.ffn() / tp});
   return a;
 }
@@ -419,7 +424,7 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
       HeadActs hd;
       hd.x_final = A(sl + "x_final", act, {rows, d});
       hd.lnf = A(sl + "ln_f", act, {bt, d});
-      hd.lnf_mean = A(sl + "ln_f.mean", st, {rows});
+      if (cfg.layernorm()) hd.lnf_mean = A(sl + "ln_f.mean", st, {rows});
       hd.lnf_rstd = A(sl + "ln_f.rstd", st, {rows});
       hd.logits = A(sl + "logits", act, {bt, cfg.padded() / tp});
       hd.losses = A(sl + "losses", st, {bt});
@@ -457,8 +462,9 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
   b.proj = A("proj / dproj", act, {bt, d});
   b.dres = A("grad residual", act, {rows, d});
   b.dln = A("grad ln input", act, {bt, d});
-  b.dbig = A("grad mlp hidden / qkv", act, {bt * std::max(f, 3 * d) / tp});
-  b.stat_mean = A("scratch ln mean", st, {rows});
+  b.dbig = A("grad mlp hidden / qkv", act, {bt * std::max(cfg.fc_out(), 3 * d) / tp});
+  if (cfg.glu()) b.dglu = A("grad glu output", act, {bt, f / tp});
+  if (cfg.layernorm()) b.stat_mean = A("scratch ln mean", st, {rows});
   b.stat_rstd = A("scratch ln rstd", st, {rows});
   if (rows != bt) b.gathered = A("gathered rows (sequence parallel)", act, {bt, d});
   if (shard.post && tp > 1) b.ce = A("vocab-parallel ce stats", st, {3, bt});
@@ -476,6 +482,7 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
             : ops::cuda::attention_workspace_bytes(aa, engine::dtype_size(act));
     op_bytes =
         std::max({attn_bytes, ops::cuda::layernorm_backward_workspace_bytes({rows, d, cfg.ln_eps}),
+                  ops::cuda::rmsnorm_backward_workspace_bytes({rows, d, cfg.ln_eps}),
                   ops::cuda::sum_squares_workspace_bytes(n)});
   }
   b.op_ws = carver.take_workspace("workspace", "op scratch", op_bytes);

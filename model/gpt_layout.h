@@ -7,7 +7,8 @@
 //   x = layer input (residual stream), ln1 (+ mean/rstd), qkv, the attention's softmax
 //   statistics lse [B, H, T] f32 (flash attention) or its probabilities [B, H, T, T] (the
 //   unfused path, see uses_flash_attention), atty, h = x + Drop(attn proj), ln2 (+ mean/rstd),
-//   pre_gelu and gelu [B*T, ffn].
+//   pre_gelu [B*T, ffn] (GLU: [B*T, 2 ffn] = g | u) and gelu (the activation's output) [B*T, ffn].
+// RMSNorm keeps no means (the mean fields stay empty).
 // Each chunk has act_slots such sets (pipeline micro-batches in flight). Recomputation shares
 // one set among all layers and slots: the probabilities (selective; flash attention keeps only
 // lse, so selective recomputes nothing) or everything but x (full).
@@ -59,7 +60,7 @@ struct LayerActs {
   TensorView lse;                                     // [B, H / tp, T] f32 (flash)
   TensorView probs;                                   // [B, H / tp, T, T] (unfused path)
   TensorView atty;                                    // [B*T, d / tp]
-  TensorView pre_gelu, gelu;                          // [B*T, ffn / tp]
+  TensorView pre_gelu, gelu;                          // [B*T, c_fc out / tp], [B*T, ffn / tp]
   TensorView ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;  // [rows] f32 (f64 with f64 activations)
 };
 
@@ -123,7 +124,8 @@ struct Buffers {
   // With sequence parallelism the residual stream (x, h, x_final, dres, chunk transfers) and
   // layernorm statistics hold this TP rank's rows only; gathered [B*T, d] collects a gradient's
   // rows before a row-parallel weight gradient.
-  TensorView proj, dres, dln, dbig, stat_mean, stat_rstd, ce, gathered;
+  // dglu [B*T, ffn / tp] is d(activation output) of a gated MLP.
+  TensorView proj, dres, dln, dbig, dglu, stat_mean, stat_rstd, ce, gathered;
   engine::Workspace op_ws;    // attention, layernorm backward, sum of squares (never concurrent)
   engine::Workspace gemm_ws;  // cuBLASLt, CUDA only
   TensorView norm_out;        // [1] grad dtype, sum of squares

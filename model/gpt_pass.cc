@@ -26,6 +26,7 @@
 #include "engine/memory.h"
 #include "engine/status.h"
 #include "model/gpt_impl.h"
+#include "model/gpt_norm.h"
 #include "ops/attention.h"
 #include "ops/axpy.h"
 #include "ops/cross_entropy.h"
@@ -34,7 +35,9 @@
 #include "ops/flash_attention.h"
 #include "ops/gelu.h"
 #include "ops/gemm.h"
+#include "ops/glu.h"
 #include "ops/layernorm.h"
+#include "ops/rotary.h"
 #include "ops/vocab_parallel_cross_entropy.h"
 #include "parallel/comm.h"
 
@@ -76,6 +79,31 @@ void input_grad(TensorView dx, ConstTensorView dy, ConstTensorView w, engine::St
   ops::GemmArgs g{dy.dim(0), w.dim(1), w.dim(0)};
   g.alpha = alpha;
   ops::gemm(g, dx, dy, w, {}, {}, s);
+}
+
+// q | k | v column blocks of a fused [B*T, 3*H*Dh] buffer.
+std::array<TensorView, 3> split_qkv(TensorView qkv) {
+  const int64_t hd = qkv.dim(1) / 3;
+  return {engine::slice_cols(qkv, 0, hd), engine::slice_cols(qkv, hd, 2 * hd),
+          engine::slice_cols(qkv, 2 * hd, 3 * hd)};
+}
+
+// The gated unit of a GLU activation (cfg.glu()).
+ops::GluKind glu_kind(Activation a) {
+  switch (a) {
+    case Activation::kSwiglu:
+      return ops::GluKind::kSwiglu;
+    case Activation::kGeglu:
+      return ops::GluKind::kGeglu;
+    case Activation::kReglu:
+      return ops::GluKind::kReglu;
+    case Activation::kLiglu:
+      return ops::GluKind::kLiglu;
+    case Activation::kGelu:
+      break;
+  }
+  ANVIL_CHECK_MSG(false, "GPT: GELU is not a gated activation");
+  return ops::GluKind::kLiglu;
 }
 
 TensorView rows_view(TensorView flat, int64_t rows, int64_t cols) {
@@ -213,28 +241,36 @@ void GptModel::Impl::layer_forward(const gpt_detail::SlotData& sd, int64_t slot,
                            x, s);
     }
   };
-  const ops::LayerNormArgs ln{rows(), d, cfg.ln_eps};
+  const gpt_detail::NormArgs ln{cfg.norm, rows(), d, cfg.ln_eps};
   gpt_detail::LayerActs& a = buf.act(slot, local);
   if (shard.zero_stage == 3) gather_layer(local, s);
   const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(local)];
   if (!fused_input) {
-    ops::layernorm_forward(ln, local_rows(a.ln1), a.ln1_mean, a.ln1_rstd, a.x, lw.ln1_g, lw.ln1_b,
-                           s);
+    gpt_detail::norm_forward(ln, local_rows(a.ln1), a.ln1_mean, a.ln1_rstd, a.x, lw.ln1_g, lw.ln1_b,
+                             s);
   } else {  // x = h' + Drop(mlp') of the previous layer, fused with LN1
-    ops::residual_layernorm_forward(ln, a.x, local_rows(a.ln1), a.ln1_mean, a.ln1_rstd,
-                                    buf.act(slot, local - 1).h, local_rows(buf.proj), lw.ln1_g,
-                                    lw.ln1_b, s);
+    gpt_detail::residual_norm_forward(ln, a.x, local_rows(a.ln1), a.ln1_mean, a.ln1_rstd,
+                                      buf.act(slot, local - 1).h, local_rows(buf.proj), lw.ln1_g,
+                                      lw.ln1_b, s);
   }
   gather_rows(a.ln1, s);
   linear(a.qkv, a.ln1, lw.qkv_w, lw.qkv_b, s);
+  if (cfg.position_embedding == PositionEmbedding::kRotary) {  // q, k rotated in place
+    const auto [q, k, v] = split_qkv(a.qkv);
+    ops::rotary_forward(rotary_args(), q, sd.positions, s);
+    ops::rotary_forward(rotary_args(), k, sd.positions, s);
+  }
   attention_core_forward(sd, a, l, train, s);
   row_linear(buf.proj, a.atty, lw.attn_proj_w, lw.attn_proj_b, shard.tp_rank == 0, s);
   TensorView proj = row_parallel_out(buf.proj, s);
   drop(proj, 2 + 3 * l);
-  ops::residual_layernorm_forward(ln, a.h, local_rows(a.ln2), a.ln2_mean, a.ln2_rstd, a.x, proj,
-                                  lw.ln2_g, lw.ln2_b, s);
+  gpt_detail::residual_norm_forward(ln, a.h, local_rows(a.ln2), a.ln2_mean, a.ln2_rstd, a.x, proj,
+                                    lw.ln2_g, lw.ln2_b, s);
   gather_rows(a.ln2, s);
-  if (lw.fc_b.empty()) {
+  if (cfg.glu()) {  // pre_gelu = [g | u], gelu = act(g) * u
+    linear(a.pre_gelu, a.ln2, lw.fc_w, lw.fc_b, s);
+    ops::glu_forward(glu_kind(cfg.activation), a.gelu, a.pre_gelu, s);
+  } else if (lw.fc_b.empty()) {
     linear(a.pre_gelu, a.ln2, lw.fc_w, {}, s);
     ops::gelu_forward(a.gelu, a.pre_gelu, s);
   } else {
@@ -246,6 +282,11 @@ void GptModel::Impl::layer_forward(const gpt_detail::SlotData& sd, int64_t slot,
   row_linear(buf.proj, a.gelu, lw.mlp_proj_w, lw.mlp_proj_b, shard.tp_rank == 0, s);
   proj = row_parallel_out(buf.proj, s);
   drop(proj, 3 + 3 * l);
+}
+
+ops::RotaryArgs GptModel::Impl::rotary_args() const {
+  return {shape.micro_batch * shape.seq_len, cfg.n_heads / shard.tp, cfg.head_dim(),
+          cfg.rotary_dim(), cfg.rotary_base};
 }
 
 ops::AttentionArgs GptModel::Impl::attention_args(int64_t layer, float dropout_p,
@@ -281,13 +322,6 @@ ops::AttentionMasks document_masks(const gpt_detail::SlotData& sd) {
   ops::AttentionMasks m;
   if (sd.has_segments) m.seg_q = m.seg_k = sd.segments;
   return m;
-}
-
-// q | k | v column blocks of a fused [B*T, 3*H*Dh] buffer.
-std::array<TensorView, 3> split_qkv(TensorView qkv) {
-  const int64_t hd = qkv.dim(1) / 3;
-  return {engine::slice_cols(qkv, 0, hd), engine::slice_cols(qkv, hd, 2 * hd),
-          engine::slice_cols(qkv, 2 * hd, 3 * hd)};
 }
 
 }  // namespace
@@ -329,10 +363,10 @@ void GptModel::Impl::head_forward(const gpt_detail::SlotData& sd, int64_t slot, 
                                   bool train, engine::Stream& s) {
   const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model;
   gpt_detail::HeadActs& hd = buf.head[static_cast<size_t>(slot)];
-  const ops::LayerNormArgs ln{rows(), d, cfg.ln_eps};
-  ops::residual_layernorm_forward(ln, hd.x_final, local_rows(hd.lnf), hd.lnf_mean, hd.lnf_rstd,
-                                  buf.act(slot, last_local).h, local_rows(buf.proj), buf.w.lnf_g,
-                                  buf.w.lnf_b, s);
+  const gpt_detail::NormArgs ln{cfg.norm, rows(), d, cfg.ln_eps};
+  gpt_detail::residual_norm_forward(ln, hd.x_final, local_rows(hd.lnf), hd.lnf_mean, hd.lnf_rstd,
+                                    buf.act(slot, last_local).h, local_rows(buf.proj), buf.w.lnf_g,
+                                    buf.w.lnf_b, s);
   gather_rows(hd.lnf, s);
   const int64_t cols = cfg.padded() / shard.tp;
   ops::GemmArgs head{bt, cols, d};
@@ -380,9 +414,10 @@ void GptModel::Impl::forward_chunk(int64_t chunk, int64_t slot, bool train, uint
     // x = h + Drop(mlp) of the last layer; the residual add of the fused layernorm computes it
     // (its normalized output goes to scratch).
     const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(layers.back())];
-    ops::residual_layernorm_forward(
-        {rows(), cfg.d_model, cfg.ln_eps}, buf.send_act, local_rows(buf.dln), buf.stat_mean,
-        buf.stat_rstd, buf.act(slot, layers.back()).h, local_rows(buf.proj), lw.ln2_g, lw.ln2_b, s);
+    gpt_detail::residual_norm_forward({cfg.norm, rows(), cfg.d_model, cfg.ln_eps}, buf.send_act,
+                                      local_rows(buf.dln), buf.stat_mean, buf.stat_rstd,
+                                      buf.act(slot, layers.back()).h, local_rows(buf.proj),
+                                      lw.ln2_g, lw.ln2_b, s);
   }
   ready_for_backward[key] = train;
 }
@@ -390,14 +425,14 @@ void GptModel::Impl::forward_chunk(int64_t chunk, int64_t slot, bool train, uint
 void GptModel::Impl::head_backward(int64_t slot, float grad_scale, engine::Stream& s) {
   const int64_t d = cfg.d_model;
   const gpt_detail::HeadActs& hd = buf.head[static_cast<size_t>(slot)];
-  const ops::LayerNormArgs ln{rows(), d, cfg.ln_eps};
+  const gpt_detail::NormArgs ln{cfg.norm, rows(), d, cfg.ln_eps};
   // LM head (wte when tied): dhead += grad_scale dlogits^T lnf;  dlnf = grad_scale dlogits head
   // (summed over TP: each rank holds a vocabulary slice).
   weight_grad(buf.g.lm_head, hd.logits, hd.lnf, s, grad_scale);
   input_grad(buf.dln, hd.logits, buf.w.lm_head, s, grad_scale);
   const TensorView dlnf = col_parallel_in_grad(buf.dln, s);
-  ops::layernorm_backward(ln, ops::Accumulate::kOverwrite, buf.dres, buf.g.lnf_g, buf.g.lnf_b, dlnf,
-                          hd.x_final, buf.w.lnf_g, hd.lnf_mean, hd.lnf_rstd, buf.op_ws, s);
+  gpt_detail::norm_backward(ln, ops::Accumulate::kOverwrite, buf.dres, buf.g.lnf_g, buf.g.lnf_b,
+                            dlnf, hd.x_final, buf.w.lnf_g, hd.lnf_mean, hd.lnf_rstd, buf.op_ws, s);
 }
 
 void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
@@ -405,8 +440,8 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
   const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model, tp = shard.tp;
   const int64_t l = buf.layer_ids[static_cast<size_t>(local)];
   const float p_hidden = cfg.hidden_dropout;
-  const ops::LayerNormArgs ln{rows(), d, cfg.ln_eps};
-  const TensorView dfc = rows_view(buf.dbig, bt, cfg.ffn() / tp);
+  const gpt_detail::NormArgs ln{cfg.norm, rows(), d, cfg.ln_eps};
+  const TensorView dfc = rows_view(buf.dbig, bt, cfg.fc_out() / tp);
   const TensorView dqkv = rows_view(buf.dbig, bt, 3 * d / tp);
   const TensorView datty = rows_view(buf.dln, bt, d / tp);
   // d(projection output) from d(residual) through the dropout mask (or dres itself), as all
@@ -433,29 +468,39 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
   TensorView dproj = drop_grad(3 + 3 * l);
   weight_grad(lg.mlp_proj_w, dproj, a.gelu, s);
   bias_grad(lg.mlp_proj_b, dproj, s);
-  ops::GemmArgs dg{bt, cfg.ffn() / tp, d};
-  dg.epilogue = Epilogue::kDGelu;  // dfc = (dproj Wp) * gelu'(pre_gelu)
-  ops::gemm(dg, dfc, dproj, lw.mlp_proj_w, {}, a.pre_gelu, s);
+  if (cfg.glu()) {  // dfc = d[g | u] from d(act(g) * u) = dproj Wp
+    input_grad(buf.dglu, dproj, lw.mlp_proj_w, s);
+    ops::glu_backward(glu_kind(cfg.activation), dfc, buf.dglu, a.pre_gelu, s);
+  } else {
+    ops::GemmArgs dg{bt, cfg.ffn() / tp, d};
+    dg.epilogue = Epilogue::kDGelu;  // dfc = (dproj Wp) * gelu'(pre_gelu)
+    ops::gemm(dg, dfc, dproj, lw.mlp_proj_w, {}, a.pre_gelu, s);
+  }
   weight_grad(lg.fc_w, dfc, a.ln2, s);
   bias_grad(lg.fc_b, dfc, s);
   input_grad(buf.dln, dfc, lw.fc_w, s);
   TensorView dln = col_parallel_in_grad(buf.dln, s);
   // dres becomes d h = d x_{l+1} + LN2'(dln) (dproj, possibly aliasing dres, is consumed).
-  ops::layernorm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln2_g, lg.ln2_b, dln, a.h, lw.ln2_g,
-                          a.ln2_mean, a.ln2_rstd, buf.op_ws, s);
+  gpt_detail::norm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln2_g, lg.ln2_b, dln, a.h, lw.ln2_g,
+                            a.ln2_mean, a.ln2_rstd, buf.op_ws, s);
   // Attention: h = x + Drop(atty Wo^T + bo).
   dproj = drop_grad(2 + 3 * l);
   weight_grad(lg.attn_proj_w, dproj, a.atty, s);
   bias_grad(lg.attn_proj_b, dproj, s);
   input_grad(datty, dproj, lw.attn_proj_w, s);
   attention_core_backward(sd, a, l, dqkv, datty, s);
+  if (cfg.position_embedding == PositionEmbedding::kRotary) {  // d(q, k before the rotation)
+    const auto [dq, dk, dv] = split_qkv(dqkv);
+    ops::rotary_backward(rotary_args(), dq, sd.positions, s);
+    ops::rotary_backward(rotary_args(), dk, sd.positions, s);
+  }
   weight_grad(lg.qkv_w, dqkv, a.ln1, s);
   bias_grad(lg.qkv_b, dqkv, s);
   input_grad(buf.dln, dqkv, lw.qkv_w, s);
   dln = col_parallel_in_grad(buf.dln, s);
   // dres becomes d x_l.
-  ops::layernorm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln1_g, lg.ln1_b, dln, a.x, lw.ln1_g,
-                          a.ln1_mean, a.ln1_rstd, buf.op_ws, s);
+  gpt_detail::norm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln1_g, lg.ln1_b, dln, a.x, lw.ln1_g,
+                            a.ln1_mean, a.ln1_rstd, buf.op_ws, s);
   // ZeRO 2/3 reduce this micro-batch's scratch now: sum its layernorm gradients over TP first
   // (the whole-buffer stages do it once per step, finish_backward).
   if (shard.zero_stage >= 2) {

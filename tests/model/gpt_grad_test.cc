@@ -2,7 +2,8 @@
 // (backward with grad_scale = 1 / counted tokens) against central finite differences, for every
 // coordinate of every parameter of a tiny model (vocab 37 padded to 128, d 8, 2 heads,
 // 2 layers, B 2, T 5), for GPT-2 and for each architecture option (bias, tie_embeddings,
-// position_embedding none / alibi, embed_layernorm and their mixes). Also: backward twice doubles
+// position_embedding none / alibi / rotary, embed_layernorm, rmsnorm, the GLU activations and
+// the BLOOM and LLaMA mixes). Also: backward twice doubles
 // the gradients, the memory plan equals the arenas, and with dropout on (fixed offset, so fixed
 // masks) the check still passes.
 #include <cmath>
@@ -238,6 +239,34 @@ const Variant kVariants[] = {
        c.bias = false;
        c.tie_embeddings = false;
      }},
+    {"RmsNorm", [](GptConfig& c) { c.norm = Norm::kRmsNorm; }},
+    {"Swiglu", [](GptConfig& c) { c.activation = Activation::kSwiglu; }},
+    {"Geglu", [](GptConfig& c) { c.activation = Activation::kGeglu; }},
+    {"Reglu", [](GptConfig& c) { c.activation = Activation::kReglu; }},
+    {"LigluNoBias",
+     [](GptConfig& c) {
+       c.activation = Activation::kLiglu;
+       c.bias = false;
+     }},
+    {"Rotary",
+     [](GptConfig& c) {
+       c.position_embedding = PositionEmbedding::kRotary;
+       c.rotary_base = 100.0f;  // short period: the 5 positions see distinct angles
+     }},
+    {"RotaryHalf",
+     [](GptConfig& c) {
+       c.position_embedding = PositionEmbedding::kRotary;
+       c.rotary_percent = 0.5f;
+     }},
+    {"Llama",
+     [](GptConfig& c) {
+       c.norm = Norm::kRmsNorm;
+       c.activation = Activation::kSwiglu;
+       c.position_embedding = PositionEmbedding::kRotary;
+       c.bias = false;
+       c.tie_embeddings = false;
+       c.ffn_hidden = 12;
+     }},
 };
 
 class GptGradVariant : public ::testing::TestWithParam<Variant> {
@@ -276,6 +305,16 @@ TEST_P(GptGradVariant, ParamTableAndInit) {
   EXPECT_EQ(t.find("lm_head.weight") != nullptr, !cfg.tie_embeddings);
   EXPECT_EQ(t.find("h.1.mlp.c_fc.bias") != nullptr, cfg.bias);
   EXPECT_EQ(t.find("h.0.attn.c_attn.bias") != nullptr, cfg.bias);
+  EXPECT_EQ(t.find("h.1.mlp.c_proj.bias") != nullptr, cfg.bias);
+  EXPECT_EQ(t.find("h.1.ln_2.bias") != nullptr, cfg.layernorm());
+  EXPECT_EQ(t.find("ln_f.bias") != nullptr, cfg.layernorm());
+  EXPECT_EQ(t.find("h.1.ln_2.weight")->value.as<float>()[2], 1.0f);
+  EXPECT_EQ(t.find("ln_f.weight")->value.as<float>()[2], 1.0f);
+  // GLU: [g | u] rows, twice ffn, split over TP as two parts.
+  const Param& fc = *t.find("h.1.mlp.c_fc.weight");
+  EXPECT_EQ(fc.shape, (std::vector<int64_t>{cfg.glu() ? 2 * cfg.ffn() : cfg.ffn(), 8}));
+  EXPECT_EQ(fc.tp_parts, cfg.glu() ? 2 : 1);
+  EXPECT_EQ(t.find("h.1.mlp.c_proj.weight")->shape, (std::vector<int64_t>{8, cfg.ffn()}));
   EXPECT_TRUE(t.find("wte.weight")->vocab_rows);
   EXPECT_EQ(t.find("wte.weight")->tied, cfg.tie_embeddings);
   if (cfg.embed_layernorm) {
@@ -310,6 +349,30 @@ TEST(GptGrad, VariantValidation) {
   const absl::Status s =
       GptModel::plan(c, kShape, {engine::Device::kCuda, DType::kF32, DType::kF32}).status();
   EXPECT_NE(s.message().find("alibi"), std::string::npos) << s;
+  c.position_embedding = PositionEmbedding::kRotary;
+  const absl::Status r =
+      GptModel::plan(c, kShape, {engine::Device::kCuda, DType::kF32, DType::kF32}).status();
+  EXPECT_NE(r.message().find("rotary"), std::string::npos) << r;
+  c.rotary_percent = 0.25f;  // head_dim 4: rot_dim 1 is odd
+  EXPECT_NE(c.validate().message().find("rotary"), std::string::npos) << c.validate();
+}
+
+// The position options change the function: with the same weights, learned-free models with
+// ALiBi, rotary and no position information give three different losses, each position-aware
+// one different from the causal-mask-only model.
+TEST(GptGrad, PositionOptionsDiffer) {
+  std::vector<double> losses;
+  for (PositionEmbedding p :
+       {PositionEmbedding::kNone, PositionEmbedding::kAlibi, PositionEmbedding::kRotary}) {
+    GptConfig c = tiny_config();
+    c.position_embedding = p;
+    std::unique_ptr<GptModel> m = make_model(c);
+    engine::Stream s = engine::Stream::cpu();
+    losses.push_back(mean_loss(*m, make_batch(c, kShape, 7), s, 0));
+  }
+  EXPECT_GT(std::abs(losses[1] - losses[0]), 1e-6);
+  EXPECT_GT(std::abs(losses[2] - losses[0]), 1e-6);
+  EXPECT_GT(std::abs(losses[2] - losses[1]), 1e-6);
 }
 
 }  // namespace
