@@ -37,7 +37,7 @@ def make_hf(args):
         model = transformers.LlamaForCausalLM(cfg)
     with torch.no_grad():  # non-trivial norms and biases (init leaves them 1 and 0)
         for name, p in model.named_parameters():
-            if name.endswith("bias") or "norm" in name or "layernorm" in name:
+            if name.endswith("bias") or "norm" in name or "ln_f" in name:
                 p.add_(args.init * torch.randn_like(p))
     model.save_pretrained(args.dir, safe_serialization=True)
 
