@@ -16,8 +16,6 @@
 namespace anvil::model {
 namespace {
 
-constexpr char kEmbedding[] = "wte.weight";
-
 // A box of a parameter shard seen as [R, C] (1-D: [N, 1]): local rows/cols [lrow, lrow + rows)
 // x [lcol, lcol + cols) are the whole tensor's [grow, ...) x [gcol, ...).
 struct Box {
@@ -148,7 +146,7 @@ std::string shape_str(const std::vector<int64_t>& s) {
 std::vector<int64_t> logical_shape(const Param& p, const GptConfig& cfg, int tp) {
   std::vector<int64_t> s = p.shape;
   if (p.tp_split_dim >= 0) s[static_cast<size_t>(p.tp_split_dim)] *= tp;
-  if (p.name == kEmbedding) s[0] = cfg.vocab_size;
+  if (p.vocab_rows) s[0] = cfg.vocab_size;
   return s;
 }
 
@@ -164,7 +162,7 @@ std::vector<engine::HostSlice> gpt_checkpoint_slices(GptModel& model, int dp_ran
   if (!part && dp_rank != 0) return out;  // DP replicas: DP rank 0 writes
   for (const Param& p : table.all()) {
     if (sh.tp > 1 && p.tp_split_dim < 0 && sh.tp_rank != 0) continue;  // TP replica
-    if (p.name == kEmbedding && !sh.pre) continue;  // the LM head's copy of the tied embedding
+    if (p.tied && !sh.pre) continue;  // the LM head's copy of the tied embedding
     const std::vector<int64_t> shape = logical_shape(p, model.config(), sh.tp);
     const int64_t C = cols_of(p);
     for (const auto& [prefix, buf] : states) {

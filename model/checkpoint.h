@@ -6,8 +6,8 @@
 // Tensors: "master/<name>", "exp_avg/<name>", "exp_avg_sq/<name>" (f32 master weights and
 // AdamW moments) for every parameter of the ParamTable, <name> the HF GPT-2 name
 // ("h.3.attn.c_attn.weight"), shape the whole model's ([n_embd, n_embd] ..., weights [out, in]),
-// except wte.weight: [vocab_size, d_model], the padding rows of the padded vocabulary left out
-// (they are 0; a layout with another padding gets 0 rows again on load).
+// except wte.weight and lm_head.weight: [vocab_size, d_model], the padding rows of the padded
+// vocabulary left out (they are 0; a layout with another padding gets 0 rows again on load).
 // Saving: every element is written by exactly one rank: TP-replicated parameters by TP rank 0,
 // the tied embedding by the first stage (the last stage's LM-head copy is equal), replicas over
 // DP by DP rank 0, and under ZeRO each DP rank its own pieces. Each rank's part of a TP-split

@@ -42,9 +42,19 @@ std::vector<double> read_back(engine::ConstTensorView v, engine::Stream& s) {
   return out;
 }
 
-// Parameters of one transformer layer of width d and MLP hidden size f.
-int64_t layer_params(int64_t d, int64_t f) {
-  return 4 * d /* ln_1, ln_2 */ + 3 * d * d + 3 * d + d * d + d + f * d + f + d * f + d;
+// Parameters of one transformer layer (two norms, c_attn, attn c_proj, c_fc, mlp c_proj).
+int64_t layer_params(const GptConfig& c) {
+  const int64_t d = c.d_model, f = c.ffn(), fc = c.fc_out(), b = c.bias ? 1 : 0;
+  const int64_t norms = (c.layernorm() ? 4 : 2) * d;
+  return norms + 3 * d * d + b * 3 * d + d * d + b * d + fc * d + b * fc + d * f + b * d;
+}
+
+// Parameters outside the layers: wte, wpe, wte_ln, lm_head, ln_f.
+int64_t non_layer_params(const GptConfig& c) {
+  const int64_t d = c.d_model;
+  return c.padded() * d * (c.tie_embeddings ? 1 : 2) +
+         (c.learned_positions() ? c.max_seq_len : 0) * d + (c.embed_layernorm ? 2 * d : 0) +
+         (c.layernorm() ? 2 : 1) * d;
 }
 
 }  // namespace
@@ -83,22 +93,24 @@ absl::Status GptConfig::validate() const {
                ")");
   }
   const int64_t d = d_model, f = ffn();
-  if (padded() > engine::kMaxDimension || f > engine::kMaxDimension) {
-    return bad("GPT config: the padded vocabulary ", padded(), " and ffn_hidden ", f,
-               " (0: 4 * d_model) must not exceed the limit 2^31 - 1 = ", engine::kMaxDimension);
+  if (padded() > engine::kMaxDimension || fc_out() > engine::kMaxDimension) {
+    return bad("GPT config: the padded vocabulary ", padded(), " and c_fc's outputs ", fc_out(),
+               " (ffn_hidden, 0: 4 * d_model; twice that with a gated activation) must not exceed "
+               "the limit 2^31 - 1 = ",
+               engine::kMaxDimension);
   }
   for (const auto& [what, n] : {std::pair<const char*, int64_t>{"padded vocabulary", padded()},
                                 {"max_seq_len", max_seq_len},
                                 {"3 * d_model", 3 * d},
-                                {"ffn_hidden", f}}) {
+                                {"c_fc's outputs", fc_out()}}) {
     if (!engine::product_within({n, d}, engine::kMaxElements)) {
       return bad("GPT config: a weight of ", what, " ", n, " x d_model ", d,
                  " elements exceeds the limit 2^44 = ", engine::kMaxElements, " elements");
     }
   }
   // Each term is now <= 2^44, so only the product with n_layers can overflow.
-  const std::optional<int64_t> layers = engine::checked_mul(n_layers, layer_params(d, f));
-  if (!layers || *layers > engine::kMaxElements - padded() * d - max_seq_len * d - 2 * d) {
+  const std::optional<int64_t> layers = engine::checked_mul(n_layers, layer_params(*this));
+  if (!layers || *layers > engine::kMaxElements - non_layer_params(*this)) {
     return bad("GPT config: n_layers ", n_layers, " x d_model ", d, " (ffn_hidden ", f,
                ", padded vocabulary ", padded(), ", max_seq_len ", max_seq_len,
                ") has more than the limit 2^44 = ", engine::kMaxElements, " parameters");
@@ -110,6 +122,21 @@ absl::Status GptConfig::validate() const {
   }
   if (!(ln_eps > 0.0f) || !(init_std > 0.0f)) {
     return bad("GPT config: ln_eps and init_std must be > 0, got ", ln_eps, ", ", init_std);
+  }
+  if (position_embedding == PositionEmbedding::kRotary &&
+      (!(rotary_percent > 0.0f && rotary_percent <= 1.0f) || rotary_dim() < 2 ||
+       rotary_dim() % 2 != 0 || !(rotary_base > 0.0f))) {
+    return bad("GPT config: rotary needs rotary_percent in (0, 1] with rotary_percent * head_dim ",
+               "even and >= 2, and rotary_base > 0; got rotary_percent ", rotary_percent,
+               " (head_dim ", head_dim(), ", rot_dim ", rotary_dim(), "), rotary_base ",
+               rotary_base);
+  }
+  if (embed_layernorm && learned_positions()) {
+    // Megatron-DeepSpeed normalizes the word embedding before adding the positions; BLOOM, the
+    // model that uses the embedding LayerNorm, has no position table.
+    return bad(
+        "GPT config: embed_layernorm needs position_embedding alibi or none (the "
+        "LayerNorm of the word embedding before learned positions is not supported)");
   }
   return absl::OkStatus();
 }
@@ -156,14 +183,13 @@ absl::Status GptShard::validate(const GptConfig& cfg) const {
 
 int64_t GptConfig::matmul_params() const {
   const int64_t d = d_model, f = ffn();
-  // Per layer: c_attn 3d*d, attn c_proj d*d, c_fc f*d, mlp c_proj d*f; plus the LM head over the
-  // padded vocabulary (the GEMM actually run).
-  return n_layers * (4 * d * d + 2 * d * f) + padded() * d;
+  // Per layer: c_attn 3d*d, attn c_proj d*d, c_fc (f or 2f)*d, mlp c_proj d*f; plus the LM head
+  // over the padded vocabulary (the GEMM actually run, tied or not).
+  return n_layers * (4 * d * d + d * f + d * fc_out()) + padded() * d;
 }
 
 int64_t GptConfig::total_params() const {
-  const int64_t d = d_model;
-  return padded() * d + max_seq_len * d + n_layers * layer_params(d, ffn()) + 2 * d;
+  return non_layer_params(*this) + n_layers * layer_params(*this);
 }
 
 GptModel::GptModel() = default;
@@ -340,8 +366,8 @@ void GptModel::finish_backward(engine::Stream& stream) {
   if (impl_->shard.zero_stage < 2) {
     for (const gpt_detail::LayerWeights& g : b.g.layers) impl_->sync_layernorm_grads(g, stream);
   }
-  if (impl_->shard.post) {
-    for (engine::TensorView v : {b.g.lnf_g, b.g.lnf_b}) impl_->tp_all_reduce(v, stream);
+  for (engine::TensorView v : {b.g.lnf_g, b.g.lnf_b, b.g.wte_ln_g, b.g.wte_ln_b}) {
+    if (!v.empty()) impl_->tp_all_reduce(v, stream);
   }
 }
 
@@ -413,7 +439,7 @@ double GptModel::grad_sum_squares(engine::Stream& stream) {
   int64_t run_lo = -1, run_hi = -1;
   for (const Param* p : by_offset) {
     const bool tp_replica = p->tp_split_dim < 0 && sh.tp_rank > 0;
-    const bool head_copy = p->name == "wte.weight" && sh.post && !sh.pre;
+    const bool head_copy = p->tied && sh.post && !sh.pre;
     if (tp_replica || head_copy) {
       if (run_lo >= 0) add(run_lo, run_hi);
       run_lo = -1;

@@ -1,10 +1,13 @@
 // GPT-2 (DESIGN.md §4): learned token + position embeddings, L pre-LN blocks
 //   h = x + Drop(Attn(LN1(x)));  x' = h + Drop(MLP(LN2(h))),  MLP = W2 gelu_tanh(W1 . + b1) + b2
 // final LN, LM head tied to the token embedding (logits = LNf(x) wte^T over the padded vocab),
-// mean cross-entropy over counted tokens. Explicit forward/backward over ops/ with saved
-// activations; gradients accumulate (+=) across micro-batches into f32 buffers.
-// Precision: on CUDA, bf16 parameters/activations with f32 master weights, gradients and AdamW
-// state; on the CPU everything f32 (or f64 for gradient checks: act_dtype = kF64).
+// mean cross-entropy over counted tokens. GptConfig's architecture options turn it into the
+// BigScience variants and LLaMA (docs/models.md): ALiBi or no position embedding, a LayerNorm
+// after the word embedding (BLOOM), no linear biases, an untied LM head (lm_head.weight). Explicit
+// forward/backward over ops/ with saved activations; gradients accumulate (+=) across micro-batches
+// into f32 buffers. Precision: on CUDA, bf16 parameters/activations with f32 master weights,
+// gradients and AdamW state; on the CPU everything f32 (or f64 for gradient checks: act_dtype =
+// kF64).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +32,16 @@ namespace anvil::model {
 // the largest published models have about 100-200).
 inline constexpr int64_t kMaxLayers = int64_t{1} << 16;
 
+// How attention sees token positions: a learned table wpe added to the embedding (GPT-2), the
+// ALiBi bias of BLOOM in the attention logits (ops/flash_attention.h), rotary embeddings of q
+// and k (LLaMA; ops/rotary.h), or nothing.
+enum class PositionEmbedding { kLearned, kAlibi, kRotary, kNone };
+// The MLP's nonlinearity: GELU (tanh approximation, GPT-2/BLOOM) on c_fc's ffn outputs, or a
+// gated unit act(g) * u on c_fc's 2 * ffn outputs [g | u] (ops/glu.h; SwiGLU: LLaMA).
+enum class Activation { kGelu, kSwiglu, kGeglu, kReglu, kLiglu };
+// The normalization of the blocks and of ln_f: LayerNorm (gamma, beta) or RMSNorm (gamma).
+enum class Norm { kLayerNorm, kRmsNorm };
+
 struct GptConfig {
   int64_t vocab_size = 50257;    // real vocabulary
   int64_t padded_vocab = 0;      // 0: round vocab_size up to a multiple of vocab_multiple
@@ -42,6 +55,25 @@ struct GptConfig {
   float attention_dropout = 0.0f;
   float ln_eps = 1e-5f;
   float init_std = 0.02f;
+  // Architecture options; the defaults are GPT-2.
+  PositionEmbedding position_embedding = PositionEmbedding::kLearned;
+  float rotary_base = 10000.0f;  // kRotary: inv_freq_i = base^(-2i / rot_dim)
+  float rotary_percent = 1.0f;   // kRotary: rot_dim = rotary_percent * head_dim (even)
+  bool embed_layernorm = false;  // BLOOM: LayerNorm wte_ln right after the word embedding
+  Activation activation = Activation::kGelu;
+  Norm norm = Norm::kLayerNorm;
+  bool bias = true;            // biases of every linear layer
+  bool tie_embeddings = true;  // LM head = wte; false: a separate lm_head.weight
+
+  bool learned_positions() const { return position_embedding == PositionEmbedding::kLearned; }
+  bool glu() const { return activation != Activation::kGelu; }
+  bool layernorm() const { return norm == Norm::kLayerNorm; }
+  // c_fc's output width: ffn, or 2 * ffn (g | u) with a gated activation (Megatron-DeepSpeed's
+  // --glu-activation sizing: ffn_hidden is the width after the gate).
+  int64_t fc_out() const { return glu() ? 2 * ffn() : ffn(); }
+  int64_t rotary_dim() const {
+    return static_cast<int64_t>(static_cast<double>(rotary_percent) * head_dim());
+  }
 
   int64_t padded() const {
     return padded_vocab ? padded_vocab

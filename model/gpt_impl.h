@@ -13,6 +13,7 @@
 #include "model/gpt.h"
 #include "model/gpt_layout.h"
 #include "ops/attention.h"
+#include "ops/rotary.h"
 #include "parallel/zero.h"
 
 namespace anvil::model {
@@ -68,6 +69,8 @@ struct GptModel::Impl {
   void layer_backward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
                       engine::TensorView dres, engine::Stream& s);
   ops::AttentionArgs attention_args(int64_t layer, float dropout_p, uint64_t dropout_offset) const;
+  // Rotary embedding of this rank's heads of q or k (position_embedding rotary).
+  ops::RotaryArgs rotary_args() const;
   // The attention core of layer l: atty (=) from qkv, and its backward dqkv (=) from datty,
   // through flash attention where it runs (gpt_detail::uses_flash_attention), else the unfused
   // op. Both number the dropout elements the same way.

@@ -45,7 +45,7 @@ void init_params(const GptConfig& cfg, const GptShard& shard, const ParamTable& 
       args.kind = ops::InitKind::kConstant;
       args.value = 0.0f;
     } else if (absl::StartsWith(name, "ln_f.") || absl::EndsWith(name, "ln_1.weight") ||
-               absl::EndsWith(name, "ln_2.weight")) {
+               absl::EndsWith(name, "ln_2.weight") || name == "wte_ln.weight") {
       args.kind = ops::InitKind::kConstant;
       args.value = 1.0f;
     } else {
@@ -54,7 +54,7 @@ void init_params(const GptConfig& cfg, const GptShard& shard, const ParamTable& 
       args.seed = seed;
       args.offset = static_cast<uint64_t>(global->offset);
       // Padded vocabulary rows stay 0: no token uses them and their logits are ignored.
-      args.valid = name == "wte.weight" ? cfg.vocab_size * cfg.d_model : global->numel();
+      args.valid = p.vocab_rows ? cfg.vocab_size * cfg.d_model : global->numel();
     }
     // The parameter's elements from flat position lo on fill `dst`.
     auto put = [&](engine::TensorView dst, int64_t lo) {

@@ -2,9 +2,9 @@
 // rare 1-ulp differences below): each element's value comes from (seed, its flat offset in the
 // whole single-rank model) through ops::init_normal, computed where the target lives (the device,
 // or the host for CPU streams) and written straight into the flat buffers:
-//   weights and embeddings  N(0, init_std)          (wte rows >= vocab_size: 0, they are padding)
+//   weights and embeddings  N(0, init_std)   (wte, lm_head rows >= vocab_size: 0, they are padding)
 //   attn.c_proj / mlp.c_proj weights  N(0, init_std / sqrt(2 n_layers))   (GPT-2 residual scaling)
-//   biases, LN beta  0;   LN gamma  1
+//   biases, LN beta  0;   LN gamma (ln_1, ln_2, ln_f, wte_ln)  1
 // N(0, 1) is Box-Muller in double over Philox4x32-10 with counter = flat offset (see
 // ops/init_normal.h), rounded to f32, then to the buffer's dtype.
 // CPU and GPU: the CPU (host) values are the reference and equal, bit for bit, those of the

@@ -12,6 +12,7 @@
 #include "ops/flash_attention.h"
 #include "ops/grad_norm.h"
 #include "ops/layernorm.h"
+#include "ops/rmsnorm.h"
 #include "parallel/zero.h"
 
 namespace anvil::model::gpt_detail {
@@ -20,26 +21,66 @@ namespace {
 
 constexpr size_t kGemmWorkspaceBytes = 32u << 20;  // what cuBLASLt wants on Hopper
 
-// The parameters of one flat buffer, in make_param_table's order.
-Weights weights_of(const ParamTable& t, TensorView Param::*field, const GptShard& shard,
-                   int64_t n_local_layers) {
-  const std::vector<Param>& p = t.all();
+// One parameter of a transformer layer: its name after "h.{l}.", local (TP) shape, weight
+// decay, TP split and the LayerWeights field it fills. make_param_table and the views walk
+// this one list, so the flat order and the fields agree.
+struct LayerParam {
+  const char* name;
+  std::vector<int64_t> shape;
+  bool decay;
+  int split, parts;
+  TensorView LayerWeights::*field;
+};
+
+std::vector<LayerParam> layer_param_list(const GptConfig& cfg, int tp) {
+  const int64_t d = cfg.d_model, f = cfg.ffn() / tp, fc = cfg.fc_out() / tp, dl = d / tp;
+  const int fc_parts = cfg.glu() ? 2 : 1;  // g | u, each split over TP
+  using W = LayerWeights;
+  // c_attn / c_fc column-parallel (c_attn's q | k | v blocks split separately), the output
+  // projections row-parallel; matrices decay, biases and norms do not. RMSNorm has no beta.
+  std::vector<LayerParam> all = {
+      {"ln_1.weight", {d}, false, -1, 1, &W::ln1_g},
+      {"ln_1.bias", {d}, false, -1, 1, &W::ln1_b},
+      {"attn.c_attn.weight", {3 * dl, d}, true, 0, 3, &W::qkv_w},
+      {"attn.c_attn.bias", {3 * dl}, false, 0, 3, &W::qkv_b},
+      {"attn.c_proj.weight", {d, dl}, true, 1, 1, &W::attn_proj_w},
+      {"attn.c_proj.bias", {d}, false, -1, 1, &W::attn_proj_b},
+      {"ln_2.weight", {d}, false, -1, 1, &W::ln2_g},
+      {"ln_2.bias", {d}, false, -1, 1, &W::ln2_b},
+      {"mlp.c_fc.weight", {fc, d}, true, 0, fc_parts, &W::fc_w},
+      {"mlp.c_fc.bias", {fc}, false, 0, fc_parts, &W::fc_b},
+      {"mlp.c_proj.weight", {d, f}, true, 1, 1, &W::mlp_proj_w},
+      {"mlp.c_proj.bias", {d}, false, -1, 1, &W::mlp_proj_b},
+  };
+  std::vector<LayerParam> out;
+  for (LayerParam& p : all) {
+    const bool norm = absl::StartsWith(p.name, "ln_");
+    if (absl::EndsWith(p.name, ".bias") && (norm ? !cfg.layernorm() : !cfg.bias)) continue;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// The parameters of one flat buffer (a Param field) as Weights.
+Weights weights_of(const Buffers& b, TensorView Param::*field) {
+  const std::vector<Param>& p = b.table.all();
   Weights w;
-  size_t i = 0;
-  if (shard.pre || shard.post) w.wte = p[i++].*field;
-  if (shard.pre) w.wpe = p[i++].*field;
-  for (int64_t l = 0; l < n_local_layers; ++l) {
+  for (const auto& [name, dst] : {std::pair<const char*, TensorView*>{"wte.weight", &w.wte},
+                                  {"wpe.weight", &w.wpe},
+                                  {"wte_ln.weight", &w.wte_ln_g},
+                                  {"wte_ln.bias", &w.wte_ln_b},
+                                  {"lm_head.weight", &w.lm_head},
+                                  {"ln_f.weight", &w.lnf_g},
+                                  {"ln_f.bias", &w.lnf_b}}) {
+    if (const Param* q = b.table.find(name)) *dst = q->*field;
+  }
+  if (w.lm_head.empty()) w.lm_head = w.wte;  // tied (or no head here)
+  for (size_t l = 0; l < b.layer_param.size(); ++l) {
     LayerWeights lw;
-    for (TensorView* v :
-         {&lw.ln1_g, &lw.ln1_b, &lw.qkv_w, &lw.qkv_b, &lw.attn_proj_w, &lw.attn_proj_b, &lw.ln2_g,
-          &lw.ln2_b, &lw.fc_w, &lw.fc_b, &lw.mlp_proj_w, &lw.mlp_proj_b}) {
-      *v = p[i++].*field;
+    for (size_t k = 0; k < b.layer_fields.size(); ++k) {
+      lw.*(b.layer_fields[k]) = p[b.layer_param[l] + k].*field;
     }
     w.layers.push_back(lw);
-  }
-  if (shard.post) {
-    w.lnf_g = p[i++].*field;
-    w.lnf_b = p[i++].*field;
   }
   return w;
 }
@@ -97,36 +138,35 @@ engine::Workspace Carver::take_workspace(const std::string& category, const std:
 }
 
 ParamTable make_param_table(const GptConfig& cfg, const GptShard& shard) {
-  const int64_t d = cfg.d_model, f = cfg.ffn() / shard.tp, dl = d / shard.tp;
+  const int64_t d = cfg.d_model, vocab = cfg.padded() / shard.tp;
   ParamTableBuilder b;
   // Embeddings and matrices take weight decay (Megatron: everything but biases and norms);
-  // wte is vocab-parallel under TP, c_attn / c_fc column-parallel, the projections row-parallel.
-  // Buckets: the embeddings, each layer, the final LayerNorm.
+  // wte and lm_head are vocab-parallel under TP. Buckets: the embeddings, each layer, the
+  // final LayerNorm (with the untied LM head).
   b.begin_bucket("embeddings");
-  if (shard.pre || shard.post) b.add("wte.weight", {cfg.padded() / shard.tp, d}, true, 0);
-  if (shard.pre) b.add("wpe.weight", {cfg.max_seq_len, d}, true);
+  if (shard.pre || (shard.post && cfg.tie_embeddings)) {
+    Param& wte = b.add("wte.weight", {vocab, d}, true, 0);
+    wte.vocab_rows = true;
+    wte.tied = cfg.tie_embeddings;
+  }
+  if (shard.pre && cfg.learned_positions()) b.add("wpe.weight", {cfg.max_seq_len, d}, true);
+  if (shard.pre && cfg.embed_layernorm) {
+    b.add("wte_ln.weight", {d}, false);
+    b.add("wte_ln.bias", {d}, false);
+  }
+  const std::vector<LayerParam> layer = layer_param_list(cfg, shard.tp);
   for (const std::vector<int64_t>& chunk : shard.layer_chunks(cfg)) {
     for (int64_t l : chunk) {
       const std::string h = absl::StrCat("h.", l, ".");
       b.begin_bucket(absl::StrCat("h.", l));
-      b.add(h + "ln_1.weight", {d}, false);
-      b.add(h + "ln_1.bias", {d}, false);
-      b.add(h + "attn.c_attn.weight", {3 * dl, d}, true, 0, 3);
-      b.add(h + "attn.c_attn.bias", {3 * dl}, false, 0, 3);
-      b.add(h + "attn.c_proj.weight", {d, dl}, true, 1);
-      b.add(h + "attn.c_proj.bias", {d}, false);
-      b.add(h + "ln_2.weight", {d}, false);
-      b.add(h + "ln_2.bias", {d}, false);
-      b.add(h + "mlp.c_fc.weight", {f, d}, true, 0);
-      b.add(h + "mlp.c_fc.bias", {f}, false, 0);
-      b.add(h + "mlp.c_proj.weight", {d, f}, true, 1);
-      b.add(h + "mlp.c_proj.bias", {d}, false);
+      for (const LayerParam& p : layer) b.add(h + p.name, p.shape, p.decay, p.split, p.parts);
     }
   }
   if (shard.post) {
     b.begin_bucket("ln_f");
+    if (!cfg.tie_embeddings) b.add("lm_head.weight", {vocab, d}, true, 0).vocab_rows = true;
     b.add("ln_f.weight", {d}, false);
-    b.add("ln_f.bias", {d}, false);
+    if (cfg.layernorm()) b.add("ln_f.bias", {d}, false);
   }
   return b.build(shard.zero_stage > 0 ? parallel::zero_bucket_align(1, shard.zero_dp)
                                       : ParamTable::kAlignElements);
@@ -148,7 +188,7 @@ absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const Gpt
   // The largest activations: [B*T, max(d, ffn, padded vocabulary)] (and without flash
   // attention the probabilities [B, heads, T, T]) must stay within engine::kMaxElements, which
   // bounds every size product of the plan (cfg.validate() bounds the dimensions).
-  const int64_t widest = std::max({cfg.d_model, cfg.ffn(), cfg.padded()});
+  const int64_t widest = std::max({cfg.d_model, cfg.fc_out(), cfg.padded()});
   if (!engine::product_within({shape.micro_batch, shape.seq_len, widest}, engine::kMaxElements)) {
     return absl::InvalidArgumentError(
         absl::StrCat("GPT run shape: micro_batch ", shape.micro_batch, " x seq_len ", shape.seq_len,
@@ -163,6 +203,15 @@ absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const Gpt
         "GPT run shape: the attention probabilities, micro_batch ", shape.micro_batch,
         " x n_heads ", cfg.n_heads, " x seq_len^2 ", shape.seq_len,
         "^2, exceed the limit 2^44 = ", engine::kMaxElements, " elements of one tensor"));
+  }
+  const bool alibi = cfg.position_embedding == PositionEmbedding::kAlibi;
+  if ((alibi || cfg.position_embedding == PositionEmbedding::kRotary) &&
+      !uses_flash_attention(cfg, prec)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "position_embedding ", alibi ? "alibi" : "rotary",
+        " needs flash attention: on CUDA bf16 activations with head_dim "
+        "64 or 128 (d_model / n_heads = ",
+        cfg.head_dim(), ", act ", std::string(engine::dtype_name(prec.act)), "), or the CPU"));
   }
   const int64_t bt = shape.micro_batch * shape.seq_len;
   if (shard.sequence_parallel && shard.tp > 1 &&
@@ -220,7 +269,7 @@ LayerActs layer_acts(const std::string& h, const GptConfig& cfg, const GptRunSha
     return a;
   }
   a.ln1 = A("ln1", act, {bt, d});
-  a.ln1_mean = A("ln1.mean", st, {rows});
+  if (cfg.layernorm()) a.ln1_mean = A("ln1.mean", st, {rows});
   a.ln1_rstd = A("ln1.rstd", st, {rows});
   a.qkv = A("qkv", act, {bt, 3 * d / tp});
   if (uses_flash_attention(cfg, prec)) {
@@ -234,9 +283,9 @@ LayerActs layer_acts(const std::string& h, const GptConfig& cfg, const GptRunSha
   a.atty = A("atty", act, {bt, d / tp});
   a.h = A("h", act, {rows, d});
   a.ln2 = A("ln2", act, {bt, d});
-  a.ln2_mean = A("ln2.mean", st, {rows});
+  if (cfg.layernorm()) a.ln2_mean = A("ln2.mean", st, {rows});
   a.ln2_rstd = A("ln2.rstd", st, {rows});
-  a.pre_gelu = A("pre_gelu", act, {bt, cfg.ffn() / tp});
+  a.pre_gelu = A("pre_gelu", act, {bt, cfg.fc_out() / tp});
   a.gelu = A("gelu", act, {bt, cfg.ffn() / tp});
   return a;
 }
@@ -260,7 +309,8 @@ void carve_params(const GptConfig& cfg, const GptShard& shard, const GptPrecisio
   const std::vector<ParamTable::Bucket>& buckets = b.table.buckets();
   const int64_t n = b.table.flat_numel(), z = shard.zero_stage;
   const int64_t no = z > 0 ? n / shard.zero_dp : n;  // optimizer-state elements
-  // Which buckets are layers, where each layer's parameters start, the persistent buckets.
+  // Which buckets are layers, where each layer's parameters start (the first parameter, in
+  // definition order, past the previous buckets), the persistent buckets.
   size_t param = 0;
   b.persist_offset.assign(buckets.size(), -1);
   int64_t persist = 0;
@@ -272,9 +322,11 @@ void carve_params(const GptConfig& cfg, const GptShard& shard, const GptPrecisio
       persist += buckets[i].end - buckets[i].begin;
     }
   }
-  const bool emb = shard.pre || shard.post;
-  param = (emb ? 1 : 0) + (shard.pre ? 1 : 0);
-  for (size_t l = 0; l < b.layer_bucket.size(); ++l) b.layer_param.push_back(param + 12 * l);
+  const std::vector<Param>& params = b.table.all();
+  for (int64_t k : b.layer_bucket) {
+    while (params[param].offset < buckets[static_cast<size_t>(k)].begin) ++param;
+    b.layer_param.push_back(param);
+  }
   const int64_t layer_max = max_layer_bucket(b);
 
   b.value =
@@ -325,11 +377,9 @@ LayerWeights layer_views(const Buffers& b, int64_t local, TensorView bucket_base
   const std::vector<Param>& params = b.table.all();
   size_t i = b.layer_param[static_cast<size_t>(local)];
   LayerWeights lw;
-  for (TensorView* v :
-       {&lw.ln1_g, &lw.ln1_b, &lw.qkv_w, &lw.qkv_b, &lw.attn_proj_w, &lw.attn_proj_b, &lw.ln2_g,
-        &lw.ln2_b, &lw.fc_w, &lw.fc_b, &lw.mlp_proj_w, &lw.mlp_proj_b}) {
+  for (TensorView LayerWeights::*f : b.layer_fields) {
     const Param& p = params[i++];
-    *v = flat_slice(bucket_base, p.offset - bucket.begin, p.shape);
+    lw.*f = flat_slice(bucket_base, p.offset - bucket.begin, p.shape);
   }
   return lw;
 }
@@ -343,6 +393,7 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
   const bool cuda = prec.device == engine::Device::kCuda;
   Buffers b;
   b.table = make_param_table(cfg, shard);
+  for (const LayerParam& p : layer_param_list(cfg, shard.tp)) b.layer_fields.push_back(p.field);
   const int64_t n = b.table.flat_numel();
 
   carve_params(cfg, shard, prec, carver, b);
@@ -373,11 +424,18 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
       HeadActs hd;
       hd.x_final = A(sl + "x_final", act, {rows, d});
       hd.lnf = A(sl + "ln_f", act, {bt, d});
-      hd.lnf_mean = A(sl + "ln_f.mean", st, {rows});
+      if (cfg.layernorm()) hd.lnf_mean = A(sl + "ln_f.mean", st, {rows});
       hd.lnf_rstd = A(sl + "ln_f.rstd", st, {rows});
       hd.logits = A(sl + "logits", act, {bt, cfg.padded() / tp});
       hd.losses = A(sl + "losses", st, {bt});
       b.head.push_back(hd);
+    }
+    if (shard.pre && cfg.embed_layernorm) {
+      EmbedActs e;
+      e.sum = A(sl + "wte_ln.input", act, {rows, d});
+      e.mean = A(sl + "wte_ln.mean", st, {rows});
+      e.rstd = A(sl + "wte_ln.rstd", st, {rows});
+      b.embed.push_back(e);
     }
   }
   const int64_t n_chunks = static_cast<int64_t>(b.chunk_layers.size());
@@ -404,8 +462,9 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
   b.proj = A("proj / dproj", act, {bt, d});
   b.dres = A("grad residual", act, {rows, d});
   b.dln = A("grad ln input", act, {bt, d});
-  b.dbig = A("grad mlp hidden / qkv", act, {bt * std::max(f, 3 * d) / tp});
-  b.stat_mean = A("scratch ln mean", st, {rows});
+  b.dbig = A("grad mlp hidden / qkv", act, {bt * std::max(cfg.fc_out(), 3 * d) / tp});
+  if (cfg.glu()) b.dglu = A("grad glu output", act, {bt, f / tp});
+  if (cfg.layernorm()) b.stat_mean = A("scratch ln mean", st, {rows});
   b.stat_rstd = A("scratch ln rstd", st, {rows});
   if (rows != bt) b.gathered = A("gathered rows (sequence parallel)", act, {bt, d});
   if (shard.post && tp > 1) b.ce = A("vocab-parallel ce stats", st, {3, bt});
@@ -423,6 +482,7 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
             : ops::cuda::attention_workspace_bytes(aa, engine::dtype_size(act));
     op_bytes =
         std::max({attn_bytes, ops::cuda::layernorm_backward_workspace_bytes({rows, d, cfg.ln_eps}),
+                  ops::cuda::rmsnorm_backward_workspace_bytes({rows, d, cfg.ln_eps}),
                   ops::cuda::sum_squares_workspace_bytes(n)});
   }
   b.op_ws = carver.take_workspace("workspace", "op scratch", op_bytes);
@@ -431,9 +491,8 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
 
   if (!carver.planning() && carver.status().ok()) {
     bind_params(b);
-    const int64_t n_local = static_cast<int64_t>(b.layer_ids.size());
-    b.w = weights_of(b.table, &Param::value, shard, n_local);
-    b.g = weights_of(b.table, &Param::grad, shard, n_local);
+    b.w = weights_of(b, &Param::value);
+    b.g = weights_of(b, &Param::grad);
   }
   return b;
 }

@@ -7,7 +7,8 @@
 //   x = layer input (residual stream), ln1 (+ mean/rstd), qkv, the attention's softmax
 //   statistics lse [B, H, T] f32 (flash attention) or its probabilities [B, H, T, T] (the
 //   unfused path, see uses_flash_attention), atty, h = x + Drop(attn proj), ln2 (+ mean/rstd),
-//   pre_gelu and gelu [B*T, ffn].
+//   pre_gelu [B*T, ffn] (GLU: [B*T, 2 ffn] = g | u) and gelu (the activation's output) [B*T, ffn].
+// RMSNorm keeps no means (the mean fields stay empty).
 // Each chunk has act_slots such sets (pipeline micro-batches in flight). Recomputation shares
 // one set among all layers and slots: the probabilities (selective; flash attention keeps only
 // lse, so selective recomputes nothing) or everything but x (full).
@@ -31,7 +32,8 @@ namespace anvil::model::gpt_detail {
 using engine::DType;
 using engine::TensorView;
 
-// One transformer block's parameters as views of one flat buffer (values or gradients).
+// One transformer block's parameters as views of one flat buffer (values or gradients). Biases
+// are empty without cfg.bias.
 struct LayerWeights {
   TensorView ln1_g, ln1_b;              // [d]
   TensorView qkv_w, qkv_b;              // [3d / tp, d], [3d / tp] (local heads' q | k | v)
@@ -42,8 +44,10 @@ struct LayerWeights {
 };
 
 struct Weights {
-  TensorView wte;                    // [padded_vocab / tp, d] (pre or post)
-  TensorView wpe;                    // [max_seq_len, d] (pre)
+  TensorView wte;                    // [padded_vocab / tp, d] (pre, or post when tied)
+  TensorView wpe;                    // [max_seq_len, d] (pre, learned positions)
+  TensorView wte_ln_g, wte_ln_b;     // [d] (pre, embed_layernorm)
+  TensorView lm_head;                // [padded_vocab / tp, d] (post): lm_head.weight or wte
   TensorView lnf_g, lnf_b;           // [d] (post)
   std::vector<LayerWeights> layers;  // by local layer index
 };
@@ -56,7 +60,7 @@ struct LayerActs {
   TensorView lse;                                     // [B, H / tp, T] f32 (flash)
   TensorView probs;                                   // [B, H / tp, T, T] (unfused path)
   TensorView atty;                                    // [B*T, d / tp]
-  TensorView pre_gelu, gelu;                          // [B*T, ffn / tp]
+  TensorView pre_gelu, gelu;                          // [B*T, c_fc out / tp], [B*T, ffn / tp]
   TensorView ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;  // [rows] f32 (f64 with f64 activations)
 };
 
@@ -80,6 +84,12 @@ struct HeadActs {
   TensorView losses;              // [B*T] stat dtype
 };
 
+// The embedding LayerNorm's saved input and statistics for one micro-batch (pre, embed_layernorm).
+struct EmbedActs {
+  TensorView sum;         // [rows, d] word embedding (summed over TP)
+  TensorView mean, rstd;  // [rows] stat dtype
+};
+
 struct Buffers {
   ParamTable table;
   // Flat [flat_numel] parameter buffers; master == value when act == grad dtype. Under ZeRO
@@ -94,14 +104,16 @@ struct Buffers {
   std::vector<int64_t> persist_offset;  // per bucket: offset in persist_* or -1
   std::vector<int64_t> layer_bucket;    // bucket index of each local layer
   std::vector<size_t> layer_param;      // index in table.all() of each local layer's first param
-  Weights w;                            // views of value
-  Weights g;                            // views of grad
-  std::vector<int64_t> layer_ids;       // global index of each local layer
-  std::vector<std::vector<int64_t>> chunk_layers;  // local layer indices per chunk
+  std::vector<TensorView LayerWeights::*> layer_fields;  // a layer's parameters, in table order
+  Weights w;                                             // views of value
+  Weights g;                                             // views of grad
+  std::vector<int64_t> layer_ids;                        // global index of each local layer
+  std::vector<std::vector<int64_t>> chunk_layers;        // local layer indices per chunk
   int64_t slots = 1;
-  std::vector<SlotData> data;   // [chunks * slots]
-  std::vector<LayerActs> acts;  // [slots * local layers]: acts[slot * layers + local]
-  std::vector<HeadActs> head;   // [slots] when post
+  std::vector<SlotData> data;    // [chunks * slots]
+  std::vector<LayerActs> acts;   // [slots * local layers]: acts[slot * layers + local]
+  std::vector<HeadActs> head;    // [slots] when post
+  std::vector<EmbedActs> embed;  // [slots] when pre with embed_layernorm
   // d(chunk output) received from the next stage, [chunks * slots] (empty for the post chunk).
   std::vector<TensorView> out_grad;
   TensorView send_act;  // [B*T, d] output of a non-final chunk
@@ -112,7 +124,8 @@ struct Buffers {
   // With sequence parallelism the residual stream (x, h, x_final, dres, chunk transfers) and
   // layernorm statistics hold this TP rank's rows only; gathered [B*T, d] collects a gradient's
   // rows before a row-parallel weight gradient.
-  TensorView proj, dres, dln, dbig, stat_mean, stat_rstd, ce, gathered;
+  // dglu [B*T, ffn / tp] is d(activation output) of a gated MLP.
+  TensorView proj, dres, dln, dbig, dglu, stat_mean, stat_rstd, ce, gathered;
   engine::Workspace op_ws;    // attention, layernorm backward, sum of squares (never concurrent)
   engine::Workspace gemm_ws;  // cuBLASLt, CUDA only
   TensorView norm_out;        // [1] grad dtype, sum of squares

@@ -26,14 +26,18 @@
 #include "engine/memory.h"
 #include "engine/status.h"
 #include "model/gpt_impl.h"
+#include "model/gpt_norm.h"
 #include "ops/attention.h"
 #include "ops/axpy.h"
 #include "ops/cross_entropy.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"
 #include "ops/flash_attention.h"
+#include "ops/gelu.h"
 #include "ops/gemm.h"
+#include "ops/glu.h"
 #include "ops/layernorm.h"
+#include "ops/rotary.h"
 #include "ops/vocab_parallel_cross_entropy.h"
 #include "parallel/comm.h"
 
@@ -45,12 +49,12 @@ using engine::ConstTensorView;
 using engine::TensorView;
 using ops::Epilogue;
 
-// y [rows, out] = x [rows, in] W^T + b, W: [out, in].
+// y [rows, out] = x [rows, in] W^T (+ b unless b is empty), W: [out, in].
 void linear(TensorView y, ConstTensorView x, ConstTensorView w, ConstTensorView b,
             engine::Stream& s) {
   ops::GemmArgs g{x.dim(0), w.dim(0), w.dim(1)};
   g.trans_b = true;
-  g.epilogue = Epilogue::kBias;
+  g.epilogue = b.empty() ? Epilogue::kNone : Epilogue::kBias;
   ops::gemm(g, y, x, w, b, {}, s);
 }
 
@@ -64,9 +68,14 @@ void weight_grad(TensorView dw, ConstTensorView dy, ConstTensorView x, engine::S
   ops::gemm(g, dw, dy, x, {}, {}, s);
 }
 
-// dW [out, in] += dy^T x and db [out] += column sums of dy (f32), in one pass over dy.
+// dW [out, in] += dy^T x and db [out] += column sums of dy (f32), in one pass over dy; db
+// empty: a layer without bias (bias = false), dW only.
 void weight_bias_grad(TensorView dw, TensorView db, ConstTensorView dy, ConstTensorView x,
                       engine::Stream& s) {
+  if (db.empty()) {
+    weight_grad(dw, dy, x, s);
+    return;
+  }
   ops::GemmArgs g{dw.dim(0), dw.dim(1), dy.dim(0)};
   g.trans_a = true;
   g.beta = 1.0f;
@@ -79,6 +88,31 @@ void input_grad(TensorView dx, ConstTensorView dy, ConstTensorView w, engine::St
   ops::GemmArgs g{dy.dim(0), w.dim(1), w.dim(0)};
   g.alpha = alpha;
   ops::gemm(g, dx, dy, w, {}, {}, s);
+}
+
+// q | k | v column blocks of a fused [B*T, 3*H*Dh] buffer.
+std::array<TensorView, 3> split_qkv(TensorView qkv) {
+  const int64_t hd = qkv.dim(1) / 3;
+  return {engine::slice_cols(qkv, 0, hd), engine::slice_cols(qkv, hd, 2 * hd),
+          engine::slice_cols(qkv, 2 * hd, 3 * hd)};
+}
+
+// The gated unit of a GLU activation (cfg.glu()).
+ops::GluKind glu_kind(Activation a) {
+  switch (a) {
+    case Activation::kSwiglu:
+      return ops::GluKind::kSwiglu;
+    case Activation::kGeglu:
+      return ops::GluKind::kGeglu;
+    case Activation::kReglu:
+      return ops::GluKind::kReglu;
+    case Activation::kLiglu:
+      return ops::GluKind::kLiglu;
+    case Activation::kGelu:
+      break;
+  }
+  ANVIL_CHECK_MSG(false, "GPT: GELU is not a gated activation");
+  return ops::GluKind::kLiglu;
 }
 
 TensorView rows_view(TensorView flat, int64_t rows, int64_t cols) {
@@ -140,7 +174,9 @@ TensorView GptModel::Impl::gather_grad(TensorView local, engine::Stream& s) {
 
 void GptModel::Impl::sync_layernorm_grads(const gpt_detail::LayerWeights& g, engine::Stream& s) {
   if (!sp()) return;
-  for (TensorView v : {g.ln1_g, g.ln1_b, g.ln2_g, g.ln2_b}) tp_all_reduce(v, s);
+  for (TensorView v : {g.ln1_g, g.ln1_b, g.ln2_g, g.ln2_b}) {
+    if (!v.empty()) tp_all_reduce(v, s);
+  }
 }
 
 void GptModel::Impl::set_batch(int64_t chunk, int64_t slot, const GptBatch& batch,
@@ -165,20 +201,27 @@ void GptModel::Impl::set_batch(int64_t chunk, int64_t slot, const GptBatch& batc
 
 void GptModel::Impl::embed(int64_t slot, bool train, engine::Stream& s) {  // chunk 0
   const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model;
-  const int64_t rows = cfg.padded() / shard.tp;  // of this rank's embedding slice
+  const int64_t vrows = cfg.padded() / shard.tp;  // of this rank's embedding slice
   const gpt_detail::SlotData& sd = buf.slot_data(0, slot);
   TensorView x = buf.act(slot, buf.chunk_layers[0][0]).x;
-  ops::EmbeddingArgs ea{bt, d, rows, cfg.max_seq_len};
-  ea.vocab_start = shard.tp_rank * rows;
-  // Vocab-parallel: positions are added once (TP rank 0) before the sum over TP (with sequence
-  // parallelism a reduce-scatter of the whole rows into this rank's).
-  const TensorView e = sp() ? buf.proj : x;
+  ops::EmbeddingArgs ea{bt, d, vrows, cfg.max_seq_len};
+  ea.vocab_start = shard.tp_rank * vrows;
+  // Vocab-parallel: positions (learned only) are added once (TP rank 0) before the sum over TP
+  // (with sequence parallelism a reduce-scatter of the whole rows into this rank's). With the
+  // embedding LayerNorm (BLOOM) the sum is its input and x its output.
+  const gpt_detail::EmbedActs* eln = buf.embed.empty() ? nullptr : &buf.embed[slot];
+  const TensorView sum = eln != nullptr ? eln->sum : x;
+  const TensorView e = sp() ? buf.proj : sum;
   ops::embedding_forward(ea, e, sd.tokens, sd.positions, buf.w.wte,
                          shard.tp_rank == 0 ? buf.w.wpe : TensorView{}, s);
   if (sp()) {
-    shard.tp_comm->reduce_scatter(x, e, parallel::ReduceOp::kSum, s);
+    shard.tp_comm->reduce_scatter(sum, e, parallel::ReduceOp::kSum, s);
   } else {
-    tp_all_reduce(x, s);
+    tp_all_reduce(sum, s);
+  }
+  if (eln != nullptr) {
+    ops::layernorm_forward({rows(), d, cfg.ln_eps}, x, eln->mean, eln->rstd, sum, buf.w.wte_ln_g,
+                           buf.w.wte_ln_b, s);
   }
   if (train && cfg.hidden_dropout > 0.0f) {
     ops::dropout_forward(
@@ -191,13 +234,7 @@ namespace {
 // Row-parallel linear y [rows, out] = sum over TP of x [rows, in/tp] W^T [in/tp, out], + b once.
 void row_linear(TensorView y, ConstTensorView x, ConstTensorView w, ConstTensorView b,
                 bool add_bias, engine::Stream& s) {
-  if (add_bias) {
-    linear(y, x, w, b, s);
-    return;
-  }
-  ops::GemmArgs g{x.dim(0), w.dim(0), w.dim(1)};
-  g.trans_b = true;
-  ops::gemm(g, y, x, w, {}, {}, s);
+  linear(y, x, w, add_bias ? b : ConstTensorView{}, s);
 }
 
 }  // namespace
@@ -213,34 +250,52 @@ void GptModel::Impl::layer_forward(const gpt_detail::SlotData& sd, int64_t slot,
                            x, s);
     }
   };
-  const ops::LayerNormArgs ln{rows(), d, cfg.ln_eps};
+  const gpt_detail::NormArgs ln{cfg.norm, rows(), d, cfg.ln_eps};
   gpt_detail::LayerActs& a = buf.act(slot, local);
   if (shard.zero_stage == 3) gather_layer(local, s);
   const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(local)];
   if (!fused_input) {
-    ops::layernorm_forward(ln, local_rows(a.ln1), a.ln1_mean, a.ln1_rstd, a.x, lw.ln1_g, lw.ln1_b,
-                           s);
+    gpt_detail::norm_forward(ln, local_rows(a.ln1), a.ln1_mean, a.ln1_rstd, a.x, lw.ln1_g, lw.ln1_b,
+                             s);
   } else {  // x = h' + Drop(mlp') of the previous layer, fused with LN1
-    ops::residual_layernorm_forward(ln, a.x, local_rows(a.ln1), a.ln1_mean, a.ln1_rstd,
-                                    buf.act(slot, local - 1).h, local_rows(buf.proj), lw.ln1_g,
-                                    lw.ln1_b, s);
+    gpt_detail::residual_norm_forward(ln, a.x, local_rows(a.ln1), a.ln1_mean, a.ln1_rstd,
+                                      buf.act(slot, local - 1).h, local_rows(buf.proj), lw.ln1_g,
+                                      lw.ln1_b, s);
   }
   gather_rows(a.ln1, s);
   linear(a.qkv, a.ln1, lw.qkv_w, lw.qkv_b, s);
+  if (cfg.position_embedding == PositionEmbedding::kRotary) {  // q, k rotated in place
+    const auto [q, k, v] = split_qkv(a.qkv);
+    ops::rotary_forward(rotary_args(), q, sd.positions, s);
+    ops::rotary_forward(rotary_args(), k, sd.positions, s);
+  }
   attention_core_forward(sd, a, l, train, s);
   row_linear(buf.proj, a.atty, lw.attn_proj_w, lw.attn_proj_b, shard.tp_rank == 0, s);
   TensorView proj = row_parallel_out(buf.proj, s);
   drop(proj, 2 + 3 * l);
-  ops::residual_layernorm_forward(ln, a.h, local_rows(a.ln2), a.ln2_mean, a.ln2_rstd, a.x, proj,
-                                  lw.ln2_g, lw.ln2_b, s);
+  gpt_detail::residual_norm_forward(ln, a.h, local_rows(a.ln2), a.ln2_mean, a.ln2_rstd, a.x, proj,
+                                    lw.ln2_g, lw.ln2_b, s);
   gather_rows(a.ln2, s);
-  ops::GemmArgs fc{bt, cfg.ffn() / shard.tp, d};
-  fc.trans_b = true;
-  fc.epilogue = Epilogue::kBiasGelu;
-  ops::gemm(fc, a.gelu, a.ln2, lw.fc_w, lw.fc_b, a.pre_gelu, s);
+  if (cfg.glu()) {  // pre_gelu = [g | u], gelu = act(g) * u
+    linear(a.pre_gelu, a.ln2, lw.fc_w, lw.fc_b, s);
+    ops::glu_forward(glu_kind(cfg.activation), a.gelu, a.pre_gelu, s);
+  } else if (lw.fc_b.empty()) {
+    linear(a.pre_gelu, a.ln2, lw.fc_w, {}, s);
+    ops::gelu_forward(a.gelu, a.pre_gelu, s);
+  } else {
+    ops::GemmArgs fc{bt, cfg.ffn() / shard.tp, d};
+    fc.trans_b = true;
+    fc.epilogue = Epilogue::kBiasGelu;
+    ops::gemm(fc, a.gelu, a.ln2, lw.fc_w, lw.fc_b, a.pre_gelu, s);
+  }
   row_linear(buf.proj, a.gelu, lw.mlp_proj_w, lw.mlp_proj_b, shard.tp_rank == 0, s);
   proj = row_parallel_out(buf.proj, s);
   drop(proj, 3 + 3 * l);
+}
+
+ops::RotaryArgs GptModel::Impl::rotary_args() const {
+  return {shape.micro_batch * shape.seq_len, cfg.n_heads / shard.tp, cfg.head_dim(),
+          cfg.rotary_dim(), cfg.rotary_base};
 }
 
 ops::AttentionArgs GptModel::Impl::attention_args(int64_t layer, float dropout_p,
@@ -261,8 +316,10 @@ ops::AttentionArgs GptModel::Impl::attention_args(int64_t layer, float dropout_p
 
 namespace {
 
-ops::FlashAttentionArgs flash_args(const ops::AttentionArgs& aa) {
+ops::FlashAttentionArgs flash_args(const ops::AttentionArgs& aa, const GptConfig& cfg) {
   ops::FlashAttentionArgs fa;
+  // ALiBi: Megatron's slopes of the model heads head_offset .. head_offset + heads - 1.
+  if (cfg.position_embedding == PositionEmbedding::kAlibi) fa.bias = ops::AttentionBias::kAlibi;
   fa.batch = aa.batch, fa.q_len = fa.kv_len = aa.seq, fa.heads = aa.heads;
   fa.head_dim = aa.head_dim, fa.causal = true, fa.scale = aa.scale;
   fa.dropout_p = aa.dropout_p, fa.seed = aa.seed, fa.offset = aa.offset;
@@ -274,13 +331,6 @@ ops::AttentionMasks document_masks(const gpt_detail::SlotData& sd) {
   ops::AttentionMasks m;
   if (sd.has_segments) m.seg_q = m.seg_k = sd.segments;
   return m;
-}
-
-// q | k | v column blocks of a fused [B*T, 3*H*Dh] buffer.
-std::array<TensorView, 3> split_qkv(TensorView qkv) {
-  const int64_t hd = qkv.dim(1) / 3;
-  return {engine::slice_cols(qkv, 0, hd), engine::slice_cols(qkv, hd, 2 * hd),
-          engine::slice_cols(qkv, 2 * hd, 3 * hd)};
 }
 
 }  // namespace
@@ -296,7 +346,7 @@ void GptModel::Impl::attention_core_forward(const gpt_detail::SlotData& sd,
     return;
   }
   const auto [q, k, v] = split_qkv(a.qkv);
-  ops::flash_attention_forward(flash_args(aa), a.atty, a.lse, q, k, v, document_masks(sd), s);
+  ops::flash_attention_forward(flash_args(aa, cfg), a.atty, a.lse, q, k, v, document_masks(sd), s);
 }
 
 void GptModel::Impl::attention_core_backward(const gpt_detail::SlotData& sd,
@@ -314,7 +364,7 @@ void GptModel::Impl::attention_core_backward(const gpt_detail::SlotData& sd,
   }
   const auto [q, k, v] = split_qkv(a.qkv);
   const auto [dq, dk, dv] = split_qkv(dqkv);
-  ops::flash_attention_backward(flash_args(aa), dq, dk, dv, {}, datty, q, k, v, a.atty, a.lse,
+  ops::flash_attention_backward(flash_args(aa, cfg), dq, dk, dv, {}, datty, q, k, v, a.atty, a.lse,
                                 document_masks(sd), buf.op_ws, s);
 }
 
@@ -322,15 +372,15 @@ void GptModel::Impl::head_forward(const gpt_detail::SlotData& sd, int64_t slot, 
                                   bool train, engine::Stream& s) {
   const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model;
   gpt_detail::HeadActs& hd = buf.head[static_cast<size_t>(slot)];
-  const ops::LayerNormArgs ln{rows(), d, cfg.ln_eps};
-  ops::residual_layernorm_forward(ln, hd.x_final, local_rows(hd.lnf), hd.lnf_mean, hd.lnf_rstd,
-                                  buf.act(slot, last_local).h, local_rows(buf.proj), buf.w.lnf_g,
-                                  buf.w.lnf_b, s);
+  const gpt_detail::NormArgs ln{cfg.norm, rows(), d, cfg.ln_eps};
+  gpt_detail::residual_norm_forward(ln, hd.x_final, local_rows(hd.lnf), hd.lnf_mean, hd.lnf_rstd,
+                                    buf.act(slot, last_local).h, local_rows(buf.proj), buf.w.lnf_g,
+                                    buf.w.lnf_b, s);
   gather_rows(hd.lnf, s);
   const int64_t cols = cfg.padded() / shard.tp;
   ops::GemmArgs head{bt, cols, d};
   head.trans_b = true;
-  ops::gemm(head, hd.logits, hd.lnf, buf.w.wte, {}, {}, s);
+  ops::gemm(head, hd.logits, hd.lnf, buf.w.lm_head, {}, {}, s);
   // Training: dlogits (grad_scale 1) replace the logits in place; evaluation keeps the logits.
   const TensorView dlogits = train ? hd.logits : TensorView{};
   if (shard.tp == 1) {
@@ -373,9 +423,10 @@ void GptModel::Impl::forward_chunk(int64_t chunk, int64_t slot, bool train, uint
     // x = h + Drop(mlp) of the last layer; the residual add of the fused layernorm computes it
     // (its normalized output goes to scratch).
     const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(layers.back())];
-    ops::residual_layernorm_forward(
-        {rows(), cfg.d_model, cfg.ln_eps}, buf.send_act, local_rows(buf.dln), buf.stat_mean,
-        buf.stat_rstd, buf.act(slot, layers.back()).h, local_rows(buf.proj), lw.ln2_g, lw.ln2_b, s);
+    gpt_detail::residual_norm_forward({cfg.norm, rows(), cfg.d_model, cfg.ln_eps}, buf.send_act,
+                                      local_rows(buf.dln), buf.stat_mean, buf.stat_rstd,
+                                      buf.act(slot, layers.back()).h, local_rows(buf.proj),
+                                      lw.ln2_g, lw.ln2_b, s);
   }
   ready_for_backward[key] = train;
 }
@@ -383,14 +434,14 @@ void GptModel::Impl::forward_chunk(int64_t chunk, int64_t slot, bool train, uint
 void GptModel::Impl::head_backward(int64_t slot, float grad_scale, engine::Stream& s) {
   const int64_t d = cfg.d_model;
   const gpt_detail::HeadActs& hd = buf.head[static_cast<size_t>(slot)];
-  const ops::LayerNormArgs ln{rows(), d, cfg.ln_eps};
-  // Tied LM head: dwte += grad_scale dlogits^T lnf;  dlnf = grad_scale dlogits wte (summed over
-  // TP: each rank holds a vocabulary slice).
-  weight_grad(buf.g.wte, hd.logits, hd.lnf, s, grad_scale);
-  input_grad(buf.dln, hd.logits, buf.w.wte, s, grad_scale);
+  const gpt_detail::NormArgs ln{cfg.norm, rows(), d, cfg.ln_eps};
+  // LM head (wte when tied): dhead += grad_scale dlogits^T lnf;  dlnf = grad_scale dlogits head
+  // (summed over TP: each rank holds a vocabulary slice).
+  weight_grad(buf.g.lm_head, hd.logits, hd.lnf, s, grad_scale);
+  input_grad(buf.dln, hd.logits, buf.w.lm_head, s, grad_scale);
   const TensorView dlnf = col_parallel_in_grad(buf.dln, s);
-  ops::layernorm_backward(ln, ops::Accumulate::kOverwrite, buf.dres, buf.g.lnf_g, buf.g.lnf_b, dlnf,
-                          hd.x_final, buf.w.lnf_g, hd.lnf_mean, hd.lnf_rstd, buf.op_ws, s);
+  gpt_detail::norm_backward(ln, ops::Accumulate::kOverwrite, buf.dres, buf.g.lnf_g, buf.g.lnf_b,
+                            dlnf, hd.x_final, buf.w.lnf_g, hd.lnf_mean, hd.lnf_rstd, buf.op_ws, s);
 }
 
 void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
@@ -398,8 +449,8 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
   const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model, tp = shard.tp;
   const int64_t l = buf.layer_ids[static_cast<size_t>(local)];
   const float p_hidden = cfg.hidden_dropout;
-  const ops::LayerNormArgs ln{rows(), d, cfg.ln_eps};
-  const TensorView dfc = rows_view(buf.dbig, bt, cfg.ffn() / tp);
+  const gpt_detail::NormArgs ln{cfg.norm, rows(), d, cfg.ln_eps};
+  const TensorView dfc = rows_view(buf.dbig, bt, cfg.fc_out() / tp);
   const TensorView dqkv = rows_view(buf.dbig, bt, 3 * d / tp);
   const TensorView datty = rows_view(buf.dln, bt, d / tp);
   // d(projection output) from d(residual) through the dropout mask (or dres itself), as all
@@ -425,26 +476,36 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
   // MLP: x_{l+1} = h + Drop(gelu Wp^T + bp); dres holds d x_{l+1}.
   TensorView dproj = drop_grad(3 + 3 * l);
   weight_bias_grad(lg.mlp_proj_w, lg.mlp_proj_b, dproj, a.gelu, s);
-  ops::GemmArgs dg{bt, cfg.ffn() / tp, d};
-  dg.epilogue = Epilogue::kDGelu;  // dfc = (dproj Wp) * gelu'(pre_gelu)
-  ops::gemm(dg, dfc, dproj, lw.mlp_proj_w, {}, a.pre_gelu, s);
+  if (cfg.glu()) {  // dfc = d[g | u] from d(act(g) * u) = dproj Wp
+    input_grad(buf.dglu, dproj, lw.mlp_proj_w, s);
+    ops::glu_backward(glu_kind(cfg.activation), dfc, buf.dglu, a.pre_gelu, s);
+  } else {
+    ops::GemmArgs dg{bt, cfg.ffn() / tp, d};
+    dg.epilogue = Epilogue::kDGelu;  // dfc = (dproj Wp) * gelu'(pre_gelu)
+    ops::gemm(dg, dfc, dproj, lw.mlp_proj_w, {}, a.pre_gelu, s);
+  }
   weight_bias_grad(lg.fc_w, lg.fc_b, dfc, a.ln2, s);
   input_grad(buf.dln, dfc, lw.fc_w, s);
   TensorView dln = col_parallel_in_grad(buf.dln, s);
   // dres becomes d h = d x_{l+1} + LN2'(dln) (dproj, possibly aliasing dres, is consumed).
-  ops::layernorm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln2_g, lg.ln2_b, dln, a.h, lw.ln2_g,
-                          a.ln2_mean, a.ln2_rstd, buf.op_ws, s);
+  gpt_detail::norm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln2_g, lg.ln2_b, dln, a.h, lw.ln2_g,
+                            a.ln2_mean, a.ln2_rstd, buf.op_ws, s);
   // Attention: h = x + Drop(atty Wo^T + bo).
   dproj = drop_grad(2 + 3 * l);
   weight_bias_grad(lg.attn_proj_w, lg.attn_proj_b, dproj, a.atty, s);
   input_grad(datty, dproj, lw.attn_proj_w, s);
   attention_core_backward(sd, a, l, dqkv, datty, s);
+  if (cfg.position_embedding == PositionEmbedding::kRotary) {  // d(q, k before the rotation)
+    const auto [dq, dk, dv] = split_qkv(dqkv);
+    ops::rotary_backward(rotary_args(), dq, sd.positions, s);
+    ops::rotary_backward(rotary_args(), dk, sd.positions, s);
+  }
   weight_bias_grad(lg.qkv_w, lg.qkv_b, dqkv, a.ln1, s);
   input_grad(buf.dln, dqkv, lw.qkv_w, s);
   dln = col_parallel_in_grad(buf.dln, s);
   // dres becomes d x_l.
-  ops::layernorm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln1_g, lg.ln1_b, dln, a.x, lw.ln1_g,
-                          a.ln1_mean, a.ln1_rstd, buf.op_ws, s);
+  gpt_detail::norm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln1_g, lg.ln1_b, dln, a.x, lw.ln1_g,
+                            a.ln1_mean, a.ln1_rstd, buf.op_ws, s);
   // ZeRO 2/3 reduce this micro-batch's scratch now: sum its layernorm gradients over TP first
   // (the whole-buffer stages do it once per step, finish_backward).
   if (shard.zero_stage >= 2) {
@@ -584,6 +645,13 @@ void GptModel::Impl::backward_chunk(int64_t chunk, int64_t slot, float grad_scal
   if (cfg.hidden_dropout > 0.0f) {
     ops::dropout_backward(
         {cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, 0) + row_shift()}, dres, dres, s);
+  }
+  if (!buf.embed.empty()) {  // dres becomes d(word embedding) through the embedding LayerNorm
+    const gpt_detail::EmbedActs& e = buf.embed[static_cast<size_t>(slot)];
+    ops::layernorm_backward({rows(), cfg.d_model, cfg.ln_eps}, ops::Accumulate::kOverwrite,
+                            local_rows(buf.dln), buf.g.wte_ln_g, buf.g.wte_ln_b, dres, e.sum,
+                            buf.w.wte_ln_g, e.mean, e.rstd, buf.op_ws, s);
+    dres = local_rows(buf.dln);
   }
   const int64_t vrows = cfg.padded() / shard.tp;
   ops::EmbeddingArgs ea{shape.micro_batch * shape.seq_len, cfg.d_model, vrows, cfg.max_seq_len};

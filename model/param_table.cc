@@ -75,8 +75,8 @@ int64_t tp_global_index(const Param& p, int64_t local, int tp, int tp_rank) {
   return row * cols * tp + col;
 }
 
-void ParamTableBuilder::add(std::string name, std::vector<int64_t> shape, bool weight_decay,
-                            int tp_split_dim, int tp_parts) {
+Param& ParamTableBuilder::add(std::string name, std::vector<int64_t> shape, bool weight_decay,
+                              int tp_split_dim, int tp_parts) {
   Param p;
   p.name = std::move(name);
   p.shape = std::move(shape);
@@ -84,6 +84,7 @@ void ParamTableBuilder::add(std::string name, std::vector<int64_t> shape, bool w
   p.tp_split_dim = tp_split_dim;
   p.tp_parts = tp_parts;
   params_.push_back(std::move(p));
+  return params_.back();
 }
 
 void ParamTableBuilder::begin_bucket(std::string name) {

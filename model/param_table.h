@@ -28,12 +28,18 @@ struct Param {
   bool weight_decay;           // false for biases and LayerNorm parameters
   int tp_split_dim = -1;       // for tensor parallelism: dim split across TP ranks, -1 = none
   int tp_parts = 1;            // blocks along tp_split_dim split separately (c_attn: q | k | v)
-  int64_t offset = 0;          // element offset in the flat buffers
-  engine::TensorView value;    // compute copy (act dtype); == master when act == grad dtype
-  engine::TensorView master;   // f32 master weights
-  engine::TensorView grad;     // f32 gradient (+=)
-  engine::TensorView m;        // AdamW first moment (f32)
-  engine::TensorView v;        // AdamW second moment (f32)
+  // Dim 0 is the padded vocabulary (wte, lm_head): rows >= vocab_size are padding, initialized
+  // to 0 and left out of checkpoints.
+  bool vocab_rows = false;
+  // The word embedding tied to the LM head: the first and the last pipeline stage each hold a
+  // copy and sum their gradients (the embedding group); counted and saved by the first only.
+  bool tied = false;
+  int64_t offset = 0;         // element offset in the flat buffers
+  engine::TensorView value;   // compute copy (act dtype); == master when act == grad dtype
+  engine::TensorView master;  // f32 master weights
+  engine::TensorView grad;    // f32 gradient (+=)
+  engine::TensorView m;       // AdamW first moment (f32)
+  engine::TensorView v;       // AdamW second moment (f32)
 
   int64_t numel() const;
 };
@@ -74,8 +80,9 @@ class ParamTableBuilder {
  public:
   // Starts a bucket; parameters added before the first call go to a bucket named "params".
   void begin_bucket(std::string name);
-  void add(std::string name, std::vector<int64_t> shape, bool weight_decay, int tp_split_dim = -1,
-           int tp_parts = 1);
+  // Returns the new parameter (valid until the next add), e.g. to set its flags.
+  Param& add(std::string name, std::vector<int64_t> shape, bool weight_decay, int tp_split_dim = -1,
+             int tp_parts = 1);
   // bucket_unit: each bucket's length is rounded up to a multiple of it (>= kAlignElements, a
   // multiple of it).
   ParamTable build(int64_t bucket_unit = ParamTable::kAlignElements);

@@ -14,6 +14,7 @@
 #include "engine/checked_math.h"
 #include "engine/device.h"
 #include "engine/status.h"
+#include "model/gpt_arch_config.h"
 
 namespace anvil::model {
 namespace {
@@ -52,6 +53,7 @@ ConfigSchema build_schema() {
   s.add("model", "init_std", kFloat, "0.02",
         "Std of the normal parameter init (--init-method-std); residual output projections use "
         "init_std / sqrt(2 * n_layers).");
+  add_gpt_arch_schema(s);
   // [data]
   s.add("data", "paths", kString, "",
         "The tokenized data (--data-path): one prefix PATH of PATH.bin + PATH.idx (Megatron mmap "
@@ -361,6 +363,7 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
   m.attention_dropout = static_cast<float>(c.get_float("model", "attention_dropout"));
   m.ln_eps = static_cast<float>(c.get_float("model", "ln_eps"));
   m.init_std = static_cast<float>(c.get_float("model", "init_std"));
+  parse_gpt_arch(c, m);
   ANVIL_RETURN_IF_ERROR(need(
       m.d_model % m.n_heads == 0, c, "model", "n_heads",
       absl::StrFormat("[model] d_model %d is not divisible by n_heads %d", m.d_model, m.n_heads)));

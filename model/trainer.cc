@@ -298,8 +298,9 @@ StepStats Trainer::step() {
   // The tied embedding: the first stage's input copy and the last stage's LM-head copy get
   // the sum of both gradients (equal to the single-stage gradient of the one matrix).
   if (embedding_comm_ != nullptr) {
-    const Param* wte = model_->params().find("wte.weight");
-    embedding_comm_->all_reduce(wte->grad, parallel::ReduceOp::kSum, s);
+    for (const Param& p : model_->params().all()) {
+      if (p.tied) embedding_comm_->all_reduce(p.grad, parallel::ReduceOp::kSum, s);
+    }
   }
   // One gradient reduction per step, after the last backward (ZeRO: reduce-scatters of what
   // the backward has not reduced yet).

@@ -16,25 +16,15 @@ namespace {
 using engine::describe;
 using engine::DType;
 
+using detail::check_act_dtype;
 using detail::check_arg;
+using detail::f32_or_f64;
 
 void check_args(const char* op, const LayerNormArgs& a) {
   ANVIL_CHECK_MSG(a.rows >= 0 && a.cols > 0 && a.cols <= (int64_t{1} << 30) && a.eps >= 0.0f,
                   std::string(op) + ": need rows >= 0, 0 < cols <= 2^30, eps >= 0, got rows=" +
                       std::to_string(a.rows) + " cols=" + std::to_string(a.cols) +
                       " eps=" + std::to_string(a.eps));
-}
-
-void check_act_dtype(const char* op, DType t, const Stream& stream) {
-  const bool ok = t == DType::kBF16 || t == DType::kF32 || (!stream.is_cuda() && t == DType::kF64);
-  ANVIL_CHECK_MSG(ok, std::string(op) + ": activations must be bf16 or f32 (f64 on the CPU), got " +
-                          std::string(engine::dtype_name(t)));
-}
-
-// Statistics and parameter gradients are f32; with f64 activations (CPU finite-difference
-// checks) they may be f64 as well. `given` is what the caller passed.
-DType f32_or_f64(DType act, DType given) {
-  return act == DType::kF64 && given == DType::kF64 ? DType::kF64 : DType::kF32;
 }
 
 void check_forward(const char* op, const LayerNormArgs& args, const ConstTensorView& y,

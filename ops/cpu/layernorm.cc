@@ -83,16 +83,6 @@ void backward_impl(const LayerNormArgs& args, Accumulate acc, T* dx, G* dgamma, 
   }
 }
 
-// Calls f(static_cast<S*>(nullptr)) with S = double for f64 views, else float.
-template <typename F>
-void dispatch_f32_f64(engine::DType t, F&& f) {
-  if (t == engine::DType::kF64) {
-    f(static_cast<double*>(nullptr));
-  } else {
-    f(static_cast<float*>(nullptr));
-  }
-}
-
 template <typename T>
 void forward_typed(const LayerNormArgs& args, TensorView sum, TensorView y, TensorView mean,
                    TensorView rstd, ConstTensorView a, ConstTensorView b, ConstTensorView gamma,

@@ -68,4 +68,15 @@ void dispatch_float(engine::DType t, const char* op, F&& f) {
                              std::string(engine::dtype_name(t)) + " on the CPU");
 }
 
+// Calls f(static_cast<S*>(nullptr)) with S = double for f64 views, else float (statistics and
+// parameter gradients: f32, or f64 next to f64 activations).
+template <typename F>
+void dispatch_f32_f64(engine::DType t, F&& f) {
+  if (t == engine::DType::kF64) {
+    f(static_cast<double*>(nullptr));
+  } else {
+    f(static_cast<float*>(nullptr));
+  }
+}
+
 }  // namespace anvil::ops::cpu

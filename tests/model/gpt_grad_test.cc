@@ -1,8 +1,11 @@
 // GPT-2 model gradient check on the CPU in double: the analytic gradient of the mean token loss
 // (backward with grad_scale = 1 / counted tokens) against central finite differences, for every
 // coordinate of every parameter of a tiny model (vocab 37 padded to 128, d 8, 2 heads,
-// 2 layers, B 2, T 5). Also: backward twice doubles the gradients, the memory plan equals the
-// arenas, and with dropout on (fixed offset, so fixed masks) the check still passes.
+// 2 layers, B 2, T 5), for GPT-2 and for each architecture option (bias, tie_embeddings,
+// position_embedding none / alibi / rotary, embed_layernorm, rmsnorm, the GLU activations and
+// the BLOOM and LLaMA mixes). Also: backward twice doubles
+// the gradients, the memory plan equals the arenas, and with dropout on (fixed offset, so fixed
+// masks) the check still passes.
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -57,8 +60,8 @@ std::unique_ptr<GptModel> make_model(const GptConfig& cfg) {
   uint64_t seed = 99;
   for (Param& p : (*m)->params().all()) {
     std::vector<float> r = testing::random_uniform(p.numel(), seed++, -0.5f, 0.5f);
-    const bool gamma =
-        p.name.find("ln_") != std::string::npos && p.name.find(".weight") != std::string::npos;
+    const bool gamma = (p.name.find("ln_") != std::string::npos || p.name == "wte_ln.weight") &&
+                       p.name.find(".weight") != std::string::npos;
     double* v = p.value.as<double>();
     for (int64_t i = 0; i < p.numel(); ++i) v[i] = gamma ? 1.0 + 0.5 * r[i] : r[i];
   }
@@ -109,8 +112,7 @@ void check_gradients(const GptConfig& cfg, int64_t max_coords) {
       grad_sq += g[i] * g[i];
     }
     // Padded wte rows (>= vocab) never get a gradient: allow an all-zero subset there.
-    EXPECT_TRUE(testing::tensors_near(got, ref, {1e-8, 1e-5, 1e-9}, p.name == "wte.weight"))
-        << p.name;
+    EXPECT_TRUE(testing::tensors_near(got, ref, {1e-8, 1e-5, 1e-9}, p.vocab_rows)) << p.name;
   }
   EXPECT_GT(grad_sq, 1e-6);
 }
@@ -208,6 +210,169 @@ TEST(GptGrad, ConfigValidation) {
   EXPECT_EQ(gpt2.padded(), 50304);
   EXPECT_EQ(gpt2.total_params(), 124475904);
   EXPECT_EQ(gpt2.matmul_params(), 12 * 12 * 768 * 768 + 50304 * 768);
+}
+
+// Architecture variants (docs/models.md): each option alone, then BLOOM's and LLaMA's mixes.
+struct Variant {
+  const char* name;
+  void (*set)(GptConfig&);
+};
+
+const Variant kVariants[] = {
+    {"NoBias", [](GptConfig& c) { c.bias = false; }},
+    {"Untied", [](GptConfig& c) { c.tie_embeddings = false; }},
+    {"NoPositions", [](GptConfig& c) { c.position_embedding = PositionEmbedding::kNone; }},
+    {"Alibi", [](GptConfig& c) { c.position_embedding = PositionEmbedding::kAlibi; }},
+    {"EmbedLayerNorm",
+     [](GptConfig& c) {
+       c.position_embedding = PositionEmbedding::kNone;
+       c.embed_layernorm = true;
+     }},
+    {"Bloom",
+     [](GptConfig& c) {
+       c.position_embedding = PositionEmbedding::kAlibi;
+       c.embed_layernorm = true;
+     }},
+    {"UntiedNoBiasAlibi",
+     [](GptConfig& c) {
+       c.position_embedding = PositionEmbedding::kAlibi;
+       c.bias = false;
+       c.tie_embeddings = false;
+     }},
+    {"RmsNorm", [](GptConfig& c) { c.norm = Norm::kRmsNorm; }},
+    {"Swiglu", [](GptConfig& c) { c.activation = Activation::kSwiglu; }},
+    {"Geglu", [](GptConfig& c) { c.activation = Activation::kGeglu; }},
+    {"Reglu", [](GptConfig& c) { c.activation = Activation::kReglu; }},
+    {"LigluNoBias",
+     [](GptConfig& c) {
+       c.activation = Activation::kLiglu;
+       c.bias = false;
+     }},
+    {"Rotary",
+     [](GptConfig& c) {
+       c.position_embedding = PositionEmbedding::kRotary;
+       c.rotary_base = 100.0f;  // short period: the 5 positions see distinct angles
+     }},
+    {"RotaryHalf",
+     [](GptConfig& c) {
+       c.position_embedding = PositionEmbedding::kRotary;
+       c.rotary_percent = 0.5f;
+     }},
+    {"Llama",
+     [](GptConfig& c) {
+       c.norm = Norm::kRmsNorm;
+       c.activation = Activation::kSwiglu;
+       c.position_embedding = PositionEmbedding::kRotary;
+       c.bias = false;
+       c.tie_embeddings = false;
+       c.ffn_hidden = 12;
+     }},
+};
+
+class GptGradVariant : public ::testing::TestWithParam<Variant> {
+ protected:
+  GptConfig config() const {
+    GptConfig c = tiny_config();
+    GetParam().set(c);
+    return c;
+  }
+};
+
+TEST_P(GptGradVariant, AllParametersMatchFiniteDifferences) { check_gradients(config(), 1 << 30); }
+
+TEST_P(GptGradVariant, WithDropoutFixedMasks) {
+  GptConfig cfg = config();
+  cfg.hidden_dropout = 0.2f;
+  cfg.attention_dropout = 0.25f;
+  check_gradients(cfg, 8);
+}
+
+// The table has exactly the option's tensors, total_params() counts them, the plan is what
+// create() allocates, and the init follows Megatron (norm gammas 1, lm_head N(0, init_std)).
+TEST_P(GptGradVariant, ParamTableAndInit) {
+  const GptConfig cfg = config();
+  const GptPrecision prec{engine::Device::kCpu, DType::kF32, DType::kF32};
+  auto plan = GptModel::plan(cfg, kShape, prec);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto m = GptModel::create(cfg, kShape, prec, 1);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(plan->total_bytes(), (*m)->arena_bytes());
+  const ParamTable& t = (*m)->params();
+  EXPECT_EQ(t.numel(), cfg.total_params());
+  EXPECT_EQ(t.find("wpe.weight") != nullptr, cfg.learned_positions());
+  EXPECT_EQ(t.find("wte_ln.weight") != nullptr, cfg.embed_layernorm);
+  EXPECT_EQ(t.find("wte_ln.bias") != nullptr, cfg.embed_layernorm);
+  EXPECT_EQ(t.find("lm_head.weight") != nullptr, !cfg.tie_embeddings);
+  EXPECT_EQ(t.find("h.1.mlp.c_fc.bias") != nullptr, cfg.bias);
+  EXPECT_EQ(t.find("h.0.attn.c_attn.bias") != nullptr, cfg.bias);
+  EXPECT_EQ(t.find("h.1.mlp.c_proj.bias") != nullptr, cfg.bias);
+  EXPECT_EQ(t.find("h.1.ln_2.bias") != nullptr, cfg.layernorm());
+  EXPECT_EQ(t.find("ln_f.bias") != nullptr, cfg.layernorm());
+  EXPECT_EQ(t.find("h.1.ln_2.weight")->value.as<float>()[2], 1.0f);
+  EXPECT_EQ(t.find("ln_f.weight")->value.as<float>()[2], 1.0f);
+  // GLU: [g | u] rows, twice ffn, split over TP as two parts.
+  const Param& fc = *t.find("h.1.mlp.c_fc.weight");
+  EXPECT_EQ(fc.shape, (std::vector<int64_t>{cfg.glu() ? 2 * cfg.ffn() : cfg.ffn(), 8}));
+  EXPECT_EQ(fc.tp_parts, cfg.glu() ? 2 : 1);
+  EXPECT_EQ(t.find("h.1.mlp.c_proj.weight")->shape, (std::vector<int64_t>{8, cfg.ffn()}));
+  EXPECT_TRUE(t.find("wte.weight")->vocab_rows);
+  EXPECT_EQ(t.find("wte.weight")->tied, cfg.tie_embeddings);
+  if (cfg.embed_layernorm) {
+    EXPECT_EQ(t.find("wte_ln.weight")->value.as<float>()[5], 1.0f);
+    EXPECT_EQ(t.find("wte_ln.bias")->value.as<float>()[5], 0.0f);
+  }
+  if (!cfg.tie_embeddings) {
+    const Param& head = *t.find("lm_head.weight");
+    EXPECT_TRUE(head.vocab_rows);
+    EXPECT_EQ(head.shape, (std::vector<int64_t>{128, 8}));
+    const float* w = head.value.as<float>();
+    EXPECT_EQ(w[cfg.vocab_size * cfg.d_model + 3], 0.0f);  // padding row
+    double sq = 0;
+    for (int64_t i = 0; i < cfg.vocab_size * cfg.d_model; ++i) sq += w[i] * w[i];
+    EXPECT_NEAR(std::sqrt(sq / (cfg.vocab_size * cfg.d_model)), 0.02, 0.003);
+    // Not a copy of wte.
+    EXPECT_NE(w[7], t.find("wte.weight")->value.as<float>()[7]);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Options, GptGradVariant, ::testing::ValuesIn(kVariants),
+                         [](const ::testing::TestParamInfo<Variant>& i) { return i.param.name; });
+
+// Options that cannot run are refused up front, naming the option.
+TEST(GptGrad, VariantValidation) {
+  GptConfig c = tiny_config();
+  c.embed_layernorm = true;  // with learned positions
+  EXPECT_NE(c.validate().message().find("embed_layernorm"), std::string::npos) << c.validate();
+  c = tiny_config();
+  c.position_embedding = PositionEmbedding::kAlibi;
+  // CUDA f32 runs the unfused attention, which has no ALiBi.
+  const absl::Status s =
+      GptModel::plan(c, kShape, {engine::Device::kCuda, DType::kF32, DType::kF32}).status();
+  EXPECT_NE(s.message().find("alibi"), std::string::npos) << s;
+  c.position_embedding = PositionEmbedding::kRotary;
+  const absl::Status r =
+      GptModel::plan(c, kShape, {engine::Device::kCuda, DType::kF32, DType::kF32}).status();
+  EXPECT_NE(r.message().find("rotary"), std::string::npos) << r;
+  c.rotary_percent = 0.25f;  // head_dim 4: rot_dim 1 is odd
+  EXPECT_NE(c.validate().message().find("rotary"), std::string::npos) << c.validate();
+}
+
+// The position options change the function: with the same weights, learned-free models with
+// ALiBi, rotary and no position information give three different losses, each position-aware
+// one different from the causal-mask-only model.
+TEST(GptGrad, PositionOptionsDiffer) {
+  std::vector<double> losses;
+  for (PositionEmbedding p :
+       {PositionEmbedding::kNone, PositionEmbedding::kAlibi, PositionEmbedding::kRotary}) {
+    GptConfig c = tiny_config();
+    c.position_embedding = p;
+    std::unique_ptr<GptModel> m = make_model(c);
+    engine::Stream s = engine::Stream::cpu();
+    losses.push_back(mean_loss(*m, make_batch(c, kShape, 7), s, 0));
+  }
+  EXPECT_GT(std::abs(losses[1] - losses[0]), 1e-6);
+  EXPECT_GT(std::abs(losses[2] - losses[0]), 1e-6);
+  EXPECT_GT(std::abs(losses[2] - losses[1]), 1e-6);
 }
 
 }  // namespace

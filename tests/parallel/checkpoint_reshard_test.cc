@@ -6,6 +6,9 @@
 // c_attn's q|k|v blocks, pipeline stages, ZeRO pieces, sequence parallelism), and saved by the
 // layout (every rank writes its boxes) and loaded by one rank; and each layout's checkpoint
 // loaded into the next layout of the same world (e.g. DP4 ZeRO-2 -> TP2 x DP2 ZeRO-1).
+// For GPT-2 and for the architecture variants whose tensors differ (docs/models.md): BLOOM-style
+// (no wpe, wte_ln) and LLaMA-style (no biases, RMSNorm without betas, SwiGLU's c_fc g | u blocks
+// split over TP in two parts, untied lm_head.weight on the last stage).
 #include <mpi.h>
 #include <unistd.h>
 
@@ -42,8 +45,12 @@ struct Layout {
   }
 };
 
-TrainConfig config_for(const Layout& l) {
+// The model variant under test: sets the architecture options of a GPT-2 config.
+using Arch = void (*)(GptConfig&);
+
+TrainConfig config_for(const Layout& l, Arch arch) {
   TrainConfig c = testing_parallel::tiny_train_config();
+  arch(c.model);
   c.model.padded_vocab = 256;  // the same padding in every layout (it enters the softmax)
   c.model.n_layers = 4;
   c.train.steps = kSteps;
@@ -67,9 +74,9 @@ struct LayoutRun {
   TrainConfig cfg;
 };
 
-LayoutRun make_run(const Layout& l) {
+LayoutRun make_run(const Layout& l, Arch arch) {
   LayoutRun r;
-  r.cfg = config_for(l);
+  r.cfg = config_for(l, arch);
   TrainerParallel par;
   if (l.world() > 1) {
     int world = 1, rank = 0;
@@ -177,7 +184,15 @@ void expect_same_losses(const std::vector<double>& got, const std::vector<double
   }
 }
 
-TEST(CheckpointReshardTest, EveryLayoutBothWays) {
+struct Variant {
+  const char* name;
+  Arch arch;
+};
+
+class CheckpointReshardTest : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(CheckpointReshardTest, EveryLayoutBothWays) {
+  const Arch arch = GetParam().arch;
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -185,10 +200,10 @@ TEST(CheckpointReshardTest, EveryLayoutBothWays) {
   if (layouts.empty()) GTEST_SKIP() << "no layout of " << world << " ranks";
   SharedDir dir;
   // The reference, and the single-rank checkpoint at step 3 (rank 0 writes it).
-  LayoutRun ref = make_run(Layout{});
+  LayoutRun ref = make_run(Layout{}, arch);
   const std::vector<double> want = train_until(*ref.trainer, kSteps);
   if (rank == 0) {
-    LayoutRun one = make_run(Layout{});
+    LayoutRun one = make_run(Layout{}, arch);
     train_until(*one.trainer, kSaveStep);
     save(one, dir.sub("one"));
   }
@@ -198,17 +213,17 @@ TEST(CheckpointReshardTest, EveryLayoutBothWays) {
     SCOPED_TRACE(l.name());
     {
       SCOPED_TRACE("saved by one rank, loaded into the layout");
-      LayoutRun r = make_run(l);
+      LayoutRun r = make_run(l, arch);
       load(r, dir.sub("one"));
       expect_same_losses(train_until(*r.trainer, kSteps), want);
     }
     {
       SCOPED_TRACE("saved by the layout, loaded into one rank");
       const std::string from = dir.sub(absl::StrCat("layout", k));
-      LayoutRun r = make_run(l);
+      LayoutRun r = make_run(l, arch);
       train_until(*r.trainer, kSaveStep);
       save(r, from);
-      LayoutRun one = make_run(Layout{});
+      LayoutRun one = make_run(Layout{}, arch);
       load(one, from);
       expect_same_losses(train_until(*one.trainer, kSteps), want);
     }
@@ -217,11 +232,31 @@ TEST(CheckpointReshardTest, EveryLayoutBothWays) {
   for (size_t k = 0; k < layouts.size(); ++k) {
     const Layout& to = layouts[(k + 1) % layouts.size()];
     SCOPED_TRACE(absl::StrCat("saved by ", layouts[k].name(), ", loaded into ", to.name()));
-    LayoutRun r = make_run(to);
+    LayoutRun r = make_run(to, arch);
     load(r, dir.sub(absl::StrCat("layout", k)));
     expect_same_losses(train_until(*r.trainer, kSteps), want);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, CheckpointReshardTest,
+                         ::testing::Values(Variant{"Gpt2", [](GptConfig&) {}},
+                                           Variant{"BloomStyle",
+                                                   [](GptConfig& m) {
+                                                     m.position_embedding =
+                                                         PositionEmbedding::kAlibi;
+                                                     m.embed_layernorm = true;
+                                                   }},
+                                           Variant{"LlamaStyle",
+                                                   [](GptConfig& m) {
+                                                     m.norm = Norm::kRmsNorm;
+                                                     m.activation = Activation::kSwiglu;
+                                                     m.position_embedding =
+                                                         PositionEmbedding::kRotary;
+                                                     m.bias = false;
+                                                     m.tie_embeddings = false;
+                                                     m.ffn_hidden = 96;
+                                                   }}),
+                         [](const ::testing::TestParamInfo<Variant>& i) { return i.param.name; });
 
 }  // namespace
 }  // namespace anvil::model

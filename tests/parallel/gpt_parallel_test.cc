@@ -19,6 +19,9 @@
 // amplify rounding noise to a fraction of lr; observed: 9.6e-5 with TP2, below 4e-5 otherwise).
 // Recomputation without other parallelism must be bitwise identical to the run that keeps the
 // activations.
+// The BLOOM-style (ALiBi, embedding LayerNorm) and LLaMA-style (RMSNorm, SwiGLU, rotary, no
+// biases, untied LM head) variants run a subset of the layouts on the CPU (their GPU runs need
+// head_dim 64 or 128 for flash attention, more than this tiny model has).
 #include <mpi.h>
 
 #include <algorithm>
@@ -129,8 +132,8 @@ double max_param_diff(Trainer& local, Trainer& ref, int tp, int tp_rank, int64_t
   return worst;
 }
 
-std::vector<Layout> layouts_for(int world) {
-  std::vector<Layout> all = {
+std::vector<Layout> all_layouts() {
+  return {
       {1, 1, 1, 1, 0, "selective"},
       {1, 1, 1, 1, 0, "full"},
       {1, 1, 1, 1, 1},  // ZeRO over a DP group of one (reduce_single_rank): the NCCL path on 1 GPU
@@ -170,6 +173,27 @@ std::vector<Layout> layouts_for(int world) {
       {1, 4, 2, 2},
       {2, 4, 1},
   };
+}
+
+// The architecture variants (docs/models.md) under each kind of parallelism: TP2 (heads, and
+// with ALiBi their slopes, split over ranks; also with sequence parallelism), PP2 (the untied
+// LM head on the last stage only), DP2 with ZeRO-3, recomputation, and mixes on 4 and 8 ranks.
+std::vector<Layout> variant_layouts() {
+  return {
+      {1, 1, 1, 1, 0, "full"},
+      {2, 1, 1},
+      {2, 1, 1, 1, 0, "full", true},
+      {1, 2, 1},
+      {1, 1, 2, 1, 3},
+      {1, 1, 2, 1, 1},
+      {2, 2, 1, 1, 0, "selective", true},
+      {2, 1, 2, 1, 2, "none", true},
+      {1, 2, 2, 1, 3},
+      {2, 2, 2, 1, 3, "none", true},
+  };
+}
+
+std::vector<Layout> layouts_for(const std::vector<Layout>& all, int world) {
   std::vector<Layout> out;
   for (const Layout& l : all) {
     if (l.world() == world) out.push_back(l);
@@ -182,18 +206,19 @@ struct Tolerance {
   bool exact_single_rank;  // recomputation alone must be bitwise equal
 };
 
-void check_layouts(engine::DType dt, const Tolerance& tol) {
+void check_layouts(const TrainConfig& base, const std::vector<Layout>& candidates, engine::DType dt,
+                   const Tolerance& tol) {
   const bool f64 = dt == engine::DType::kF64;
   const char* label = f64 ? "f64" : dt == engine::DType::kF32 ? "f32" : "gpu bf16";
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  const std::vector<Layout> layouts = layouts_for(world);
+  const std::vector<Layout> layouts = layouts_for(candidates, world);
   if (layouts.empty()) GTEST_SKIP() << "no layout of " << world << " ranks";
-  RunResult ref = train(tiny_config(), dt, TrainerParallel{});
+  RunResult ref = train(base, dt, TrainerParallel{});
   for (const Layout& l : layouts) {
     SCOPED_TRACE(l.name());
-    TrainConfig cfg = tiny_config();
+    TrainConfig cfg = base;
     cfg.parallel.tp = l.tp;
     cfg.parallel.pp = l.pp;
     cfg.parallel.dp = l.dp;
@@ -265,7 +290,7 @@ void check_layouts(engine::DType dt, const Tolerance& tol) {
     }
   }
   // The parameters moved: the comparison is not between two untouched inits.
-  TrainConfig c0 = tiny_config();
+  TrainConfig c0 = base;
   c0.train.steps = 0;
   RunResult init = train(c0, dt, TrainerParallel{});
   int64_t n = 0;
@@ -276,7 +301,39 @@ class GptParallelTest : public ::testing::TestWithParam<engine::DType> {};
 
 TEST_P(GptParallelTest, EveryLayoutEqualsOneRank) {
   const bool f64 = GetParam() == engine::DType::kF64;
-  check_layouts(GetParam(),
+  check_layouts(tiny_config(), all_layouts(), GetParam(),
+                f64 ? Tolerance{1e-11, 1e-11, 1e-11, true} : Tolerance{1e-5, 1e-5, 2e-4, true});
+}
+
+// BLOOM-style: ALiBi, the embedding LayerNorm, GELU, LayerNorm, biases, tied LM head.
+TrainConfig bloom_config() {
+  TrainConfig c = tiny_config();
+  c.model.position_embedding = PositionEmbedding::kAlibi;
+  c.model.embed_layernorm = true;
+  return c;
+}
+
+// LLaMA-style: RMSNorm, SwiGLU, rotary, no biases, untied LM head.
+TrainConfig llama_config() {
+  TrainConfig c = tiny_config();
+  c.model.norm = Norm::kRmsNorm;
+  c.model.activation = Activation::kSwiglu;
+  c.model.position_embedding = PositionEmbedding::kRotary;
+  c.model.bias = false;
+  c.model.tie_embeddings = false;
+  c.model.ffn_hidden = 96;
+  return c;
+}
+
+TEST_P(GptParallelTest, BloomStyleEqualsOneRank) {
+  const bool f64 = GetParam() == engine::DType::kF64;
+  check_layouts(bloom_config(), variant_layouts(), GetParam(),
+                f64 ? Tolerance{1e-11, 1e-11, 1e-11, true} : Tolerance{1e-5, 1e-5, 2e-4, true});
+}
+
+TEST_P(GptParallelTest, LlamaStyleEqualsOneRank) {
+  const bool f64 = GetParam() == engine::DType::kF64;
+  check_layouts(llama_config(), variant_layouts(), GetParam(),
                 f64 ? Tolerance{1e-11, 1e-11, 1e-11, true} : Tolerance{1e-5, 1e-5, 2e-4, true});
 }
 
@@ -292,7 +349,8 @@ TEST(GptParallelGpuTest, EveryLayoutEqualsOneRankThroughNccl) {
   if (engine::cuda_device_count() < world) {
     GTEST_SKIP() << world << " ranks need as many GPUs, have " << engine::cuda_device_count();
   }
-  check_layouts(engine::DType::kBF16, Tolerance{1e-2, 5e-2, 2e-2, false});
+  check_layouts(tiny_config(), all_layouts(), engine::DType::kBF16,
+                Tolerance{1e-2, 5e-2, 2e-2, false});
 }
 
 }  // namespace

@@ -1,0 +1,98 @@
+// [model] architecture keys: schema entries (with the Megatron-DeepSpeed flag each matches) and
+// their parsing into GptConfig.
+#include "model/gpt_arch_config.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace anvil::model {
+
+namespace {
+
+constexpr std::pair<PositionEmbedding, const char*> kPositionNames[] = {
+    {PositionEmbedding::kLearned, "learned"},
+    {PositionEmbedding::kAlibi, "alibi"},
+    {PositionEmbedding::kRotary, "rotary"},
+    {PositionEmbedding::kNone, "none"},
+};
+
+constexpr std::pair<Activation, const char*> kActivationNames[] = {
+    {Activation::kGelu, "gelu"},   {Activation::kSwiglu, "swiglu"}, {Activation::kGeglu, "geglu"},
+    {Activation::kReglu, "reglu"}, {Activation::kLiglu, "liglu"},
+};
+
+constexpr std::pair<Norm, const char*> kNormNames[] = {
+    {Norm::kLayerNorm, "layernorm"},
+    {Norm::kRmsNorm, "rmsnorm"},
+};
+
+// The enum value named `name` (the schema admits only listed names).
+template <typename E, size_t N>
+E from_name(const std::pair<E, const char*> (&names)[N], const std::string& name) {
+  for (const auto& [value, n] : names) {
+    if (name == n) return value;
+  }
+  return names[0].first;
+}
+
+template <typename E, size_t N>
+std::vector<std::string> all_names(const std::pair<E, const char*> (&names)[N]) {
+  std::vector<std::string> out;
+  for (const auto& [value, n] : names) out.push_back(n);
+  return out;
+}
+
+}  // namespace
+
+void add_gpt_arch_schema(engine::ConfigSchema& s) {
+  using engine::ConfigType;
+  s.add("model", "position_embedding", ConfigType::kString, "learned",
+        "How attention sees positions (--position-embedding-type): learned = a table wpe of "
+        "max_seq_len rows added to the word embedding (GPT-2); alibi = BLOOM's linear bias "
+        "slope_h * (j - i) on the attention logits (Megatron's slopes of the global head, also "
+        "under tensor parallelism); rotary = RoPE on q and k at the position ids (LLaMA, HF "
+        "rotate_half layout); none = only the causal mask. alibi and rotary need flash attention: "
+        "the CPU, or CUDA with bf16 and head_dim 64 or 128.",
+        all_names(kPositionNames));
+  s.add("model", "rotary_base", ConfigType::kFloat, "10000",
+        "Rotary: inv_freq_i = rotary_base^(-2i / rot_dim) (--rotary-base; LLaMA 10000).");
+  s.add("model", "rotary_percent", ConfigType::kFloat, "1.0",
+        "Rotary: the first rot_dim = rotary_percent * head_dim dims of each head rotate, the rest "
+        "pass through (--rotary-percent; GPT-NeoX 0.25); rot_dim must be even.");
+  s.add("model", "embed_layernorm", ConfigType::kBool, "false",
+        "BLOOM's LayerNorm wte_ln right after the word embedding, before the embedding dropout "
+        "(--embed-layernorm); always a LayerNorm; needs position_embedding alibi, rotary or none.");
+  s.add("model", "activation", ConfigType::kString, "gelu",
+        "MLP activation: gelu (tanh approximation, GPT-2 / BLOOM) or a gated unit act(g) * u "
+        "(--glu-activation; swiglu = LLaMA, geglu with exact erf GELU, reglu, liglu = identity). "
+        "As in Megatron-DeepSpeed, ffn_hidden is the width after the gate: with a gated unit c_fc "
+        "has 2 * ffn_hidden outputs [g | u] (mlp.c_fc.weight [2 * ffn_hidden, d_model], g rows "
+        "first), so LLaMA's intermediate_size is ffn_hidden (the 4 * d_model default then makes "
+        "the MLP 1.5x wider than GELU's).",
+        all_names(kActivationNames));
+  s.add("model", "norm", ConfigType::kString, "layernorm",
+        "Normalization of the blocks and ln_f: layernorm (gamma, beta) or rmsnorm (gamma only, "
+        "LLaMA; --normalization RMSNorm); both use ln_eps.",
+        all_names(kNormNames));
+  s.add("model", "bias", ConfigType::kBool, "true",
+        "Biases in every linear layer (c_attn, attn c_proj, c_fc, mlp c_proj); false = none, as "
+        "LLaMA (--disable-bias-linear).");
+  s.add("model", "tie_embeddings", ConfigType::kBool, "true",
+        "LM head tied to the word embedding wte (GPT-2, BLOOM); false = a separate "
+        "lm_head.weight [padded vocabulary, d_model], vocab-parallel under tensor parallelism "
+        "(LLaMA; --untie-embeddings-and-output-weights).");
+}
+
+void parse_gpt_arch(const engine::Config& c, GptConfig& m) {
+  m.position_embedding = from_name(kPositionNames, c.get_string("model", "position_embedding"));
+  m.rotary_base = static_cast<float>(c.get_float("model", "rotary_base"));
+  m.rotary_percent = static_cast<float>(c.get_float("model", "rotary_percent"));
+  m.embed_layernorm = c.get_bool("model", "embed_layernorm");
+  m.activation = from_name(kActivationNames, c.get_string("model", "activation"));
+  m.norm = from_name(kNormNames, c.get_string("model", "norm"));
+  m.bias = c.get_bool("model", "bias");
+  m.tie_embeddings = c.get_bool("model", "tie_embeddings");
+}
+
+}  // namespace anvil::model
