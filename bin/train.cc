@@ -194,7 +194,7 @@ absl::Status save_checkpoint(const model::TrainConfig& cfg, const std::string& c
     info.config = config_text;
     info.state = model::checkpoint_counters(trainer.state(), cfg);
     info.layout = model::checkpoint_layout(cfg);
-    info.lr_schedule = model::checkpoint_lr_schedule(cfg, step);
+    info.lr_schedule = model::checkpoint_lr_schedule(cfg, trainer.state());
     info.attachments = tokenizer_attachments(cfg.tokenizer);
     ANVIL_RETURN_IF_ERROR(
         anvil::io::finish_checkpoint(dir, tmp, grid.world(), info, cfg.checkpoint.keep_last));
@@ -240,17 +240,18 @@ absl::Status load_checkpoint(const model::TrainConfig& cfg, model::Trainer& trai
   }
   ANVIL_ASSIGN_OR_RETURN(model::TrainerState st, model::trainer_state_from(c->info().state, cfg));
   trainer.restore(st);
-  const int64_t samples = cfg.train.steps * cfg.train.global_batch;
+  const int64_t samples = cfg.train.run_samples();
   auto saved = c->info().state.find("train_samples");
   if (saved != c->info().state.end() && saved->second != samples) {
     log_warning(
-        ctx, absl::StrFormat("the checkpoint's run had %d training samples ([train] steps x "
-                             "global_batch), this one has %d: the sample order (a shuffle over the "
+        ctx, absl::StrFormat("the checkpoint's run had %d training samples ([train] train_samples "
+                             "or steps x global_batch), this one has %d: the sample order (a "
+                             "shuffle over the "
                              "whole run) differs from the one the checkpoint was trained on",
                              saved->second, samples));
   }
   log_info(ctx, absl::StrFormat("resuming from %s: step %d, %d samples consumed%s", c->dir(),
-                                st.step, st.step * cfg.train.global_batch, layout));
+                                st.step, st.consumed_samples, layout));
   return absl::OkStatus();
 }
 
@@ -431,8 +432,9 @@ int run(int argc, char** argv) {
 
   // Data: Megatron's GPT datasets over the split (io/gpt_dataset, io/blended_dataset), with
   // Megatron's sample counts; the index caches are built here by every process that lacks them.
-  const std::array<int64_t, 3> want = anvil::io::megatron_split_samples(
+  std::array<int64_t, 3> want = anvil::io::megatron_split_samples(
       cfg.train.steps, cfg.train.global_batch, cfg.train.eval_interval, cfg.train.eval_iters);
+  want[0] = cfg.train.run_samples();  // Megatron: --train-samples when given
   auto to_io = [](const std::vector<model::DataSource>& in) {
     std::vector<anvil::io::GptDataSource> out;
     for (const model::DataSource& d : in) out.push_back({d.weight, d.prefix});
@@ -455,6 +457,7 @@ int run(int argc, char** argv) {
   iopt.seq_len = T;
   iopt.seed = static_cast<uint32_t>(cfg.data.seed);
   iopt.cache_dir = cfg.data.cache_dir;
+  iopt.last_epoch_cutoff = cfg.data.last_epoch_cutoff;
   iopt.log = ctx;
   for (size_t k = 0; k < corpus->num_sources(); ++k) {
     const anvil::io::IndexedDataset& d = corpus->data(k);
@@ -494,9 +497,19 @@ int run(int argc, char** argv) {
       }
     }
   }
+  // The test split, evaluated once at the end (Megatron's "lm loss" of the test data).
+  std::unique_ptr<anvil::io::GptSamples> test_samples;
+  if (cfg.train.eval_iters > 0) {
+    auto t = corpus->build_split(2, want[2], iopt);
+    if (t.ok()) {
+      test_samples = std::move(*t);
+    } else {
+      log_info(ctx, absl::StrCat("no test evaluation: ", t.status().message()));
+    }
+  }
   const anvil::io::GptSamples& ts = **train_samples;
-  std::string train_desc =
-      absl::StrFormat("train: %d samples (Megatron's steps x global_batch)", want[0]);
+  std::string train_desc = absl::StrFormat(
+      "train: %d samples (Megatron's train_samples or steps x global_batch)", want[0]);
   if (ts.blend_index() == nullptr) {
     absl::StrAppend(
         &train_desc,
@@ -510,10 +523,12 @@ int run(int argc, char** argv) {
   }
   log_info(ctx,
            absl::StrFormat(
-               "data: %s; validation: %s; test split not used (no test evaluation)", train_desc,
+               "data: %s; validation: %s; test: %s", train_desc,
                valid_samples ? absl::StrFormat("%d samples, %d per evaluation", want[1],
-                                               cfg.train.eval_iters * cfg.train.micro_batch)
-                             : std::string("none")));
+                                               cfg.train.eval_iters * cfg.train.global_batch)
+                             : std::string("none"),
+               test_samples ? absl::StrFormat("%d samples, evaluated at the end", want[2])
+                            : std::string("none")));
 
   model::SampleFn train_fn = [&ts](int64_t i, int32_t* out) { ts.sample(i, out); };
   model::SampleFn valid_fn;
@@ -528,6 +543,10 @@ int run(int argc, char** argv) {
   auto trainer = model::Trainer::create(cfg, *prec, train_fn, valid_fn, ctx, par);
   if (!trainer.ok()) return fatal(trainer.status());
   model::Trainer& tr = **trainer;
+  if (test_samples) {
+    const anvil::io::GptSamples& es = *test_samples;
+    tr.set_test_samples([&es](int64_t i, int32_t* out) { es.sample(i, out); });
+  }
   const model::CheckpointConfig& ck = cfg.checkpoint;
   if (!ck.load.empty()) {
     if (absl::Status s = load_checkpoint(cfg, tr, ctx); !s.ok()) return fatal(s);

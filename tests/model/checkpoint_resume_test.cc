@@ -52,7 +52,7 @@ absl::Status save(Trainer& t, const TrainConfig& cfg, const std::string& dir) {
   info.step = t.steps_done();
   info.state = checkpoint_counters(t.state(), cfg);
   info.layout = checkpoint_layout(cfg);
-  info.lr_schedule = checkpoint_lr_schedule(cfg, t.steps_done());
+  info.lr_schedule = checkpoint_lr_schedule(cfg, t.state());
   return io::save_checkpoint(dir, info, gpt_checkpoint_slices(t.model(), 0, t.stream()), 2);
 }
 

@@ -70,7 +70,7 @@ TEST(LrScheduleTest, ValidateNamesTheNumbers) {
   EXPECT_TRUE(make(DecayStyle::kCosine).validate().ok());
   EXPECT_THAT(make(DecayStyle::kCosine, 1e-4, 1e-3).validate().message(), HasSubstr("min_lr"));
   EXPECT_THAT(make(DecayStyle::kLinear, 1e-3, 0, 50, 50).validate().message(),
-              HasSubstr("warmup_steps 50 must be < decay_steps 50"));
+              HasSubstr("warmup (50 samples) must end before the decay does (50 samples"));
   EXPECT_TRUE(make(DecayStyle::kConstant, 1e-3, 0, 50, 50).validate().ok());
   EXPECT_THAT(make(DecayStyle::kCosine, 0.0, 0.0).validate().message(), HasSubstr("lr 0"));
 }
