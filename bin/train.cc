@@ -521,14 +521,13 @@ int run(int argc, char** argv) {
       absl::StrAppend(&train_desc, absl::StrFormat(" %d", d->size()));
     }
   }
-  log_info(ctx,
-           absl::StrFormat(
-               "data: %s; validation: %s; test: %s", train_desc,
-               valid_samples ? absl::StrFormat("%d samples, %d per evaluation", want[1],
-                                               cfg.train.eval_iters * cfg.train.global_batch)
-                             : std::string("none"),
-               test_samples ? absl::StrFormat("%d samples, evaluated at the end", want[2])
-                            : std::string("none")));
+  log_info(ctx, absl::StrFormat(
+                    "data: %s; validation: %s; test: %s", train_desc,
+                    valid_samples ? absl::StrFormat("%d samples, %d per evaluation", want[1],
+                                                    cfg.train.eval_iters * cfg.train.global_batch)
+                                  : std::string("none"),
+                    test_samples ? absl::StrFormat("%d samples, evaluated at the end", want[2])
+                                 : std::string("none")));
 
   model::SampleFn train_fn = [&ts](int64_t i, int32_t* out) { ts.sample(i, out); };
   model::SampleFn valid_fn;

@@ -163,9 +163,8 @@ absl::StatusOr<GptIndex> build_gpt_index(const std::vector<int32_t>& sizes, int6
         seq_begin, seq_end, ix.tokens_per_epoch, seq_len + 1));
   }
   ix.num_epochs = gpt_num_epochs(ix.tokens_per_epoch, seq_len, num_samples);
-  ix.separate_last_epoch =
-      separate_last_epoch(ix.tokens_per_epoch, ix.num_epochs, seq_len, num_samples,
-                          last_epoch_cutoff);
+  ix.separate_last_epoch = separate_last_epoch(ix.tokens_per_epoch, ix.num_epochs, seq_len,
+                                               num_samples, last_epoch_cutoff);
   const int64_t docs = seq_end - seq_begin;
   const int64_t positions = ix.num_epochs * docs;
   const int64_t total = (ix.num_epochs * ix.tokens_per_epoch - 1) / seq_len;  // M
@@ -266,9 +265,8 @@ absl::Status validate_gpt_index(const GptIndex& ix, const std::vector<int32_t>& 
 
 std::string gpt_index_file_prefix(const std::string& data_prefix, const GptDatasetOptions& opt) {
   const std::string dir = opt.cache_dir.empty() ? dirname_of(data_prefix) : opt.cache_dir;
-  std::string prefix = absl::StrCat(dir, "/", basename_of(data_prefix), "_", opt.name,
-                                    "_indexmap_", opt.num_samples, "ns_", opt.seq_len, "sl_",
-                                    opt.seed, "s");
+  std::string prefix = absl::StrCat(dir, "/", basename_of(data_prefix), "_", opt.name, "_indexmap_",
+                                    opt.num_samples, "ns_", opt.seq_len, "sl_", opt.seed, "s");
   // Megatron's names hold no cutoff: only another cutoff than the fork's is named.
   if (opt.last_epoch_cutoff != kDefaultLastEpochCutoff) {
     absl::StrAppend(&prefix, "_", absl::StrFormat("%g", opt.last_epoch_cutoff), "lec");
@@ -332,9 +330,8 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::create(
   }
 
   engine::Timer timer;
-  ANVIL_ASSIGN_OR_RETURN(ds->index_,
-                         build_gpt_index(sizes, seq_begin, seq_end, opt.num_samples, opt.seq_len,
-                                         opt.seed, opt.last_epoch_cutoff));
+  ANVIL_ASSIGN_OR_RETURN(ds->index_, build_gpt_index(sizes, seq_begin, seq_end, opt.num_samples,
+                                                     opt.seq_len, opt.seed, opt.last_epoch_cutoff));
   std::string where = "kept in memory";
   if (opt.use_cache) {
     const GptIndex& ix = ds->index_;

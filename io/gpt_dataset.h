@@ -76,14 +76,14 @@ absl::Status validate_gpt_index(const GptIndex& index, const std::vector<int32_t
                                 int64_t seq_len);
 
 struct GptDatasetOptions {
-  std::string name = "train";  // the split, part of the cache file names
-  int64_t num_samples = 0;     // N, Megatron's num_samples for this dataset
-  int64_t seq_len = 1024;      // S
-  uint32_t seed = 1234;        // Megatron's --seed
+  std::string name = "train";                          // the split, part of the cache file names
+  int64_t num_samples = 0;                             // N, Megatron's num_samples for this dataset
+  int64_t seq_len = 1024;                              // S
+  uint32_t seed = 1234;                                // Megatron's --seed
   double last_epoch_cutoff = kDefaultLastEpochCutoff;  // see build_gpt_index
-  std::string cache_dir;       // "" = next to the data, as Megatron; else this directory
-  bool use_cache = true;       // false: build in memory, touch no files
-  engine::LogContext log;      // build / load / rebuild messages
+  std::string cache_dir;   // "" = next to the data, as Megatron; else this directory
+  bool use_cache = true;   // false: build in memory, touch no files
+  engine::LogContext log;  // build / load / rebuild messages
 };
 
 // "{cache_dir or dir(prefix)}/{basename(prefix)}_{name}_indexmap_{N}ns_{S}sl_{seed}s" (+

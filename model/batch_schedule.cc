@@ -19,13 +19,13 @@ absl::StatusOr<BatchRampup> parse_batch_rampup(const std::string& text, int64_t 
       absl::StrSplit(text, absl::ByAnyChar(" \t,"), absl::SkipEmpty());
   if (parts.empty()) return r;
   auto bad = [&](const std::string& why) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("rampup_batch_size \"%s\": %s", text, why));
+    return absl::InvalidArgumentError(absl::StrFormat("rampup_batch_size \"%s\": %s", text, why));
   };
   int64_t v[3] = {0, 0, 0};
   if (parts.size() != 3) return bad("expected three integers START INCREMENT SAMPLES");
   for (size_t i = 0; i < 3; ++i) {
-    if (!absl::SimpleAtoi(parts[i], &v[i])) return bad(absl::StrCat("'", parts[i], "' is not an integer"));
+    if (!absl::SimpleAtoi(parts[i], &v[i]))
+      return bad(absl::StrCat("'", parts[i], "' is not an integer"));
   }
   r.start = v[0];
   r.increment = v[1];

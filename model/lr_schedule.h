@@ -34,13 +34,13 @@ absl::StatusOr<DecayStyle> parse_decay_style(std::string_view name);
 std::string_view decay_style_name(DecayStyle style);
 
 struct LrSchedule {
-  double lr = 3e-4;          // peak learning rate, reached at the end of warmup
-  double min_lr = 0.0;       // floor of the decay
-  int64_t warmup_steps = 0;  // W in steps (used when warmup_samples is 0)
-  int64_t decay_steps = 0;   // D in steps, counted from step 0 (used when decay_samples is 0)
-  int64_t warmup_samples = 0;  // > 0: W in samples (--lr-warmup-samples)
-  int64_t decay_samples = 0;   // > 0: D in samples (--lr-decay-samples)
-  int64_t decay_tokens = 0;    // > 0: token-based decay (--lr-decay-tokens)
+  double lr = 3e-4;              // peak learning rate, reached at the end of warmup
+  double min_lr = 0.0;           // floor of the decay
+  int64_t warmup_steps = 0;      // W in steps (used when warmup_samples is 0)
+  int64_t decay_steps = 0;       // D in steps, counted from step 0 (used when decay_samples is 0)
+  int64_t warmup_samples = 0;    // > 0: W in samples (--lr-warmup-samples)
+  int64_t decay_samples = 0;     // > 0: D in samples (--lr-decay-samples)
+  int64_t decay_tokens = 0;      // > 0: token-based decay (--lr-decay-tokens)
   double warmup_fraction = 0.0;  // > 0: W = this fraction of D (--lr-warmup-fraction)
   DecayStyle style = DecayStyle::kCosine;
 

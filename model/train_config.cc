@@ -339,13 +339,14 @@ absl::Status resolve_run_length(const Config& c, int64_t seq_len, LoopConfig* l)
       at_most(c, "train", "train_samples", engine::kMaxSamples, "2^40 = 1099511627776"));
   l->train_samples = c.get_int("train", "train_samples");
   l->train_tokens = c.get_int("train", "train_tokens");
-  absl::StatusOr<BatchRampup> rampup =
-      parse_batch_rampup(c.get_string("train", "rampup_batch_size"), l->global_batch,
-                         l->micro_batch);
-  if (!rampup.ok()) return c.error("train", "rampup_batch_size", std::string(rampup.status().message()));
+  absl::StatusOr<BatchRampup> rampup = parse_batch_rampup(
+      c.get_string("train", "rampup_batch_size"), l->global_batch, l->micro_batch);
+  if (!rampup.ok())
+    return c.error("train", "rampup_batch_size", std::string(rampup.status().message()));
   l->rampup = *rampup;
   absl::StatusOr<StepRanges> skips = parse_step_ranges(c.get_string("train", "skip_iterations"));
-  if (!skips.ok()) return c.error("train", "skip_iterations", std::string(skips.status().message()));
+  if (!skips.ok())
+    return c.error("train", "skip_iterations", std::string(skips.status().message()));
   l->skip_ranges = *skips;
   const bool steps_given = c.origin("train", "steps") != "default";
   ANVIL_RETURN_IF_ERROR(need(!(steps_given && l->train_samples > 0), c, "train", "train_samples",
@@ -355,8 +356,8 @@ absl::Status resolve_run_length(const Config& c, int64_t seq_len, LoopConfig* l)
     l->steps = steps_for_samples(l->rampup, l->global_batch, l->train_samples);
     ANVIL_RETURN_IF_ERROR(
         need(l->steps > 0, c, "train", "train_samples",
-             absl::StrFormat("%d samples make %d steps at [train] global_batch %d", l->train_samples,
-                             l->steps, l->global_batch)));
+             absl::StrFormat("%d samples make %d steps at [train] global_batch %d",
+                             l->train_samples, l->steps, l->global_batch)));
   }
   if (l->train_tokens > 0) {
     const int64_t steps = steps_for_tokens(l->rampup, l->global_batch, seq_len, l->train_tokens);
@@ -402,8 +403,9 @@ absl::Status resolve_lr_schedule(const Config& c, const LoopConfig& l, int64_t s
   ANVIL_ASSIGN_OR_RETURN(lr->style, parse_decay_style(c.get_string("optim", "decay_style")));
   if (absl::Status s = lr->validate(l.global_batch); !s.ok()) {
     return c.error("optim", "warmup_steps",
-                   absl::StrCat(s.message(), " ([optim] decay_steps / decay_samples 0 = the run's "
-                                             "end)"));
+                   absl::StrCat(s.message(),
+                                " ([optim] decay_steps / decay_samples 0 = the run's "
+                                "end)"));
   }
   return absl::OkStatus();
 }
@@ -527,9 +529,9 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
                            t.data.seq_len, m.max_seq_len)));
   t.data.cache_dir = c.get_string("data", "cache_dir");
   t.data.last_epoch_cutoff = c.get_float("data", "last_epoch_cutoff");
-  ANVIL_RETURN_IF_ERROR(need(t.data.last_epoch_cutoff > 0.0 && t.data.last_epoch_cutoff <= 1.0, c,
-                             "data", "last_epoch_cutoff",
-                             absl::StrFormat("must be in (0, 1], got %g", t.data.last_epoch_cutoff)));
+  ANVIL_RETURN_IF_ERROR(need(
+      t.data.last_epoch_cutoff > 0.0 && t.data.last_epoch_cutoff <= 1.0, c, "data",
+      "last_epoch_cutoff", absl::StrFormat("must be in (0, 1], got %g", t.data.last_epoch_cutoff)));
   ANVIL_RETURN_IF_ERROR(non_negative(c, "data", "eod_token"));
   ANVIL_RETURN_IF_ERROR(at_most(c, "data", "eod_token", engine::kMaxDimension, kDimensionLimit));
   t.data.eod_token = c.get_int("data", "eod_token");

@@ -286,7 +286,7 @@ StepStats Trainer::step() {
   const int dp = dp_size_;
   const int64_t accum = G / (B * dp);      // on this rank
   const int64_t total_micro = accum * dp;  // over all DP ranks
-  if (accum != plan_micro_batches_) {  // the ramp-up changed the micro-batches of a step
+  if (accum != plan_micro_batches_) {      // the ramp-up changed the micro-batches of a step
     absl::StatusOr<parallel::PipelinePlan> p = parallel::plan_pipeline(
         pp_size_, pp_rank_, cfg_.parallel.virtual_stages, static_cast<int>(accum));
     ANVIL_CHECK_MSG(p.ok(), std::string(p.status().message()));

@@ -90,12 +90,12 @@ absl::Status check_plan_fits(const engine::MemoryPlan& plan, engine::Device devi
 absl::Status check_host_plans_fit(size_t host_plan_bytes, int host_ranks, size_t available_bytes);
 
 struct StepStats {
-  int64_t step = 0;        // 1-based number of this step
-  double loss = 0.0;       // mean token loss over the step's global batch
-  double lr = 0.0;         // learning rate used (or that would have been used when skipped)
-  double grad_norm = 0.0;  // global L2 norm before clipping
-  bool skipped = false;    // non-finite grad norm: no optimizer update
-  bool data_only = false;  // a [train] skip_iterations step: data consumed, nothing trained
+  int64_t step = 0;          // 1-based number of this step
+  double loss = 0.0;         // mean token loss over the step's global batch
+  double lr = 0.0;           // learning rate used (or that would have been used when skipped)
+  double grad_norm = 0.0;    // global L2 norm before clipping
+  bool skipped = false;      // non-finite grad norm: no optimizer update
+  bool data_only = false;    // a [train] skip_iterations step: data consumed, nothing trained
   int64_t global_batch = 0;  // samples of this step (rampup_batch_size)
 };
 
@@ -109,8 +109,8 @@ struct TrainSummary {
   double final_loss = 0.0;     // mean over the last log interval's applied steps
   std::vector<double> losses;  // per step
   std::vector<std::pair<int64_t, double>> val_losses;  // (step, mean validation loss)
-  double test_loss = 0.0;  // the test split's at the end (NaN: none evaluated)
-  double train_seconds = 0.0;                          // excluding evaluation
+  double test_loss = 0.0;      // the test split's at the end (NaN: none evaluated)
+  double train_seconds = 0.0;  // excluding evaluation
   double tokens_per_second = 0.0;
 };
 
@@ -173,7 +173,7 @@ class Trainer {
   TrainSummary run();
 
   TrainerState state() const {
-    return TrainerState{step_,          optimizer_steps_, micro_batches_, consumed_samples_,
+    return TrainerState{step_,           optimizer_steps_, micro_batches_, consumed_samples_,
                         consumed_valid_, lr_.state()};
   }
   // Continues a run from `s` (a checkpoint's; the model's state loaded separately).

@@ -129,10 +129,9 @@ TrainConfig config_of(const Case& c) {
   t.train.global_batch = c.num("global_batch");
   t.train.rampup = rampup_of(c);
   t.train.train_samples = c.num("train_samples");
-  t.train.steps = c.num("train_iters") > 0
-                      ? c.num("train_iters")
-                      : steps_for_samples(t.train.rampup, t.train.global_batch,
-                                          t.train.train_samples);
+  t.train.steps = c.num("train_iters") > 0 ? c.num("train_iters")
+                                           : steps_for_samples(t.train.rampup, t.train.global_batch,
+                                                               t.train.train_samples);
   t.train.eval_interval = c.num("eval_interval");
   t.train.eval_iters = c.num("eval_iters");
   t.train.log_interval = 1000;
@@ -190,9 +189,9 @@ TEST(MegatronScheduleTest, ValidationSamplesMatchMegatron) {
     for (size_t i = 0; i < c.evals.size(); i += static_cast<size_t>(dp)) {
       const int64_t after = c.evals[i].after_step;
       const int64_t last = after < 0 ? c.steps : after;
-      const int64_t G = global_batch_at(cfg.train.rampup, cfg.train.global_batch,
-                                        samples_after_steps(cfg.train.rampup,
-                                                            cfg.train.global_batch, last - 1));
+      const int64_t G =
+          global_batch_at(cfg.train.rampup, cfg.train.global_batch,
+                          samples_after_steps(cfg.train.rampup, cfg.train.global_batch, last - 1));
       const int64_t micro = G / (B * dp);
       for (int r = 0; r < dp; ++r) {
         const EvalRec& e = c.evals[i + static_cast<size_t>(r)];
@@ -234,8 +233,8 @@ TEST(MegatronScheduleTest, TrainerRunMatchesMegatron) {
     const TrainConfig cfg = config_of(c);
     const int64_t B = cfg.train.micro_batch, T = cfg.data.seq_len;
     std::vector<int64_t> train_log, valid_log, test_log;
-    auto trainer = Trainer::create(cfg, cpu_f32(), recording(&train_log, T),
-                                   recording(&valid_log, T));
+    auto trainer =
+        Trainer::create(cfg, cpu_f32(), recording(&train_log, T), recording(&valid_log, T));
     ASSERT_TRUE(trainer.ok()) << trainer.status();
     (*trainer)->set_test_samples(recording(&test_log, T));
     std::vector<StepStats> stats;
@@ -430,7 +429,8 @@ TEST(BatchScheduleTest, StepRangesAreSortedAndMerged) {
   EXPECT_FALSE(in_step_ranges(r, 4));
   EXPECT_TRUE(parse_step_ranges("")->empty());
   for (const char* bad : {"3", "4-2", "0-1", "a-b", "1-2-3"}) {
-    EXPECT_THAT(std::string(parse_step_ranges(bad).status().message()), HasSubstr("skip_iterations"))
+    EXPECT_THAT(std::string(parse_step_ranges(bad).status().message()),
+                HasSubstr("skip_iterations"))
         << bad;
   }
 }

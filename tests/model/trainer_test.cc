@@ -138,7 +138,7 @@ TEST(TrainerTest, EodMaskLossAndResetPositionIds) {
   TrainConfig cfg = tiny_config();
   cfg.train.eval_iters = 1;
   cfg.train.global_batch = cfg.train.micro_batch;  // one evaluation = one micro-batch
-  cfg.data.eod_token = 5;  // appears 3 times per pattern period
+  cfg.data.eod_token = 5;                          // appears 3 times per pattern period
   const int64_t B = cfg.train.micro_batch, T = cfg.data.seq_len;
   const SampleFn samples = pattern_samples(T, 2);
   for (const bool mask : {false, true}) {
