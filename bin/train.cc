@@ -255,6 +255,23 @@ absl::Status load_checkpoint(const model::TrainConfig& cfg, model::Trainer& trai
   return absl::OkStatus();
 }
 
+// Samples of a validation or test split. Past its end (a resumed run with more evaluations than
+// the split was sized for) Megatron's sampler asserts; here the stream wraps around, with one
+// warning.
+model::SampleFn held_out_samples(const anvil::io::GptSamples& s, const char* what,
+                                 const anvil::engine::LogContext& ctx) {
+  auto warned = std::make_shared<bool>(false);
+  return [&s, what, ctx, warned](int64_t i, int32_t* out) {
+    if (i >= s.size() && !*warned) {
+      *warned = true;
+      log_warning(ctx, absl::StrFormat("the %s split's %d samples are used up (sample %d asked "
+                                       "for): wrapping around",
+                                       what, s.size(), i));
+    }
+    s.sample(i % s.size(), out);
+  };
+}
+
 // "124.44M", "1.31B".
 std::string count(double v) {
   if (v >= 1e9) return absl::StrFormat("%.2fB", v / 1e9);
@@ -531,10 +548,7 @@ int run(int argc, char** argv) {
 
   model::SampleFn train_fn = [&ts](int64_t i, int32_t* out) { ts.sample(i, out); };
   model::SampleFn valid_fn;
-  if (valid_samples) {
-    const anvil::io::GptSamples& vs = *valid_samples;
-    valid_fn = [&vs](int64_t i, int32_t* out) { vs.sample(i, out); };
-  }
+  if (valid_samples) valid_fn = held_out_samples(*valid_samples, "validation", ctx);
   model::TrainerParallel par;
   par.grid = &(*rt)->grid();
   par.mpi = &(*rt)->mpi();
@@ -542,10 +556,7 @@ int run(int argc, char** argv) {
   auto trainer = model::Trainer::create(cfg, *prec, train_fn, valid_fn, ctx, par);
   if (!trainer.ok()) return fatal(trainer.status());
   model::Trainer& tr = **trainer;
-  if (test_samples) {
-    const anvil::io::GptSamples& es = *test_samples;
-    tr.set_test_samples([&es](int64_t i, int32_t* out) { es.sample(i, out); });
-  }
+  if (test_samples) tr.set_test_samples(held_out_samples(*test_samples, "test", ctx));
   const model::CheckpointConfig& ck = cfg.checkpoint;
   if (!ck.load.empty()) {
     if (absl::Status s = load_checkpoint(cfg, tr, ctx); !s.ok()) return fatal(s);

@@ -534,6 +534,7 @@ TrainSummary Trainer::run() {
           memory_string(), engine::format_duration(wall.seconds()),
           engine::format_duration(per_step * static_cast<double>(L.steps - st.step)));
       if (interval_skipped > 0) absl::StrAppend(&line, " | skipped ", interval_skipped);
+      if (st.data_only) absl::StrAppend(&line, " | data only ([train] skip_iterations)");
       engine::log_info(log_, line);
       interval_loss = 0.0;
       interval_steps = interval_loss_steps = interval_skipped = interval_samples = 0;
