@@ -66,6 +66,21 @@ ConfigSchema build_schema() {
   s.add("data", "valid_paths", kString, "",
         "A separate validation set, same syntax as paths (--valid-data-path): all of its "
         "sequences are used for validation instead of the validation split of paths.");
+  s.add("data", "train_weighted_split_paths", kString, "",
+        "The training data as one named group (--train-weighted-split-paths, BigScience fork): "
+        "\"NAME: W1 START1:END1 PREFIX1, W2 START2:END2 PREFIX2\", the datasets blended by "
+        "weight, each over the sequences round(START * n) .. round(END * n) of its n; replaces "
+        "paths and split (Megatron's data loading mode 2: both must stay unset). NAME names the "
+        "index caches. Empty = paths.");
+  s.add("data", "valid_weighted_split_paths", kString, "",
+        "Named validation groups, same syntax, several separated by ';' "
+        "(--valid-weighted-split-paths): each is evaluated separately and logged as \"NAME "
+        "loss\", on its own stream of Megatron's validation sample counts. Unlike Megatron, "
+        "also allowed with paths (they replace its validation split); excludes valid_paths. "
+        "Empty = the validation split (or valid_paths).");
+  s.add("data", "test_weighted_split_paths", kString, "",
+        "Named test groups, same syntax (--test-weighted-split-paths), each evaluated once at "
+        "the end. Empty = the test split.");
   s.add("data", "seq_len", kInt, "1024",
         "Tokens per sample T (--seq-length); <= [model] max_seq_len.");
   s.add("data", "seed", kInt, "1234",
@@ -328,6 +343,33 @@ const ConfigSchema& train_config_schema() {
   return *schema;
 }
 
+// [data] *_weighted_split_paths: Megatron's mode 2 excludes paths and split for the training
+// group; validation groups exclude valid_paths.
+absl::Status parse_groups(const Config& c, DataConfig* d) {
+  const struct {
+    const char* key;
+    std::vector<DataGroup>* out;
+  } lists[] = {{"train_weighted_split_paths", &d->train_groups},
+               {"valid_weighted_split_paths", &d->valid_groups},
+               {"test_weighted_split_paths", &d->test_groups}};
+  for (const auto& l : lists) {
+    absl::StatusOr<std::vector<DataGroup>> g = parse_data_groups(c.get_string("data", l.key));
+    if (!g.ok()) return c.error("data", l.key, std::string(g.status().message()));
+    *l.out = std::move(*g);
+  }
+  ANVIL_RETURN_IF_ERROR(need(d->train_groups.size() <= 1, c, "data", "train_weighted_split_paths",
+                             "holds more than one group (training uses one)"));
+  if (!d->train_groups.empty()) {
+    ANVIL_RETURN_IF_ERROR(need(d->sources.empty() && c.origin("data", "split") == "default", c,
+                               "data", "train_weighted_split_paths",
+                               "excludes [data] paths and split (Megatron's data loading modes "
+                               "1 and 2 are exclusive)"));
+  }
+  ANVIL_RETURN_IF_ERROR(need(d->valid_groups.empty() || d->valid_sources.empty(), c, "data",
+                             "valid_weighted_split_paths", "excludes [data] valid_paths"));
+  return absl::OkStatus();
+}
+
 // [train] steps from train_samples / train_tokens (Megatron's update_train_iters; the earlier
 // end wins), the ramp-up (checked against micro_batch here, against micro_batch * dp after
 // [parallel]) and the skipped ranges.
@@ -516,6 +558,7 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
   }
   ANVIL_RETURN_IF_ERROR(check_split(c));
   t.data.split = c.get_string("data", "split");
+  ANVIL_RETURN_IF_ERROR(parse_groups(c, &t.data));
   ANVIL_RETURN_IF_ERROR(positive(c, "data", "seq_len"));
   ANVIL_RETURN_IF_ERROR(non_negative(c, "data", "seed"));
   t.data.seq_len = c.get_int("data", "seq_len");

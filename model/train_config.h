@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "engine/config.h"
 #include "model/batch_schedule.h"
+#include "model/data_groups.h"
 #include "model/gpt.h"
 #include "model/lr_schedule.h"
 #include "model/parallel_config.h"
@@ -41,6 +42,8 @@ struct DataConfig {
   bool reset_position_ids = false;    // positions restart after every eod
   bool reset_attention_mask = false;  // document-aware causal mask (attention within a doc)
   double last_epoch_cutoff = 0.95;    // separate last epoch below this share of an epoch
+  // Named groups (--{train,valid,test}-weighted-split-paths); empty = paths and split.
+  std::vector<DataGroup> train_groups, valid_groups, test_groups;
 };
 
 struct LoopConfig {

@@ -136,7 +136,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
   t->cfg_ = cfg;
   t->prec_ = prec;
   t->train_ = std::move(train);
-  t->valid_ = std::move(valid);
+  if (valid) t->valid_sets_.push_back({"val", std::move(valid)});
   t->log_ = log;
   t->lr_ = LrScheduler(cfg.optim.schedule, cfg.train.global_batch);
   t->plan_micro_batches_ = cfg.train.accumulation_steps(dp);
@@ -399,7 +399,21 @@ StepStats Trainer::step() {
   return st;
 }
 
-double Trainer::evaluate() { return evaluate_stream(valid_, &consumed_valid_); }
+double Trainer::evaluate() {
+  const std::vector<double> v = evaluate_sets();
+  return v.empty() ? std::nan("") : v.front();
+}
+
+std::vector<double> Trainer::evaluate_sets() {
+  std::vector<double> out;
+  int64_t after = consumed_valid_;
+  for (const HeldOutSet& set : valid_sets_) {
+    after = consumed_valid_;
+    out.push_back(evaluate_stream(set.samples, &after));
+  }
+  consumed_valid_ = after;
+  return out;
+}
 
 double Trainer::evaluate_stream(const SampleFn& fn, int64_t* consumed) {
   const int64_t B = cfg_.train.micro_batch, T = cfg_.data.seq_len;
@@ -454,7 +468,7 @@ TrainSummary Trainer::run() {
   const double fpt = flops_per_token(cfg_.model, cfg_.data.seq_len);
   const bool cuda = prec_.device == engine::Device::kCuda;
   const int width = static_cast<int>(std::to_string(L.steps).size());
-  const bool eval_enabled = valid_ && L.eval_iters > 0;
+  const bool eval_enabled = !valid_sets_.empty() && L.eval_iters > 0;
 
   TrainSummary sum;
   engine::Timer wall, interval;
@@ -472,11 +486,15 @@ TrainSummary Trainer::run() {
 
   auto run_eval = [&] {
     engine::Timer t;
-    const double v = evaluate();
-    sum.val_losses.emplace_back(step_, v);
-    engine::log_info(
-        log_, absl::StrFormat("step %*d/%d | val loss %.4f (ppl %.2f) | %s", width, step_, L.steps,
-                              v, std::exp(v), engine::format_duration(t.seconds())));
+    const std::vector<double> v = evaluate_sets();
+    sum.val_losses.emplace_back(step_, v.front());
+    std::string line = absl::StrFormat("step %*d/%d", width, step_, L.steps);
+    for (size_t i = 0; i < v.size(); ++i) {
+      sum.evals.push_back({step_, valid_sets_[i].name, v[i]});
+      absl::StrAppend(&line, absl::StrFormat(" | %s loss %.4f (ppl %.2f)", valid_sets_[i].name,
+                                             v[i], std::exp(v[i])));
+    }
+    engine::log_info(log_, absl::StrCat(line, " | ", engine::format_duration(t.seconds())));
   };
 
   // A first evaluation before any update shows where the loss starts (about ln(vocab)). Megatron
@@ -560,12 +578,15 @@ TrainSummary Trainer::run() {
   }
   sum.test_loss = std::numeric_limits<double>::quiet_NaN();
   if (eval_enabled && !stopped) run_eval();
-  if (test_ && L.eval_iters > 0 && !stopped) {
+  for (size_t i = 0; i < test_sets_.size() && L.eval_iters > 0 && !stopped; ++i) {
     engine::Timer t;
-    int64_t consumed = 0;  // Megatron's test iterator starts at sample 0
-    sum.test_loss = evaluate_stream(test_, &consumed);
-    engine::log_info(log_, absl::StrFormat("step %*d/%d | test loss %.4f (ppl %.2f) | %s", width,
-                                           step_, L.steps, sum.test_loss, std::exp(sum.test_loss),
+    int64_t consumed = 0;  // Megatron's test iterators start at sample 0
+    const HeldOutSet& set = test_sets_[i];
+    const double loss = evaluate_stream(set.samples, &consumed);
+    if (i == 0) sum.test_loss = loss;
+    sum.evals.push_back({step_, set.name, loss});
+    engine::log_info(log_, absl::StrFormat("step %*d/%d | %s loss %.4f (ppl %.2f) | %s", width,
+                                           step_, L.steps, set.name, loss, std::exp(loss),
                                            engine::format_duration(t.seconds())));
   }
 

@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -73,6 +74,19 @@ struct TrainerParallel {
 
 // Writes the seq_len + 1 tokens of sample `index` into out[0..seq_len] (ids < vocab_size).
 using SampleFn = std::function<void(int64_t index, int32_t* out)>;
+
+// A held-out set: the name its losses are logged and reported under, and its samples.
+struct HeldOutSet {
+  std::string name;
+  SampleFn samples;
+};
+
+// One evaluation of one held-out set.
+struct EvalResult {
+  int64_t step = 0;  // steps done when it ran
+  std::string set;   // HeldOutSet::name
+  double loss = 0.0;
+};
 
 // Dense bf16 peak of one H200/H100 SXM, the MFU denominator (DESIGN.md §8).
 inline constexpr double kPeakFlopsCuda = 989e12;
@@ -108,9 +122,10 @@ struct TrainSummary {
   double first_loss = 0.0;     // loss of the first step run
   double final_loss = 0.0;     // mean over the last log interval's applied steps
   std::vector<double> losses;  // per step
-  std::vector<std::pair<int64_t, double>> val_losses;  // (step, mean validation loss)
-  double test_loss = 0.0;      // the test split's at the end (NaN: none evaluated)
-  double train_seconds = 0.0;  // excluding evaluation
+  std::vector<std::pair<int64_t, double>> val_losses;  // (step, loss) of the first valid set
+  double test_loss = 0.0;         // the first test set's at the end (NaN: none evaluated)
+  std::vector<EvalResult> evals;  // every evaluation of every set, validation and test
+  double train_seconds = 0.0;     // excluding evaluation
   double tokens_per_second = 0.0;
 };
 
@@ -163,11 +178,16 @@ class Trainer {
 
   // One optimizer step (no logging).
   StepStats step();
-  // Mean token loss over the next eval_iters global batches of the validation stream, which it
-  // consumes (NaN without validation data).
+  // Mean token loss over the next eval_iters global batches of the (first) validation set's
+  // stream, which every set's evaluation consumes (NaN without validation data).
   double evaluate();
-  // The test split, evaluated once at the end of run() (eval_iters global batches from 0).
-  void set_test_samples(SampleFn test) { test_ = std::move(test); }
+  // Replaces the validation set of create() ("val") by named sets, each evaluated at every
+  // evaluation from the same stream position (Megatron's per-group validation iterators), and
+  // sets the test sets, evaluated once at the end of run() (eval_iters global batches from 0).
+  void set_held_out_sets(std::vector<HeldOutSet> valid, std::vector<HeldOutSet> test) {
+    valid_sets_ = std::move(valid);
+    test_sets_ = std::move(test);
+  }
   // Steps until cfg.train.steps with logging, evaluation (before the first step, every
   // eval_interval steps and at the end) and a summary line.
   TrainSummary run();
@@ -195,6 +215,8 @@ class Trainer {
   StepStats consume_only(int64_t G);
   // Mean loss of eval_iters global batches of `fn` from *consumed on (advanced).
   double evaluate_stream(const SampleFn& fn, int64_t* consumed);
+  // One loss per validation set, all from consumed_valid_, which then advances once.
+  std::vector<double> evaluate_sets();
   absl::Status setup_parallel(const TrainerParallel& par, int cuda_device);
   double model_parallel_sum(double v);  // over TP and PP
   double grad_norm();
@@ -202,7 +224,8 @@ class Trainer {
 
   TrainConfig cfg_;
   GptPrecision prec_;
-  SampleFn train_, valid_, test_;
+  SampleFn train_;
+  std::vector<HeldOutSet> valid_sets_, test_sets_;
   engine::LogContext log_;
   std::unique_ptr<engine::Stream> stream_;
   std::unique_ptr<GptModel> model_;

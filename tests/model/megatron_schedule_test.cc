@@ -236,7 +236,8 @@ TEST(MegatronScheduleTest, TrainerRunMatchesMegatron) {
     auto trainer =
         Trainer::create(cfg, cpu_f32(), recording(&train_log, T), recording(&valid_log, T));
     ASSERT_TRUE(trainer.ok()) << trainer.status();
-    (*trainer)->set_test_samples(recording(&test_log, T));
+    (*trainer)->set_held_out_sets({{"val", recording(&valid_log, T)}},
+                                  {{"test", recording(&test_log, T)}});
     std::vector<StepStats> stats;
     std::vector<size_t> train_marks;  // train_log size after each step
     (*trainer)->set_step_hook([&](const StepStats& st) {
@@ -364,6 +365,36 @@ TEST(MegatronScheduleTest, SkippedUpdatesKeepTheSchedule) {
   EXPECT_EQ(st.consumed_samples, 12);
   EXPECT_EQ(st.lr.samples, 0);
   EXPECT_EQ(log.back(), 11);
+}
+
+// Named validation sets (valid_weighted_split_paths) are each evaluated from the same stream
+// position, which advances once per evaluation; each test set starts at 0; the results are
+// reported per set.
+TEST(MegatronScheduleTest, NamedHeldOutSetsShareTheStreamPosition) {
+  TrainConfig cfg = small_config();
+  cfg.train.steps = 4;
+  cfg.train.eval_interval = 2;
+  cfg.train.eval_iters = 1;
+  std::vector<int64_t> train_log, a_log, b_log, t_log;
+  auto trainer = Trainer::create(cfg, cpu_f32(), recording(&train_log, 8), nullptr);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  (*trainer)->set_held_out_sets({{"A", recording(&a_log, 8)}, {"B", recording(&b_log, 8)}},
+                                {{"T", recording(&t_log, 8)}});
+  const TrainSummary sum = (*trainer)->run();
+  // Evaluations: the start (peek at 0..3), steps 2 and 4, after the loop: 4 samples each.
+  const std::vector<int64_t> want = {0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  EXPECT_EQ(a_log, want);
+  EXPECT_EQ(b_log, want);
+  EXPECT_EQ(t_log, (std::vector<int64_t>{0, 1, 2, 3}));
+  ASSERT_EQ(sum.evals.size(), 4u * 2 + 1);
+  EXPECT_EQ(sum.evals[0].set, "A");
+  EXPECT_EQ(sum.evals[1].set, "B");
+  EXPECT_EQ(sum.evals[2].step, 2);
+  EXPECT_EQ(sum.evals.back().set, "T");
+  EXPECT_EQ(sum.test_loss, sum.evals.back().loss);
+  EXPECT_EQ(sum.val_losses.size(), 4u);  // the first set's
+  EXPECT_EQ(sum.val_losses[1].second, sum.evals[2].loss);
+  EXPECT_EQ((*trainer)->state().consumed_valid_samples, 12);
 }
 
 // A resume refuses other batch sizes: consumed samples are checked against global_batch and

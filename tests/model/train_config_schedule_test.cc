@@ -114,5 +114,30 @@ TEST(TrainConfigScheduleTest, LastEpochCutoff) {
   EXPECT_THAT(error_of({"data.last_epoch_cutoff=0"}), HasSubstr("[data] last_epoch_cutoff"));
 }
 
+// Megatron's data loading mode 2: a training group excludes paths and split; validation groups
+// exclude valid_paths.
+TEST(TrainConfigScheduleTest, WeightedSplitPathGroups) {
+  auto c = load({"data.valid_weighted_split_paths=A: 1 0:0.5 x; B: 1 0.5:1 y",
+                 "data.test_weighted_split_paths=T: 1 0.9:1 x"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->data.valid_groups.size(), 2u);
+  EXPECT_EQ(c->data.valid_groups[1].name, "B");
+  EXPECT_EQ(c->data.test_groups[0].prefixes[0], "x");
+  EXPECT_THAT(error_of({"data.train_weighted_split_paths=TR: 1 0:0.9 x"}),
+              AllOf(HasSubstr("[data] train_weighted_split_paths"), HasSubstr("excludes")));
+  auto mode2 = load_train_config_string(
+      "[model]\nvocab_size = 257\nmax_seq_len = 64\nd_model = 32\nn_heads = 2\n"
+      "n_layers = 1\n[data]\nseq_len = 16\ntrain_weighted_split_paths = TR: 1 0:0.9 x\n",
+      "t.ini", {});
+  ASSERT_TRUE(mode2.ok()) << mode2.status();
+  EXPECT_EQ(mode2->data.train_groups[0].name, "TR");
+  EXPECT_THAT(error_of({"data.train_weighted_split_paths=TR: 1 0:0.9 x; S: 1 0:1 y"}),
+              HasSubstr("more than one group"));
+  EXPECT_THAT(error_of({"data.valid_paths=z", "data.valid_weighted_split_paths=A: 1 0:1 x"}),
+              HasSubstr("excludes [data] valid_paths"));
+  EXPECT_THAT(error_of({"data.valid_weighted_split_paths=A: 1 1:0 x"}),
+              AllOf(HasSubstr("[data] valid_weighted_split_paths"), HasSubstr("range '1:0'")));
+}
+
 }  // namespace
 }  // namespace anvil::model
