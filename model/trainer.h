@@ -22,12 +22,12 @@
 //
 // Data parallelism ([parallel] dp > 1, parallel/data_parallel.h): DP rank r runs
 // global_batch / (micro_batch * dp) micro-batches per step, micro-batch m holding samples
-// s * G + (m * dp + r) * B + b (Megatron's sampler) with dropout offset of that global
-// micro-batch number, so the step equals the single-rank step. After the last backward the flat
-// gradient buffer is summed over DP (bucketed all-reduce); with ZeRO (zero_stage 1-3,
-// parallel/zero.h) the model reduce-scatters bucket by bucket, updates its own pieces and
-// gathers the parameters back; loss and grad norm are those of the global batch on every rank.
-// Evaluation splits its micro-batches over the DP ranks.
+// C + (m * dp + r) * B + b (Megatron's sampler, C the samples consumed before the step) with
+// dropout offset of that global micro-batch number, so the step equals the single-rank step.
+// After the last backward the flat gradient buffer is summed over DP (bucketed all-reduce);
+// with ZeRO (zero_stage 1-3, parallel/zero.h) the model reduce-scatters bucket by bucket,
+// updates its own pieces and gathers the parameters back; loss and grad norm are those of the
+// global batch on every rank. Evaluation reads its global batches by the same sampler.
 //
 // Tensor and pipeline parallelism ([parallel] tp, pp, virtual_stages): each rank holds the
 // GptShard of its grid coordinates (model/gpt.h) and runs the step's micro-batches by the
@@ -163,10 +163,11 @@ class Trainer {
   static absl::Status check_fits(const engine::MemoryPlan& plan, const GptPrecision& prec);
 
   // Creates the stream (CUDA device local_rank % device count, or the CPU) and the model
-  // (initialized with cfg.train.seed, identical on every rank). Train sample for (step s from 0,
-  // micro-batch m, row b) is index s * global_batch + m * micro_batch + b of `train` on one
-  // rank (see the file comment for DP, batch_schedule.h for ramp-up); evaluation reads the
-  // next eval_iters global batches of `valid` each time (empty `valid`: no evaluation).
+  // (initialized with cfg.train.seed, identical on every rank). Train sample for (micro-batch m,
+  // row b) of a step is index C + m * micro_batch + b of `train` on one rank, C the samples
+  // consumed before the step (s * global_batch at a constant batch; see the file comment for
+  // DP, batch_schedule.h for ramp-up and skipped ranges); evaluation reads the next eval_iters
+  // global batches of `valid` (the set "val") each time (empty `valid`: no evaluation).
   // With cfg.parallel.dp > 1 (or reduce_single_rank) `par` must hold the grid, and on the CPU
   // the DP group's MpiComm; on CUDA the trainer creates an NcclComm for the DP group.
   static absl::StatusOr<std::unique_ptr<Trainer>> create(const TrainConfig& cfg,
