@@ -156,7 +156,9 @@ ConfigSchema build_schema() {
         "evaluation before the first step reads the samples the first periodic one will read "
         "without consuming them (Megatron has none). At the end of the run the test split is "
         "evaluated once (eval_iters global batches from its start: Megatron's 'lm loss' of "
-        "the test data). 0 = no evaluation.");
+        "the test data). A stream read past the end of its split (a resumed run with more "
+        "evaluations than it was sized for) wraps around with a warning, where Megatron's "
+        "sampler asserts. 0 = no evaluation.");
   s.add("train", "log_interval", kInt, "100", "Log a progress line every N steps.");
   s.add("train", "max_skipped_steps", kInt, "10",
         "Stop the run with an error (non-zero exit, no final checkpoint) after this many "
