@@ -43,8 +43,8 @@ absl::StatusOr<BatchRampup> parse_batch_rampup(const std::string& text, int64_t 
   }
   if (r.start % micro_batch_times_dp != 0 || r.increment % micro_batch_times_dp != 0) {
     return bad(absl::StrFormat(
-        "START %d and INCREMENT %d must be multiples of micro_batch * dp = %d (every batch of "
-        "the ramp-up is whole micro-batches on every DP rank)",
+        "START %d and INCREMENT %d must be multiples of %d = micro_batch * dp (* pp with "
+        "virtual_stages > 1): every batch of the ramp-up is whole micro-batches on every DP rank",
         r.start, r.increment, micro_batch_times_dp));
   }
   return r;

@@ -38,8 +38,9 @@ struct BatchRampup {
 
 // "" -> disabled; "START INCREMENT SAMPLES" with START, INCREMENT, SAMPLES > 0,
 // START < global_batch and (global_batch - START) % INCREMENT == 0 (Megatron's asserts), and
-// START, INCREMENT multiples of micro_batch * dp (every batch of the ramp splits into whole
-// micro-batches; Megatron checks the batch it reaches). InvalidArgument naming the numbers.
+// START, INCREMENT multiples of `micro_batch_times_dp` (every batch of the ramp splits into
+// whole micro-batches; Megatron checks the batch it reaches; callers multiply in pp for the
+// interleaved schedule). InvalidArgument naming the numbers.
 absl::StatusOr<BatchRampup> parse_batch_rampup(const std::string& text, int64_t global_batch,
                                                int64_t micro_batch_times_dp);
 

@@ -713,10 +713,11 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
   // [parallel]
   ANVIL_ASSIGN_OR_RETURN(t.parallel,
                          parse_parallel_config(c, world_size, l.global_batch, l.micro_batch));
-  // Every batch of a ramp-up splits into whole micro-batches on each DP rank.
-  if (absl::StatusOr<BatchRampup> r =
-          parse_batch_rampup(c.get_string("train", "rampup_batch_size"), l.global_batch,
-                             l.micro_batch * t.parallel.dp);
+  // Every batch of a ramp-up splits into whole micro-batches on each DP rank (a multiple of pp
+  // of them for the interleaved schedule).
+  if (absl::StatusOr<BatchRampup> r = parse_batch_rampup(
+          c.get_string("train", "rampup_batch_size"), l.global_batch,
+          l.micro_batch * t.parallel.dp * (t.parallel.virtual_stages > 1 ? t.parallel.pp : 1));
       !r.ok()) {
     return c.error("train", "rampup_batch_size", std::string(r.status().message()));
   }

@@ -119,13 +119,16 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
         "Trainer: [train] global_batch %d is not a multiple of micro_batch %d * dp %d",
         cfg.train.global_batch, cfg.train.micro_batch, dp));
   }
+  // Every batch of a ramp-up must split into whole micro-batches on each DP rank, and into a
+  // multiple of pp of them for the interleaved schedule.
   const BatchRampup& ramp = cfg.train.rampup;
-  if (ramp.enabled() && (ramp.start % (cfg.train.micro_batch * dp) != 0 ||
-                         ramp.increment % (cfg.train.micro_batch * dp) != 0)) {
+  const int64_t unit = cfg.train.micro_batch * dp * (pc.virtual_stages > 1 ? pp : 1);
+  if (ramp.enabled() && (ramp.start % unit != 0 || ramp.increment % unit != 0)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "Trainer: [train] rampup_batch_size start %d and increment %d must be multiples of "
-        "micro_batch %d * dp %d",
-        ramp.start, ramp.increment, cfg.train.micro_batch, dp));
+        "micro_batch %d * dp %d%s",
+        ramp.start, ramp.increment, cfg.train.micro_batch, dp,
+        pc.virtual_stages > 1 ? absl::StrFormat(" * pp %d (interleaved schedule)", pp) : ""));
   }
   ANVIL_ASSIGN_OR_RETURN(GptShard shard, shard_for(cfg, g ? g->tp_rank() : 0, g ? g->pp_rank() : 0,
                                                    g ? g->dp_rank() : 0));

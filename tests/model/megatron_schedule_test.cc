@@ -439,7 +439,7 @@ TEST(BatchScheduleTest, RampupParsesAndChecks) {
   EXPECT_THAT(std::string(parse_batch_rampup("1024 8 100", 1024, 8).status().message()),
               HasSubstr("smaller than [train] global_batch"));
   EXPECT_THAT(std::string(parse_batch_rampup("4 4 100", 16, 8).status().message()),
-              HasSubstr("multiples of micro_batch * dp = 8"));
+              HasSubstr("multiples of 8 = micro_batch * dp"));
   EXPECT_THAT(std::string(parse_batch_rampup("4 4 0", 16, 2).status().message()),
               HasSubstr("must be > 0"));
   // Megatron's help text: 16 -> 1024 by 8 in 126 increments of 300000 / 126 samples each.

@@ -100,8 +100,18 @@ TEST(TrainConfigScheduleTest, RampupAndSkipRanges) {
   EXPECT_THAT(error_of({"train.rampup_batch_size=2 4 64"}),
               AllOf(HasSubstr("[train] rampup_batch_size"), HasSubstr("not a multiple")));
   EXPECT_THAT(error_of({"train.rampup_batch_size=3 5 64"}),
-              HasSubstr("multiples of micro_batch * dp = 2"));
+              HasSubstr("multiples of 2 = micro_batch * dp"));
   EXPECT_THAT(error_of({"train.skip_iterations=9-7"}), HasSubstr("[train] skip_iterations"));
+  // The interleaved schedule needs every batch's micro-batches to be a multiple of pp.
+  const std::vector<std::string> interleaved = {"model.n_layers=4", "parallel.pp=2",
+                                                "parallel.virtual_stages=2"};
+  ASSERT_TRUE(load_train_config_string(kBase, "t.ini", interleaved, nullptr, 2).ok());
+  std::vector<std::string> ramp = interleaved;
+  ramp.push_back("train.rampup_batch_size=2 2 64");
+  auto bad = load_train_config_string(kBase, "t.ini", ramp, nullptr, 2);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("multiples of 4 = micro_batch * dp (* pp"));
 }
 
 TEST(TrainConfigScheduleTest, LastEpochCutoff) {
