@@ -51,7 +51,9 @@ struct LrSchedule {
   // InvalidArgument naming the numbers (lr < min_lr, W >= D for a decaying style, ...).
   absl::Status validate(int64_t global_batch = 1) const;
   // The step-based closed form: the lr after `step` applied updates at a constant global batch
-  // (the lr that update step + 1 uses), without token-based decay.
+  // (the lr that update step + 1 uses), without token-based decay. It equals the scheduler's
+  // (Megatron's, in samples) exactly after the warmup and to rounding during it (lr * n / W
+  // rounds lr * n first); the trainer uses the scheduler.
   double at(int64_t step) const;
   // The closed form at position `samples` with W and D in samples (no token-based decay).
   double at_samples(int64_t samples, int64_t global_batch) const;

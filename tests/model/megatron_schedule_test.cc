@@ -335,8 +335,8 @@ TEST(MegatronScheduleTest, SkipIterationsConsumeDataWithoutTraining) {
   EXPECT_TRUE(stats[1].data_only && stats[2].data_only);
   EXPECT_TRUE(std::isnan(stats[1].loss));
   // Step 4 is the second applied update: the lr after one update (position G = 4 samples).
-  EXPECT_EQ(stats[3].lr, cfg.optim.schedule.at(1));
-  EXPECT_EQ(stats[5].lr, cfg.optim.schedule.at(3));
+  EXPECT_EQ(stats[3].lr, cfg.optim.schedule.at_samples(4, 4));
+  EXPECT_EQ(stats[5].lr, cfg.optim.schedule.at_samples(12, 4));
   const TrainerState st = (*trainer)->state();
   EXPECT_EQ(st.step, 6);
   EXPECT_EQ(st.optimizer_steps, 4);
