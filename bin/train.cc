@@ -25,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -194,7 +195,7 @@ absl::Status save_checkpoint(const model::TrainConfig& cfg, const std::string& c
     info.config = config_text;
     info.state = model::checkpoint_counters(trainer.state(), cfg);
     info.layout = model::checkpoint_layout(cfg);
-    info.lr_schedule = model::checkpoint_lr_schedule(cfg, step);
+    info.lr_schedule = model::checkpoint_lr_schedule(cfg, trainer.state());
     info.attachments = tokenizer_attachments(cfg.tokenizer);
     ANVIL_RETURN_IF_ERROR(
         anvil::io::finish_checkpoint(dir, tmp, grid.world(), info, cfg.checkpoint.keep_last));
@@ -240,17 +241,18 @@ absl::Status load_checkpoint(const model::TrainConfig& cfg, model::Trainer& trai
   }
   ANVIL_ASSIGN_OR_RETURN(model::TrainerState st, model::trainer_state_from(c->info().state, cfg));
   trainer.restore(st);
-  const int64_t samples = cfg.train.steps * cfg.train.global_batch;
+  const int64_t samples = cfg.train.run_samples();
   auto saved = c->info().state.find("train_samples");
   if (saved != c->info().state.end() && saved->second != samples) {
     log_warning(
-        ctx, absl::StrFormat("the checkpoint's run had %d training samples ([train] steps x "
-                             "global_batch), this one has %d: the sample order (a shuffle over the "
+        ctx, absl::StrFormat("the checkpoint's run had %d training samples ([train] train_samples "
+                             "or steps x global_batch), this one has %d: the sample order (a "
+                             "shuffle over the "
                              "whole run) differs from the one the checkpoint was trained on",
                              saved->second, samples));
   }
   log_info(ctx, absl::StrFormat("resuming from %s: step %d, %d samples consumed%s", c->dir(),
-                                st.step, st.step * cfg.train.global_batch, layout));
+                                st.step, st.consumed_samples, layout));
   return absl::OkStatus();
 }
 
@@ -299,6 +301,50 @@ absl::StatusOr<model::EvalSuite> load_eval_suite(const model::TrainConfig& cfg) 
     }
   }
   return suite;
+}
+
+// Samples of a validation or test split. Past its end (a resumed run with more evaluations than
+// the split was sized for) Megatron's sampler asserts; here the stream wraps around, with one
+// warning.
+model::SampleFn held_out_samples(const anvil::io::GptSamples& s, const std::string& what,
+                                 const anvil::engine::LogContext& ctx) {
+  auto warned = std::make_shared<bool>(false);
+  return [&s, what, ctx, warned](int64_t i, int32_t* out) {
+    if (i >= s.size() && !*warned) {
+      *warned = true;
+      log_warning(ctx, absl::StrFormat("the %s split's %d samples are used up (sample %d asked "
+                                       "for): wrapping around",
+                                       what, s.size(), i));
+    }
+    s.sample(i % s.size(), out);
+  };
+}
+
+// The corpus of `sources` with [data] split `split`, its token ids checked against the
+// vocabulary (ids outside it would fail, CHECK, only when their sample is reached).
+absl::StatusOr<anvil::io::GptCorpus> open_corpus(const std::vector<model::DataSource>& sources,
+                                                 bool weighted, const std::string& split,
+                                                 const model::TrainConfig& cfg) {
+  std::vector<anvil::io::GptDataSource> io_sources;
+  for (const model::DataSource& d : sources) io_sources.push_back({d.weight, d.prefix});
+  ANVIL_ASSIGN_OR_RETURN(anvil::io::GptCorpus c,
+                         anvil::io::GptCorpus::open(io_sources, weighted, split));
+  ANVIL_RETURN_IF_ERROR(c.check_token_ids(cfg.model.vocab_size, cfg.data.cache_dir));
+  return c;
+}
+
+// A named dataset group (--{train,valid,test}-weighted-split-paths) with n samples: one
+// dataset, or a blend by weight (Megatron's build_dataset_group), under the group's name.
+absl::StatusOr<std::unique_ptr<anvil::io::GptSamples>> build_group(const model::DataGroup& g,
+                                                                   int64_t n,
+                                                                   anvil::io::GptDatasetOptions opt,
+                                                                   const model::TrainConfig& cfg) {
+  std::vector<model::DataSource> sources;
+  for (size_t k = 0; k < g.prefixes.size(); ++k) sources.push_back({g.weights[k], g.prefixes[k]});
+  ANVIL_ASSIGN_OR_RETURN(anvil::io::GptCorpus c,
+                         open_corpus(sources, sources.size() > 1, "1", cfg));
+  opt.name = g.name;
+  return c.build_fraction_ranges(g.ranges, n, opt);
 }
 
 // "124.44M", "1.31B".
@@ -493,72 +539,96 @@ int run(int argc, char** argv) {
 
   // Data: Megatron's GPT datasets over the split (io/gpt_dataset, io/blended_dataset), with
   // Megatron's sample counts; the index caches are built here by every process that lacks them.
-  const std::array<int64_t, 3> want = anvil::io::megatron_split_samples(
+  std::array<int64_t, 3> want = anvil::io::megatron_split_samples(
       cfg.train.steps, cfg.train.global_batch, cfg.train.eval_interval, cfg.train.eval_iters);
-  auto to_io = [](const std::vector<model::DataSource>& in) {
-    std::vector<anvil::io::GptDataSource> out;
-    for (const model::DataSource& d : in) out.push_back({d.weight, d.prefix});
-    return out;
-  };
-  if (cfg.data.sources.empty()) return fatal(model::check_data_files(""));
+  want[0] = cfg.train.run_samples();  // Megatron: --train-samples when given
+  if (cfg.data.sources.empty() && cfg.data.train_groups.empty()) {
+    return fatal(model::check_data_files(""));
+  }
   for (const auto* list : {&cfg.data.sources, &cfg.data.valid_sources}) {
     for (const model::DataSource& d : *list) {
       if (absl::Status s = model::check_data_files(d.prefix); !s.ok()) return fatal(s);
     }
   }
-  auto corpus =
-      anvil::io::GptCorpus::open(to_io(cfg.data.sources), cfg.data.weighted, cfg.data.split);
-  if (!corpus.ok()) return fatal(corpus.status());
-  // Ids outside the vocabulary would fail (CHECK) only when their sample is reached.
-  if (absl::Status s = corpus->check_token_ids(cfg.model.vocab_size, cfg.data.cache_dir); !s.ok()) {
-    return fatal(s);
+  for (const auto* groups :
+       {&cfg.data.train_groups, &cfg.data.valid_groups, &cfg.data.test_groups}) {
+    for (const model::DataGroup& g : *groups) {
+      for (const std::string& p : g.prefixes) {
+        if (absl::Status s = model::check_data_files(p); !s.ok()) return fatal(s);
+      }
+    }
   }
   anvil::io::GptDatasetOptions iopt;
   iopt.seq_len = T;
   iopt.seed = static_cast<uint32_t>(cfg.data.seed);
   iopt.cache_dir = cfg.data.cache_dir;
+  iopt.last_epoch_cutoff = cfg.data.last_epoch_cutoff;
   iopt.log = ctx;
-  for (size_t k = 0; k < corpus->num_sources(); ++k) {
-    const anvil::io::IndexedDataset& d = corpus->data(k);
-    const auto [tb, te] = corpus->range(k, 0);
-    const auto [vb, ve] = corpus->range(k, 1);
-    log_info(ctx, absl::StrFormat("data: %s%s: %d documents, %d sequences, %s tokens; train "
-                                  "sequences [%d, %d), validation [%d, %d)",
-                                  cfg.data.weighted
-                                      ? absl::StrFormat("weight %g ", corpus->source(k).weight)
-                                      : std::string(),
-                                  corpus->source(k).prefix, d.num_documents(), d.num_sequences(),
-                                  count(static_cast<double>(d.total_tokens())), tb, te, vb, ve));
+  // Mode 1 ([data] paths and split): one corpus split three ways.
+  std::optional<anvil::io::GptCorpus> corpus;
+  if (!cfg.data.sources.empty()) {
+    auto c = open_corpus(cfg.data.sources, cfg.data.weighted, cfg.data.split, cfg);
+    if (!c.ok()) return fatal(c.status());
+    corpus = std::move(*c);
+    for (size_t k = 0; k < corpus->num_sources(); ++k) {
+      const anvil::io::IndexedDataset& d = corpus->data(k);
+      const auto [tb, te] = corpus->range(k, 0);
+      const auto [vb, ve] = corpus->range(k, 1);
+      log_info(ctx, absl::StrFormat("data: %s%s: %d documents, %d sequences, %s tokens; train "
+                                    "sequences [%d, %d), validation [%d, %d)",
+                                    cfg.data.weighted
+                                        ? absl::StrFormat("weight %g ", corpus->source(k).weight)
+                                        : std::string(),
+                                    corpus->source(k).prefix, d.num_documents(), d.num_sequences(),
+                                    count(static_cast<double>(d.total_tokens())), tb, te, vb, ve));
+    }
   }
-  auto train_samples = corpus->build_split(0, want[0], iopt);
+  absl::StatusOr<std::unique_ptr<anvil::io::GptSamples>> train_samples =
+      cfg.data.train_groups.empty() ? corpus->build_split(0, want[0], iopt)
+                                    : build_group(cfg.data.train_groups[0], want[0], iopt, cfg);
   if (!train_samples.ok()) return fatal(train_samples.status());
-  std::unique_ptr<anvil::io::GptSamples> valid_samples;
-  if (cfg.train.eval_iters > 0) {
+  // Held-out sets: named groups, or valid_paths, or the validation and test splits.
+  std::vector<std::pair<std::string, std::unique_ptr<anvil::io::GptSamples>>> valid_sets, test_sets;
+  for (const auto& [groups, n, sets] : {std::tuple{&cfg.data.valid_groups, want[1], &valid_sets},
+                                        std::tuple{&cfg.data.test_groups, want[2], &test_sets}}) {
+    if (cfg.train.eval_iters == 0) break;
+    for (const model::DataGroup& g : *groups) {
+      auto v = build_group(g, n, iopt, cfg);
+      if (!v.ok()) return fatal(v.status());
+      sets->emplace_back(g.name, std::move(*v));
+    }
+  }
+  if (cfg.train.eval_iters > 0 && valid_sets.empty()) {
     if (!cfg.data.valid_sources.empty()) {
       // A separate validation set: every sequence of valid_paths.
-      auto vc =
-          anvil::io::GptCorpus::open(to_io(cfg.data.valid_sources), cfg.data.valid_weighted, "1");
+      auto vc = open_corpus(cfg.data.valid_sources, cfg.data.valid_weighted, "1", cfg);
       if (!vc.ok()) return fatal(vc.status());
-      if (absl::Status s = vc->check_token_ids(cfg.model.vocab_size, cfg.data.cache_dir); !s.ok()) {
-        return fatal(s);
-      }
       anvil::io::GptDatasetOptions vopt = iopt;
       vopt.name = "valid";
       auto v = vc->build_whole(want[1], vopt);
       if (!v.ok()) return fatal(v.status());
-      valid_samples = std::move(*v);
-    } else {
+      valid_sets.emplace_back("val", std::move(*v));
+    } else if (corpus) {
       auto v = corpus->build_split(1, want[1], iopt);
       if (v.ok()) {
-        valid_samples = std::move(*v);
+        valid_sets.emplace_back("val", std::move(*v));
       } else {
         log_warning(ctx, absl::StrCat("no evaluation: ", v.status().message()));
       }
     }
   }
+  // The test split, evaluated once at the end (Megatron's "lm loss" of the test data).
+  if (cfg.train.eval_iters > 0 && test_sets.empty() && corpus) {
+    auto t = corpus->build_split(2, want[2], iopt);
+    if (t.ok()) {
+      test_sets.emplace_back("test", std::move(*t));
+    } else {
+      log_info(ctx, absl::StrCat("no test evaluation: ", t.status().message()));
+    }
+  }
   const anvil::io::GptSamples& ts = **train_samples;
-  std::string train_desc =
-      absl::StrFormat("train: %d samples (Megatron's steps x global_batch)", want[0]);
+  std::string train_desc = absl::StrFormat(
+      "train: %d samples (Megatron's train_samples or steps x global_batch)", want[0]);
   if (ts.blend_index() == nullptr) {
     absl::StrAppend(
         &train_desc,
@@ -570,26 +640,33 @@ int run(int argc, char** argv) {
       absl::StrAppend(&train_desc, absl::StrFormat(" %d", d->size()));
     }
   }
-  log_info(ctx,
-           absl::StrFormat(
-               "data: %s; validation: %s; test split not used (no test evaluation)", train_desc,
-               valid_samples ? absl::StrFormat("%d samples, %d per evaluation", want[1],
-                                               cfg.train.eval_iters * cfg.train.micro_batch)
-                             : std::string("none")));
+  auto names = [](const auto& sets) {
+    std::string out;
+    for (const auto& [name, samples] : sets) absl::StrAppend(&out, out.empty() ? "" : ", ", name);
+    return out.empty() ? std::string("none") : out;
+  };
+  log_info(ctx, absl::StrFormat("data: %s; validation (%s): %d samples each, %d per evaluation; "
+                                "test (%s): %d samples each, evaluated at the end",
+                                train_desc, names(valid_sets), want[1],
+                                cfg.train.eval_iters * cfg.train.global_batch, names(test_sets),
+                                want[2]));
 
   model::SampleFn train_fn = [&ts](int64_t i, int32_t* out) { ts.sample(i, out); };
-  model::SampleFn valid_fn;
-  if (valid_samples) {
-    const anvil::io::GptSamples& vs = *valid_samples;
-    valid_fn = [&vs](int64_t i, int32_t* out) { vs.sample(i, out); };
+  std::vector<model::HeldOutSet> valid_fns, test_fns;
+  for (const auto& [name, samples] : valid_sets) {
+    valid_fns.push_back({name, held_out_samples(*samples, name, ctx)});
+  }
+  for (const auto& [name, samples] : test_sets) {
+    test_fns.push_back({name, held_out_samples(*samples, name, ctx)});
   }
   model::TrainerParallel par;
   par.grid = &(*rt)->grid();
   par.mpi = &(*rt)->mpi();
   par.local_rank = launch->local_rank;
-  auto trainer = model::Trainer::create(cfg, *prec, train_fn, valid_fn, ctx, par);
+  auto trainer = model::Trainer::create(cfg, *prec, train_fn, nullptr, ctx, par);
   if (!trainer.ok()) return fatal(trainer.status());
   model::Trainer& tr = **trainer;
+  tr.set_held_out_sets(std::move(valid_fns), std::move(test_fns));
   if (tensorboard) tr.set_metrics_sink(tensorboard_sink(*tensorboard, ctx));
   const model::CheckpointConfig& ck = cfg.checkpoint;
   if (!ck.load.empty()) {

@@ -215,4 +215,26 @@ absl::StatusOr<std::unique_ptr<GptSamples>> GptCorpus::build_whole(int64_t num_s
   return build(ranges, num_samples, opt);
 }
 
+absl::StatusOr<std::unique_ptr<GptSamples>> GptCorpus::build_fraction_ranges(
+    const std::vector<std::pair<double, double>>& fractions, int64_t num_samples,
+    const GptDatasetOptions& opt) const {
+  if (fractions.size() != data_.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: %d sequence ranges for %d datasets",
+                                                      opt.name, fractions.size(), data_.size()));
+  }
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (size_t k = 0; k < data_.size(); ++k) {
+    const auto [a, b] = fractions[k];
+    if (!(a >= 0.0 && a < b && b <= 1.0)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: range %g:%g of %s is not START:END with 0 <= START < END <= 1",
+                          opt.name, a, b, sources_[k].prefix));
+    }
+    const double n = static_cast<double>(data_[k]->num_sequences());
+    ranges.emplace_back(static_cast<int64_t>(std::nearbyint(a * n)),
+                        static_cast<int64_t>(std::nearbyint(b * n)));
+  }
+  return build(ranges, num_samples, opt);
+}
+
 }  // namespace anvil::io

@@ -114,6 +114,14 @@ class GptCorpus {
   // Every sequence of every source, under opt.name (a separate validation set).
   absl::StatusOr<std::unique_ptr<GptSamples>> build_whole(int64_t num_samples,
                                                           GptDatasetOptions opt) const;
+  // A named dataset group of Megatron-DeepSpeed's --{train,valid,test}-weighted-split-paths
+  // (gpt_dataset.py build_dataset_group, under opt.name = the group's name): sequences
+  // [round(a_k * n_k), round(b_k * n_k)) of source k with n_k sequences (get_split_by_range_,
+  // Python's round: ties to even), `fractions`[k] = (a_k, b_k). InvalidArgument unless
+  // 0 <= a_k < b_k <= 1 for every source.
+  absl::StatusOr<std::unique_ptr<GptSamples>> build_fraction_ranges(
+      const std::vector<std::pair<double, double>>& fractions, int64_t num_samples,
+      const GptDatasetOptions& opt) const;
 
  private:
   absl::StatusOr<std::unique_ptr<GptSamples>> build(

@@ -109,7 +109,8 @@ int64_t tokens_in(const std::vector<int32_t>& sizes, int64_t seq_begin, int64_t 
 }
 
 // Megatron's separate-last-epoch rule (see the header).
-bool separate_last_epoch(int64_t tokens, int64_t epochs, int64_t seq_len, int64_t num_samples) {
+bool separate_last_epoch(int64_t tokens, int64_t epochs, int64_t seq_len, int64_t num_samples,
+                         double cutoff) {
   if (epochs == 1) return false;
   const int64_t from_epochs_minus_one = ((epochs - 1) * tokens - 1) / seq_len;
   const int64_t last_epoch_samples = num_samples - from_epochs_minus_one;
@@ -118,7 +119,7 @@ bool separate_last_epoch(int64_t tokens, int64_t epochs, int64_t seq_len, int64_
   // Megatron also asserts last_epoch_samples < per_epoch + 1, which fails when T is a multiple
   // of S (e.g. T = 2S, N = 3: 2 samples in the last epoch, 1 per epoch) and stops the run. The
   // rule below then says "not separate", which is what anvil does.
-  return last_epoch_samples < static_cast<int64_t>(0.95 * static_cast<double>(per_epoch));
+  return last_epoch_samples < static_cast<int64_t>(cutoff * static_cast<double>(per_epoch));
 }
 
 bool has_dims(const NpyArray& a, size_t dims) { return a.shape().size() == dims; }
@@ -135,8 +136,12 @@ int64_t gpt_num_epochs(int64_t tokens_per_epoch, int64_t seq_len, int64_t num_sa
 
 absl::StatusOr<GptIndex> build_gpt_index(const std::vector<int32_t>& sizes, int64_t seq_begin,
                                          int64_t seq_end, int64_t num_samples, int64_t seq_len,
-                                         uint32_t seed) {
+                                         uint32_t seed, double last_epoch_cutoff) {
   ANVIL_RETURN_IF_ERROR(check_range(sizes, seq_begin, seq_end, num_samples, seq_len));
+  if (!(last_epoch_cutoff > 0.0 && last_epoch_cutoff <= 1.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("GPT dataset: last_epoch_cutoff %g is not in (0, 1]", last_epoch_cutoff));
+  }
   GptIndex ix;
   ix.tokens_per_epoch = tokens_in(sizes, seq_begin, seq_end);
   if (ix.tokens_per_epoch <= seq_len) {
@@ -147,8 +152,8 @@ absl::StatusOr<GptIndex> build_gpt_index(const std::vector<int32_t>& sizes, int6
         seq_begin, seq_end, ix.tokens_per_epoch, seq_len + 1));
   }
   ix.num_epochs = gpt_num_epochs(ix.tokens_per_epoch, seq_len, num_samples);
-  ix.separate_last_epoch =
-      separate_last_epoch(ix.tokens_per_epoch, ix.num_epochs, seq_len, num_samples);
+  ix.separate_last_epoch = separate_last_epoch(ix.tokens_per_epoch, ix.num_epochs, seq_len,
+                                               num_samples, last_epoch_cutoff);
   const int64_t docs = seq_end - seq_begin;
   const int64_t positions = ix.num_epochs * docs;
   const int64_t total = (ix.num_epochs * ix.tokens_per_epoch - 1) / seq_len;  // M
@@ -248,8 +253,14 @@ absl::Status validate_gpt_index(const GptIndex& ix, const std::vector<int32_t>& 
 }
 
 std::string gpt_index_file_prefix(const std::string& data_prefix, const GptDatasetOptions& opt) {
-  return absl::StrCat(index_cache_base(data_prefix, opt.cache_dir), "_", opt.name, "_indexmap_",
-                      opt.num_samples, "ns_", opt.seq_len, "sl_", opt.seed, "s");
+  std::string prefix =
+      absl::StrCat(index_cache_base(data_prefix, opt.cache_dir), "_", opt.name, "_indexmap_",
+                   opt.num_samples, "ns_", opt.seq_len, "sl_", opt.seed, "s");
+  // Megatron's names hold no cutoff: only another cutoff than the fork's is named.
+  if (opt.last_epoch_cutoff != kDefaultLastEpochCutoff) {
+    absl::StrAppend(&prefix, "_", absl::StrFormat("%g", opt.last_epoch_cutoff), "lec");
+  }
+  return prefix;
 }
 
 std::string token_ids_cache_path(const std::string& data_prefix, const std::string& cache_dir) {
@@ -288,8 +299,9 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::create(
     if (why.ok()) {
       loaded.tokens_per_epoch = tokens_in(sizes, seq_begin, seq_end);
       loaded.num_epochs = gpt_num_epochs(loaded.tokens_per_epoch, opt.seq_len, opt.num_samples);
-      loaded.separate_last_epoch = separate_last_epoch(loaded.tokens_per_epoch, loaded.num_epochs,
-                                                       opt.seq_len, opt.num_samples);
+      loaded.separate_last_epoch =
+          separate_last_epoch(loaded.tokens_per_epoch, loaded.num_epochs, opt.seq_len,
+                              opt.num_samples, opt.last_epoch_cutoff);
       ds->index_ = std::move(loaded);
       ds->loaded_from_cache_ = true;
       engine::log_info(
@@ -307,7 +319,7 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::create(
 
   engine::Timer timer;
   ANVIL_ASSIGN_OR_RETURN(ds->index_, build_gpt_index(sizes, seq_begin, seq_end, opt.num_samples,
-                                                     opt.seq_len, opt.seed));
+                                                     opt.seq_len, opt.seed, opt.last_epoch_cutoff));
   std::string where = "kept in memory";
   if (opt.use_cache) {
     const GptIndex& ix = ds->index_;

@@ -11,6 +11,8 @@
 #include "engine/dtype.h"
 #include "engine/memory.h"
 #include "engine/status.h"
+#include "model/batch_schedule.h"
+#include "model/lr_schedule.h"
 #include "parallel/zero.h"
 
 namespace anvil::model {
@@ -245,8 +247,12 @@ std::map<std::string, int64_t> checkpoint_counters(const TrainerState& s, const 
   return {{"step", s.step},
           {"optimizer_steps", s.optimizer_steps},
           {"micro_batches", static_cast<int64_t>(s.micro_batches)},
-          {"consumed_samples", s.step * cfg.train.global_batch},
-          {"train_samples", cfg.train.steps * cfg.train.global_batch},
+          {"consumed_samples", s.consumed_samples},
+          {"consumed_valid_samples", s.consumed_valid_samples},
+          {"lr_samples", s.lr.samples},
+          {"lr_tokens", s.lr.tokens},
+          {"lr_warmup_tokens", s.lr.warmup_tokens},
+          {"train_samples", cfg.train.run_samples()},
           {"seed", static_cast<int64_t>(cfg.train.seed)},
           {"data_seed", static_cast<int64_t>(cfg.data.seed)}};
 }
@@ -265,15 +271,29 @@ absl::StatusOr<TrainerState> trainer_state_from(const std::map<std::string, int6
   ANVIL_ASSIGN_OR_RETURN(s.optimizer_steps, get("optimizer_steps"));
   ANVIL_ASSIGN_OR_RETURN(int64_t micro, get("micro_batches"));
   s.micro_batches = static_cast<uint64_t>(micro);
-  ANVIL_ASSIGN_OR_RETURN(int64_t consumed, get("consumed_samples"));
+  ANVIL_ASSIGN_OR_RETURN(s.consumed_samples, get("consumed_samples"));
   ANVIL_ASSIGN_OR_RETURN(int64_t seed, get("seed"));
   ANVIL_ASSIGN_OR_RETURN(int64_t data_seed, get("data_seed"));
-  if (consumed != s.step * cfg.train.global_batch) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("checkpoint: ", consumed, " samples consumed in ", s.step,
-                     " steps, but [train] global_batch is ", cfg.train.global_batch,
-                     ": resuming needs the same global batch (or [checkpoint] finetune = true)"));
+  const LoopConfig& l = cfg.train;
+  const int64_t want = samples_after_steps(l.rampup, l.global_batch, s.step);
+  if (s.consumed_samples != want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint: ", s.consumed_samples, " samples consumed in ", s.step,
+        " steps, but [train] global_batch ", l.global_batch, " and rampup_batch_size give ", want,
+        ": resuming needs the same batch sizes (or [checkpoint] finetune = true)"));
   }
+  // Checkpoints from before these counters: Megatron's fallbacks (training.py
+  // build_train_valid_test_data_iterators) and the schedule of the applied steps.
+  auto get_or = [&](const char* key, int64_t fallback) {
+    auto it = counters.find(key);
+    return it == counters.end() ? fallback : it->second;
+  };
+  const int64_t evals = l.eval_interval > 0 ? s.step / l.eval_interval : 0;
+  s.consumed_valid_samples =
+      get_or("consumed_valid_samples", evals * l.eval_iters * l.global_batch);
+  s.lr.samples = get_or("lr_samples", s.optimizer_steps * l.global_batch);
+  s.lr.tokens = get_or("lr_tokens", 0);
+  s.lr.warmup_tokens = get_or("lr_warmup_tokens", 0);
   if (seed != static_cast<int64_t>(cfg.train.seed) ||
       data_seed != static_cast<int64_t>(cfg.data.seed)) {
     return absl::InvalidArgumentError(
@@ -294,13 +314,17 @@ std::map<std::string, int64_t> checkpoint_layout(const TrainConfig& cfg) {
           {"sequence_parallel", p.sequence_parallel ? 1 : 0}};
 }
 
-std::map<std::string, double> checkpoint_lr_schedule(const TrainConfig& cfg, int64_t step) {
+std::map<std::string, double> checkpoint_lr_schedule(const TrainConfig& cfg,
+                                                     const TrainerState& state) {
   const LrSchedule& s = cfg.optim.schedule;
+  LrScheduler scheduler(s, cfg.train.global_batch);
+  scheduler.restore(state.lr);
   return {{"lr", s.lr},
           {"min_lr", s.min_lr},
-          {"warmup_steps", static_cast<double>(s.warmup_steps)},
-          {"decay_steps", static_cast<double>(s.decay_steps)},
-          {"current_lr", s.at(step)}};
+          {"warmup_samples", s.warmup_in_samples(cfg.train.global_batch)},
+          {"decay_samples", static_cast<double>(s.decay_in_samples(cfg.train.global_batch))},
+          {"decay_tokens", static_cast<double>(s.decay_tokens)},
+          {"current_lr", scheduler.lr()}};
 }
 
 }  // namespace anvil::model

@@ -52,20 +52,24 @@ using TensorLookup = std::function<absl::StatusOr<engine::HostSlice>(const std::
 absl::Status gpt_load_checkpoint(GptModel& model, const TensorLookup& lookup, bool weights_only,
                                  engine::Stream& stream);
 
-// The run counters a checkpoint keeps: the TrainerState, consumed_samples (step *
-// global_batch: the data position), train_samples (steps * global_batch: Megatron's sample
-// order is a shuffle over the whole run, so it depends on it) and the seeds of init/dropout
-// and of the data order.
+// The run counters a checkpoint keeps: the TrainerState (step, optimizer steps, micro-batches,
+// consumed training and validation samples, the lr scheduler's position), train_samples
+// (LoopConfig::run_samples: Megatron's sample order is a shuffle over the whole run, so it
+// depends on it) and the seeds of init/dropout and of the data order.
 std::map<std::string, int64_t> checkpoint_counters(const TrainerState& s, const TrainConfig& cfg);
 // Back from a checkpoint's counters. InvalidArgument naming the numbers when the config would
-// not continue the same sample stream: another global_batch (consumed samples != step *
-// global_batch), [train] seed or [data] seed.
+// not continue the same sample stream: other batch sizes (consumed samples != those of `step`
+// steps under global_batch and rampup_batch_size), [train] seed or [data] seed. Counters older
+// checkpoints lack take Megatron's fallbacks (validation: step // eval_interval evaluations of
+// eval_iters global batches; the lr position: the applied steps' samples).
 absl::StatusOr<TrainerState> trainer_state_from(const std::map<std::string, int64_t>& counters,
                                                 const TrainConfig& cfg);
 // The parallel layout (tp, pp, dp, zero_stage, virtual_stages, sequence_parallel) and the LR
-// schedule's parameters with the lr of `step`, for the manifest (informative: loading works
-// from any layout, and the schedule is recomputed from the config and the step).
+// schedule's parameters (in samples) with the lr the next step of `state` uses, for the
+// manifest (informative: loading works from any layout, and the schedule's position is one of
+// the counters).
 std::map<std::string, int64_t> checkpoint_layout(const TrainConfig& cfg);
-std::map<std::string, double> checkpoint_lr_schedule(const TrainConfig& cfg, int64_t step);
+std::map<std::string, double> checkpoint_lr_schedule(const TrainConfig& cfg,
+                                                     const TrainerState& state);
 
 }  // namespace anvil::model

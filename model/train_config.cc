@@ -68,6 +68,21 @@ ConfigSchema build_schema() {
   s.add("data", "valid_paths", kString, "",
         "A separate validation set, same syntax as paths (--valid-data-path): all of its "
         "sequences are used for validation instead of the validation split of paths.");
+  s.add("data", "train_weighted_split_paths", kString, "",
+        "The training data as one named group (--train-weighted-split-paths, BigScience fork): "
+        "\"NAME: W1 START1:END1 PREFIX1, W2 START2:END2 PREFIX2\", the datasets blended by "
+        "weight, each over the sequences round(START * n) .. round(END * n) of its n; replaces "
+        "paths and split (Megatron's data loading mode 2: both must stay unset). NAME names the "
+        "index caches. Empty = paths.");
+  s.add("data", "valid_weighted_split_paths", kString, "",
+        "Named validation groups, same syntax, several separated by ';' "
+        "(--valid-weighted-split-paths): each is evaluated separately and logged as \"NAME "
+        "loss\", on its own stream of Megatron's validation sample counts. Unlike Megatron, "
+        "also allowed with paths (they replace its validation split); excludes valid_paths. "
+        "Empty = the validation split (or valid_paths).");
+  s.add("data", "test_weighted_split_paths", kString, "",
+        "Named test groups, same syntax (--test-weighted-split-paths), each evaluated once at "
+        "the end. Empty = the test split.");
   s.add("data", "seq_len", kInt, "1024",
         "Tokens per sample T (--seq-length); <= [model] max_seq_len.");
   s.add("data", "seed", kInt, "1234",
@@ -77,6 +92,12 @@ ConfigSchema build_schema() {
         "Directory of the index caches (--data-cache-path); empty = next to the data, named "
         "as Megatron names them (PREFIX_train_indexmap_*ns_*sl_*s_{doc,sample,shuffle}_idx.npy), "
         "so Megatron's and anvil's caches are interchangeable.");
+  s.add("data", "last_epoch_cutoff", kFloat, "0.95",
+        "When a split needs E > 1 epochs and the last one contributes fewer than "
+        "int(cutoff * samples per epoch) samples, the last epoch is shuffled separately "
+        "(_build_index_mappings' cutoff_last_epoch: 0.95 in the BigScience fork, 0.80 in "
+        "NVIDIA Megatron-LM), in (0, 1]. A value other than 0.95 adds _{cutoff}lec to the "
+        "index cache names (Megatron's names do not hold it).");
   s.add("data", "eod_token", kInt, "50256",
         "End-of-document token id, used by eod_mask_loss and reset_position_ids (GPT-2 BPE: "
         "50256; byte-level data: 256).");
@@ -93,18 +114,53 @@ ConfigSchema build_schema() {
   s.add("train", "global_batch", kInt, "0",
         "Samples per optimizer step (--global-batch-size); a multiple of micro_batch, the "
         "quotient is the number of gradient accumulation steps. 0 = micro_batch.");
-  s.add("train", "steps", kInt, "1000", "Optimizer steps (--train-iters).");
+  s.add("train", "steps", kInt, "1000",
+        "Optimizer steps (--train-iters). Set train_samples or train_tokens instead for a "
+        "sample- or token-based run (then steps must stay unset).");
+  s.add("train", "train_samples", kInt, "0",
+        "Samples to train on (--train-samples); 0 = steps * global_batch. The steps follow as "
+        "Megatron's update_train_iters computes them (train_samples // global_batch, with "
+        "rampup_batch_size the ramp-up's steps plus the rest // global_batch; a partial last "
+        "batch is dropped), and the train split is sized for train_samples.");
+  s.add("train", "train_tokens", kInt, "0",
+        "Tokens to train on (--train-tokens): the run stops after the step at which consumed "
+        "samples * seq_len reaches it (the Microsoft fork's loop condition; the BigScience "
+        "fork parses the flag but ignores it). With train_samples the earlier end wins; 0 = "
+        "off.");
+  s.add("train", "rampup_batch_size", kString, "",
+        "Global batch ramp-up \"START INCREMENT SAMPLES\" (--rampup-batch-size): the global "
+        "batch starts at START and grows by INCREMENT (n = (global_batch - START) / INCREMENT "
+        "times) every SAMPLES / n consumed samples, up to global_batch once SAMPLES are "
+        "consumed; the data sampler advances by each step's batch and the lr schedule by the "
+        "samples of each applied step. START and INCREMENT must be multiples of micro_batch * "
+        "dp. Megatron allows it with sample-based runs only; here steps work too. Empty = off.");
+  s.add("train", "skip_iterations", kString, "",
+        "Steps whose data is consumed but not trained on, \"A-B C-D\" (1-based, inclusive, "
+        "overlaps merged; --skip-train-iteration-range). Each such step advances the step "
+        "counter and the data position by its global batch, without forward, backward, "
+        "optimizer or lr schedule step. (The BigScience fork instead keeps its iteration "
+        "counter and draws one micro-batch per skipped iteration; NVIDIA Megatron-LM's "
+        "--iterations-to-skip does what anvil does.) Empty = none.");
   s.add("train", "seed", kInt, "1234", "Seed of the parameter init and of dropout (--seed).");
   s.add("train", "device", kString, "auto",
         "auto = CUDA (bf16 activations, f32 gradients and optimizer) when a GPU is visible, else "
         "CPU (f32).",
         {"auto", "cpu", "cuda"});
   s.add("train", "eval_interval", kInt, "1000",
-        "Evaluate on the validation split every N steps and at the end (--eval-interval); 0 = "
-        "only at the end.");
+        "Evaluate on the validation split every N steps and at the end (--eval-interval); a "
+        "run whose last step is a multiple of N evaluates twice there, on fresh samples each "
+        "time, as Megatron does. 0 = only at the end.");
   s.add("train", "eval_iters", kInt, "100",
-        "Validation micro-batches per evaluation (--eval-iters), the same ones each time so "
-        "numbers compare; 0 = no evaluation.");
+        "Validation iterations per evaluation (--eval-iters), each of one global batch (the "
+        "current one under rampup_batch_size), as Megatron. Each evaluation reads the next "
+        "samples of the validation stream (Megatron's validation iterator continues over the "
+        "evaluations, and resumes from the checkpoint's consumed validation samples); the "
+        "evaluation before the first step reads the samples the first periodic one will read "
+        "without consuming them (Megatron has none). At the end of the run the test split is "
+        "evaluated once (eval_iters global batches from its start: Megatron's 'lm loss' of "
+        "the test data). A stream read past the end of its split (a resumed run with more "
+        "evaluations than it was sized for) wraps around with a warning, where Megatron's "
+        "sampler asserts. 0 = no evaluation.");
   s.add("train", "log_interval", kInt, "100", "Log a progress line every N steps.");
   s.add("train", "max_skipped_steps", kInt, "10",
         "Stop the run with an error (non-zero exit, no final checkpoint) after this many "
@@ -120,14 +176,32 @@ ConfigSchema build_schema() {
         "Peak learning rate, reached at the end of warmup; in (0, 10].");
   s.add("optim", "min_lr", kFloat, "0.0", "Learning rate at the end of the decay; <= lr.");
   s.add("optim", "warmup_steps", kInt, "0",
-        "Linear warmup from 0 to lr over this many steps (--lr-warmup-iters).");
+        "Linear warmup from 0 to lr over this many steps (--lr-warmup-iters). The schedule "
+        "counts samples, as Megatron's: warmup_steps * global_batch samples. The first step "
+        "uses the lr of position 0 (0 during a warmup), step k the lr after the k - 1 applied "
+        "steps before it; a skipped step does not advance the schedule.");
+  s.add("optim", "warmup_samples", kInt, "0",
+        "Warmup over this many samples instead (--lr-warmup-samples); 0 = use warmup_steps.");
+  s.add("optim", "warmup_tokens", kInt, "0",
+        "Warmup over this many tokens instead: warmup_samples = ceil(warmup_tokens / [data] "
+        "seq_len) (not a Megatron flag: the BigScience fork's warmup is sample-based); 0 = off.");
+  s.add("optim", "warmup_fraction", kFloat, "0.0",
+        "Warmup over this fraction of the decay instead (--lr-warmup-fraction), in [0, 1]; 0 = "
+        "off.");
   s.add("optim", "decay_style", kString, "cosine",
         "Decay from lr to min_lr between warmup_steps and decay_steps, constant afterwards "
         "(--lr-decay-style; Megatron's default is linear).",
         {"cosine", "linear", "constant"});
   s.add("optim", "decay_steps", kInt, "0",
-        "Step at which the decay ends, counted from step 0 (--lr-decay-iters); 0 = [train] "
-        "steps.");
+        "Step at which the decay ends, counted from step 0 (--lr-decay-iters): decay_steps * "
+        "global_batch samples; 0 = [train] steps (or train_samples when that is set).");
+  s.add("optim", "decay_samples", kInt, "0",
+        "Sample at which the decay ends instead (--lr-decay-samples); 0 = use decay_steps.");
+  s.add("optim", "decay_tokens", kInt, "0",
+        "Token-based decay (--lr-decay-tokens, BigScience fork): after the warmup the decay "
+        "ratio is (tokens - warmup end's tokens) / (decay_tokens - warmup end's tokens), "
+        "where tokens are those consumed before the previous step (Megatron's "
+        "consumed_train_tokens when the scheduler steps); min_lr beyond decay_tokens. 0 = off.");
   s.add("optim", "weight_decay", kFloat, "0.01",
         "AdamW decoupled weight decay; not applied to biases and LayerNorm parameters.");
   s.add("optim", "beta1", kFloat, "0.9", "AdamW beta1 (--adam-beta1).");
@@ -286,6 +360,115 @@ const ConfigSchema& train_config_schema() {
   return *schema;
 }
 
+// [data] *_weighted_split_paths: Megatron's mode 2 excludes paths and split for the training
+// group; validation groups exclude valid_paths.
+absl::Status parse_groups(const Config& c, DataConfig* d) {
+  const struct {
+    const char* key;
+    std::vector<DataGroup>* out;
+  } lists[] = {{"train_weighted_split_paths", &d->train_groups},
+               {"valid_weighted_split_paths", &d->valid_groups},
+               {"test_weighted_split_paths", &d->test_groups}};
+  for (const auto& l : lists) {
+    absl::StatusOr<std::vector<DataGroup>> g = parse_data_groups(c.get_string("data", l.key));
+    if (!g.ok()) return c.error("data", l.key, std::string(g.status().message()));
+    *l.out = std::move(*g);
+  }
+  ANVIL_RETURN_IF_ERROR(need(d->train_groups.size() <= 1, c, "data", "train_weighted_split_paths",
+                             "holds more than one group (training uses one)"));
+  if (!d->train_groups.empty()) {
+    ANVIL_RETURN_IF_ERROR(need(d->sources.empty() && c.origin("data", "split") == "default", c,
+                               "data", "train_weighted_split_paths",
+                               "excludes [data] paths and split (Megatron's data loading modes "
+                               "1 and 2 are exclusive)"));
+  }
+  ANVIL_RETURN_IF_ERROR(need(d->valid_groups.empty() || d->valid_sources.empty(), c, "data",
+                             "valid_weighted_split_paths", "excludes [data] valid_paths"));
+  return absl::OkStatus();
+}
+
+// [train] steps from train_samples / train_tokens (Megatron's update_train_iters; the earlier
+// end wins), the ramp-up (checked against micro_batch here, against micro_batch * dp after
+// [parallel]) and the skipped ranges.
+absl::Status resolve_run_length(const Config& c, int64_t seq_len, LoopConfig* l) {
+  for (const char* key : {"train_samples", "train_tokens"}) {
+    ANVIL_RETURN_IF_ERROR(non_negative(c, "train", key));
+  }
+  ANVIL_RETURN_IF_ERROR(
+      at_most(c, "train", "train_samples", engine::kMaxSamples, "2^40 = 1099511627776"));
+  l->train_samples = c.get_int("train", "train_samples");
+  l->train_tokens = c.get_int("train", "train_tokens");
+  absl::StatusOr<BatchRampup> rampup = parse_batch_rampup(
+      c.get_string("train", "rampup_batch_size"), l->global_batch, l->micro_batch);
+  if (!rampup.ok())
+    return c.error("train", "rampup_batch_size", std::string(rampup.status().message()));
+  l->rampup = *rampup;
+  absl::StatusOr<StepRanges> skips = parse_step_ranges(c.get_string("train", "skip_iterations"));
+  if (!skips.ok())
+    return c.error("train", "skip_iterations", std::string(skips.status().message()));
+  l->skip_ranges = *skips;
+  const bool steps_given = c.origin("train", "steps") != "default";
+  ANVIL_RETURN_IF_ERROR(need(!(steps_given && l->train_samples > 0), c, "train", "train_samples",
+                             "and [train] steps are both set: a run is iteration- or "
+                             "sample-based (Megatron's --train-iters or --train-samples)"));
+  if (l->train_samples > 0) {
+    l->steps = steps_for_samples(l->rampup, l->global_batch, l->train_samples);
+    ANVIL_RETURN_IF_ERROR(
+        need(l->steps > 0, c, "train", "train_samples",
+             absl::StrFormat("%d samples make %d steps at [train] global_batch %d",
+                             l->train_samples, l->steps, l->global_batch)));
+  }
+  if (l->train_tokens > 0) {
+    const int64_t steps = steps_for_tokens(l->rampup, l->global_batch, seq_len, l->train_tokens);
+    l->steps = steps_given || l->train_samples > 0 ? std::min(l->steps, steps) : steps;
+    ANVIL_RETURN_IF_ERROR(at_most(c, "train", "steps", engine::kMaxSamples, "2^40"));
+  }
+  return absl::OkStatus();
+}
+
+// [optim]'s warmup and decay, in steps, samples, tokens or a fraction (one of each), into the
+// schedule; the decay ends by default with the run (train_samples or steps).
+absl::Status resolve_lr_schedule(const Config& c, const LoopConfig& l, int64_t seq_len,
+                                 LrSchedule* lr) {
+  for (const char* key : {"warmup_steps", "warmup_samples", "warmup_tokens", "decay_steps",
+                          "decay_samples", "decay_tokens"}) {
+    ANVIL_RETURN_IF_ERROR(non_negative(c, "optim", key));
+  }
+  lr->warmup_steps = c.get_int("optim", "warmup_steps");
+  lr->warmup_samples = c.get_int("optim", "warmup_samples");
+  const int64_t warmup_tokens = c.get_int("optim", "warmup_tokens");
+  lr->warmup_fraction = c.get_float("optim", "warmup_fraction");
+  lr->decay_steps = c.get_int("optim", "decay_steps");
+  lr->decay_samples = c.get_int("optim", "decay_samples");
+  lr->decay_tokens = c.get_int("optim", "decay_tokens");
+  ANVIL_RETURN_IF_ERROR(need(lr->warmup_fraction >= 0.0 && lr->warmup_fraction <= 1.0, c, "optim",
+                             "warmup_fraction",
+                             absl::StrFormat("must be in [0, 1], got %g", lr->warmup_fraction)));
+  const int warmups = (lr->warmup_steps > 0) + (lr->warmup_samples > 0) + (warmup_tokens > 0) +
+                      (lr->warmup_fraction > 0.0);
+  ANVIL_RETURN_IF_ERROR(need(warmups <= 1, c, "optim", "warmup_steps",
+                             "set at most one of warmup_steps, warmup_samples, warmup_tokens and "
+                             "warmup_fraction"));
+  ANVIL_RETURN_IF_ERROR(need(lr->decay_steps == 0 || lr->decay_samples == 0, c, "optim",
+                             "decay_steps", "set at most one of decay_steps and decay_samples"));
+  if (warmup_tokens > 0) lr->warmup_samples = (warmup_tokens + seq_len - 1) / seq_len;
+  if (lr->decay_steps == 0 && lr->decay_samples == 0) {
+    if (l.train_samples > 0) {
+      lr->decay_samples = l.train_samples;
+    } else {
+      lr->decay_steps = l.steps;
+    }
+  }
+  ANVIL_ASSIGN_OR_RETURN(lr->style, parse_decay_style(c.get_string("optim", "decay_style")));
+  if (absl::Status s = lr->validate(l.global_batch); !s.ok()) {
+    return c.error("optim", "warmup_steps",
+                   absl::StrCat(s.message(),
+                                " ([optim] decay_steps / decay_samples 0 = the run's "
+                                "end)"));
+  }
+  return absl::OkStatus();
+}
+
 std::string config_docs_markdown() {
   return absl::StrCat(
       "# bin/train configuration\n\n"
@@ -308,15 +491,20 @@ std::string config_docs_markdown() {
       "\n"
       "Batch arithmetic: one optimizer step consumes `global_batch` samples of `seq_len` tokens,\n"
       "in `global_batch / micro_batch` forward/backward passes (gradient accumulation).\n"
-      "Learning rate at step s (counted from 1): `lr * s / warmup_steps` during warmup, then the\n"
-      "decay from `lr` to `min_lr` ending at `decay_steps`, then `min_lr`.\n"
+      "Learning rate (Megatron's AnnealingLR, counted in samples): step s (counted from 1) of a\n"
+      "run at a constant global batch with no skipped steps uses `lr * (s - 1) / warmup_steps`\n"
+      "during warmup (0 at the first step, as Megatron), then the decay from `lr` to `min_lr`\n"
+      "ending at `decay_steps`, then `min_lr`. A skipped step (non-finite gradient norm) keeps\n"
+      "the lr where it is: Megatron's fp16 loss-scaler path does so; its bf16/fp32 path has no\n"
+      "such check and applies the non-finite update, which anvil never does.\n"
       "\n"
       "Data: Megatron's GPT dataset, exactly. Each dataset's sequences are split into train,\n"
       "validation and test ranges by `split`; a split of N samples gets as many epochs as N\n"
       "needs, with the sequence order shuffled (numpy's `RandomState(seed)`), samples of\n"
       "`seq_len + 1` tokens that cross document boundaries and overlap by one token, and a\n"
-      "shuffled sample order. N is Megatron's: train = `steps * global_batch`, validation =\n"
-      "`(steps // eval_interval + 1) * eval_iters * global_batch`. Weighted `paths` are blended\n"
+      "shuffled sample order. N is Megatron's: train = `train_samples` (or\n"
+      "`steps * global_batch`), validation = `(steps // eval_interval + 1) * eval_iters *\n"
+      "global_batch`, test = `eval_iters * global_batch`. Weighted `paths` are blended\n"
       "with Megatron's rule (each dataset asked for `ceil(N * weight * 1.005)` samples; position\n"
       "i takes the dataset whose share lags its weight most). The index is cached as `.npy`\n"
       "files next to the data (or in `cache_dir`), built by each process that lacks them.\n"
@@ -388,6 +576,7 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
   }
   ANVIL_RETURN_IF_ERROR(check_split(c));
   t.data.split = c.get_string("data", "split");
+  ANVIL_RETURN_IF_ERROR(parse_groups(c, &t.data));
   ANVIL_RETURN_IF_ERROR(positive(c, "data", "seq_len"));
   ANVIL_RETURN_IF_ERROR(non_negative(c, "data", "seed"));
   t.data.seq_len = c.get_int("data", "seq_len");
@@ -400,6 +589,10 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
            absl::StrFormat("%d exceeds [model] max_seq_len %d (the position embedding rows)",
                            t.data.seq_len, m.max_seq_len)));
   t.data.cache_dir = c.get_string("data", "cache_dir");
+  t.data.last_epoch_cutoff = c.get_float("data", "last_epoch_cutoff");
+  ANVIL_RETURN_IF_ERROR(need(
+      t.data.last_epoch_cutoff > 0.0 && t.data.last_epoch_cutoff <= 1.0, c, "data",
+      "last_epoch_cutoff", absl::StrFormat("must be in (0, 1], got %g", t.data.last_epoch_cutoff)));
   ANVIL_RETURN_IF_ERROR(non_negative(c, "data", "eod_token"));
   ANVIL_RETURN_IF_ERROR(at_most(c, "data", "eod_token", engine::kMaxDimension, kDimensionLimit));
   t.data.eod_token = c.get_int("data", "eod_token");
@@ -443,6 +636,7 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
   l.log_interval = c.get_int("train", "log_interval");
   l.max_skipped_steps = c.get_int("train", "max_skipped_steps");
   l.check_memory = c.get_bool("train", "check_memory");
+  ANVIL_RETURN_IF_ERROR(resolve_run_length(c, t.data.seq_len, &l));
   // The step's host token buffers and the run's sample counts (the data index holds a few
   // int64 entries per sample), each bounded.
   ANVIL_RETURN_IF_ERROR(
@@ -481,19 +675,7 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
                              absl::StrFormat("must be >= 0, got %g", lr.min_lr)));
   ANVIL_RETURN_IF_ERROR(need(lr.min_lr <= lr.lr, c, "optim", "min_lr",
                              absl::StrFormat("%g is larger than [optim] lr %g", lr.min_lr, lr.lr)));
-  ANVIL_RETURN_IF_ERROR(non_negative(c, "optim", "warmup_steps"));
-  ANVIL_RETURN_IF_ERROR(non_negative(c, "optim", "decay_steps"));
-  lr.warmup_steps = c.get_int("optim", "warmup_steps");
-  lr.decay_steps = c.get_int("optim", "decay_steps");
-  if (lr.decay_steps == 0) lr.decay_steps = l.steps;
-  ANVIL_ASSIGN_OR_RETURN(lr.style, parse_decay_style(c.get_string("optim", "decay_style")));
-  if (lr.style != DecayStyle::kConstant && lr.warmup_steps >= lr.decay_steps) {
-    return c.error("optim", "warmup_steps",
-                   absl::StrFormat("%d must be smaller than the decay end %d ([optim] "
-                                   "decay_steps, 0 = [train] steps) for %s decay",
-                                   lr.warmup_steps, lr.decay_steps, decay_style_name(lr.style)));
-  }
-  ANVIL_RETURN_IF_ERROR(lr.validate());
+  ANVIL_RETURN_IF_ERROR(resolve_lr_schedule(c, l, t.data.seq_len, &lr));
   o.weight_decay = c.get_float("optim", "weight_decay");
   ANVIL_RETURN_IF_ERROR(need(o.weight_decay >= 0.0, c, "optim", "weight_decay",
                              absl::StrFormat("must be >= 0, got %g", o.weight_decay)));
@@ -550,6 +732,14 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
   // [parallel]
   ANVIL_ASSIGN_OR_RETURN(t.parallel,
                          parse_parallel_config(c, world_size, l.global_batch, l.micro_batch));
+  // Every batch of a ramp-up splits into whole micro-batches on each DP rank (a multiple of pp
+  // of them for the interleaved schedule).
+  if (absl::StatusOr<BatchRampup> r = parse_batch_rampup(
+          c.get_string("train", "rampup_batch_size"), l.global_batch,
+          l.micro_batch * t.parallel.dp * (t.parallel.virtual_stages > 1 ? t.parallel.pp : 1));
+      !r.ok()) {
+    return c.error("train", "rampup_batch_size", std::string(r.status().message()));
+  }
   // The layout against the model: Megatron pads the vocabulary to a multiple of 128 * tp.
   const ParallelConfig& pc = t.parallel;
   t.model.vocab_multiple = 128 * pc.tp;

@@ -13,6 +13,8 @@
 
 #include "absl/status/statusor.h"
 #include "engine/config.h"
+#include "model/batch_schedule.h"
+#include "model/data_groups.h"
 #include "model/eval_config.h"
 #include "model/finetune_config.h"
 #include "model/gpt.h"
@@ -41,22 +43,32 @@ struct DataConfig {
   bool eod_mask_loss = false;         // no loss on the token after an eod (Megatron's rule)
   bool reset_position_ids = false;    // positions restart after every eod
   bool reset_attention_mask = false;  // document-aware causal mask (attention within a doc)
+  double last_epoch_cutoff = 0.95;    // separate last epoch below this share of an epoch
+  // Named groups (--{train,valid,test}-weighted-split-paths); empty = paths and split.
+  std::vector<DataGroup> train_groups, valid_groups, test_groups;
 };
 
 struct LoopConfig {
   int64_t micro_batch = 8;         // B: samples per forward/backward
   int64_t global_batch = 8;        // samples per optimizer step (a multiple of B)
-  int64_t steps = 1000;            // optimizer steps
+  int64_t steps = 1000;            // optimizer steps (resolved from train_samples/tokens)
+  int64_t train_samples = 0;       // > 0: the run's sample budget (sizes the train split)
+  int64_t train_tokens = 0;        // > 0: the run's token budget
+  BatchRampup rampup;              // global batch ramp-up (disabled by default)
+  StepRanges skip_ranges;          // steps whose data is consumed but not trained on
   uint64_t seed = 1234;            // parameter init and dropout
   std::string device = "auto";     // auto | cpu | cuda
   int64_t eval_interval = 1000;    // evaluate every N steps (0: only at the end)
-  int64_t eval_iters = 100;        // validation micro-batches per evaluation (0: no evaluation)
+  int64_t eval_iters = 100;        // validation global batches per evaluation (0: no evaluation)
   int64_t log_interval = 100;      // log a line every N steps
   int64_t max_skipped_steps = 10;  // stop after N consecutive skipped steps (0: never)
   bool check_memory = true;        // refuse a memory plan larger than the available memory
 
-  // Gradient accumulation steps on one rank (of `dp` data-parallel ranks).
+  // Gradient accumulation steps on one rank (of `dp` data-parallel ranks), at the full batch.
   int64_t accumulation_steps(int64_t dp = 1) const { return global_batch / (micro_batch * dp); }
+  // The training samples Megatron sizes the train split for: train_samples, else
+  // steps * global_batch.
+  int64_t run_samples() const { return train_samples > 0 ? train_samples : steps * global_batch; }
 };
 
 struct OptimConfig {

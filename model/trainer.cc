@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/checked_math.h"
 #include "engine/status.h"
+#include "model/batch_schedule.h"
 #include "model/pipeline_runner.h"
 #include "parallel/comm.h"
 #include "parallel/data_parallel.h"
@@ -118,6 +119,17 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
         "Trainer: [train] global_batch %d is not a multiple of micro_batch %d * dp %d",
         cfg.train.global_batch, cfg.train.micro_batch, dp));
   }
+  // Every batch of a ramp-up must split into whole micro-batches on each DP rank, and into a
+  // multiple of pp of them for the interleaved schedule.
+  const BatchRampup& ramp = cfg.train.rampup;
+  const int64_t unit = cfg.train.micro_batch * dp * (pc.virtual_stages > 1 ? pp : 1);
+  if (ramp.enabled() && (ramp.start % unit != 0 || ramp.increment % unit != 0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "Trainer: [train] rampup_batch_size start %d and increment %d must be multiples of "
+        "micro_batch %d * dp %d%s",
+        ramp.start, ramp.increment, cfg.train.micro_batch, dp,
+        pc.virtual_stages > 1 ? absl::StrFormat(" * pp %d (interleaved schedule)", pp) : ""));
+  }
   ANVIL_ASSIGN_OR_RETURN(GptShard shard, shard_for(cfg, g ? g->tp_rank() : 0, g ? g->pp_rank() : 0,
                                                    g ? g->dp_rank() : 0));
   ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, Trainer::plan(cfg, prec, shard));
@@ -127,8 +139,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
   t->cfg_ = cfg;
   t->prec_ = prec;
   t->train_ = std::move(train);
-  t->valid_ = std::move(valid);
+  if (valid) t->valid_sets_.push_back({"val", std::move(valid)});
   t->log_ = log;
+  t->lr_ = LrScheduler(cfg.optim.schedule, cfg.train.global_batch);
+  t->plan_micro_batches_ = cfg.train.accumulation_steps(dp);
+  t->eval_global_batch_ = global_batch_at(cfg.train.rampup, cfg.train.global_batch, 0);
   t->dp_size_ = dp;
   t->dp_rank_ = g ? g->dp_rank() : 0;
   t->tp_size_ = tp;
@@ -183,6 +198,11 @@ void Trainer::restore(const TrainerState& s) {
   step_ = s.step;
   optimizer_steps_ = s.optimizer_steps;
   micro_batches_ = s.micro_batches;
+  consumed_samples_ = s.consumed_samples;
+  consumed_valid_ = s.consumed_valid_samples;
+  lr_.restore(s.lr);
+  eval_global_batch_ =
+      global_batch_at(cfg_.train.rampup, cfg_.train.global_batch, consumed_samples_);
 }
 
 int64_t Trainer::fill_batch(const SampleFn& fn, int64_t first_index, int64_t m) {
@@ -239,20 +259,46 @@ GptBatch Trainer::host_batch(int64_t m) const {
                   cfg_.data.reset_attention_mask ? segments_.data() + row : nullptr};
 }
 
+StepStats Trainer::consume_only(int64_t G) {
+  StepStats st;
+  st.step = ++step_;
+  st.data_only = true;
+  st.global_batch = G;
+  st.loss = st.grad_norm = std::numeric_limits<double>::quiet_NaN();
+  st.lr = lr_.lr();
+  if (!in_step_ranges(cfg_.train.skip_ranges, st.step - 1)) {
+    engine::log_info(log_, absl::StrFormat("step %d: [train] skip_iterations: consuming the data "
+                                           "of the range's steps without training",
+                                           st.step));
+  }
+  consumed_samples_ += G;
+  return st;
+}
+
 StepStats Trainer::step() {
   const int64_t B = cfg_.train.micro_batch, T = cfg_.data.seq_len;
-  const int64_t G = cfg_.train.global_batch;
+  // The global batch of this position (rampup_batch_size), Megatron's update_num_microbatches.
+  const int64_t G = global_batch_at(cfg_.train.rampup, cfg_.train.global_batch, consumed_samples_);
+  if (in_step_ranges(cfg_.train.skip_ranges, step_ + 1)) return consume_only(G);
+  eval_global_batch_ = G;
   engine::Stream& s = *stream_;
   // Every token of the global batch is counted, so d(mean loss)/d(token loss) = 1 / (G * T).
   const float grad_scale = static_cast<float>(1.0 / (static_cast<double>(G) * T));
 
   model_->zero_grads(s);
   const int dp = dp_size_;
-  const int64_t accum = cfg_.train.accumulation_steps(dp);  // on this rank
-  const int64_t total_micro = accum * dp;                   // over all DP ranks
+  const int64_t accum = G / (B * dp);      // on this rank
+  const int64_t total_micro = accum * dp;  // over all DP ranks
+  if (accum != plan_micro_batches_) {      // the ramp-up changed the micro-batches of a step
+    absl::StatusOr<parallel::PipelinePlan> p = parallel::plan_pipeline(
+        pp_size_, pp_rank_, cfg_.parallel.virtual_stages, static_cast<int>(accum));
+    ANVIL_CHECK_MSG(p.ok(), std::string(p.status().message()));
+    plan_ = std::move(*p);
+    plan_micro_batches_ = accum;
+  }
   // Megatron's sampler: this rank's rows of the m-th chunk of micro_batch * dp samples.
   for (int64_t m = 0; m < accum; ++m) {
-    fill_batch(train_, parallel::dp_sample_index(step_, G, B, dp, dp_rank_, m, 0), m);
+    fill_batch(train_, sampler_index(consumed_samples_, B, dp, dp_rank_, m), m);
   }
   // With eod_mask_loss, Megatron's loss is the mean over each micro-batch's unmasked tokens,
   // averaged over the micro-batches (of all DP ranks).
@@ -325,10 +371,14 @@ StepStats Trainer::step() {
   }
   StepStats st;
   st.step = ++step_;
+  st.global_batch = G;
   st.loss = cfg_.data.eod_mask_loss ? masked_loss : loss_sum / (static_cast<double>(G) * T);
   // After the reduction: the norm of the global batch's gradient, equal on every rank.
   st.grad_norm = grad_norm();
-  st.lr = cfg_.optim.schedule.at(st.step);
+  st.lr = lr_.lr();
+  // Megatron's consumed_train_tokens before this step: what its scheduler sees below.
+  const int64_t tokens_before = consumed_samples_ * T;
+  consumed_samples_ += G;
   if (!std::isfinite(st.grad_norm)) {
     st.skipped = true;
     engine::log_warning(log_, absl::StrFormat("step %d: grad norm is %s, skipping the update",
@@ -349,21 +399,45 @@ StepStats Trainer::step() {
   o.grad_scale = static_cast<float>(clip);
   o.step = ++optimizer_steps_;
   model_->optimizer_step(o, s);
+  lr_.step(G, tokens_before);  // after the applied update, as Megatron's train_step
   return st;
 }
 
 double Trainer::evaluate() {
+  const std::vector<double> v = evaluate_sets();
+  return v.empty() ? std::nan("") : v.front();
+}
+
+std::vector<double> Trainer::evaluate_sets() {
+  std::vector<double> out;
+  int64_t after = consumed_valid_;
+  for (const HeldOutSet& set : valid_sets_) {
+    after = consumed_valid_;
+    out.push_back(evaluate_stream(set.samples, &after));
+  }
+  consumed_valid_ = after;
+  return out;
+}
+
+double Trainer::evaluate_stream(const SampleFn& fn, int64_t* consumed) {
   const int64_t B = cfg_.train.micro_batch, T = cfg_.data.seq_len;
   const int64_t iters = cfg_.train.eval_iters;
-  if (!valid_ || iters == 0) return std::nan("");
+  if (!fn || iters == 0) return std::nan("");
+  // Megatron's evaluate(): eval_iters iterations of the current global batch (set for the last
+  // step), each of micro-batches of the sampler (this DP rank's rows of every chunk of
+  // micro_batch * dp).
+  const int64_t G = eval_global_batch_;
+  const int64_t micro = G / (B * dp_size_);
   double sum = 0.0, masked = 0.0;
-  // DP ranks split the micro-batches (round robin) and sum the results.
-  for (int64_t i = dp_rank_; i < iters; i += dp_size_) {
-    const int64_t counted = fill_batch(valid_, i * B, 0);
-    const double l =
-        run_pipeline_forward(*model_, pp_size_, pp_rank_, pp_comm_, host_batch(0), *stream_);
-    sum += l;
-    if (counted > 0) masked += l / static_cast<double>(counted);
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int64_t m = 0; m < micro; ++m) {
+      const int64_t counted = fill_batch(fn, sampler_index(*consumed, B, dp_size_, dp_rank_, m), 0);
+      const double l =
+          run_pipeline_forward(*model_, pp_size_, pp_rank_, pp_comm_, host_batch(0), *stream_);
+      sum += l;
+      if (counted > 0) masked += l / static_cast<double>(counted);
+    }
+    *consumed += G;
   }
   if (pp_comm_ != nullptr) {
     sum = parallel::all_reduce_scalar(*pp_comm_, sum, parallel::ReduceOp::kSum, scalar_, *stream_);
@@ -375,8 +449,9 @@ double Trainer::evaluate() {
     masked =
         parallel::all_reduce_scalar(*dp_comm_, masked, parallel::ReduceOp::kSum, scalar_, *stream_);
   }
-  if (cfg_.data.eod_mask_loss) return masked / static_cast<double>(iters);
-  return sum / (static_cast<double>(iters) * B * T);
+  // The mean over the micro-batches (of all DP ranks) of each one's mean token loss.
+  if (cfg_.data.eod_mask_loss) return masked / static_cast<double>(iters * micro * dp_size_);
+  return sum / (static_cast<double>(iters) * static_cast<double>(G) * T);
 }
 
 std::string Trainer::memory_string() const {
@@ -393,18 +468,19 @@ std::string Trainer::memory_string() const {
 
 TrainSummary Trainer::run() {
   const LoopConfig& L = cfg_.train;
-  const int64_t tokens_per_step = L.global_batch * cfg_.data.seq_len;
+  const int64_t T = cfg_.data.seq_len;
   const double fpt = flops_per_token(cfg_.model, cfg_.data.seq_len);
   const bool cuda = prec_.device == engine::Device::kCuda;
   const int width = static_cast<int>(std::to_string(L.steps).size());
-  const bool validation = valid_ && L.eval_iters > 0;
+  const bool validation = !valid_sets_.empty() && L.eval_iters > 0;
   const bool eval_enabled = validation || eval_hook_;
 
   TrainSummary sum;
   engine::Timer wall, interval;
   // interval_train_s: training seconds of the current log interval before an evaluation.
   double interval_loss = 0.0, interval_train_s = 0.0;
-  int64_t interval_steps = 0, interval_loss_steps = 0, interval_skipped = 0, last_val_step = -1;
+  int64_t interval_steps = 0, interval_loss_steps = 0, interval_skipped = 0;
+  int64_t interval_samples = 0, run_samples = 0;  // trained (data-only steps excluded)
   // Mean loss of the interval's applied steps (NaN when every one was skipped).
   auto mean_loss = [&] {
     return interval_loss_steps > 0 ? interval_loss / static_cast<double>(interval_loss_steps)
@@ -415,32 +491,44 @@ TrainSummary Trainer::run() {
   int64_t consecutive_skipped = 0;
 
   auto run_eval = [&] {
-    last_val_step = step_;
     if (validation) {
       engine::Timer t;
-      const double v = evaluate();
-      sum.val_losses.emplace_back(step_, v);
-      engine::log_info(
-          log_, absl::StrFormat("step %*d/%d | val loss %.4f (ppl %.2f) | %s", width, step_,
-                                L.steps, v, std::exp(v), engine::format_duration(t.seconds())));
-      if (metrics_) write_validation_metrics(metrics_, v, axes(step_));
+      const std::vector<double> v = evaluate_sets();
+      sum.val_losses.emplace_back(step_, v.front());
+      std::string line = absl::StrFormat("step %*d/%d", width, step_, L.steps);
+      for (size_t i = 0; i < v.size(); ++i) {
+        sum.evals.push_back({step_, valid_sets_[i].name, v[i]});
+        absl::StrAppend(&line, absl::StrFormat(" | %s loss %.4f (ppl %.2f)", valid_sets_[i].name,
+                                               v[i], std::exp(v[i])));
+      }
+      engine::log_info(log_, absl::StrCat(line, " | ", engine::format_duration(t.seconds())));
+      if (metrics_) write_validation_metrics(metrics_, v.front(), axes(step_));
     }
     if (eval_hook_) eval_hook_(step_);
   };
 
-  // A first evaluation before any update shows where the loss starts (about ln(vocab)).
-  if (eval_enabled && step_ == 0) run_eval();
+  // A first evaluation before any update shows where the loss starts (about ln(vocab)). Megatron
+  // has none: it reads the first periodic evaluation's samples without consuming them.
+  if (eval_enabled && step_ == 0) {
+    const int64_t at = consumed_valid_;
+    run_eval();
+    consumed_valid_ = at;
+  }
   bool stopped = false;  // by the step hook or max_skipped_steps
   while (step_ < L.steps) {
     const StepStats st = step();
     sum.steps++;
     sum.losses.push_back(st.loss);
-    if (sum.steps == 1) sum.first_loss = st.loss;
+    if (!st.data_only) {
+      if (run_samples == 0) sum.first_loss = st.loss;
+      interval_samples += st.global_batch;
+      run_samples += st.global_batch;
+    }
     if (st.skipped) {
       sum.skipped_steps++;
       interval_skipped++;
     }
-    consecutive_skipped = st.skipped ? consecutive_skipped + 1 : 0;
+    if (!st.data_only) consecutive_skipped = st.skipped ? consecutive_skipped + 1 : 0;
     const bool diverged = L.max_skipped_steps > 0 && consecutive_skipped >= L.max_skipped_steps;
     if (diverged) {
       sum.status = absl::AbortedError(absl::StrFormat(
@@ -450,7 +538,7 @@ TrainSummary Trainer::run() {
           consecutive_skipped, st.step, st.loss, L.max_skipped_steps));
     }
     // As Megatron: the logged loss averages the steps whose update was applied.
-    if (!st.skipped) {
+    if (!st.skipped && !st.data_only) {
       interval_loss += st.loss;
       interval_loss_steps++;
     }
@@ -463,7 +551,7 @@ TrainSummary Trainer::run() {
       stream_->synchronize();  // the last optimizer step must be inside the timed interval
       const double secs = interval_train_s + interval.seconds();
       sum.train_seconds += secs;
-      const double tok_s = static_cast<double>(interval_steps * tokens_per_step) / secs;
+      const double tok_s = static_cast<double>(interval_samples * T) / secs;
       const double tflops = tok_s * fpt / 1e12 / gpus;  // per GPU, as Megatron logs it
       const double per_step = sum.train_seconds / static_cast<double>(sum.steps);
       sum.final_loss = mean_loss();
@@ -477,6 +565,7 @@ TrainSummary Trainer::run() {
           memory_string(), engine::format_duration(wall.seconds()),
           engine::format_duration(per_step * static_cast<double>(L.steps - st.step)));
       if (interval_skipped > 0) absl::StrAppend(&line, " | skipped ", interval_skipped);
+      if (st.data_only) absl::StrAppend(&line, " | data only ([train] skip_iterations)");
       engine::log_info(log_, line);
       if (metrics_) {
         IntervalMetrics im;
@@ -494,12 +583,13 @@ TrainSummary Trainer::run() {
         write_interval_metrics(metrics_, im, axes(st.step));
       }
       interval_loss = 0.0;
-      interval_steps = interval_loss_steps = interval_skipped = 0;
+      interval_steps = interval_loss_steps = interval_skipped = interval_samples = 0;
       interval_train_s = 0.0;
       interval.restart();
     }
-    if (!diverged && eval_enabled && L.eval_interval > 0 && st.step % L.eval_interval == 0 &&
-        st.step != L.steps) {
+    // Megatron evaluates at every multiple of eval_interval, the last step included, and again
+    // after the loop: each on the next samples of the validation stream.
+    if (!diverged && eval_enabled && L.eval_interval > 0 && st.step % L.eval_interval == 0) {
       // Evaluation time is not training time: keep it out of the tokens/s of the interval.
       interval_train_s += interval.seconds();
       run_eval();
@@ -514,16 +604,27 @@ TrainSummary Trainer::run() {
       break;
     }
   }
-  if (eval_enabled && last_val_step != step_ && !stopped) run_eval();
+  sum.test_loss = std::numeric_limits<double>::quiet_NaN();
+  if (eval_enabled && !stopped) run_eval();
+  for (size_t i = 0; i < test_sets_.size() && L.eval_iters > 0 && !stopped; ++i) {
+    engine::Timer t;
+    int64_t consumed = 0;  // Megatron's test iterators start at sample 0
+    const HeldOutSet& set = test_sets_[i];
+    const double loss = evaluate_stream(set.samples, &consumed);
+    if (i == 0) sum.test_loss = loss;
+    sum.evals.push_back({step_, set.name, loss});
+    engine::log_info(log_, absl::StrFormat("step %*d/%d | %s loss %.4f (ppl %.2f) | %s", width,
+                                           step_, L.steps, set.name, loss, std::exp(loss),
+                                           engine::format_duration(t.seconds())));
+  }
 
-  sum.tokens_per_second = sum.train_seconds > 0
-                              ? static_cast<double>(sum.steps * tokens_per_step) / sum.train_seconds
-                              : 0.0;
+  sum.tokens_per_second =
+      sum.train_seconds > 0 ? static_cast<double>(run_samples * T) / sum.train_seconds : 0.0;
   std::string line = absl::StrFormat(
       "done: %d steps (%d skipped), %s tokens in %s (%s tok/s, %.3g TFLOP/s/GPU) | train loss %.4f "
       "-> "
       "%.4f",
-      sum.steps, sum.skipped_steps, si(static_cast<double>(sum.steps * tokens_per_step)),
+      sum.steps, sum.skipped_steps, si(static_cast<double>(run_samples * T)),
       engine::format_duration(wall.seconds()), si(sum.tokens_per_second),
       sum.tokens_per_second * fpt / 1e12 / gpus, sum.first_loss, sum.final_loss);
   if (!sum.val_losses.empty()) {

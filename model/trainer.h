@@ -6,21 +6,28 @@
 //   the mean over its counted tokens, as Megatron; with reset_position_ids positions restart
 //   after each eod); then the
 //   global grad norm, the clip factor min(1, clip_grad / (norm + 1e-6)) folded into the
-//   optimizer's grad_scale, and one AdamW step at lr = schedule.at(step). A step whose norm is
-//   not finite is skipped with a warning (the gradients are dropped, the lr schedule moves on);
-//   after [train] max_skipped_steps consecutive skipped steps run() stops (TrainSummary::status).
+//   optimizer's grad_scale, and one AdamW step at the LrScheduler's lr (model/lr_schedule.h:
+//   Megatron's order, the first step at lr(0)). A step whose norm is not finite is skipped
+//   with a warning (the gradients are dropped; the step counter and the data position move on,
+//   the lr schedule and AdamW's step count do not: Megatron's fp16 skip); after [train]
+//   max_skipped_steps consecutive skipped steps run() stops (TrainSummary::status).
+// Megatron's batch arithmetic (model/batch_schedule.h): each step trains the global batch of
+// its position (rampup_batch_size) from consumed_samples on; a step in [train] skip_iterations
+// only consumes its batch.
 // Logging every log_interval steps (loss, lr, grad norm, tokens/s, TFLOP/s, MFU, memory, ETA),
-// evaluation every eval_interval steps and at the end, a final summary.
+// evaluation every eval_interval steps and at the end (eval_iters global batches each, the
+// validation stream continuing from evaluation to evaluation), the test split once at the end,
+// a final summary.
 // model/ must not read data formats: samples come from callbacks that bin/train wires to io/.
 //
 // Data parallelism ([parallel] dp > 1, parallel/data_parallel.h): DP rank r runs
 // global_batch / (micro_batch * dp) micro-batches per step, micro-batch m holding samples
-// s * G + (m * dp + r) * B + b (Megatron's sampler) with dropout offset of that global
-// micro-batch number, so the step equals the single-rank step. After the last backward the flat
-// gradient buffer is summed over DP (bucketed all-reduce); with ZeRO (zero_stage 1-3,
-// parallel/zero.h) the model reduce-scatters bucket by bucket, updates its own pieces and
-// gathers the parameters back; loss and grad norm are those of the global batch on every rank.
-// Evaluation splits its micro-batches over the DP ranks.
+// C + (m * dp + r) * B + b (Megatron's sampler, C the samples consumed before the step) with
+// dropout offset of that global micro-batch number, so the step equals the single-rank step.
+// After the last backward the flat gradient buffer is summed over DP (bucketed all-reduce);
+// with ZeRO (zero_stage 1-3, parallel/zero.h) the model reduce-scatters bucket by bucket,
+// updates its own pieces and gathers the parameters back; loss and grad norm are those of the
+// global batch on every rank. Evaluation reads its global batches by the same sampler.
 //
 // Tensor and pipeline parallelism ([parallel] tp, pp, virtual_stages): each rank holds the
 // GptShard of its grid coordinates (model/gpt.h) and runs the step's micro-batches by the
@@ -34,6 +41,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -43,6 +51,7 @@
 #include "engine/log.h"
 #include "engine/stream.h"
 #include "model/gpt.h"
+#include "model/lr_schedule.h"
 #include "model/train_config.h"
 #include "model/train_metrics.h"
 #include "parallel/pipeline_schedule.h"
@@ -67,6 +76,19 @@ struct TrainerParallel {
 // Writes the seq_len + 1 tokens of sample `index` into out[0..seq_len] (ids < vocab_size).
 using SampleFn = std::function<void(int64_t index, int32_t* out)>;
 
+// A held-out set: the name its losses are logged and reported under, and its samples.
+struct HeldOutSet {
+  std::string name;
+  SampleFn samples;
+};
+
+// One evaluation of one held-out set.
+struct EvalResult {
+  int64_t step = 0;  // steps done when it ran
+  std::string set;   // HeldOutSet::name
+  double loss = 0.0;
+};
+
 // Dense bf16 peak of one H200/H100 SXM, the MFU denominator (DESIGN.md §8).
 inline constexpr double kPeakFlopsCuda = 989e12;
 
@@ -83,11 +105,13 @@ absl::Status check_plan_fits(const engine::MemoryPlan& plan, engine::Device devi
 absl::Status check_host_plans_fit(size_t host_plan_bytes, int host_ranks, size_t available_bytes);
 
 struct StepStats {
-  int64_t step = 0;        // 1-based number of this step
-  double loss = 0.0;       // mean token loss over the step's global batch
-  double lr = 0.0;         // learning rate used (or that would have been used when skipped)
-  double grad_norm = 0.0;  // global L2 norm before clipping
-  bool skipped = false;    // non-finite grad norm: no optimizer update
+  int64_t step = 0;          // 1-based number of this step
+  double loss = 0.0;         // mean token loss over the step's global batch
+  double lr = 0.0;           // learning rate used (or that would have been used when skipped)
+  double grad_norm = 0.0;    // global L2 norm before clipping
+  bool skipped = false;      // non-finite grad norm: no optimizer update
+  bool data_only = false;    // a [train] skip_iterations step: data consumed, nothing trained
+  int64_t global_batch = 0;  // samples of this step (rampup_batch_size)
 };
 
 struct TrainSummary {
@@ -99,18 +123,23 @@ struct TrainSummary {
   double first_loss = 0.0;     // loss of the first step run
   double final_loss = 0.0;     // mean over the last log interval's applied steps
   std::vector<double> losses;  // per step
-  std::vector<std::pair<int64_t, double>> val_losses;  // (step, mean validation loss)
-  double train_seconds = 0.0;                          // excluding evaluation
+  std::vector<std::pair<int64_t, double>> val_losses;  // (step, loss) of the first valid set
+  double test_loss = 0.0;         // the first test set's at the end (NaN: none evaluated)
+  std::vector<EvalResult> evals;  // every evaluation of every set, validation and test
+  double train_seconds = 0.0;     // excluding evaluation
   double tokens_per_second = 0.0;
 };
 
 // Where a run stands, as checkpoints keep it: steps done, AdamW updates applied (skipped
-// steps excluded: the bias correction's count) and micro-batches trained over all DP ranks (the
-// dropout counter). The data position follows from the step (samples step * global_batch on).
+// steps excluded: the bias correction's count), micro-batches trained over all DP ranks (the
+// dropout counter), the training and validation streams' positions and the lr scheduler's.
 struct TrainerState {
   int64_t step = 0;
   int64_t optimizer_steps = 0;
   uint64_t micro_batches = 0;
+  int64_t consumed_samples = 0;        // Megatron's consumed_train_samples
+  int64_t consumed_valid_samples = 0;  // Megatron's consumed_valid_samples
+  LrSchedulerState lr;
 };
 
 // Called by run() after each step (after its log line and evaluation); returning true ends the
@@ -139,10 +168,11 @@ class Trainer {
   static absl::Status check_fits(const engine::MemoryPlan& plan, const GptPrecision& prec);
 
   // Creates the stream (CUDA device local_rank % device count, or the CPU) and the model
-  // (initialized with cfg.train.seed, identical on every rank). Train sample for (step s from 0,
-  // micro-batch m, row b) is index s * global_batch + m * micro_batch + b of `train` on one
-  // rank (see the file comment for DP); evaluation reads samples
-  // 0 .. eval_iters * micro_batch - 1 of `valid` each time (empty `valid`: no evaluation).
+  // (initialized with cfg.train.seed, identical on every rank). Train sample for (micro-batch m,
+  // row b) of a step is index C + m * micro_batch + b of `train` on one rank, C the samples
+  // consumed before the step (s * global_batch at a constant batch; see the file comment for
+  // DP, batch_schedule.h for ramp-up and skipped ranges); evaluation reads the next eval_iters
+  // global batches of `valid` (the set "val") each time (empty `valid`: no evaluation).
   // With cfg.parallel.dp > 1 (or reduce_single_rank) `par` must hold the grid, and on the CPU
   // the DP group's MpiComm; on CUDA the trainer creates an NcclComm for the DP group.
   static absl::StatusOr<std::unique_ptr<Trainer>> create(const TrainConfig& cfg,
@@ -154,13 +184,24 @@ class Trainer {
 
   // One optimizer step (no logging).
   StepStats step();
-  // Mean token loss over eval_iters validation micro-batches (NaN without validation data).
+  // Mean token loss over the next eval_iters global batches of the (first) validation set's
+  // stream, which every set's evaluation consumes (NaN without validation data).
   double evaluate();
+  // Replaces the validation set of create() ("val") by named sets, each evaluated at every
+  // evaluation from the same stream position (Megatron's per-group validation iterators), and
+  // sets the test sets, evaluated once at the end of run() (eval_iters global batches from 0).
+  void set_held_out_sets(std::vector<HeldOutSet> valid, std::vector<HeldOutSet> test) {
+    valid_sets_ = std::move(valid);
+    test_sets_ = std::move(test);
+  }
   // Steps until cfg.train.steps with logging, evaluation (before the first step, every
   // eval_interval steps and at the end) and a summary line.
   TrainSummary run();
 
-  TrainerState state() const { return TrainerState{step_, optimizer_steps_, micro_batches_}; }
+  TrainerState state() const {
+    return TrainerState{step_,           optimizer_steps_, micro_batches_, consumed_samples_,
+                        consumed_valid_, lr_.state()};
+  }
   // Continues a run from `s` (a checkpoint's; the model's state loaded separately).
   void restore(const TrainerState& s);
   void set_step_hook(StepHook hook) { step_hook_ = std::move(hook); }
@@ -179,6 +220,12 @@ class Trainer {
   // (reset_attention_mask); returns the number of targets that count (>= 0).
   int64_t fill_batch(const SampleFn& fn, int64_t first_index, int64_t m);
   GptBatch host_batch(int64_t m) const;
+  // A skip_iterations step: its global batch G of samples is consumed, nothing is trained.
+  StepStats consume_only(int64_t G);
+  // Mean loss of eval_iters global batches of `fn` from *consumed on (advanced).
+  double evaluate_stream(const SampleFn& fn, int64_t* consumed);
+  // One loss per validation set, all from consumed_valid_, which then advances once.
+  std::vector<double> evaluate_sets();
   absl::Status setup_parallel(const TrainerParallel& par, int cuda_device);
   double model_parallel_sum(double v);  // over TP and PP
   double grad_norm();
@@ -186,7 +233,8 @@ class Trainer {
 
   TrainConfig cfg_;
   GptPrecision prec_;
-  SampleFn train_, valid_;
+  SampleFn train_;
+  std::vector<HeldOutSet> valid_sets_, test_sets_;
   engine::LogContext log_;
   std::unique_ptr<engine::Stream> stream_;
   std::unique_ptr<GptModel> model_;
@@ -199,6 +247,10 @@ class Trainer {
   int64_t step_ = 0;             // steps done
   int64_t optimizer_steps_ = 0;  // AdamW updates applied (skipped steps excluded)
   uint64_t micro_batches_ = 0;   // micro-batches trained so far over all DP ranks (dropout)
+  int64_t consumed_samples_ = 0, consumed_valid_ = 0;  // the data streams' positions
+  LrScheduler lr_;
+  int64_t plan_micro_batches_ = 0;  // the micro-batches per rank plan_ was made for
+  int64_t eval_global_batch_ = 0;   // the global batch evaluations use: the last step's
   int dp_size_ = 1, dp_rank_ = 0, tp_size_ = 1, pp_size_ = 1, pp_rank_ = 0;
   parallel::PipelinePlan plan_;
   // Groups (null where the size is 1, or without MPI); NcclComms on CUDA are owned here.

@@ -52,7 +52,7 @@ absl::Status save(Trainer& t, const TrainConfig& cfg, const std::string& dir) {
   info.step = t.steps_done();
   info.state = checkpoint_counters(t.state(), cfg);
   info.layout = checkpoint_layout(cfg);
-  info.lr_schedule = checkpoint_lr_schedule(cfg, t.steps_done());
+  info.lr_schedule = checkpoint_lr_schedule(cfg, t.state());
   return io::save_checkpoint(dir, info, gpt_checkpoint_slices(t.model(), 0, t.stream()), 2);
 }
 
@@ -89,6 +89,41 @@ TEST(CheckpointResumeTest, ContinuesBitwise) {
   ASSERT_NE(second, nullptr);
   ASSERT_TRUE(load(*second, cfg, dir.path(), false).ok());
   EXPECT_EQ(second->steps_done(), 5);
+  const std::vector<double> got = second->run().losses;
+  ASSERT_EQ(got.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(got[i], want[5 + i]) << "step " << 6 + i;
+}
+
+// The same through a global-batch ramp-up, a skipped range and token-based decay: the data
+// position, the ramp-up's batch and the lr scheduler's position resume from the counters.
+TEST(CheckpointResumeTest, ContinuesBitwiseThroughRampupAndSkips) {
+  io::testing::ScratchDir dir;
+  TrainConfig cfg = tiny_config();
+  cfg.train.rampup = BatchRampup{2, 2, 12};  // batches of 2 up to 12 samples, then 4
+  cfg.train.skip_ranges = {{4, 4}};
+  cfg.optim.schedule.warmup_steps = 0;
+  cfg.optim.schedule.warmup_samples = 4;
+  cfg.optim.schedule.decay_tokens = 20 * 16;
+  std::unique_ptr<Trainer> whole = make_trainer(cfg);
+  ASSERT_NE(whole, nullptr);
+  const std::vector<double> want = whole->run().losses;
+  ASSERT_EQ(want.size(), 10u);
+
+  std::unique_ptr<Trainer> first = make_trainer(cfg);
+  ASSERT_NE(first, nullptr);
+  absl::Status saved;
+  first->set_step_hook([&](const StepStats& st) {
+    if (st.step != 5) return false;
+    saved = save(*first, cfg, dir.path());
+    return true;
+  });
+  first->run();
+  ASSERT_TRUE(saved.ok()) << saved;
+  std::unique_ptr<Trainer> second = make_trainer(cfg);
+  ASSERT_NE(second, nullptr);
+  ASSERT_TRUE(load(*second, cfg, dir.path(), false).ok());
+  EXPECT_EQ(second->state().consumed_samples, 5 * 2);
+  EXPECT_EQ(second->state().lr.samples, 4 * 2);  // step 4 consumed only
   const std::vector<double> got = second->run().losses;
   ASSERT_EQ(got.size(), 5u);
   for (size_t i = 0; i < 5; ++i) EXPECT_EQ(got[i], want[5 + i]) << "step " << 6 + i;

@@ -70,9 +70,50 @@ TEST(LrScheduleTest, ValidateNamesTheNumbers) {
   EXPECT_TRUE(make(DecayStyle::kCosine).validate().ok());
   EXPECT_THAT(make(DecayStyle::kCosine, 1e-4, 1e-3).validate().message(), HasSubstr("min_lr"));
   EXPECT_THAT(make(DecayStyle::kLinear, 1e-3, 0, 50, 50).validate().message(),
-              HasSubstr("warmup_steps 50 must be < decay_steps 50"));
+              HasSubstr("warmup (50 samples) must end before the decay does (50 samples"));
   EXPECT_TRUE(make(DecayStyle::kConstant, 1e-3, 0, 50, 50).validate().ok());
   EXPECT_THAT(make(DecayStyle::kCosine, 0.0, 0.0).validate().message(), HasSubstr("lr 0"));
+}
+
+// Megatron counts in samples: at a constant global batch G, position k * G with W * G and D * G
+// is the step-based lr(k): exactly after the warmup (the decay ratio is one rounded quotient of
+// the same real), to rounding during it (lr * n / W rounds lr * n first).
+TEST(LrScheduleTest, SampleUnitsEqualStepUnitsAtAConstantBatch) {
+  for (DecayStyle style : {DecayStyle::kCosine, DecayStyle::kLinear, DecayStyle::kConstant}) {
+    const LrSchedule s = make(style);
+    for (int64_t k = 0; k <= 130; ++k) {
+      if (k > 10) {
+        EXPECT_EQ(s.at_samples(k * 24, 24), s.at(k)) << k;
+      } else {
+        EXPECT_DOUBLE_EQ(s.at_samples(k * 24, 24), s.at(k)) << k;
+      }
+    }
+  }
+}
+
+// The scheduler: the first update's lr is lr(0); step() advances by the applied samples; a
+// restore recomputes the lr (Megatron's load_state_dict) and, with token-based decay, records
+// the tokens of the warmup's end when the position is exactly W.
+TEST(LrScheduleTest, SchedulerFollowsAppliedSamples) {
+  LrSchedule s = make(DecayStyle::kLinear);
+  LrScheduler sched(s, 8);
+  EXPECT_EQ(sched.lr(), 0.0);
+  sched.step(8, 0);
+  EXPECT_EQ(sched.lr(), s.at(1));
+  sched.step(8, 128);
+  EXPECT_EQ(sched.lr(), s.at(2));
+  EXPECT_EQ(sched.state().samples, 16);
+  EXPECT_EQ(sched.state().tokens, 128);
+
+  s.decay_tokens = 10000;
+  LrScheduler tok(s, 8);
+  tok.restore(LrSchedulerState{80, 1200, 0});  // W = 10 * 8 = 80: the warmup's end
+  EXPECT_EQ(tok.state().warmup_tokens, 1200);
+  EXPECT_EQ(tok.lr(), 1e-3);
+  tok.step(8, 1200 + 4400);  // half of the 8800 tokens of the decay
+  EXPECT_DOUBLE_EQ(tok.lr(), 1e-4 + 0.5 * 9e-4);
+  tok.step(8, 10001);
+  EXPECT_EQ(tok.lr(), 1e-4);
 }
 
 TEST(LrScheduleTest, ParsesStyleNames) {
