@@ -55,9 +55,12 @@ absl::Status save(const model::TrainConfig& cfg, const std::string& config_text,
   io::CheckpointInfo info;
   info.step = steps;
   info.config = config_text;
-  info.state = model::checkpoint_counters({steps, steps, 0}, cfg);
+  // Weights for `finetune = true` loads; the counters say how many updates made them.
+  model::TrainerState state;
+  state.step = state.optimizer_steps = steps;
+  info.state = model::checkpoint_counters(state, cfg);
   info.layout = model::checkpoint_layout(cfg);
-  info.lr_schedule = model::checkpoint_lr_schedule(cfg, steps);
+  info.lr_schedule = model::checkpoint_lr_schedule(cfg, state);
   return io::finish_checkpoint(dir, tmp, 1, info, cfg.checkpoint.keep_last);
 }
 
