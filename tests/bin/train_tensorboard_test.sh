@@ -6,7 +6,8 @@
 #      which CI does not build), log_interval 2, evaluation every 2 steps: "lm-loss-training/
 #      lm loss" at every step, the mean of each interval's two equal to the logged loss (4
 #      decimals); learning rate and grad norm at the log steps equal to the line's; the
-#      validation loss at steps 0, 2, 4 equal to the "val loss" lines; "vs samples" and
+#      validation loss at steps 0, 2, 4 and 4 again (Megatron evaluates after the loop too)
+#      equal to the "val loss" lines, in order; "vs samples" and
 #      "vs tokens" at step * 4 and step * 4 * 128;
 #   2. SIGKILL after the step-2 log line (and evaluation): the file still holds steps 1 and 2
 #      (flushed at each log interval), every record intact;
@@ -67,16 +68,21 @@ done
 val=$(scalars "$work/tb" "lm-loss-validation/lm loss validation")
 ppl=$(scalars "$work/tb" "lm-loss-validation/lm loss validation ppl")
 mapfile -t logged_val < <(grep -oE "val loss [0-9.]+ \(ppl" "$work/a.log" | cut -d' ' -f3)
-[[ ${#logged_val[@]} == 3 ]] || fail "expected 3 val loss lines, got ${#logged_val[@]}"
+[[ ${#logged_val[@]} == 4 ]] || fail "expected 4 val loss lines, got ${#logged_val[@]}"
+mapfile -t val_lines <<< "$val"
+mapfile -t ppl_lines <<< "$ppl"
+[[ ${#val_lines[@]} == 4 ]] || fail "expected 4 validation events, got: $val"
 i=0
-for s in 0 2 4; do
-  v=$(echo "$val" | value $s) || fail "no validation loss at step $s"
+for s in 0 2 4 4; do
+  read -r vs v <<< "${val_lines[$i]}"
+  [[ $vs == "$s" ]] || fail "validation event $i at step $vs, expected $s"
   [[ $(printf "%.4f" "$v") == "${logged_val[$i]}" ]] \
     || fail "step $s: validation loss $v, logged ${logged_val[$i]}"
   # ppl = exp(min(20, loss)), from the double loss: within 1e-5 relative of exp(float32 loss).
   want=$(awk -v v="$v" 'BEGIN { printf "%.6f", exp(v < 20 ? v : 20) }')
-  near "$(echo "$ppl" | value $s)" "$want" "$(awk -v w="$want" 'BEGIN { print w * 1e-5 }')" \
-    || fail "step $s: validation ppl $(echo "$ppl" | value $s), expected $want"
+  read -r _ p <<< "${ppl_lines[$i]}"
+  near "$p" "$want" "$(awk -v w="$want" 'BEGIN { print w * 1e-5 }')" \
+    || fail "step $s: validation ppl $p, expected $want"
   i=$((i + 1))
 done
 
