@@ -63,6 +63,49 @@ absl::StatusOr<LaunchInfo> read(const EnvMap& env, const std::string& launcher,
   return info;
 }
 
+// RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (see launch_env.h).
+absl::StatusOr<LaunchInfo> read_torchrun(const EnvMap& env) {
+  const char* kLauncher = "torchrun";
+  absl::StatusOr<LaunchInfo> info =
+      read(env, kLauncher, "RANK", "WORLD_SIZE", get(env, "LOCAL_RANK") ? "LOCAL_RANK" : "");
+  if (!info.ok()) return info.status();
+  if (get(env, "LOCAL_WORLD_SIZE")) {
+    absl::StatusOr<int> lw = get_int(env, kLauncher, "LOCAL_WORLD_SIZE");
+    if (!lw.ok()) return lw.status();
+    if (info->local_rank >= *lw) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("torchrun launch: LOCAL_RANK=%d is outside [0, LOCAL_WORLD_SIZE=%d)",
+                          info->local_rank, *lw));
+    }
+  }
+  std::optional<std::string> addr = get(env, "MASTER_ADDR");
+  std::optional<std::string> port = get(env, "MASTER_PORT");
+  if (port) {
+    int p = 0;
+    if (!absl::SimpleAtoi(*port, &p) || p < 1 || p > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat("torchrun launch: MASTER_PORT=\"", *port,
+                                                     "\" is not a TCP port number (1-65535)"));
+    }
+    info->master_port = p;
+  }
+  if (addr && addr->empty()) addr.reset();
+  if (addr) info->master_addr = *addr;
+  if (info->world > 1 && (!addr || !port)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "torchrun launch: WORLD_SIZE=%d needs MASTER_ADDR and MASTER_PORT (rank 0's rendezvous "
+        "address), but %s not set",
+        info->world,
+        !addr && !port ? "neither is"
+        : !addr        ? "MASTER_ADDR is"
+                       : "MASTER_PORT is"));
+  }
+  if (addr && !port) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("torchrun launch: MASTER_ADDR=", *addr, " is set but MASTER_PORT is not"));
+  }
+  return info;
+}
+
 }  // namespace
 
 absl::StatusOr<LaunchInfo> launch_info_from_env(const EnvMap& env) {
@@ -76,6 +119,7 @@ absl::StatusOr<LaunchInfo> launch_info_from_env(const EnvMap& env) {
                                                      : "";
     return read(env, "pmi", "PMI_RANK", "PMI_SIZE", local);
   }
+  if (get(env, "RANK") || get(env, "WORLD_SIZE")) return read_torchrun(env);
   // srun sets the step variables; a batch script's own environment has only job-level ones.
   const bool srun_step =
       get(env, "SLURM_STEP_NUM_TASKS") || get(env, "SLURM_STEP_ID") || get(env, "SLURM_STEPID");

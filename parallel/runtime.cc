@@ -19,7 +19,7 @@ absl::StatusOr<std::unique_ptr<ParallelRuntime>> ParallelRuntime::start(
   absl::StatusOr<ProcessGrid> grid = ProcessGrid::create(launch.world, launch.rank, tp, pp, dp);
   if (!grid.ok()) return grid.status();
   rt->grid_ = std::make_unique<ProcessGrid>(std::move(*grid));
-  if (!launch.launched()) return rt;
+  if (!launch.uses_mpi()) return rt;
 
   int initialized = 0;
   MPI_Initialized(&initialized);
