@@ -132,8 +132,11 @@ TEST(TcpStoreTest, DeadServerIsAnError) {
   expect_all_ranks_passed(run_forked_ranks(2, 60, [&](int rank) {
     std::unique_ptr<TcpStore> s = join(port, rank, 2);
     if (!s) return;
-    EXPECT_OK(s->barrier());
-    if (rank == 0) ::_exit(0);  // dies: the server goes with it
+    if (rank == 0) {
+      EXPECT_TRUE(s->get("ready").ok());
+      ::_exit(0);  // dies: the server goes with it
+    }
+    EXPECT_OK(s->set("ready", ""));
     auto v = s->get("never");
     ASSERT_FALSE(v.ok());
     EXPECT_THAT(std::string(v.status().message()),
