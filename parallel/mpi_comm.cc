@@ -257,9 +257,9 @@ void MpiComm::barrier(Stream& s) {
   wait(&req, "barrier", "no data");
 }
 
-absl::StatusOr<MpiGroupComms> create_mpi_group_comms(const ProcessGrid& grid,
-                                                     const CommOptions& options) {
-  MpiGroupComms c;
+absl::StatusOr<GroupComms> create_mpi_group_comms(const ProcessGrid& grid,
+                                                  const CommOptions& options) {
+  GroupComms c;
   const int r = grid.rank();
   ANVIL_ASSIGN_OR_RETURN(c.world, MpiComm::create(MPI_COMM_WORLD, grid.world_group(), r, options));
   ANVIL_ASSIGN_OR_RETURN(c.tp, MpiComm::create(MPI_COMM_WORLD, grid.tp_group(), r, options));

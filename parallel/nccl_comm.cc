@@ -1,5 +1,5 @@
-// NcclComm: NCCL collectives on the caller's stream, unique id over MPI, and the event-polling
-// watchdog thread (see nccl_comm.h).
+// NcclComm: NCCL collectives on the caller's stream, the unique id's bootstrap, and the
+// event-polling watchdog thread (see nccl_comm.h).
 #include "parallel/nccl_comm.h"
 
 #include <cuda_runtime_api.h>
@@ -196,21 +196,32 @@ NcclComm::NcclComm(ProcessGroup group, int global_rank, CommOptions options)
     : Comm(std::move(group), global_rank, std::move(options)) {}
 
 absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::create(const ProcessGroup& group,
-                                                           int global_rank, MpiComm* bootstrap,
+                                                           int global_rank, Comm* bootstrap,
+                                                           const CommOptions& options) {
+  if (bootstrap != nullptr &&
+      (bootstrap->size() != group.size() || bootstrap->index() != group.index ||
+       bootstrap->device() != engine::Device::kCpu)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "NcclComm::create: bootstrap %s (this rank at %d, %s) does not match the %s (at %d) or "
+        "is not a CPU communicator",
+        bootstrap->group().describe(), bootstrap->index(),
+        std::string(engine::device_name(bootstrap->device())), group.describe(), group.index));
+  }
+  return create(group, global_rank,
+                bootstrap != nullptr ? broadcast_over(*bootstrap) : BroadcastBytes(), options);
+}
+
+absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::create(const ProcessGroup& group,
+                                                           int global_rank,
+                                                           const BroadcastBytes& bootstrap,
                                                            const CommOptions& options) {
   if (!group.is_member()) {
     return absl::InvalidArgumentError(absl::StrCat("NcclComm::create: global rank ", global_rank,
                                                    " is not in the ", group.describe()));
   }
-  if (bootstrap == nullptr && group.size() != 1) {
+  if (!bootstrap && group.size() != 1) {
     return absl::InvalidArgumentError(absl::StrCat("NcclComm::create: the ", group.describe(),
-                                                   " needs an MPI bootstrap communicator"));
-  }
-  if (bootstrap != nullptr &&
-      (bootstrap->size() != group.size() || bootstrap->index() != group.index)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "NcclComm::create: bootstrap %s (this rank at %d) does not match the %s (at %d)",
-        bootstrap->group().describe(), bootstrap->index(), group.describe(), group.index));
+                                                   " needs a bootstrap (MPI or the store)"));
   }
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) {
@@ -225,12 +236,7 @@ absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::create(const ProcessGroup& g
       return absl::InternalError(absl::StrCat("ncclGetUniqueId: ", ncclGetErrorString(r)));
     }
   }
-  if (bootstrap != nullptr) {
-    Stream cpu = Stream::cpu();
-    bootstrap->broadcast(engine::make_view(&id, DType::kU8, engine::Device::kCpu,
-                                           {static_cast<int64_t>(sizeof(id))}),
-                         /*root=*/0, cpu);
-  }
+  if (bootstrap) ANVIL_RETURN_IF_ERROR(bootstrap(&id, sizeof(id)));
 
   std::unique_ptr<NcclComm> c(new NcclComm(group, global_rank, options));
   const ncclResult_t r = ncclCommInitRank(&c->comm_, group.size(), id, group.index);

@@ -212,7 +212,7 @@ void check_layouts(engine::DType dt, const Tolerance& tol) {
     ASSERT_TRUE(comms.ok()) << comms.status();
     TrainerParallel par;
     par.grid = &*grid;
-    par.mpi = &*comms;
+    par.comms = &*comms;
     par.local_rank = rank;
     RunResult run = train(cfg, dt, par);
     ASSERT_EQ(run.losses.size(), ref.losses.size());
