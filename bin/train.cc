@@ -64,7 +64,8 @@ constexpr char kUsage[] =
     "       train [CONFIG.ini] --print-device\n"
     "  --dry-run            print the model size and memory plan, then exit\n"
     "  --print-config-docs  print the configuration reference (docs/config.md)\n"
-    "  --print-device       print the device [train] device resolves to (cuda or cpu)\n";
+    "  --print-device       print the device [train] device resolves to (cuda or cpu)\n"
+    "  --local_rank=N       ignored (the deepspeed launcher's; LOCAL_RANK is read instead)\n";
 
 // This process's rank and the world size, for error lines (set once the launcher is known).
 // Errors before MPI starts (flags, config) are the same on every rank: only rank 0 prints them.
@@ -279,6 +280,9 @@ int run(int argc, char** argv) {
       print_docs = true;
     } else if (a == "--print-device") {
       print_device = true;
+    } else if (absl::StartsWith(a, "--local_rank=") || a == "--local_rank") {
+      // The deepspeed launcher appends it; the same value is in LOCAL_RANK (launch_env.h).
+      if (a == "--local_rank") ++i;
     } else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;

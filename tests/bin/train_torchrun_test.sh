@@ -10,6 +10,7 @@
 #      a rank killed mid-run (the other sees its dead socket), a rank stopped (SIGSTOP: the
 #      watchdog of [parallel] timeout_s fires), a rank that never starts (the rendezvous times
 #      out naming MASTER_ADDR and MASTER_PORT), and RANK outside [0, WORLD_SIZE).
+#   3. --local_rank=N (appended by the deepspeed launcher) is accepted.
 # usage: train_torchrun_test.sh BUILD/bin/train   (from the repository root)
 set -euo pipefail
 train=$1
@@ -81,7 +82,7 @@ for layout in "2 parallel.dp=2" "4 parallel.tp=2 parallel.dp=2" "4 parallel.pp=2
   read -r n args <<< "$layout"
   name="np$n ${args}"
   # shellcheck disable=SC2086
-  start "$n" "$work/tr" $args
+  start "$n" "$work/tr" $args --local_rank=0
   wait_ranks 120
   for ((r = 0; r < n; r++)); do
     [[ ${codes[$r]} == 0 ]] || fail "$name: rank $r exited ${codes[$r]}: $(tail -3 "$work/tr.$r")"
