@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/status.h"
 
 namespace anvil::parallel {
 namespace {
@@ -63,6 +64,17 @@ absl::StatusOr<LaunchInfo> read(const EnvMap& env, const std::string& launcher,
   return info;
 }
 
+// The TCP port in variable `name` (set), or InvalidArgument naming it.
+absl::StatusOr<int> port_number(const EnvMap& env, const char* name) {
+  const std::string v = *get(env, name);
+  int p = 0;
+  if (!absl::SimpleAtoi(v, &p) || p < 1 || p > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("torchrun launch: ", name, "=\"", v, "\" is not a TCP port number (1-65535)"));
+  }
+  return p;
+}
+
 // RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (see launch_env.h).
 absl::StatusOr<LaunchInfo> read_torchrun(const EnvMap& env) {
   const char* kLauncher = "torchrun";
@@ -81,12 +93,18 @@ absl::StatusOr<LaunchInfo> read_torchrun(const EnvMap& env) {
   std::optional<std::string> addr = get(env, "MASTER_ADDR");
   std::optional<std::string> port = get(env, "MASTER_PORT");
   if (port) {
-    int p = 0;
-    if (!absl::SimpleAtoi(*port, &p) || p < 1 || p > 65535) {
-      return absl::InvalidArgumentError(absl::StrCat("torchrun launch: MASTER_PORT=\"", *port,
-                                                     "\" is not a TCP port number (1-65535)"));
+    ANVIL_ASSIGN_OR_RETURN(info->master_port, port_number(env, "MASTER_PORT"));
+    info->store_port = info->master_port;
+    if (get(env, "ANVIL_STORE_PORT")) {
+      ANVIL_ASSIGN_OR_RETURN(info->store_port, port_number(env, "ANVIL_STORE_PORT"));
+    } else if (get(env, "TORCHELASTIC_USE_AGENT_STORE") == std::optional<std::string>("True")) {
+      info->store_port = info->master_port + 1;
+      if (info->store_port > 65535) {
+        return absl::InvalidArgumentError(
+            "torchrun launch: MASTER_PORT=65535 leaves no port for anvil's store next to "
+            "torchrun's (TORCHELASTIC_USE_AGENT_STORE=True); set ANVIL_STORE_PORT");
+      }
     }
-    info->master_port = p;
   }
   if (addr && addr->empty()) addr.reset();
   if (addr) info->master_addr = *addr;

@@ -8,7 +8,10 @@
 //            rank from MPI_LOCALRANKID or PMI_LOCAL_RANK (0 when neither is set)
 //   torchrun torchrun / torch.distributed.run and the deepspeed launcher (no MPI): RANK,
 //            WORLD_SIZE, LOCAL_RANK (0 when unset), LOCAL_WORLD_SIZE (checked when set),
-//            MASTER_ADDR and MASTER_PORT (the rendezvous store on rank 0, parallel/tcp_store.h)
+//            MASTER_ADDR and MASTER_PORT (the rendezvous store on rank 0, parallel/tcp_store.h).
+//            The store's port: ANVIL_STORE_PORT when set; else MASTER_PORT + 1 when
+//            TORCHELASTIC_USE_AGENT_STORE=True (torchrun's agent on MASTER_ADDR then serves
+//            torch's own store on MASTER_PORT, which anvil does not speak); else MASTER_PORT.
 //   slurm    srun: SLURM_PROCID, SLURM_STEP_NUM_TASKS (else SLURM_NTASKS), SLURM_LOCALID
 //   none     a plain process: rank 0 of 1
 // Precedence, and why:
@@ -41,6 +44,7 @@ struct LaunchInfo {
   // world is 1 (master_port is then 0): such a run needs no store.
   std::string master_addr;
   int master_port = 0;
+  int store_port = 0;  // where anvil's store listens and connects (see above)
 
   // True when a launcher started this process.
   bool launched() const { return launcher != "none"; }
@@ -50,8 +54,8 @@ struct LaunchInfo {
 
 // InvalidArgument naming the variable and its value when a recognized launcher's variables are
 // incomplete, not integers, or inconsistent (rank outside [0, world), local rank > rank; for
-// torchrun also LOCAL_RANK outside [0, LOCAL_WORLD_SIZE), MASTER_PORT not in [1, 65535], and
-// MASTER_ADDR or MASTER_PORT unset when WORLD_SIZE > 1).
+// torchrun also LOCAL_RANK outside [0, LOCAL_WORLD_SIZE), MASTER_PORT or the store's port not in
+// [1, 65535], and MASTER_ADDR or MASTER_PORT unset when WORLD_SIZE > 1).
 absl::StatusOr<LaunchInfo> launch_info_from_env(const EnvMap& env);
 
 // "NAME=value" strings (e.g. main's envp or `environ`, null-terminated) as a map; entries

@@ -24,7 +24,7 @@ absl::StatusOr<std::unique_ptr<ParallelRuntime>> ParallelRuntime::start(
   if (launch.launcher == "torchrun") {
     if (!launch.master_addr.empty()) {
       ANVIL_ASSIGN_OR_RETURN(rt->store_,
-                             TcpStore::create(launch.master_addr, launch.master_port, launch.rank,
+                             TcpStore::create(launch.master_addr, launch.store_port, launch.rank,
                                               launch.world, options.timeout_s));
     }
     ANVIL_ASSIGN_OR_RETURN(rt->comms_,

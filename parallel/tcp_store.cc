@@ -194,9 +194,9 @@ absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::create(const std::string& ho
   if (rank == 0) {
     absl::StatusOr<std::unique_ptr<Server>> server = Server::start(port);
     if (!server.ok()) {
-      return absl::UnavailableError(absl::StrCat("rank 0 cannot serve the rendezvous store (",
-                                                 s->describe(), "): ", server.status().message(),
-                                                 " (pick another MASTER_PORT)"));
+      return absl::UnavailableError(absl::StrCat(
+          "rank 0 cannot serve the rendezvous store (", s->describe(), "): ",
+          server.status().message(), " (pick another MASTER_PORT, or set ANVIL_STORE_PORT)"));
     }
     s->server_ = std::move(*server);
   }
@@ -215,7 +215,7 @@ TcpStore::~TcpStore() {
 }
 
 std::string TcpStore::describe() const {
-  return absl::StrCat("MASTER_ADDR=", host_, " MASTER_PORT=", port_);
+  return absl::StrCat("MASTER_ADDR=", host_, " port ", port_);
 }
 
 std::string TcpStore::unique_key(const std::string& prefix) {

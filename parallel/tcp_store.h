@@ -1,13 +1,14 @@
 // TcpStore: the rendezvous key-value store of a run without MPI (torchrun, deepspeed's
-// launcher), like torch.distributed's TCPStore. Rank 0 serves it on MASTER_PORT (every
-// interface) from a background thread; every rank, rank 0 included, is a client connected to
-// MASTER_ADDR:MASTER_PORT. Values are byte strings:
+// launcher), like torch.distributed's TCPStore. Rank 0 serves it on LaunchInfo::store_port
+// (MASTER_PORT; ANVIL_STORE_PORT or MASTER_PORT + 1 beside torchrun's own store, see
+// launch_env.h) on every interface, from a background thread; every rank, rank 0 included, is a
+// client connected to MASTER_ADDR at that port. Values are byte strings:
 //   set(key, value)   stores value (a later set replaces it)
 //   get(key)          the value, waiting until some rank has set it
 //   add(key, delta)   the key as a signed 64-bit counter += delta, returns the new value
 //   barrier()         returns once all `world` ranks have called their n-th barrier()
 // Every wait is bounded by the store's timeout; a timeout or a lost connection is an error
-// naming MASTER_ADDR, MASTER_PORT, the key and the time waited. The store carries only the
+// naming MASTER_ADDR, the port, the key and the time waited. The store carries only the
 // start-up exchange (addresses of the ranks' communicators, NCCL unique ids); the data of
 // collectives goes directly between the ranks (tcp_comm.h).
 //
@@ -54,7 +55,8 @@ class TcpStore {
   int rank() const { return rank_; }
   int world() const { return world_; }
   double timeout_s() const { return timeout_s_; }
-  // "MASTER_ADDR=host MASTER_PORT=port", for messages.
+  // "MASTER_ADDR=host port N", for messages (N: MASTER_PORT, or the port beside it, see
+  // launch_env.h).
   std::string describe() const;
   // This host's address as the store's server sees it: where other ranks can reach it.
   std::string local_host() const { return local_address(fd_.get()); }

@@ -10,7 +10,8 @@
 #      a rank killed mid-run (the other sees its dead socket), a rank stopped (SIGSTOP: the
 #      watchdog of [parallel] timeout_s fires), a rank that never starts (the rendezvous times
 #      out naming MASTER_ADDR and MASTER_PORT), and RANK outside [0, WORLD_SIZE).
-#   3. --local_rank=N (appended by the deepspeed launcher) is accepted.
+#   3. --local_rank=N (appended by the deepspeed launcher) is accepted; beside torchrun's own
+#      store on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True) anvil's takes MASTER_PORT + 1.
 # usage: train_torchrun_test.sh BUILD/bin/train   (from the repository root)
 set -euo pipefail
 train=$1
@@ -40,11 +41,11 @@ free_port() {
 }
 
 # start N PREFIX ARGS...: ranks 0..N-1 in the background as torchrun would start them, rank r's
-# output in PREFIX.r; their pids in `pids`.
+# output in PREFIX.r; their pids in `pids`. MASTER_PORT: $PORT when set, else a free port.
 start() {
   local n=$1 prefix=$2 port
   shift 2
-  port=$(free_port)
+  port=${PORT:-$(free_port)}
   pids=()
   for ((r = 0; r < n; r++)); do
     RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r LOCAL_WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 \
@@ -103,6 +104,25 @@ for layout in "2 parallel.dp=2" "4 parallel.tp=2 parallel.dp=2" "4 parallel.pp=2
   fi
 done
 
+# 1b. torchrun's agent serves torch's own store on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True):
+# anvil's store moves to MASTER_PORT + 1. A lone rank 0 of 2 (a store on port P, waiting for a
+# rank that never comes) stands in for the agent's store.
+agent_port=$(free_port)
+RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$agent_port "$train" "${base[@]}" \
+  parallel.dp=2 > "$work/agent.log" 2>&1 &
+agent=$!
+started+=($agent)
+for _ in $(seq 300); do (exec 3<>"/dev/tcp/127.0.0.1/$agent_port") 2>/dev/null && break; sleep 0.1; done
+(exec 3<>"/dev/tcp/127.0.0.1/$agent_port") 2>/dev/null || fail "the stand-in agent store did not start"
+export TORCHELASTIC_USE_AGENT_STORE=True PORT=$agent_port
+start 2 "$work/beside" parallel.dp=2
+unset TORCHELASTIC_USE_AGENT_STORE PORT
+wait_ranks 120
+[[ ${codes[0]} == 0 && ${codes[1]} == 0 ]] \
+  || fail "beside torchrun's store: exited ${codes[*]}: $(tail -3 "$work/beside.0")"
+[[ $(steps "$work/beside.0" | wc -l) == 6 ]] || fail "beside torchrun's store: not 6 steps"
+kill -9 "$agent"
+
 # 2a. A rank killed mid-run: the other ends at once with the dead connection named.
 start 2 "$work/kill" parallel.dp=2 train.steps=100000 parallel.timeout_s=120
 for _ in $(seq 600); do grep -qE "step +2/" "$work/kill.0" && break; sleep 0.1; done
@@ -134,7 +154,7 @@ pids+=($!)
 started+=($!)
 wait_ranks 30
 [[ ${codes[0]} != 0 ]] || fail "rank 0 without its peer exited 0"
-grep -q "rendezvous store (MASTER_ADDR=127.0.0.1 MASTER_PORT=$port) get(.*) on rank 0: timed out" \
+grep -q "rendezvous store (MASTER_ADDR=127.0.0.1 port $port) get(.*) on rank 0: timed out" \
   "$work/alone.0" || fail "no rendezvous timeout message: $(tail -3 "$work/alone.0")"
 
 # 2d. Inconsistent variables are refused before anything starts.

@@ -143,6 +143,7 @@ TEST(LaunchEnvTest, Torchrun) {
   EXPECT_EQ(i.local_rank, 1);
   EXPECT_EQ(i.master_addr, "node0");
   EXPECT_EQ(i.master_port, 29500);
+  EXPECT_EQ(i.store_port, 29500);  // the deepspeed launcher: nobody else serves MASTER_PORT
   EXPECT_TRUE(i.launched());
   EXPECT_FALSE(i.uses_mpi());
   // The deepspeed launcher (pdsh/local) sets the same variables, without LOCAL_WORLD_SIZE.
@@ -153,6 +154,26 @@ TEST(LaunchEnvTest, Torchrun) {
   // No LOCAL_RANK: 0.
   ds.erase("LOCAL_RANK");
   EXPECT_EQ(ok(ds).local_rank, 0);
+}
+
+TEST(LaunchEnvTest, StorePortBesideTorchrunsAgentStore) {
+  // torchrun's agent serves torch's TCPStore on MASTER_PORT: anvil's store takes the next port.
+  EnvMap env = torchrun_env();
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  LaunchInfo i = ok(env);
+  EXPECT_EQ(i.master_port, 29500);
+  EXPECT_EQ(i.store_port, 29501);
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  EXPECT_EQ(ok(env).store_port, 29500);
+  // ANVIL_STORE_PORT wins.
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  env["ANVIL_STORE_PORT"] = "40000";
+  EXPECT_EQ(ok(env).store_port, 40000);
+  env["ANVIL_STORE_PORT"] = "x";
+  EXPECT_THAT(error(env), HasSubstr("ANVIL_STORE_PORT=\"x\" is not a TCP port number"));
+  env.erase("ANVIL_STORE_PORT");
+  env["MASTER_PORT"] = "65535";
+  EXPECT_THAT(error(env), HasSubstr("set ANVIL_STORE_PORT"));
 }
 
 TEST(LaunchEnvTest, TorchrunWorldOfOneNeedsNoMaster) {
