@@ -58,6 +58,11 @@ void Comm::check_p2p_ops(const std::vector<P2pOp>& ops) const {
   }
 }
 
+std::string Comm::describe_buffer(ConstTensorView v) {
+  return absl::StrCat(engine::describe(v), " ",
+                      engine::format_bytes(static_cast<double>(v.bytes())));
+}
+
 std::string Comm::describe_p2p_ops(const std::vector<P2pOp>& ops) {
   constexpr size_t kShown = 4;
   std::string out = absl::StrCat(ops.size(), " ops: ");

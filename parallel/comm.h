@@ -115,6 +115,8 @@ class Comm {
   void check_peer(const char* op, int peer) const;
   // check_views and check_peer for every op of a batch_p2p.
   void check_p2p_ops(const std::vector<P2pOp>& ops) const;
+  // "f32[1024] cpu 4 KiB", for watchdog messages.
+  static std::string describe_buffer(ConstTensorView v);
   // "2 ops: recv f32[8] cpu 32 B from group rank 1, send ..." (first 4 ops), for the watchdog.
   static std::string describe_p2p_ops(const std::vector<P2pOp>& ops);
   // The watchdog's message for operation number `seq`.

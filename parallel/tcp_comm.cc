@@ -54,12 +54,6 @@ const char* kind_name(TcpComm::Kind k) {
   return "unknown operation";
 }
 
-// "f32[1024] 4 KiB" for watchdog messages.
-std::string what(ConstTensorView v) {
-  return absl::StrCat(engine::describe(v), " ",
-                      engine::format_bytes(static_cast<double>(v.bytes())));
-}
-
 bool reducible(DType d) {
   return d == DType::kF32 || d == DType::kF64 || d == DType::kI32 || d == DType::kI64;
 }
@@ -313,7 +307,7 @@ void TcpComm::all_reduce(TensorView recv, ConstTensorView send, ReduceOp op, Str
   ANVIL_CHECK_MSG(reducible(send.dtype),
                   absl::StrCat("TcpComm::all_reduce: cannot reduce ", engine::describe(send),
                                " (f32, f64, i32, i64 only, as MpiComm)"));
-  const std::string w = absl::StrCat(reduce_op_name(op), " of ", what(send));
+  const std::string w = absl::StrCat(reduce_op_name(op), " of ", describe_buffer(send));
   const std::vector<int64_t> begin = chunk_bounds(send.numel(), size());
   char* const r = static_cast<char*>(recv.data);
   if (size() == 1) {
@@ -341,7 +335,7 @@ void TcpComm::reduce_scatter(TensorView recv, ConstTensorView send, ReduceOp op,
   // In place (recv = this rank's slice of send) works: reduce_in_order reads before it writes.
   reduce_chunks(Kind::kReduceScatter, "reduce_scatter", static_cast<char*>(recv.data),
                 static_cast<const char*>(send.data), begin, send.dtype, op,
-                absl::StrCat(reduce_op_name(op), " of ", what(send)));
+                absl::StrCat(reduce_op_name(op), " of ", describe_buffer(send)));
 }
 
 void TcpComm::all_gather(TensorView recv, ConstTensorView send, Stream& s) {
@@ -353,7 +347,7 @@ void TcpComm::all_gather(TensorView recv, ConstTensorView send, Stream& s) {
   std::vector<int64_t> begin(static_cast<size_t>(size()) + 1);
   for (size_t r = 0; r < begin.size(); ++r) begin[r] = static_cast<int64_t>(r * bytes);
   gather_chunks(Kind::kAllGather, "all_gather", static_cast<char*>(recv.data), begin, 1,
-                what(send));
+                describe_buffer(send));
 }
 
 void TcpComm::broadcast(TensorView buf, int root, Stream& s) {
@@ -371,14 +365,15 @@ void TcpComm::broadcast(TensorView buf, int root, Stream& s) {
   } else {
     ts.push_back({root, false, data, buf.bytes()});
   }
-  exchange(Kind::kBroadcast, "broadcast", absl::StrCat(what(buf), " from group rank ", root), ts);
+  exchange(Kind::kBroadcast, "broadcast",
+           absl::StrCat(describe_buffer(buf), " from group rank ", root), ts);
 }
 
 void TcpComm::send(ConstTensorView buf, int peer, Stream& s) {
   ANVIL_CHECK_MSG(!s.is_cuda(), "TcpComm::send needs a CPU stream");
   check_views("send", buf, buf, 1, 1);
   check_peer("send", peer);
-  exchange(Kind::kP2p, "send", absl::StrCat(what(buf), " to group rank ", peer),
+  exchange(Kind::kP2p, "send", absl::StrCat(describe_buffer(buf), " to group rank ", peer),
            {{peer, true, static_cast<char*>(const_cast<void*>(buf.data)), buf.bytes()}});
 }
 
@@ -386,7 +381,7 @@ void TcpComm::recv(TensorView buf, int peer, Stream& s) {
   ANVIL_CHECK_MSG(!s.is_cuda(), "TcpComm::recv needs a CPU stream");
   check_views("recv", buf, buf, 1, 1);
   check_peer("recv", peer);
-  exchange(Kind::kP2p, "recv", absl::StrCat(what(buf), " from group rank ", peer),
+  exchange(Kind::kP2p, "recv", absl::StrCat(describe_buffer(buf), " from group rank ", peer),
            {{peer, false, static_cast<char*>(buf.data), buf.bytes()}});
 }
 
