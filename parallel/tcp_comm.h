@@ -3,7 +3,8 @@
 //   - Connections: every pair of group members has one TCP connection, made when the
 //     communicator is created: each member listens on an ephemeral port, publishes
 //     "host:port" in the rendezvous store (tcp_store.h) and connects to the members after it;
-//     the store carries nothing else.
+//     the store carries nothing else. A rank holds size() - 1 sockets per group (world - 1 for
+//     the world group): thousands of ranks need a raised `ulimit -n`.
 //   - Messages: a 16-byte header (magic, operation kind, bytes) before each payload, so ranks
 //     that called different operations or sizes fail with a message naming both instead of
 //     exchanging garbage. Between two ranks, messages in one direction arrive in order.
