@@ -84,7 +84,9 @@ class TcpStore::Server {
         }
       }
       for (size_t i = 2; i < fds.size(); ++i) {
-        if (fds[i].revents != 0 && !serve(fds[i].fd)) drop(fds[i].fd);
+        // (A client dropped earlier in this pass, while answering waiters, is skipped.)
+        const int fd = fds[i].fd;
+        if (fds[i].revents != 0 && clients_.count(fd) != 0 && !serve(fd)) drop(fd);
       }
     }
   }
