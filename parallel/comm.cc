@@ -1,4 +1,5 @@
-// Comm: argument checks and watchdog messages shared by MpiComm and NcclComm; abort_all_ranks.
+// Comm: argument checks and watchdog messages shared by MpiComm, TcpComm and NcclComm;
+// abort_all_ranks.
 #include "parallel/comm.h"
 
 #include <mpi.h>
