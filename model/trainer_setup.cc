@@ -1,7 +1,7 @@
 // Trainer's parallel plumbing: the model shard of a rank's grid coordinates, the groups'
 // communicators (MPI or TCP on the CPU, NCCL bootstrapped over MPI or the store on CUDA), and
-// the reductions of
-// host scalars and of the gradient norm over the model-parallel ranks (see trainer.h).
+// the reductions of host scalars and of the gradient norm over the model-parallel ranks (see
+// trainer.h).
 #include <cmath>
 #include <utility>
 
