@@ -50,8 +50,8 @@
 #include "model/eval_suite.h"
 #include "model/train_config.h"
 #include "model/trainer.h"
+#include "parallel/comm.h"
 #include "parallel/launch_env.h"
-#include "parallel/mpi_comm.h"
 #include "parallel/runtime.h"
 
 extern char** environ;  // read here only: libraries never read the environment
@@ -69,7 +69,8 @@ constexpr char kUsage[] =
     "       train [CONFIG.ini] --print-device\n"
     "  --dry-run            print the model size and memory plan, then exit\n"
     "  --print-config-docs  print the configuration reference (docs/config.md)\n"
-    "  --print-device       print the device [train] device resolves to (cuda or cpu)\n";
+    "  --print-device       print the device [train] device resolves to (cuda or cpu)\n"
+    "  --local_rank=N       ignored (the deepspeed launcher's; LOCAL_RANK is read instead)\n";
 
 // This process's rank and the world size, for error lines (set once the launcher is known).
 // Errors before MPI starts (flags, config) are the same on every rank: only rank 0 prints them.
@@ -89,7 +90,7 @@ int fail(const absl::Status& s) {
 
 // The world's element-wise max of `v` (every rank must call it; v itself on one rank).
 template <size_t N>
-std::array<double, N> world_max(anvil::parallel::MpiComm* world, std::array<double, N> v) {
+std::array<double, N> world_max(anvil::parallel::Comm* world, std::array<double, N> v) {
   if (world == nullptr) return v;
   anvil::engine::Stream s = anvil::engine::Stream::cpu();
   world->all_reduce(
@@ -101,7 +102,7 @@ std::array<double, N> world_max(anvil::parallel::MpiComm* world, std::array<doub
 
 // The bytes the ranks on this process's host plan together, and how many they are: each rank
 // puts (host id, its plan's bytes) into its own slot of a world sum (collective).
-std::pair<size_t, int> host_plan_bytes(anvil::parallel::MpiComm& world, int rank, int world_size,
+std::pair<size_t, int> host_plan_bytes(anvil::parallel::Comm& world, int rank, int world_size,
                                        size_t plan_bytes) {
   std::array<char, 256> name{};
   ::gethostname(name.data(), name.size() - 1);
@@ -167,7 +168,7 @@ std::map<std::string, std::string> tokenizer_attachments(const model::TokenizerC
 // every rank writes its boxes, rank 0 writes the manifest and commits (barriers between).
 absl::Status save_checkpoint(const model::TrainConfig& cfg, const std::string& config_text,
                              model::Trainer& trainer, const anvil::parallel::ProcessGrid& grid,
-                             anvil::parallel::MpiComm* world) {
+                             anvil::parallel::Comm* world) {
   anvil::engine::Stream cpu = anvil::engine::Stream::cpu();
   auto barrier = [&] {
     if (world != nullptr) world->barrier(cpu);
@@ -371,6 +372,9 @@ int run(int argc, char** argv) {
       print_docs = true;
     } else if (a == "--print-device") {
       print_device = true;
+    } else if (absl::StartsWith(a, "--local_rank=") || a == "--local_rank") {
+      // The deepspeed launcher appends it; the same value is in LOCAL_RANK (launch_env.h).
+      if (a == "--local_rank") ++i;
     } else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -404,7 +408,7 @@ int run(int argc, char** argv) {
     return 2;
   }
 
-  // Rank discovery (mpirun, srun, Hydra, or none: one rank).
+  // Rank discovery (mpirun, srun, Hydra, torchrun / deepspeed, or none: one rank).
   absl::StatusOr<anvil::parallel::LaunchInfo> launch =
       anvil::parallel::launch_info_from_env(anvil::parallel::env_map(environ));
   if (!launch.ok()) return fail(launch.status());
@@ -438,8 +442,8 @@ int run(int argc, char** argv) {
   const bool cuda = prec->device == anvil::engine::Device::kCuda;
   const int cuda_device = cuda ? launch->local_rank % anvil::engine::cuda_device_count() : 0;
 
-  // MPI (under a launcher), the process grid and its groups' MPI communicators. Errors so far
-  // were the same on every rank; from here on a rank-local failure ends all ranks.
+  // MPI or the TCP store (under a launcher), the process grid and its groups' CPU communicators.
+  // Errors so far were the same on every rank; from here on a rank-local failure ends all ranks.
   anvil::parallel::CommOptions comm_options;
   comm_options.timeout_s = cfg.parallel.timeout_s;
   auto rt = anvil::parallel::ParallelRuntime::start(*launch, cfg.parallel.tp, cfg.parallel.pp,
@@ -506,11 +510,11 @@ int run(int argc, char** argv) {
   }
   if (cfg.train.check_memory) {
     if (absl::Status s = model::Trainer::check_fits(*plan, *prec); !s.ok()) return fatal(s);
-    if (!cuda && launch->world > 1 && (*rt)->has_mpi()) {
+    if (!cuda && launch->world > 1 && (*rt)->comms().world) {
       // Each rank's plan fits, but the CPU ranks of one host share its memory. (Every rank
       // joins the collective, with or without a MemAvailable of its own.)
       const auto [bytes, ranks] =
-          host_plan_bytes(*(*rt)->mpi().world, launch->rank, launch->world, plan->total_bytes());
+          host_plan_bytes(*(*rt)->comms().world, launch->rank, launch->world, plan->total_bytes());
       log_info(ctx, absl::StrFormat("the %d ranks on this host plan %s together", ranks,
                                     format_bytes(static_cast<double>(bytes))));
       if (available) {
@@ -661,7 +665,8 @@ int run(int argc, char** argv) {
   }
   model::TrainerParallel par;
   par.grid = &(*rt)->grid();
-  par.mpi = &(*rt)->mpi();
+  par.comms = &(*rt)->comms();
+  par.store = (*rt)->store();
   par.local_rank = launch->local_rank;
   auto trainer = model::Trainer::create(cfg, *prec, train_fn, nullptr, ctx, par);
   if (!trainer.ok()) return fatal(trainer.status());
@@ -681,7 +686,7 @@ int run(int argc, char** argv) {
       if (!s.ok()) log_warning(ctx, absl::StrCat("[eval]: ", s.message()));
     });
   }
-  anvil::parallel::MpiComm* world = (*rt)->has_mpi() ? (*rt)->mpi().world.get() : nullptr;
+  anvil::parallel::Comm* world = (*rt)->comms().world.get();
   const std::string config_text = raw.dump();
   int64_t saved_step = ck.load.empty() ? -1 : tr.steps_done();
   absl::Status save_status;

@@ -52,10 +52,11 @@ void add_parallel_schema(engine::ConfigSchema& s) {
         "MiB of f32 gradient per DP all-reduce bucket (100 MiB = 25M elements); 0 = one bucket.");
   s.add("parallel", "timeout_s", kInt, "600",
         "Collective watchdog: an operation not finished after this many seconds aborts all ranks "
-        "with a message naming it, its group and the rank.");
+        "with a message naming it, its group and the rank. Under torchrun also how long ranks "
+        "wait for each other at start-up (the rendezvous store and connections).");
   s.add("parallel", "reduce_single_rank", kBool, "false",
         "Run the DP gradient reduction even with dp = 1 (NCCL or MPI over one rank), to exercise "
-        "or time that path; on the CPU it needs an MPI launch (mpirun -np 1).");
+        "or time that path; on the CPU it needs a launcher (mpirun -np 1, or torchrun).");
 }
 
 absl::StatusOr<ParallelConfig> parse_parallel_config(const engine::Config& c, int world,

@@ -59,8 +59,9 @@
 namespace anvil::parallel {
 class Comm;
 class DataParallel;
-struct MpiGroupComms;
+struct GroupComms;
 class ProcessGrid;
+class TcpStore;
 }  // namespace anvil::parallel
 
 namespace anvil::model {
@@ -68,8 +69,11 @@ namespace anvil::model {
 // The parallel layout a Trainer runs in; bin/train fills it from parallel::ParallelRuntime.
 struct TrainerParallel {
   const parallel::ProcessGrid* grid = nullptr;  // null: a single rank
-  // Every group over MPI: the CPU path's collectives and NCCL's bootstrap; null without MPI.
-  parallel::MpiGroupComms* mpi = nullptr;
+  // Every group's CPU communicator (MPI, or TCP under torchrun): the CPU path's collectives and,
+  // under MPI, NCCL's bootstrap; null without a launcher.
+  parallel::GroupComms* comms = nullptr;
+  // torchrun: the rendezvous store, NCCL's bootstrap; null under MPI and without a launcher.
+  parallel::TcpStore* store = nullptr;
   int local_rank = 0;  // CUDA device = local_rank % device count
 };
 
@@ -174,7 +178,7 @@ class Trainer {
   // DP, batch_schedule.h for ramp-up and skipped ranges); evaluation reads the next eval_iters
   // global batches of `valid` (the set "val") each time (empty `valid`: no evaluation).
   // With cfg.parallel.dp > 1 (or reduce_single_rank) `par` must hold the grid, and on the CPU
-  // the DP group's MpiComm; on CUDA the trainer creates an NcclComm for the DP group.
+  // the DP group's CPU communicator; on CUDA the trainer creates an NcclComm for the DP group.
   static absl::StatusOr<std::unique_ptr<Trainer>> create(const TrainConfig& cfg,
                                                          const GptPrecision& prec, SampleFn train,
                                                          SampleFn valid,

@@ -1,6 +1,7 @@
 // Trainer's parallel plumbing: the model shard of a rank's grid coordinates, the groups'
-// communicators (MPI on the CPU, NCCL bootstrapped over MPI on CUDA), and the reductions of
-// host scalars and of the gradient norm over the model-parallel ranks (see trainer.h).
+// communicators (MPI or TCP on the CPU, NCCL bootstrapped over MPI or the store on CUDA), and
+// the reductions of host scalars and of the gradient norm over the model-parallel ranks (see
+// trainer.h).
 #include <cmath>
 #include <utility>
 
@@ -9,10 +10,11 @@
 #include "engine/status.h"
 #include "model/pipeline_runner.h"
 #include "model/trainer.h"
+#include "parallel/bootstrap.h"
 #include "parallel/comm.h"
 #include "parallel/data_parallel.h"
 #include "parallel/grid.h"
-#include "parallel/mpi_comm.h"
+#include "parallel/group_comms.h"
 #include "parallel/nccl_comm.h"
 #include "parallel/scalar_reduce.h"
 
@@ -64,25 +66,32 @@ absl::Status Trainer::setup_parallel(const TrainerParallel& par, int cuda_device
   parallel::CommOptions copt;
   copt.timeout_s = pc.timeout_s;
   const parallel::ProcessGroup one{"dp", 0, {0}, 0};
-  // The group's Comm: its MpiComm on the CPU, an NcclComm bootstrapped over it on CUDA.
+  // The group's Comm: its CPU communicator on the CPU; on CUDA an NcclComm bootstrapped through
+  // the store (torchrun) or over the CPU communicator (MPI).
   auto comm_for = [&](const parallel::ProcessGroup& group,
-                      parallel::MpiComm* mpi) -> absl::StatusOr<parallel::Comm*> {
+                      parallel::Comm* cpu) -> absl::StatusOr<parallel::Comm*> {
     if (!cuda) {
-      if (mpi == nullptr) {
+      if (cpu == nullptr) {
         return absl::FailedPreconditionError(absl::StrFormat(
-            "Trainer: the %s group on the CPU needs MPI: launch with mpirun (or srun)%s",
+            "Trainer: the %s group on the CPU needs a launcher: mpirun, srun or torchrun%s",
             group.name,
             dp_size_ == 1 && need_dp ? " (or unset [parallel] reduce_single_rank)" : ""));
       }
-      return mpi;
+      return cpu;
     }
     const int rank = par.grid ? par.grid->rank() : 0;
+    parallel::BroadcastBytes bootstrap;
+    if (par.store != nullptr) {
+      bootstrap = parallel::broadcast_through(*par.store, group);
+    } else if (cpu != nullptr) {
+      bootstrap = parallel::broadcast_over(*cpu);
+    }
     ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<parallel::NcclComm> c,
-                           parallel::NcclComm::create(group, rank, mpi, copt));
+                           parallel::NcclComm::create(group, rank, bootstrap, copt));
     owned_comms_.push_back(std::move(c));
     return owned_comms_.back().get();
   };
-  parallel::MpiGroupComms* m = par.mpi;
+  parallel::GroupComms* m = par.comms;
   if (need_dp) {
     ANVIL_ASSIGN_OR_RETURN(
         dp_comm_, comm_for(par.grid ? par.grid->dp_group() : one, m ? m->dp.get() : nullptr));

@@ -1,4 +1,5 @@
-// Comm: argument checks and watchdog messages shared by MpiComm and NcclComm; abort_all_ranks.
+// Comm: argument checks and watchdog messages shared by MpiComm, TcpComm and NcclComm;
+// abort_all_ranks.
 #include "parallel/comm.h"
 
 #include <mpi.h>
@@ -56,6 +57,11 @@ void Comm::check_p2p_ops(const std::vector<P2pOp>& ops) const {
     check_views(op, o.buf, o.buf, 1, 1);
     check_peer(op, o.peer);
   }
+}
+
+std::string Comm::describe_buffer(ConstTensorView v) {
+  return absl::StrCat(engine::describe(v), " ",
+                      engine::format_bytes(static_cast<double>(v.bytes())));
 }
 
 std::string Comm::describe_p2p_ops(const std::vector<P2pOp>& ops) {

@@ -1,6 +1,7 @@
 // Comm: collectives and point-to-point transfers among the ranks of one ProcessGroup, over
 // TensorViews, with one interface for both backends (DESIGN.md §5):
 //   MpiComm  (parallel/mpi_comm.h)  CPU buffers; every call completes before it returns.
+//   TcpComm  (parallel/tcp_comm.h)  the same over TCP sockets, without MPI (torchrun).
 //   NcclComm (parallel/nccl_comm.h) CUDA buffers; every call is enqueued on the given stream
 //            and returns at once (order it against other streams with engine::Event).
 // The same parallel code runs on both, so every parallel feature is tested on the CPU in CI.
@@ -32,8 +33,9 @@
 //
 // Watchdog: an operation that does not finish within CommOptions::timeout_s calls
 // CommOptions::on_timeout with a message naming the operation, its size, the group and this
-// rank; the default prints it and aborts every rank (MPI_Abort), so a rank that died or never
-// joined ends the job with a clear error instead of a hang.
+// rank; the default prints it and aborts every rank (MPI_Abort; without MPI this rank aborts
+// and its TCP peers fail on its closed connections), so a rank that died or never joined ends
+// the job with a clear error instead of a hang.
 #pragma once
 
 #include <cstdint>
@@ -73,7 +75,8 @@ struct CommOptions {
 };
 
 // Prints "[anvil rank R] <message>" to stderr, then ends every rank: MPI_Abort(MPI_COMM_WORLD)
-// when MPI is initialized, std::abort() otherwise. Safe to call from any thread.
+// when MPI is initialized, std::abort() otherwise (under torchrun the other ranks then see this
+// rank's TcpComm connections close and end themselves). Safe to call from any thread.
 [[noreturn]] void abort_all_ranks(int global_rank, const std::string& message);
 
 class Comm {
@@ -112,6 +115,8 @@ class Comm {
   void check_peer(const char* op, int peer) const;
   // check_views and check_peer for every op of a batch_p2p.
   void check_p2p_ops(const std::vector<P2pOp>& ops) const;
+  // "f32[1024] cpu 4 KiB", for watchdog messages.
+  static std::string describe_buffer(ConstTensorView v);
   // "2 ops: recv f32[8] cpu 32 B from group rank 1, send ..." (first 4 ops), for the watchdog.
   static std::string describe_p2p_ops(const std::vector<P2pOp>& ops);
   // The watchdog's message for operation number `seq`.

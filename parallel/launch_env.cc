@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/status.h"
 
 namespace anvil::parallel {
 namespace {
@@ -63,6 +64,66 @@ absl::StatusOr<LaunchInfo> read(const EnvMap& env, const std::string& launcher,
   return info;
 }
 
+// The TCP port in variable `name` (set), or InvalidArgument naming it.
+absl::StatusOr<int> port_number(const EnvMap& env, const char* name) {
+  const std::string v = *get(env, name);
+  int p = 0;
+  if (!absl::SimpleAtoi(v, &p) || p < 1 || p > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("torchrun launch: ", name, "=\"", v, "\" is not a TCP port number (1-65535)"));
+  }
+  return p;
+}
+
+// RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (see launch_env.h).
+absl::StatusOr<LaunchInfo> read_torchrun(const EnvMap& env) {
+  const char* kLauncher = "torchrun";
+  absl::StatusOr<LaunchInfo> info =
+      read(env, kLauncher, "RANK", "WORLD_SIZE", get(env, "LOCAL_RANK") ? "LOCAL_RANK" : "");
+  if (!info.ok()) return info.status();
+  if (get(env, "LOCAL_WORLD_SIZE")) {
+    absl::StatusOr<int> lw = get_int(env, kLauncher, "LOCAL_WORLD_SIZE");
+    if (!lw.ok()) return lw.status();
+    if (info->local_rank >= *lw) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("torchrun launch: LOCAL_RANK=%d is outside [0, LOCAL_WORLD_SIZE=%d)",
+                          info->local_rank, *lw));
+    }
+  }
+  std::optional<std::string> addr = get(env, "MASTER_ADDR");
+  std::optional<std::string> port = get(env, "MASTER_PORT");
+  if (port) {
+    ANVIL_ASSIGN_OR_RETURN(info->master_port, port_number(env, "MASTER_PORT"));
+    info->store_port = info->master_port;
+    if (get(env, "ANVIL_STORE_PORT")) {
+      ANVIL_ASSIGN_OR_RETURN(info->store_port, port_number(env, "ANVIL_STORE_PORT"));
+    } else if (get(env, "TORCHELASTIC_USE_AGENT_STORE") == std::optional<std::string>("True")) {
+      info->store_port = info->master_port + 1;
+      if (info->store_port > 65535) {
+        return absl::InvalidArgumentError(
+            "torchrun launch: MASTER_PORT=65535 leaves no port for anvil's store next to "
+            "torchrun's (TORCHELASTIC_USE_AGENT_STORE=True); set ANVIL_STORE_PORT");
+      }
+    }
+  }
+  if (addr && addr->empty()) addr.reset();
+  if (addr) info->master_addr = *addr;
+  if (info->world > 1 && (!addr || !port)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "torchrun launch: WORLD_SIZE=%d needs MASTER_ADDR and MASTER_PORT (rank 0's rendezvous "
+        "address), but %s not set",
+        info->world,
+        !addr && !port ? "neither is"
+        : !addr        ? "MASTER_ADDR is"
+                       : "MASTER_PORT is"));
+  }
+  if (addr && !port) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("torchrun launch: MASTER_ADDR=", *addr, " is set but MASTER_PORT is not"));
+  }
+  return info;
+}
+
 }  // namespace
 
 absl::StatusOr<LaunchInfo> launch_info_from_env(const EnvMap& env) {
@@ -76,6 +137,7 @@ absl::StatusOr<LaunchInfo> launch_info_from_env(const EnvMap& env) {
                                                      : "";
     return read(env, "pmi", "PMI_RANK", "PMI_SIZE", local);
   }
+  if (get(env, "RANK") || get(env, "WORLD_SIZE")) return read_torchrun(env);
   // srun sets the step variables; a batch script's own environment has only job-level ones.
   const bool srun_step =
       get(env, "SLURM_STEP_NUM_TASKS") || get(env, "SLURM_STEP_ID") || get(env, "SLURM_STEPID");

@@ -35,12 +35,6 @@ MPI_Datatype reduce_type(DType dtype) {
 
 MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::kSum ? MPI_SUM : MPI_MAX; }
 
-// "f32[1024] 4 KiB" for watchdog messages.
-std::string what(ConstTensorView v) {
-  return absl::StrCat(engine::describe(v), " ",
-                      engine::format_bytes(static_cast<double>(v.bytes())));
-}
-
 int to_int_count(int64_t n, const char* op) {
   ANVIL_CHECK_MSG(n <= INT_MAX, absl::StrFormat("MpiComm %s: %d elements per rank exceed MPI's "
                                                 "int count limit; use smaller buckets",
@@ -152,7 +146,7 @@ void MpiComm::all_reduce(TensorView recv, ConstTensorView send, ReduceOp op, Str
     check(MPI_Iallreduce(in_place ? MPI_IN_PLACE : sd, r, count, type, mpi_op(op), comm_, &req),
           "all_reduce", "MPI_Iallreduce");
     wait(&req, "all_reduce",
-         absl::StrCat(reduce_op_name(op), " of ", what(send),
+         absl::StrCat(reduce_op_name(op), " of ", describe_buffer(send),
                       n > kChunk ? absl::StrCat(", elements from ", begin) : ""));
     begin += kChunk;
   } while (begin < n);
@@ -178,7 +172,7 @@ void MpiComm::reduce_scatter(TensorView recv, ConstTensorView send, ReduceOp op,
                                   in_place ? send_base : recv.data, count, type, mpi_op(op), comm_,
                                   &req),
         "reduce_scatter", "MPI_Ireduce_scatter_block");
-  wait(&req, "reduce_scatter", absl::StrCat(reduce_op_name(op), " of ", what(send)));
+  wait(&req, "reduce_scatter", absl::StrCat(reduce_op_name(op), " of ", describe_buffer(send)));
   if (in_place && index() != 0) std::memmove(recv.data, send_base, recv.bytes());
 }
 
@@ -194,7 +188,7 @@ void MpiComm::all_gather(TensorView recv, ConstTensorView send, Stream& s) {
   check(MPI_Iallgather(in_place ? MPI_IN_PLACE : send.data, count, MPI_BYTE, recv.data, count,
                        MPI_BYTE, comm_, &req),
         "all_gather", "MPI_Iallgather");
-  wait(&req, "all_gather", what(send));
+  wait(&req, "all_gather", describe_buffer(send));
 }
 
 void MpiComm::broadcast(TensorView buf, int root, Stream& s) {
@@ -206,7 +200,7 @@ void MpiComm::broadcast(TensorView buf, int root, Stream& s) {
   const int count = to_int_count(static_cast<int64_t>(buf.bytes()), "broadcast");
   MPI_Request req;
   check(MPI_Ibcast(buf.data, count, MPI_BYTE, root, comm_, &req), "broadcast", "MPI_Ibcast");
-  wait(&req, "broadcast", absl::StrCat(what(buf), " from group rank ", root));
+  wait(&req, "broadcast", absl::StrCat(describe_buffer(buf), " from group rank ", root));
 }
 
 void MpiComm::send(ConstTensorView buf, int peer, Stream& s) {
@@ -216,7 +210,7 @@ void MpiComm::send(ConstTensorView buf, int peer, Stream& s) {
   const int count = to_int_count(static_cast<int64_t>(buf.bytes()), "send");
   MPI_Request req;
   check(MPI_Isend(buf.data, count, MPI_BYTE, peer, 0, comm_, &req), "send", "MPI_Isend");
-  wait(&req, "send", absl::StrCat(what(buf), " to group rank ", peer));
+  wait(&req, "send", absl::StrCat(describe_buffer(buf), " to group rank ", peer));
 }
 
 void MpiComm::recv(TensorView buf, int peer, Stream& s) {
@@ -226,7 +220,7 @@ void MpiComm::recv(TensorView buf, int peer, Stream& s) {
   const int count = to_int_count(static_cast<int64_t>(buf.bytes()), "recv");
   MPI_Request req;
   check(MPI_Irecv(buf.data, count, MPI_BYTE, peer, 0, comm_, &req), "recv", "MPI_Irecv");
-  wait(&req, "recv", absl::StrCat(what(buf), " from group rank ", peer));
+  wait(&req, "recv", absl::StrCat(describe_buffer(buf), " from group rank ", peer));
 }
 
 void MpiComm::batch_p2p(const std::vector<P2pOp>& ops, Stream& s) {
@@ -257,9 +251,9 @@ void MpiComm::barrier(Stream& s) {
   wait(&req, "barrier", "no data");
 }
 
-absl::StatusOr<MpiGroupComms> create_mpi_group_comms(const ProcessGrid& grid,
-                                                     const CommOptions& options) {
-  MpiGroupComms c;
+absl::StatusOr<GroupComms> create_mpi_group_comms(const ProcessGrid& grid,
+                                                  const CommOptions& options) {
+  GroupComms c;
   const int r = grid.rank();
   ANVIL_ASSIGN_OR_RETURN(c.world, MpiComm::create(MPI_COMM_WORLD, grid.world_group(), r, options));
   ANVIL_ASSIGN_OR_RETURN(c.tp, MpiComm::create(MPI_COMM_WORLD, grid.tp_group(), r, options));

@@ -1,10 +1,10 @@
 // MpiComm: Comm over MPI for CPU buffers (the CI backend), and the bootstrap channel NCCL needs
-// (its unique id is broadcast over an MpiComm). Every operation is one or more nonblocking MPI
-// calls (MPI_Iallreduce, ..., MPI_Isend + MPI_Irecv for batch_p2p) polled with MPI_Testall until
-// they complete or the watchdog deadline (CommOptions::timeout_s after the call) passes; the
-// call returns when the operation is complete. The communicator uses MPI_ERRORS_RETURN, and a
-// failed MPI call aborts all ranks with the decoded error, the operation, the group and the rank.
-// MPI counts are ints: one rank's part of an operation may hold at most 2^31 - 1 elements
+// under MPI launchers (its unique id is broadcast over an MpiComm). Every operation is one or more
+// nonblocking MPI calls (MPI_Iallreduce, ..., MPI_Isend + MPI_Irecv for batch_p2p) polled with
+// MPI_Testall until they complete or the watchdog deadline (CommOptions::timeout_s after the call)
+// passes; the call returns when the operation is complete. The communicator uses MPI_ERRORS_RETURN,
+// and a failed MPI call aborts all ranks with the decoded error, the operation, the group and the
+// rank. MPI counts are ints: one rank's part of an operation may hold at most 2^31 - 1 elements
 // (all_reduce splits larger buffers itself).
 #pragma once
 
@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "parallel/comm.h"
 #include "parallel/grid.h"
+#include "parallel/group_comms.h"
 
 namespace anvil::parallel {
 
@@ -58,12 +59,9 @@ class MpiComm : public Comm {
   uint64_t seq_ = 0;  // operations issued, for messages
 };
 
-// The communicators of a grid's groups. Every rank calls create_mpi_group_comms together
-// (collective over MPI_COMM_WORLD); `embedding` is null on ranks outside it.
-struct MpiGroupComms {
-  std::unique_ptr<MpiComm> world, tp, dp, pp, embedding;
-};
-absl::StatusOr<MpiGroupComms> create_mpi_group_comms(const ProcessGrid& grid,
-                                                     const CommOptions& options);
+// The communicators of a grid's groups over MPI. Every rank calls create_mpi_group_comms
+// together (collective over MPI_COMM_WORLD); `embedding` is null on ranks outside it.
+absl::StatusOr<GroupComms> create_mpi_group_comms(const ProcessGrid& grid,
+                                                  const CommOptions& options);
 
 }  // namespace anvil::parallel

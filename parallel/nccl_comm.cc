@@ -1,5 +1,5 @@
-// NcclComm: NCCL collectives on the caller's stream, unique id over MPI, and the event-polling
-// watchdog thread (see nccl_comm.h).
+// NcclComm: NCCL collectives on the caller's stream, the unique id's bootstrap, and the
+// event-polling watchdog thread (see nccl_comm.h).
 #include "parallel/nccl_comm.h"
 
 #include <cuda_runtime_api.h>
@@ -52,11 +52,6 @@ bool reduce_type(DType dtype, ncclDataType_t* out) {
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::kSum ? ncclSum : ncclMax; }
-
-std::string what(ConstTensorView v) {
-  return absl::StrCat(engine::describe(v), " ",
-                      engine::format_bytes(static_cast<double>(v.bytes())));
-}
 
 Clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
@@ -196,21 +191,32 @@ NcclComm::NcclComm(ProcessGroup group, int global_rank, CommOptions options)
     : Comm(std::move(group), global_rank, std::move(options)) {}
 
 absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::create(const ProcessGroup& group,
-                                                           int global_rank, MpiComm* bootstrap,
+                                                           int global_rank, Comm* bootstrap,
+                                                           const CommOptions& options) {
+  if (bootstrap != nullptr &&
+      (bootstrap->size() != group.size() || bootstrap->index() != group.index ||
+       bootstrap->device() != engine::Device::kCpu)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "NcclComm::create: bootstrap %s (this rank at %d, %s) does not match the %s (at %d) or "
+        "is not a CPU communicator",
+        bootstrap->group().describe(), bootstrap->index(),
+        std::string(engine::device_name(bootstrap->device())), group.describe(), group.index));
+  }
+  return create(group, global_rank,
+                bootstrap != nullptr ? broadcast_over(*bootstrap) : BroadcastBytes(), options);
+}
+
+absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::create(const ProcessGroup& group,
+                                                           int global_rank,
+                                                           const BroadcastBytes& bootstrap,
                                                            const CommOptions& options) {
   if (!group.is_member()) {
     return absl::InvalidArgumentError(absl::StrCat("NcclComm::create: global rank ", global_rank,
                                                    " is not in the ", group.describe()));
   }
-  if (bootstrap == nullptr && group.size() != 1) {
+  if (!bootstrap && group.size() != 1) {
     return absl::InvalidArgumentError(absl::StrCat("NcclComm::create: the ", group.describe(),
-                                                   " needs an MPI bootstrap communicator"));
-  }
-  if (bootstrap != nullptr &&
-      (bootstrap->size() != group.size() || bootstrap->index() != group.index)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "NcclComm::create: bootstrap %s (this rank at %d) does not match the %s (at %d)",
-        bootstrap->group().describe(), bootstrap->index(), group.describe(), group.index));
+                                                   " needs a bootstrap (MPI or the store)"));
   }
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) {
@@ -225,12 +231,7 @@ absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::create(const ProcessGroup& g
       return absl::InternalError(absl::StrCat("ncclGetUniqueId: ", ncclGetErrorString(r)));
     }
   }
-  if (bootstrap != nullptr) {
-    Stream cpu = Stream::cpu();
-    bootstrap->broadcast(engine::make_view(&id, DType::kU8, engine::Device::kCpu,
-                                           {static_cast<int64_t>(sizeof(id))}),
-                         /*root=*/0, cpu);
-  }
+  if (bootstrap) ANVIL_RETURN_IF_ERROR(bootstrap(&id, sizeof(id)));
 
   std::unique_ptr<NcclComm> c(new NcclComm(group, global_rank, options));
   const ncclResult_t r = ncclCommInitRank(&c->comm_, group.size(), id, group.index);
@@ -282,7 +283,7 @@ void NcclComm::all_reduce(TensorView recv, ConstTensorView send, ReduceOp op, St
   ANVIL_CHECK_MSG(
       reduce_type(send.dtype, &type),
       absl::StrCat("NcclComm::all_reduce: NCCL cannot reduce ", engine::describe(send)));
-  guarded("all_reduce", absl::StrCat(reduce_op_name(op), " of ", what(send)), s,
+  guarded("all_reduce", absl::StrCat(reduce_op_name(op), " of ", describe_buffer(send)), s,
           [&](cudaStream_t st) {
             check(ncclAllReduce(send.data, recv.data, static_cast<size_t>(send.numel()), type,
                                 nccl_op(op), comm_, st),
@@ -297,7 +298,7 @@ void NcclComm::reduce_scatter(TensorView recv, ConstTensorView send, ReduceOp op
       reduce_type(send.dtype, &type),
       absl::StrCat("NcclComm::reduce_scatter: NCCL cannot reduce ", engine::describe(send)));
   // In place when recv is this rank's slice of send: NCCL's own convention.
-  guarded("reduce_scatter", absl::StrCat(reduce_op_name(op), " of ", what(send)), s,
+  guarded("reduce_scatter", absl::StrCat(reduce_op_name(op), " of ", describe_buffer(send)), s,
           [&](cudaStream_t st) {
             check(ncclReduceScatter(send.data, recv.data, static_cast<size_t>(recv.numel()), type,
                                     nccl_op(op), comm_, st),
@@ -308,7 +309,7 @@ void NcclComm::reduce_scatter(TensorView recv, ConstTensorView send, ReduceOp op
 void NcclComm::all_gather(TensorView recv, ConstTensorView send, Stream& s) {
   check_views("all_gather", recv, send, size(), 1);
   // Moved as bytes: any dtype. In place when send is this rank's slice of recv.
-  guarded("all_gather", what(send), s, [&](cudaStream_t st) {
+  guarded("all_gather", describe_buffer(send), s, [&](cudaStream_t st) {
     check(ncclAllGather(send.data, recv.data, send.bytes(), ncclUint8, comm_, st), "all_gather",
           "ncclAllGather");
   });
@@ -319,26 +320,29 @@ void NcclComm::broadcast(TensorView buf, int root, Stream& s) {
   ANVIL_CHECK_MSG(
       root >= 0 && root < size(),
       absl::StrFormat("NcclComm::broadcast: root %d outside the %s", root, group_.describe()));
-  guarded("broadcast", absl::StrCat(what(buf), " from group rank ", root), s, [&](cudaStream_t st) {
-    check(ncclBroadcast(buf.data, buf.data, buf.bytes(), ncclUint8, root, comm_, st), "broadcast",
-          "ncclBroadcast");
-  });
+  guarded("broadcast", absl::StrCat(describe_buffer(buf), " from group rank ", root), s,
+          [&](cudaStream_t st) {
+            check(ncclBroadcast(buf.data, buf.data, buf.bytes(), ncclUint8, root, comm_, st),
+                  "broadcast", "ncclBroadcast");
+          });
 }
 
 void NcclComm::send(ConstTensorView buf, int peer, Stream& s) {
   check_views("send", buf, buf, 1, 1);
   check_peer("send", peer);
-  guarded("send", absl::StrCat(what(buf), " to group rank ", peer), s, [&](cudaStream_t st) {
-    check(ncclSend(buf.data, buf.bytes(), ncclUint8, peer, comm_, st), "send", "ncclSend");
-  });
+  guarded("send", absl::StrCat(describe_buffer(buf), " to group rank ", peer), s,
+          [&](cudaStream_t st) {
+            check(ncclSend(buf.data, buf.bytes(), ncclUint8, peer, comm_, st), "send", "ncclSend");
+          });
 }
 
 void NcclComm::recv(TensorView buf, int peer, Stream& s) {
   check_views("recv", buf, buf, 1, 1);
   check_peer("recv", peer);
-  guarded("recv", absl::StrCat(what(buf), " from group rank ", peer), s, [&](cudaStream_t st) {
-    check(ncclRecv(buf.data, buf.bytes(), ncclUint8, peer, comm_, st), "recv", "ncclRecv");
-  });
+  guarded("recv", absl::StrCat(describe_buffer(buf), " from group rank ", peer), s,
+          [&](cudaStream_t st) {
+            check(ncclRecv(buf.data, buf.bytes(), ncclUint8, peer, comm_, st), "recv", "ncclRecv");
+          });
 }
 
 void NcclComm::batch_p2p(const std::vector<P2pOp>& ops, Stream& s) {

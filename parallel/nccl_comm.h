@@ -3,9 +3,11 @@
 // waits for the event that marks its input ready, the compute stream waits for the event after
 // the collective). Nothing here synchronizes the device.
 //
-// Bootstrap: group rank 0 calls ncclGetUniqueId and broadcasts the id over an MpiComm of the
-// same group (works across nodes, needs no shared filesystem); ncclCommInitRank follows. A group
-// of one needs no bootstrap (single-GPU runs through the same code path).
+// Bootstrap: group rank 0 calls ncclGetUniqueId and delivers the id to the other members through
+// a BroadcastBytes (bootstrap.h): over a CPU communicator of the same group (MpiComm under
+// mpirun / srun) or through the rendezvous store (torchrun); both work across nodes and need no
+// shared filesystem. ncclCommInitRank follows. A group of one needs no bootstrap (single-GPU
+// runs through the same code path), but uses one when given.
 //
 // Watchdog: each operation is bracketed by two CUDA events. A thread polls them: once the first
 // has completed the operation is running, and if the second has not completed timeout_s later
@@ -26,19 +28,24 @@
 
 #include "absl/status/statusor.h"
 #include "engine/arena.h"
+#include "parallel/bootstrap.h"
 #include "parallel/comm.h"
 #include "parallel/grid.h"
-#include "parallel/mpi_comm.h"
 
 namespace anvil::parallel {
 
 class NcclComm : public Comm {
  public:
   // Called together by the members of `group` with the CUDA device of this rank current.
-  // `bootstrap`: an MpiComm over the same group (same size and positions); may be null only
-  // when the group has one rank.
+  // `bootstrap` delivers the unique id; may be empty only when the group has one rank.
   static absl::StatusOr<std::unique_ptr<NcclComm>> create(const ProcessGroup& group,
-                                                          int global_rank, MpiComm* bootstrap,
+                                                          int global_rank,
+                                                          const BroadcastBytes& bootstrap,
+                                                          const CommOptions& options);
+  // The same over `bootstrap`, a CPU communicator of the same group (same size and positions;
+  // MpiComm or TcpComm), or null for a group of one.
+  static absl::StatusOr<std::unique_ptr<NcclComm>> create(const ProcessGroup& group,
+                                                          int global_rank, Comm* bootstrap,
                                                           const CommOptions& options);
   // Stops the watchdog, then ncclCommFinalize + ncclCommDestroy. The caller must have
   // synchronized the streams its operations ran on.

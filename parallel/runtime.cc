@@ -1,4 +1,4 @@
-// ParallelRuntime: MPI start-up and shutdown around the grid and its communicators.
+// ParallelRuntime: MPI or TCP start-up and shutdown around the grid and its communicators.
 #include "parallel/runtime.h"
 
 #include <mpi.h>
@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_format.h"
 #include "engine/status.h"
+#include "parallel/mpi_comm.h"
+#include "parallel/tcp_comm.h"
 
 namespace anvil::parallel {
 
@@ -19,7 +21,17 @@ absl::StatusOr<std::unique_ptr<ParallelRuntime>> ParallelRuntime::start(
   absl::StatusOr<ProcessGrid> grid = ProcessGrid::create(launch.world, launch.rank, tp, pp, dp);
   if (!grid.ok()) return grid.status();
   rt->grid_ = std::make_unique<ProcessGrid>(std::move(*grid));
-  if (!launch.launched()) return rt;
+  if (launch.launcher == "torchrun") {
+    if (!launch.master_addr.empty()) {
+      ANVIL_ASSIGN_OR_RETURN(rt->store_,
+                             TcpStore::create(launch.master_addr, launch.store_port, launch.rank,
+                                              launch.world, options.timeout_s));
+    }
+    ANVIL_ASSIGN_OR_RETURN(rt->comms_,
+                           create_tcp_group_comms(*rt->grid_, rt->store_.get(), options));
+    return rt;
+  }
+  if (!launch.uses_mpi()) return rt;
 
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -42,12 +54,13 @@ absl::StatusOr<std::unique_ptr<ParallelRuntime>> ParallelRuntime::start(
         "supports; with mpirun, the Open MPI that anvil was built against)",
         launch.launcher, launch.rank, launch.world, rank, world));
   }
-  ANVIL_ASSIGN_OR_RETURN(rt->mpi_, create_mpi_group_comms(*rt->grid_, options));
+  ANVIL_ASSIGN_OR_RETURN(rt->comms_, create_mpi_group_comms(*rt->grid_, options));
   return rt;
 }
 
 ParallelRuntime::~ParallelRuntime() {
-  mpi_ = MpiGroupComms{};  // MPI_Comm_free before MPI_Finalize
+  comms_ = GroupComms{};  // MPI_Comm_free before MPI_Finalize; sockets before the store
+  store_.reset();
   if (mpi_initialized_) {
     int finalized = 0;
     MPI_Finalized(&finalized);

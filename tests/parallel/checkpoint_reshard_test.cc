@@ -69,7 +69,7 @@ TrainConfig config_for(const Layout& l, Arch arch) {
 // A trainer of layout l (one rank without communication when l.world() == 1) and its comms.
 struct LayoutRun {
   std::unique_ptr<parallel::ProcessGrid> grid;
-  std::unique_ptr<parallel::MpiGroupComms> comms;
+  std::unique_ptr<parallel::GroupComms> comms;
   std::unique_ptr<Trainer> trainer;
   TrainConfig cfg;
 };
@@ -89,9 +89,9 @@ LayoutRun make_run(const Layout& l, Arch arch) {
     opt.timeout_s = 120;
     auto comms = parallel::create_mpi_group_comms(*r.grid, opt);
     ANVIL_CHECK_OK(comms.status());
-    r.comms = std::make_unique<parallel::MpiGroupComms>(std::move(*comms));
+    r.comms = std::make_unique<parallel::GroupComms>(std::move(*comms));
     par.grid = r.grid.get();
-    par.mpi = r.comms.get();
+    par.comms = r.comms.get();
   }
   auto t =
       Trainer::create(r.cfg, GptPrecision{},

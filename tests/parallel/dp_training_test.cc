@@ -97,7 +97,7 @@ TEST_P(DpTrainingTest, EqualsOneRankWithTheSameGlobalBatch) {
   cfg.parallel.bucket_mb = 0.01;           // 2621 elements: many buckets
   TrainerParallel par;
   par.grid = &*grid;
-  par.mpi = &*comms;
+  par.comms = &*comms;
   const RunResult dp = train(cfg, dt, par);
 
   ASSERT_EQ(dp.losses.size(), ref.losses.size());

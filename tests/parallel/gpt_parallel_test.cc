@@ -237,7 +237,7 @@ void check_layouts(const TrainConfig& base, const std::vector<Layout>& candidate
     ASSERT_TRUE(comms.ok()) << comms.status();
     TrainerParallel par;
     par.grid = &*grid;
-    par.mpi = &*comms;
+    par.comms = &*comms;
     par.local_rank = rank;
     RunResult run = train(cfg, dt, par);
     ASSERT_EQ(run.losses.size(), ref.losses.size());
