@@ -18,6 +18,11 @@
 // its vocabulary slice and the cross-entropy combines row max, sum of exponentials and target
 // logit over TP (ops/vocab_parallel_cross_entropy.h).
 // A chunk that does not end the model outputs x = h + Drop(mlp) of its last layer.
+// Architecture options (GptConfig, docs/models.md): LN may be RMSNorm (no beta); no biases; no
+// wpe (alibi / rotary / none); x_0 = Drop(LN_e(wte[tok])) with the embedding LayerNorm; q, k
+// rotated after c_attn (rotary; their gradients rotated back after the attention backward);
+// the ALiBi bias inside flash attention; gelu = act(g) * u over c_fc's [g | u] (GLU); the LM
+// head lm_head instead of wte (untied).
 #include <array>
 #include <cmath>
 
