@@ -205,7 +205,8 @@ void GptModel::Impl::embed(int64_t slot, bool train, engine::Stream& s) {  // ch
   // Vocab-parallel: positions (learned only) are added once (TP rank 0) before the sum over TP
   // (with sequence parallelism a reduce-scatter of the whole rows into this rank's). With the
   // embedding LayerNorm (BLOOM) the sum is its input and x its output.
-  const gpt_detail::EmbedActs* eln = buf.embed.empty() ? nullptr : &buf.embed[slot];
+  const gpt_detail::EmbedActs* eln =
+      buf.embed.empty() ? nullptr : &buf.embed[static_cast<size_t>(slot)];
   const TensorView sum = eln != nullptr ? eln->sum : x;
   const TensorView e = sp() ? buf.proj : sum;
   ops::embedding_forward(ea, e, sd.tokens, sd.positions, buf.w.wte,
