@@ -31,7 +31,6 @@
 #include "io/tokenizer.h"
 #include "model/checkpoint.h"
 #include "model/checkpoint_hf.h"
-#include "model/gpt_arch_config.h"
 #include "model/train_config.h"
 #include "nlohmann/json.hpp"
 
@@ -106,7 +105,6 @@ absl::Status export_hf(const std::string& ckpt_dir, const std::string& hf_dir, i
       anvil::engine::Config cfg,
       anvil::engine::Config::load_string(c.info().config, c.dir() + "/manifest.json (config)",
                                          model::train_config_schema()));
-  ANVIL_RETURN_IF_ERROR(model::require_gpt2_architecture(cfg, "convert export"));
   const model::HfFamily& f = model::gpt2_hf_family();
   std::vector<anvil::engine::HostSlice> tensors;
   for (const std::string& name : c.tensor_names()) {

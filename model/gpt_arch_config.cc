@@ -6,7 +6,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 
 namespace anvil::model {
 
@@ -95,23 +94,6 @@ void parse_gpt_arch(const engine::Config& c, GptConfig& m) {
   m.norm = from_name(kNormNames, c.get_string("model", "norm"));
   m.bias = c.get_bool("model", "bias");
   m.tie_embeddings = c.get_bool("model", "tie_embeddings");
-}
-
-absl::Status require_gpt2_architecture(const engine::Config& c, const std::string& what) {
-  GptConfig m;
-  const GptConfig gpt2;
-  parse_gpt_arch(c, m);
-  const char* differs = m.position_embedding != gpt2.position_embedding ? "position_embedding"
-                        : m.embed_layernorm != gpt2.embed_layernorm     ? "embed_layernorm"
-                        : m.activation != gpt2.activation               ? "activation"
-                        : m.norm != gpt2.norm                           ? "norm"
-                        : m.bias != gpt2.bias                           ? "bias"
-                        : m.tie_embeddings != gpt2.tie_embeddings       ? "tie_embeddings"
-                                                                        : nullptr;
-  if (differs == nullptr) return absl::OkStatus();
-  return absl::UnimplementedError(
-      absl::StrCat(what, " supports GPT-2's architecture only, not [model] ", differs, " = ",
-                   c.get_string("model", differs), " (docs/models.md)"));
 }
 
 }  // namespace anvil::model
