@@ -2,14 +2,14 @@
 //   build/bin/convert export CKPT_DIR HF_DIR [STEP]   config.json + model.safetensors (f32)
 //   build/bin/convert import HF_DIR CKPT_DIR          CKPT_DIR/step_00000000 (weights only)
 // export takes the checkpoint `latest` names (or STEP), its master weights, and writes them
-// under the family's HF names (GPT-2: transformer.*, Conv1D weights transposed to [in, out],
-// no vocabulary padding, the LM head tied) with a config.json from the checkpoint's [model].
+// under the HF names of the family its [model] settings make it (GPT2LMHeadModel,
+// BloomForCausalLM, LlamaForCausalLM; no vocabulary padding) with a config.json from [model].
 // With a [tokenizer] in the checkpoint's config, export also writes the HF tokenizer files from
 // the copy kept with the checkpoint (GPT2BPE: vocab.json, merges.txt; HF: tokenizer.json).
 // import reads model.safetensors (or the shards of model.safetensors.index.json) and
 // config.json, and writes a checkpoint that [checkpoint] load + finetune = true accepts; it
-// prints the [model] section to train it with. The name/layout rules are model/checkpoint_hf's
-// family tables.
+// prints the [model] section to train it with. The name/layout rules are the family tables of
+// model/hf_gpt2.cc, hf_bloom.cc, hf_llama.cc (model/checkpoint_hf.h, model/hf_config.h).
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -31,6 +31,7 @@
 #include "io/tokenizer.h"
 #include "model/checkpoint.h"
 #include "model/checkpoint_hf.h"
+#include "model/hf_config.h"
 #include "model/train_config.h"
 #include "nlohmann/json.hpp"
 
@@ -105,16 +106,18 @@ absl::Status export_hf(const std::string& ckpt_dir, const std::string& hf_dir, i
       anvil::engine::Config cfg,
       anvil::engine::Config::load_string(c.info().config, c.dir() + "/manifest.json (config)",
                                          model::train_config_schema()));
-  const model::HfFamily& f = model::gpt2_hf_family();
-  std::vector<anvil::engine::HostSlice> tensors;
+  const anvil::engine::ConfigSchema& schema = model::train_config_schema();
+  ANVIL_ASSIGN_OR_RETURN(const model::HfFamily* f, model::hf_family_of(cfg, schema));
+  std::vector<anvil::engine::HostSlice> params;
   for (const std::string& name : c.tensor_names()) {
     if (!absl::StartsWith(name, model::kMasterState)) continue;
     ANVIL_ASSIGN_OR_RETURN(anvil::engine::HostSlice t, c.read(name));
-    const std::string param = name.substr(std::string(model::kMasterState).size());
-    if (model::hf_transposed(f, param)) t = model::transpose_2d(t);
-    t.tensor = model::to_hf_name(f, param);
-    tensors.push_back(std::move(t));
+    t.tensor = name.substr(std::string(model::kMasterState).size());
+    params.push_back(std::move(t));
   }
+  ANVIL_ASSIGN_OR_RETURN(
+      std::vector<anvil::engine::HostSlice> tensors,
+      model::to_hf_tensors(*f, std::move(params), {cfg.get_int("model", "n_heads")}));
   std::vector<io::StTensorRef> refs;
   for (const anvil::engine::HostSlice& t : tensors) {
     refs.push_back({t.tensor, io::StDType::kF32, t.shape, t.data.data()});
@@ -124,23 +127,17 @@ absl::Status export_hf(const std::string& ckpt_dir, const std::string& hf_dir, i
   if (ec) return absl::DataLossError(absl::StrCat(hf_dir, ": cannot create: ", ec.message()));
   ANVIL_RETURN_IF_ERROR(
       io::write_safetensors(hf_dir + "/model.safetensors", refs, {{"format", "pt"}}).status());
-  json j = {{"architectures", {f.architecture}},
-            {"model_type", f.model_type},
+  json j = {{"architectures", {f->architecture}},
+            {"model_type", f->model_type},
             {"torch_dtype", "float32"}};
-  for (const model::HfConfigField& k : f.config) {
-    if (k.type == anvil::engine::ConfigType::kInt) {
-      const int64_t v = cfg.get_int("model", k.anvil_key);
-      j[k.hf_key] = v == 0 && k.zero_is_null ? json(nullptr) : json(v);
-    } else {
-      j[k.hf_key] = cfg.get_float("model", k.anvil_key);
-    }
+  for (const auto& [key, text] : model::hf_config_fields(*f, cfg, schema)) {
+    j[key] = json::parse(text);
   }
-  for (const model::HfFixedField& k : f.fixed) j[k.hf_key] = json::parse(k.json_value);
   j["bos_token_id"] = j["eos_token_id"] = cfg.get_int("data", "eod_token");
   ANVIL_RETURN_IF_ERROR(io::write_file_atomic(hf_dir + "/config.json", j.dump(2) + "\n"));
   ANVIL_RETURN_IF_ERROR(export_tokenizer(c, cfg, hf_dir));
-  std::printf("exported %zu tensors of %s to %s (config.json, model.safetensors)\n", tensors.size(),
-              c.dir().c_str(), hf_dir.c_str());
+  std::printf("exported %zu tensors of %s to %s (%s: config.json, model.safetensors)\n",
+              tensors.size(), c.dir().c_str(), hf_dir.c_str(), f->architecture.c_str());
   return absl::OkStatus();
 }
 
@@ -167,46 +164,28 @@ absl::Status import_hf(const std::string& hf_dir, const std::string& ckpt_dir) {
   ANVIL_ASSIGN_OR_RETURN(json j, io::parse_json_text(text, cpath));
   ANVIL_ASSIGN_OR_RETURN(std::string type, io::json_string(j, "model_type", cpath));
   ANVIL_ASSIGN_OR_RETURN(const model::HfFamily* f, model::hf_family(type));
-  for (const model::HfFixedField& k : f->fixed) {
-    if (j.contains(k.hf_key) && j[k.hf_key] != json::parse(k.json_value)) {
-      return absl::InvalidArgumentError(absl::StrCat(cpath, ": ", k.hf_key, " is ",
-                                                     j[k.hf_key].dump(), "; anvil's ", type,
-                                                     " implements ", k.json_value));
-    }
-  }
-  std::string ini = "[model]\n";
-  std::set<std::string> done;
-  for (const model::HfConfigField& k : f->config) {
-    if (!j.contains(k.hf_key) || !done.insert(k.anvil_key).second) continue;
-    const json& v = j[k.hf_key];
-    if (v.is_null() && k.zero_is_null) {
-      absl::StrAppend(&ini, k.anvil_key, " = 0\n");
-    } else if (v.is_number()) {
-      absl::StrAppend(&ini, k.anvil_key, " = ", v.dump(), "\n");
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat(cpath, ": ", k.hf_key, ": expected a number, got ", v.dump()));
-    }
-  }
-  std::vector<anvil::engine::HostSlice> slices;
+  model::HfJsonFields fields;
+  for (const auto& [key, value] : j.items()) fields[key] = value.dump();
+  ANVIL_ASSIGN_OR_RETURN(model::HfImportedModel m,
+                         model::hf_import_model(*f, fields, model::train_config_schema(), cpath));
+  std::vector<anvil::engine::HostSlice> hf;
   std::set<std::string> seen;
   ANVIL_ASSIGN_OR_RETURN(std::vector<std::string> files, hf_files(hf_dir));
   for (const std::string& path : files) {
     ANVIL_ASSIGN_OR_RETURN(io::SafetensorsFile st, io::SafetensorsFile::open(path));
     for (const auto& [hf_name, info] : st.tensors()) {
-      const std::optional<std::string> name = model::from_hf_name(*f, hf_name);
-      if (!name) continue;
-      if (!seen.insert(*name).second) {
+      if (!seen.insert(hf_name).second) {
         return absl::InvalidArgumentError(absl::StrCat(path, ": ", hf_name, " appears twice"));
       }
       ANVIL_ASSIGN_OR_RETURN(std::vector<float> data, st.read_f32(hf_name));
-      anvil::engine::HostSlice t{absl::StrCat(model::kMasterState, *name), info.shape,
-                                 std::vector<int64_t>(info.shape.size(), 0), info.shape,
-                                 std::move(data)};
-      if (model::hf_transposed(*f, *name)) t = model::transpose_2d(t);
-      slices.push_back(std::move(t));
+      hf.push_back({hf_name, info.shape, std::vector<int64_t>(info.shape.size(), 0), info.shape,
+                    std::move(data)});
     }
   }
+  ANVIL_ASSIGN_OR_RETURN(std::vector<anvil::engine::HostSlice> slices,
+                         model::from_hf_tensors(*f, std::move(hf), m.dims, m.tied));
+  for (anvil::engine::HostSlice& t : slices) t.tensor = model::kMasterState + t.tensor;
+  const std::string& ini = m.ini;
   io::CheckpointInfo info;
   info.step = 0;
   info.config = ini;

@@ -1,80 +1,239 @@
-// The Hugging Face family tables and the name/layout mapping (see checkpoint_hf.h).
+// The Hugging Face family registry and the table-driven tensor conversion (see checkpoint_hf.h).
 #include "model/checkpoint_hf.h"
 
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "engine/status.h"
 
 namespace anvil::model {
+namespace {
 
-using engine::ConfigType;
+using engine::HostSlice;
 
-const HfFamily& gpt2_hf_family() {
-  static const HfFamily f = [] {
-    HfFamily g;
-    g.model_type = "gpt2";
-    g.architecture = "GPT2LMHeadModel";
-    g.prefix = "transformer.";
-    g.transposed_suffixes = {".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight",
-                             ".mlp.c_proj.weight"};
-    g.ignored_names = {"lm_head.weight"};
-    g.ignored_suffixes = {".attn.bias", ".attn.masked_bias"};
-    g.config = {{"vocab_size", "vocab_size", ConfigType::kInt},
-                {"n_positions", "max_seq_len", ConfigType::kInt},
-                {"n_embd", "d_model", ConfigType::kInt},
-                {"n_layer", "n_layers", ConfigType::kInt},
-                {"n_head", "n_heads", ConfigType::kInt},
-                {"n_inner", "ffn_hidden", ConfigType::kInt, true},
-                {"layer_norm_epsilon", "ln_eps", ConfigType::kFloat},
-                {"initializer_range", "init_std", ConfigType::kFloat},
-                {"resid_pdrop", "hidden_dropout", ConfigType::kFloat},
-                {"embd_pdrop", "hidden_dropout", ConfigType::kFloat},
-                {"attn_pdrop", "attention_dropout", ConfigType::kFloat}};
-    g.fixed = {{"activation_function", "\"gelu_new\""},
-               {"tie_word_embeddings", "true"},
-               {"scale_attn_weights", "true"},
-               {"scale_attn_by_inverse_layer_idx", "false"},
-               {"reorder_and_upcast_attn", "false"}};
-    return g;
-  }();
-  return f;
+constexpr char kLayer[] = "{i}";
+
+HostSlice whole(std::string name, std::vector<int64_t> shape, std::vector<float> data) {
+  return HostSlice{std::move(name), shape, std::vector<int64_t>(shape.size(), 0), shape,
+                   std::move(data)};
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  return absl::StrCat("[", absl::StrJoin(s, ", "), "]");
+}
+
+int64_t rows_of(const HostSlice& t) { return t.shape.empty() ? 1 : t.shape[0]; }
+
+// The layer index when `name` matches `pattern` ("{i}" = decimal digits), -1 for a match of a
+// pattern without "{i}", nullopt for no match.
+std::optional<int64_t> match(const std::string& pattern, const std::string& name) {
+  const size_t at = pattern.find(kLayer);
+  if (at == std::string::npos) return pattern == name ? std::optional<int64_t>(-1) : std::nullopt;
+  const std::string pre = pattern.substr(0, at), post = pattern.substr(at + 3);
+  if (name.size() <= pre.size() + post.size() || !absl::StartsWith(name, pre) ||
+      !absl::EndsWith(name, post)) {
+    return std::nullopt;
+  }
+  const std::string mid = name.substr(pre.size(), name.size() - pre.size() - post.size());
+  int64_t i = 0;
+  if (!std::all_of(mid.begin(), mid.end(), absl::ascii_isdigit) || !absl::SimpleAtoi(mid, &i)) {
+    return std::nullopt;
+  }
+  return i;
+}
+
+std::string at_layer(const std::string& pattern, int64_t i) {
+  return i < 0 ? pattern : absl::StrReplaceAll(pattern, {{kLayer, absl::StrCat(i)}});
+}
+
+// Rows viewed as [a][b][rest] become [b][a][rest]. rows % (a b) == 0 is checked by callers.
+HostSlice swap_row_blocks(const HostSlice& t, int64_t a, int64_t b) {
+  const size_t rest = t.data.size() / static_cast<size_t>(a * b);
+  HostSlice out = t;
+  for (int64_t i = 0; i < a; ++i) {
+    for (int64_t j = 0; j < b; ++j) {
+      std::copy_n(t.data.begin() + static_cast<std::ptrdiff_t>((i * b + j) * rest), rest,
+                  out.data.begin() + static_cast<std::ptrdiff_t>((j * a + i) * rest));
+    }
+  }
+  return out;
+}
+
+absl::Status check_heads(const HostSlice& t, const std::string& hf_name, int64_t heads) {
+  if (rows_of(t) % (3 * heads) == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(hf_name, ": shape ", shape_str(t.shape), " does not split into 3 x ", heads,
+                   " heads (rows must be a multiple of ", 3 * heads, ")"));
+}
+
+std::string with_prefix(const HfFamily& f, const std::string& hf) {
+  const auto& u = f.unprefixed;
+  return std::find(u.begin(), u.end(), hf) != u.end() ? hf : f.prefix + hf;
+}
+
+bool listed(const std::vector<std::string>& names, const std::string& n) {
+  return std::find(names.begin(), names.end(), n) != names.end();
+}
+
+// Concatenates the rows of `parts` (same trailing dims, checked) into one tensor.
+absl::StatusOr<HostSlice> concat_rows(std::vector<HostSlice> parts,
+                                      const std::vector<std::string>& hf_names,
+                                      const std::string& name) {
+  if (parts.size() == 1) {
+    parts[0].tensor = name;
+    return std::move(parts[0]);
+  }
+  std::vector<int64_t> shape = parts[0].shape;
+  std::vector<float> data;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const std::vector<int64_t>& s = parts[k].shape;
+    if (s.empty() || s.size() != shape.size() ||
+        !std::equal(s.begin() + 1, s.end(), shape.begin() + 1)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          hf_names[k], ": shape ", shape_str(s), " does not stack with ", hf_names[0], "'s ",
+          shape_str(parts[0].shape), " into ", name, " (same dims after the first expected)"));
+    }
+    if (k > 0) shape[0] += s[0];
+    data.insert(data.end(), parts[k].data.begin(), parts[k].data.end());
+  }
+  return whole(name, shape, std::move(data));
+}
+
+}  // namespace
+
+const std::vector<const HfFamily*>& hf_families() {
+  static const std::vector<const HfFamily*> all = {&gpt2_hf_family(), &bloom_hf_family(),
+                                                   &llama_hf_family()};
+  return all;
 }
 
 absl::StatusOr<const HfFamily*> hf_family(const std::string& model_type) {
-  if (model_type == gpt2_hf_family().model_type) return &gpt2_hf_family();
+  std::vector<std::string> names;
+  for (const HfFamily* f : hf_families()) {
+    if (f->model_type == model_type) return f;
+    names.push_back(f->model_type);
+  }
   return absl::NotFoundError(
-      absl::StrCat("model_type \"", model_type, "\" is not supported (supported: gpt2)"));
+      absl::StrCat("model_type \"", model_type,
+                   "\" is not supported (supported: ", absl::StrJoin(names, ", "), ")"));
 }
 
-std::string to_hf_name(const HfFamily& f, const std::string& name) {
-  return absl::StrCat(f.prefix, name);
-}
-
-std::optional<std::string> from_hf_name(const HfFamily& f, const std::string& hf_name) {
-  for (const std::string& n : f.ignored_names) {
-    if (hf_name == n) return std::nullopt;
+absl::StatusOr<std::vector<HostSlice>> to_hf_tensors(const HfFamily& f,
+                                                     std::vector<HostSlice> anvil,
+                                                     const HfDims& dims) {
+  std::vector<HostSlice> out;
+  for (HostSlice& t : anvil) {
+    const HfTensorRule* rule = nullptr;
+    std::optional<int64_t> layer;
+    for (const HfTensorRule& r : f.tensors) {
+      if ((layer = match(r.anvil, t.tensor))) {
+        rule = &r;
+        break;
+      }
+    }
+    if (rule == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor ", t.tensor, " has no Hugging Face ", f.model_type,
+                       " name: the checkpoint is not a ", f.architecture, " model"));
+    }
+    if (rule->layout == HfLayout::kTransposed) t = transpose_2d(t);
+    if (rule->layout == HfLayout::kHeadsInterleaved) {
+      ANVIL_RETURN_IF_ERROR(check_heads(t, t.tensor, dims.n_heads));
+      t = swap_row_blocks(t, 3, dims.n_heads);
+    }
+    const int64_t n = static_cast<int64_t>(rule->hf.size());
+    if (rows_of(t) % n != 0 || t.shape.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(t.tensor, ": shape ", shape_str(t.shape),
+                                                     " does not split into ", n, " HF tensors"));
+    }
+    const size_t part = t.data.size() / static_cast<size_t>(n);
+    for (int64_t k = 0; k < n; ++k) {
+      std::vector<int64_t> shape = t.shape;
+      shape[0] /= n;
+      out.push_back(
+          whole(with_prefix(f, at_layer(rule->hf[k], *layer)), shape,
+                std::vector<float>(t.data.begin() + static_cast<std::ptrdiff_t>(k * part),
+                                   t.data.begin() + static_cast<std::ptrdiff_t>((k + 1) * part))));
+    }
   }
-  for (const std::string& s : f.ignored_suffixes) {
-    if (absl::EndsWith(hf_name, s)) return std::nullopt;
-  }
-  absl::string_view name = hf_name;
-  absl::ConsumePrefix(&name, f.prefix);
-  return std::string(name);
+  return out;
 }
 
-bool hf_transposed(const HfFamily& f, const std::string& name) {
-  for (const std::string& s : f.transposed_suffixes) {
-    if (absl::EndsWith(name, s)) return true;
+absl::StatusOr<std::vector<HostSlice>> from_hf_tensors(const HfFamily& f, std::vector<HostSlice> hf,
+                                                       const HfDims& dims, bool tied) {
+  // By canonical name (family prefix removed), skipping what anvil does not keep.
+  std::map<std::string, HostSlice> by_name;
+  for (HostSlice& t : hf) {
+    if (listed(f.ignored_names, t.tensor) || (tied && listed(f.tied_head_names, t.tensor)) ||
+        std::any_of(f.ignored_suffixes.begin(), f.ignored_suffixes.end(),
+                    [&](const std::string& s) { return absl::EndsWith(t.tensor, s); })) {
+      continue;
+    }
+    std::string name(absl::StripPrefix(t.tensor, f.prefix));
+    if (!by_name.emplace(name, std::move(t)).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " appears twice (with and without \"", f.prefix, "\")"));
+    }
   }
-  return false;
+  std::vector<HostSlice> out;
+  std::set<std::string> used;
+  for (const HfTensorRule& r : f.tensors) {
+    // The layers (or -1: a tensor outside the layers) any of the rule's HF tensors is at.
+    std::set<int64_t> layers;
+    for (const auto& [name, t] : by_name) {
+      for (const std::string& p : r.hf) {
+        if (const std::optional<int64_t> i = match(p, name)) layers.insert(*i);
+      }
+    }
+    for (int64_t i : layers) {
+      std::vector<HostSlice> parts;
+      std::vector<std::string> names;
+      for (const std::string& p : r.hf) {
+        const std::string n = at_layer(p, i);
+        auto it = by_name.find(n);
+        if (it == by_name.end()) {
+          return absl::InvalidArgumentError(absl::StrCat("missing HF tensor ", with_prefix(f, n),
+                                                         " (anvil's ", at_layer(r.anvil, i), " is ",
+                                                         absl::StrJoin(r.hf, " + "), ")"));
+        }
+        parts.push_back(it->second);
+        names.push_back(it->second.tensor);
+        used.insert(n);
+      }
+      ANVIL_ASSIGN_OR_RETURN(HostSlice t,
+                             concat_rows(std::move(parts), names, at_layer(r.anvil, i)));
+      if (r.layout == HfLayout::kTransposed) t = transpose_2d(t);
+      if (r.layout == HfLayout::kHeadsInterleaved) {
+        ANVIL_RETURN_IF_ERROR(check_heads(t, names[0], dims.n_heads));
+        t = swap_row_blocks(t, dims.n_heads, 3);
+      }
+      out.push_back(std::move(t));
+    }
+  }
+  for (const auto& [name, t] : by_name) {
+    if (used.count(name) == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("HF tensor ", t.tensor, " ", shape_str(t.shape), " is not part of anvil's ",
+                       f.model_type, " model (a variant anvil does not implement?)"));
+    }
+  }
+  return out;
 }
 
-engine::HostSlice transpose_2d(const engine::HostSlice& t) {
+HostSlice transpose_2d(const HostSlice& t) {
   if (t.shape.size() != 2) return t;
   const int64_t a = t.shape[0], b = t.shape[1];
-  engine::HostSlice out{t.tensor, {b, a}, {0, 0}, {b, a}, std::vector<float>(t.data.size())};
+  HostSlice out{t.tensor, {b, a}, {0, 0}, {b, a}, std::vector<float>(t.data.size())};
   for (int64_t i = 0; i < a; ++i) {
     for (int64_t j = 0; j < b; ++j) {
       out.data[static_cast<size_t>(j * a + i)] = t.data[static_cast<size_t>(i * b + j)];

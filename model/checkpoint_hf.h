@@ -1,12 +1,14 @@
-// Hugging Face layouts of anvil's models for bin/convert, one table per model family: how
-// parameter names map, which weights HF stores transposed, which HF tensors anvil does not keep,
-// and how config.json fields map to the [model] section. GPT-2 today; BERT, T5 and BLOOM add a
-// table each (their parameter names live with their models, as GPT-2's do in gpt_layout).
-// The checkpoint side is the logical tensors of model/checkpoint.h ("master/<name>"); names are
-// HF GPT-2's already, weights anvil-[out, in], the embedding without vocabulary padding.
+// Hugging Face layouts of anvil's models for bin/convert, one table per model family
+// (model/hf_gpt2.cc, model/hf_bloom.cc, model/hf_llama.cc): the [model] settings that make a
+// model that family, how config.json fields map to [model] keys (model/hf_config.h), and how
+// each anvil tensor is stored in HF: renamed, transposed, split into several HF tensors
+// (LLaMA's q/k/v and gate/up projections), or with its heads interleaved (BLOOM's fused qkv).
+// The anvil side is the logical tensors of model/checkpoint.h without "master/": HF GPT-2 names,
+// weights [out, in], the embedding without vocabulary padding. Parameter names live with the
+// model (model/gpt_layout); the tables here only refer to them.
 #pragma once
 
-#include <optional>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,11 +19,14 @@
 namespace anvil::model {
 
 // A config.json field that is a [model] key: hf_key's value is anvil_key's (type: the ini
-// key's). zero_is_null: anvil's 0 ("default") is JSON null in HF (n_inner).
+// key's). zero_is_null: anvil's 0 ("default") is JSON null in HF (GPT-2's n_inner);
+// zero_is_4d: anvil's 0 means 4 * d_model, which HF needs written out (intermediate_size).
+// Several fields may name one anvil key: export writes each, import requires them to agree.
 struct HfConfigField {
   std::string hf_key, anvil_key;
   engine::ConfigType type;
   bool zero_is_null = false;
+  bool zero_is_4d = false;
 };
 
 // A config.json field with a fixed value (JSON text), written on export and checked on import
@@ -30,27 +35,77 @@ struct HfFixedField {
   std::string hf_key, json_value;
 };
 
+// A [model] key = value (ini text) of the family.
+struct HfSetting {
+  std::string key, value;
+};
+
+// How an anvil tensor's values sit in its HF tensor(s).
+enum class HfLayout {
+  kSame,        // same values and shape (nn.Linear weights are [out, in] on both sides)
+  kTransposed,  // HF keeps the 2-D weight [in, out] (GPT-2's Conv1D)
+  // anvil's rows are [3][heads][rows / (3 heads)] (q of all heads | k | v), HF's are
+  // [heads][3][rows / (3 heads)] (BLOOM's query_key_value, per head q, k, v).
+  kHeadsInterleaved,
+};
+
+// One anvil tensor and the HF tensor(s) holding it; "{i}" in both stands for the layer index.
+// With several HF names the anvil tensor's rows are theirs concatenated in order (LLaMA:
+// c_attn = [q_proj; k_proj; v_proj], c_fc = [gate_proj; up_proj]). A rule whose tensors are
+// absent is skipped (biases of a bias-free model, wpe without learned positions); HF names are
+// without the family prefix.
+struct HfTensorRule {
+  std::string anvil;
+  std::vector<std::string> hf;
+  HfLayout layout = HfLayout::kSame;
+};
+
 struct HfFamily {
   std::string model_type;    // config.json "model_type"
   std::string architecture;  // config.json "architectures": [..]
-  // Prepended to every name on export (what save_pretrained writes), optional on import.
+  // Prepended to every HF name on export (what save_pretrained writes), optional on import;
+  // names in `unprefixed` (outside the base model: lm_head.weight) never have it.
   std::string prefix;
-  std::vector<std::string> transposed_suffixes;  // weights HF keeps [in, out] (GPT-2's Conv1D)
-  // HF tensors import skips: the tied LM head (equal to the embedding), causal-mask buffers.
+  std::vector<std::string> unprefixed;
+  std::vector<HfTensorRule> tensors;
+  // HF tensors import skips: buffers (causal masks, rotary inv_freq) ...
   std::vector<std::string> ignored_names, ignored_suffixes;
+  // ... and the LM head of a tied model (equal to the embedding).
+  std::vector<std::string> tied_head_names;
   std::vector<HfConfigField> config;
   std::vector<HfFixedField> fixed;
+  // [model] settings of the family: written on import, required on export (they pick the
+  // family of a checkpoint).
+  std::vector<HfSetting> settings;
+  // [model] values written on import when no config.json field gives them (BLOOM has no
+  // maximum sequence length: ALiBi).
+  std::vector<HfSetting> import_defaults;
 };
 
 const HfFamily& gpt2_hf_family();
+const HfFamily& bloom_hf_family();
+const HfFamily& llama_hf_family();
+// Every family, GPT-2 first.
+const std::vector<const HfFamily*>& hf_families();
 // The family of a config.json "model_type"; NotFound naming the supported ones.
 absl::StatusOr<const HfFamily*> hf_family(const std::string& model_type);
 
-// anvil parameter name -> HF tensor name.
-std::string to_hf_name(const HfFamily& f, const std::string& name);
-// HF tensor name -> anvil parameter name; nullopt for a tensor anvil does not keep.
-std::optional<std::string> from_hf_name(const HfFamily& f, const std::string& hf_name);
-bool hf_transposed(const HfFamily& f, const std::string& name);
+// What the layouts need to know of the model.
+struct HfDims {
+  int64_t n_heads = 1;
+};
+
+// anvil logical tensors (names without "master/") -> HF tensors (full names, prefix included).
+// An anvil tensor no rule names is an error (the checkpoint is not this family's model).
+absl::StatusOr<std::vector<engine::HostSlice>> to_hf_tensors(const HfFamily& f,
+                                                             std::vector<engine::HostSlice> anvil,
+                                                             const HfDims& dims);
+// HF tensors (names as stored, prefix optional) -> anvil logical tensors. tied: the model's LM
+// head is the embedding (tied_head_names are skipped). Errors name the tensor: a part of a split
+// tensor missing, shapes that do not concatenate or split into heads, a tensor no rule uses.
+absl::StatusOr<std::vector<engine::HostSlice>> from_hf_tensors(const HfFamily& f,
+                                                               std::vector<engine::HostSlice> hf,
+                                                               const HfDims& dims, bool tied);
 
 // A whole 2-D tensor transposed ([a, b] -> [b, a]); others unchanged.
 engine::HostSlice transpose_2d(const engine::HostSlice& t);

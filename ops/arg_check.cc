@@ -48,4 +48,26 @@ engine::DType f32_or_f64(engine::DType act, engine::DType given) {
   return act == DType::kF64 && given == DType::kF64 ? DType::kF64 : DType::kF32;
 }
 
+void check_elementwise_x(const char* op, const engine::ConstTensorView& x,
+                         const engine::Stream& stream) {
+  using engine::DType;
+  const DType t = x.dtype;
+  const bool ok =
+      (t == DType::kBF16 || t == DType::kF32 || (!stream.is_cuda() && t == DType::kF64)) &&
+      (!x.empty() || x.numel() == 0) && x.device == stream.device() && x.is_contiguous();
+  ANVIL_CHECK_MSG(ok, std::string(op) + ": x must be contiguous bf16 or f32 (f64 on the CPU) on " +
+                          std::string(engine::device_name(stream.device())) + ", got " +
+                          engine::describe(x));
+}
+
+void check_like(const char* op, const char* arg, const engine::ConstTensorView& v,
+                const engine::ConstTensorView& x, const engine::Stream& stream) {
+  bool ok = (!v.empty() || v.numel() == 0) && v.dtype == x.dtype && v.device == stream.device() &&
+            v.ndim == x.ndim && v.is_contiguous();
+  for (int i = 0; ok && i < x.ndim; ++i) ok = v.shape[i] == x.shape[i];
+  ANVIL_CHECK_MSG(ok, std::string(op) + ": " + arg + " must be contiguous, on " +
+                          std::string(engine::device_name(stream.device())) +
+                          " and like x = " + engine::describe(x) + ", got " + engine::describe(v));
+}
+
 }  // namespace anvil::ops::detail

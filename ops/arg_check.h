@@ -27,4 +27,11 @@ void check_arg(const char* op, const char* arg, const engine::ConstTensorView& v
                engine::DType dtype, std::initializer_list<int64_t> shape,
                const engine::Stream& stream);
 
+// Elementwise ops: x must be a contiguous bf16/f32 (f64 on the CPU) tensor on the stream's
+// device, and `arg` a contiguous tensor like x (dtype, shape) there.
+void check_elementwise_x(const char* op, const engine::ConstTensorView& x,
+                         const engine::Stream& stream);
+void check_like(const char* op, const char* arg, const engine::ConstTensorView& v,
+                const engine::ConstTensorView& x, const engine::Stream& stream);
+
 }  // namespace anvil::ops::detail

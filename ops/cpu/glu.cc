@@ -2,29 +2,26 @@
 //   forward : y = round_T(act(g)) * u   (=; act's output is rounded to the activation dtype
 //             before the product, as torch's act(gate) * up does in bf16)
 //   backward: dg = dy * u * act'(g),  du = dy * act(g)   (= into dh = [dg | du])
-// act: silu x sigmoid(x); exact GELU 0.5 x (1 + erf(x / sqrt 2)); relu (act'(0) = 0); identity.
+// act: silu, exact erf GELU, relu, identity (formulas in ops/activation_math.h).
 // Math in double; f32/f64/bf16 storage.
 #include "ops/glu.h"
 
-#include <cmath>
 #include <type_traits>
 
+#include "ops/activation_math.h"
 #include "ops/cpu/scalar_io.h"
 
 namespace anvil::ops::cpu {
 namespace {
 
-constexpr double kInvSqrt2 = 0.70710678118654752440;
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1/sqrt(2 pi)
-
 double act(GluKind kind, double x) {
   switch (kind) {
     case GluKind::kSwiglu:
-      return x / (1.0 + std::exp(-x));
+      return detail::silu(x);
     case GluKind::kGeglu:
-      return 0.5 * x * (1.0 + std::erf(x * kInvSqrt2));
+      return detail::gelu_erf(x);
     case GluKind::kReglu:
-      return x > 0.0 ? x : 0.0;
+      return detail::relu(x);
     case GluKind::kLiglu:
       return x;
   }
@@ -33,14 +30,12 @@ double act(GluKind kind, double x) {
 
 double act_grad(GluKind kind, double x) {
   switch (kind) {
-    case GluKind::kSwiglu: {
-      const double s = 1.0 / (1.0 + std::exp(-x));
-      return s * (1.0 + x * (1.0 - s));
-    }
+    case GluKind::kSwiglu:
+      return detail::silu_grad(x);
     case GluKind::kGeglu:
-      return 0.5 * (1.0 + std::erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * std::exp(-0.5 * x * x);
+      return detail::gelu_erf_grad(x);
     case GluKind::kReglu:
-      return x > 0.0 ? 1.0 : 0.0;
+      return detail::relu_grad(x);
     case GluKind::kLiglu:
       return 1.0;
   }

@@ -3,10 +3,11 @@
 //   backward: dg = dy * u * act'(g),  du = dy * act(g)    (= into dh = [dg | du])
 // act: silu, exact erf GELU, relu, identity (ops/glu.h). Flat over the rows * f outputs: each
 // thread handles V consecutive columns of one row (16-byte accesses when f % V == 0 and the
-// pointers are aligned, else V = 1). f32 math with expf/erff.
+// pointers are aligned, else V = 1). f32 math (ops/activation_math.h).
 #include <type_traits>
 
 #include "engine/cuda_check.h"
+#include "ops/activation_math.h"
 #include "ops/cuda/vec_io.cuh"
 #include "ops/glu.h"
 
@@ -14,27 +15,19 @@ namespace anvil::ops::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr float kInvSqrt2 = 0.70710678118654752f;
-constexpr float kInvSqrt2Pi = 0.39894228040143268f;  // 1/sqrt(2 pi)
-
 template <GluKind K>
 __device__ __forceinline__ float act(float x) {
-  if constexpr (K == GluKind::kSwiglu) return x / (1.0f + expf(-x));
-  if constexpr (K == GluKind::kGeglu) return 0.5f * x * (1.0f + erff(x * kInvSqrt2));
-  if constexpr (K == GluKind::kReglu) return x > 0.0f ? x : 0.0f;
+  if constexpr (K == GluKind::kSwiglu) return detail::silu(x);
+  if constexpr (K == GluKind::kGeglu) return detail::gelu_erf(x);
+  if constexpr (K == GluKind::kReglu) return detail::relu(x);
   return x;
 }
 
 template <GluKind K>
 __device__ __forceinline__ float act_grad(float x) {
-  if constexpr (K == GluKind::kSwiglu) {
-    const float s = 1.0f / (1.0f + expf(-x));
-    return s * (1.0f + x * (1.0f - s));
-  }
-  if constexpr (K == GluKind::kGeglu) {
-    return 0.5f * (1.0f + erff(x * kInvSqrt2)) + x * kInvSqrt2Pi * expf(-0.5f * x * x);
-  }
-  if constexpr (K == GluKind::kReglu) return x > 0.0f ? 1.0f : 0.0f;
+  if constexpr (K == GluKind::kSwiglu) return detail::silu_grad(x);
+  if constexpr (K == GluKind::kGeglu) return detail::gelu_erf_grad(x);
+  if constexpr (K == GluKind::kReglu) return detail::relu_grad(x);
   return 1.0f;
 }
 

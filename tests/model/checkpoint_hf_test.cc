@@ -1,42 +1,412 @@
-// The GPT-2 Hugging Face table: names gain and lose "transformer.", Conv1D weights (and only
-// they) are transposed, the tied LM head and the causal-mask buffers are not imported; a
-// model_type without a table is refused naming the supported ones; transpose_2d.
+// The Hugging Face family tables (model/checkpoint_hf.h, model/hf_config.h):
+//   tensors: for GPT-2, BLOOM and LLaMA, random tensors in HF's layout import to anvil's names
+//   with the layout anvil expects (checked element by element against the HF tensors: Conv1D
+//   transposed, BLOOM's per-head q/k/v rows regrouped, LLaMA's q/k/v and gate/up stacked) and
+//   export back bitwise; buffers and tied heads are skipped; missing, unknown and misshapen
+//   tensors are errors naming them.
+//   config.json: fields to [model] and back, family detection from [model], fixed fields, GQA.
 #include "model/checkpoint_hf.h"
 
+#include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/hf_config.h"
+#include "model/train_config.h"
+#include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {
 namespace {
 
-TEST(CheckpointHfTest, Gpt2Names) {
+using engine::HostSlice;
+using ::testing::HasSubstr;
+
+HostSlice random_tensor(const std::string& name, std::vector<int64_t> shape, uint64_t seed) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return HostSlice{name, shape, std::vector<int64_t>(shape.size(), 0), shape,
+                   testing::random_uniform(n, seed)};
+}
+
+std::map<std::string, HostSlice> by_name(const std::vector<HostSlice>& v) {
+  std::map<std::string, HostSlice> m;
+  for (const HostSlice& t : v) m.emplace(t.tensor, t);
+  return m;
+}
+
+// Export of the import gives back every HF tensor that is not skipped, bitwise, same shapes.
+void expect_round_trip(const HfFamily& f, const std::vector<HostSlice>& hf,
+                       const std::vector<std::string>& skipped, HfDims dims, bool tied) {
+  absl::StatusOr<std::vector<HostSlice>> anvil = from_hf_tensors(f, hf, dims, tied);
+  ASSERT_TRUE(anvil.ok()) << anvil.status();
+  absl::StatusOr<std::vector<HostSlice>> back = to_hf_tensors(f, *anvil, dims);
+  ASSERT_TRUE(back.ok()) << back.status();
+  const std::map<std::string, HostSlice> got = by_name(*back);
+  size_t expected = 0;
+  for (const HostSlice& t : hf) {
+    if (std::find(skipped.begin(), skipped.end(), t.tensor) != skipped.end()) continue;
+    ++expected;
+    auto it = got.find(t.tensor);
+    ASSERT_NE(it, got.end()) << t.tensor;
+    EXPECT_EQ(it->second.shape, t.shape) << t.tensor;
+    EXPECT_EQ(it->second.data, t.data) << t.tensor;  // bitwise: float ==, no NaN in the inputs
+  }
+  EXPECT_EQ(got.size(), expected);
+}
+
+// GPT-2: d 4, 1 layer, ffn 8, vocab 5, 3 positions.
+std::vector<HostSlice> gpt2_tensors() {
+  const std::string p = "transformer.";
+  uint64_t s = 1;
+  std::vector<HostSlice> t = {
+      random_tensor(p + "wte.weight", {5, 4}, s++),
+      random_tensor(p + "wpe.weight", {3, 4}, s++),
+      random_tensor(p + "ln_f.weight", {4}, s++),
+      random_tensor(p + "ln_f.bias", {4}, s++),
+      random_tensor("lm_head.weight", {5, 4}, s++),               // tied: skipped
+      random_tensor(p + "h.0.attn.bias", {1, 1, 3, 3}, s++),      // causal-mask buffer
+      random_tensor(p + "h.0.attn.c_attn.weight", {4, 12}, s++),  // Conv1D [in, out]
+      random_tensor(p + "h.0.attn.c_attn.bias", {12}, s++),
+      random_tensor(p + "h.0.attn.c_proj.weight", {4, 4}, s++),
+      random_tensor(p + "h.0.attn.c_proj.bias", {4}, s++),
+      random_tensor(p + "h.0.mlp.c_fc.weight", {4, 8}, s++),
+      random_tensor(p + "h.0.mlp.c_fc.bias", {8}, s++),
+      random_tensor(p + "h.0.mlp.c_proj.weight", {8, 4}, s++),
+      random_tensor(p + "h.0.mlp.c_proj.bias", {4}, s++)};
+  for (const char* ln : {"ln_1", "ln_2"}) {
+    t.push_back(random_tensor(p + "h.0." + ln + ".weight", {4}, s++));
+    t.push_back(random_tensor(p + "h.0." + ln + ".bias", {4}, s++));
+  }
+  return t;
+}
+
+TEST(CheckpointHfTest, Gpt2) {
   const HfFamily& f = gpt2_hf_family();
-  EXPECT_EQ(to_hf_name(f, "h.3.mlp.c_fc.weight"), "transformer.h.3.mlp.c_fc.weight");
-  EXPECT_EQ(from_hf_name(f, "transformer.wte.weight"), "wte.weight");
-  EXPECT_EQ(from_hf_name(f, "h.0.attn.c_attn.bias"), "h.0.attn.c_attn.bias");  // hub layout
-  EXPECT_EQ(from_hf_name(f, "lm_head.weight"), std::nullopt);
-  EXPECT_EQ(from_hf_name(f, "h.0.attn.bias"), std::nullopt);
-  EXPECT_EQ(from_hf_name(f, "transformer.h.11.attn.masked_bias"), std::nullopt);
-  for (const char* w : {"h.0.attn.c_attn.weight", "h.1.attn.c_proj.weight", "h.2.mlp.c_fc.weight",
-                        "h.3.mlp.c_proj.weight"}) {
-    EXPECT_TRUE(hf_transposed(f, w)) << w;
+  const std::vector<HostSlice> hf = gpt2_tensors();
+  absl::StatusOr<std::vector<HostSlice>> anvil = from_hf_tensors(f, hf, {4}, true);
+  ASSERT_TRUE(anvil.ok()) << anvil.status();
+  const std::map<std::string, HostSlice> a = by_name(*anvil), h = by_name(hf);
+  EXPECT_EQ(a.size(), hf.size() - 2);
+  EXPECT_EQ(a.count("lm_head.weight"), 0u);
+  // Conv1D weights are transposed to [out, in]; everything else is renamed only.
+  const HostSlice& w = a.at("h.0.attn.c_attn.weight");
+  const HostSlice& hw = h.at("transformer.h.0.attn.c_attn.weight");
+  ASSERT_EQ(w.shape, (std::vector<int64_t>{12, 4}));
+  for (int64_t o = 0; o < 12; ++o) {
+    for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(w.data[o * 4 + i], hw.data[i * 12 + o]);
   }
-  for (const char* w : {"wte.weight", "wpe.weight", "h.0.attn.c_attn.bias", "ln_f.weight"}) {
-    EXPECT_FALSE(hf_transposed(f, w)) << w;
+  EXPECT_EQ(a.at("wte.weight").data, h.at("transformer.wte.weight").data);
+  expect_round_trip(f, hf, {"lm_head.weight", "transformer.h.0.attn.bias"}, {4}, true);
+
+  // Hub layout: names without "transformer." import the same.
+  std::vector<HostSlice> bare = hf;
+  for (HostSlice& t : bare) {
+    if (t.tensor.rfind("transformer.", 0) == 0) t.tensor = t.tensor.substr(12);
   }
+  absl::StatusOr<std::vector<HostSlice>> anvil2 = from_hf_tensors(f, bare, {4}, true);
+  ASSERT_TRUE(anvil2.ok()) << anvil2.status();
+  EXPECT_EQ(by_name(*anvil2).at("h.0.attn.c_attn.weight").data, w.data);
   EXPECT_EQ(hf_family("gpt2").value(), &f);
-  EXPECT_NE(hf_family("bert").status().message().find("supported: gpt2"), std::string::npos);
+  EXPECT_THAT(std::string(hf_family("t5").status().message()),
+              HasSubstr("supported: gpt2, bloom, llama"));
+}
+
+// BLOOM: d 6, 2 heads of 3, 2 layers, vocab 7.
+std::vector<HostSlice> bloom_tensors(const std::string& p) {
+  uint64_t s = 100;
+  std::vector<HostSlice> t = {random_tensor(p + "word_embeddings.weight", {7, 6}, s++),
+                              random_tensor(p + "word_embeddings_layernorm.weight", {6}, s++),
+                              random_tensor(p + "word_embeddings_layernorm.bias", {6}, s++),
+                              random_tensor(p + "ln_f.weight", {6}, s++),
+                              random_tensor(p + "ln_f.bias", {6}, s++),
+                              random_tensor("lm_head.weight", {7, 6}, s++)};
+  for (int l = 0; l < 2; ++l) {
+    const std::string h = p + "h." + std::to_string(l) + ".";
+    for (const char* ln : {"input_layernorm", "post_attention_layernorm"}) {
+      t.push_back(random_tensor(h + ln + ".weight", {6}, s++));
+      t.push_back(random_tensor(h + ln + ".bias", {6}, s++));
+    }
+    t.push_back(random_tensor(h + "self_attention.query_key_value.weight", {18, 6}, s++));
+    t.push_back(random_tensor(h + "self_attention.query_key_value.bias", {18}, s++));
+    t.push_back(random_tensor(h + "self_attention.dense.weight", {6, 6}, s++));
+    t.push_back(random_tensor(h + "self_attention.dense.bias", {6}, s++));
+    t.push_back(random_tensor(h + "mlp.dense_h_to_4h.weight", {24, 6}, s++));
+    t.push_back(random_tensor(h + "mlp.dense_h_to_4h.bias", {24}, s++));
+    t.push_back(random_tensor(h + "mlp.dense_4h_to_h.weight", {6, 24}, s++));
+    t.push_back(random_tensor(h + "mlp.dense_4h_to_h.bias", {6}, s++));
+  }
+  return t;
+}
+
+TEST(CheckpointHfTest, BloomRegroupsFusedQkvPerHead) {
+  const HfFamily& f = bloom_hf_family();
+  const int64_t heads = 2, dh = 3, d = 6;
+  for (const std::string p : {"transformer.", ""}) {  // save_pretrained's names and the hub's
+    SCOPED_TRACE(p.empty() ? "no prefix" : "prefix");
+    const std::vector<HostSlice> hf = bloom_tensors(p);
+    absl::StatusOr<std::vector<HostSlice>> anvil = from_hf_tensors(f, hf, {heads}, true);
+    ASSERT_TRUE(anvil.ok()) << anvil.status();
+    const std::map<std::string, HostSlice> a = by_name(*anvil), h = by_name(hf);
+    EXPECT_EQ(a.size(), hf.size() - 1);  // lm_head is the embedding
+    EXPECT_EQ(a.at("wte_ln.bias").data, h.at(p + "word_embeddings_layernorm.bias").data);
+    EXPECT_EQ(a.at("h.1.mlp.c_fc.weight").data, h.at(p + "h.1.mlp.dense_h_to_4h.weight").data);
+    // anvil row (part, head, j) is BLOOM's row (head, part, j), part in q, k, v.
+    const HostSlice& w = a.at("h.1.attn.c_attn.weight");
+    const HostSlice& b = a.at("h.1.attn.c_attn.bias");
+    const HostSlice& hw = h.at(p + "h.1.self_attention.query_key_value.weight");
+    const HostSlice& hb = h.at(p + "h.1.self_attention.query_key_value.bias");
+    for (int64_t part = 0; part < 3; ++part) {
+      for (int64_t hd = 0; hd < heads; ++hd) {
+        for (int64_t j = 0; j < dh; ++j) {
+          const int64_t ar = (part * heads + hd) * dh + j, br = (hd * 3 + part) * dh + j;
+          EXPECT_EQ(b.data[ar], hb.data[br]);
+          for (int64_t c = 0; c < d; ++c) EXPECT_EQ(w.data[ar * d + c], hw.data[br * d + c]);
+        }
+      }
+    }
+  }
+  expect_round_trip(f, bloom_tensors("transformer."), {"lm_head.weight"}, {heads}, true);
+  // 18 rows are not 3 x 4 heads.
+  EXPECT_THAT(std::string(from_hf_tensors(f, bloom_tensors(""), {4}, true).status().message()),
+              HasSubstr("does not split into 3 x 4 heads"));
+}
+
+// LLaMA: d 6, 2 heads, 1 layer, ffn 5, vocab 7.
+std::vector<HostSlice> llama_tensors(bool with_head) {
+  uint64_t s = 200;
+  const std::string l = "model.layers.0.";
+  std::vector<HostSlice> t = {random_tensor("model.embed_tokens.weight", {7, 6}, s++),
+                              random_tensor("model.norm.weight", {6}, s++),
+                              random_tensor(l + "input_layernorm.weight", {6}, s++),
+                              random_tensor(l + "post_attention_layernorm.weight", {6}, s++),
+                              random_tensor(l + "self_attn.rotary_emb.inv_freq", {1}, s++)};
+  for (const char* m : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
+    t.push_back(random_tensor(l + "self_attn." + m + ".weight", {6, 6}, s++));
+  }
+  t.push_back(random_tensor(l + "mlp.gate_proj.weight", {5, 6}, s++));
+  t.push_back(random_tensor(l + "mlp.up_proj.weight", {5, 6}, s++));
+  t.push_back(random_tensor(l + "mlp.down_proj.weight", {6, 5}, s++));
+  if (with_head) t.push_back(random_tensor("lm_head.weight", {7, 6}, s++));
+  return t;
+}
+
+TEST(CheckpointHfTest, LlamaStacksProjections) {
+  const HfFamily& f = llama_hf_family();
+  const std::vector<HostSlice> hf = llama_tensors(true);
+  absl::StatusOr<std::vector<HostSlice>> anvil = from_hf_tensors(f, hf, {2}, false);
+  ASSERT_TRUE(anvil.ok()) << anvil.status();
+  const std::map<std::string, HostSlice> a = by_name(*anvil), h = by_name(hf);
+  const std::string l = "model.layers.0.";
+  // c_attn = [q; k; v], c_fc = [gate; up] by rows.
+  const HostSlice& qkv = a.at("h.0.attn.c_attn.weight");
+  ASSERT_EQ(qkv.shape, (std::vector<int64_t>{18, 6}));
+  for (int part = 0; part < 3; ++part) {
+    const char* m = part == 0 ? "q_proj" : part == 1 ? "k_proj" : "v_proj";
+    const std::vector<float>& src = h.at(l + "self_attn." + m + ".weight").data;
+    EXPECT_TRUE(std::equal(src.begin(), src.end(), qkv.data.begin() + part * 36)) << m;
+  }
+  const HostSlice& fc = a.at("h.0.mlp.c_fc.weight");
+  ASSERT_EQ(fc.shape, (std::vector<int64_t>{10, 6}));
+  const std::vector<float>& gate = h.at(l + "mlp.gate_proj.weight").data;
+  const std::vector<float>& up = h.at(l + "mlp.up_proj.weight").data;
+  EXPECT_TRUE(std::equal(gate.begin(), gate.end(), fc.data.begin()));
+  EXPECT_TRUE(std::equal(up.begin(), up.end(), fc.data.begin() + 30));
+  EXPECT_EQ(a.at("lm_head.weight").data, h.at("lm_head.weight").data);  // untied
+  EXPECT_EQ(a.at("ln_f.weight").data, h.at("model.norm.weight").data);
+  expect_round_trip(f, hf, {l + "self_attn.rotary_emb.inv_freq"}, {2}, false);
+  // Tied: a saved lm_head is skipped; none saved is fine too.
+  EXPECT_EQ(by_name(from_hf_tensors(f, hf, {2}, true).value()).count("lm_head.weight"), 0u);
+  EXPECT_TRUE(from_hf_tensors(f, llama_tensors(false), {2}, true).ok());
+}
+
+TEST(CheckpointHfTest, ErrorsNameTheTensor) {
+  const HfFamily& f = llama_hf_family();
+  auto message = [&](std::vector<HostSlice> hf) {
+    return std::string(from_hf_tensors(f, std::move(hf), {2}, false).status().message());
+  };
+  std::vector<HostSlice> hf = llama_tensors(true);
+  hf.erase(std::find_if(hf.begin(), hf.end(), [](const HostSlice& t) {
+    return t.tensor.find("k_proj") != t.tensor.npos;
+  }));
+  EXPECT_THAT(message(hf), HasSubstr("missing HF tensor model.layers.0.self_attn.k_proj.weight"));
+  hf = llama_tensors(true);
+  hf.push_back(random_tensor("model.layers.0.self_attn.q_proj.bias", {6}, 1));
+  EXPECT_THAT(message(hf), HasSubstr("HF tensor model.layers.0.self_attn.q_proj.bias [6] is not "
+                                     "part of anvil's llama model"));
+  hf = llama_tensors(true);
+  for (HostSlice& t : hf) {
+    if (t.tensor.find("up_proj") != t.tensor.npos) t = random_tensor(t.tensor, {5, 4}, 2);
+  }
+  EXPECT_THAT(message(hf), HasSubstr("model.layers.0.mlp.up_proj.weight: shape [5, 4] does not "
+                                     "stack with model.layers.0.mlp.gate_proj.weight's [5, 6]"));
+  EXPECT_THAT(
+      std::string(
+          to_hf_tensors(f, {random_tensor("wpe.weight", {3, 6}, 3)}, {2}).status().message()),
+      HasSubstr("tensor wpe.weight has no Hugging Face llama name"));
+}
+
+// ------------------------------------------------------------------------------------------
+// config.json <-> [model]
+
+// train_config_schema() with the GPT-variant [model] keys (declared here when this build's
+// schema lacks them, so the mapping is tested either way).
+const engine::ConfigSchema& variant_schema() {
+  static const engine::ConfigSchema s = [] {
+    engine::ConfigSchema c = train_config_schema();
+    using engine::ConfigType;
+    const std::vector<std::pair<std::string, ConfigType>> keys = {
+        {"position_embedding", ConfigType::kString},
+        {"rotary_base", ConfigType::kFloat},
+        {"rotary_percent", ConfigType::kFloat},
+        {"embed_layernorm", ConfigType::kBool},
+        {"activation", ConfigType::kString},
+        {"norm", ConfigType::kString},
+        {"bias", ConfigType::kBool},
+        {"tie_embeddings", ConfigType::kBool}};
+    const std::map<std::string, std::string> defaults = {{"position_embedding", "learned"},
+                                                         {"rotary_base", "10000"},
+                                                         {"rotary_percent", "1.0"},
+                                                         {"embed_layernorm", "false"},
+                                                         {"activation", "gelu"},
+                                                         {"norm", "layernorm"},
+                                                         {"bias", "true"},
+                                                         {"tie_embeddings", "true"}};
+    for (const auto& [k, t] : keys) {
+      if (c.find("model", k) == nullptr) c.add("model", k, t, defaults.at(k), "test");
+    }
+    return c;
+  }();
+  return s;
+}
+
+HfJsonFields llama_json() {
+  return {{"model_type", "\"llama\""},      {"vocab_size", "1000"},
+          {"hidden_size", "256"},           {"intermediate_size", "688"},
+          {"num_hidden_layers", "2"},       {"num_attention_heads", "4"},
+          {"num_key_value_heads", "4"},     {"max_position_embeddings", "128"},
+          {"rms_norm_eps", "1e-05"},        {"rope_theta", "500000.0"},
+          {"tie_word_embeddings", "false"}, {"hidden_act", "\"silu\""},
+          {"rope_scaling", "null"},         {"attention_bias", "false"}};
+}
+
+TEST(CheckpointHfConfigTest, LlamaImportAndExport) {
+  const HfFamily& f = llama_hf_family();
+  absl::StatusOr<HfImportedModel> m = hf_import_model(f, llama_json(), variant_schema(), "c.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->dims.n_heads, 4);
+  EXPECT_FALSE(m->tied);
+  for (const char* line :
+       {"vocab_size = 1000\n", "d_model = 256\n", "ffn_hidden = 688\n", "n_layers = 2\n",
+        "n_heads = 4\n", "max_seq_len = 128\n", "ln_eps = 1e-05\n", "rotary_base = 500000.0\n",
+        "tie_embeddings = false\n", "position_embedding = rotary\n", "activation = swiglu\n",
+        "norm = rmsnorm\n", "bias = false\n", "embed_layernorm = false\n"}) {
+    EXPECT_THAT(m->ini, HasSubstr(line));
+  }
+  // The [model] it wrote is a llama again, with the same config.json numbers.
+  absl::StatusOr<engine::Config> cfg =
+      engine::Config::load_string(m->ini, "imported", variant_schema());
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  ASSERT_EQ(hf_family_of(*cfg, variant_schema()).value(), &f);
+  const HfJsonFields back = hf_config_fields(f, *cfg, variant_schema());
+  for (const char* k : {"vocab_size", "hidden_size", "intermediate_size", "num_key_value_heads",
+                        "rms_norm_eps", "rope_theta", "tie_word_embeddings", "hidden_act"}) {
+    EXPECT_EQ(back.at(k), k == std::string("rope_theta") ? "500000" : llama_json().at(k)) << k;
+  }
+
+  // LlamaConfig defaults for absent fields (tie false, eps 1e-6), not anvil's.
+  HfJsonFields bare = llama_json();
+  bare.erase("tie_word_embeddings");
+  bare.erase("rms_norm_eps");
+  m = hf_import_model(f, bare, variant_schema(), "c.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_FALSE(m->tied);
+  EXPECT_THAT(m->ini, HasSubstr("ln_eps = 1e-06\n"));
+}
+
+TEST(CheckpointHfConfigTest, ImportErrors) {
+  const HfFamily& f = llama_hf_family();
+  auto message = [&](HfJsonFields j) {
+    return std::string(hf_import_model(f, j, variant_schema(), "c.json").status().message());
+  };
+  HfJsonFields j = llama_json();
+  j["num_key_value_heads"] = "1";
+  EXPECT_THAT(message(j), HasSubstr("c.json: num_key_value_heads = 1 but num_attention_heads = 4"));
+  EXPECT_THAT(message(j), HasSubstr("grouped-query attention is not implemented"));
+  j = llama_json();
+  j["rope_scaling"] = "{\"type\":\"linear\"}";
+  EXPECT_THAT(message(j), HasSubstr("c.json: rope_scaling is {\"type\":\"linear\"}; anvil's "
+                                    "llama implements null"));
+  j = llama_json();
+  j["hidden_size"] = "\"big\"";
+  EXPECT_THAT(message(j), HasSubstr("c.json: hidden_size: expected an integer, got \"big\""));
+  // A build whose schema lacks the variant keys refuses a LLaMA, naming the key.
+  if (train_config_schema().find("model", "position_embedding") == nullptr) {
+    EXPECT_THAT(
+        std::string(
+            hf_import_model(f, llama_json(), train_config_schema(), "c.json").status().message()),
+        HasSubstr("c.json: a LlamaForCausalLM needs [model] "));
+  }
+}
+
+TEST(CheckpointHfConfigTest, BloomAndGpt2) {
+  const HfJsonFields bloom = {{"vocab_size", "1000"},
+                              {"n_embed", "128"},
+                              {"hidden_size", "128"},
+                              {"n_layer", "2"},
+                              {"n_head", "4"},
+                              {"layer_norm_epsilon", "1e-05"},
+                              {"slow_but_exact", "false"},
+                              {"hidden_dropout", "0.0"}};
+  absl::StatusOr<HfImportedModel> m =
+      hf_import_model(bloom_hf_family(), bloom, variant_schema(), "c.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->tied);
+  for (const char* line :
+       {"d_model = 128\n", "position_embedding = alibi\n", "embed_layernorm = true\n",
+        "max_seq_len = 2048\n", "ffn_hidden = 0\n"}) {
+    EXPECT_THAT(m->ini, HasSubstr(line));
+  }
+  HfJsonFields bad = bloom;
+  bad["n_embed"] = "64";
+  EXPECT_THAT(
+      std::string(
+          hf_import_model(bloom_hf_family(), bad, variant_schema(), "c.json").status().message()),
+      HasSubstr("c.json: n_embed = 64 but hidden_size = 128: anvil has one [model] d_model"));
+  absl::StatusOr<engine::Config> cfg =
+      engine::Config::load_string(m->ini, "imported", variant_schema());
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(hf_family_of(*cfg, variant_schema()).value(), &bloom_hf_family());
+
+  // Plain GPT-2 [model] (the variant keys at their defaults, or absent from the schema).
+  for (const engine::ConfigSchema* s : {&variant_schema(), &train_config_schema()}) {
+    absl::StatusOr<engine::Config> g =
+        engine::Config::load_string("[model]\nn_heads = 4\nd_model = 128\n", "g", *s);
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ(hf_family_of(*g, *s).value(), &gpt2_hf_family());
+    const HfJsonFields j = hf_config_fields(gpt2_hf_family(), *g, *s);
+    EXPECT_EQ(j.at("n_inner"), "null");
+    EXPECT_EQ(j.at("n_embd"), "128");
+    EXPECT_EQ(j.at("activation_function"), "\"gelu_new\"");
+  }
+  // A [model] no family matches.
+  absl::StatusOr<engine::Config> odd =
+      engine::Config::load_string("[model]\nposition_embedding = alibi\n", "odd", variant_schema());
+  ASSERT_TRUE(odd.ok()) << odd.status();
+  EXPECT_THAT(std::string(hf_family_of(*odd, variant_schema()).status().message()),
+              HasSubstr("gpt2 needs position_embedding = learned, got alibi; bloom needs "
+                        "embed_layernorm = true, got false"));
 }
 
 TEST(CheckpointHfTest, Transpose) {
-  const engine::HostSlice t{"x", {2, 3}, {0, 0}, {2, 3}, {1, 2, 3, 4, 5, 6}};
-  const engine::HostSlice u = transpose_2d(t);
+  const HostSlice t{"x", {2, 3}, {0, 0}, {2, 3}, {1, 2, 3, 4, 5, 6}};
+  const HostSlice u = transpose_2d(t);
   EXPECT_EQ(u.shape, (std::vector<int64_t>{3, 2}));
   EXPECT_EQ(u.extent, (std::vector<int64_t>{3, 2}));
   EXPECT_EQ(u.data, (std::vector<float>{1, 4, 2, 5, 3, 6}));
-  const engine::HostSlice b{"b", {3}, {0}, {3}, {1, 2, 3}};
+  const HostSlice b{"b", {3}, {0}, {3}, {1, 2, 3}};
   EXPECT_EQ(transpose_2d(b).data, b.data);
 }
 

@@ -1,0 +1,124 @@
+// CUDA elementwise activations (exact erf GELU, relu; formulas in ops/activation_math.h):
+//   forward : y = act(x) (=);  backward: dx = dy * act'(x) (=)
+// Flat elementwise as ops/cuda/gelu.cu: each thread handles V consecutive elements (16-byte
+// accesses when the pointers are aligned; a scalar tail when numel % V != 0), f32 math. dx may
+// alias dy: a thread reads its dy elements before it writes the same dx elements, and no pointer
+// is __restrict__.
+#include <type_traits>
+
+#include "engine/cuda_check.h"
+#include "ops/activation.h"
+#include "ops/activation_math.h"
+#include "ops/cuda/vec_io.cuh"
+
+namespace anvil::ops::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <Activation A>
+__device__ __forceinline__ float act_value(float x) {
+  if constexpr (A == Activation::kGeluErf) return detail::gelu_erf(x);
+  return detail::relu(x);
+}
+
+template <Activation A>
+__device__ __forceinline__ float act_grad(float x) {
+  if constexpr (A == Activation::kGeluErf) return detail::gelu_erf_grad(x);
+  return detail::relu_grad(x);
+}
+
+// y, x: [n] T.
+template <Activation A, typename T, int V>
+__global__ void activation_fwd_kernel_vec(T* y, const T* x, int64_t n) {
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
+  if (i + V <= n) {
+    const Packed<T, V> xv = load_packed<V>(x + i);
+    Packed<T, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) out.v[k] = from_f32<T>(act_value<A>(to_f32(xv.v[k])));
+    store_packed<V>(y + i, out);
+  } else {
+    for (int64_t j = i; j < n; ++j) y[j] = from_f32<T>(act_value<A>(to_f32(x[j])));
+  }
+}
+
+// dx, dy, x: [n] T; dx may alias dy.
+template <Activation A, typename T, int V>
+__global__ void activation_bwd_kernel_vec(T* dx, const T* dy, const T* x, int64_t n) {
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
+  if (i + V <= n) {
+    const Packed<T, V> xv = load_packed<V>(x + i);
+    const Packed<T, V> dv = load_packed<V>(dy + i);
+    Packed<T, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      out.v[k] = from_f32<T>(to_f32(dv.v[k]) * act_grad<A>(to_f32(xv.v[k])));
+    }
+    store_packed<V>(dx + i, out);
+  } else {
+    for (int64_t j = i; j < n; ++j) {
+      dx[j] = from_f32<T>(to_f32(dy[j]) * act_grad<A>(to_f32(x[j])));
+    }
+  }
+}
+
+// Calls f(std::integral_constant<Activation, A>{}) for the runtime activation.
+template <typename F>
+void dispatch_activation(Activation act, F&& f) {
+  if (act == Activation::kGeluErf) {
+    f(std::integral_constant<Activation, Activation::kGeluErf>{});
+  } else {
+    f(std::integral_constant<Activation, Activation::kRelu>{});
+  }
+}
+
+}  // namespace
+
+void activation_forward(Activation act, TensorView y, ConstTensorView x, Stream& stream) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  dispatch_act(x.dtype, "cuda::activation_forward", [&](auto tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    constexpr int kV = kVec16<T>;
+    const bool vec = aligned_to(16, {y.data, x.data});
+    dispatch_activation(act, [&](auto a) {
+      constexpr Activation A = decltype(a)::value;
+      if (vec) {
+        activation_fwd_kernel_vec<A, T, kV>
+            <<<ceil_div(ceil_div(n, kV), kThreads), kThreads, 0, stream.cuda_stream()>>>(
+                y.as<T>(), x.as<T>(), n);
+      } else {
+        activation_fwd_kernel_vec<A, T, 1>
+            <<<ceil_div(n, kThreads), kThreads, 0, stream.cuda_stream()>>>(y.as<T>(), x.as<T>(), n);
+      }
+    });
+  });
+  ANVIL_CUDA_LAUNCH_CHECK();
+}
+
+void activation_backward(Activation act, TensorView dx, ConstTensorView dy, ConstTensorView x,
+                         Stream& stream) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  dispatch_act(x.dtype, "cuda::activation_backward", [&](auto tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    constexpr int kV = kVec16<T>;
+    const bool vec = aligned_to(16, {dx.data, dy.data, x.data});
+    dispatch_activation(act, [&](auto a) {
+      constexpr Activation A = decltype(a)::value;
+      if (vec) {
+        activation_bwd_kernel_vec<A, T, kV>
+            <<<ceil_div(ceil_div(n, kV), kThreads), kThreads, 0, stream.cuda_stream()>>>(
+                dx.as<T>(), dy.as<T>(), x.as<T>(), n);
+      } else {
+        activation_bwd_kernel_vec<A, T, 1>
+            <<<ceil_div(n, kThreads), kThreads, 0, stream.cuda_stream()>>>(dx.as<T>(), dy.as<T>(),
+                                                                           x.as<T>(), n);
+      }
+    });
+  });
+  ANVIL_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace anvil::ops::cuda

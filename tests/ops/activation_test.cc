@@ -1,0 +1,151 @@
+// Tests of the elementwise activations (ops/activation.h): exact erf GELU and relu,
+//   y = act(x) (=), dx = dy * act'(x) (=, dx may alias dy).
+// CPU twin: known values (evaluated independently in Python float64), central finite
+// differences in double, aliasing, argument errors.
+// GPU: against the CPU twin, bf16 and f32, odd sizes, misaligned views, NaN-poisoned outputs.
+#include "ops/activation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "engine/memory.h"
+#include "gtest/gtest.h"
+#include "tests/testing/tensor_testing.h"
+
+namespace anvil::ops {
+namespace {
+
+using engine::Device;
+using engine::DType;
+using testing::TensorPool;
+using testing::TestStream;
+using testing::Tol;
+
+constexpr Activation kActs[] = {Activation::kGeluErf, Activation::kRelu};
+
+const char* act_name(Activation a) { return a == Activation::kGeluErf ? "gelu_erf" : "relu"; }
+
+std::vector<double> as_f64(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+TEST(ActivationCpu, KnownValues) {
+  TestStream stream(Device::kCpu);
+  TensorPool pool(Device::kCpu);
+  const TensorView x = pool.from_f64({0.0, 1.5, -0.5, -10.0}, {4});
+  TensorView y = pool.empty(DType::kF64, {4});
+  activation_forward(Activation::kGeluErf, y, x, stream);
+  std::vector<double> v = testing::to_host_f64(y);
+  // 0.5 x (1 + math.erf(x / math.sqrt(2))) in Python float64.
+  EXPECT_EQ(v[0], 0.0);
+  EXPECT_NEAR(v[1], 1.399789198096713, 1e-15);
+  EXPECT_NEAR(v[2], -0.15426876936299344, 1e-15);
+  EXPECT_NEAR(v[3], 0.0, 1e-20);
+  activation_forward(Activation::kRelu, y, x, stream);
+  EXPECT_EQ(testing::to_host_f64(y), (std::vector<double>{0.0, 1.5, 0.0, 0.0}));
+}
+
+TEST(ActivationCpu, BackwardMatchesFiniteDifferences) {
+  const int64_t n = 64;
+  TestStream stream(Device::kCpu);
+  TensorPool pool(Device::kCpu);
+  std::vector<double> x0 = as_f64(testing::random_uniform(n, 1, -4.0f, 4.0f));
+  for (double& v : x0) {
+    if (std::abs(v) < 1e-3) v = 0.5;  // relu's kink stays outside +-h
+  }
+  const std::vector<double> w = as_f64(testing::random_uniform(n, 2));
+  TensorView x = pool.from_f64(x0, {n});
+  TensorView y = pool.empty(DType::kF64, {n});
+  for (Activation act : kActs) {
+    SCOPED_TRACE(act_name(act));
+    const std::vector<double> num = testing::numeric_gradient(
+        [&](const std::vector<double>& v) {
+          std::memcpy(x.data, v.data(), v.size() * sizeof(double));
+          activation_forward(act, y, x, stream);
+          const std::vector<double> yv = testing::to_host_f64(y);
+          double s = 0.0;
+          for (int64_t i = 0; i < n; ++i) s += yv[i] * w[i];
+          return s;
+        },
+        x0);
+    std::memcpy(x.data, x0.data(), x0.size() * sizeof(double));
+    TensorView dx = pool.empty(DType::kF64, {n});
+    activation_backward(act, dx, pool.from_f64(w, {n}), x, stream);
+    const std::vector<double> got = testing::to_host_f64(dx);
+    EXPECT_TRUE(testing::tensors_near(got, num, Tol{1e-8, 1e-7}));
+    TensorView dy = pool.from_f64(w, {n});  // dx may alias dy
+    activation_backward(act, dy, dy, x, stream);
+    EXPECT_EQ(testing::to_host_f64(dy), got);
+  }
+}
+
+TEST(ActivationCpuDeathTest, RejectsBadArguments) {
+  TestStream stream(Device::kCpu);
+  TensorPool pool(Device::kCpu);
+  const TensorView x = pool.from(testing::random_uniform(8, 3), DType::kF32, {2, 4});
+  EXPECT_DEATH(activation_forward(Activation::kRelu, pool.empty(DType::kF32, {2, 5}), x, stream),
+               "y must be contiguous");
+  EXPECT_DEATH(activation_forward(Activation::kRelu, pool.empty(DType::kF32, {2, 4}),
+                                  pool.empty(DType::kI32, {2, 4}), stream),
+               "x must be contiguous bf16 or f32");
+}
+
+// ---------------------------------------------------------------------------------------------
+// GPU vs CPU twin (CPU in double from the same rounded inputs, rounded once; GPU in f32 with
+// erff/expf, a few f32 ulps). bf16: at most one bf16 ulp apart -> rtol 8e-3, atol 1e-5 near 0;
+// f32: 1e-5.
+
+struct GpuCase {
+  int64_t n;
+  DType dtype;
+  bool misaligned;
+};
+
+class ActivationGpu : public ::testing::TestWithParam<GpuCase> {};
+
+TensorView shifted(TensorPool& pool, const std::vector<float>& values, DType dtype, bool shift) {
+  const int64_t n = static_cast<int64_t>(values.size());
+  if (!shift) return pool.from(values, dtype, {n});
+  std::vector<float> padded(values.size() + 1, 0.25f);
+  std::copy(values.begin(), values.end(), padded.begin() + 1);
+  return engine::slice_rows(pool.from(padded, dtype, {n + 1}), 1, n + 1);
+}
+
+TEST_P(ActivationGpu, MatchesCpuTwin) {
+  ANVIL_SKIP_WITHOUT_GPU();
+  const GpuCase& p = GetParam();
+  TestStream cs(Device::kCpu), gs(Device::kCuda);
+  TensorPool cpool(Device::kCpu), gpool(Device::kCuda);
+  const std::vector<float> x = testing::random_uniform(p.n, 3, -5.0f, 5.0f);
+  const std::vector<float> dy = testing::random_uniform(p.n, 4);
+  const Tol tol = p.dtype == DType::kBF16 ? Tol{1e-5, 8e-3, 1e-4} : Tol{1e-5, 1e-5, 1e-9};
+  const TensorView cx = cpool.from(x, p.dtype, {p.n});
+  const TensorView gx = shifted(gpool, x, p.dtype, p.misaligned);
+  for (Activation act : kActs) {
+    SCOPED_TRACE(act_name(act));
+    TensorView cy = cpool.empty(p.dtype, {p.n});
+    TensorView gy = shifted(gpool, std::vector<float>(p.n, 0.0f), p.dtype, p.misaligned);
+    engine::poison(gy, gs.get());
+    activation_forward(act, cy, cx, cs);
+    activation_forward(act, gy, gx, gs);
+    EXPECT_TRUE(testing::tensors_near(testing::to_host(gy), testing::to_host(cy), tol));
+    TensorView cdx = cpool.empty(p.dtype, {p.n});
+    activation_backward(act, cdx, cpool.from(dy, p.dtype, {p.n}), cx, cs);
+    TensorView gdx = shifted(gpool, std::vector<float>(p.n, 0.0f), p.dtype, p.misaligned);
+    engine::poison(gdx, gs.get());
+    activation_backward(act, gdx, shifted(gpool, dy, p.dtype, p.misaligned), gx, gs);
+    EXPECT_TRUE(testing::tensors_near(testing::to_host(gdx), testing::to_host(cdx), tol));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, ActivationGpu,
+                         ::testing::Values(GpuCase{1, DType::kBF16, false},
+                                           GpuCase{4096, DType::kBF16, false},
+                                           GpuCase{4096, DType::kF32, false},
+                                           GpuCase{1001, DType::kBF16, false},  // scalar tail
+                                           GpuCase{1001, DType::kF32, true},
+                                           GpuCase{777, DType::kBF16, true}));
+
+}  // namespace
+}  // namespace anvil::ops
