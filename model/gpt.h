@@ -165,6 +165,9 @@ class GptModel {
   void backward(float grad_scale, engine::Stream& stream);
   // Sum of per-token losses of the last forward (syncs the stream).
   double loss_sum(engine::Stream& stream);
+  // [B*T, padded_vocab / tp] act logits of slot 0's last forward with train = false
+  // (post only; a training forward leaves dlogits there). For tests of inference paths.
+  engine::TensorView logits();
 
   // Data-parallel overlap: when set, called with a layer bucket's flat range [begin, end) of
   // the gradient buffer right after that layer's backward has queued its last gradient

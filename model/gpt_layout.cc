@@ -16,11 +16,6 @@
 
 namespace anvil::model::gpt_detail {
 
-namespace {
-
-constexpr size_t kGemmWorkspaceBytes = 32u << 20;  // what cuBLASLt wants on Hopper
-
-// The parameters of one flat buffer, in make_param_table's order.
 Weights weights_of(const ParamTable& t, TensorView Param::*field, const GptShard& shard,
                    int64_t n_local_layers) {
   const std::vector<Param>& p = t.all();
@@ -43,8 +38,6 @@ Weights weights_of(const ParamTable& t, TensorView Param::*field, const GptShard
   }
   return w;
 }
-
-}  // namespace
 
 engine::Arena* Carver::arena(const std::string& category) {
   for (auto& [name, a] : *arenas_) {

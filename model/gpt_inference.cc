@@ -1,0 +1,399 @@
+// GptInference (gpt_inference.h): memory layout, weight loading, prefill and decode.
+// One pass over n sequences of `rows` token rows (prefill: n*T, decode: max_batch):
+//   x = wte[tok] + wpe[pos]
+//   per layer: ln = LN1(x) (l > 0: x = h + mlp fused with LN1); qkv = ln Wqkv^T + b;
+//     cache rows <- qkv's k | v columns (copy_rows); atty = attention(q, k, v);
+//     proj = atty Wo^T + bo; h = x + proj fused with ln = LN2(h);
+//     gelu = gelu_tanh(ln Wfc^T + bfc); mlp = gelu Wp^T + bp (in proj)
+//   x = h + mlp fused with ln = LNf(x); last = ln[last row of each sequence] (copy_rows);
+//   logits = last wte^T (f32)
+// which is gpt_pass.cc's evaluation forward op for op (dropout off).
+#include "model/gpt_inference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/checked_math.h"
+#include "engine/cuda_check.h"
+#include "engine/memory.h"
+#include "engine/status.h"
+#include "model/gpt_layout.h"
+#include "ops/cast.h"
+#include "ops/copy_rows.h"
+#include "ops/embedding.h"
+#include "ops/flash_attention.h"
+#include "ops/gemm.h"
+#include "ops/layernorm.h"
+
+namespace anvil::model {
+
+namespace {
+
+using engine::DType;
+using engine::TensorView;
+
+// i32 inputs of one pass, in this order: tokens [R], positions [R], cache_dst [R], cache_src [R]
+// (k | v rows to store), last_dst [B], last_src [B] (rows before the LM head), kv_lengths [B].
+int64_t input_len(int64_t rows, int64_t batch) { return 4 * rows + 3 * batch; }
+
+struct Buffers {
+  ParamTable table;
+  TensorView flat;                  // [flat_numel] act
+  gpt_detail::Weights w;            // views of flat
+  TensorView cache;                 // [layers, B * L, 2 * d] act: per row k | v
+  TensorView x, h, ln, atty, proj;  // [R, d] act, R = B * L
+  TensorView qkv;                   // [R, 3d] act
+  TensorView gelu, pre_gelu;        // [R, ffn] act
+  TensorView mean, rstd;            // [R] f32
+  TensorView lse;                   // [B, H, L] f32
+  TensorView last;                  // [B, d] act
+  TensorView logits;                // [B, padded] f32
+  TensorView inputs;                // [input_len(R, B)] i32
+  engine::Workspace gemm_ws;        // cuBLASLt, CUDA only
+};
+
+Buffers layout(const GptConfig& cfg, const InferenceShape& shape, const GptPrecision& prec,
+               gpt_detail::Carver& c) {
+  const DType act = prec.act, f32 = DType::kF32;
+  const int64_t B = shape.max_batch, L = shape.max_len, R = B * L, d = cfg.d_model;
+  Buffers b;
+  b.table = gpt_detail::make_param_table(cfg);
+  b.flat = c.take("params", "parameters", act, {b.table.flat_numel()});
+  if (!c.planning()) {
+    b.table.bind(b.flat, {}, {}, {}, {});
+    b.w = gpt_detail::weights_of(b.table, &Param::value, GptShard{}, cfg.n_layers);
+  }
+  b.cache = c.take("kv_cache", "keys and values", act, {cfg.n_layers, R, 2 * d});
+  for (auto [v, name] : {std::pair<TensorView*, const char*>{&b.x, "x"},
+                         {&b.h, "h"},
+                         {&b.ln, "ln"},
+                         {&b.atty, "atty"},
+                         {&b.proj, "proj"}}) {
+    *v = c.take("activations", name, act, {R, d});
+  }
+  b.qkv = c.take("activations", "qkv", act, {R, 3 * d});
+  b.gelu = c.take("activations", "gelu", act, {R, cfg.ffn()});
+  b.pre_gelu = c.take("activations", "pre_gelu", act, {R, cfg.ffn()});
+  b.mean = c.take("activations", "ln mean", f32, {R});
+  b.rstd = c.take("activations", "ln rstd", f32, {R});
+  b.lse = c.take("activations", "attention lse", f32, {B, cfg.n_heads, L});
+  b.last = c.take("activations", "last positions", act, {B, d});
+  b.logits = c.take("activations", "logits", f32, {B, cfg.padded()});
+  b.inputs = c.take("activations", "inputs", DType::kI32, {input_len(R, B)});
+  if (prec.device == engine::Device::kCuda) {
+    b.gemm_ws = c.take_workspace("workspace", "cublaslt", gpt_detail::kGemmWorkspaceBytes);
+  }
+  return b;
+}
+
+absl::Status check(const GptConfig& cfg, const InferenceShape& shape, const GptPrecision& prec) {
+  ANVIL_RETURN_IF_ERROR(cfg.validate());
+  auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (shape.max_batch < 1 || shape.max_len < 1 || shape.max_len > cfg.max_seq_len) {
+    return bad("inference: need max_batch >= 1 and 1 <= max_len <= max_seq_len (", cfg.max_seq_len,
+               "), got max_batch ", shape.max_batch, ", max_len ", shape.max_len);
+  }
+  const int64_t widest = std::max({3 * cfg.d_model, cfg.ffn(), cfg.padded()});
+  if (!engine::product_within({shape.max_batch, shape.max_len, widest}, engine::kMaxElements) ||
+      !engine::product_within({cfg.n_layers, shape.max_batch, shape.max_len, 2 * cfg.d_model},
+                              engine::kMaxElements)) {
+    return bad("inference: max_batch ", shape.max_batch, " x max_len ", shape.max_len,
+               " makes a buffer larger than the limit 2^44 elements");
+  }
+  if (prec.device == engine::Device::kCuda) {
+    if (prec.act != DType::kBF16 || !gpt_detail::uses_flash_attention(cfg, prec)) {
+      return bad("inference on CUDA runs bf16 with head_dim 64 or 128 (flash attention), got ",
+                 std::string(engine::dtype_name(prec.act)), " with head_dim ", cfg.head_dim());
+    }
+  } else if (prec.act != DType::kF32) {
+    return bad("inference on the CPU runs f32, got ", std::string(engine::dtype_name(prec.act)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+struct GptInference::Impl {
+  GptConfig cfg;
+  InferenceShape shape;
+  GptPrecision prec;
+  std::vector<std::pair<std::string, engine::Arena>> arenas;
+  Buffers buf;
+  std::vector<int64_t> lengths;  // [max_batch] positions held per slot
+  std::vector<int32_t> host_in;  // staging of buf.inputs
+
+  // A pass over `rows` token rows whose inputs are in host_in (n_cache rows to store, n_last
+  // sequences to read out); attention(layer, q, k, v) writes buf.atty. Returns the logits.
+  template <typename Attend>
+  void pass(int64_t rows, int64_t n_cache, int64_t n_last, Attend&& attend,
+            std::vector<float>* logits, engine::Stream& s);
+  TensorView cache_layer(int64_t l) const {  // [B * L, 2d]
+    const int64_t r = shape.max_batch * shape.max_len, w = 2 * cfg.d_model;
+    return flat_slice(engine::reshape(buf.cache, {buf.cache.numel()}), l * r * w, {r, w});
+  }
+  TensorView in(int64_t at, int64_t n) const { return flat_slice(buf.inputs, at, {n}); }
+};
+
+template <typename Attend>
+void GptInference::Impl::pass(int64_t rows, int64_t n_cache, int64_t n_last, Attend&& attend,
+                              std::vector<float>* logits, engine::Stream& s) {
+  const int64_t R = shape.max_batch * shape.max_len, B = shape.max_batch, d = cfg.d_model;
+  gpt_detail::GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
+  engine::copy(buf.inputs,
+               engine::make_view(host_in.data(), DType::kI32, engine::Device::kCpu,
+                                 {static_cast<int64_t>(host_in.size())}),
+               s);
+  auto rows_of = [&](TensorView v) { return engine::slice_rows(v, 0, rows); };
+  const TensorView x = rows_of(buf.x), h = rows_of(buf.h), ln = rows_of(buf.ln);
+  const TensorView qkv = rows_of(buf.qkv), atty = rows_of(buf.atty), proj = rows_of(buf.proj);
+  const TensorView mean = rows_of(buf.mean), rstd = rows_of(buf.rstd);
+  const ops::LayerNormArgs la{rows, d, cfg.ln_eps};
+  ops::embedding_forward({rows, d, cfg.padded(), cfg.max_seq_len}, x, in(0, rows), in(R, rows),
+                         buf.w.wte, buf.w.wpe, s);
+  for (int64_t l = 0; l < cfg.n_layers; ++l) {
+    const gpt_detail::LayerWeights& w = buf.w.layers[static_cast<size_t>(l)];
+    if (l == 0) {
+      ops::layernorm_forward(la, ln, mean, rstd, x, w.ln1_g, w.ln1_b, s);
+    } else {
+      ops::residual_layernorm_forward(la, x, ln, mean, rstd, h, proj, w.ln1_g, w.ln1_b, s);
+    }
+    gpt_detail::linear(qkv, ln, w.qkv_w, w.qkv_b, s);
+    ops::copy_rows(cache_layer(l), engine::slice_cols(qkv, d, 3 * d), in(2 * R, n_cache),
+                   in(3 * R, n_cache), s);
+    attend(l, atty, qkv);
+    gpt_detail::linear(proj, atty, w.attn_proj_w, w.attn_proj_b, s);
+    ops::residual_layernorm_forward(la, h, ln, mean, rstd, x, proj, w.ln2_g, w.ln2_b, s);
+    ops::GemmArgs fc{rows, cfg.ffn(), d};
+    fc.trans_b = true;
+    fc.epilogue = ops::Epilogue::kBiasGelu;
+    ops::gemm(fc, rows_of(buf.gelu), ln, w.fc_w, w.fc_b, rows_of(buf.pre_gelu), s);
+    gpt_detail::linear(proj, rows_of(buf.gelu), w.mlp_proj_w, w.mlp_proj_b, s);
+  }
+  ops::residual_layernorm_forward(la, x, ln, mean, rstd, h, proj, buf.w.lnf_g, buf.w.lnf_b, s);
+  const TensorView last = engine::slice_rows(buf.last, 0, n_last);
+  ops::copy_rows(last, ln, in(4 * R, n_last), in(4 * R + B, n_last), s);
+  const TensorView out = engine::slice_rows(buf.logits, 0, n_last);  // [n, padded] f32
+  ops::GemmArgs head{n_last, cfg.padded(), d};
+  head.trans_b = true;
+  ops::gemm(head, out, last, buf.w.wte, {}, {}, s);
+  std::vector<float> all(static_cast<size_t>(out.numel()));
+  engine::copy(engine::make_view(all.data(), DType::kF32, engine::Device::kCpu, {out.numel()}), out,
+               s);
+  s.synchronize();
+  const int64_t v = cfg.vocab_size, p = cfg.padded();
+  logits->resize(static_cast<size_t>(n_last * v));
+  for (int64_t i = 0; i < n_last; ++i) {
+    std::copy(all.begin() + i * p, all.begin() + i * p + v, logits->begin() + i * v);
+  }
+}
+
+GptInference::GptInference() = default;
+GptInference::~GptInference() = default;
+
+absl::StatusOr<engine::MemoryPlan> GptInference::plan(const GptConfig& cfg,
+                                                      const InferenceShape& shape,
+                                                      const GptPrecision& prec) {
+  InferenceShape sh = shape;
+  if (sh.max_len == 0) sh.max_len = cfg.max_seq_len;
+  ANVIL_RETURN_IF_ERROR(check(cfg, sh, prec));
+  engine::MemoryPlan plan;
+  gpt_detail::Carver carver(&plan);
+  layout(cfg, sh, prec, carver);
+  return plan;
+}
+
+absl::StatusOr<std::unique_ptr<GptInference>> GptInference::create(const GptConfig& cfg,
+                                                                   const InferenceShape& shape,
+                                                                   const GptPrecision& prec) {
+  ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, GptInference::plan(cfg, shape, prec));
+  auto impl = std::make_unique<Impl>();
+  impl->cfg = cfg;
+  impl->shape = shape;
+  if (impl->shape.max_len == 0) impl->shape.max_len = cfg.max_seq_len;
+  impl->prec = prec;
+  for (const std::string& cat : plan.categories()) {
+    const size_t bytes = plan.category_bytes(cat);
+    if (bytes == 0) continue;
+    ANVIL_ASSIGN_OR_RETURN(engine::Arena a,
+                           engine::Arena::create(prec.device, bytes, "inference " + cat));
+    impl->arenas.emplace_back(cat, std::move(a));
+  }
+  gpt_detail::Carver carver(&impl->arenas);
+  impl->buf = layout(cfg, impl->shape, prec, carver);
+  ANVIL_RETURN_IF_ERROR(carver.status());
+  impl->lengths.assign(static_cast<size_t>(impl->shape.max_batch), 0);
+  const int64_t R = impl->shape.max_batch * impl->shape.max_len;
+  impl->host_in.assign(static_cast<size_t>(input_len(R, impl->shape.max_batch)), 0);
+  engine::Stream stream = engine::Stream::cpu();
+  if (prec.device == engine::Device::kCuda) {
+    int device = 0;
+    ANVIL_CUDA_CHECK(cudaGetDevice(&device));
+    ANVIL_ASSIGN_OR_RETURN(stream, engine::Stream::cuda(device));
+  }
+  engine::fill_zero(impl->buf.flat, stream);
+  stream.synchronize();
+  std::unique_ptr<GptInference> m(new GptInference());
+  m->impl_ = std::move(impl);
+  return m;
+}
+
+const GptConfig& GptInference::config() const { return impl_->cfg; }
+const InferenceShape& GptInference::shape() const { return impl_->shape; }
+int64_t GptInference::length(int64_t slot) const {
+  return impl_->lengths.at(static_cast<size_t>(slot));
+}
+
+absl::Status GptInference::load(const TensorLookup& lookup, engine::Stream& stream) {
+  const GptConfig& cfg = impl_->cfg;
+  engine::Stream host = engine::Stream::cpu();
+  for (const Param& p : impl_->buf.table.all()) {
+    const std::string name = absl::StrCat(kMasterState, p.name);
+    ANVIL_ASSIGN_OR_RETURN(engine::HostSlice t, lookup(name));
+    const std::vector<int64_t> shape = logical_shape(p, cfg, 1);
+    int64_t n = 1;
+    for (int64_t e : shape) n *= e;
+    if (t.shape != shape || static_cast<int64_t>(t.data.size()) != n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint tensor ", name, " has shape [", absl::StrJoin(t.shape, ", "),
+                       "], the model needs [", absl::StrJoin(shape, ", "), "]"));
+    }
+    // The logical tensor is a prefix of the parameter (wte: the padding rows follow, 0).
+    std::vector<float> h(static_cast<size_t>(p.numel()), 0.0f);
+    std::copy(t.data.begin(), t.data.end(), h.begin());
+    const engine::Device cpu = engine::Device::kCpu;
+    std::vector<char> staged(p.value.bytes());
+    const TensorView src = engine::make_view(staged.data(), p.value.dtype, cpu, {p.numel()});
+    ops::cast(src, engine::make_view(h.data(), DType::kF32, cpu, {p.numel()}), host);
+    engine::copy(engine::reshape(p.value, {p.numel()}), src, stream);
+    stream.synchronize();  // staged is freed next
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GptInference::prefill(const std::vector<int64_t>& slots,
+                                   const std::vector<std::vector<int32_t>>& prompts,
+                                   std::vector<float>* logits, engine::Stream& stream) {
+  Impl& m = *impl_;
+  const int64_t B = m.shape.max_batch, L = m.shape.max_len, R = B * L;
+  const int64_t n = static_cast<int64_t>(slots.size());
+  auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (n < 1 || n > B || prompts.size() != slots.size()) {
+    return bad("prefill: need 1 to max_batch (", B, ") prompts with one slot each, got ",
+               prompts.size(), " prompts for ", n, " slots");
+  }
+  std::set<int64_t> seen;
+  int64_t T = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t len = static_cast<int64_t>(prompts[static_cast<size_t>(i)].size());
+    if (slots[i] < 0 || slots[i] >= B || !seen.insert(slots[i]).second) {
+      return bad("prefill: slot ", slots[i], " is outside [0, ", B, ") or given twice");
+    }
+    if (len < 1 || len > L) {
+      return bad("prefill: prompt ", i, " has ", len, " tokens; it needs 1 to max_len (", L, ")");
+    }
+    for (int32_t id : prompts[static_cast<size_t>(i)]) {
+      if (id < 0 || id >= m.cfg.vocab_size) {
+        return bad("prefill: prompt ", i, " holds token id ", id, " outside the vocabulary [0, ",
+                   m.cfg.vocab_size, ")");
+      }
+    }
+    T = std::max(T, len);
+  }
+  // Prompt i occupies rows [i*T, i*T + T), right-padded with token 0.
+  std::vector<int32_t>& in = m.host_in;
+  std::fill(in.begin(), in.end(), 0);
+  int64_t stored = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const std::vector<int32_t>& p = prompts[static_cast<size_t>(i)];
+    const int64_t len = static_cast<int64_t>(p.size());
+    for (int64_t t = 0; t < T; ++t) {
+      in[i * T + t] = t < len ? p[t] : 0;
+      in[R + i * T + t] = static_cast<int32_t>(t);
+    }
+    for (int64_t t = 0; t < len; ++t, ++stored) {
+      in[2 * R + stored] = static_cast<int32_t>(slots[i] * L + t);
+      in[3 * R + stored] = static_cast<int32_t>(i * T + t);
+    }
+    in[4 * R + i] = static_cast<int32_t>(i);
+    in[4 * R + B + i] = static_cast<int32_t>(i * T + len - 1);
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(m.cfg.head_dim()));
+  const int64_t d = m.cfg.d_model;
+  auto attend = [&](int64_t /*layer*/, TensorView atty, TensorView qkv) {
+    ops::FlashAttentionArgs fa;
+    fa.batch = n, fa.q_len = fa.kv_len = T, fa.heads = m.cfg.n_heads;
+    fa.head_dim = m.cfg.head_dim(), fa.causal = true, fa.scale = scale;
+    ops::flash_attention_forward(fa, atty, flat_slice(m.buf.lse, 0, {n, m.cfg.n_heads, T}),
+                                 engine::slice_cols(qkv, 0, d), engine::slice_cols(qkv, d, 2 * d),
+                                 engine::slice_cols(qkv, 2 * d, 3 * d), {}, stream);
+  };
+  m.pass(n * T, stored, n, attend, logits, stream);
+  for (int64_t i = 0; i < n; ++i) {
+    m.lengths[static_cast<size_t>(slots[i])] = static_cast<int64_t>(prompts[i].size());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GptInference::decode(const std::vector<int64_t>& slots,
+                                  const std::vector<int32_t>& tokens, std::vector<float>* logits,
+                                  engine::Stream& stream) {
+  Impl& m = *impl_;
+  const int64_t B = m.shape.max_batch, L = m.shape.max_len, R = B * L;
+  const int64_t n = static_cast<int64_t>(slots.size());
+  auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (n < 1 || n > B || tokens.size() != slots.size()) {
+    return bad("decode: need 1 to max_batch (", B, ") tokens with one slot each, got ",
+               tokens.size(), " tokens for ", n, " slots");
+  }
+  std::set<int64_t> seen;
+  for (int64_t i = 0; i < n; ++i) {
+    if (slots[i] < 0 || slots[i] >= B || !seen.insert(slots[i]).second) {
+      return bad("decode: slot ", slots[i], " is outside [0, ", B, ") or given twice");
+    }
+    const int64_t len = m.lengths[static_cast<size_t>(slots[i])];
+    if (len < 1 || len >= L) {
+      return bad("decode: slot ", slots[i], " holds ", len,
+                 " positions; decoding needs a prefilled slot with fewer than max_len (", L, ")");
+    }
+    if (tokens[i] < 0 || tokens[i] >= m.cfg.vocab_size) {
+      return bad("decode: token id ", tokens[i], " outside the vocabulary [0, ", m.cfg.vocab_size,
+                 ")");
+    }
+  }
+  // Row b is slot b; slots not decoded now run token 0 at position 0 with no visible key.
+  std::vector<int32_t>& in = m.host_in;
+  std::fill(in.begin(), in.end(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t b = slots[i], len = m.lengths[static_cast<size_t>(b)];
+    in[b] = tokens[i];
+    in[R + b] = static_cast<int32_t>(len);
+    in[2 * R + i] = static_cast<int32_t>(b * L + len);
+    in[3 * R + i] = static_cast<int32_t>(b);
+    in[4 * R + i] = static_cast<int32_t>(i);
+    in[4 * R + B + i] = static_cast<int32_t>(b);
+    in[4 * R + 2 * B + b] = static_cast<int32_t>(len + 1);
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(m.cfg.head_dim()));
+  const int64_t d = m.cfg.d_model;
+  auto attend = [&](int64_t layer, TensorView atty, TensorView qkv) {
+    ops::FlashAttentionArgs fa;
+    fa.batch = B, fa.q_len = 1, fa.kv_len = L, fa.heads = m.cfg.n_heads;
+    fa.head_dim = m.cfg.head_dim(), fa.causal = false, fa.scale = scale;
+    ops::AttentionMasks masks;
+    masks.kv_lengths = m.in(4 * R + 2 * B, B);
+    const TensorView cache = m.cache_layer(layer);  // [B * L, 2d]: k | v
+    ops::flash_attention_forward(fa, atty, flat_slice(m.buf.lse, 0, {B, m.cfg.n_heads, 1}),
+                                 engine::slice_cols(qkv, 0, d), engine::slice_cols(cache, 0, d),
+                                 engine::slice_cols(cache, d, 2 * d), masks, stream);
+  };
+  m.pass(B, n, n, attend, logits, stream);
+  for (int64_t i = 0; i < n; ++i) ++m.lengths[static_cast<size_t>(slots[i])];
+  return absl::OkStatus();
+}
+
+}  // namespace anvil::model
