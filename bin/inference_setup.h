@@ -1,0 +1,111 @@
+// Shared by bin/generate and bin/serve (header only: bin/*.cc are the programs): opens a
+// checkpoint for single-rank inference. The checkpoint's own config gives the model shape,
+// the [tokenizer] (its files are the copies kept in the checkpoint's tokenizer/) and the EOD
+// id ([data] eod_token); the parallel layout it was trained with does not matter (weights are
+// stored unsharded).
+#pragma once
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "engine/status.h"
+#include "engine/stream.h"
+#include "io/checkpoint.h"
+#include "io/tokenizer.h"
+#include "model/gpt_inference.h"
+#include "model/train_config.h"
+
+namespace anvil::bin {
+
+struct InferenceOptions {
+  std::string checkpoint;       // DIR (its `latest`) or DIR/step_X
+  std::string device = "auto";  // auto | cpu | cuda
+  int64_t max_batch = 1;
+  int64_t max_len = 0;   // 0: the model's max_seq_len
+  bool dry_run = false;  // print the memory plan, load nothing
+};
+
+struct InferenceSetup {
+  std::string dir;  // the checkpoint step directory used
+  model::TrainConfig config;
+  model::GptPrecision precision;
+  engine::MemoryPlan plan;
+  std::unique_ptr<engine::Stream> stream;
+  std::unique_ptr<model::GptInference> model;  // null with dry_run
+  std::unique_ptr<io::Tokenizer> tokenizer;    // null without [tokenizer]
+  int32_t eod = -1;
+};
+
+// The tokenizer of the checkpoint's [tokenizer], from the files kept with the checkpoint.
+inline absl::StatusOr<std::unique_ptr<io::Tokenizer>> checkpoint_tokenizer(
+    const io::Checkpoint& c, const model::TokenizerConfig& t) {
+  auto kept = [&](const std::string& path) -> absl::StatusOr<std::string> {
+    std::string file = std::filesystem::path(path).filename().string();
+    // bin/train keeps DIR/tokenizer.json when an HF vocab_file names a directory.
+    if (t.type == "HF" && !absl::EndsWith(file, ".json")) file = "tokenizer.json";
+    auto it = c.info().attachments.find("tokenizer/" + file);
+    if (it == c.info().attachments.end()) {
+      return absl::NotFoundError(absl::StrCat(c.dir(), ": no tokenizer/", file,
+                                              " kept with the checkpoint ([tokenizer] ", t.type,
+                                              " names ", path, ")"));
+    }
+    return it->second;
+  };
+  ANVIL_ASSIGN_OR_RETURN(std::string vocab, kept(t.vocab_file));
+  std::string merges;
+  if (!t.merge_file.empty()) {
+    ANVIL_ASSIGN_OR_RETURN(merges, kept(t.merge_file));
+  }
+  return io::make_tokenizer({t.type, vocab, merges});
+}
+
+inline absl::StatusOr<InferenceSetup> open_for_inference(const InferenceOptions& o) {
+  InferenceSetup s;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(o.checkpoint, ec)) {
+    return absl::NotFoundError(absl::StrCat("checkpoint directory ", o.checkpoint,
+                                            " not found (give DIR or DIR/step_XXXXXXXX)"));
+  }
+  absl::StatusOr<io::Checkpoint> c =
+      std::filesystem::exists(o.checkpoint + "/manifest.json")
+          ? io::Checkpoint::open(o.checkpoint)
+          : io::open_newest_complete(o.checkpoint, -1, [](const std::string& w) {
+              std::fprintf(stderr, "warning: %s\n", w.c_str());
+            });
+  if (!c.ok()) return c.status();
+  s.dir = c->dir();
+  // Single rank: the training layout is irrelevant to the unsharded weights.
+  ANVIL_ASSIGN_OR_RETURN(
+      s.config, model::load_train_config_string(
+                    c->info().config, s.dir + "/manifest.json (config)",
+                    {"parallel.tp=1", "parallel.pp=1", "parallel.virtual_stages=1", "parallel.dp=0",
+                     "parallel.zero_stage=0", "parallel.sequence_parallel=false"}));
+  ANVIL_ASSIGN_OR_RETURN(s.precision, model::resolve_precision(o.device));
+  const model::InferenceShape shape{o.max_batch, o.max_len};
+  ANVIL_ASSIGN_OR_RETURN(s.plan, model::GptInference::plan(s.config.model, shape, s.precision));
+  s.eod = static_cast<int32_t>(s.config.data.eod_token);
+  if (!s.config.tokenizer.type.empty()) {
+    ANVIL_ASSIGN_OR_RETURN(s.tokenizer, checkpoint_tokenizer(*c, s.config.tokenizer));
+  }
+  if (o.dry_run) return s;
+  if (s.precision.device == engine::Device::kCuda) {
+    ANVIL_ASSIGN_OR_RETURN(engine::Stream st, engine::Stream::cuda(0));
+    s.stream = std::make_unique<engine::Stream>(std::move(st));
+  } else {
+    s.stream = std::make_unique<engine::Stream>(engine::Stream::cpu());
+  }
+  ANVIL_ASSIGN_OR_RETURN(s.model, model::GptInference::create(s.config.model, shape, s.precision));
+  const io::Checkpoint& ck = *c;
+  ANVIL_RETURN_IF_ERROR(
+      s.model->load([&ck](const std::string& name) { return ck.read(name); }, *s.stream));
+  return s;
+}
+
+}  // namespace anvil::bin
