@@ -143,7 +143,9 @@ absl::Status run(const Flags& f) {
     ANVIL_ASSIGN_OR_RETURN(texts, read_prompts(f.input));
   }
   anvil::bin::InferenceOptions o = f.inf;
-  o.max_batch = std::min<int64_t>(f.batch_size, static_cast<int64_t>(texts.size()));
+  // Slots for the prompts at hand; a dry run plans for --batch-size itself.
+  o.max_batch = f.inf.dry_run ? f.batch_size
+                              : std::min<int64_t>(f.batch_size, static_cast<int64_t>(texts.size()));
   ANVIL_ASSIGN_OR_RETURN(anvil::bin::InferenceSetup s, anvil::bin::open_for_inference(o));
   const int64_t max_len = o.max_len ? o.max_len : s.config.model.max_seq_len;
   if (f.inf.dry_run) {
@@ -151,6 +153,9 @@ absl::Status run(const Flags& f) {
                 std::string(anvil::engine::device_name(s.precision.device)).c_str(),
                 static_cast<long long>(o.max_batch), static_cast<long long>(max_len),
                 s.plan.format().c_str());
+    std::printf("KV cache: %zu bytes ([layers, batch, positions, 2, heads, head_dim] %s)\n",
+                s.plan.category_bytes("kv_cache"),
+                std::string(anvil::engine::dtype_name(s.precision.act)).c_str());
     return absl::OkStatus();
   }
   if (!s.tokenizer) {
