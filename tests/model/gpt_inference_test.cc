@@ -8,6 +8,8 @@
 //     with a fixed seed;
 //   - prompts of different lengths batched together (more requests than slots, so later ones
 //     join as slots free up) give the tokens of each prompt alone;
+//   - concurrent requests from several threads through the GenerationScheduler (one batch per
+//     step) give each request's tokens alone; a cancelled request ends without harming others;
 //   - the memory plan's KV cache is layers * batch * max_len * 2 * d elements;
 //   - bad prompts, slots and checkpoint tensors are InvalidArgument / NotFound naming them.
 #include "model/gpt_inference.h"
@@ -15,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -22,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "model/checkpoint.h"
 #include "model/generation.h"
+#include "model/generation_scheduler.h"
 #include "model/gpt.h"
 #include "tests/testing/tensor_testing.h"
 
@@ -199,6 +203,45 @@ TEST_P(GptInferenceTest, StopsAtEodAndAtTheContext) {
   Generator g2(*m, -1, nullptr);
   ASSERT_TRUE(generate_all(g2, {r}, &out, *stream_).ok());
   EXPECT_EQ(out[0], free_run);
+}
+
+// Tokens of a scheduler job, to its end.
+std::vector<int32_t> drain(GenerationScheduler::Job& job) {
+  std::vector<int32_t> out;
+  GenerationEvent e;
+  while (job.next(&e)) {
+    if (e.has_token) out.push_back(e.token);
+  }
+  return out;
+}
+
+TEST_P(GptInferenceTest, SchedulerBatchesConcurrentRequestsLikeAlone) {
+  const std::vector<GenerationRequest> rs = requests(false);
+  std::vector<std::vector<int32_t>> alone(rs.size());
+  for (size_t i = 0; i < rs.size(); ++i) alone[i] = recompute(rs[i]);
+  std::unique_ptr<GptInference> m = make(3);
+  ASSERT_NE(m, nullptr);
+  Generator gen(*m, -1, nullptr);
+  std::vector<std::vector<int32_t>> got(rs.size());
+  {
+    GenerationScheduler sched(gen, *stream_);
+    // A request cancelled at once ends without failing the others.
+    GenerationRequest long_one = rs[0];
+    long_one.max_new_tokens = 20;
+    std::shared_ptr<GenerationScheduler::Job> gone = sched.submit(long_one);
+    gone->cancel();
+    std::vector<std::thread> clients;
+    for (size_t i = 0; i < rs.size(); ++i) {
+      clients.emplace_back([&, i] { got[i] = drain(*sched.submit(rs[i])); });
+    }
+    for (std::thread& t : clients) t.join();
+    drain(*gone);
+    const absl::Status st = gone->status();
+    EXPECT_TRUE(st.ok() || absl::IsCancelled(st)) << st;
+    // The scheduler still serves afterwards.
+    EXPECT_EQ(drain(*sched.submit(rs[1])), alone[1]);
+  }
+  for (size_t i = 0; i < rs.size(); ++i) EXPECT_EQ(got[i], alone[i]) << "request " << i;
 }
 
 TEST_P(GptInferenceTest, BadInputsAreErrors) {
