@@ -3,7 +3,11 @@
 //   - prefill logits of right-padded prompts of different lengths equal GptModel's evaluation
 //     forward logits (train = false) at each prompt's last position, for the same weights
 //     (loaded from the master tensors GptModel would checkpoint);
-//   - generation with the KV cache gives exactly the tokens of recomputing the whole sequence
+//   - with forced tokens, every decode step's logits (three prompts of different lengths
+//     batched in one cache, some steps decoding only some slots) equal a fresh prefill of that
+//     prompt + tokens alone (f32 rounding on the CPU, bf16 tolerance on CUDA);
+//   - on the CPU, generation with the KV cache gives exactly the tokens of recomputing the whole
+//   sequence
 //     each step without a cache (a fresh prefill of prompt + output so far), greedy and sampled
 //     with a fixed seed;
 //   - prompts of different lengths batched together (more requests than slots, so later ones
@@ -68,6 +72,13 @@ TensorLookup lookup_of(const std::map<std::string, engine::HostSlice>& w) {
     return it->second;
   };
 }
+
+// Token-for-token comparisons of two paths need equal logits up to f32 rounding; bf16 paths
+// with other batch shapes may flip a near-tie, so on CUDA the logits test above stands for them.
+constexpr char kTokenExactOnCpu[] =
+    "token-exact comparisons run on the CPU; on CUDA, "
+    "CachedLogitsMatchRecomputeAndBatchedMatchAlone "
+    "compares the same paths' logits";
 
 class GptInferenceTest : public ::testing::TestWithParam<Device> {
  protected:
@@ -137,6 +148,64 @@ TEST_P(GptInferenceTest, PrefillMatchesGptModelLogits) {
   EXPECT_EQ(m->length(1), 0);
 }
 
+// The logits tolerance between two paths: f32 rounding on the CPU; on CUDA bf16 activations
+// rounded after GEMMs whose kernels differ with the number of rows.
+testing::Tol path_tol(Device d) {
+  return d == Device::kCpu ? testing::Tol{1e-4, 1e-4, 1e-9} : testing::Tol{6e-2, 5e-2, 2e-3};
+}
+
+TEST_P(GptInferenceTest, CachedLogitsMatchRecomputeAndBatchedMatchAlone) {
+  // Three prompts of different lengths in one cache, then 8 forced tokens each, decoded
+  // together (at steps 2 and 5 only slots 0 and 2: the idle slot must not change); each step's
+  // logits against a fresh prefill of that prompt + forced tokens so far, alone.
+  const std::vector<int64_t> lens = {3, 7, 5};
+  const int64_t steps = 8;
+  std::vector<std::vector<int32_t>> prompts, forced;
+  for (size_t i = 0; i < lens.size(); ++i) {
+    prompts.push_back(testing::random_ints(lens[i], 60 + i, 0, kVocab));
+    forced.push_back(testing::random_ints(steps, 70 + i, 0, kVocab));
+  }
+  std::unique_ptr<GptInference> m = make(3), one = make(1);
+  ASSERT_NE(m, nullptr);
+  ASSERT_NE(one, nullptr);
+  auto alone = [&](size_t i, int64_t k) {  // logits after prompt i + forced[i][:k]
+    std::vector<int32_t> seq = prompts[i];
+    seq.insert(seq.end(), forced[i].begin(), forced[i].begin() + k);
+    std::vector<float> l;
+    EXPECT_TRUE(one->prefill({0}, {seq}, &l, *stream_).ok());
+    return l;
+  };
+  std::vector<float> got;
+  ASSERT_TRUE(m->prefill({0, 1, 2}, prompts, &got, *stream_).ok());
+  for (size_t i = 0; i < lens.size(); ++i) {
+    const std::vector<float> row(got.begin() + i * kVocab, got.begin() + (i + 1) * kVocab);
+    EXPECT_TRUE(testing::tensors_near(row, alone(i, 0), path_tol(GetParam()))) << "prompt " << i;
+  }
+  std::vector<int64_t> done(lens.size(), 0);
+  for (int64_t step = 0; step < steps + 2; ++step) {
+    std::vector<int64_t> slots = {0, 1, 2};
+    if (step == 2 || step == 5) slots = {0, 2};
+    std::vector<int64_t> use;
+    std::vector<int32_t> tokens;
+    for (int64_t sl : slots) {
+      if (done[static_cast<size_t>(sl)] == steps) continue;
+      use.push_back(sl);
+      tokens.push_back(forced[static_cast<size_t>(sl)][static_cast<size_t>(done[sl])]);
+    }
+    if (use.empty()) break;
+    ASSERT_TRUE(m->decode(use, tokens, &got, *stream_).ok());
+    for (size_t j = 0; j < use.size(); ++j) {
+      const size_t i = static_cast<size_t>(use[j]);
+      const int64_t k = ++done[i];
+      EXPECT_EQ(m->length(use[j]), lens[i] + k);
+      const std::vector<float> row(got.begin() + j * kVocab, got.begin() + (j + 1) * kVocab);
+      EXPECT_TRUE(testing::tensors_near(row, alone(i, k), path_tol(GetParam())))
+          << "prompt " << i << " after " << k << " forced tokens";
+    }
+  }
+  EXPECT_EQ(done, std::vector<int64_t>(lens.size(), steps));
+}
+
 std::vector<GenerationRequest> requests(bool greedy) {
   std::vector<GenerationRequest> rs;
   const std::vector<int64_t> lens = {3, 7, 5, 2}, news = {10, 6, 12, 9};
@@ -159,6 +228,7 @@ std::vector<GenerationRequest> requests(bool greedy) {
 }
 
 TEST_P(GptInferenceTest, KvCacheMatchesRecomputeAndBatchingMatchesAlone) {
+  if (GetParam() == Device::kCuda) GTEST_SKIP() << kTokenExactOnCpu;
   for (bool greedy : {true, false}) {
     SCOPED_TRACE(greedy ? "greedy" : "sampled");
     const std::vector<GenerationRequest> rs = requests(greedy);
@@ -185,6 +255,7 @@ TEST_P(GptInferenceTest, KvCacheMatchesRecomputeAndBatchingMatchesAlone) {
 }
 
 TEST_P(GptInferenceTest, StopsAtEodAndAtTheContext) {
+  if (GetParam() == Device::kCuda) GTEST_SKIP() << kTokenExactOnCpu;
   std::unique_ptr<GptInference> m = make(1);
   ASSERT_NE(m, nullptr);
   GenerationRequest r = requests(true)[0];
@@ -216,6 +287,7 @@ std::vector<int32_t> drain(GenerationScheduler::Job& job) {
 }
 
 TEST_P(GptInferenceTest, SchedulerBatchesConcurrentRequestsLikeAlone) {
+  if (GetParam() == Device::kCuda) GTEST_SKIP() << kTokenExactOnCpu;
   const std::vector<GenerationRequest> rs = requests(false);
   std::vector<std::vector<int32_t>> alone(rs.size());
   for (size_t i = 0; i < rs.size(); ++i) alone[i] = recompute(rs[i]);
