@@ -1,7 +1,8 @@
 // bin/generate: text from a checkpoint (docs/eval.md#generation).
 //   generate CKPT --prompt TEXT [--max-new-tokens N] [--greedy] [--temperature T] [--top-k K]
 //            [--top-p P] [--repetition-penalty R] [--seed S] [--stop STR]... [--device D]
-//            [--batch-size B] [--max-len L] [--dry-run]
+//            [--batch-size B] [--max-len L] [--dry-run] [--tokenizer-type T --vocab-file F
+//            [--merge-file F]]
 //   generate CKPT --input prompts.jsonl [--output out.jsonl] [same options]
 // One prompt: the completion goes to stdout. --input: one {"prompt": ...} object per line;
 // each result is a line {"prompt", "completion", "tokens", "finish_reason"} in input order (to
@@ -34,7 +35,8 @@ constexpr char kUsage[] =
     "usage: generate CKPT (--prompt TEXT | --input prompts.jsonl [--output out.jsonl])\n"
     "         [--max-new-tokens N] [--greedy] [--temperature T] [--top-k K] [--top-p P]\n"
     "         [--repetition-penalty R] [--seed S] [--stop STR]... [--device auto|cpu|cuda]\n"
-    "         [--batch-size B] [--max-len L] [--dry-run]\n";
+    "         [--batch-size B] [--max-len L] [--dry-run]\n"
+    "         [--tokenizer-type T --vocab-file F [--merge-file F]]\n";
 
 struct Flags {
   anvil::bin::InferenceOptions inf;
@@ -68,7 +70,11 @@ absl::StatusOr<Flags> parse(int argc, char** argv) {
       return ok ? absl::OkStatus() : bad(k + ": expected a number, got '" + v + "'");
     };
     absl::Status st;
-    if (k == "--prompt") {
+    ANVIL_ASSIGN_OR_RETURN(const bool tokenizer_flag,
+                           anvil::bin::parse_tokenizer_flag(a, &i, &f.inf));
+    if (tokenizer_flag) {
+      continue;
+    } else if (k == "--prompt") {
       ANVIL_ASSIGN_OR_RETURN(f.prompt, value());
       f.have_prompt = true;
     } else if (k == "--input") {
@@ -161,7 +167,8 @@ absl::Status run(const Flags& f) {
   if (!s.tokenizer) {
     return absl::FailedPreconditionError(s.dir +
                                          ": the checkpoint's config has no [tokenizer], so text "
-                                         "prompts cannot be encoded");
+                                         "prompts cannot be encoded; give --tokenizer-type and "
+                                         "--vocab-file (and --merge-file)");
   }
   std::vector<model::GenerationRequest> reqs;
   for (size_t i = 0; i < texts.size(); ++i) {

@@ -1,8 +1,8 @@
 // Shared by bin/generate and bin/serve (header only: bin/*.cc are the programs): opens a
-// checkpoint for single-rank inference. The checkpoint's own config gives the model shape,
-// the [tokenizer] (its files are the copies kept in the checkpoint's tokenizer/) and the EOD
-// id ([data] eod_token); the parallel layout it was trained with does not matter (weights are
-// stored unsharded).
+// checkpoint for single-rank inference, and parses the options both take. The checkpoint's own
+// config gives the model shape, the [tokenizer] (its files are the copies kept in the checkpoint's
+// tokenizer/) and the EOD id ([data] eod_token); the parallel layout it was trained with does not
+// matter (weights are stored unsharded).
 #pragma once
 
 #include <cstdio>
@@ -30,6 +30,9 @@ struct InferenceOptions {
   int64_t max_batch = 1;
   int64_t max_len = 0;   // 0: the model's max_seq_len
   bool dry_run = false;  // print the memory plan, load nothing
+  // A tokenizer from files instead of the checkpoint's [tokenizer] (type "": the checkpoint's),
+  // e.g. for a checkpoint imported from Hugging Face, which keeps none.
+  model::TokenizerConfig tokenizer;
 };
 
 struct InferenceSetup {
@@ -81,18 +84,29 @@ inline absl::StatusOr<InferenceSetup> open_for_inference(const InferenceOptions&
             });
   if (!c.ok()) return c.status();
   s.dir = c->dir();
-  // Single rank: the training layout is irrelevant to the unsharded weights.
+  // Single rank: the training layout is irrelevant to the unsharded weights, and so is the
+  // training sample length (an HF import's config has [model] only, and the default [data]
+  // seq_len may exceed its max_seq_len).
   ANVIL_ASSIGN_OR_RETURN(
-      s.config, model::load_train_config_string(
-                    c->info().config, s.dir + "/manifest.json (config)",
-                    {"parallel.tp=1", "parallel.pp=1", "parallel.virtual_stages=1", "parallel.dp=0",
-                     "parallel.zero_stage=0", "parallel.sequence_parallel=false"}));
+      s.config,
+      model::load_train_config_string(
+          c->info().config, s.dir + "/manifest.json (config)",
+          {"parallel.tp=1", "parallel.pp=1", "parallel.virtual_stages=1", "parallel.dp=0",
+           "parallel.zero_stage=0", "parallel.sequence_parallel=false", "data.seq_len=1"}));
   ANVIL_ASSIGN_OR_RETURN(s.precision, model::resolve_precision(o.device));
   const model::InferenceShape shape{o.max_batch, o.max_len};
   ANVIL_ASSIGN_OR_RETURN(s.plan, model::GptInference::plan(s.config.model, shape, s.precision));
   s.eod = static_cast<int32_t>(s.config.data.eod_token);
-  if (!s.config.tokenizer.type.empty()) {
+  const model::TokenizerConfig& t = o.tokenizer;
+  if (!t.type.empty()) {
+    ANVIL_ASSIGN_OR_RETURN(s.tokenizer, io::make_tokenizer({t.type, t.vocab_file, t.merge_file}));
+  } else if (!s.config.tokenizer.type.empty()) {
     ANVIL_ASSIGN_OR_RETURN(s.tokenizer, checkpoint_tokenizer(*c, s.config.tokenizer));
+  }
+  if (s.tokenizer && s.tokenizer->vocab_size() > s.config.model.vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the tokenizer's vocabulary (", s.tokenizer->vocab_size(),
+                     ") is larger than the model's (", s.config.model.vocab_size, ")"));
   }
   if (o.dry_run) return s;
   if (s.precision.device == engine::Device::kCuda) {
@@ -106,6 +120,22 @@ inline absl::StatusOr<InferenceSetup> open_for_inference(const InferenceOptions&
   ANVIL_RETURN_IF_ERROR(
       s.model->load([&ck](const std::string& name) { return ck.read(name); }, *s.stream));
   return s;
+}
+
+// Consumes the tokenizer options at args[*i] (--tokenizer-type, --vocab-file, --merge-file):
+// true when args[*i] was one (then *i is on its value), false otherwise; InvalidArgument when
+// the value is missing.
+inline absl::StatusOr<bool> parse_tokenizer_flag(const std::vector<std::string>& args, size_t* i,
+                                                 InferenceOptions* o) {
+  const std::string& k = args[*i];
+  std::string* field = k == "--tokenizer-type" ? &o->tokenizer.type
+                       : k == "--vocab-file"   ? &o->tokenizer.vocab_file
+                       : k == "--merge-file"   ? &o->tokenizer.merge_file
+                                               : nullptr;
+  if (field == nullptr) return false;
+  if (*i + 1 >= args.size()) return absl::InvalidArgumentError(k + " needs a value");
+  *field = args[++*i];
+  return true;
 }
 
 }  // namespace anvil::bin

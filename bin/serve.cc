@@ -1,6 +1,6 @@
 // bin/serve: an OpenAI-style completions endpoint over a checkpoint (docs/eval.md#generation).
 //   serve CKPT [--port N (0: any free port)] [--host H] [--device D] [--batch-size B]
-//         [--max-len L]
+//         [--max-len L] [--tokenizer-type T --vocab-file F [--merge-file F]]
 // POST /v1/completions with a JSON body: prompt (string or list of strings), max_tokens
 // (default 16, capped so prompt + completion fit the context), temperature (1), top_p (1),
 // top_k (0: off), repetition_penalty (1), stop (string or list), seed (default: random),
@@ -38,7 +38,7 @@ namespace model = anvil::model;
 
 constexpr char kUsage[] =
     "usage: serve CKPT [--port N] [--host H] [--device auto|cpu|cuda] [--batch-size B]\n"
-    "         [--max-len L]\n";
+    "         [--max-len L] [--tokenizer-type T --vocab-file F [--merge-file F]]\n";
 
 struct Flags {
   anvil::bin::InferenceOptions inf;
@@ -55,7 +55,11 @@ absl::StatusOr<Flags> parse(int argc, char** argv) {
     const bool has_value = i + 1 < a.size();
     auto integer = [&](auto* out) { return has_value && absl::SimpleAtoi(a[++i], out); };
     bool ok = true;
-    if (k == "--port") {
+    ANVIL_ASSIGN_OR_RETURN(const bool tokenizer_flag,
+                           anvil::bin::parse_tokenizer_flag(a, &i, &f.inf));
+    if (tokenizer_flag) {
+      continue;
+    } else if (k == "--port") {
       ok = integer(&f.port) && f.port >= 0 && f.port < 65536;
     } else if (k == "--host" && has_value) {
       f.host = a[++i];
@@ -311,7 +315,7 @@ int run(const Flags& f) {
   if (!setup->tokenizer) {
     std::fprintf(stderr,
                  "serve: error: %s: the checkpoint's config has no [tokenizer], so text prompts "
-                 "cannot be encoded\n",
+                 "cannot be encoded; give --tokenizer-type and --vocab-file (and --merge-file)\n",
                  setup->dir.c_str());
     return 1;
   }

@@ -11,13 +11,17 @@
 #      fields (400 with an invalid_request_error), huge max_tokens (capped by the context), an
 #      empty prompt, concurrent requests (batched: each equals its request alone), and a client
 #      that disconnects mid-stream: the server survives everything and still answers.
+#   4. a checkpoint imported from Hugging Face (bin/convert: no tokenizer kept) generates the
+#      same text with --tokenizer-type/--vocab-file/--merge-file, and says so without them.
 # usage: generate_serve_test.sh BUILD/bin/train BUILD/bin/preprocess BUILD/bin/generate
-#        BUILD/bin/serve (from the repository root; DEVICE=cuda runs generation on a GPU)
+#        BUILD/bin/serve BUILD/bin/convert (from the repository root; DEVICE=cuda runs
+#        generation on a GPU)
 set -euo pipefail
 train=$1
 preprocess=$2
 generate=$3
 serve=$4
+convert=$5
 device=${DEVICE:-cpu}
 work=$(mktemp -d)
 server_pid=
@@ -178,4 +182,17 @@ alive "a client disconnect"
 code=$(post '{"prompt": "In the beginning", "max_tokens": 6, "temperature": 0}')
 [[ $code == 200 ]] || fail "after the disconnect: $code"
 kill -0 "$server_pid" || fail "server died"
+
+# 4. Through Hugging Face and back: the weights come without a tokenizer.
+"$convert" export "$work/ck" "$work/hf" > /dev/null 2>&1 || fail "convert export"
+"$convert" import "$work/hf" "$work/imported" > /dev/null 2>&1 || fail "convert import"
+expect_error "has no \[tokenizer\], so text prompts cannot be encoded; give --tokenizer-type" \
+  "$work/imported" --prompt "In the beginning" --device "$device"
+gen_imported() {
+  "$generate" "$work/imported" --device "$device" --tokenizer-type GPT2BPE \
+    --vocab-file data/gpt2/encoder.json --merge-file data/gpt2/vocab.bpe "$@"
+}
+gen_imported --prompt "In the beginning" --max-new-tokens 6 --greedy > "$work/g3.txt" 2>/dev/null \
+  || fail "generate from the import"
+cmp -s "$work/g1.txt" "$work/g3.txt" || fail "the import generates other text: $(cat "$work/g3.txt")"
 echo "generate_serve_test: OK"
