@@ -51,12 +51,14 @@ int32_t Sampler::next(std::vector<float>& logits, const std::vector<int32_t>& co
     std::sort(order.begin(), order.end(), before);
   }
   // Softmax of logit / T over the kept candidates (in double).
+  // (l - max) / T: never inf - inf, even for a tiny T.
   const double t = p_.temperature;
-  const double top = logits[static_cast<size_t>(order[0])] / t;
+  const double top = logits[static_cast<size_t>(order[0])];
   std::vector<double> prob(static_cast<size_t>(keep));
   double sum = 0.0;
   for (int64_t i = 0; i < keep; ++i) {
-    prob[static_cast<size_t>(i)] = std::exp(logits[static_cast<size_t>(order[i])] / t - top);
+    prob[static_cast<size_t>(i)] =
+        std::exp((static_cast<double>(logits[static_cast<size_t>(order[i])]) - top) / t);
     sum += prob[static_cast<size_t>(i)];
   }
   for (double& q : prob) q /= sum;

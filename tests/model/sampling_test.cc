@@ -74,6 +74,12 @@ TEST(Sampler, DrawsFollowTemperatureTopKTopP) {
   expect_near(frequencies(p, logits, 1000), {0.0, 1.0, 0.0, 0.0}, 1e-9);
 }
 
+TEST(Sampler, TinyTemperatureIsGreedy) {
+  SamplingParams p;
+  p.temperature = 1e-40f;  // a denormal: logit / T overflows, (logit - max) / T does not
+  expect_near(frequencies(p, {0.5f, 2.0f, 1.0f}, 100), {0.0, 1.0, 0.0}, 1e-9);
+}
+
 TEST(Sampler, SeedReplays) {
   const std::vector<float> logits = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f};
   SamplingParams p;
