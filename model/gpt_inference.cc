@@ -127,8 +127,9 @@ struct GptInference::Impl {
   std::vector<int64_t> lengths;  // [max_batch] positions held per slot
   std::vector<int32_t> host_in;  // staging of buf.inputs
 
-  // A pass over `rows` token rows whose inputs are in host_in (n_cache rows to store, n_last
-  // sequences to read out); attention(layer, q, k, v) writes buf.atty. Returns the logits.
+  // A pass over `rows` token rows whose inputs are in host_in (n_cache rows to store in the
+  // cache, n_last sequences to read out); attend(layer, atty, qkv) writes atty (=) from the
+  // layer's qkv and cache. logits (=): [n_last, vocab_size] f32 host. Syncs.
   template <typename Attend>
   void pass(int64_t rows, int64_t n_cache, int64_t n_last, Attend&& attend,
             std::vector<float>* logits, engine::Stream& s);
