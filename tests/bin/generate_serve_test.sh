@@ -23,6 +23,11 @@ generate=$3
 serve=$4
 convert=$5
 device=${DEVICE:-cpu}
+# Texts made with other batch shapes are compared exactly on the CPU (f32: equal to rounding);
+# in bf16 on CUDA other GEMM shapes may flip a near-tie, so there only formats are checked
+# (gpt_inference_test compares those paths' logits on the GPU).
+exact=1
+[[ $device == cuda ]] && exact=0
 work=$(mktemp -d)
 server_pid=
 cleanup() {
@@ -85,7 +90,7 @@ printf '%s\n' '{"prompt": "In the beginning"}' '{"prompt": "word"}' \
 gen --input "$work/prompts.jsonl" --output "$work/out.jsonl" --max-new-tokens 5 --greedy \
   --batch-size 2 2> "$work/j.err" || fail "jsonl: $(cat "$work/j.err")"
 [[ $(wc -l < "$work/out.jsonl") == 3 ]] || fail "expected 3 result lines: $(cat "$work/out.jsonl")"
-python3 - "$work/out.jsonl" "$work/g1.txt" <<'PY' || fail "jsonl results"
+python3 - "$work/out.jsonl" "$work/g1.txt" "$exact" <<'PY' || fail "jsonl results"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 assert [r["prompt"] for r in rows] == ["In the beginning", "word",
@@ -93,7 +98,8 @@ assert [r["prompt"] for r in rows] == ["In the beginning", "word",
 assert all(r["tokens"] == 5 and r["finish_reason"] == "length" for r in rows), rows
 alone = open(sys.argv[2]).read()[len("In the beginning"):].rstrip("\n")
 # The first prompt alone made 6 tokens; 5 of them are a prefix of that text.
-assert alone.startswith(rows[0]["completion"]) and rows[0]["completion"], (alone, rows[0])
+assert rows[0]["completion"], rows[0]
+assert sys.argv[3] == "0" or alone.startswith(rows[0]["completion"]), (alone, rows[0])
 PY
 expect_error() {  # expect_error PATTERN ARGS...: exit status != 0 and PATTERN on stderr
   local pattern=$1; shift
@@ -129,22 +135,24 @@ alive() { [[ $(curl -sS --max-time 10 "http://127.0.0.1:$port/health") == ok ]] 
 
 code=$(post '{"prompt": "In the beginning", "max_tokens": 6, "temperature": 0}')
 [[ $code == 200 ]] || fail "completion: $code $(cat "$work/body")"
-python3 - "$work/body" "$work/g1.txt" <<'PY' || fail "completion body: $(cat "$work/body")"
+python3 - "$work/body" "$work/g1.txt" "$exact" <<'PY' || fail "completion body: $(cat "$work/body")"
 import json, sys
 r = json.load(open(sys.argv[1]))
 want = open(sys.argv[2]).read()[len("In the beginning"):].rstrip("\n")
-assert r["object"] == "text_completion" and r["choices"][0]["text"] == want, (r, want)
+assert r["object"] == "text_completion" and r["choices"][0]["text"], r
+assert sys.argv[3] == "0" or r["choices"][0]["text"] == want, (r, want)
 assert r["choices"][0]["finish_reason"] == "length" and r["usage"]["completion_tokens"] == 6, r
 PY
 curl -sS -N --max-time 60 "$url" -d '{"prompt": "In the beginning", "max_tokens": 6, "temperature": 0, "stream": true}' \
   > "$work/sse.txt" || fail "streaming request failed"
-python3 - "$work/sse.txt" "$work/g1.txt" <<'PY' || fail "stream: $(cat "$work/sse.txt")"
+python3 - "$work/sse.txt" "$work/g1.txt" "$work/body" <<'PY' || fail "stream: $(cat "$work/sse.txt")"
 import json, sys
 events = [l[len("data: "):] for l in open(sys.argv[1]).read().split("\n\n") if l.startswith("data: ")]
 assert events[-1] == "[DONE]", events
 chunks = [json.loads(e) for e in events[:-1]]
 text = "".join(c["choices"][0]["text"] for c in chunks)
-want = open(sys.argv[2]).read()[len("In the beginning"):].rstrip("\n")
+# The same request as the completion just made (same server, same batch shapes).
+want = json.load(open(sys.argv[3]))["choices"][0]["text"]
 assert text == want, (text, want)
 assert chunks[-1]["choices"][0]["finish_reason"] == "length", chunks[-1]
 assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1]), chunks
@@ -170,7 +178,7 @@ for i in 1 2 3 4 5 6; do
   pids+=($!)
 done
 wait "${pids[@]}" || fail "a concurrent request failed"
-for i in 1 2 3 4 5 6; do
+for i in $( ((exact)) && echo 1 2 3 4 5 6); do
   post "{\"prompt\": \"In the beginning $i\", \"max_tokens\": 8, \"seed\": $i, \"top_k\": 50}" > /dev/null
   python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); assert a["choices"]==b["choices"], (a, b)' \
     "$work/c$i.json" "$work/body" || fail "concurrent request $i differs from alone"
