@@ -1,4 +1,7 @@
-// GPT-2 inference with a KV cache (single rank; no tensor or pipeline parallelism yet).
+// GPT-2 inference with a KV cache, on one rank or tensor-parallel over a TP group (Megatron's
+// split, as GptShard describes: each rank holds its heads, MLP units and vocabulary rows; the
+// row-parallel outputs and the embedding are summed over TP and the logits all-gathered, so
+// every rank gets the whole logits and the same tokens). No pipeline parallelism.
 // The same math as GptModel's evaluation forward (gpt.h), with the keys and values of every
 // processed position kept so each new token costs one row per layer:
 //   prefill(prompts): the prompts of some cache slots, right-padded to their longest length T,
@@ -11,7 +14,7 @@
 // Logits: [n, vocab_size] f32 over the real vocabulary (the padded rows of wte are left out).
 // Memory (one arena per category, sized by plan(), nothing allocated afterwards):
 //   params       the flat parameter buffer (act dtype), ParamTable layout of GptModel
-//   kv_cache     [layers, max_batch, max_len, 2, heads, head_dim] act (k | v per position)
+//   kv_cache     [layers, max_batch, max_len, 2, heads / tp, head_dim] act (k | v per position)
 //   activations  one layer's buffers for max_batch * max_len rows (prefill's worst case)
 //   workspace    the cuBLASLt workspace (CUDA)
 // Precision: f32 on the CPU; bf16 on CUDA with f32 GEMM accumulation and f32 logits (the flash
@@ -41,16 +44,21 @@ class GptInference {
   // Bytes per category ("params", "kv_cache", "activations", "workspace") without allocating.
   // InvalidArgument naming the numbers for a bad config or shape (max_len > max_seq_len ...)
   // and for what the CUDA path cannot run (head_dim other than 64 / 128, act other than bf16).
+  // shard: only tp, tp_rank and tp_comm (required when tp > 1) may differ from the default.
   static absl::StatusOr<engine::MemoryPlan> plan(const GptConfig& cfg, const InferenceShape& shape,
-                                                 const GptPrecision& prec);
-  // Allocates exactly plan()'s arenas; parameters are zero until load().
+                                                 const GptPrecision& prec,
+                                                 const GptShard& shard = {});
+  // Allocates exactly plan()'s arenas; parameters are zero until load(). With tp > 1 every
+  // rank of the TP group makes the same calls in the same order (they are collective).
   static absl::StatusOr<std::unique_ptr<GptInference>> create(const GptConfig& cfg,
                                                               const InferenceShape& shape,
-                                                              const GptPrecision& prec);
+                                                              const GptPrecision& prec,
+                                                              const GptShard& shard = {});
   ~GptInference();
 
   // Parameters from the whole logical "master/<name>" tensors (a checkpoint's, see
-  // model/checkpoint.h), rounded to the act dtype; padding rows of wte are 0. NotFound /
+  // model/checkpoint.h; this rank's TP slice of each), rounded to the act dtype; padding rows
+  // of wte are 0. NotFound /
   // InvalidArgument naming the tensor when one is missing or has another shape. Syncs.
   absl::Status load(const TensorLookup& lookup, engine::Stream& stream);
 

@@ -71,6 +71,18 @@ inline void linear(TensorView y, engine::ConstTensorView x, engine::ConstTensorV
   ops::gemm(g, y, x, w, b, {}, s);
 }
 
+// Row-parallel linear y [rows, out] = sum over TP of x [rows, in/tp] W^T [in/tp, out], + b once.
+inline void row_linear(TensorView y, engine::ConstTensorView x, engine::ConstTensorView w,
+                       engine::ConstTensorView b, bool add_bias, engine::Stream& s) {
+  if (add_bias) {
+    linear(y, x, w, b, s);
+    return;
+  }
+  ops::GemmArgs g{x.dim(0), w.dim(0), w.dim(1)};
+  g.trans_b = true;
+  ops::gemm(g, y, x, w, {}, {}, s);
+}
+
 // The cuBLASLt workspace a model attaches to its stream on CUDA (what cuBLASLt wants on Hopper).
 inline constexpr size_t kGemmWorkspaceBytes = 32u << 20;
 

@@ -44,6 +44,7 @@ namespace {
 using engine::ConstTensorView;
 using engine::TensorView;
 using gpt_detail::linear;
+using gpt_detail::row_linear;
 using ops::Epilogue;
 
 // dW [out, in] += dy^T x (f32 gradient); dy: [rows, out], x: [rows, in].
@@ -152,22 +153,6 @@ void GptModel::Impl::embed(int64_t slot, bool train, engine::Stream& s) {  // ch
         {cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, 0) + row_shift()}, x, x, s);
   }
 }
-
-namespace {
-
-// Row-parallel linear y [rows, out] = sum over TP of x [rows, in/tp] W^T [in/tp, out], + b once.
-void row_linear(TensorView y, ConstTensorView x, ConstTensorView w, ConstTensorView b,
-                bool add_bias, engine::Stream& s) {
-  if (add_bias) {
-    linear(y, x, w, b, s);
-    return;
-  }
-  ops::GemmArgs g{x.dim(0), w.dim(0), w.dim(1)};
-  g.trans_b = true;
-  ops::gemm(g, y, x, w, {}, {}, s);
-}
-
-}  // namespace
 
 void GptModel::Impl::layer_forward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
                                    bool fused_input, bool train, engine::Stream& s) {
