@@ -9,7 +9,7 @@
 // --output or stdout). Prompts run batched (B at a time; a finished one's slot takes the next
 // prompt at once). Prompt i samples with seed S + i. Timing (time to first token, tokens/s)
 // goes to stderr. --dry-run prints the memory plan (parameters, KV cache, activations) and
-// loads nothing.
+// loads nothing. Under mpirun / srun the model is split over all ranks (tensor parallelism).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -149,12 +149,17 @@ absl::Status run(const Flags& f) {
     ANVIL_ASSIGN_OR_RETURN(texts, read_prompts(f.input));
   }
   anvil::bin::InferenceOptions o = f.inf;
+  // Under mpirun / srun: tensor parallelism over all ranks. Each rank runs the same loop on
+  // the same all-gathered logits, so all choose the same tokens; rank 0 writes the results.
+  ANVIL_ASSIGN_OR_RETURN(anvil::bin::TpLaunch tp, anvil::bin::start_tp(f.inf.device, &o));
+  const bool lead = tp.rank == 0;
   // Slots for the prompts at hand; a dry run plans for --batch-size itself.
   o.max_batch = f.inf.dry_run ? f.batch_size
                               : std::min<int64_t>(f.batch_size, static_cast<int64_t>(texts.size()));
   ANVIL_ASSIGN_OR_RETURN(anvil::bin::InferenceSetup s, anvil::bin::open_for_inference(o));
   const int64_t max_len = o.max_len ? o.max_len : s.config.model.max_seq_len;
   if (f.inf.dry_run) {
+    if (!lead) return absl::OkStatus();
     std::printf("generate --dry-run: %s on %s, batch %lld x %lld positions\n%s", s.dir.c_str(),
                 std::string(anvil::engine::device_name(s.precision.device)).c_str(),
                 static_cast<long long>(o.max_batch), static_cast<long long>(max_len),
@@ -203,6 +208,7 @@ absl::Status run(const Flags& f) {
         new_tokens += e.has_token;
       }));
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!lead) return absl::OkStatus();
   if (f.have_prompt) {
     std::printf("%s%s\n", texts[0].c_str(), done[0].text.c_str());
   } else {
@@ -224,11 +230,11 @@ absl::Status run(const Flags& f) {
   }
   std::fprintf(stderr,
                "generate: %zu prompt(s), %lld new tokens in %.3f s: %.1f tokens/s; time to first "
-               "token %.1f ms (%s, batch %lld)\n",
+               "token %.1f ms (%s, batch %lld, tp %d)\n",
                texts.size(), static_cast<long long>(new_tokens), secs,
                secs > 0 ? static_cast<double>(new_tokens) / secs : 0.0, ttft * 1e3,
                std::string(anvil::engine::device_name(s.precision.device)).c_str(),
-               static_cast<long long>(o.max_batch));
+               static_cast<long long>(o.max_batch), o.shard.tp);
   return absl::OkStatus();
 }
 

@@ -1,9 +1,13 @@
 // Shared by bin/generate and bin/serve (header only: bin/*.cc are the programs): opens a
-// checkpoint for single-rank inference, and parses the options both take. The checkpoint's own
+// checkpoint for inference (one rank, or tensor-parallel over the ranks of an mpirun / srun
+// launch: every rank opens the checkpoint and takes its slice), and parses the options both
+// take. The checkpoint's own
 // config gives the model shape, the [tokenizer] (its files are the copies kept in the checkpoint's
 // tokenizer/) and the EOD id ([data] eod_token); the parallel layout it was trained with does not
 // matter (weights are stored unsharded).
 #pragma once
+
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -15,12 +19,15 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "engine/cuda_check.h"
 #include "engine/status.h"
 #include "engine/stream.h"
 #include "io/checkpoint.h"
 #include "io/tokenizer.h"
 #include "model/gpt_inference.h"
 #include "model/train_config.h"
+#include "parallel/nccl_comm.h"
+#include "parallel/runtime.h"
 
 namespace anvil::bin {
 
@@ -33,7 +40,45 @@ struct InferenceOptions {
   // A tokenizer from files instead of the checkpoint's [tokenizer] (type "": the checkpoint's),
   // e.g. for a checkpoint imported from Hugging Face, which keeps none.
   model::TokenizerConfig tokenizer;
+  // Tensor parallelism over a launch's ranks (tp_comm on each rank; null: one rank) and the
+  // CUDA device of this rank.
+  model::GptShard shard;
+  int cuda_device = 0;
 };
+
+// The TP group of a launch: every rank of it in one TP group, with an MPI (CPU) or NCCL (CUDA)
+// communicator. Without a launcher (or a world of one): no runtime, shard stays single-rank.
+struct TpLaunch {
+  std::unique_ptr<parallel::ParallelRuntime> runtime;
+  std::unique_ptr<parallel::NcclComm> nccl;
+  int rank = 0;
+};
+
+inline absl::StatusOr<TpLaunch> start_tp(const std::string& device, InferenceOptions* o) {
+  TpLaunch t;
+  ANVIL_ASSIGN_OR_RETURN(parallel::LaunchInfo launch,
+                         parallel::launch_info_from_env(parallel::env_map(environ)));
+  if (!launch.launched()) return t;
+  parallel::CommOptions opt;
+  ANVIL_ASSIGN_OR_RETURN(t.runtime,
+                         parallel::ParallelRuntime::start(launch, launch.world, 1, 1, opt));
+  t.rank = launch.rank;
+  engine::set_process_rank(launch.rank);
+  if (launch.world == 1) return t;
+  ANVIL_ASSIGN_OR_RETURN(model::GptPrecision prec, model::resolve_precision(device));
+  o->shard.tp = launch.world;
+  o->shard.tp_rank = t.runtime->grid().tp_group().index;
+  o->shard.tp_comm = t.runtime->mpi().tp.get();
+  if (prec.device == engine::Device::kCuda) {
+    o->cuda_device = launch.local_rank % engine::cuda_device_count();
+    ANVIL_CUDA_CHECK(cudaSetDevice(o->cuda_device));
+    ANVIL_ASSIGN_OR_RETURN(t.nccl,
+                           parallel::NcclComm::create(t.runtime->grid().tp_group(), launch.rank,
+                                                      t.runtime->mpi().tp.get(), opt));
+    o->shard.tp_comm = t.nccl.get();
+  }
+  return t;
+}
 
 struct InferenceSetup {
   std::string dir;  // the checkpoint step directory used
@@ -95,7 +140,8 @@ inline absl::StatusOr<InferenceSetup> open_for_inference(const InferenceOptions&
            "parallel.zero_stage=0", "parallel.sequence_parallel=false", "data.seq_len=1"}));
   ANVIL_ASSIGN_OR_RETURN(s.precision, model::resolve_precision(o.device));
   const model::InferenceShape shape{o.max_batch, o.max_len};
-  ANVIL_ASSIGN_OR_RETURN(s.plan, model::GptInference::plan(s.config.model, shape, s.precision));
+  ANVIL_ASSIGN_OR_RETURN(s.plan,
+                         model::GptInference::plan(s.config.model, shape, s.precision, o.shard));
   s.eod = static_cast<int32_t>(s.config.data.eod_token);
   const model::TokenizerConfig& t = o.tokenizer;
   if (!t.type.empty()) {
@@ -110,12 +156,13 @@ inline absl::StatusOr<InferenceSetup> open_for_inference(const InferenceOptions&
   }
   if (o.dry_run) return s;
   if (s.precision.device == engine::Device::kCuda) {
-    ANVIL_ASSIGN_OR_RETURN(engine::Stream st, engine::Stream::cuda(0));
+    ANVIL_ASSIGN_OR_RETURN(engine::Stream st, engine::Stream::cuda(o.cuda_device));
     s.stream = std::make_unique<engine::Stream>(std::move(st));
   } else {
     s.stream = std::make_unique<engine::Stream>(engine::Stream::cpu());
   }
-  ANVIL_ASSIGN_OR_RETURN(s.model, model::GptInference::create(s.config.model, shape, s.precision));
+  ANVIL_ASSIGN_OR_RETURN(s.model,
+                         model::GptInference::create(s.config.model, shape, s.precision, o.shard));
   const io::Checkpoint& ck = *c;
   ANVIL_RETURN_IF_ERROR(
       s.model->load([&ck](const std::string& name) { return ck.read(name); }, *s.stream));

@@ -13,6 +13,8 @@
 #      that disconnects mid-stream: the server survives everything and still answers.
 #   4. a checkpoint imported from Hugging Face (bin/convert: no tokenizer kept) generates the
 #      same text with --tokenizer-type/--vocab-file/--merge-file, and says so without them.
+#   5. with MPIRUN set (mpirun and its flags), on the CPU: bin/generate tensor-parallel over 2
+#      ranks gives the single-rank greedy text, printed once.
 # usage: generate_serve_test.sh BUILD/bin/train BUILD/bin/preprocess BUILD/bin/generate
 #        BUILD/bin/serve BUILD/bin/convert (from the repository root; DEVICE=cuda runs
 #        generation on a GPU)
@@ -203,4 +205,11 @@ gen_imported() {
 gen_imported --prompt "In the beginning" --max-new-tokens 6 --greedy > "$work/g3.txt" 2>/dev/null \
   || fail "generate from the import"
 cmp -s "$work/g1.txt" "$work/g3.txt" || fail "the import generates other text: $(cat "$work/g3.txt")"
+# 5. Tensor parallelism over 2 ranks (CPU: the logits equal one rank's to f32 rounding).
+if [[ -n ${MPIRUN:-} && $device == cpu ]]; then
+  $MPIRUN -np 2 "$generate" "$work/ck" --prompt "In the beginning" --max-new-tokens 6 --greedy \
+    > "$work/tp.txt" 2> "$work/tp.err" || fail "generate under mpirun: $(tail -3 "$work/tp.err")"
+  cmp -s "$work/g1.txt" "$work/tp.txt" || fail "TP 2 generates other text: $(cat "$work/tp.txt")"
+  grep -q "tp 2)" "$work/tp.err" || fail "no tp 2 in the timing line: $(cat "$work/tp.err")"
+fi
 echo "generate_serve_test: OK"
