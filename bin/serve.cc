@@ -7,8 +7,9 @@
 // stream (false). The response is a text_completion object; with stream = true, server-sent
 // events `data: {...}` carry the text as it grows, then `data: [DONE]`. Bad requests get a 4xx
 // {"error": {"message": ..., "type": "invalid_request_error"}}. GET /health answers "ok".
-// Requests from all connections are batched: one scheduler thread (model/
-// generation_scheduler.h) decodes every running request in one batch per step.
+// One rank only (bin/generate runs tensor-parallel). Requests from all connections are batched: one
+// scheduler thread (model/ generation_scheduler.h) decodes every running request in one batch per
+// step.
 #include <httplib.h>
 
 #include <algorithm>
@@ -307,6 +308,15 @@ class Server {
 };
 
 int run(const Flags& f) {
+  absl::StatusOr<anvil::parallel::LaunchInfo> launch =
+      anvil::parallel::launch_info_from_env(anvil::parallel::env_map(environ));
+  if (launch.ok() && launch->world > 1) {
+    std::fprintf(stderr,
+                 "serve: error: launched on %d ranks; bin/serve runs on one rank (tensor-parallel "
+                 "serving is not implemented; bin/generate runs tensor-parallel)\n",
+                 launch->world);
+    return 1;
+  }
   absl::StatusOr<anvil::bin::InferenceSetup> setup = anvil::bin::open_for_inference(f.inf);
   if (!setup.ok()) {
     std::fprintf(stderr, "serve: error: %s\n", std::string(setup.status().message()).c_str());
