@@ -108,7 +108,6 @@ absl::Status check(const GptConfig& cfg, const InferenceShape& shape, const GptP
       shard.sequence_parallel || shard.zero_stage != 0 || shard.recompute != plain.recompute) {
     return bad("inference: only tensor parallelism (tp, tp_rank, tp_comm) is supported");
   }
-
   if (shape.max_batch < 1 || shape.max_len < 1 || shape.max_len > cfg.max_seq_len) {
     return bad("inference: need max_batch >= 1 and 1 <= max_len <= max_seq_len (", cfg.max_seq_len,
                "), got max_batch ", shape.max_batch, ", max_len ", shape.max_len);
