@@ -19,8 +19,6 @@ namespace anvil::model::gpt_detail {
 
 namespace {
 
-constexpr size_t kGemmWorkspaceBytes = 32u << 20;  // what cuBLASLt wants on Hopper
-
 // One parameter of a transformer layer: its name after "h.{l}.", local (TP) shape, weight
 // decay, TP split and the LayerWeights field it fills. make_param_table and the views walk
 // this one list, so the flat order and the fields agree.
@@ -86,6 +84,34 @@ Weights weights_of(const Buffers& b, TensorView Param::*field) {
 }
 
 }  // namespace
+
+Weights weights_of(const ParamTable& t, TensorView Param::*field, const GptConfig& cfg,
+                   const GptShard& shard) {
+  Weights w;
+  for (const auto& [name, dst] : {std::pair<const char*, TensorView*>{"wte.weight", &w.wte},
+                                  {"wpe.weight", &w.wpe},
+                                  {"wte_ln.weight", &w.wte_ln_g},
+                                  {"wte_ln.bias", &w.wte_ln_b},
+                                  {"lm_head.weight", &w.lm_head},
+                                  {"ln_f.weight", &w.lnf_g},
+                                  {"ln_f.bias", &w.lnf_b}}) {
+    if (const Param* q = t.find(name)) *dst = q->*field;
+  }
+  if (w.lm_head.empty()) w.lm_head = w.wte;  // tied (or no head here)
+  const std::vector<LayerParam> list = layer_param_list(cfg, shard.tp);
+  for (const std::vector<int64_t>& chunk : shard.layer_chunks(cfg)) {
+    for (int64_t l : chunk) {
+      LayerWeights lw;
+      for (const LayerParam& p : list) {
+        const Param* q = t.find(absl::StrCat("h.", l, ".", p.name));
+        ANVIL_CHECK_MSG(q != nullptr, absl::StrCat("weights_of: no parameter h.", l, ".", p.name));
+        lw.*(p.field) = q->*field;
+      }
+      w.layers.push_back(lw);
+    }
+  }
+  return w;
+}
 
 engine::Arena* Carver::arena(const std::string& category) {
   for (auto& [name, a] : *arenas_) {
@@ -235,8 +261,6 @@ absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const Gpt
   }
   return absl::OkStatus();
 }
-
-namespace {}  // namespace
 
 bool uses_flash_attention(const GptConfig& cfg, const GptPrecision& prec) {
   if (prec.device == engine::Device::kCpu) return true;

@@ -22,10 +22,12 @@
 
 #include "absl/status/status.h"
 #include "engine/arena.h"
+#include "engine/stream.h"
 #include "engine/tensor.h"
 #include "engine/workspace.h"
 #include "model/gpt.h"
 #include "model/param_table.h"
+#include "ops/gemm.h"
 
 namespace anvil::model::gpt_detail {
 
@@ -63,6 +65,45 @@ struct LayerActs {
   TensorView pre_gelu, gelu;                          // [B*T, c_fc out / tp], [B*T, ffn / tp]
   TensorView ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;  // [rows] f32 (f64 with f64 activations)
 };
+
+// y [rows, out] = x [rows, in] W^T (+ b unless b is empty), W: [out, in].
+inline void linear(TensorView y, engine::ConstTensorView x, engine::ConstTensorView w,
+                   engine::ConstTensorView b, engine::Stream& s) {
+  ops::GemmArgs g{x.dim(0), w.dim(0), w.dim(1)};
+  g.trans_b = true;
+  g.epilogue = b.empty() ? ops::Epilogue::kNone : ops::Epilogue::kBias;
+  ops::gemm(g, y, x, w, b, {}, s);
+}
+
+// Row-parallel linear y [rows, out] = sum over TP of x [rows, in/tp] W^T [in/tp, out], + b once.
+inline void row_linear(TensorView y, engine::ConstTensorView x, engine::ConstTensorView w,
+                       engine::ConstTensorView b, bool add_bias, engine::Stream& s) {
+  linear(y, x, w, add_bias ? b : engine::ConstTensorView{}, s);
+}
+
+// The cuBLASLt workspace a model attaches to its stream on CUDA (what cuBLASLt wants on Hopper).
+inline constexpr size_t kGemmWorkspaceBytes = 32u << 20;
+
+// The caller owns the stream: attach the model's cuBLASLt workspace for one pass and put the
+// caller's back afterwards (later GEMMs on the stream are ordered after ours, so no sync).
+class GemmWorkspaceScope {
+ public:
+  GemmWorkspaceScope(engine::Stream& s, engine::Workspace ws) : s_(s), saved_(s.gemm_workspace()) {
+    if (s_.is_cuda()) s_.set_gemm_workspace(ws);
+  }
+  ~GemmWorkspaceScope() {
+    if (s_.is_cuda()) s_.set_gemm_workspace(saved_);
+  }
+
+ private:
+  engine::Stream& s_;
+  engine::Workspace saved_;
+};
+
+// Views of one flat buffer's parameters (field: &Param::value, &Param::grad) of a table made
+// by make_param_table(cfg, shard), found by name (layers in the shard's chunk order).
+Weights weights_of(const ParamTable& t, TensorView Param::*field, const GptConfig& cfg,
+                   const GptShard& shard);
 
 // Flash attention (ops/flash_attention.h) wherever it runs: always on the CPU; on CUDA for bf16
 // activations with head_dim 64 or 128. Elsewhere the unfused op (ops/attention.h) runs.

@@ -52,16 +52,9 @@ namespace {
 
 using engine::ConstTensorView;
 using engine::TensorView;
+using gpt_detail::linear;
+using gpt_detail::row_linear;
 using ops::Epilogue;
-
-// y [rows, out] = x [rows, in] W^T (+ b unless b is empty), W: [out, in].
-void linear(TensorView y, ConstTensorView x, ConstTensorView w, ConstTensorView b,
-            engine::Stream& s) {
-  ops::GemmArgs g{x.dim(0), w.dim(0), w.dim(1)};
-  g.trans_b = true;
-  g.epilogue = b.empty() ? Epilogue::kNone : Epilogue::kBias;
-  ops::gemm(g, y, x, w, b, {}, s);
-}
 
 // dW [out, in] += dy^T x (f32 gradient); dy: [rows, out], x: [rows, in].
 void weight_grad(TensorView dw, ConstTensorView dy, ConstTensorView x, engine::Stream& s,
@@ -123,22 +116,6 @@ ops::GluKind glu_kind(Activation a) {
 TensorView rows_view(TensorView flat, int64_t rows, int64_t cols) {
   return flat_slice(flat, 0, {rows, cols});
 }
-
-// The caller owns the stream: attach the model's cuBLASLt workspace for one pass and put the
-// caller's back afterwards (later GEMMs on the stream are ordered after ours, so no sync).
-class GemmWorkspaceScope {
- public:
-  GemmWorkspaceScope(engine::Stream& s, engine::Workspace ws) : s_(s), saved_(s.gemm_workspace()) {
-    if (s_.is_cuda()) s_.set_gemm_workspace(ws);
-  }
-  ~GemmWorkspaceScope() {
-    if (s_.is_cuda()) s_.set_gemm_workspace(saved_);
-  }
-
- private:
-  engine::Stream& s_;
-  engine::Workspace saved_;
-};
 
 }  // namespace
 
@@ -234,16 +211,6 @@ void GptModel::Impl::embed(int64_t slot, bool train, engine::Stream& s) {  // ch
         {cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, 0) + row_shift()}, x, x, s);
   }
 }
-
-namespace {
-
-// Row-parallel linear y [rows, out] = sum over TP of x [rows, in/tp] W^T [in/tp, out], + b once.
-void row_linear(TensorView y, ConstTensorView x, ConstTensorView w, ConstTensorView b,
-                bool add_bias, engine::Stream& s) {
-  linear(y, x, w, add_bias ? b : ConstTensorView{}, s);
-}
-
-}  // namespace
 
 void GptModel::Impl::layer_forward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
                                    bool fused_input, bool train, engine::Stream& s) {
@@ -414,7 +381,7 @@ void GptModel::Impl::forward_chunk(int64_t chunk, int64_t slot, bool train, uint
   ANVIL_CHECK_MSG(chunk >= 0 && chunk < n_chunks() && slot >= 0 && slot < buf.slots,
                   absl::StrCat("GptModel::forward_chunk: chunk ", chunk, " of ", n_chunks(),
                                ", slot ", slot, " of ", buf.slots));
-  GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
+  gpt_detail::GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
   const size_t key = static_cast<size_t>(chunk * buf.slots + slot);
   ready_for_backward[key] = false;
   gpt_detail::SlotData& sd = buf.slot_data(chunk, slot);
@@ -632,7 +599,7 @@ void GptModel::Impl::backward_chunk(int64_t chunk, int64_t slot, float grad_scal
                   "GptModel::backward needs a preceding forward with train = true");
   ANVIL_CHECK_MSG(s.device() == prec.device,
                   "GptModel::backward: stream device differs from the model's");
-  GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
+  gpt_detail::GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
   prefetch_dir = -1;
   const std::vector<int64_t>& layers = buf.chunk_layers[static_cast<size_t>(chunk)];
   TensorView dres = buf.out_grad.empty()

@@ -1,0 +1,367 @@
+// bin/serve: an OpenAI-style completions endpoint over a checkpoint (docs/eval.md#generation).
+//   serve CKPT [--port N (0: any free port)] [--host H] [--device D] [--batch-size B]
+//         [--max-len L] [--tokenizer-type T --vocab-file F [--merge-file F]]
+// POST /v1/completions with a JSON body: prompt (string or list of strings), max_tokens
+// (default 16, capped so prompt + completion fit the context), temperature (1), top_p (1),
+// top_k (0: off), repetition_penalty (1), stop (string or list), seed (default: random),
+// stream (false). The response is a text_completion object; with stream = true, server-sent
+// events `data: {...}` carry the text as it grows, then `data: [DONE]`. Bad requests get a 4xx
+// {"error": {"message": ..., "type": "invalid_request_error"}}. GET /health answers "ok".
+// One rank only (bin/generate runs tensor-parallel). Requests from all connections are batched: one
+// scheduler thread (model/ generation_scheduler.h) decodes every running request in one batch per
+// step.
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "bin/inference_setup.h"
+#include "engine/status.h"
+#include "model/generation.h"
+#include "model/generation_scheduler.h"
+#include "nlohmann/json.hpp"
+
+namespace {
+
+using json = nlohmann::json;
+namespace model = anvil::model;
+
+constexpr char kUsage[] =
+    "usage: serve CKPT [--port N] [--host H] [--device auto|cpu|cuda] [--batch-size B]\n"
+    "         [--max-len L] [--tokenizer-type T --vocab-file F [--merge-file F]]\n";
+
+struct Flags {
+  anvil::bin::InferenceOptions inf;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+};
+
+absl::StatusOr<Flags> parse(int argc, char** argv) {
+  Flags f;
+  f.inf.max_batch = 8;
+  const std::vector<std::string> a(argv + 1, argv + argc);
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::string& k = a[i];
+    const bool has_value = i + 1 < a.size();
+    auto integer = [&](auto* out) { return has_value && absl::SimpleAtoi(a[++i], out); };
+    bool ok = true;
+    ANVIL_ASSIGN_OR_RETURN(const bool tokenizer_flag,
+                           anvil::bin::parse_tokenizer_flag(a, &i, &f.inf));
+    if (tokenizer_flag) {
+      continue;
+    } else if (k == "--port") {
+      ok = integer(&f.port) && f.port >= 0 && f.port < 65536;
+    } else if (k == "--host" && has_value) {
+      f.host = a[++i];
+    } else if (k == "--device" && has_value) {
+      f.inf.device = a[++i];
+    } else if (k == "--batch-size") {
+      ok = integer(&f.inf.max_batch) && f.inf.max_batch >= 1;
+    } else if (k == "--max-len") {
+      ok = integer(&f.inf.max_len) && f.inf.max_len >= 0;
+    } else if (!k.empty() && k[0] != '-' && f.inf.checkpoint.empty()) {
+      f.inf.checkpoint = k;
+    } else {
+      return absl::InvalidArgumentError("unknown or incomplete option " + k);
+    }
+    if (!ok) return absl::InvalidArgumentError("bad value for " + k);
+  }
+  if (f.inf.checkpoint.empty()) return absl::InvalidArgumentError("no checkpoint directory given");
+  return f;
+}
+
+void send_error(httplib::Response& res, int status, const std::string& message) {
+  const json j = {
+      {"error",
+       {{"message", message}, {"type", status < 500 ? "invalid_request_error" : "server_error"}}}};
+  res.status = status;
+  res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+class Server {
+ public:
+  Server(anvil::bin::InferenceSetup setup, std::string model_name)
+      : s_(std::move(setup)),
+        name_(std::move(model_name)),
+        max_len_(s_.model->shape().max_len),
+        gen_(*s_.model, s_.eod,
+             [this](const std::vector<int32_t>& ids) {
+               absl::StatusOr<std::string> t = s_.tokenizer->decode(ids);
+               return t.ok() ? *t : std::string();
+             }),
+        scheduler_(gen_, *s_.stream) {}
+
+  void completions(const httplib::Request& req, httplib::Response& res) {
+    std::vector<std::string> prompts;
+    std::vector<model::GenerationRequest> reqs;
+    bool stream = false;
+    if (const std::optional<std::string> bad = parse_request(req.body, &prompts, &reqs, &stream)) {
+      send_error(res, 400, *bad);
+      return;
+    }
+    const std::string id = absl::StrCat("cmpl-", ++counter_);
+    const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+    std::vector<std::shared_ptr<model::GenerationScheduler::Job>> jobs;
+    for (model::GenerationRequest& r : reqs) jobs.push_back(scheduler_.submit(r));
+    auto chunk = [=](size_t index, const std::string& text, const char* finish) {
+      json c = {{"index", index}, {"text", text}, {"logprobs", nullptr}};
+      c["finish_reason"] = finish ? json(finish) : json(nullptr);
+      return json{{"id", id},
+                  {"object", "text_completion"},
+                  {"created", created},
+                  {"model", name_},
+                  {"choices", json::array({c})}};
+    };
+    if (!stream) {
+      json choices = json::array();
+      int64_t prompt_tokens = 0, completion_tokens = 0;
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        model::GenerationEvent e, last;
+        while (jobs[i]->next(&e)) {
+          completion_tokens += e.has_token;
+          last = e;
+        }
+        if (!jobs[i]->status().ok()) {
+          send_error(res, 500, std::string(jobs[i]->status().message()));
+          for (auto& j : jobs) j->cancel();
+          return;
+        }
+        prompt_tokens += static_cast<int64_t>(reqs[i].prompt.size());
+        choices.push_back(
+            chunk(i, last.text, model::finish_reason_name(last.finished))["choices"][0]);
+      }
+      json out = chunk(0, "", nullptr);
+      out["choices"] = choices;
+      out["usage"] = {{"prompt_tokens", prompt_tokens},
+                      {"completion_tokens", completion_tokens},
+                      {"total_tokens", prompt_tokens + completion_tokens}};
+      res.set_content(dump(out), "application/json");
+      return;
+    }
+    // Streaming: the choices one after the other (later ones run meanwhile), each as the stable
+    // part of its text grows, then its finish reason; then [DONE].
+    struct State {
+      size_t job = 0, sent = 0;
+      bool done = false;
+    };
+    auto st = std::make_shared<State>();
+    auto stops = std::make_shared<std::vector<std::vector<std::string>>>();
+    for (const model::GenerationRequest& r : reqs) stops->push_back(r.stop);
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [st, jobs, stops, chunk](size_t, httplib::DataSink& sink) {
+          auto send = [&](const std::string& line) { return sink.write(line.data(), line.size()); };
+          if (st->job == jobs.size()) {
+            st->done = true;
+            send("data: [DONE]\n\n");
+            sink.done();
+            return true;
+          }
+          model::GenerationEvent e;
+          auto& job = jobs[st->job];
+          if (!job->next(&e)) {  // failed or cancelled
+            const json err = {
+                {"error",
+                 {{"message", std::string(job->status().message())}, {"type", "server_error"}}}};
+            send("data: " + dump(err) + "\n\n");
+            st->job = jobs.size();
+            return true;
+          }
+          const bool fin = e.finished != model::FinishReason::kNone;
+          const size_t upto = fin ? e.text.size() : model::stable_prefix(e.text, (*stops)[st->job]);
+          std::string delta = upto > st->sent ? e.text.substr(st->sent, upto - st->sent) : "";
+          st->sent = std::max(st->sent, upto);
+          bool ok = true;
+          if (!delta.empty() || fin) {
+            ok = send(
+                "data: " +
+                dump(chunk(st->job, delta, fin ? model::finish_reason_name(e.finished) : nullptr)) +
+                "\n\n");
+          }
+          if (fin) {
+            ++st->job;
+            st->sent = 0;
+          }
+          return ok;  // false: the client is gone
+        },
+        [st, jobs](bool success) {
+          if (!success || !st->done) {
+            for (auto& j : jobs) j->cancel();
+          }
+        });
+  }
+
+ private:
+  // Validates the body into requests; returns the error message of a bad one.
+  std::optional<std::string> parse_request(const std::string& body,
+                                           std::vector<std::string>* prompts,
+                                           std::vector<model::GenerationRequest>* reqs,
+                                           bool* stream) {
+    auto bad = [](const std::string& m) { return std::optional<std::string>(m); };
+    const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return bad("the request body is not valid JSON");
+    if (!j.is_object()) return bad("the request body must be a JSON object");
+    if (!j.contains("prompt")) return bad("'prompt' is required");
+    const json& p = j["prompt"];
+    if (p.is_string()) {
+      prompts->push_back(p.get<std::string>());
+    } else if (p.is_array() && !p.empty()) {
+      for (const json& x : p) {
+        if (!x.is_string()) return bad("'prompt' must be a string or a list of strings");
+        prompts->push_back(x.get<std::string>());
+      }
+    } else {
+      return bad("'prompt' must be a string or a non-empty list of strings");
+    }
+    if (prompts->size() > 64) return bad("at most 64 prompts per request");
+    auto number = [&](const char* key, double lo, double hi, double def, double* out) {
+      if (!j.contains(key) || j[key].is_null()) {
+        *out = def;
+        return true;
+      }
+      if (!j[key].is_number()) return false;
+      *out = j[key].get<double>();
+      return *out >= lo && *out <= hi;
+    };
+    double max_tokens, temperature, top_p, top_k, penalty, n;
+    if (!number("max_tokens", 1, 1e18, 16, &max_tokens) ||
+        (j.contains("max_tokens") && !j["max_tokens"].is_number_integer() &&
+         !j["max_tokens"].is_null())) {
+      return bad("'max_tokens' must be an integer >= 1");
+    }
+    if (!number("temperature", 0, 1e6, 1, &temperature)) {
+      return bad("'temperature' must be a number >= 0");
+    }
+    if (!number("top_p", 1e-12, 1, 1, &top_p)) return bad("'top_p' must be a number in (0, 1]");
+    if (!number("top_k", 0, 1e18, 0, &top_k)) return bad("'top_k' must be an integer >= 0");
+    if (!number("repetition_penalty", 1e-6, 1e6, 1, &penalty)) {
+      return bad("'repetition_penalty' must be a number > 0");
+    }
+    if (!number("n", 1, 1, 1, &n)) return bad("only 'n' = 1 is supported");
+    uint64_t seed = std::random_device{}();
+    if (j.contains("seed") && !j["seed"].is_null()) {
+      if (!j["seed"].is_number_integer()) return bad("'seed' must be an integer");
+      seed = j["seed"].get<uint64_t>();
+    }
+    std::vector<std::string> stop;
+    if (j.contains("stop") && !j["stop"].is_null()) {
+      const json& s = j["stop"];
+      if (s.is_string()) {
+        stop.push_back(s.get<std::string>());
+      } else if (s.is_array() && s.size() <= 4) {
+        for (const json& x : s) {
+          if (!x.is_string()) return bad("'stop' must be a string or a list of up to 4 strings");
+          stop.push_back(x.get<std::string>());
+        }
+      } else {
+        return bad("'stop' must be a string or a list of up to 4 strings");
+      }
+    }
+    if (j.contains("stream") && !j["stream"].is_null()) {
+      if (!j["stream"].is_boolean()) return bad("'stream' must be true or false");
+      *stream = j["stream"].get<bool>();
+    }
+    for (size_t i = 0; i < prompts->size(); ++i) {
+      model::GenerationRequest r;
+      r.prompt = s_.tokenizer->encode((*prompts)[i]);
+      const int64_t len = static_cast<int64_t>(r.prompt.size());
+      if (len == 0) return bad(absl::StrCat("prompt ", i, " is empty"));
+      if (len >= max_len_) {
+        return bad(absl::StrCat("prompt ", i, " has ", len, " tokens; the context holds ", max_len_,
+                                " (prompt + at least one new token)"));
+      }
+      // Capped by the context: prompt + completion <= max_len.
+      r.max_new_tokens = std::min(static_cast<int64_t>(max_tokens), max_len_ - len);
+      r.sampling.temperature = static_cast<float>(temperature);
+      r.sampling.top_p = static_cast<float>(top_p);
+      r.sampling.top_k = static_cast<int64_t>(top_k);
+      r.sampling.repetition_penalty = static_cast<float>(penalty);
+      r.sampling.seed = seed + i;
+      r.stop = stop;
+      reqs->push_back(std::move(r));
+    }
+    return std::nullopt;
+  }
+
+  anvil::bin::InferenceSetup s_;
+  std::string name_;
+  int64_t max_len_;
+  model::Generator gen_;
+  model::GenerationScheduler scheduler_;
+  std::atomic<int64_t> counter_{0};
+};
+
+int run(const Flags& f) {
+  absl::StatusOr<anvil::parallel::LaunchInfo> launch =
+      anvil::parallel::launch_info_from_env(anvil::parallel::env_map(environ));
+  if (launch.ok() && launch->world > 1) {
+    std::fprintf(stderr,
+                 "serve: error: launched on %d ranks; bin/serve runs on one rank (tensor-parallel "
+                 "serving is not implemented; bin/generate runs tensor-parallel)\n",
+                 launch->world);
+    return 1;
+  }
+  absl::StatusOr<anvil::bin::InferenceSetup> setup = anvil::bin::open_for_inference(f.inf);
+  if (!setup.ok()) {
+    std::fprintf(stderr, "serve: error: %s\n", std::string(setup.status().message()).c_str());
+    return 1;
+  }
+  if (!setup->tokenizer) {
+    std::fprintf(stderr,
+                 "serve: error: %s: the checkpoint's config has no [tokenizer], so text prompts "
+                 "cannot be encoded; give --tokenizer-type and --vocab-file (and --merge-file)\n",
+                 setup->dir.c_str());
+    return 1;
+  }
+  const std::string dir = setup->dir;
+  const std::string device(anvil::engine::device_name(setup->precision.device));
+  Server server(std::move(*setup), dir);
+  httplib::Server http;
+  http.Post("/v1/completions", [&](const httplib::Request& req, httplib::Response& res) {
+    try {
+      server.completions(req, res);
+    } catch (const std::exception& e) {  // nlohmann::json throws on misuse; never crash
+      send_error(res, 500, std::string("internal error: ") + e.what());
+    }
+  });
+  http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok\n", "text/plain");
+  });
+  http.set_payload_max_length(16u << 20);
+  const int port = f.port == 0 ? http.bind_to_any_port(f.host) : f.port;
+  if (port < 0 || (f.port != 0 && !http.bind_to_port(f.host, f.port))) {
+    std::fprintf(stderr, "serve: error: cannot listen on %s:%d\n", f.host.c_str(), f.port);
+    return 1;
+  }
+  std::printf("serve: %s on %s, batch %lld: listening on http://%s:%d\n", dir.c_str(),
+              device.c_str(), static_cast<long long>(f.inf.max_batch), f.host.c_str(), port);
+  std::fflush(stdout);
+  return http.listen_after_bind() ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::StatusOr<Flags> f = parse(argc, argv);
+  if (!f.ok()) {
+    std::fprintf(stderr, "serve: error: %s\n%s", std::string(f.status().message()).c_str(), kUsage);
+    return 2;
+  }
+  return run(*f);
+}

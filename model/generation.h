@@ -1,0 +1,96 @@
+// Text generation over a GptInference's cache slots with continuous batching: requests start
+// (prefill, together) whenever slots are free, and every step decodes one token of every running
+// sequence in one batch, so a request that arrives while others run joins at the next step.
+// Per request, after each sampled token t (model/sampling.h):
+//   t == eod                      -> finished, "stop" (t is not part of the output)
+//   else t is appended; when a stop string occurs in the output text (detokenize(output)),
+//                                    finished, "stop", the text cut before the stop string
+//   output has max_new_tokens     -> finished, "length"
+//   the slot's cache is full      -> finished, "length" (prompt + output = max_len)
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/stream.h"
+#include "model/gpt_inference.h"
+#include "model/sampling.h"
+
+namespace anvil::model {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;  // token ids, 1 .. max_len of them
+  int64_t max_new_tokens = 16;  // >= 1
+  SamplingParams sampling;
+  std::vector<std::string> stop;  // stop strings (need a detokenizer)
+};
+
+enum class FinishReason { kNone, kStop, kLength };
+const char* finish_reason_name(FinishReason r);  // "", "stop", "length"
+
+// What one request did in a start() or step(): at most one new token.
+struct GenerationEvent {
+  int64_t id = 0;
+  bool has_token = false;  // a token was appended to the output
+  int32_t token = 0;
+  FinishReason finished = FinishReason::kNone;
+  std::string text;  // the whole output text so far (with a detokenizer; cut at a stop string)
+};
+
+class Generator {
+ public:
+  // Output ids -> text; required for stop strings. May be empty.
+  using Detokenize = std::function<std::string(const std::vector<int32_t>&)>;
+  Generator(GptInference& model, int32_t eod, Detokenize detokenize);
+
+  int64_t free_slots() const;
+  bool running() const { return free_slots() < model_.shape().max_batch; }
+  // Prefills requests (at most free_slots(), each with a caller-chosen id) together and samples
+  // each one's first token. InvalidArgument (nothing started) naming the request when one is
+  // bad: an empty or too long prompt, max_new_tokens < 1, bad sampling, stop without a
+  // detokenizer.
+  absl::StatusOr<std::vector<GenerationEvent>> start(
+      const std::vector<std::pair<int64_t, GenerationRequest>>& requests, engine::Stream& stream);
+  // One token of every running request.
+  absl::StatusOr<std::vector<GenerationEvent>> step(engine::Stream& stream);
+  // Stops a running request (its slot is free afterwards); false when it is not running.
+  bool cancel(int64_t id);
+  // The output ids of a running or just finished request (finished ones are kept until the
+  // next start()).
+  const std::vector<int32_t>* output(int64_t id) const;
+
+ private:
+  struct Seq {
+    int64_t id = 0;
+    int64_t slot = -1;  // -1: finished
+    GenerationRequest req;
+    Sampler sampler;
+    std::vector<int32_t> context;  // prompt + output (the repetition penalty's ids)
+    std::vector<int32_t> out;
+  };
+  // Samples from `logits` for s and fills its event; frees the slot when it finishes.
+  GenerationEvent advance(Seq& s, std::vector<float> logits);
+
+  GptInference& model_;
+  int32_t eod_;
+  Detokenize detokenize_;
+  std::vector<Seq> seqs_;
+};
+
+// Runs every request to its end, starting new ones as slots free up; returns each request's
+// final event (in request order; .text only with a detokenizer) and fills outputs (token ids).
+// on_event, when set, sees every event as it happens.
+absl::StatusOr<std::vector<GenerationEvent>> generate_all(
+    Generator& gen, const std::vector<GenerationRequest>& requests,
+    std::vector<std::vector<int32_t>>* outputs, engine::Stream& stream,
+    const std::function<void(const GenerationEvent&)>& on_event = nullptr);
+
+// For streaming: the length of the prefix of `text` that can be sent now and never changes:
+// without the tail that could still begin a stop string, and without an incomplete UTF-8
+// sequence at the end.
+size_t stable_prefix(const std::string& text, const std::vector<std::string>& stop);
+
+}  // namespace anvil::model

@@ -1,0 +1,453 @@
+// GptInference (gpt_inference.h): memory layout, weight loading, prefill and decode.
+// One pass over n sequences of `rows` token rows (prefill: n*T, decode: max_batch):
+//   x = wte[tok] + wpe[pos]   (TP: each rank's vocabulary rows, wpe on rank 0; summed over TP)
+//   per layer: ln = LN1(x) (l > 0: x = h + mlp fused with LN1); qkv = ln Wqkv^T + b;
+//     cache rows <- qkv's k | v columns (copy_rows); atty = attention(q, k, v);
+//     proj = atty Wo^T + bo; h = x + proj fused with ln = LN2(h);
+//     gelu = gelu_tanh(ln Wfc^T + bfc); mlp = gelu Wp^T + bp (in proj)
+//     (TP: qkv, atty, gelu hold this rank's heads / units; proj and mlp are partial sums,
+//     all-reduced, the biases added by TP rank 0)
+//   x = h + mlp fused with ln = LNf(x); last = ln[last row of each sequence] (copy_rows);
+//   logits = last wte^T (f32; TP: this rank's vocabulary columns, all-gathered)
+// which is gpt_pass.cc's evaluation forward op for op (dropout off).
+#include "model/gpt_inference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/checked_math.h"
+#include "engine/cuda_check.h"
+#include "engine/memory.h"
+#include "engine/status.h"
+#include "model/gpt_layout.h"
+#include "ops/cast.h"
+#include "ops/copy_rows.h"
+#include "ops/embedding.h"
+#include "ops/flash_attention.h"
+#include "ops/gemm.h"
+#include "ops/layernorm.h"
+#include "parallel/comm.h"
+
+namespace anvil::model {
+
+namespace {
+
+using engine::DType;
+using engine::TensorView;
+
+// i32 inputs of one pass, in this order: tokens [R], positions [R], cache_dst [R], cache_src [R]
+// (k | v rows to store), last_dst [B], last_src [B] (rows before the LM head), kv_lengths [B].
+int64_t input_len(int64_t rows, int64_t batch) { return 4 * rows + 3 * batch; }
+
+struct Buffers {
+  ParamTable table;
+  TensorView flat;            // [flat_numel] act
+  gpt_detail::Weights w;      // views of flat
+  TensorView cache;           // [layers, B * L, 2 * d / tp] act: per row k | v
+  TensorView x, h, ln, proj;  // [R, d] act, R = B * L
+  TensorView qkv;             // [R, 3d / tp] act
+  TensorView atty;            // [R, d / tp] act
+  TensorView gelu, pre_gelu;  // [R, ffn / tp] act
+  TensorView mean, rstd;      // [R] f32
+  TensorView lse;             // [B, H / tp, L] f32
+  TensorView last;            // [B, d] act
+  TensorView logits;          // [B, padded / tp] f32
+  TensorView gathered;        // [tp, B, padded / tp] f32 (tp > 1)
+  TensorView inputs;          // [input_len(R, B)] i32
+  engine::Workspace gemm_ws;  // cuBLASLt, CUDA only
+};
+
+Buffers layout(const GptConfig& cfg, const InferenceShape& shape, const GptPrecision& prec,
+               const GptShard& shard, gpt_detail::Carver& c) {
+  const DType act = prec.act, f32 = DType::kF32;
+  const int64_t B = shape.max_batch, L = shape.max_len, R = B * L, d = cfg.d_model;
+  const int64_t tp = shard.tp, dl = d / tp, cols = cfg.padded() / tp;
+  Buffers b;
+  b.table = gpt_detail::make_param_table(cfg, shard);
+  b.flat = c.take("params", "parameters", act, {b.table.flat_numel()});
+  if (!c.planning()) {
+    b.table.bind(b.flat, {}, {}, {}, {});
+    b.w = gpt_detail::weights_of(b.table, &Param::value, cfg, shard);
+  }
+  b.cache = c.take("kv_cache", "keys and values", act, {cfg.n_layers, R, 2 * dl});
+  for (auto [v, name] : {std::pair<TensorView*, const char*>{&b.x, "x"},
+                         {&b.h, "h"},
+                         {&b.ln, "ln"},
+                         {&b.proj, "proj"}}) {
+    *v = c.take("activations", name, act, {R, d});
+  }
+  b.qkv = c.take("activations", "qkv", act, {R, 3 * dl});
+  b.atty = c.take("activations", "atty", act, {R, dl});
+  b.gelu = c.take("activations", "gelu", act, {R, cfg.ffn() / tp});
+  b.pre_gelu = c.take("activations", "pre_gelu", act, {R, cfg.ffn() / tp});
+  b.mean = c.take("activations", "ln mean", f32, {R});
+  b.rstd = c.take("activations", "ln rstd", f32, {R});
+  b.lse = c.take("activations", "attention lse", f32, {B, cfg.n_heads / tp, L});
+  b.last = c.take("activations", "last positions", act, {B, d});
+  b.logits = c.take("activations", "logits", f32, {B, cols});
+  if (tp > 1) b.gathered = c.take("activations", "gathered logits", f32, {tp, B, cols});
+  b.inputs = c.take("activations", "inputs", DType::kI32, {input_len(R, B)});
+  if (prec.device == engine::Device::kCuda) {
+    b.gemm_ws = c.take_workspace("workspace", "cublaslt", gpt_detail::kGemmWorkspaceBytes);
+  }
+  return b;
+}
+
+absl::Status check(const GptConfig& cfg, const InferenceShape& shape, const GptPrecision& prec,
+                   const GptShard& shard) {
+  ANVIL_RETURN_IF_ERROR(cfg.validate());
+  ANVIL_RETURN_IF_ERROR(shard.validate(cfg));
+  auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  const GptConfig gpt2;
+  if (cfg.position_embedding != gpt2.position_embedding || cfg.activation != gpt2.activation ||
+      cfg.norm != gpt2.norm || cfg.embed_layernorm || !cfg.bias || !cfg.tie_embeddings) {
+    return bad("inference: only the GPT-2 architecture (learned positions, GELU, LayerNorm, "
+               "biases, tied head) is supported so far; this checkpoint's [model] uses "
+               "another position_embedding, activation, norm, embed_layernorm, bias or "
+               "tie_embeddings");
+  }
+  const GptShard plain;
+  if (!shard.chunks.empty() || !shard.pre || !shard.post || shard.act_slots != 1 ||
+      shard.sequence_parallel || shard.zero_stage != 0 || shard.recompute != plain.recompute) {
+    return bad("inference: only tensor parallelism (tp, tp_rank, tp_comm) is supported");
+  }
+  if (shape.max_batch < 1 || shape.max_len < 1 || shape.max_len > cfg.max_seq_len) {
+    return bad("inference: need max_batch >= 1 and 1 <= max_len <= max_seq_len (", cfg.max_seq_len,
+               "), got max_batch ", shape.max_batch, ", max_len ", shape.max_len);
+  }
+  const int64_t widest = std::max({3 * cfg.d_model, cfg.ffn(), cfg.padded()});
+  if (!engine::product_within({shape.max_batch, shape.max_len, widest}, engine::kMaxElements) ||
+      !engine::product_within({cfg.n_layers, shape.max_batch, shape.max_len, 2 * cfg.d_model},
+                              engine::kMaxElements)) {
+    return bad("inference: max_batch ", shape.max_batch, " x max_len ", shape.max_len,
+               " makes a buffer larger than the limit 2^44 elements");
+  }
+  if (prec.device == engine::Device::kCuda) {
+    if (prec.act != DType::kBF16 || !gpt_detail::uses_flash_attention(cfg, prec)) {
+      return bad("inference on CUDA runs bf16 with head_dim 64 or 128 (flash attention), got ",
+                 std::string(engine::dtype_name(prec.act)), " with head_dim ", cfg.head_dim());
+    }
+  } else if (prec.act != DType::kF32) {
+    return bad("inference on the CPU runs f32, got ", std::string(engine::dtype_name(prec.act)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+struct GptInference::Impl {
+  GptConfig cfg;
+  InferenceShape shape;
+  GptPrecision prec;
+  GptShard shard;
+  std::vector<std::pair<std::string, engine::Arena>> arenas;
+  Buffers buf;
+  std::vector<int64_t> lengths;  // [max_batch] positions held per slot
+  std::vector<int32_t> host_in;  // staging of buf.inputs
+
+  // A pass over `rows` token rows whose inputs are in host_in (n_cache rows to store in the
+  // cache, n_last sequences to read out); attend(layer, atty, qkv) writes atty (=) from the
+  // layer's qkv and cache. logits (=): [n_last, vocab_size] f32 host. Syncs.
+  template <typename Attend>
+  void pass(int64_t rows, int64_t n_cache, int64_t n_last, Attend&& attend,
+            std::vector<float>* logits, engine::Stream& s);
+  TensorView cache_layer(int64_t l) const {  // [B * L, 2d / tp]
+    const int64_t r = shape.max_batch * shape.max_len, w = 2 * cfg.d_model / shard.tp;
+    return flat_slice(engine::reshape(buf.cache, {buf.cache.numel()}), l * r * w, {r, w});
+  }
+  TensorView in(int64_t at, int64_t n) const { return flat_slice(buf.inputs, at, {n}); }
+  void tp_sum(TensorView x, engine::Stream& s) {  // in place over TP (no-op without)
+    if (shard.tp > 1) shard.tp_comm->all_reduce(x, parallel::ReduceOp::kSum, s);
+  }
+};
+
+template <typename Attend>
+void GptInference::Impl::pass(int64_t rows, int64_t n_cache, int64_t n_last, Attend&& attend,
+                              std::vector<float>* logits, engine::Stream& s) {
+  const int64_t R = shape.max_batch * shape.max_len, B = shape.max_batch, d = cfg.d_model;
+  const int64_t tp = shard.tp, dl = d / tp, cols = cfg.padded() / tp;
+  const bool rank0 = shard.tp_rank == 0;
+  gpt_detail::GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
+  engine::copy(buf.inputs,
+               engine::make_view(host_in.data(), DType::kI32, engine::Device::kCpu,
+                                 {static_cast<int64_t>(host_in.size())}),
+               s);
+  auto rows_of = [&](TensorView v) { return engine::slice_rows(v, 0, rows); };
+  const TensorView x = rows_of(buf.x), h = rows_of(buf.h), ln = rows_of(buf.ln);
+  const TensorView qkv = rows_of(buf.qkv), atty = rows_of(buf.atty), proj = rows_of(buf.proj);
+  const TensorView mean = rows_of(buf.mean), rstd = rows_of(buf.rstd);
+  const ops::LayerNormArgs la{rows, d, cfg.ln_eps};
+  ops::EmbeddingArgs ea{rows, d, cols, cfg.max_seq_len};
+  ea.vocab_start = shard.tp_rank * cols;
+  ops::embedding_forward(ea, x, in(0, rows), in(R, rows), buf.w.wte,
+                         rank0 ? buf.w.wpe : TensorView{}, s);
+  tp_sum(x, s);
+  for (int64_t l = 0; l < cfg.n_layers; ++l) {
+    const gpt_detail::LayerWeights& w = buf.w.layers[static_cast<size_t>(l)];
+    if (l == 0) {
+      ops::layernorm_forward(la, ln, mean, rstd, x, w.ln1_g, w.ln1_b, s);
+    } else {
+      ops::residual_layernorm_forward(la, x, ln, mean, rstd, h, proj, w.ln1_g, w.ln1_b, s);
+    }
+    gpt_detail::linear(qkv, ln, w.qkv_w, w.qkv_b, s);
+    ops::copy_rows(cache_layer(l), engine::slice_cols(qkv, dl, 3 * dl), in(2 * R, n_cache),
+                   in(3 * R, n_cache), s);
+    attend(l, atty, qkv);
+    gpt_detail::row_linear(proj, atty, w.attn_proj_w, w.attn_proj_b, rank0, s);
+    tp_sum(proj, s);
+    ops::residual_layernorm_forward(la, h, ln, mean, rstd, x, proj, w.ln2_g, w.ln2_b, s);
+    ops::GemmArgs fc{rows, cfg.ffn() / tp, d};
+    fc.trans_b = true;
+    fc.epilogue = ops::Epilogue::kBiasGelu;
+    ops::gemm(fc, rows_of(buf.gelu), ln, w.fc_w, w.fc_b, rows_of(buf.pre_gelu), s);
+    gpt_detail::row_linear(proj, rows_of(buf.gelu), w.mlp_proj_w, w.mlp_proj_b, rank0, s);
+    tp_sum(proj, s);
+  }
+  ops::residual_layernorm_forward(la, x, ln, mean, rstd, h, proj, buf.w.lnf_g, buf.w.lnf_b, s);
+  const TensorView last = engine::slice_rows(buf.last, 0, n_last);
+  ops::copy_rows(last, ln, in(4 * R, n_last), in(4 * R + B, n_last), s);
+  TensorView out = engine::slice_rows(buf.logits, 0, n_last);  // [n, padded / tp] f32
+  ops::GemmArgs head{n_last, cols, d};
+  head.trans_b = true;
+  ops::gemm(head, out, last, buf.w.wte, {}, {}, s);
+  if (tp > 1) {  // [tp, n, cols]: rank r's vocabulary columns [r * cols, (r + 1) * cols)
+    const TensorView all = flat_slice(buf.gathered, 0, {tp * n_last * cols});
+    shard.tp_comm->all_gather(all, engine::reshape(out, {n_last * cols}), s);
+    out = all;
+  }
+  std::vector<float> host(static_cast<size_t>(out.numel()));
+  engine::copy(engine::make_view(host.data(), DType::kF32, engine::Device::kCpu, {out.numel()}),
+               engine::reshape(out, {out.numel()}), s);
+  s.synchronize();
+  const int64_t v = cfg.vocab_size;
+  logits->resize(static_cast<size_t>(n_last * v));
+  for (int64_t i = 0; i < n_last; ++i) {
+    for (int64_t r = 0; r < tp && r * cols < v; ++r) {
+      const auto from = host.begin() + (r * n_last + i) * cols;
+      std::copy(from, from + std::min(cols, v - r * cols), logits->begin() + i * v + r * cols);
+    }
+  }
+}
+
+GptInference::GptInference() = default;
+GptInference::~GptInference() = default;
+
+absl::StatusOr<engine::MemoryPlan> GptInference::plan(const GptConfig& cfg,
+                                                      const InferenceShape& shape,
+                                                      const GptPrecision& prec,
+                                                      const GptShard& shard) {
+  InferenceShape sh = shape;
+  if (sh.max_len == 0) sh.max_len = cfg.max_seq_len;
+  ANVIL_RETURN_IF_ERROR(check(cfg, sh, prec, shard));
+  engine::MemoryPlan plan;
+  gpt_detail::Carver carver(&plan);
+  layout(cfg, sh, prec, shard, carver);
+  return plan;
+}
+
+absl::StatusOr<std::unique_ptr<GptInference>> GptInference::create(const GptConfig& cfg,
+                                                                   const InferenceShape& shape,
+                                                                   const GptPrecision& prec,
+                                                                   const GptShard& shard) {
+  ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, GptInference::plan(cfg, shape, prec, shard));
+  if (shard.tp > 1 && shard.tp_comm == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GptInference::create: tp ", shard.tp, " needs the TP group's Comm"));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->cfg = cfg;
+  impl->shape = shape;
+  if (impl->shape.max_len == 0) impl->shape.max_len = cfg.max_seq_len;
+  impl->prec = prec;
+  impl->shard = shard;
+  for (const std::string& cat : plan.categories()) {
+    const size_t bytes = plan.category_bytes(cat);
+    if (bytes == 0) continue;
+    ANVIL_ASSIGN_OR_RETURN(engine::Arena a,
+                           engine::Arena::create(prec.device, bytes, "inference " + cat));
+    impl->arenas.emplace_back(cat, std::move(a));
+  }
+  gpt_detail::Carver carver(&impl->arenas);
+  impl->buf = layout(cfg, impl->shape, prec, shard, carver);
+  ANVIL_RETURN_IF_ERROR(carver.status());
+  impl->lengths.assign(static_cast<size_t>(impl->shape.max_batch), 0);
+  const int64_t R = impl->shape.max_batch * impl->shape.max_len;
+  impl->host_in.assign(static_cast<size_t>(input_len(R, impl->shape.max_batch)), 0);
+  engine::Stream stream = engine::Stream::cpu();
+  if (prec.device == engine::Device::kCuda) {
+    int device = 0;
+    ANVIL_CUDA_CHECK(cudaGetDevice(&device));
+    ANVIL_ASSIGN_OR_RETURN(stream, engine::Stream::cuda(device));
+  }
+  engine::fill_zero(impl->buf.flat, stream);
+  stream.synchronize();
+  std::unique_ptr<GptInference> m(new GptInference());
+  m->impl_ = std::move(impl);
+  return m;
+}
+
+const GptConfig& GptInference::config() const { return impl_->cfg; }
+const InferenceShape& GptInference::shape() const { return impl_->shape; }
+int64_t GptInference::length(int64_t slot) const {
+  return impl_->lengths.at(static_cast<size_t>(slot));
+}
+
+absl::Status GptInference::load(const TensorLookup& lookup, engine::Stream& stream) {
+  const GptConfig& cfg = impl_->cfg;
+  engine::Stream host = engine::Stream::cpu();
+  for (const Param& p : impl_->buf.table.all()) {
+    const std::string name = absl::StrCat(kMasterState, p.name);
+    ANVIL_ASSIGN_OR_RETURN(engine::HostSlice t, lookup(name));
+    const GptShard& sh = impl_->shard;
+    const std::vector<int64_t> shape = logical_shape(p, cfg, sh.tp);
+    int64_t n = 1;
+    for (int64_t e : shape) n *= e;
+    if (t.shape != shape || static_cast<int64_t>(t.data.size()) != n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint tensor ", name, " has shape [", absl::StrJoin(t.shape, ", "),
+                       "], the model needs [", absl::StrJoin(shape, ", "), "]"));
+    }
+    // This rank's elements of the whole tensor; wte's padding rows (past vocab_size) are 0.
+    const int64_t C = shape.size() == 2 ? shape[1] : 1;
+    std::vector<float> h(static_cast<size_t>(p.numel()), 0.0f);
+    for (int64_t i = 0; i < p.numel(); ++i) {
+      const int64_t g = tp_global_index(p, i, sh.tp, sh.tp_rank);
+      if (g / C < shape[0]) h[static_cast<size_t>(i)] = t.data[static_cast<size_t>(g)];
+    }
+    const engine::Device cpu = engine::Device::kCpu;
+    std::vector<char> staged(p.value.bytes());
+    const TensorView src = engine::make_view(staged.data(), p.value.dtype, cpu, {p.numel()});
+    ops::cast(src, engine::make_view(h.data(), DType::kF32, cpu, {p.numel()}), host);
+    engine::copy(engine::reshape(p.value, {p.numel()}), src, stream);
+    stream.synchronize();  // staged is freed next
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GptInference::prefill(const std::vector<int64_t>& slots,
+                                   const std::vector<std::vector<int32_t>>& prompts,
+                                   std::vector<float>* logits, engine::Stream& stream) {
+  Impl& m = *impl_;
+  const int64_t B = m.shape.max_batch, L = m.shape.max_len, R = B * L;
+  const int64_t n = static_cast<int64_t>(slots.size());
+  auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (n < 1 || n > B || prompts.size() != slots.size()) {
+    return bad("prefill: need 1 to max_batch (", B, ") prompts with one slot each, got ",
+               prompts.size(), " prompts for ", n, " slots");
+  }
+  std::set<int64_t> seen;
+  int64_t T = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t len = static_cast<int64_t>(prompts[static_cast<size_t>(i)].size());
+    if (slots[i] < 0 || slots[i] >= B || !seen.insert(slots[i]).second) {
+      return bad("prefill: slot ", slots[i], " is outside [0, ", B, ") or given twice");
+    }
+    if (len < 1 || len > L) {
+      return bad("prefill: prompt ", i, " has ", len, " tokens; it needs 1 to max_len (", L, ")");
+    }
+    for (int32_t id : prompts[static_cast<size_t>(i)]) {
+      if (id < 0 || id >= m.cfg.vocab_size) {
+        return bad("prefill: prompt ", i, " holds token id ", id, " outside the vocabulary [0, ",
+                   m.cfg.vocab_size, ")");
+      }
+    }
+    T = std::max(T, len);
+  }
+  // Prompt i occupies rows [i*T, i*T + T), right-padded with token 0.
+  std::vector<int32_t>& in = m.host_in;
+  std::fill(in.begin(), in.end(), 0);
+  int64_t stored = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const std::vector<int32_t>& p = prompts[static_cast<size_t>(i)];
+    const int64_t len = static_cast<int64_t>(p.size());
+    for (int64_t t = 0; t < T; ++t) {
+      in[i * T + t] = t < len ? p[t] : 0;
+      in[R + i * T + t] = static_cast<int32_t>(t);
+    }
+    for (int64_t t = 0; t < len; ++t, ++stored) {
+      in[2 * R + stored] = static_cast<int32_t>(slots[i] * L + t);
+      in[3 * R + stored] = static_cast<int32_t>(i * T + t);
+    }
+    in[4 * R + i] = static_cast<int32_t>(i);
+    in[4 * R + B + i] = static_cast<int32_t>(i * T + len - 1);
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(m.cfg.head_dim()));
+  const int64_t d = m.cfg.d_model / m.shard.tp, heads = m.cfg.n_heads / m.shard.tp;
+  auto attend = [&](int64_t /*layer*/, TensorView atty, TensorView qkv) {
+    ops::FlashAttentionArgs fa;
+    fa.batch = n, fa.q_len = fa.kv_len = T, fa.heads = heads;
+    fa.head_dim = m.cfg.head_dim(), fa.causal = true, fa.scale = scale;
+    ops::flash_attention_forward(fa, atty, flat_slice(m.buf.lse, 0, {n, heads, T}),
+                                 engine::slice_cols(qkv, 0, d), engine::slice_cols(qkv, d, 2 * d),
+                                 engine::slice_cols(qkv, 2 * d, 3 * d), {}, stream);
+  };
+  m.pass(n * T, stored, n, attend, logits, stream);
+  for (int64_t i = 0; i < n; ++i) {
+    m.lengths[static_cast<size_t>(slots[i])] = static_cast<int64_t>(prompts[i].size());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GptInference::decode(const std::vector<int64_t>& slots,
+                                  const std::vector<int32_t>& tokens, std::vector<float>* logits,
+                                  engine::Stream& stream) {
+  Impl& m = *impl_;
+  const int64_t B = m.shape.max_batch, L = m.shape.max_len, R = B * L;
+  const int64_t n = static_cast<int64_t>(slots.size());
+  auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (n < 1 || n > B || tokens.size() != slots.size()) {
+    return bad("decode: need 1 to max_batch (", B, ") tokens with one slot each, got ",
+               tokens.size(), " tokens for ", n, " slots");
+  }
+  std::set<int64_t> seen;
+  for (int64_t i = 0; i < n; ++i) {
+    if (slots[i] < 0 || slots[i] >= B || !seen.insert(slots[i]).second) {
+      return bad("decode: slot ", slots[i], " is outside [0, ", B, ") or given twice");
+    }
+    const int64_t len = m.lengths[static_cast<size_t>(slots[i])];
+    if (len < 1 || len >= L) {
+      return bad("decode: slot ", slots[i], " holds ", len,
+                 " positions; decoding needs a prefilled slot with fewer than max_len (", L, ")");
+    }
+    if (tokens[i] < 0 || tokens[i] >= m.cfg.vocab_size) {
+      return bad("decode: token id ", tokens[i], " outside the vocabulary [0, ", m.cfg.vocab_size,
+                 ")");
+    }
+  }
+  // Row b is slot b; slots not decoded now run token 0 at position 0 with no visible key.
+  std::vector<int32_t>& in = m.host_in;
+  std::fill(in.begin(), in.end(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t b = slots[i], len = m.lengths[static_cast<size_t>(b)];
+    in[b] = tokens[i];
+    in[R + b] = static_cast<int32_t>(len);
+    in[2 * R + i] = static_cast<int32_t>(b * L + len);
+    in[3 * R + i] = static_cast<int32_t>(b);
+    in[4 * R + i] = static_cast<int32_t>(i);
+    in[4 * R + B + i] = static_cast<int32_t>(b);
+    in[4 * R + 2 * B + b] = static_cast<int32_t>(len + 1);
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(m.cfg.head_dim()));
+  const int64_t d = m.cfg.d_model / m.shard.tp, heads = m.cfg.n_heads / m.shard.tp;
+  auto attend = [&](int64_t layer, TensorView atty, TensorView qkv) {
+    ops::FlashAttentionArgs fa;
+    fa.batch = B, fa.q_len = 1, fa.kv_len = L, fa.heads = heads;
+    fa.head_dim = m.cfg.head_dim(), fa.causal = false, fa.scale = scale;
+    ops::AttentionMasks masks;
+    masks.kv_lengths = m.in(4 * R + 2 * B, B);
+    const TensorView cache = m.cache_layer(layer);  // [B * L, 2d / tp]: k | v
+    ops::flash_attention_forward(fa, atty, flat_slice(m.buf.lse, 0, {B, heads, 1}),
+                                 engine::slice_cols(qkv, 0, d), engine::slice_cols(cache, 0, d),
+                                 engine::slice_cols(cache, d, 2 * d), masks, stream);
+  };
+  m.pass(B, n, n, attend, logits, stream);
+  for (int64_t i = 0; i < n; ++i) ++m.lengths[static_cast<size_t>(slots[i])];
+  return absl::OkStatus();
+}
+
+}  // namespace anvil::model
