@@ -310,7 +310,6 @@ void GptModel::backward(float grad_scale, engine::Stream& stream) {
 
 double GptModel::loss_sum(engine::Stream& stream) { return loss_sum(0, stream); }
 
-
 double GptModel::loss_sum(int64_t slot, engine::Stream& stream) {
   if (!impl_->shard.post) return 0.0;
   double sum = 0.0;

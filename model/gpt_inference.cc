@@ -106,10 +106,11 @@ absl::Status check(const GptConfig& cfg, const InferenceShape& shape, const GptP
   const GptConfig gpt2;
   if (cfg.position_embedding != gpt2.position_embedding || cfg.activation != gpt2.activation ||
       cfg.norm != gpt2.norm || cfg.embed_layernorm || !cfg.bias || !cfg.tie_embeddings) {
-    return bad("inference: only the GPT-2 architecture (learned positions, GELU, LayerNorm, "
-               "biases, tied head) is supported so far; this checkpoint's [model] uses "
-               "another position_embedding, activation, norm, embed_layernorm, bias or "
-               "tie_embeddings");
+    return bad(
+        "inference: only the GPT-2 architecture (learned positions, GELU, LayerNorm, "
+        "biases, tied head) is supported so far; this checkpoint's [model] uses "
+        "another position_embedding, activation, norm, embed_layernorm, bias or "
+        "tie_embeddings");
   }
   const GptShard plain;
   if (!shard.chunks.empty() || !shard.pre || !shard.post || shard.act_slots != 1 ||
