@@ -41,6 +41,7 @@
 #include "engine/stop_signals.h"
 #include "io/blended_dataset.h"
 #include "io/checkpoint.h"
+#include "io/checkpoint_cleanup.h"
 #include "io/eval_text.h"
 #include "io/gpt_dataset.h"
 #include "io/indexed_dataset.h"
@@ -165,10 +166,11 @@ std::map<std::string, std::string> tokenizer_attachments(const model::TokenizerC
 }
 
 // Saves the trainer's state into cfg.checkpoint.save: rank 0 creates the temporary directory,
-// every rank writes its boxes, rank 0 writes the manifest and commits (barriers between).
+// every rank writes its boxes, rank 0 writes the manifest and commits (barriers between), then
+// removes the temporary directories of earlier interrupted saves.
 absl::Status save_checkpoint(const model::TrainConfig& cfg, const std::string& config_text,
                              model::Trainer& trainer, const anvil::parallel::ProcessGrid& grid,
-                             anvil::parallel::Comm* world) {
+                             anvil::parallel::Comm* world, const anvil::engine::LogContext& ctx) {
   anvil::engine::Stream cpu = anvil::engine::Stream::cpu();
   auto barrier = [&] {
     if (world != nullptr) world->barrier(cpu);
@@ -200,6 +202,11 @@ absl::Status save_checkpoint(const model::TrainConfig& cfg, const std::string& c
     info.attachments = tokenizer_attachments(cfg.tokenizer);
     ANVIL_RETURN_IF_ERROR(
         anvil::io::finish_checkpoint(dir, tmp, grid.world(), info, cfg.checkpoint.keep_last));
+    ANVIL_ASSIGN_OR_RETURN(std::vector<std::string> stale,
+                           anvil::io::remove_stale_checkpoint_temps(dir, tok));
+    for (const std::string& path : stale) {
+      log_info(ctx, absl::StrCat("removed ", path, ", the leftover of an interrupted save"));
+    }
   }
   barrier();
   return absl::OkStatus();
@@ -691,7 +698,7 @@ int run(int argc, char** argv) {
   int64_t saved_step = ck.load.empty() ? -1 : tr.steps_done();
   absl::Status save_status;
   auto save = [&] {
-    save_status = save_checkpoint(cfg, config_text, tr, grid, world);
+    save_status = save_checkpoint(cfg, config_text, tr, grid, world, ctx);
     if (save_status.ok()) {
       saved_step = tr.steps_done();
       log_info(ctx,

@@ -3,7 +3,8 @@
 #   1. a 10-step run, and the same run stopped by exit_interval at step 5 (exit 0, checkpoint
 #      saved) then resumed by a fresh process: steps 6-10 log the same losses;
 #   2. SIGTERM mid-run: the step finishes, a checkpoint is saved, exit status 0; the same at
-#      exit_duration_min; SIGKILL while saving every step leaves a loadable checkpoint;
+#      exit_duration_min; SIGKILL while saving every step leaves a loadable checkpoint, and the
+#      next completed save removes the temporary directory of a save whose process is gone;
 #   3. a flipped byte in the newest checkpoint: refused naming the file, the previous one used;
 #   4. bin/convert: export to Hugging Face, import, export again: the same model.safetensors
 #      bytes (import is export's exact inverse); finetune from the import trains;
@@ -84,9 +85,17 @@ pid=$!
 for _ in $(seq 600); do grep -qE "step +8/" "$work/kill.log" || ! kill -0 "$pid" && break; sleep 0.1; done
 kill -KILL "$pid"
 { wait "$pid"; } 2>/dev/null && fail "the killed run exited 0"
+# The leftover of an interrupted save by a process that is gone: the next completed save removes
+# it and says so.
+stale="$work/kill/step_00000099.tmp-$(bash -c 'echo $$')"
+mkdir -p "$stale" && echo partial > "$stale/rank_00000.safetensors"
 "$train" "$work/t.ini" train.steps=300 checkpoint.load="$work/kill" checkpoint.exit_interval=1 \
+  checkpoint.save="$work/kill" \
   > "$work/kill2.log" 2>&1 || fail "resume after SIGKILL failed: $(tail -3 "$work/kill2.log")"
 grep -q "resuming from $work/kill/step_" "$work/kill2.log" || fail "nothing resumed after SIGKILL"
+[[ ! -e $stale ]] || fail "the stale $stale survived a completed save"
+grep -q "removed $stale, the leftover of an interrupted save" "$work/kill2.log" \
+  || fail "the removal of $stale was not logged"
 
 # 3. A flipped byte in step 10's tensors: refused, step 5 used.
 file="$work/ck/step_00000010/rank_00000.safetensors"
