@@ -708,13 +708,16 @@ int run(int argc, char** argv) {
     return save_status.ok();
   };
   tr.set_step_hook([&](const model::StepStats& st) {
+    // From here a signal stops the run after the next step (and its message says so); one that
+    // came while step st.step was in flight stops it now. Announcing first, then reading, leaves
+    // no moment where the message and the stop disagree.
+    anvil::engine::set_step_in_flight(st.step + 1);
     // Every rank must stop at the same step: the reasons are agreed on over the world.
     const std::array<double, 2> why_stop = world_max<2>(
         world,
-        {static_cast<double>(anvil::engine::stop_signal()),
+        {static_cast<double>(anvil::engine::stop_signal_due(st.step)),
          ck.exit_duration_min > 0 && started.seconds() >= 60 * ck.exit_duration_min ? 1.0 : 0.0});
     const int sig = static_cast<int>(why_stop[0]);
-    anvil::engine::set_step_in_flight(st.step + 1);  // a later Ctrl-C stops after the next step
     const bool out_of_time = why_stop[1] > 0;
     const bool at_exit_interval = ck.exit_interval > 0 && st.step % ck.exit_interval == 0;
     const bool stop = sig > 0 || out_of_time || at_exit_interval;

@@ -12,9 +12,10 @@
 namespace anvil::engine {
 namespace {
 
-std::atomic<int> g_signal{0};      // the first stop signal
-std::atomic<int> g_interrupts{0};  // SIGINTs received
-std::atomic<int64_t> g_step{0};    // step in flight (0: not training yet)
+std::atomic<int> g_signal{0};           // the first stop signal
+std::atomic<int> g_interrupts{0};       // SIGINTs received
+std::atomic<int64_t> g_step{0};         // step in flight (0: not training yet)
+std::atomic<int64_t> g_signal_step{0};  // the step in flight when g_signal arrived
 std::atomic<bool> g_announce{true};
 std::atomic<bool> g_saves{false};
 
@@ -37,7 +38,10 @@ void append_int(char* buf, size_t* n, size_t cap, int64_t v) {
 }
 
 void record(int sig) {
+  // The step first: a reader that sees g_signal sees its step (both seq_cst).
+  const int64_t step = g_step.load();
   int none = 0;
+  if (g_signal.load() == 0) g_signal_step.store(step);
   g_signal.compare_exchange_strong(none, sig);
 }
 
@@ -86,6 +90,11 @@ void install_stop_signals() {
 }
 
 int stop_signal() { return g_signal.load(); }
+
+int stop_signal_due(int64_t step_done) {
+  const int sig = g_signal.load();
+  return sig != 0 && g_signal_step.load() <= step_done ? sig : 0;
+}
 
 void set_interrupt_message(bool announce, bool saves) {
   g_announce.store(announce);

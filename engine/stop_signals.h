@@ -19,6 +19,10 @@ namespace anvil::engine {
 void install_stop_signals();
 // The first stop signal received (SIGTERM, SIGUSR1 or SIGINT), 0 while none.
 int stop_signal();
+// The first stop signal if the run must stop after step `step_done`: it arrived while step
+// step_done or an earlier one was in flight (set_step_in_flight), as its message said; 0
+// otherwise (none yet, or it arrived after the next step was announced: stop after that one).
+int stop_signal_due(int64_t step_done);
 // What the first SIGINT's message says: whether it is printed (one rank of many), whether a
 // checkpoint will be saved, and the step in flight (0: training has not started).
 void set_interrupt_message(bool announce, bool saves);

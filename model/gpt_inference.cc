@@ -25,12 +25,14 @@
 #include "engine/memory.h"
 #include "engine/status.h"
 #include "model/gpt_layout.h"
+#include "model/gpt_norm.h"
 #include "ops/cast.h"
 #include "ops/copy_rows.h"
 #include "ops/embedding.h"
 #include "ops/flash_attention.h"
 #include "ops/gemm.h"
 #include "ops/layernorm.h"
+#include "ops/rotary.h"
 #include "parallel/comm.h"
 
 namespace anvil::model {
@@ -52,7 +54,8 @@ struct Buffers {
   TensorView x, h, ln, proj;  // [R, d] act, R = B * L
   TensorView qkv;             // [R, 3d / tp] act
   TensorView atty;            // [R, d / tp] act
-  TensorView gelu, pre_gelu;  // [R, ffn / tp] act
+  TensorView gelu;            // [R, ffn / tp] act
+  TensorView pre_gelu;        // [R, fc_out / tp] act (GLU: [g | u])
   TensorView mean, rstd;      // [R] f32
   TensorView lse;             // [B, H / tp, L] f32
   TensorView last;            // [B, d] act
@@ -84,7 +87,7 @@ Buffers layout(const GptConfig& cfg, const InferenceShape& shape, const GptPreci
   b.qkv = c.take("activations", "qkv", act, {R, 3 * dl});
   b.atty = c.take("activations", "atty", act, {R, dl});
   b.gelu = c.take("activations", "gelu", act, {R, cfg.ffn() / tp});
-  b.pre_gelu = c.take("activations", "pre_gelu", act, {R, cfg.ffn() / tp});
+  b.pre_gelu = c.take("activations", "pre_gelu", act, {R, cfg.fc_out() / tp});
   b.mean = c.take("activations", "ln mean", f32, {R});
   b.rstd = c.take("activations", "ln rstd", f32, {R});
   b.lse = c.take("activations", "attention lse", f32, {B, cfg.n_heads / tp, L});
@@ -103,15 +106,6 @@ absl::Status check(const GptConfig& cfg, const InferenceShape& shape, const GptP
   ANVIL_RETURN_IF_ERROR(cfg.validate());
   ANVIL_RETURN_IF_ERROR(shard.validate(cfg));
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
-  const GptConfig gpt2;
-  if (cfg.position_embedding != gpt2.position_embedding || cfg.activation != gpt2.activation ||
-      cfg.norm != gpt2.norm || cfg.embed_layernorm || !cfg.bias || !cfg.tie_embeddings) {
-    return bad(
-        "inference: only the GPT-2 architecture (learned positions, GELU, LayerNorm, "
-        "biases, tied head) is supported so far; this checkpoint's [model] uses "
-        "another position_embedding, activation, norm, embed_layernorm, bias or "
-        "tie_embeddings");
-  }
   const GptShard plain;
   if (!shard.chunks.empty() || !shard.pre || !shard.post || shard.act_slots != 1 ||
       shard.sequence_parallel || shard.zero_stage != 0 || shard.recompute != plain.recompute) {
@@ -162,6 +156,13 @@ struct GptInference::Impl {
     return flat_slice(engine::reshape(buf.cache, {buf.cache.numel()}), l * r * w, {r, w});
   }
   TensorView in(int64_t at, int64_t n) const { return flat_slice(buf.inputs, at, {n}); }
+  // ALiBi (BLOOM): Megatron's slopes of this rank's heads, computed in the kernel.
+  void set_alibi(ops::FlashAttentionArgs* fa) const {
+    if (cfg.position_embedding != PositionEmbedding::kAlibi) return;
+    fa->bias = ops::AttentionBias::kAlibi;
+    fa->total_heads = cfg.n_heads;
+    fa->head_offset = shard.tp_rank * (cfg.n_heads / shard.tp);
+  }
   void tp_sum(TensorView x, engine::Stream& s) {  // in place over TP (no-op without)
     if (shard.tp > 1) shard.tp_comm->all_reduce(x, parallel::ReduceOp::kSum, s);
   }
@@ -182,40 +183,51 @@ void GptInference::Impl::pass(int64_t rows, int64_t n_cache, int64_t n_last, Att
   const TensorView x = rows_of(buf.x), h = rows_of(buf.h), ln = rows_of(buf.ln);
   const TensorView qkv = rows_of(buf.qkv), atty = rows_of(buf.atty), proj = rows_of(buf.proj);
   const TensorView mean = rows_of(buf.mean), rstd = rows_of(buf.rstd);
-  const ops::LayerNormArgs la{rows, d, cfg.ln_eps};
-  ops::EmbeddingArgs ea{rows, d, cols, cfg.max_seq_len};
+  const gpt_detail::NormArgs na{cfg.norm, rows, d, cfg.ln_eps};
+  ops::EmbeddingArgs ea{rows, d, cols, cfg.learned_positions() ? cfg.max_seq_len : 0};
   ea.vocab_start = shard.tp_rank * cols;
-  ops::embedding_forward(ea, x, in(0, rows), in(R, rows), buf.w.wte,
-                         rank0 ? buf.w.wpe : TensorView{}, s);
-  tp_sum(x, s);
+  const TensorView positions = in(R, rows);
+  const bool with_wpe = rank0 && !buf.w.wpe.empty();
+  // BLOOM's embedding LayerNorm normalizes the summed embedding (in h) into x.
+  const TensorView embed = buf.w.wte_ln_g.empty() ? x : h;
+  ops::embedding_forward(ea, embed, in(0, rows), with_wpe ? positions : TensorView{}, buf.w.wte,
+                         with_wpe ? buf.w.wpe : TensorView{}, s);
+  tp_sum(embed, s);
+  if (!buf.w.wte_ln_g.empty()) {
+    ops::layernorm_forward({rows, d, cfg.ln_eps}, x, mean, rstd, h, buf.w.wte_ln_g, buf.w.wte_ln_b,
+                           s);
+  }
+  const ops::RotaryArgs ra{rows, cfg.n_heads / tp, cfg.head_dim(), cfg.rotary_dim(),
+                           cfg.rotary_base};
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
     const gpt_detail::LayerWeights& w = buf.w.layers[static_cast<size_t>(l)];
     if (l == 0) {
-      ops::layernorm_forward(la, ln, mean, rstd, x, w.ln1_g, w.ln1_b, s);
+      gpt_detail::norm_forward(na, ln, mean, rstd, x, w.ln1_g, w.ln1_b, s);
     } else {
-      ops::residual_layernorm_forward(la, x, ln, mean, rstd, h, proj, w.ln1_g, w.ln1_b, s);
+      gpt_detail::residual_norm_forward(na, x, ln, mean, rstd, h, proj, w.ln1_g, w.ln1_b, s);
     }
     gpt_detail::linear(qkv, ln, w.qkv_w, w.qkv_b, s);
+    if (cfg.position_embedding == PositionEmbedding::kRotary) {  // q, k before the cache
+      ops::rotary_forward(ra, engine::slice_cols(qkv, 0, dl), positions, s);
+      ops::rotary_forward(ra, engine::slice_cols(qkv, dl, 2 * dl), positions, s);
+    }
     ops::copy_rows(cache_layer(l), engine::slice_cols(qkv, dl, 3 * dl), in(2 * R, n_cache),
                    in(3 * R, n_cache), s);
     attend(l, atty, qkv);
     gpt_detail::row_linear(proj, atty, w.attn_proj_w, w.attn_proj_b, rank0, s);
     tp_sum(proj, s);
-    ops::residual_layernorm_forward(la, h, ln, mean, rstd, x, proj, w.ln2_g, w.ln2_b, s);
-    ops::GemmArgs fc{rows, cfg.ffn() / tp, d};
-    fc.trans_b = true;
-    fc.epilogue = ops::Epilogue::kBiasGelu;
-    ops::gemm(fc, rows_of(buf.gelu), ln, w.fc_w, w.fc_b, rows_of(buf.pre_gelu), s);
+    gpt_detail::residual_norm_forward(na, h, ln, mean, rstd, x, proj, w.ln2_g, w.ln2_b, s);
+    gpt_detail::mlp_in(cfg, tp, rows_of(buf.gelu), rows_of(buf.pre_gelu), ln, w.fc_w, w.fc_b, s);
     gpt_detail::row_linear(proj, rows_of(buf.gelu), w.mlp_proj_w, w.mlp_proj_b, rank0, s);
     tp_sum(proj, s);
   }
-  ops::residual_layernorm_forward(la, x, ln, mean, rstd, h, proj, buf.w.lnf_g, buf.w.lnf_b, s);
+  gpt_detail::residual_norm_forward(na, x, ln, mean, rstd, h, proj, buf.w.lnf_g, buf.w.lnf_b, s);
   const TensorView last = engine::slice_rows(buf.last, 0, n_last);
   ops::copy_rows(last, ln, in(4 * R, n_last), in(4 * R + B, n_last), s);
   TensorView out = engine::slice_rows(buf.logits, 0, n_last);  // [n, padded / tp] f32
   ops::GemmArgs head{n_last, cols, d};
   head.trans_b = true;
-  ops::gemm(head, out, last, buf.w.wte, {}, {}, s);
+  ops::gemm(head, out, last, buf.w.lm_head, {}, {}, s);
   if (tp > 1) {  // [tp, n, cols]: rank r's vocabulary columns [r * cols, (r + 1) * cols)
     const TensorView all = flat_slice(buf.gathered, 0, {tp * n_last * cols});
     shard.tp_comm->all_gather(all, engine::reshape(out, {n_last * cols}), s);
@@ -383,6 +395,7 @@ absl::Status GptInference::prefill(const std::vector<int64_t>& slots,
     ops::FlashAttentionArgs fa;
     fa.batch = n, fa.q_len = fa.kv_len = T, fa.heads = heads;
     fa.head_dim = m.cfg.head_dim(), fa.causal = true, fa.scale = scale;
+    m.set_alibi(&fa);
     ops::flash_attention_forward(fa, atty, flat_slice(m.buf.lse, 0, {n, heads, T}),
                                  engine::slice_cols(qkv, 0, d), engine::slice_cols(qkv, d, 2 * d),
                                  engine::slice_cols(qkv, 2 * d, 3 * d), {}, stream);
@@ -439,6 +452,7 @@ absl::Status GptInference::decode(const std::vector<int64_t>& slots,
     ops::FlashAttentionArgs fa;
     fa.batch = B, fa.q_len = 1, fa.kv_len = L, fa.heads = heads;
     fa.head_dim = m.cfg.head_dim(), fa.causal = false, fa.scale = scale;
+    m.set_alibi(&fa);  // slope * key position: the same softmax as slope * (j - i)
     ops::AttentionMasks masks;
     masks.kv_lengths = m.in(4 * R + 2 * B, B);
     const TensorView cache = m.cache_layer(layer);  // [B * L, 2d / tp]: k | v

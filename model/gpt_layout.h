@@ -81,6 +81,13 @@ inline void row_linear(TensorView y, engine::ConstTensorView x, engine::ConstTen
   linear(y, x, w, add_bias ? b : engine::ConstTensorView{}, s);
 }
 
+// The MLP's first half (model/gpt_pass.cc): GELU: pre_gelu = ln fc_w^T + fc_b (=), gelu =
+// gelu_tanh(pre_gelu) (=); GLU: pre_gelu = [g | u] (=), gelu = act(g) * u (=).
+// gelu: [rows, ffn / tp]; pre_gelu: [rows, fc_out / tp]; ln: [rows, d].
+void mlp_in(const GptConfig& cfg, int64_t tp, TensorView gelu, TensorView pre_gelu,
+            engine::ConstTensorView ln, engine::ConstTensorView fc_w, engine::ConstTensorView fc_b,
+            engine::Stream& s);
+
 // The cuBLASLt workspace a model attaches to its stream on CUDA (what cuBLASLt wants on Hopper).
 inline constexpr size_t kGemmWorkspaceBytes = 32u << 20;
 

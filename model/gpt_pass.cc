@@ -119,6 +119,27 @@ TensorView rows_view(TensorView flat, int64_t rows, int64_t cols) {
 
 }  // namespace
 
+namespace gpt_detail {
+
+void mlp_in(const GptConfig& cfg, int64_t tp, TensorView gelu, TensorView pre_gelu,
+            engine::ConstTensorView ln, engine::ConstTensorView fc_w, engine::ConstTensorView fc_b,
+            engine::Stream& s) {
+  if (cfg.glu()) {  // pre_gelu = [g | u], gelu = act(g) * u
+    linear(pre_gelu, ln, fc_w, fc_b, s);
+    ops::glu_forward(glu_kind(cfg.activation), gelu, pre_gelu, s);
+  } else if (fc_b.empty()) {
+    linear(pre_gelu, ln, fc_w, {}, s);
+    ops::gelu_forward(gelu, pre_gelu, s);
+  } else {
+    ops::GemmArgs fc{ln.dim(0), cfg.ffn() / tp, cfg.d_model};
+    fc.trans_b = true;
+    fc.epilogue = ops::Epilogue::kBiasGelu;
+    ops::gemm(fc, gelu, ln, fc_w, fc_b, pre_gelu, s);
+  }
+}
+
+}  // namespace gpt_detail
+
 void GptModel::Impl::tp_all_reduce(TensorView x, engine::Stream& s) {
   if (shard.tp > 1) shard.tp_comm->all_reduce(x, parallel::ReduceOp::kSum, s);
 }
@@ -214,7 +235,7 @@ void GptModel::Impl::embed(int64_t slot, bool train, engine::Stream& s) {  // ch
 
 void GptModel::Impl::layer_forward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
                                    bool fused_input, bool train, engine::Stream& s) {
-  const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model;
+  const int64_t d = cfg.d_model;
   const int64_t l = buf.layer_ids[static_cast<size_t>(local)];
   const float p_hidden = train ? cfg.hidden_dropout : 0.0f;
   auto drop = [&](TensorView x, int64_t site) {  // in place, on this rank's rows
@@ -249,18 +270,7 @@ void GptModel::Impl::layer_forward(const gpt_detail::SlotData& sd, int64_t slot,
   gpt_detail::residual_norm_forward(ln, a.h, local_rows(a.ln2), a.ln2_mean, a.ln2_rstd, a.x, proj,
                                     lw.ln2_g, lw.ln2_b, s);
   gather_rows(a.ln2, s);
-  if (cfg.glu()) {  // pre_gelu = [g | u], gelu = act(g) * u
-    linear(a.pre_gelu, a.ln2, lw.fc_w, lw.fc_b, s);
-    ops::glu_forward(glu_kind(cfg.activation), a.gelu, a.pre_gelu, s);
-  } else if (lw.fc_b.empty()) {
-    linear(a.pre_gelu, a.ln2, lw.fc_w, {}, s);
-    ops::gelu_forward(a.gelu, a.pre_gelu, s);
-  } else {
-    ops::GemmArgs fc{bt, cfg.ffn() / shard.tp, d};
-    fc.trans_b = true;
-    fc.epilogue = Epilogue::kBiasGelu;
-    ops::gemm(fc, a.gelu, a.ln2, lw.fc_w, lw.fc_b, a.pre_gelu, s);
-  }
+  gpt_detail::mlp_in(cfg, shard.tp, a.gelu, a.pre_gelu, a.ln2, lw.fc_w, lw.fc_b, s);
   row_linear(buf.proj, a.gelu, lw.mlp_proj_w, lw.mlp_proj_b, shard.tp_rank == 0, s);
   proj = row_parallel_out(buf.proj, s);
   drop(proj, 3 + 3 * l);

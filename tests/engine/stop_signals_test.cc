@@ -1,7 +1,8 @@
 // engine/stop_signals, each case in a forked child (the handlers are process-wide): a first
 // SIGINT is recorded and announced at once with the step in flight, a second one exits with
 // status 130; SIGTERM / SIGUSR1 are recorded (the first signal wins) and never exit; a SIGINT
-// ignored before installation stays ignored.
+// ignored before installation stays ignored; a signal is due after the step in flight when it
+// arrived.
 #include "engine/stop_signals.h"
 
 #include <signal.h>
@@ -59,6 +60,31 @@ TEST(StopSignals, FirstInterruptStopsAndAnnouncesSecondExits130) {
   EXPECT_EQ(r.err,
             "\n[anvil] interrupted: saving a checkpoint at step 12, press Ctrl-C again to exit at "
             "once\n");
+}
+
+// The stop is due after the step the message named: a signal while step 12 was in flight stops
+// after step 12; one after step 13 was announced (the train loop announces before it reads)
+// stops after 13, not 12.
+TEST(StopSignals, DueAfterTheStepInFlightWhenItArrived) {
+  const ChildResult r = run_child([] {
+    install_stop_signals();
+    set_interrupt_message(/*announce=*/false, /*saves=*/true);
+    set_step_in_flight(12);
+    if (stop_signal_due(12) != 0) return 2;
+    ::raise(SIGTERM);
+    if (stop_signal_due(11) != 0 || stop_signal_due(12) != SIGTERM) return 3;
+    return 0;
+  });
+  EXPECT_EQ(r.exit_code, 0);
+  const ChildResult later = run_child([] {
+    install_stop_signals();
+    set_interrupt_message(/*announce=*/false, /*saves=*/true);
+    set_step_in_flight(13);  // step 12 done, 13 announced, then the signal
+    ::raise(SIGINT);
+    if (stop_signal() != SIGINT || stop_signal_due(12) != 0) return 3;
+    return stop_signal_due(13) == SIGINT ? 0 : 4;
+  });
+  EXPECT_EQ(later.exit_code, 0);
 }
 
 TEST(StopSignals, MessageWithoutSavingBeforeTraining) {

@@ -42,7 +42,16 @@ using engine::DType;
 constexpr int64_t kVocab = 50;  // padded to 128
 constexpr int64_t kMaxLen = 24;
 
-GptConfig tiny_config() {
+// GPT-2, and the BLOOM (ALiBi, embedding LayerNorm) and LLaMA (rotary, RMSNorm, SwiGLU, no
+// biases, untied head) architectures of model/gpt.h.
+enum class Arch { kGpt2, kBloom, kLlama };
+
+struct Case {
+  Device device;
+  Arch arch;
+};
+
+GptConfig tiny_config(Arch arch) {
   GptConfig c;
   c.vocab_size = kVocab;
   c.max_seq_len = kMaxLen;
@@ -50,6 +59,16 @@ GptConfig tiny_config() {
   c.n_heads = 2;
   c.n_layers = 2;
   c.init_std = 0.1f;  // spread-out logits: no near-ties between the top tokens
+  if (arch == Arch::kBloom) {
+    c.position_embedding = PositionEmbedding::kAlibi;
+    c.embed_layernorm = true;
+  } else if (arch == Arch::kLlama) {
+    c.position_embedding = PositionEmbedding::kRotary;
+    c.activation = Activation::kSwiglu;
+    c.norm = Norm::kRmsNorm;
+    c.bias = false;
+    c.tie_embeddings = false;
+  }
   return c;
 }
 
@@ -80,18 +99,21 @@ constexpr char kTokenExactOnCpu[] =
     "CachedLogitsMatchRecomputeAndBatchedMatchAlone "
     "compares the same paths' logits";
 
-class GptInferenceTest : public ::testing::TestWithParam<Device> {
+class GptInferenceTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
-    if (GetParam() == Device::kCuda && !testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
-    stream_ = std::make_unique<testing::TestStream>(GetParam());
-    auto ref = GptModel::create(tiny_config(), GptRunShape{3, 8}, precision(GetParam()), 11);
+    if (GetParam().device == Device::kCuda && !testing::gpu_available())
+      GTEST_SKIP() << "no CUDA device";
+    stream_ = std::make_unique<testing::TestStream>(GetParam().device);
+    auto ref = GptModel::create(tiny_config(GetParam().arch), GptRunShape{3, 8},
+                                precision(GetParam().device), 11);
     ASSERT_TRUE(ref.ok()) << ref.status();
     ref_ = std::move(ref).value();
     weights_ = reference_weights(*ref_, *stream_);
   }
   std::unique_ptr<GptInference> make(int64_t max_batch) {
-    auto m = GptInference::create(tiny_config(), {max_batch, kMaxLen}, precision(GetParam()));
+    auto m = GptInference::create(tiny_config(GetParam().arch), {max_batch, kMaxLen},
+                                  precision(GetParam().device));
     EXPECT_TRUE(m.ok()) << m.status();
     if (!m.ok()) return nullptr;
     EXPECT_TRUE((*m)->load(lookup_of(weights_), *stream_).ok());
@@ -140,8 +162,8 @@ TEST_P(GptInferenceTest, PrefillMatchesGptModelLogits) {
     want.insert(want.end(), ref.begin() + row * 128, ref.begin() + row * 128 + kVocab);
   }
   // CPU: the same f32 ops; CUDA: GptModel keeps bf16 logits, inference f32 ones.
-  const testing::Tol tol =
-      GetParam() == Device::kCpu ? testing::Tol{1e-5, 1e-5, 1e-10} : testing::Tol{3e-2, 2e-2, 1e-3};
+  const testing::Tol tol = GetParam().device == Device::kCpu ? testing::Tol{1e-5, 1e-5, 1e-10}
+                                                             : testing::Tol{3e-2, 2e-2, 1e-3};
   EXPECT_TRUE(testing::tensors_near(got, want, tol));
   EXPECT_EQ(m->length(2), 8);
   EXPECT_EQ(m->length(0), 5);
@@ -179,7 +201,8 @@ TEST_P(GptInferenceTest, CachedLogitsMatchRecomputeAndBatchedMatchAlone) {
   ASSERT_TRUE(m->prefill({0, 1, 2}, prompts, &got, *stream_).ok());
   for (size_t i = 0; i < lens.size(); ++i) {
     const std::vector<float> row(got.begin() + i * kVocab, got.begin() + (i + 1) * kVocab);
-    EXPECT_TRUE(testing::tensors_near(row, alone(i, 0), path_tol(GetParam()))) << "prompt " << i;
+    EXPECT_TRUE(testing::tensors_near(row, alone(i, 0), path_tol(GetParam().device)))
+        << "prompt " << i;
   }
   std::vector<int64_t> done(lens.size(), 0);
   for (int64_t step = 0; step < steps + 2; ++step) {
@@ -199,7 +222,7 @@ TEST_P(GptInferenceTest, CachedLogitsMatchRecomputeAndBatchedMatchAlone) {
       const int64_t k = ++done[i];
       EXPECT_EQ(m->length(use[j]), lens[i] + k);
       const std::vector<float> row(got.begin() + j * kVocab, got.begin() + (j + 1) * kVocab);
-      EXPECT_TRUE(testing::tensors_near(row, alone(i, k), path_tol(GetParam())))
+      EXPECT_TRUE(testing::tensors_near(row, alone(i, k), path_tol(GetParam().device)))
           << "prompt " << i << " after " << k << " forced tokens";
     }
   }
@@ -228,7 +251,7 @@ std::vector<GenerationRequest> requests(bool greedy) {
 }
 
 TEST_P(GptInferenceTest, KvCacheMatchesRecomputeAndBatchingMatchesAlone) {
-  if (GetParam() == Device::kCuda) GTEST_SKIP() << kTokenExactOnCpu;
+  if (GetParam().device == Device::kCuda) GTEST_SKIP() << kTokenExactOnCpu;
   for (bool greedy : {true, false}) {
     SCOPED_TRACE(greedy ? "greedy" : "sampled");
     const std::vector<GenerationRequest> rs = requests(greedy);
@@ -255,7 +278,7 @@ TEST_P(GptInferenceTest, KvCacheMatchesRecomputeAndBatchingMatchesAlone) {
 }
 
 TEST_P(GptInferenceTest, StopsAtEodAndAtTheContext) {
-  if (GetParam() == Device::kCuda) GTEST_SKIP() << kTokenExactOnCpu;
+  if (GetParam().device == Device::kCuda) GTEST_SKIP() << kTokenExactOnCpu;
   std::unique_ptr<GptInference> m = make(1);
   ASSERT_NE(m, nullptr);
   GenerationRequest r = requests(true)[0];
@@ -287,7 +310,7 @@ std::vector<int32_t> drain(GenerationScheduler::Job& job) {
 }
 
 TEST_P(GptInferenceTest, SchedulerBatchesConcurrentRequestsLikeAlone) {
-  if (GetParam() == Device::kCuda) GTEST_SKIP() << kTokenExactOnCpu;
+  if (GetParam().device == Device::kCuda) GTEST_SKIP() << kTokenExactOnCpu;
   const std::vector<GenerationRequest> rs = requests(false);
   std::vector<std::vector<int32_t>> alone(rs.size());
   for (size_t i = 0; i < rs.size(); ++i) alone[i] = recompute(rs[i]);
@@ -339,33 +362,42 @@ TEST_P(GptInferenceTest, BadInputsAreErrors) {
   auto ev = gen.start({{7, r}}, *stream_);
   EXPECT_NE(msg(ev.status()).find("request 7: stop strings need a tokenizer"), std::string::npos);
 
+  // A tensor every architecture has, missing; one with the wrong shape.
   std::map<std::string, engine::HostSlice> w = weights_;
-  w.erase("master/h.1.mlp.c_fc.bias");
+  w.erase("master/h.1.mlp.c_fc.weight");
   s = m->load(lookup_of(w), *stream_);
   EXPECT_TRUE(absl::IsNotFound(s)) << s;
   w = weights_;
-  w["master/wpe.weight"].shape = {kMaxLen * 2, 64};
+  w["master/h.0.attn.c_proj.weight"].shape = {64, 128};
   s = m->load(lookup_of(w), *stream_);
-  EXPECT_NE(msg(s).find("master/wpe.weight has shape [48, 64], the model needs [24, 128]"),
+  EXPECT_NE(msg(s).find("master/h.0.attn.c_proj.weight has shape [64, 128], the model needs "
+                        "[128, 128]"),
             std::string::npos)
       << s;
 }
 
 TEST_P(GptInferenceTest, PlanSizesTheKvCache) {
-  const GptConfig c = tiny_config();
-  auto plan = GptInference::plan(c, {3, 0}, precision(GetParam()));
+  const GptConfig c = tiny_config(GetParam().arch);
+  auto plan = GptInference::plan(c, {3, 0}, precision(GetParam().device));
   ASSERT_TRUE(plan.ok()) << plan.status();
-  const size_t elem = GetParam() == Device::kCuda ? 2 : 4;
+  const size_t elem = GetParam().device == Device::kCuda ? 2 : 4;
   const size_t kv = static_cast<size_t>(c.n_layers * 3 * c.max_seq_len * 2 * c.d_model) * elem;
   EXPECT_EQ(plan->category_bytes("kv_cache"), engine::align_up(kv));
-  EXPECT_FALSE(GptInference::plan(c, {1, kMaxLen + 1}, precision(GetParam())).ok());
-  EXPECT_FALSE(GptInference::plan(c, {0, 4}, precision(GetParam())).ok());
+  EXPECT_FALSE(GptInference::plan(c, {1, kMaxLen + 1}, precision(GetParam().device)).ok());
+  EXPECT_FALSE(GptInference::plan(c, {0, 4}, precision(GetParam().device)).ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, GptInferenceTest, ::testing::Values(Device::kCpu, Device::kCuda),
-                         [](const ::testing::TestParamInfo<Device>& i) {
-                           return i.param == Device::kCpu ? "Cpu" : "Cuda";
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Devices, GptInferenceTest,
+    ::testing::Values(Case{Device::kCpu, Arch::kGpt2}, Case{Device::kCuda, Arch::kGpt2},
+                      Case{Device::kCpu, Arch::kBloom}, Case{Device::kCuda, Arch::kBloom},
+                      Case{Device::kCpu, Arch::kLlama}, Case{Device::kCuda, Arch::kLlama}),
+    [](const ::testing::TestParamInfo<Case>& i) {
+      const char* arch = i.param.arch == Arch::kGpt2    ? "Gpt2"
+                         : i.param.arch == Arch::kBloom ? "Bloom"
+                                                        : "Llama";
+      return std::string(arch) + (i.param.device == Device::kCpu ? "Cpu" : "Cuda");
+    });
 
 }  // namespace
 }  // namespace anvil::model
