@@ -1,7 +1,8 @@
 // The [model] keys that choose the GPT architecture variant (docs/models.md): position
 // embedding (learned, ALiBi, rotary, none), embedding LayerNorm, MLP activation (GELU or a gated
-// unit), norm (LayerNorm, RMSNorm), linear biases, tied LM head. train_config.cc adds them to the
-// schema and parses them into GptConfig through these two functions.
+// unit), norm (LayerNorm, RMSNorm), linear biases, tied LM head. train_config_schema.cc adds
+// them to the schema and train_config.cc parses them into GptConfig, through these two
+// functions.
 #pragma once
 
 #include "absl/status/status.h"
