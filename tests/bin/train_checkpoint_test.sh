@@ -10,7 +10,8 @@
 #      bytes (import is export's exact inverse); finetune from the import trains;
 #   5. [tokenizer] GPT2BPE: a vocab_size that differs is refused; the files travel with the
 #      checkpoint and export writes them as vocab.json / merges.txt with a tokenizer_config.json;
-#   6. with MPIRUN set (mpirun and its flags): a TP2 run stopped by SIGUSR1, resumed on 1 rank.
+#   6. with MPIRUN set (mpirun and its flags): a TP2 run stopped by SIGUSR1, resumed on 1 rank;
+#      Ctrl-C (SIGINT) of mpirun: every rank stops after the same step and saves it.
 # usage: train_checkpoint_test.sh BUILD/bin/train BUILD/bin/convert BUILD/bin/preprocess
 #        (from the repository root; DEVICE=cuda runs the same on a GPU, where the logged losses
 #        (4 decimals) must agree too)
@@ -157,5 +158,16 @@ if [[ -n ${MPIRUN:-} ]]; then
     > "$work/one.log" 2>&1
   diff <(losses "$work/one.log" | tail -2) <(losses "$work/tp2b.log") \
     || fail "TP2 -> 1 rank losses differ"
+  # 6b. Ctrl-C of mpirun: OpenMPI turns SIGINT into SIGTERM of every rank; both ranks stop after
+  #     the same step and save it (mpirun's own exit status reports the interrupt).
+  $MPIRUN -np 2 "$train" "$work/t.ini" parallel.tp=2 train.steps=300 checkpoint.save="$work/int" \
+    > "$work/int.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 600); do grep -qE "step +3/" "$work/int.log" || ! kill -0 "$pid" && break; sleep 0.1; done
+  kill -INT "$pid"
+  wait "$pid" || true
+  grep -q "received SIGTERM: stopping after step" "$work/int.log" || fail "no stop after Ctrl-C"
+  [[ -f "$work/int/step_$(printf %08d "$(cat "$work/int/latest")")/manifest.json" ]] \
+    || fail "no checkpoint after Ctrl-C of mpirun"
 fi
 echo "PASS"
