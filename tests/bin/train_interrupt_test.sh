@@ -95,6 +95,7 @@ grep -qE "received SIGINT: stopping after step [0-9]+ \(no \[checkpoint\] save: 
   "$work/b.log" || fail "no stop line without save"
 
 # 3. Two Ctrl-Cs: exit 130 at once, no partial checkpoint under a final name.
+ended_by_second=0
 for delay in 0 0.02 0.1; do
   dir="$work/twice_$delay"
   start "$work/c.log" checkpoint.save="$dir" checkpoint.save_interval=1
@@ -109,7 +110,13 @@ for delay in 0 0.02 0.1; do
   status=0
   wait "$pid" || status=$?
   pid=
-  [[ $status == 130 ]] || fail "two SIGINTs (delay $delay): exit status $status, not 130"
+  # On a loaded machine the run may finish its stop (save, exit 0) before the second SIGINT
+  # lands; that is correct. At least one delay must see the second one end the run with 130.
+  if [[ $status == 130 ]]; then
+    ended_by_second=$((ended_by_second + 1))
+  elif [[ $status != 0 ]] || ! grep -q "received SIGINT: stopping after step" "$work/c.log"; then
+    fail "two SIGINTs (delay $delay): exit status $status, not 130"
+  fi
   ((SECONDS < 5)) || fail "the second SIGINT took ${SECONDS}s to end the run"
   check_complete "$dir"
   "$train" "$work/t.ini" checkpoint.load="$dir" checkpoint.exit_interval=1 \
@@ -117,4 +124,5 @@ for delay in 0 0.02 0.1; do
   grep -q "resuming from $dir/step_$(printf "%08d" "$(cat "$dir/latest")")" "$work/r.log" \
     || fail "no resume from latest after two SIGINTs: $(tail -3 "$work/r.log")"
 done
+((ended_by_second > 0)) || fail "no second SIGINT ended a run with status 130"
 echo "train_interrupt_test: OK"
