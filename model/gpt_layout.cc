@@ -59,9 +59,9 @@ std::vector<LayerParam> layer_param_list(const GptConfig& cfg, int tp) {
   return out;
 }
 
-// The parameters of one flat buffer (a Param field) as Weights.
-Weights weights_of(const Buffers& b, TensorView Param::*field) {
-  const std::vector<Param>& p = b.table.all();
+// The parameters outside the layers (embeddings, ln_f, LM head) of one flat buffer; the LM head
+// is wte where it is tied (or where this rank holds no head).
+Weights embedding_weights_of(const ParamTable& t, TensorView Param::*field) {
   Weights w;
   for (const auto& [name, dst] : {std::pair<const char*, TensorView*>{"wte.weight", &w.wte},
                                   {"wpe.weight", &w.wpe},
@@ -70,9 +70,16 @@ Weights weights_of(const Buffers& b, TensorView Param::*field) {
                                   {"lm_head.weight", &w.lm_head},
                                   {"ln_f.weight", &w.lnf_g},
                                   {"ln_f.bias", &w.lnf_b}}) {
-    if (const Param* q = b.table.find(name)) *dst = q->*field;
+    if (const Param* q = t.find(name)) *dst = q->*field;
   }
-  if (w.lm_head.empty()) w.lm_head = w.wte;  // tied (or no head here)
+  if (w.lm_head.empty()) w.lm_head = w.wte;
+  return w;
+}
+
+// The parameters of one flat buffer (a Param field) as Weights.
+Weights weights_of(const Buffers& b, TensorView Param::*field) {
+  const std::vector<Param>& p = b.table.all();
+  Weights w = embedding_weights_of(b.table, field);
   for (size_t l = 0; l < b.layer_param.size(); ++l) {
     LayerWeights lw;
     for (size_t k = 0; k < b.layer_fields.size(); ++k) {
@@ -87,17 +94,7 @@ Weights weights_of(const Buffers& b, TensorView Param::*field) {
 
 Weights weights_of(const ParamTable& t, TensorView Param::*field, const GptConfig& cfg,
                    const GptShard& shard) {
-  Weights w;
-  for (const auto& [name, dst] : {std::pair<const char*, TensorView*>{"wte.weight", &w.wte},
-                                  {"wpe.weight", &w.wpe},
-                                  {"wte_ln.weight", &w.wte_ln_g},
-                                  {"wte_ln.bias", &w.wte_ln_b},
-                                  {"lm_head.weight", &w.lm_head},
-                                  {"ln_f.weight", &w.lnf_g},
-                                  {"ln_f.bias", &w.lnf_b}}) {
-    if (const Param* q = t.find(name)) *dst = q->*field;
-  }
-  if (w.lm_head.empty()) w.lm_head = w.wte;  // tied (or no head here)
+  Weights w = embedding_weights_of(t, field);
   const std::vector<LayerParam> list = layer_param_list(cfg, shard.tp);
   for (const std::vector<int64_t>& chunk : shard.layer_chunks(cfg)) {
     for (int64_t l : chunk) {

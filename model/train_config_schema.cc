@@ -226,10 +226,10 @@ ConfigSchema build_schema() {
   s.add("checkpoint", "finetune", kBool, "false",
         "Load the weights only (--finetune): fresh AdamW state, step 0, any batch size and seed.");
   s.add("checkpoint", "exit_interval", kInt, "0",
-        "Save and exit (status 0) after a step that is a multiple of N (--exit-interval); 0 = "
+        "Save and stop with status 0 after a step that is a multiple of N (--exit-interval); 0 = "
         "off.");
   s.add("checkpoint", "exit_duration_min", kFloat, "0",
-        "Save and exit (status 0) after the first step that ends this many wall-clock minutes "
+        "Save and stop with status 0 after the first step that ends this many wall-clock minutes "
         "after the start (--exit-duration-in-mins); 0 = off.");
   // [log]
   s.add("log", "all_ranks", kBool, "false",
