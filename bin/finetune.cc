@@ -97,7 +97,8 @@ absl::Status run(const std::string& path, const std::vector<std::string>& overri
   }
 
   const anvil::engine::LogContext ctx;
-  ANVIL_ASSIGN_OR_RETURN(model::GptPrecision prec, model::resolve_precision(cfg.train.device));
+  ANVIL_ASSIGN_OR_RETURN(model::GptPrecision prec,
+                         model::resolve_precision(cfg.train.device, cfg.train.precision.mode));
   anvil::engine::Stream s = anvil::engine::Stream::cpu();
   if (prec.device == anvil::engine::Device::kCuda) {
     ANVIL_ASSIGN_OR_RETURN(s, anvil::engine::Stream::cuda(0));

@@ -199,6 +199,7 @@ absl::Status save_checkpoint(const model::TrainConfig& cfg, const std::string& c
     info.state = model::checkpoint_counters(trainer.state(), cfg);
     info.layout = model::checkpoint_layout(cfg);
     info.lr_schedule = model::checkpoint_lr_schedule(cfg, trainer.state());
+    info.grad_scaler = model::loss_scaler_map(trainer.state().loss_scaler);
     info.attachments = tokenizer_attachments(cfg.tokenizer);
     ANVIL_RETURN_IF_ERROR(
         anvil::io::finish_checkpoint(dir, tmp, grid.world(), info, cfg.checkpoint.keep_last));
@@ -248,6 +249,7 @@ absl::Status load_checkpoint(const model::TrainConfig& cfg, model::Trainer& trai
     return absl::OkStatus();
   }
   ANVIL_ASSIGN_OR_RETURN(model::TrainerState st, model::trainer_state_from(c->info().state, cfg));
+  ANVIL_ASSIGN_OR_RETURN(st.loss_scaler, model::loss_scaler_from_map(c->info().grad_scaler));
   trainer.restore(st);
   const int64_t samples = cfg.train.run_samples();
   auto saved = c->info().state.find("train_samples");
@@ -439,7 +441,8 @@ int run(int argc, char** argv) {
   }
   const model::TrainConfig& cfg = *loaded;
   anvil::engine::set_interrupt_message(launch->rank == 0, !cfg.checkpoint.save.empty());
-  absl::StatusOr<model::GptPrecision> prec = model::resolve_precision(cfg.train.device);
+  absl::StatusOr<model::GptPrecision> prec =
+      model::resolve_precision(cfg.train.device, cfg.train.precision.mode);
   if (!prec.ok()) return fail(prec.status());
   if (print_device) {
     std::printf("%s\n", std::string(anvil::engine::device_name(prec->device)).c_str());

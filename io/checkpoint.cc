@@ -74,14 +74,16 @@ absl::Status prune(const std::string& dir, int64_t keep_last) {
 json info_json(const CheckpointInfo& info) {
   json attachments = json::array();
   for (const auto& [name, source] : info.attachments) attachments.push_back(name);
-  return json{{"attachments", attachments},
-              {"format", kFormat},
-              {"version", kCheckpointFormatVersion},
-              {"step", info.step},
-              {"config", info.config},
-              {"state", info.state},
-              {"layout", info.layout},
-              {"lr_schedule", info.lr_schedule}};
+  json j{{"attachments", attachments},
+         {"format", kFormat},
+         {"version", kCheckpointFormatVersion},
+         {"step", info.step},
+         {"config", info.config},
+         {"state", info.state},
+         {"layout", info.layout},
+         {"lr_schedule", info.lr_schedule}};
+  if (!info.grad_scaler.empty()) j["grad_scaler"] = info.grad_scaler;
+  return j;
 }
 
 absl::StatusOr<CheckpointInfo> parse_info(const json& m, const std::string& where) {
@@ -107,6 +109,12 @@ absl::StatusOr<CheckpointInfo> parse_info(const json& m, const std::string& wher
   if (!lr->is_object()) return absl::DataLossError(absl::StrCat(where, ": bad lr_schedule"));
   for (const auto& [k, v] : lr->items()) {
     ANVIL_ASSIGN_OR_RETURN(info.lr_schedule[k], json_number(*lr, k, where + ": lr_schedule"));
+  }
+  if (const auto gs = m.find("grad_scaler"); gs != m.end()) {  // optional: fp16 runs only
+    if (!gs->is_object()) return absl::DataLossError(absl::StrCat(where, ": bad grad_scaler"));
+    for (const auto& [k, v] : gs->items()) {
+      ANVIL_ASSIGN_OR_RETURN(info.grad_scaler[k], json_number(*gs, k, where + ": grad_scaler"));
+    }
   }
   ANVIL_ASSIGN_OR_RETURN(const json* att, json_field(m, "attachments", where));
   if (!att->is_array()) return absl::DataLossError(absl::StrCat(where, ": bad attachments"));

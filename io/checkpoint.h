@@ -38,6 +38,7 @@ struct CheckpointInfo {
   std::map<std::string, int64_t> state;       // run counters (consumed samples, RNG offsets ...)
   std::map<std::string, int64_t> layout;      // the parallel layout it was saved from
   std::map<std::string, double> lr_schedule;  // the schedule's parameters and current lr
+  std::map<std::string, double> grad_scaler;  // the loss scaler's state (empty: none, not saved)
   // Files kept with the checkpoint (the tokenizer's): name inside the step directory (may hold
   // a '/': "tokenizer/vocab.json") -> source path, copied by finish_checkpoint, checksummed
   // like the tensor files. Checkpoint::info() maps each name to its path in the checkpoint.

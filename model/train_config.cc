@@ -334,6 +334,7 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
   l.steps = c.get_int("train", "steps");
   l.seed = static_cast<uint64_t>(c.get_int("train", "seed"));
   l.device = c.get_string("train", "device");
+  ANVIL_ASSIGN_OR_RETURN(l.precision, parse_precision_config(c));
   l.eval_interval = c.get_int("train", "eval_interval");
   l.eval_iters = c.get_int("train", "eval_iters");
   l.log_interval = c.get_int("train", "log_interval");
@@ -508,7 +509,8 @@ absl::Status check_data_files(const std::string& prefix) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<GptPrecision> resolve_precision(const std::string& device) {
+absl::StatusOr<GptPrecision> resolve_precision(const std::string& device,
+                                               const std::string& precision) {
   GptPrecision p;
   const bool have_gpu = engine::cuda_device_count() > 0;
   if (device == "cuda" && !have_gpu) {
@@ -517,16 +519,14 @@ absl::StatusOr<GptPrecision> resolve_precision(const std::string& device) {
   }
   if (device == "cuda" || (device == "auto" && have_gpu)) {
     p.device = engine::Device::kCuda;
-    p.act = engine::DType::kBF16;
-    p.grad = engine::DType::kF32;
   } else if (device == "cpu" || device == "auto") {
     p.device = engine::Device::kCpu;
-    p.act = engine::DType::kF32;
-    p.grad = engine::DType::kF32;
   } else {
     return absl::InvalidArgumentError(
         absl::StrFormat("[train] device: expected auto, cpu or cuda, got '%s'", device));
   }
+  ANVIL_ASSIGN_OR_RETURN(p.act, precision_act_dtype(precision, p.device));
+  p.grad = engine::DType::kF32;
   return p;
 }
 

@@ -20,6 +20,7 @@
 #include "model/gpt.h"
 #include "model/lr_schedule.h"
 #include "model/parallel_config.h"
+#include "model/precision_config.h"
 
 namespace anvil::model {
 
@@ -58,6 +59,7 @@ struct LoopConfig {
   StepRanges skip_ranges;          // steps whose data is consumed but not trained on
   uint64_t seed = 1234;            // parameter init and dropout
   std::string device = "auto";     // auto | cpu | cuda
+  PrecisionConfig precision;       // precision and loss scaling (model/precision_config.h)
   int64_t eval_interval = 1000;    // evaluate every N steps (0: only at the end)
   int64_t eval_iters = 100;        // validation global batches per evaluation (0: no evaluation)
   int64_t log_interval = 100;      // log a line every N steps
@@ -148,9 +150,11 @@ absl::StatusOr<TrainConfig> load_train_config_string(const std::string& text,
 // paths not set), naming the path and both expected files and how to make them.
 absl::Status check_data_files(const std::string& prefix);
 
-// Device and dtypes for `device` ("auto" | "cpu" | "cuda"): CUDA = bf16 parameters/activations
-// with f32 gradients, master weights and optimizer state; CPU = f32 throughout. "auto" picks CUDA
-// when engine::cuda_device_count() > 0. FailedPrecondition for "cuda" without a GPU.
-absl::StatusOr<GptPrecision> resolve_precision(const std::string& device);
+// Device and dtypes for `device` ("auto" | "cpu" | "cuda") and `precision` ([train] precision,
+// precision_act_dtype): parameters/activations of that dtype (auto: bf16 on CUDA, f32 on the
+// CPU) with f32 gradients, master weights and optimizer state. "auto" picks CUDA when
+// engine::cuda_device_count() > 0. FailedPrecondition for "cuda" without a GPU.
+absl::StatusOr<GptPrecision> resolve_precision(const std::string& device,
+                                               const std::string& precision = "auto");
 
 }  // namespace anvil::model

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/config.h"
 #include "model/gpt_arch_config.h"
+#include "model/precision_config.h"
 #include "model/train_config.h"
 
 namespace anvil::model {
@@ -133,6 +134,7 @@ ConfigSchema build_schema() {
         "auto = CUDA (bf16 activations, f32 gradients and optimizer) when a GPU is visible, else "
         "CPU (f32).",
         {"auto", "cpu", "cuda"});
+  add_precision_keys(s);
   s.add("train", "eval_interval", kInt, "1000",
         "Evaluate on the validation split every N steps and at the end (--eval-interval); a "
         "run whose last step is a multiple of N evaluates twice there, on fresh samples each "

@@ -35,7 +35,7 @@ void write_step_metrics(const MetricsSink& sink, const StepStats& st, int64_t gl
   by_step_samples_tokens(sink, "batch-size/batch-size", static_cast<double>(global_batch), at,
                          /*with_tokens=*/false);
   by_step_samples_tokens(sink, "lm-loss-training/lm loss", st.loss, at);
-  by_step_samples_tokens(sink, "loss-scale/loss-scale", 1.0, at);
+  by_step_samples_tokens(sink, "loss-scale/loss-scale", st.loss_scale, at);
   by_step_samples_tokens(sink, "grad-norm/grad-norm", st.grad_norm, at);
 }
 

@@ -4,9 +4,9 @@
 // TensorBoard. Each value goes against the step and, as Megatron, under "<tag> vs samples" and
 // "<tag> vs tokens" against the consumed samples (step * global_batch) and tokens (* seq_len):
 //   every [log] tensorboard_log_interval steps: lm-loss-training/lm loss (the step's loss),
-//     learning-rate/learning-rate, grad-norm/grad-norm, loss-scale/loss-scale (1: no loss
-//     scaling with bf16/f32), batch-size/batch-size (no vs tokens), steps-vs-samples/... and
-//     steps-vs-tokens/... (steps against samples or tokens and back);
+//     learning-rate/learning-rate, grad-norm/grad-norm, loss-scale/loss-scale (after the step's
+//     scaler update, as Megatron; 1 without loss scaling), batch-size/batch-size (no vs tokens),
+//     steps-vs-samples/... and steps-vs-tokens/... (steps against samples or tokens and back);
 //   every [train] log_interval steps (the interval's means, as the text log): iteration-time/
 //     iteration-time (seconds per step), iteration-time/samples per second, tokens per second
 //     (each also per replica: / dp), iteration-time/TFLOPs per gpu (estimated) (the text log's

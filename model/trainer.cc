@@ -142,6 +142,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
   if (valid) t->valid_sets_.push_back({"val", std::move(valid)});
   t->log_ = log;
   t->lr_ = LrScheduler(cfg.optim.schedule, cfg.train.global_batch);
+  t->scaler_ = LossScaler(loss_scaler_config(cfg.train.precision, prec.act));
   t->plan_micro_batches_ = cfg.train.accumulation_steps(dp);
   t->eval_global_batch_ = global_batch_at(cfg.train.rampup, cfg.train.global_batch, 0);
   t->dp_size_ = dp;
@@ -201,6 +202,9 @@ void Trainer::restore(const TrainerState& s) {
   consumed_samples_ = s.consumed_samples;
   consumed_valid_ = s.consumed_valid_samples;
   lr_.restore(s.lr);
+  // As Megatron: a dynamic scaler continues from the checkpoint's state; a checkpoint without
+  // one (saved by a bf16/fp32 run) starts it afresh, and a static scale ignores it.
+  if (s.loss_scaler && scaler_.dynamic()) scaler_.restore(*s.loss_scaler);
   eval_global_batch_ =
       global_batch_at(cfg_.train.rampup, cfg_.train.global_batch, consumed_samples_);
 }
@@ -266,6 +270,7 @@ StepStats Trainer::consume_only(int64_t G) {
   st.global_batch = G;
   st.loss = st.grad_norm = std::numeric_limits<double>::quiet_NaN();
   st.lr = lr_.lr();
+  st.loss_scale = scaler_.scale();
   if (!in_step_ranges(cfg_.train.skip_ranges, st.step - 1)) {
     engine::log_info(log_, absl::StrFormat("step %d: [train] skip_iterations: consuming the data "
                                            "of the range's steps without training",
@@ -282,8 +287,10 @@ StepStats Trainer::step() {
   if (in_step_ranges(cfg_.train.skip_ranges, step_ + 1)) return consume_only(G);
   eval_global_batch_ = G;
   engine::Stream& s = *stream_;
-  // Every token of the global batch is counted, so d(mean loss)/d(token loss) = 1 / (G * T).
-  const float grad_scale = static_cast<float>(1.0 / (static_cast<double>(G) * T));
+  // Every token of the global batch is counted, so d(mean loss)/d(token loss) = 1 / (G * T);
+  // times the loss scale S: the backward of loss * S, whose gradients are divided by S below.
+  const double loss_scale = scaler_.scale();
+  const float grad_scale = static_cast<float>(loss_scale / (static_cast<double>(G) * T));
 
   model_->zero_grads(s);
   const int dp = dp_size_;
@@ -310,7 +317,7 @@ StepStats Trainer::step() {
   MicroBatchFns fns;
   fns.batch = [&](int64_t m) { return host_batch(m); };
   fns.grad_scale = [&](int64_t m) {
-    return cfg_.data.eod_mask_loss ? static_cast<float>(masked_scale(m)) : grad_scale;
+    return cfg_.data.eod_mask_loss ? static_cast<float>(masked_scale(m) * loss_scale) : grad_scale;
   };
   // The dropout offset numbers the micro-batch as the single-rank run would.
   fns.dropout_offset = [&](int64_t m) {
@@ -373,16 +380,28 @@ StepStats Trainer::step() {
   st.step = ++step_;
   st.global_batch = G;
   st.loss = cfg_.data.eod_mask_loss ? masked_loss : loss_sum / (static_cast<double>(G) * T);
-  // After the reduction: the norm of the global batch's gradient, equal on every rank.
-  st.grad_norm = grad_norm();
+  // After the reduction: the norm of the global batch's gradient, equal on every rank, and so
+  // is whether it is finite: the overflow check over all ranks (Megatron all-reduces found_inf
+  // over the model-parallel group; here the norm is reduced over every group). Megatron
+  // unscales the gradients before both; dividing the norm is the same to rounding.
+  st.grad_norm = grad_norm() / loss_scale;
+  const bool found_inf = !std::isfinite(st.grad_norm);
+  // A dynamic scaler above its floor is expected to overflow now and then: it backs off.
+  st.scale_overflow = found_inf && !scaler_.at_floor();
+  scaler_.update(found_inf);
+  st.loss_scale = scaler_.scale();
   st.lr = lr_.lr();
   // Megatron's consumed_train_tokens before this step: what its scheduler sees below.
   const int64_t tokens_before = consumed_samples_ * T;
   consumed_samples_ += G;
-  if (!std::isfinite(st.grad_norm)) {
+  if (found_inf) {
     st.skipped = true;
-    engine::log_warning(log_, absl::StrFormat("step %d: grad norm is %s, skipping the update",
-                                              st.step, std::isnan(st.grad_norm) ? "nan" : "inf"));
+    std::string what = absl::StrFormat("step %d: grad norm is %s, skipping the update", st.step,
+                                       std::isnan(st.grad_norm) ? "nan" : "inf");
+    if (scaler_.enabled()) {
+      absl::StrAppend(&what, absl::StrFormat(" (loss scale %g -> %g)", loss_scale, st.loss_scale));
+    }
+    engine::log_warning(log_, what);
     return st;
   }
   // Megatron's clip_grad_norm: scale by max_norm / (norm + 1e-6) when that is below 1.
@@ -396,7 +415,7 @@ StepStats Trainer::step() {
   o.beta2 = static_cast<float>(cfg_.optim.beta2);
   o.eps = static_cast<float>(cfg_.optim.eps);
   o.weight_decay = static_cast<float>(cfg_.optim.weight_decay);
-  o.grad_scale = static_cast<float>(clip);
+  o.grad_scale = static_cast<float>(clip / loss_scale);  // unscale and clip in one
   o.step = ++optimizer_steps_;
   model_->optimizer_step(o, s);
   lr_.step(G, tokens_before);  // after the applied update, as Megatron's train_step
@@ -528,7 +547,10 @@ TrainSummary Trainer::run() {
       sum.skipped_steps++;
       interval_skipped++;
     }
-    if (!st.data_only) consecutive_skipped = st.skipped ? consecutive_skipped + 1 : 0;
+    // Overflows of a dynamic loss scale above its floor are its business, not divergence.
+    if (!st.data_only && !st.scale_overflow) {
+      consecutive_skipped = st.skipped ? consecutive_skipped + 1 : 0;
+    }
     const bool diverged = L.max_skipped_steps > 0 && consecutive_skipped >= L.max_skipped_steps;
     if (diverged) {
       sum.status = absl::AbortedError(absl::StrFormat(
@@ -564,6 +586,8 @@ TrainSummary Trainer::run() {
                : std::string("-"),
           memory_string(), engine::format_duration(wall.seconds()),
           engine::format_duration(per_step * static_cast<double>(L.steps - st.step)));
+      if (scaler_.enabled())
+        absl::StrAppend(&line, absl::StrFormat(" | loss scale %.1f", st.loss_scale));
       if (interval_skipped > 0) absl::StrAppend(&line, " | skipped ", interval_skipped);
       if (st.data_only) absl::StrAppend(&line, " | data only ([train] skip_iterations)");
       engine::log_info(log_, line);

@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,6 +52,7 @@
 #include "engine/log.h"
 #include "engine/stream.h"
 #include "model/gpt.h"
+#include "model/loss_scaler.h"
 #include "model/lr_schedule.h"
 #include "model/train_config.h"
 #include "model/train_metrics.h"
@@ -109,13 +111,15 @@ absl::Status check_plan_fits(const engine::MemoryPlan& plan, engine::Device devi
 absl::Status check_host_plans_fit(size_t host_plan_bytes, int host_ranks, size_t available_bytes);
 
 struct StepStats {
-  int64_t step = 0;          // 1-based number of this step
-  double loss = 0.0;         // mean token loss over the step's global batch
-  double lr = 0.0;           // learning rate used (or that would have been used when skipped)
-  double grad_norm = 0.0;    // global L2 norm before clipping
-  bool skipped = false;      // non-finite grad norm: no optimizer update
-  bool data_only = false;    // a [train] skip_iterations step: data consumed, nothing trained
-  int64_t global_batch = 0;  // samples of this step (rampup_batch_size)
+  int64_t step = 0;             // 1-based number of this step
+  double loss = 0.0;            // mean token loss over the step's global batch
+  double lr = 0.0;              // learning rate used (or that would have been used when skipped)
+  double grad_norm = 0.0;       // global L2 norm before clipping
+  bool skipped = false;         // non-finite grad norm: no optimizer update
+  double loss_scale = 1.0;      // after this step's scaler update (as Megatron logs it); 1: none
+  bool scale_overflow = false;  // skipped by a dynamic loss scale above its floor (backs off)
+  bool data_only = false;       // a [train] skip_iterations step: data consumed, nothing trained
+  int64_t global_batch = 0;     // samples of this step (rampup_batch_size)
 };
 
 struct TrainSummary {
@@ -144,6 +148,7 @@ struct TrainerState {
   int64_t consumed_samples = 0;        // Megatron's consumed_train_samples
   int64_t consumed_valid_samples = 0;  // Megatron's consumed_valid_samples
   LrSchedulerState lr;
+  std::optional<LossScalerState> loss_scaler;  // fp16's dynamic scaler (none without one)
 };
 
 // Called by run() after each step (after its log line and evaluation); returning true ends the
@@ -203,8 +208,10 @@ class Trainer {
   TrainSummary run();
 
   TrainerState state() const {
-    return TrainerState{step_,           optimizer_steps_, micro_batches_, consumed_samples_,
-                        consumed_valid_, lr_.state()};
+    TrainerState s{step_,           optimizer_steps_, micro_batches_, consumed_samples_,
+                   consumed_valid_, lr_.state(),      std::nullopt};
+    if (scaler_.dynamic()) s.loss_scaler = scaler_.state();
+    return s;
   }
   // Continues a run from `s` (a checkpoint's; the model's state loaded separately).
   void restore(const TrainerState& s);
@@ -253,6 +260,7 @@ class Trainer {
   uint64_t micro_batches_ = 0;   // micro-batches trained so far over all DP ranks (dropout)
   int64_t consumed_samples_ = 0, consumed_valid_ = 0;  // the data streams' positions
   LrScheduler lr_;
+  LossScaler scaler_;               // loss scaling of fp16 (or a static [train] loss_scale)
   int64_t plan_micro_batches_ = 0;  // the micro-batches per rank plan_ was made for
   int64_t eval_global_batch_ = 0;   // the global batch evaluations use: the last step's
   int dp_size_ = 1, dp_rank_ = 0, tp_size_ = 1, pp_size_ = 1, pp_rank_ = 0;
