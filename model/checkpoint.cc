@@ -127,9 +127,13 @@ void upload(engine::TensorView buf, int64_t at, const float* src, int64_t n,
       stream.synchronize();
       break;
     }
-    case engine::DType::kBF16: {
+    case engine::DType::kBF16:
+    case engine::DType::kF16: {  // the compute copy of fp16/bf16 runs: rounded from the master
+      const bool bf16 = buf.dtype == engine::DType::kBF16;
       std::vector<uint16_t> h(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) h[static_cast<size_t>(i)] = engine::f32_to_bf16(src[i]);
+      for (int64_t i = 0; i < n; ++i) {
+        h[static_cast<size_t>(i)] = bf16 ? engine::f32_to_bf16(src[i]) : engine::f32_to_f16(src[i]);
+      }
       engine::copy(dst, engine::make_view(h.data(), buf.dtype, host, {n}), stream);
       stream.synchronize();
       break;

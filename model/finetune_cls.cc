@@ -39,6 +39,8 @@ std::vector<float> read_logits(engine::ConstTensorView logits,
   for (size_t i = 0; i < at.size(); ++i) {
     if (logits.dtype == engine::DType::kBF16) {
       out[i] = engine::bf16_to_f32(static_cast<uint16_t>(raw[i]));  // little-endian low bits
+    } else if (logits.dtype == engine::DType::kF16) {
+      out[i] = engine::f16_to_f32(static_cast<uint16_t>(raw[i]));
     } else if (logits.dtype == engine::DType::kF64) {
       double d;
       std::memcpy(&d, &raw[i], 8);

@@ -234,7 +234,9 @@ absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const Gpt
         "position_embedding ", alibi ? "alibi" : "rotary",
         " needs flash attention: on CUDA bf16 activations with head_dim "
         "64 or 128 (d_model / n_heads = ",
-        cfg.head_dim(), ", act ", std::string(engine::dtype_name(prec.act)), "), or the CPU"));
+        cfg.head_dim(), ", act ", std::string(engine::dtype_name(prec.act)),
+        "), or the CPU; [train] precision fp16 and fp32 use the unfused CUDA attention, which "
+        "has neither"));
   }
   const int64_t bt = shape.micro_batch * shape.seq_len;
   if (shard.sequence_parallel && shard.tp > 1 &&
@@ -244,17 +246,28 @@ absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const Gpt
         shard.tp, ") into row blocks of a multiple of 4 elements (d_model ", cfg.d_model, ")"));
   }
   const std::string act(engine::dtype_name(prec.act)), grad(engine::dtype_name(prec.grad));
+  const bool half = prec.act == DType::kBF16 || prec.act == DType::kF16;
   if (prec.device == engine::Device::kCpu) {
-    // CPU ops (OpenBLAS GEMM) take f32 or f64 with one dtype throughout.
-    if (!((prec.act == DType::kF32 || prec.act == DType::kF64) && prec.grad == prec.act)) {
+    // CPU ops take f32 or f64 with one dtype throughout, or 16-bit storage (emulated: the
+    // twins widen it) with f32 gradients.
+    if (!((prec.act == DType::kF32 || prec.act == DType::kF64) && prec.grad == prec.act) &&
+        !(half && prec.grad == DType::kF32)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "GPT precision on the CPU: act and grad must both be f32 or both f64, got act ", act,
-          ", grad ", grad));
+          "GPT precision on the CPU: act and grad must both be f32 or both f64, or act bf16/f16 "
+          "with grad f32, got act ",
+          act, ", grad ", grad));
     }
-  } else if (!((prec.act == DType::kBF16 || prec.act == DType::kF32) && prec.grad == DType::kF32)) {
+    if (half && shard.tp > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "GPT precision on the CPU: ", act,
+          " activations need tp = 1 (MPI has no 16-bit sum for the tensor-parallel all-reduce), "
+          "got tp ",
+          shard.tp));
+    }
+  } else if (!((half || prec.act == DType::kF32) && prec.grad == DType::kF32)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("GPT precision on CUDA: act must be bf16 or f32 and grad f32, got act ", act,
-                     ", grad ", grad));
+        absl::StrCat("GPT precision on CUDA: act must be bf16, f16 or f32 and grad f32, got act ",
+                     act, ", grad ", grad));
   }
   return absl::OkStatus();
 }

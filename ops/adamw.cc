@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/status.h"
+#include "ops/arg_check.h"
 
 namespace anvil::ops {
 namespace {
@@ -42,13 +43,12 @@ void adamw_update(const AdamWArgs& args, TensorView master, TensorView m, Tensor
   ANVIL_CHECK_MSG(is_flat(grad, n) && grad.dtype == state && grad.device == dev,
                   expected("grad", want, grad));
   if (!param.empty()) {
-    const bool param_dtype_ok = param.dtype == DType::kBF16 || param.dtype == DType::kF32 ||
-                                (!stream.is_cuda() && param.dtype == DType::kF64);
-    ANVIL_CHECK_MSG(
-        is_flat(param, n) && param_dtype_ok && param.device == dev,
-        expected("param",
-                 "empty or contiguous bf16/f32 [" + std::to_string(n) + "] on the stream's device",
-                 param));
+    const bool param_dtype_ok = detail::is_act_dtype(param.dtype, stream);
+    ANVIL_CHECK_MSG(is_flat(param, n) && param_dtype_ok && param.device == dev,
+                    expected("param",
+                             "empty or contiguous bf16/f16/f32 [" + std::to_string(n) +
+                                 "] on the stream's device",
+                             param));
   }
   if (n == 0) return;
   if (!stream.is_cuda()) {

@@ -36,11 +36,17 @@ void check_arg(const char* op, const char* arg, const engine::ConstTensorView& v
                           engine::describe(v));
 }
 
-void check_act_dtype(const char* op, engine::DType t, const engine::Stream& stream) {
+bool is_act_dtype(engine::DType t, const engine::Stream& stream) {
   using engine::DType;
-  const bool ok = t == DType::kBF16 || t == DType::kF32 || (!stream.is_cuda() && t == DType::kF64);
-  ANVIL_CHECK_MSG(ok, std::string(op) + ": activations must be bf16 or f32 (f64 on the CPU), got " +
-                          std::string(engine::dtype_name(t)));
+  return t == DType::kBF16 || t == DType::kF16 || t == DType::kF32 ||
+         (!stream.is_cuda() && t == DType::kF64);
+}
+
+void check_act_dtype(const char* op, engine::DType t, const engine::Stream& stream) {
+  ANVIL_CHECK_MSG(is_act_dtype(t, stream),
+                  std::string(op) +
+                      ": activations must be bf16, f16 or f32 (f64 on the CPU), got " +
+                      std::string(engine::dtype_name(t)));
 }
 
 engine::DType f32_or_f64(engine::DType act, engine::DType given) {
@@ -51,13 +57,11 @@ engine::DType f32_or_f64(engine::DType act, engine::DType given) {
 void check_elementwise_x(const char* op, const engine::ConstTensorView& x,
                          const engine::Stream& stream) {
   using engine::DType;
-  const DType t = x.dtype;
-  const bool ok =
-      (t == DType::kBF16 || t == DType::kF32 || (!stream.is_cuda() && t == DType::kF64)) &&
-      (!x.empty() || x.numel() == 0) && x.device == stream.device() && x.is_contiguous();
-  ANVIL_CHECK_MSG(ok, std::string(op) + ": x must be contiguous bf16 or f32 (f64 on the CPU) on " +
-                          std::string(engine::device_name(stream.device())) + ", got " +
-                          engine::describe(x));
+  const bool ok = is_act_dtype(x.dtype, stream) && (!x.empty() || x.numel() == 0) &&
+                  x.device == stream.device() && x.is_contiguous();
+  ANVIL_CHECK_MSG(
+      ok, std::string(op) + ": x must be contiguous bf16, f16 or f32 (f64 on the CPU) on " +
+              std::string(engine::device_name(stream.device())) + ", got " + engine::describe(x));
 }
 
 void check_like(const char* op, const char* arg, const engine::ConstTensorView& v,

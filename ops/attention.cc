@@ -71,9 +71,10 @@ DType check_common(const char* op, const AttentionArgs& args, ConstTensorView qk
       std::string(op) + ": dropout_p must be in [0, 1), got " + std::to_string(args.dropout_p));
   const engine::Device dev = stream.device();
   const DType act = qkv.dtype;
-  const bool act_ok = stream.is_cuda() ? (act == DType::kBF16 || act == DType::kF32)
-                                       : (act == DType::kF32 || act == DType::kF64);
-  const std::string act_name = stream.is_cuda() ? "bf16/f32" : "f32/f64";
+  const bool act_ok = stream.is_cuda()
+                          ? (act == DType::kBF16 || act == DType::kF16 || act == DType::kF32)
+                          : (act == DType::kF32 || act == DType::kF64);
+  const std::string act_name = stream.is_cuda() ? "bf16/f16/f32" : "f32/f64";
   const int64_t bt = args.batch * args.seq, hd = args.heads * args.head_dim;
   ANVIL_CHECK_MSG(
       !qkv.empty() && act_ok && qkv.device == dev && holds(qkv, bt, 3 * hd),

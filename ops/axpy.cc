@@ -18,10 +18,9 @@ using engine::DType;
 
 // x must be a float dtype the stream's twin supports.
 void check_dtype(const char* op, const ConstTensorView& x, const Stream& stream) {
-  const DType t = x.dtype;
-  const bool ok = t == DType::kF32 || t == DType::kBF16 || (!stream.is_cuda() && t == DType::kF64);
-  ANVIL_CHECK_MSG(ok,
-                  std::string(op) + ": x must be f32 or bf16 (f64 on the CPU), got " + describe(x));
+  ANVIL_CHECK_MSG(
+      detail::is_act_dtype(x.dtype, stream),
+      std::string(op) + ": x must be f32, bf16 or f16 (f64 on the CPU), got " + describe(x));
 }
 
 // x and y must be the same memory or disjoint: a partial overlap would read elements of x that

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/status.h"
+#include "ops/arg_check.h"
 
 namespace anvil::ops {
 namespace {
@@ -43,11 +44,10 @@ void softmax_cross_entropy(const CrossEntropyArgs& args, TensorView losses, Tens
   const std::string dims = "[" + std::to_string(rows) + ", " + std::to_string(pv) + "]";
   const std::string dims1 = "[" + std::to_string(rows) + "]";
   const engine::Device dev = stream.device();
-  const bool float_act = logits.dtype == DType::kBF16 || logits.dtype == DType::kF32 ||
-                         (!stream.is_cuda() && logits.dtype == DType::kF64);
+  const bool float_act = detail::is_act_dtype(logits.dtype, stream);
   ANVIL_CHECK_MSG(
       !logits.empty() && float_act && logits.device == dev && is_shape(logits, {rows, pv}),
-      expected("logits", "contiguous bf16/f32 " + dims + " on the stream's device", logits));
+      expected("logits", "contiguous bf16/f16/f32 " + dims + " on the stream's device", logits));
   ANVIL_CHECK_MSG(
       !targets.empty() && targets.dtype == DType::kI32 && targets.device == dev &&
           is_shape(targets, {rows}),

@@ -10,6 +10,7 @@
 
 #include "engine/memory.h"
 #include "engine/status.h"
+#include "ops/arg_check.h"
 
 namespace anvil::ops {
 namespace {
@@ -32,9 +33,8 @@ void check_pair(const char* op, const DropoutArgs& args, const char* out_name,
   ANVIL_CHECK_MSG(args.p >= 0.0f && args.p < 1.0f,
                   std::string(op) + ": p must be in [0, 1), got " + std::to_string(args.p));
   const DType t = in.dtype;
-  const bool in_ok =
-      (t == DType::kBF16 || t == DType::kF32 || (!stream.is_cuda() && t == DType::kF64)) &&
-      (!in.empty() || in.numel() == 0) && in.device == stream.device() && in.is_contiguous();
+  const bool in_ok = detail::is_act_dtype(t, stream) && (!in.empty() || in.numel() == 0) &&
+                     in.device == stream.device() && in.is_contiguous();
   ANVIL_CHECK_MSG(in_ok, std::string(op) + ": " + in_name +
                              " must be contiguous bf16 or f32 (f64 on the CPU) on " +
                              std::string(engine::device_name(stream.device())) + ", got " +

@@ -20,6 +20,7 @@ namespace {
 using engine::describe;
 using engine::DType;
 
+using detail::check_act_dtype;
 using detail::check_arg;
 
 void check_args(const char* op, const EmbeddingArgs& a) {
@@ -29,12 +30,6 @@ void check_args(const char* op, const EmbeddingArgs& a) {
           std::to_string(a.tokens) + " dim=" + std::to_string(a.dim) +
           " vocab=" + std::to_string(a.vocab) + " max_pos=" + std::to_string(a.max_pos) +
           " vocab_start=" + std::to_string(a.vocab_start));
-}
-
-void check_act_dtype(const char* op, DType t, const Stream& stream) {
-  const bool ok = t == DType::kBF16 || t == DType::kF32 || (!stream.is_cuda() && t == DType::kF64);
-  ANVIL_CHECK_MSG(ok, std::string(op) + ": activations must be bf16 or f32 (f64 on the CPU), got " +
-                          std::string(engine::dtype_name(t)));
 }
 
 // The position table (wpe or dwpe) and positions: both checked when the table is given.

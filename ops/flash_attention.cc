@@ -83,8 +83,9 @@ DType check_common(const char* op, const FlashAttentionArgs& a, ConstTensorView 
                     std::string(op) + ": the CUDA kernels take bf16 with head_dim 64 or 128, got " +
                         describe(q) + " head_dim " + str(a.head_dim));
   } else {
-    ANVIL_CHECK_MSG(act == DType::kF32 || act == DType::kF64,
-                    std::string(op) + ": the CPU twin takes f32 or f64, got " + describe(q));
+    ANVIL_CHECK_MSG(
+        detail::is_act_dtype(act, stream),
+        std::string(op) + ": the CPU twin takes f32, f64, bf16 or f16, got " + describe(q));
   }
   check_rows(op, "q", q, act, a.batch * a.q_len, a, stream);
   check_rows(op, "k", k, act, a.batch * a.kv_len, a, stream);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "engine/status.h"
+#include "ops/arg_check.h"
 
 namespace anvil::ops {
 namespace {
@@ -61,18 +62,16 @@ void check_gemm(const GemmArgs& args, const TensorView& d, const ConstTensorView
                       std::to_string(args.stride_d));
   const engine::Device dev = stream.device();
   const DType act = a.dtype;
-  const bool act_ok = stream.is_cuda() ? (act == DType::kBF16 || act == DType::kF32)
-                                       : (act == DType::kF32 || act == DType::kF64);
-  const std::string act_name = stream.is_cuda() ? "bf16/f32" : "f32/f64";
-  ANVIL_CHECK_MSG(act_ok, gemm_expected("a", act_name, a));
+  const std::string act_name = stream.is_cuda() ? "bf16/f16/f32" : "bf16/f16/f32/f64";
+  ANVIL_CHECK_MSG(detail::is_act_dtype(act, stream), gemm_expected("a", act_name, a));
   const int64_t m = args.m, n = args.n, k = args.k, batch = args.batch;
   // Stored shapes: A [m, k] or [k, m] (trans_a); B [k, n] or [n, k] (trans_b).
   check_operand("a", a, act, std::string(engine::dtype_name(act)), dev, args.trans_a ? k : m,
                 args.trans_a ? m : k, batch, args.stride_a);
   check_operand("b", b, act, std::string(engine::dtype_name(act)), dev, args.trans_b ? n : k,
                 args.trans_b ? k : n, batch, args.stride_b);
-  // D is the act dtype, or f32 with bf16 A/B on the GPU (weight gradients accumulated in f32).
-  const bool d_f32_ok = stream.is_cuda() && act == DType::kBF16 && d.dtype == DType::kF32;
+  // D is the act dtype, or f32 with bf16/f16 A/B (weight gradients accumulated in f32).
+  const bool d_f32_ok = (act == DType::kBF16 || act == DType::kF16) && d.dtype == DType::kF32;
   const DType d_dtype = d_f32_ok ? DType::kF32 : act;
   check_operand("d", d, d_dtype, d_f32_ok ? "f32" : std::string(engine::dtype_name(act)), dev, m, n,
                 batch, args.stride_d);
@@ -141,10 +140,9 @@ void gemm_bias_grad(const GemmArgs& args, TensorView d, TensorView dbias, ConstT
 
 void bias_backward(TensorView dbias, ConstTensorView dy, Stream& stream) {
   const engine::Device dev = stream.device();
-  const bool dy_ok = dy.dtype == DType::kBF16 || dy.dtype == DType::kF32 ||
-                     (!stream.is_cuda() && dy.dtype == DType::kF64);
+  const bool dy_ok = detail::is_act_dtype(dy.dtype, stream);
   ANVIL_CHECK_MSG(!dy.empty() && dy_ok && dy.device == dev && dy.is_contiguous() && dy.ndim >= 1,
-                  "bias_backward: dy must be a contiguous bf16/f32 tensor on the stream's "
+                  "bias_backward: dy must be a contiguous bf16/f16/f32 tensor on the stream's "
                   "device, got " +
                       describe(dy));
   // f64 dbias only for f64 dy (CPU finite-difference checks); otherwise f32.

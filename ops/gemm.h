@@ -7,7 +7,7 @@
 //   kBias     D = acc + bias[n]
 //   kBiasGelu pre = acc + bias[n] (= into pre_gelu, saved for backward), D = gelu_tanh(pre)
 //   kDGelu    D = acc * gelu_tanh'(pre_gelu)        (backward through a kBiasGelu forward)
-// A, B: act dtype (bf16 on GPU, f32 on CPU); D: act dtype or f32 (f32 weight gradients);
+// A, B: act dtype (bf16/f16/f32; f64 on the CPU); D: act dtype or f32 (f32 weight gradients);
 // compute in f32. A linear layer y = x W^T + b is {m=tokens, n=out, k=in, trans_b=true}.
 #pragma once
 

@@ -35,10 +35,9 @@ DType check_logits_and_stats_dtype(const char* op, const VocabShardArgs& a,
                                    const ConstTensorView& logits, const ConstTensorView& stat,
                                    const Stream& stream) {
   const DType act = logits.dtype;
-  const bool act_ok =
-      act == DType::kBF16 || act == DType::kF32 || (!stream.is_cuda() && act == DType::kF64);
-  ANVIL_CHECK_MSG(act_ok, std::string(op) + ": logits must be bf16 or f32 (f64 on the CPU), got " +
-                              std::string(engine::dtype_name(act)));
+  ANVIL_CHECK_MSG(detail::is_act_dtype(act, stream),
+                  std::string(op) + ": logits must be bf16, f16 or f32 (f64 on the CPU), got " +
+                      std::string(engine::dtype_name(act)));
   check_arg(op, "logits", logits, act, {a.rows, a.shard_cols}, stream);
   const bool stat_ok =
       stat.dtype == DType::kF32 || (act == DType::kF64 && stat.dtype == DType::kF64);

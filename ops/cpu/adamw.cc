@@ -2,7 +2,7 @@
 //   g = grad * grad_scale
 //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
 //   master -= lr * ((m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + wd * master)
-//   param = cast(master)  (bf16 rounds to nearest even; skipped when param is empty)
+//   param = cast(master)  (bf16/f16 round to nearest even; skipped when param is empty)
 // Arithmetic runs in the state dtype T (f32 or f64), in the same order as the CUDA kernel; the
 // bias corrections 1 - b^t are computed in double and then rounded to T.
 #include "ops/adamw.h"
@@ -13,6 +13,7 @@
 
 #include "engine/dtype.h"
 #include "engine/status.h"
+#include "ops/cpu/scalar_io.h"
 
 namespace anvil::ops::cpu {
 namespace {
@@ -39,20 +40,10 @@ void adamw_loop(const AdamWArgs& args, T* master, T* m, T* v, void* param, DType
     const T vhat = v[i] / bc2;
     master[i] -= lr * (mhat / (std::sqrt(vhat) + eps) + wd * master[i]);
     if (param == nullptr) continue;
-    switch (param_dtype) {
-      case DType::kBF16:
-        static_cast<uint16_t*>(param)[i] = engine::f32_to_bf16(static_cast<float>(master[i]));
-        break;
-      case DType::kF32:
-        static_cast<float*>(param)[i] = static_cast<float>(master[i]);
-        break;
-      case DType::kF64:
-        static_cast<double*>(param)[i] = static_cast<double>(master[i]);
-        break;
-      default:
-        ANVIL_CHECK_MSG(false, "adamw_update (cpu): unsupported param dtype " +
-                                   std::string(engine::dtype_name(param_dtype)));
-    }
+    // The compute copy: f64, f32, or bf16/f16 rounded from the f32 master (scalar_io).
+    dispatch_float(param_dtype, "adamw_update (cpu)", [&](auto tag) {
+      store(static_cast<decltype(tag)>(param), i, static_cast<double>(master[i]));
+    });
   }
 }
 

@@ -2,40 +2,24 @@
 //   lse = log sum_{c < vocab} exp(x[c]);  loss[r] = lse - x[target]                    (=)
 //   dlogits[r, c] = grad_scale * (exp(x[c] - lse) - [c == target]) for c < vocab, 0 after (=)
 // Ignored rows (target < 0): loss 0, gradient row 0. Accumulates in double whatever the storage
-// type (f32, f64 or bf16); each row is read completely before its gradient is written, so
-// dlogits may alias logits.
+// type (f32, f64, bf16 or f16: scalar_io); each row is read completely before its gradient is
+// written, so dlogits may alias logits.
 #include "ops/cross_entropy.h"
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "engine/dtype.h"
 #include "engine/status.h"
+#include "ops/cpu/scalar_io.h"
 
 namespace anvil::ops::cpu {
 namespace {
 
 using engine::DType;
 
-// Storage <-> double for the element types the twin reads and writes.
-template <typename T>
-double load(const T* p, int64_t i) {
-  return static_cast<double>(p[i]);
-}
-template <>
-double load<uint16_t>(const uint16_t* p, int64_t i) {
-  return engine::bf16_to_f32(p[i]);
-}
-template <typename T>
-void store(T* p, int64_t i, double v) {
-  p[i] = static_cast<T>(v);
-}
-template <>
-void store<uint16_t>(uint16_t* p, int64_t i, double v) {
-  p[i] = engine::f32_to_bf16(static_cast<float>(v));
-}
-
-// T: logits/dlogits storage (uint16_t = bf16 bits); L: losses storage.
+// T: logits/dlogits storage (scalar_io's types); L: losses storage.
 template <typename T, typename L>
 void cross_entropy_rows(const CrossEntropyArgs& args, L* losses, T* dlogits, const T* logits,
                         const int32_t* targets) {
@@ -87,20 +71,9 @@ void dispatch_loss(const CrossEntropyArgs& args, TensorView losses, TensorView d
 
 void softmax_cross_entropy(const CrossEntropyArgs& args, TensorView losses, TensorView dlogits,
                            ConstTensorView logits, ConstTensorView targets, Stream& /*stream*/) {
-  switch (logits.dtype) {
-    case DType::kF32:
-      dispatch_loss<float>(args, losses, dlogits, logits, targets);
-      break;
-    case DType::kF64:
-      dispatch_loss<double>(args, losses, dlogits, logits, targets);
-      break;
-    case DType::kBF16:
-      dispatch_loss<uint16_t>(args, losses, dlogits, logits, targets);
-      break;
-    default:
-      ANVIL_CHECK_MSG(false, "softmax_cross_entropy (cpu): unsupported logits dtype " +
-                                 std::string(engine::dtype_name(logits.dtype)));
-  }
+  dispatch_float(logits.dtype, "softmax_cross_entropy (cpu)", [&](auto tag) {
+    dispatch_loss<std::remove_pointer_t<decltype(tag)>>(args, losses, dlogits, logits, targets);
+  });
 }
 
 }  // namespace anvil::ops::cpu

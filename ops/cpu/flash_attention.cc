@@ -5,28 +5,31 @@
 // Backward (=), with dP_ij = keep_ij / (1 - p) * dout_i . v_j and D_i = sum_j P_ij dP_ij:
 //   dS_ij = P_ij (dP_ij - D_i);  dq_i = scale sum_j dS_ij k_j;  dk_j = scale sum_i dS_ij q_i
 //   dv_j = sum_i P_ij keep_ij / (1 - p) dout_i;  d rel_table[bucket(j - i), h] += sum dS_ij
+// Activations f32/f64 or f16/bf16 storage (read and rounded through scalar_io).
 // The softmax is recomputed from the scores in double (the f32 lse is not read back), so the
 // finite-difference tests in f64 see the exact gradient.
 #include "ops/flash_attention.h"
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "engine/philox.h"
+#include "ops/cpu/scalar_io.h"
 #include "ops/flash_attention_detail.h"
 
 namespace anvil::ops::cpu {
 namespace {
 
-using engine::DType;
-
 // Strided row-major matrix of T elements: element (r, c) at data[r * ld + c].
+// Elements are read and written through scalar_io (f16/bf16 storage rounds as on the device).
 template <typename T>
 struct Mat {
   T* data;
   int64_t ld;
-  T& at(int64_t r, int64_t c) const { return data[r * ld + c]; }
+  double get(int64_t r, int64_t c) const { return load(data, r * ld + c); }
+  void set(int64_t r, int64_t c, double x) const { store(data, r * ld + c, x); }
 };
 
 template <typename T>
@@ -90,7 +93,7 @@ double row_probs(const RowScorer& rs, Mat<const T> q, Mat<const T> k, int64_t i,
       double dot = 0.0;
       const int64_t kr = rs.b * a.kv_len + j;
       for (int64_t d = 0; d < a.head_dim; ++d) {
-        dot += static_cast<double>(q.at(qr, col + d)) * static_cast<double>(k.at(kr, col + d));
+        dot += q.get(qr, col + d) * k.get(kr, col + d);
       }
       s = static_cast<double>(a.scale) * dot + rs.bias(i, j);
     }
@@ -127,11 +130,11 @@ void forward_typed(const FlashAttentionArgs& a, TensorView out, TensorView lse, 
           const double pj = p[j] * rs.keep(i, j);
           if (pj == 0.0) continue;
           for (int64_t d = 0; d < a.head_dim; ++d) {
-            acc[d] += pj * static_cast<double>(vm.at(b * a.kv_len + j, h * a.head_dim + d));
+            acc[d] += pj * vm.get(b * a.kv_len + j, h * a.head_dim + d);
           }
         }
         for (int64_t d = 0; d < a.head_dim; ++d) {
-          o.at(b * a.q_len + i, h * a.head_dim + d) = static_cast<T>(acc[d]);
+          o.set(b * a.q_len + i, h * a.head_dim + d, acc[d]);
         }
       }
     }
@@ -156,13 +159,12 @@ void backward_head(const RowScorer& rs, Mat<T> dq, Mat<T> dk, Mat<T> dv, float* 
       const double keep = rs.keep(i, j);
       double dot = 0.0;
       for (int64_t d = 0; d < Dh; ++d) {
-        dot += static_cast<double>(dout.at(q0 + i, col + d)) *
-               static_cast<double>(v.at(k0 + j, col + d));
+        dot += dout.get(q0 + i, col + d) * v.get(k0 + j, col + d);
       }
       dp[j] = dot * keep;
       di += p[j] * dp[j];
       for (int64_t d = 0; d < Dh; ++d) {
-        gv[j * Dh + d] += p[j] * keep * static_cast<double>(dout.at(q0 + i, col + d));
+        gv[j * Dh + d] += p[j] * keep * dout.get(q0 + i, col + d);
       }
     }
     std::fill(gq.begin(), gq.end(), 0.0);
@@ -174,16 +176,16 @@ void backward_head(const RowScorer& rs, Mat<T> dq, Mat<T> dk, Mat<T> dv, float* 
       }
       const double g = ds * static_cast<double>(a.scale);
       for (int64_t d = 0; d < Dh; ++d) {
-        gq[d] += g * static_cast<double>(k.at(k0 + j, col + d));
-        gk[j * Dh + d] += g * static_cast<double>(q.at(q0 + i, col + d));
+        gq[d] += g * k.get(k0 + j, col + d);
+        gk[j * Dh + d] += g * q.get(q0 + i, col + d);
       }
     }
-    for (int64_t d = 0; d < Dh; ++d) dq.at(q0 + i, col + d) = static_cast<T>(gq[d]);
+    for (int64_t d = 0; d < Dh; ++d) dq.set(q0 + i, col + d, gq[d]);
   }
   for (int64_t j = 0; j < a.kv_len; ++j) {
     for (int64_t d = 0; d < Dh; ++d) {
-      dk.at(k0 + j, col + d) = static_cast<T>(gk[j * Dh + d]);
-      dv.at(k0 + j, col + d) = static_cast<T>(gv[j * Dh + d]);
+      dk.set(k0 + j, col + d, gk[j * Dh + d]);
+      dv.set(k0 + j, col + d, gv[j * Dh + d]);
     }
   }
 }
@@ -206,11 +208,9 @@ void backward_typed(const FlashAttentionArgs& a, TensorView dq, TensorView dk, T
 void flash_attention_forward(const FlashAttentionArgs& args, TensorView out, TensorView lse,
                              ConstTensorView q, ConstTensorView k, ConstTensorView v,
                              const AttentionMasks& masks, Stream& /*stream*/) {
-  if (q.dtype == DType::kF64) {
-    forward_typed<double>(args, out, lse, q, k, v, masks);
-  } else {
-    forward_typed<float>(args, out, lse, q, k, v, masks);
-  }
+  dispatch_float(q.dtype, "cpu::flash_attention_forward", [&](auto tag) {
+    forward_typed<std::remove_pointer_t<decltype(tag)>>(args, out, lse, q, k, v, masks);
+  });
 }
 
 void flash_attention_backward(const FlashAttentionArgs& args, TensorView dq, TensorView dk,
@@ -218,11 +218,10 @@ void flash_attention_backward(const FlashAttentionArgs& args, TensorView dq, Ten
                               ConstTensorView q, ConstTensorView k, ConstTensorView v,
                               ConstTensorView /*out*/, ConstTensorView /*lse*/,
                               const AttentionMasks& masks, Workspace /*ws*/, Stream& /*stream*/) {
-  if (q.dtype == DType::kF64) {
-    backward_typed<double>(args, dq, dk, dv, d_rel_table, dout, q, k, v, masks);
-  } else {
-    backward_typed<float>(args, dq, dk, dv, d_rel_table, dout, q, k, v, masks);
-  }
+  dispatch_float(q.dtype, "cpu::flash_attention_backward", [&](auto tag) {
+    backward_typed<std::remove_pointer_t<decltype(tag)>>(args, dq, dk, dv, d_rel_table, dout, q, k,
+                                                         v, masks);
+  });
 }
 
 }  // namespace anvil::ops::cpu

@@ -4,16 +4,21 @@
 //   kBiasGelu pre_gelu = D + bias[n] (=), D = gelu_tanh(pre_gelu)
 //   kDGelu    D *= gelu_tanh'(pre_gelu)
 //   bias_backward: dbias[n] += sum over rows of dy[rows, n]
-// f32 and f64 (finite differences in double); arguments were checked by ops/gemm.cc.
+// f32 and f64 (finite differences in double); bf16/f16 A and B are widened to f32 and go the f32
+// way, with one rounding of D (bf16/f16 or f32) and pre_gelu at the end, as cuBLASLt computes
+// 16-bit products in f32. Arguments were checked by ops/gemm.cc.
 #include "ops/gemm.h"
 
 #include <cblas.h>
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "engine/dtype.h"
 #include "engine/status.h"
+#include "ops/cpu/scalar_io.h"
 
 namespace anvil::ops::cpu {
 namespace {
@@ -98,6 +103,46 @@ void bias_backward_typed(TAcc* dbias, const TDy* dy, int64_t rows, int64_t n) {
   }
 }
 
+// The first `n` elements of a float view (any storage dtype) as f32; empty for an empty view.
+std::vector<float> widen(ConstTensorView v, int64_t n) {
+  std::vector<float> out;
+  if (v.empty()) return out;
+  out.resize(static_cast<size_t>(n));
+  dispatch_float(v.dtype, "cpu::gemm", [&](auto tag) {
+    const auto* p = static_cast<const std::remove_pointer_t<decltype(tag)>*>(v.data);
+    for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = static_cast<float>(load(p, i));
+  });
+  return out;
+}
+
+void narrow(TensorView v, const std::vector<float>& x) {
+  if (v.empty()) return;
+  dispatch_float(v.dtype, "cpu::gemm", [&](auto tag) {
+    auto* p = static_cast<std::remove_pointer_t<decltype(tag)>*>(v.data);
+    for (size_t i = 0; i < x.size(); ++i) store(p, static_cast<int64_t>(i), x[i]);
+  });
+}
+
+// bf16/f16 A and B: gemm_typed<float> on widened copies, rounded into D and pre_gelu once.
+void gemm_16bit(const GemmArgs& args, TensorView d, ConstTensorView a, ConstTensorView b,
+                ConstTensorView bias, TensorView pre_gelu) {
+  const int64_t m = args.m, n = args.n, k = args.k, last = args.batch - 1;
+  // Elements spanned by each operand over the batch (strides 0: packed).
+  const int64_t na = last * (args.stride_a ? args.stride_a : m * k) + m * k;
+  const int64_t nb = last * (args.stride_b ? args.stride_b : k * n) + k * n;
+  const int64_t nd = last * (args.stride_d ? args.stride_d : m * n) + m * n;
+  const std::vector<float> af = widen(a, na), bf = widen(b, nb), biasf = widen(bias, n);
+  // All of D's span is widened and written back (a 16-bit value round-trips f32 exactly), so
+  // elements between strided batches keep their values; gemm_typed clears each product when
+  // beta = 0. pre_gelu is read by kDGelu and written by kBiasGelu.
+  std::vector<float> df = widen(d, nd);
+  std::vector<float> pref = widen(pre_gelu, pre_gelu.empty() ? 0 : m * n);
+  gemm_typed<float>(args, df.data(), af.data(), bf.data(), biasf.empty() ? nullptr : biasf.data(),
+                    pref.empty() ? nullptr : pref.data());
+  narrow(d, df);
+  if (args.epilogue == Epilogue::kBiasGelu) narrow(pre_gelu, pref);
+}
+
 }  // namespace
 
 void gemm(const GemmArgs& args, TensorView d, ConstTensorView a, ConstTensorView b,
@@ -111,8 +156,12 @@ void gemm(const GemmArgs& args, TensorView d, ConstTensorView a, ConstTensorView
       gemm_typed<double>(args, d.as<double>(), a.as<double>(), b.as<double>(), bias.as<double>(),
                          pre_gelu.as<double>());
       break;
+    case DType::kBF16:
+    case DType::kF16:
+      gemm_16bit(args, d, a, b, bias, pre_gelu);
+      break;
     default:
-      ANVIL_CHECK_MSG(false, "cpu::gemm: a must be f32/f64, got " + engine::describe(a));
+      ANVIL_CHECK_MSG(false, "cpu::gemm: a must be f32/f64/bf16/f16, got " + engine::describe(a));
   }
 }
 
@@ -126,20 +175,16 @@ void bias_backward(TensorView dbias, ConstTensorView dy, Stream& /*stream*/) {
     case DType::kF64:
       bias_backward_typed<double, double>(dbias.as<double>(), dy.as<double>(), rows, n);
       break;
-    case DType::kBF16: {
-      // bf16 storage emulated on the host: widen each element, accumulate in f32.
-      const uint16_t* src = dy.as<uint16_t>();
-      float* dst = dbias.as<float>();
-      for (int64_t c = 0; c < n; ++c) {
-        float sum = 0.0f;
-        for (int64_t r = 0; r < rows; ++r) sum += engine::bf16_to_f32(src[r * n + c]);
-        dst[c] += sum;
-      }
+    case DType::kBF16:
+    case DType::kF16: {
+      // 16-bit storage emulated on the host: widen each element, accumulate in f32.
+      const std::vector<float> w = widen(dy, rows * n);
+      bias_backward_typed<float, float>(dbias.as<float>(), w.data(), rows, n);
       break;
     }
     default:
-      ANVIL_CHECK_MSG(false,
-                      "cpu::bias_backward: dy must be f32/f64/bf16, got " + engine::describe(dy));
+      ANVIL_CHECK_MSG(
+          false, "cpu::bias_backward: dy must be f32/f64/bf16/f16, got " + engine::describe(dy));
   }
 }
 

@@ -78,7 +78,7 @@ void dispatch_activation(Activation act, F&& f) {
 void activation_forward(Activation act, TensorView y, ConstTensorView x, Stream& stream) {
   const int64_t n = x.numel();
   if (n == 0) return;
-  dispatch_act(x.dtype, "cuda::activation_forward", [&](auto tag) {
+  dispatch_act<true>(x.dtype, "cuda::activation_forward", [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     constexpr int kV = kVec16<T>;
     const bool vec = aligned_to(16, {y.data, x.data});
@@ -101,7 +101,7 @@ void activation_backward(Activation act, TensorView dx, ConstTensorView dy, Cons
                          Stream& stream) {
   const int64_t n = x.numel();
   if (n == 0) return;
-  dispatch_act(x.dtype, "cuda::activation_backward", [&](auto tag) {
+  dispatch_act<true>(x.dtype, "cuda::activation_backward", [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     constexpr int kV = kVec16<T>;
     const bool vec = aligned_to(16, {dx.data, dy.data, x.data});

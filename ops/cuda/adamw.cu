@@ -1,11 +1,12 @@
 // CUDA AdamW with f32 master weights and decoupled weight decay (math in ops/adamw.h):
 //   g = grad * grad_scale;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2           (updated)
 //   master -= lr * ((m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + wd * master)   (updated)
-//   param = cast(master)           (=, bf16 round-to-nearest-even or f32; skipped when empty)
+//   param = cast(master)           (=, bf16/f16 round-to-nearest-even or f32; skipped when empty)
 // One grid-stride kernel over the flat range; 16-byte vector accesses when every pointer is
 // aligned for them, scalar otherwise (ZeRO shards may start at any element). Memory-bound:
 // 4 f32 streams in, 3 out, plus the param copy.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cmath>
@@ -46,7 +47,8 @@ __device__ __forceinline__ void store_param(float* p, float x) { *p = x; }
 __device__ __forceinline__ void store_param(__nv_bfloat16* p, float x) {
   *p = __float2bfloat16_rn(x);
 }
-// 4 consecutive params from 4 master weights: 16 bytes of f32 or 8 bytes of bf16.
+__device__ __forceinline__ void store_param(__half* p, float x) { *p = __float2half_rn(x); }
+// 4 consecutive params from 4 master weights: 16 bytes of f32 or 8 bytes of bf16/f16.
 __device__ __forceinline__ void store_param4(float* p, const float4& w) {
   *reinterpret_cast<float4*>(p) = w;
 }
@@ -58,9 +60,17 @@ __device__ __forceinline__ void store_param4(__nv_bfloat16* p, const float4& w) 
   memcpy(&raw.y, &hi, 4);
   *reinterpret_cast<uint2*>(p) = raw;
 }
+__device__ __forceinline__ void store_param4(__half* p, const float4& w) {
+  const __half2 lo = __floats2half2_rn(w.x, w.y);
+  const __half2 hi = __floats2half2_rn(w.z, w.w);
+  uint2 raw;
+  memcpy(&raw.x, &lo, 4);
+  memcpy(&raw.y, &hi, 4);
+  *reinterpret_cast<uint2*>(p) = raw;
+}
 
 // master, m, v, grad: [n] f32; param: [n] P or null. kVec4: the launcher checked that master,
-// m, v, grad are 16-byte and param 16-byte (f32) / 8-byte (bf16) aligned; the n % 4 tail is
+// m, v, grad are 16-byte and param 16-byte (f32) / 8-byte (bf16, f16) aligned; the n % 4 tail is
 // done with scalar accesses.
 template <typename P, bool kVec4>
 __global__ void __launch_bounds__(kThreads)
@@ -148,8 +158,12 @@ void adamw_update(const AdamWArgs& args, TensorView master, TensorView m, Tensor
       launch<__nv_bfloat16>(s, w, m.as<float>(), v.as<float>(),
                             static_cast<__nv_bfloat16*>(param.data), g, n, cs);
       break;
+    case DType::kF16:
+      launch<__half>(s, w, m.as<float>(), v.as<float>(), static_cast<__half*>(param.data), g, n,
+                     cs);
+      break;
     default:
-      ANVIL_CHECK_MSG(false, "adamw_update (cuda): param must be bf16, f32 or empty, got " +
+      ANVIL_CHECK_MSG(false, "adamw_update (cuda): param must be bf16, f16, f32 or empty, got " +
                                  std::string(engine::dtype_name(param.dtype)));
   }
 }

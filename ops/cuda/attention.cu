@@ -23,11 +23,13 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "engine/cuda_check.h"
 #include "engine/philox.h"
 #include "engine/status.h"
 #include "ops/attention.h"
+#include "ops/cuda/vec_io.cuh"
 #include "ops/gemm.h"
 
 namespace anvil::ops::cuda {
@@ -39,23 +41,6 @@ constexpr int kWarp = 32;
 constexpr int kRowsPerBlock = 8;  // warps (= rows) per softmax block
 constexpr int kThreads = 256;     // elementwise kernels
 
-__device__ __forceinline__ float to_f32(float x) { return x; }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <typename Act>
-__device__ __forceinline__ Act from_f32(float x);
-template <>
-__device__ __forceinline__ float from_f32<float>(float x) {
-  return x;
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = kWarp / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
@@ -409,33 +394,19 @@ size_t attention_workspace_bytes(const AttentionArgs& args, size_t act_bytes) {
 void attention_forward(const AttentionArgs& args, TensorView out, TensorView probs,
                        ConstTensorView qkv, ConstTensorView segments, Workspace ws,
                        Stream& stream) {
-  switch (qkv.dtype) {
-    case DType::kBF16:
-      forward_typed<__nv_bfloat16>(args, out, probs, qkv, segments, ws, stream);
-      break;
-    case DType::kF32:
-      forward_typed<float>(args, out, probs, qkv, segments, ws, stream);
-      break;
-    default:
-      ANVIL_CHECK_MSG(
-          false, "cuda::attention_forward: qkv must be bf16/f32, got " + engine::describe(qkv));
-  }
+  dispatch_act<true>(qkv.dtype, "cuda::attention_forward", [&](auto tag) {
+    forward_typed<std::remove_pointer_t<decltype(tag)>>(args, out, probs, qkv, segments, ws,
+                                                        stream);
+  });
 }
 
 void attention_backward(const AttentionArgs& args, TensorView dqkv, ConstTensorView dout,
                         ConstTensorView qkv, ConstTensorView probs, ConstTensorView segments,
                         Workspace ws, Stream& stream) {
-  switch (qkv.dtype) {
-    case DType::kBF16:
-      backward_typed<__nv_bfloat16>(args, dqkv, dout, qkv, probs, segments, ws, stream);
-      break;
-    case DType::kF32:
-      backward_typed<float>(args, dqkv, dout, qkv, probs, segments, ws, stream);
-      break;
-    default:
-      ANVIL_CHECK_MSG(
-          false, "cuda::attention_backward: qkv must be bf16/f32, got " + engine::describe(qkv));
-  }
+  dispatch_act<true>(qkv.dtype, "cuda::attention_backward", [&](auto tag) {
+    backward_typed<std::remove_pointer_t<decltype(tag)>>(args, dqkv, dout, qkv, probs, segments, ws,
+                                                         stream);
+  });
 }
 
 }  // namespace anvil::ops::cuda

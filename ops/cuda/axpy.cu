@@ -78,7 +78,7 @@ void launch(float alpha, T* y, const T* x, int64_t n, cudaStream_t stream) {
 void axpy(float alpha, TensorView y, ConstTensorView x, Stream& stream) {
   const int64_t n = x.numel();  // [n]
   if (n == 0) return;
-  dispatch_act(x.dtype, "cuda::axpy", [&](auto tag) {
+  dispatch_act<true>(x.dtype, "cuda::axpy", [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     launch<T>(alpha, y.as<T>(), x.as<T>(), n, stream.cuda_stream());
   });

@@ -16,10 +16,12 @@
 #include <cub/block/block_reduce.cuh>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "engine/cuda_check.h"
 #include "engine/status.h"
 #include "ops/cross_entropy.h"
+#include "ops/cuda/vec_io.cuh"
 
 namespace anvil::ops::cuda {
 namespace {
@@ -27,19 +29,6 @@ namespace {
 using engine::DType;
 
 constexpr int kThreads = 512;
-
-__device__ __forceinline__ float to_f32(float x) { return x; }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <typename T>
-__device__ __forceinline__ T from_f32(float x);
-template <>
-__device__ __forceinline__ float from_f32<float>(float x) {
-  return x;
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
 
 // kVec consecutive elements moved with one 16-byte access (kVec = 16 / sizeof(T)) or, for
 // kVec = 1, a scalar access.
@@ -202,17 +191,10 @@ void softmax_cross_entropy(const CrossEntropyArgs& args, TensorView losses, Tens
   ANVIL_CHECK_MSG(
       args.rows <= std::numeric_limits<int32_t>::max(),
       "softmax_cross_entropy (cuda): rows " + std::to_string(args.rows) + " exceed the grid limit");
-  switch (logits.dtype) {
-    case DType::kF32:
-      launch<float>(args, losses, dlogits, logits, targets, stream.cuda_stream());
-      break;
-    case DType::kBF16:
-      launch<__nv_bfloat16>(args, losses, dlogits, logits, targets, stream.cuda_stream());
-      break;
-    default:
-      ANVIL_CHECK_MSG(false, "softmax_cross_entropy (cuda): logits must be bf16 or f32, got " +
-                                 std::string(engine::dtype_name(logits.dtype)));
-  }
+  dispatch_act<true>(logits.dtype, "softmax_cross_entropy (cuda)", [&](auto tag) {
+    launch<std::remove_pointer_t<decltype(tag)>>(args, losses, dlogits, logits, targets,
+                                                 stream.cuda_stream());
+  });
 }
 
 }  // namespace anvil::ops::cuda

@@ -51,7 +51,7 @@ void launch(const char* op, const DropoutArgs& args, TensorView out, ConstTensor
   if (n == 0) return;
   const float scale = 1.0f / (1.0f - args.p);
   const int64_t blocks = ceil_div(ceil_div(n, 4), kThreads);
-  dispatch_act(in.dtype, op, [&](auto tag) {
+  dispatch_act<true>(in.dtype, op, [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     if (aligned_to(4 * sizeof(T), {out.data, in.data})) {
       dropout_kernel_philox4<T, true><<<blocks, kThreads, 0, stream.cuda_stream()>>>(

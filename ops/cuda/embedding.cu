@@ -167,7 +167,7 @@ void embedding_forward(const EmbeddingArgs& args, TensorView out, ConstTensorVie
                        Stream& stream) {
   if (args.tokens == 0) return;
   // An empty wpe has data == nullptr, which the kernel reads as "no position term".
-  dispatch_act(out.dtype, "cuda::embedding_forward", [&](auto tag) {
+  dispatch_act<true>(out.dtype, "cuda::embedding_forward", [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     constexpr int kV = kVec16<T>;
     const bool vec = args.dim % kV == 0 && aligned_to(16, {out.data, wte.data, wpe.data});
@@ -191,7 +191,7 @@ void embedding_backward(const EmbeddingArgs& args, TensorView dwte, TensorView d
   if (args.tokens == 0) return;
   const SortScratch scratch = sort_scratch(args.tokens, stream.gemm_workspace());
   // An empty dwpe has data == nullptr, which the kernel reads as "no position gradient".
-  dispatch_act(dout.dtype, "cuda::embedding_backward", [&](auto tag) {
+  dispatch_act<true>(dout.dtype, "cuda::embedding_backward", [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     if (scratch.temp != nullptr) {
       sorted_scatter<T>(dwte.as<float>(), dout.as<T>(), tokens.as<int32_t>(), args.tokens, args.dim,

@@ -67,7 +67,7 @@ __global__ void gelu_bwd_kernel_vec(T* dx, const T* dy, const T* x, int64_t n) {
 void gelu_forward(TensorView y, ConstTensorView x, Stream& stream) {
   const int64_t n = x.numel();
   if (n == 0) return;
-  dispatch_act(x.dtype, "cuda::gelu_forward", [&](auto tag) {
+  dispatch_act<true>(x.dtype, "cuda::gelu_forward", [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     constexpr int kV = kVec16<T>;
     if (aligned_to(16, {y.data, x.data})) {
@@ -85,7 +85,7 @@ void gelu_forward(TensorView y, ConstTensorView x, Stream& stream) {
 void gelu_backward(TensorView dx, ConstTensorView dy, ConstTensorView x, Stream& stream) {
   const int64_t n = x.numel();
   if (n == 0) return;
-  dispatch_act(x.dtype, "cuda::gelu_backward", [&](auto tag) {
+  dispatch_act<true>(x.dtype, "cuda::gelu_backward", [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     constexpr int kV = kVec16<T>;
     if (aligned_to(16, {dx.data, dy.data, x.data})) {

@@ -24,11 +24,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 
 #include "engine/arena.h"
 #include "engine/cuda_check.h"
 #include "engine/status.h"
+#include "ops/cuda/vec_io.cuh"
 #include "ops/gemm.h"
 #include "ops/gemm_plan.h"
 
@@ -36,19 +38,6 @@ namespace anvil::ops::cuda {
 namespace {
 
 using engine::DType;
-
-__device__ __forceinline__ float to_f32(float x) { return x; }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <typename T>
-__device__ __forceinline__ T from_f32(float x);
-template <>
-__device__ __forceinline__ float from_f32<float>(float x) {
-  return x;
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
 
 __device__ __forceinline__ float gelu_tanh(float x) {
   const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
@@ -147,6 +136,8 @@ cudaDataType_t cuda_dtype(DType t) {
   switch (t) {
     case DType::kBF16:
       return CUDA_R_16BF;
+    case DType::kF16:
+      return CUDA_R_16F;
     case DType::kF32:
       return CUDA_R_32F;
     default:
@@ -437,15 +428,17 @@ void gemm(const GemmArgs& args, TensorView d, ConstTensorView a, ConstTensorView
   plain.epilogue = Epilogue::kNone;
   plain_matmul_or_die(plain, d, a, b, stream);
   const cudaStream_t s = stream.cuda_stream();
-  if (d.dtype == DType::kF32 && a.dtype == DType::kF32) {
-    fallback_epilogue<float, float>(args, d, bias, pre_gelu, s);
-  } else if (d.dtype == DType::kF32 && a.dtype == DType::kBF16) {
-    fallback_epilogue<float, __nv_bfloat16>(args, d, bias, pre_gelu, s);
-  } else if (d.dtype == DType::kBF16 && a.dtype == DType::kBF16) {
-    fallback_epilogue<__nv_bfloat16, __nv_bfloat16>(args, d, bias, pre_gelu, s);
-  } else {
-    ANVIL_CHECK_MSG(false, "cuda::gemm: unsupported dtypes " + describe_gemm(args, d, a));
-  }
+  // D is f32 or A's dtype (checked by ops/gemm.cc).
+  dispatch_act<true>(a.dtype, "cuda::gemm", [&](auto tag) {
+    using TA = std::remove_pointer_t<decltype(tag)>;
+    if (d.dtype == DType::kF32) {
+      fallback_epilogue<float, TA>(args, d, bias, pre_gelu, s);
+    } else {
+      ANVIL_CHECK_MSG(d.dtype == a.dtype,
+                      "cuda::gemm: unsupported dtypes " + describe_gemm(args, d, a));
+      fallback_epilogue<TA, TA>(args, d, bias, pre_gelu, s);
+    }
+  });
 }
 
 void bias_backward(TensorView dbias, ConstTensorView dy, Stream& stream) {
@@ -464,19 +457,10 @@ void bias_backward(TensorView dbias, ConstTensorView dy, Stream& stream) {
   const dim3 block(kBiasCols, kBiasRowThreads);
   const dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(splits));
   cudaStream_t cs = stream.cuda_stream();
-  switch (dy.dtype) {
-    case DType::kBF16:
-      bias_backward_partials<__nv_bfloat16>
-          <<<grid, block, 0, cs>>>(out, dy.as<__nv_bfloat16>(), rows, cols, direct);
-      break;
-    case DType::kF32:
-      bias_backward_partials<float>
-          <<<grid, block, 0, cs>>>(out, dy.as<float>(), rows, cols, direct);
-      break;
-    default:
-      ANVIL_CHECK_MSG(false,
-                      "cuda::bias_backward: dy must be bf16/f32, got " + engine::describe(dy));
-  }
+  dispatch_act<true>(dy.dtype, "cuda::bias_backward", [&](auto tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    bias_backward_partials<T><<<grid, block, 0, cs>>>(out, dy.as<T>(), rows, cols, direct);
+  });
   ANVIL_CUDA_LAUNCH_CHECK();
   if (!direct) {
     const int threads = 256;
@@ -519,8 +503,8 @@ void gemm_bias_grad(const GemmArgs& args, TensorView d, TensorView dbias, ConstT
   const engine::Workspace ws = stream.gemm_workspace();
   const size_t scratch_bytes = engine::align_up(static_cast<size_t>(args.m) * sizeof(float));
   constexpr size_t kMinLtWorkspace = size_t{1} << 20;
-  if (a.dtype == DType::kBF16 && ws.data != nullptr &&
-      ws.bytes >= scratch_bytes + kMinLtWorkspace) {
+  const bool half = a.dtype == DType::kBF16 || a.dtype == DType::kF16;
+  if (half && ws.data != nullptr && ws.bytes >= scratch_bytes + kMinLtWorkspace) {
     float* scratch =
         reinterpret_cast<float*>(static_cast<char*>(ws.data) + ws.bytes - scratch_bytes);
     cublasStatus_t st;

@@ -88,7 +88,7 @@ void dispatch_kind(GluKind kind, F&& f) {
 void glu_forward(GluKind kind, TensorView y, ConstTensorView h, Stream& stream) {
   const int64_t rows = h.shape[0], f = h.shape[1] / 2;
   if (rows == 0) return;
-  dispatch_act(h.dtype, "cuda::glu_forward", [&](auto tag) {
+  dispatch_act<true>(h.dtype, "cuda::glu_forward", [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     constexpr int kV = kVec16<T>;
     const bool vec = f % kV == 0 && aligned_to(16, {y.data, h.data});
@@ -112,7 +112,7 @@ void glu_backward(GluKind kind, TensorView dh, ConstTensorView dy, ConstTensorVi
                   Stream& stream) {
   const int64_t rows = h.shape[0], f = h.shape[1] / 2;
   if (rows == 0) return;
-  dispatch_act(h.dtype, "cuda::glu_backward", [&](auto tag) {
+  dispatch_act<true>(h.dtype, "cuda::glu_backward", [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     constexpr int kV = kVec16<T>;
     const bool vec = f % kV == 0 && aligned_to(16, {dh.data, dy.data, h.data});

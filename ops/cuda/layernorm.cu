@@ -267,7 +267,7 @@ void layernorm_forward(const LayerNormArgs& args, TensorView y, TensorView mean,
                        ConstTensorView x, ConstTensorView gamma, ConstTensorView beta,
                        Stream& stream) {
   if (args.rows == 0) return;
-  dispatch_act(x.dtype, "cuda::layernorm_forward", [&](auto tag) {
+  dispatch_act<true>(x.dtype, "cuda::layernorm_forward", [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     launch_forward<T, false>(args, nullptr, y.as<T>(), mean.as<float>(), rstd.as<float>(),
                              x.as<T>(), nullptr, gamma.as<T>(), beta.as<T>(), stream.cuda_stream());
@@ -279,7 +279,7 @@ void residual_layernorm_forward(const LayerNormArgs& args, TensorView sum, Tenso
                                 ConstTensorView b, ConstTensorView gamma, ConstTensorView beta,
                                 Stream& stream) {
   if (args.rows == 0) return;
-  dispatch_act(a.dtype, "cuda::residual_layernorm_forward", [&](auto tag) {
+  dispatch_act<true>(a.dtype, "cuda::residual_layernorm_forward", [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     launch_forward<T, true>(args, sum.as<T>(), y.as<T>(), mean.as<float>(), rstd.as<float>(),
                             a.as<T>(), b.as<T>(), gamma.as<T>(), beta.as<T>(),
@@ -307,7 +307,7 @@ void layernorm_backward(const LayerNormArgs& args, Accumulate acc, TensorView dx
   float* part_dgamma = static_cast<float*>(ws.data);
   float* part_dbeta =
       reinterpret_cast<float*>(static_cast<char*>(ws.data) + (one + 255) / 256 * 256);
-  dispatch_act(x.dtype, "cuda::layernorm_backward", [&](auto tag) {
+  dispatch_act<true>(x.dtype, "cuda::layernorm_backward", [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     if (acc == Accumulate::kAdd) {
       launch_dx<T, true>(args, dx.as<T>(), dy.as<T>(), x.as<T>(), gamma.as<T>(), mean.as<float>(),

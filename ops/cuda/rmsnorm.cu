@@ -190,7 +190,7 @@ void launch_dx(const RmsNormArgs& args, T* dx, const T* dy, const T* x, const T*
 void rmsnorm_forward(const RmsNormArgs& args, TensorView y, TensorView rstd, ConstTensorView x,
                      ConstTensorView gamma, Stream& stream) {
   if (args.rows == 0) return;
-  dispatch_act(x.dtype, "cuda::rmsnorm_forward", [&](auto tag) {
+  dispatch_act<true>(x.dtype, "cuda::rmsnorm_forward", [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     launch_forward<T, false>(args, nullptr, y.as<T>(), rstd.as<float>(), x.as<T>(), nullptr,
                              gamma.as<T>(), stream.cuda_stream());
@@ -201,7 +201,7 @@ void residual_rmsnorm_forward(const RmsNormArgs& args, TensorView sum, TensorVie
                               TensorView rstd, ConstTensorView a, ConstTensorView b,
                               ConstTensorView gamma, Stream& stream) {
   if (args.rows == 0) return;
-  dispatch_act(a.dtype, "cuda::residual_rmsnorm_forward", [&](auto tag) {
+  dispatch_act<true>(a.dtype, "cuda::residual_rmsnorm_forward", [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     launch_forward<T, true>(args, sum.as<T>(), y.as<T>(), rstd.as<float>(), a.as<T>(), b.as<T>(),
                             gamma.as<T>(), stream.cuda_stream());
@@ -222,7 +222,7 @@ void rmsnorm_backward(const RmsNormArgs& args, Accumulate acc, TensorView dx, Te
   const int64_t groups = num_groups(args.rows);
   const int64_t rows_per_group = ceil_div(args.rows, groups);
   float* part_dgamma = static_cast<float*>(ws.data);
-  dispatch_act(x.dtype, "cuda::rmsnorm_backward", [&](auto tag) {
+  dispatch_act<true>(x.dtype, "cuda::rmsnorm_backward", [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     if (acc == Accumulate::kAdd) {
       launch_dx<T, true>(args, dx.as<T>(), dy.as<T>(), x.as<T>(), gamma.as<T>(), rstd.as<float>(),

@@ -55,7 +55,7 @@ void rotate(const RotaryArgs& a, TensorView x, ConstTensorView positions, float 
             Stream& stream) {
   const int64_t half = a.rot_dim / 2, ld = x.strides[0];
   const size_t smem = static_cast<size_t>(half) * sizeof(float);
-  dispatch_act(x.dtype, "cuda::rotary", [&](auto tag) {
+  dispatch_act<true>(x.dtype, "cuda::rotary", [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     constexpr int kV = kVec16<T>;
     const bool vec =

@@ -173,7 +173,7 @@ void vocab_shard_max(const VocabShardArgs& args, TensorView row_max, ConstTensor
   if (args.rows == 0) return;
   check_grid(args, kOp);
   const int64_t real = real_cols(args);
-  dispatch_act(logits.dtype, kOp, [&](auto tag) {
+  dispatch_act<true>(logits.dtype, kOp, [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     launch_vec<T>(args, {logits.data}, [&](auto vec) {
       shard_max_kernel<T, decltype(vec)::value>
@@ -191,7 +191,7 @@ void vocab_shard_sum_exp(const VocabShardArgs& args, TensorView sum_exp, TensorV
   if (args.rows == 0) return;
   check_grid(args, kOp);
   const int64_t real = real_cols(args);
-  dispatch_act(logits.dtype, kOp, [&](auto tag) {
+  dispatch_act<true>(logits.dtype, kOp, [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     launch_vec<T>(args, {logits.data}, [&](auto vec) {
       shard_sum_exp_kernel<T, decltype(vec)::value>
@@ -220,7 +220,7 @@ void vocab_shard_cross_entropy(const VocabShardArgs& args, TensorView losses, Te
     return;
   }
   const int64_t real = real_cols(args);
-  dispatch_act(logits.dtype, kOp, [&](auto tag) {
+  dispatch_act<true>(logits.dtype, kOp, [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     launch_vec<T>(args, {logits.data, dlogits.data}, [&](auto vec) {
       shard_ce_kernel<T, decltype(vec)::value>
