@@ -399,7 +399,8 @@ StepStats Trainer::step() {
     std::string what = absl::StrFormat("step %d: grad norm is %s, skipping the update", st.step,
                                        std::isnan(st.grad_norm) ? "nan" : "inf");
     if (scaler_.enabled()) {
-      absl::StrAppend(&what, absl::StrFormat(" (loss scale %g -> %g)", loss_scale, st.loss_scale));
+      absl::StrAppend(&what,
+                      absl::StrFormat(" (loss scale %.1f -> %.1f)", loss_scale, st.loss_scale));
     }
     engine::log_warning(log_, what);
     return st;
