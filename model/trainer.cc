@@ -143,6 +143,12 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
   t->log_ = log;
   t->lr_ = LrScheduler(cfg.optim.schedule, cfg.train.global_batch);
   t->scaler_ = LossScaler(loss_scaler_config(cfg.train.precision, prec.act));
+  if (cfg.train.precision.loss_scale > 0.0 && !t->scaler_.enabled()) {
+    engine::log_warning(log, absl::StrFormat("[train] loss_scale %g is ignored with %s activations "
+                                             "(as Megatron's FP32Optimizer: no loss scaling)",
+                                             cfg.train.precision.loss_scale,
+                                             std::string(engine::dtype_name(prec.act))));
+  }
   t->plan_micro_batches_ = cfg.train.accumulation_steps(dp);
   t->eval_global_batch_ = global_batch_at(cfg.train.rampup, cfg.train.global_batch, 0);
   t->dp_size_ = dp;
