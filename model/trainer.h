@@ -11,6 +11,11 @@
 //   with a warning (the gradients are dropped; the step counter and the data position move on,
 //   the lr schedule and AdamW's step count do not: Megatron's fp16 skip); after [train]
 //   max_skipped_steps consecutive skipped steps run() stops (TrainSummary::status).
+// Loss scaling (fp16, or a static [train] loss_scale; model/loss_scaler.h): grad_scale is
+//   multiplied by the scale S (the backward of loss * S), the norm divided by S, AdamW's
+//   grad_scale is clip / S, and after every trained step the scaler is updated with whether
+//   the norm was finite (Megatron's DynamicGradScaler). Skips of a dynamic scale above its
+//   floor do not count towards max_skipped_steps. The scaler's state is in TrainerState.
 // Megatron's batch arithmetic (model/batch_schedule.h): each step trains the global batch of
 // its position (rampup_batch_size) from consumed_samples on; a step in [train] skip_iterations
 // only consumes its batch.
