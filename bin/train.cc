@@ -486,11 +486,10 @@ int run(int argc, char** argv) {
           cfg.train.micro_batch, cfg.train.accumulation_steps(cfg.parallel.dp), cfg.parallel.dp,
           cfg.train.global_batch, count(static_cast<double>(tokens_per_step)), cfg.train.steps,
           count(static_cast<double>(tokens_per_step) * static_cast<double>(cfg.train.steps))));
-  log_info(ctx, absl::StrCat(cuda ? absl::StrFormat("device: cuda:%d (bf16 parameters/"
-                                                    "activations, f32 master weights, gradients "
-                                                    "and AdamW state)",
-                                                    cuda_device)
-                                  : std::string("device: cpu (f32)"),
+  const std::string precision = model::describe_precision(
+      prec->act, model::loss_scaler_config(cfg.train.precision, prec->act));
+  log_info(ctx, absl::StrCat(cuda ? absl::StrFormat("device: cuda:%d (%s)", cuda_device, precision)
+                                  : absl::StrCat("device: cpu (", precision, ")"),
                              "; parallel: ", (*rt)->grid().describe(), ", launcher ",
                              launch->launcher, ", ZeRO stage ", cfg.parallel.zero_stage));
 

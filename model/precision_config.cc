@@ -91,4 +91,16 @@ LossScalerConfig loss_scaler_config(const PrecisionConfig& p, engine::DType act)
   return s;
 }
 
+std::string describe_precision(engine::DType act, const LossScalerConfig& s) {
+  const std::string name(engine::dtype_name(act));
+  if (act == engine::DType::kF32 || act == engine::DType::kF64) return name;
+  std::string out = name + " parameters/activations, f32 master weights, gradients and AdamW state";
+  if (s.mode == LossScaling::kDynamic) {
+    out += absl::StrFormat("; dynamic loss scaling from %.0f", s.initial_scale);
+  } else if (s.mode == LossScaling::kStatic) {
+    out += absl::StrFormat("; static loss scale %g", s.static_scale);
+  }
+  return out;
+}
+
 }  // namespace anvil::model

@@ -22,8 +22,8 @@ namespace anvil::model {
 
 struct PrecisionConfig {
   std::string mode = "auto";  // auto | bf16 | fp16 | fp32
-  double loss_scale = 0.0;         // > 0: static scale (--loss-scale); 0: dynamic with fp16
-  LossScalerConfig dynamic;        // initial/min scale, window, hysteresis (mode unused)
+  double loss_scale = 0.0;    // > 0: static scale (--loss-scale); 0: dynamic with fp16
+  LossScalerConfig dynamic;   // initial/min scale, window, hysteresis (mode unused)
 };
 
 // Declares [train] precision, loss_scale, initial_loss_scale, min_loss_scale,
@@ -40,5 +40,9 @@ absl::StatusOr<engine::DType> precision_act_dtype(const std::string& precision,
 
 // The loss scaler of a run whose activations are `act` (the table in the header comment).
 LossScalerConfig loss_scaler_config(const PrecisionConfig& p, engine::DType act);
+
+// For the start-up log, e.g. "f16 parameters/activations, f32 master weights, gradients and
+// AdamW state; dynamic loss scaling from 4294967296" (or "f32" alone when act is f32).
+std::string describe_precision(engine::DType act, const LossScalerConfig& s);
 
 }  // namespace anvil::model

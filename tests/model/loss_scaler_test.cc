@@ -152,6 +152,19 @@ TEST(PrecisionConfig, ScalerPerPrecisionAsMegatron) {
   EXPECT_EQ(loss_scaler_config(p, engine::DType::kF32).mode, LossScaling::kNone);
 }
 
+TEST(PrecisionConfig, DescribeNamesDtypesAndScaling) {
+  PrecisionConfig p;
+  EXPECT_EQ(describe_precision(engine::DType::kF32, loss_scaler_config(p, engine::DType::kF32)),
+            "f32");
+  EXPECT_EQ(describe_precision(engine::DType::kF16, loss_scaler_config(p, engine::DType::kF16)),
+            "f16 parameters/activations, f32 master weights, gradients and AdamW state; dynamic "
+            "loss scaling from 4294967296");
+  p.loss_scale = 512;
+  EXPECT_EQ(describe_precision(engine::DType::kBF16, loss_scaler_config(p, engine::DType::kBF16)),
+            "bf16 parameters/activations, f32 master weights, gradients and AdamW state; static "
+            "loss scale 512");
+}
+
 TEST(PrecisionConfig, ActDtypePerPrecisionAndDevice) {
   using engine::Device;
   using engine::DType;

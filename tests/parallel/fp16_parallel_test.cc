@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/status.h"
 #include "gtest/gtest.h"
 #include "model/trainer.h"
 #include "parallel/grid.h"
