@@ -88,7 +88,7 @@ TEST(ActivationCpuDeathTest, RejectsBadArguments) {
                "y must be contiguous");
   EXPECT_DEATH(activation_forward(Activation::kRelu, pool.empty(DType::kF32, {2, 4}),
                                   pool.empty(DType::kI32, {2, 4}), stream),
-               "x must be contiguous bf16 or f32");
+               "x must be contiguous bf16, f16 or f32");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -185,7 +185,7 @@ TEST(AxpyCpuEdge, RejectsBadArguments) {
   EXPECT_DEATH(axpy(kAlpha, y, x64, stream), "axpy: y must be contiguous f64");
   EXPECT_DEATH(axpy(kAlpha, y, x7, stream), "axpy: y must be contiguous f32\\[7\\]");
   EXPECT_DEATH(axpy(kAlpha, y, x2d, stream), "axpy: x must be contiguous f32\\[8\\]");
-  EXPECT_DEATH(axpy(kAlpha, i32, i32, stream), "axpy: x must be f32 or bf16");
+  EXPECT_DEATH(axpy(kAlpha, i32, i32, stream), "axpy: x must be f32, bf16 or f16");
   // Partial overlap: x = y shifted by one element.
   EXPECT_DEATH(axpy(kAlpha, engine::slice_rows(y, 0, 7), engine::slice_rows(y, 1, 8), stream),
                "overlap");
