@@ -1,12 +1,13 @@
 // f16 (fp16 training) and f32 in every op of the training step, one table of cases:
-//  - CPU (CI): each op's CPU twin on f16 storage equals the twin on f32 storage of the same
-//    (f16-rounded) inputs, to f16 rounding of the outputs: the CPU fp16 path.
+//  - CPU (CI): each op's CPU twin on f16 (and bf16) storage equals the twin on f32 storage of
+//    the same (exactly representable) inputs, to the rounding of the outputs: the CPU fp16
+//    (and bf16) training path.
 //  - CUDA (skips without a GPU): the CUDA op in f16 against the CPU twin in f16 (the unfused
 //    attention's twin takes f32 only: against it, looser), and the CUDA op in f32 against the
 //    twin in f32: [train] precision fp16 and fp32 on the GPU.
 // Outputs start poisoned with NaN (TensorPool::empty) and a NaN never compares near, so an
 // element an op fails to write fails the test. Inputs are fixed seeded uniform values rounded
-// to f16 first, so all runs of a case see the same numbers.
+// to bf16 and f16 first, so all runs of a case see the same numbers.
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -42,10 +43,12 @@ using testing::TensorPool;
 using testing::TestStream;
 using testing::Tol;
 
-// Seeded values in [lo, hi) rounded to f16 (exactly representable in every float dtype).
+// Seeded values in [lo, hi) rounded to bf16, then to f16: exactly representable in every float
+// dtype (bf16's 8 significant bits fit f16's 11 down to 2^-17; below that the values are too
+// small to matter next to the tolerances).
 std::vector<float> f16_values(int64_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::vector<float> v = testing::random_uniform(n, seed, lo, hi);
-  for (float& x : v) x = engine::f16_to_f32(engine::f32_to_f16(x));
+  for (float& x : v) x = engine::f16_to_f32(engine::f32_to_f16(engine::round_to_bf16(x)));
   return v;
 }
 
@@ -305,19 +308,25 @@ std::vector<OpCase> cases() {
   return c;
 }
 
-// The CPU twin on f16 storage vs on f32 storage: the outputs differ by f16 rounding only.
-TEST(F16OpsCpu, TwinOnF16StorageMatchesTheF32Twin) {
-  for (const OpCase& op : cases()) {
-    if (!op.cpu_f16) continue;
-    SCOPED_TRACE(op.name);
-    TestStream cs(Device::kCpu);
-    TensorPool p16(Device::kCpu), p32(Device::kCpu);
-    Env e16{p16, cs.get(), DType::kF16}, e32{p32, cs.get(), DType::kF32};
-    const Outputs a = op.run(e16), b = op.run(e32);
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i) {
-      SCOPED_TRACE("output " + std::to_string(i));
-      EXPECT_TRUE(testing::tensors_near(a[i], b[i], Tol{1e-3 * op.scale, 2e-3, 1e-6}));
+// The CPU twin on f16 (and bf16: [train] precision bf16 on the CPU) storage vs on f32 storage:
+// the outputs differ by the 16-bit rounding of the outputs only (f16: 2^-11 relative, bf16:
+// 2^-8).
+TEST(F16OpsCpu, TwinOn16BitStorageMatchesTheF32Twin) {
+  for (DType half : {DType::kF16, DType::kBF16}) {
+    const Tol tol = half == DType::kF16 ? Tol{1e-3, 2e-3, 1e-6} : Tol{8e-3, 1.6e-2, 1e-4};
+    for (const OpCase& op : cases()) {
+      if (!op.cpu_f16) continue;
+      SCOPED_TRACE(op.name + (half == DType::kF16 ? " f16" : " bf16"));
+      TestStream cs(Device::kCpu);
+      TensorPool p16(Device::kCpu), p32(Device::kCpu);
+      Env e16{p16, cs.get(), half}, e32{p32, cs.get(), DType::kF32};
+      const Outputs a = op.run(e16), b = op.run(e32);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        SCOPED_TRACE("output " + std::to_string(i));
+        EXPECT_TRUE(
+            testing::tensors_near(a[i], b[i], Tol{tol.atol * op.scale, tol.rtol, tol.max_nmse}));
+      }
     }
   }
 }
