@@ -8,7 +8,8 @@
 #      grad_scaler state and the resumed run logs the uninterrupted run's losses and scales;
 #   3. bad values are refused naming the key;
 #   4. on a GPU (skipped without one): fp16 and fp32 on CUDA train, fp32's losses equal the CPU
-#      f32 run's to 1e-3, fp16's end within 10% of the CPU fp16 run's.
+#      f32 run's to 1e-3, fp16's end within 10% of the CPU fp16 run's, and fp16 from a scale
+#      that never overflows (2^16) ends within 5% of bf16's.
 # usage: train_precision_test.sh BUILD/bin/train   (from the repository root)
 set -euo pipefail
 train=$1
@@ -108,4 +109,13 @@ grep -q "loss scale" "$work/g16.log" || fail "no loss scale in the CUDA fp16 log
 awk -v a="$(final "$work/g16.log")" -v b="$(final "$work/full.log")" \
   'BEGIN { d = a - b; exit !(a > 0 && d < 0.1 * b && -d < 0.1 * b) }' ||
   fail "CUDA fp16 final loss $(final "$work/g16.log") vs CPU $(final "$work/full.log")"
+# fp16 from a scale that does not overflow follows bf16's curve (issue 14's check).
+"$train" "$work/t.ini" train.device=cuda train.initial_loss_scale=65536 > "$work/g16b.log" 2>&1 ||
+  fail "CUDA fp16 (2^16) run failed: $(tail -3 "$work/g16b.log")"
+"$train" "$work/t.ini" train.device=cuda train.precision=bf16 > "$work/gbf.log" 2>&1 ||
+  fail "CUDA bf16 run failed: $(tail -3 "$work/gbf.log")"
+grep -q "done: 24 steps (0 skipped)" "$work/g16b.log" || fail "fp16 from 2^16 skipped steps"
+awk -v a="$(final "$work/g16b.log")" -v b="$(final "$work/gbf.log")" \
+  'BEGIN { d = a - b; exit !(a > 0 && d < 0.05 * b && -d < 0.05 * b) }' ||
+  fail "CUDA fp16 final loss $(final "$work/g16b.log") vs bf16 $(final "$work/gbf.log")"
 echo PASS
