@@ -66,8 +66,10 @@ def make(args):
         total = model(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels,
                       next_sentence_label=nsp).loss
     assert abs(float(total) - float(mlm + sop)) < 1e-5, (float(total), float(mlm + sop))
-    tensors = {k: v.detach().float().contiguous() for k, v in model.state_dict().items()
-               if v.dtype.is_floating_point}
+    # The decoder weight and bias are tied to the word embedding and cls.predictions.bias
+    # (safetensors refuses shared storage): every other floating-point tensor, copied.
+    tensors = {k: v.detach().float().clone().contiguous() for k, v in model.state_dict().items()
+               if v.dtype.is_floating_point and not k.startswith("cls.predictions.decoder.")}
     tensors.update({
         "batch.input_ids": ids.int(), "batch.token_type_ids": types.int(),
         "batch.attention_mask": mask.int(), "batch.labels": labels.int(),
