@@ -14,6 +14,7 @@
 #include "engine/cuda_check.h"
 #include "engine/memory.h"
 #include "engine/status.h"
+#include "model/bert_head.h"
 #include "model/gpt_impl.h"
 #include "model/gpt_init.h"
 #include "ops/adamw.h"
@@ -49,12 +50,19 @@ int64_t layer_params(const GptConfig& c) {
   return norms + 3 * d * d + b * 3 * d + d * d + b * d + fc * d + b * fc + d * f + b * d;
 }
 
-// Parameters outside the layers: wte, wpe, wte_ln, lm_head, ln_f.
+// Parameters outside the layers: wte, wpe, wte_ln, lm_head, ln_f (pre-LN), BERT's token types
+// and heads (model/bert_head.h).
 int64_t non_layer_params(const GptConfig& c) {
   const int64_t d = c.d_model;
-  return c.padded() * d * (c.tie_embeddings ? 1 : 2) +
-         (c.learned_positions() ? c.max_seq_len : 0) * d + (c.embed_layernorm ? 2 * d : 0) +
-         (c.layernorm() ? 2 : 1) * d;
+  int64_t n = c.padded() * d * (c.tie_embeddings ? 1 : 2) +
+              (c.learned_positions() ? c.max_seq_len : 0) * d + (c.embed_layernorm ? 2 * d : 0) +
+              (c.post_ln() ? 0 : (c.layernorm() ? 2 : 1) * d);
+  if (c.bert()) {
+    // token types; MLM dense + LayerNorm + output bias; pooler + binary head.
+    n += c.type_vocab_size * d + d * d + 3 * d + c.padded();
+    if (c.binary_head) n += d * d + d + 2 * d + 2;
+  }
+  return n;
 }
 
 }  // namespace
@@ -131,7 +139,17 @@ absl::Status GptConfig::validate() const {
                " (head_dim ", head_dim(), ", rot_dim ", rotary_dim(), "), rotary_base ",
                rotary_base);
   }
-  if (embed_layernorm && learned_positions()) {
+  if (bert() &&
+      (type_vocab_size < 1 || type_vocab_size > engine::kMaxDimension || !layernorm() || glu())) {
+    return bad("GPT config: type bert needs type_vocab_size in [1, 2^31 - 1] (got ",
+               type_vocab_size, "), norm layernorm and a non-gated activation (gelu or gelu_erf)");
+  }
+  if (!bert() && (!causal || binary_head || type_vocab_size != 0)) {
+    return bad(
+        "GPT config: bidirectional attention, token types and the binary head are BERT's "
+        "(type bert)");
+  }
+  if (embed_layernorm && learned_positions() && !bert()) {
     // Megatron-DeepSpeed normalizes the word embedding before adding the positions; BLOOM, the
     // model that uses the embedding LayerNorm, has no position table.
     return bad(
@@ -185,7 +203,8 @@ int64_t GptConfig::matmul_params() const {
   const int64_t d = d_model, f = ffn();
   // Per layer: c_attn 3d*d, attn c_proj d*d, c_fc (f or 2f)*d, mlp c_proj d*f; plus the LM head
   // over the padded vocabulary (the GEMM actually run, tied or not).
-  return n_layers * (4 * d * d + d * f + d * fc_out()) + padded() * d;
+  // BERT: the MLM head's dense d*d (the pooler runs on one row per sample: not counted).
+  return n_layers * (4 * d * d + d * f + d * fc_out()) + padded() * d + (bert() ? d * d : 0);
 }
 
 int64_t GptConfig::total_params() const {
@@ -273,6 +292,7 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
   targets.push_back(target(b.value));
   if (b.master.data != b.value.data) targets.push_back(target(b.master));
   gpt_detail::init_params(cfg, shard, b.table, targets, seed, stream);
+  bert_head_setup(cfg, shape, b, stream);
   if (shard.zero_stage == 3) {
     ANVIL_RETURN_IF_ERROR(impl->setup_prefetch());
     impl->gather_persistent(stream);
@@ -304,6 +324,14 @@ void GptModel::forward(const int32_t* tokens, const int32_t* positions, const in
   impl_->forward_chunk(0, 0, train, dropout_offset, stream);
 }
 
+void GptModel::forward(const GptBatch& batch, bool train, uint64_t dropout_offset,
+                       engine::Stream& stream) {
+  ANVIL_CHECK_MSG(impl_->shard.pre && impl_->shard.post && impl_->n_chunks() == 1,
+                  "GptModel::forward runs the whole model: a pipeline stage uses forward_chunk");
+  impl_->set_batch(0, 0, batch, stream);
+  impl_->forward_chunk(0, 0, train, dropout_offset, stream);
+}
+
 void GptModel::backward(float grad_scale, engine::Stream& stream) {
   impl_->backward_chunk(0, 0, grad_scale, stream);
 }
@@ -312,8 +340,15 @@ double GptModel::loss_sum(engine::Stream& stream) { return loss_sum(0, stream); 
 
 double GptModel::loss_sum(int64_t slot, engine::Stream& stream) {
   if (!impl_->shard.post) return 0.0;
+  const gpt_detail::HeadActs& hd = impl_->buf.head[static_cast<size_t>(slot)];
   double sum = 0.0;
-  for (double l : read_back(impl_->buf.head[static_cast<size_t>(slot)].losses, stream)) sum += l;
+  for (double l : read_back(hd.losses, stream)) sum += l;
+  if (!hd.bin_losses.empty()) {  // BERT: + (counted / B) * binary loss sum (bert_head.h)
+    const int64_t counted = impl_->buf.slot_data(impl_->n_chunks() - 1, slot).counted;
+    double bin = 0.0;
+    for (double l : read_back(hd.bin_losses, stream)) bin += l;
+    sum += bin * static_cast<double>(counted) / static_cast<double>(impl_->shape.micro_batch);
+  }
   return sum;
 }
 
