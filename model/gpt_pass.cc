@@ -17,7 +17,9 @@
 // other ranks' tokens are 0, summed over TP) and so is the LM head: each rank has the logits of
 // its vocabulary slice and the cross-entropy combines row max, sum of exponentials and target
 // logit over TP (ops/vocab_parallel_cross_entropy.h).
-// A chunk that does not end the model outputs x = h + Drop(mlp) of its last layer.
+// A chunk that does not end the model outputs x = h + Drop(mlp) of its last layer. With a hidden
+// head (GptModel::set_hidden_head) the final chunk stops at lnf and its backward starts from the
+// caller's dlnf.
 // Architecture options (GptConfig, docs/models.md): LN may be RMSNorm (no beta); no biases; no
 // wpe (alibi / rotary / none); x_0 = Drop(LN_e(wte[tok])) with the embedding LayerNorm; q, k
 // rotated after c_attn (rotary; their gradients rotated back after the attention backward);
@@ -360,6 +362,10 @@ void GptModel::Impl::head_forward(const gpt_detail::SlotData& sd, int64_t slot, 
                                     buf.act(slot, last_local).h, local_rows(buf.proj), buf.w.lnf_g,
                                     buf.w.lnf_b, s);
   gather_rows(hd.lnf, s);
+  if (hidden_head) {  // a head outside reads lnf (GptModel::final_hidden): no LM loss here
+    engine::fill_zero(hd.losses, s);
+    return;
+  }
   const int64_t cols = cfg.padded() / shard.tp;
   ops::GemmArgs head{bt, cols, d};
   head.trans_b = true;
@@ -419,10 +425,14 @@ void GptModel::Impl::head_backward(int64_t slot, float grad_scale, engine::Strea
   const gpt_detail::HeadActs& hd = buf.head[static_cast<size_t>(slot)];
   const gpt_detail::NormArgs ln{cfg.norm, rows(), d, cfg.ln_eps};
   // LM head (wte when tied): dhead += grad_scale dlogits^T lnf;  dlnf = grad_scale dlogits head
-  // (summed over TP: each rank holds a vocabulary slice).
-  weight_grad(buf.g.lm_head, hd.logits, hd.lnf, s, grad_scale);
-  input_grad(buf.dln, hd.logits, buf.w.lm_head, s, grad_scale);
-  const TensorView dlnf = col_parallel_in_grad(buf.dln, s);
+  // (summed over TP: each rank holds a vocabulary slice). A hidden head (set_hidden_head) left
+  // its whole, TP-replicated dlnf in buf.dln: this rank's rows of it.
+  TensorView dlnf = local_rows(buf.dln);
+  if (!hidden_head) {
+    weight_grad(buf.g.lm_head, hd.logits, hd.lnf, s, grad_scale);
+    input_grad(buf.dln, hd.logits, buf.w.lm_head, s, grad_scale);
+    dlnf = col_parallel_in_grad(buf.dln, s);
+  }
   gpt_detail::norm_backward(ln, ops::Accumulate::kOverwrite, buf.dres, buf.g.lnf_g, buf.g.lnf_b,
                             dlnf, hd.x_final, buf.w.lnf_g, hd.lnf_mean, hd.lnf_rstd, buf.op_ws, s);
 }
