@@ -113,7 +113,10 @@ double LinearHead::backward(absl::Span<const double> hidden, absl::Span<const do
       for (int64_t j = 0; j < d_; ++j) dhidden[static_cast<size_t>(r * d_ + j)] = 0.0;
       for (int64_t o = 0; o < outs; ++o) {
         const double g = dz[static_cast<size_t>(r * outs + o - e * classes_)];
-        grad_[static_cast<size_t>(outs * d_ + o)] += static_cast<float>(g);
+        // Multiple choice: the bias shifts every choice's logit alike, and the softmax over the
+        // choices ignores that, so its gradient is exactly 0 (summing the dz would leave only
+        // rounding noise, which AdamW would turn into updates of order lr).
+        if (choices_ == 1) grad_[static_cast<size_t>(outs * d_ + o)] += static_cast<float>(g);
         for (int64_t j = 0; j < d_; ++j) {
           const int64_t i = r * d_ + j;
           const double mask = keep(drop, i);

@@ -6,6 +6,7 @@
 //   multiple choice, C sequences (choices) per example (RACE: 4):
 //     logits[e, c] = W[0] . Drop(h[e*C + c]) + b[0]     classifier.weight W [1, d], .bias b [1]
 //   loss(e) = -log softmax(logits[e])[label_e]; prediction = argmax (ties: the smaller index).
+// (The multiple-choice bias shifts all C logits alike: its gradient is exactly 0, kept 0.)
 // Drop = dropout(p) while training (Megatron's classification_dropout, p = hidden_dropout):
 // element i of the [rows, d] input is kept (scaled by 1 / (1 - p)) when Philox uniform
 // (seed ^ kHeadDropoutKey, offset, i) >= p. Init as Megatron's get_linear_layer with

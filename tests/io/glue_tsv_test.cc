@@ -1,15 +1,17 @@
-// Tests of the GLUE (MNLI, QQP) and RACE readers and their text helpers (io/glue_tsv.h,
-// io/race.h, io/task_text.h) on the fixtures in tests/io/fixtures/tasks (written by hand in
-// Megatron's layouts). Expected texts and labels are spelled out from the fixture files and
-// Megatron's rules (clean_text, the "_" blank of RACE); bad files give errors naming file and
-// line.
+// Tests of the GLUE (MNLI, QQP) and RACE readers, their text helpers and the tokenized task
+// data (io/glue_tsv.h, io/race.h, io/task_text.h, io/task_data.h) on the fixtures in
+// tests/io/fixtures/tasks (written by hand in Megatron's layouts). Expected texts and labels are
+// spelled out from the fixture files and Megatron's rules (clean_text, the "_" blank of RACE); bad
+// files give errors naming file and line.
 #include "io/glue_tsv.h"
 
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "io/byte_tokenizer.h"
 #include "io/race.h"
+#include "io/task_data.h"
 #include "io/task_text.h"
 #include "tests/io/io_test_util.h"
 
@@ -171,6 +173,53 @@ TEST(Race, Errors) {
   EXPECT_NE(race_error(R"({"article": "a", "questions": [], "options": [], "answers": []})")
                 .find("no RACE questions"),
             std::string::npos);
+}
+
+std::vector<int32_t> bytes(const std::string& s) {
+  return std::vector<int32_t>(s.begin(), s.end());
+}
+
+TEST(TaskData, TokenSequencesPerFormat) {
+  const ByteTokenizer tok;
+  const int32_t sep = ByteTokenizer::kEod;
+  auto mnli = load_task_data("mnli", fixture("MNLI/dev_matched.tsv"), tok, 64, 128, sep);
+  ASSERT_TRUE(mnli.ok()) << mnli.status();
+  ASSERT_EQ(mnli->examples.size(), 4u);
+  // "The cat sat on the mat ." [sep] "A cat is sitting ." [sep]: 24 + 1 + 18 + 1 tokens < 64.
+  std::vector<int32_t> want = bytes("The cat sat on the mat .");
+  want.push_back(sep);
+  const std::vector<int32_t> b = bytes("A cat is sitting .");
+  want.insert(want.end(), b.begin(), b.end());
+  want.push_back(sep);
+  EXPECT_EQ(mnli->examples[0].tokens, want);
+  EXPECT_EQ(mnli->examples[0].label, 1);
+  // Longer than seq_len 20: the first 19 tokens, then sep.
+  auto cut = load_task_data("mnli", fixture("MNLI/dev_matched.tsv"), tok, 20, 128, sep);
+  ASSERT_TRUE(cut.ok());
+  std::vector<int32_t> head(want.begin(), want.begin() + 19);
+  head.push_back(sep);
+  EXPECT_EQ(cut->examples[0].tokens, head);
+
+  auto qqp = load_task_data("qqp", fixture("QQP/train.tsv"), tok, 64, 128, sep);
+  ASSERT_TRUE(qqp.ok()) << qqp.status();
+  EXPECT_EQ(qqp->examples.size(), 12u);
+  EXPECT_EQ(qqp->warnings.size(), 2u);
+
+  // RACE: qa cut to max_qa_length 5, then sep, the article, cut at seq_len 16 - 1, sep.
+  auto race = load_task_data("race", fixture("RACE/train/middle"), tok, 16, 5, sep);
+  ASSERT_TRUE(race.ok()) << race.status();
+  ASSERT_EQ(race->examples.size(), 4u);
+  ASSERT_EQ(race->examples[0].choices.size(), 4u);
+  std::vector<int32_t> c1 = bytes("Tom's");  // "Tom's dog is called Rex ." cut to 5
+  c1.push_back(sep);
+  const std::vector<int32_t> art = bytes("Tom has a");  // 15 - 6 = 9 article tokens
+  c1.insert(c1.end(), art.begin(), art.end());
+  c1.push_back(sep);
+  EXPECT_EQ(race->examples[0].choices[1], c1);
+  EXPECT_EQ(race->examples[0].label, 1);
+
+  auto jsonl = load_task_data("json", fixture("RACE/train/middle"), tok, 16, 5, sep);
+  EXPECT_EQ(jsonl.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
