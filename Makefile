@@ -1,6 +1,7 @@
 # Thin wrapper over CMake. `make demo` and `make test` work on a fresh Debian 12 machine: they
 # install the dependencies (apt) first.
 BUILD ?= build
+MODEL ?= gpt
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
@@ -22,7 +23,7 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 demo: build
-	@scripts/demo.sh
+	@MODEL=$(MODEL) scripts/demo.sh
 
 bench: build
 	@scripts/bench.sh

@@ -293,6 +293,14 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
                            t.data.seq_len, m.max_seq_len)));
   t.data.cache_dir = c.get_string("data", "cache_dir");
   t.data.last_epoch_cutoff = c.get_float("data", "last_epoch_cutoff");
+  t.data.mask_prob = c.get_float("data", "mask_prob");
+  t.data.short_seq_prob = c.get_float("data", "short_seq_prob");
+  ANVIL_RETURN_IF_ERROR(need(t.data.mask_prob >= 0.0 && t.data.mask_prob < 1.0, c, "data",
+                             "mask_prob",
+                             absl::StrFormat("must be in [0, 1), got %g", t.data.mask_prob)));
+  ANVIL_RETURN_IF_ERROR(need(t.data.short_seq_prob >= 0.0 && t.data.short_seq_prob <= 1.0, c,
+                             "data", "short_seq_prob",
+                             absl::StrFormat("must be in [0, 1], got %g", t.data.short_seq_prob)));
   ANVIL_RETURN_IF_ERROR(need(
       t.data.last_epoch_cutoff > 0.0 && t.data.last_epoch_cutoff <= 1.0, c, "data",
       "last_epoch_cutoff", absl::StrFormat("must be in (0, 1], got %g", t.data.last_epoch_cutoff)));

@@ -3,6 +3,7 @@
 //   silu(x) = x sigmoid(x),              silu'(x) = s (1 + x (1 - s)), s = sigmoid(x)
 //   gelu_erf(x) = 0.5 x (1 + erf(x/√2)),  gelu_erf'(x) = 0.5 (1 + erf(x/√2)) + x φ(x)
 //   relu(x) = max(x, 0),                 relu'(x) = [x > 0]  (0 at 0, as torch)
+//   tanh(x),                             tanh'(x) = 1 - tanh(x)^2
 // gelu_erf is exact GELU (torch F.gelu's default, HF "gelu"); GPT-2's tanh form is ops/gelu.
 #pragma once
 
@@ -40,6 +41,12 @@ ANVIL_HOST_DEVICE F relu(F x) {
 template <typename F>
 ANVIL_HOST_DEVICE F relu_grad(F x) {
   return x > F(0) ? F(1) : F(0);
+}
+
+template <typename F>
+ANVIL_HOST_DEVICE F tanh_grad(F x) {
+  const F t = tanh(x);
+  return F(1) - t * t;
 }
 
 }  // namespace anvil::ops::detail
