@@ -22,6 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "engine/log.h"
 #include "engine/status.h"
 #include "engine/stream.h"
@@ -56,20 +57,22 @@ struct DevSet {
 // The examples of the comma-separated paths, tokenized for the task.
 absl::StatusOr<std::vector<model::ClsExample>> load_examples(const std::vector<std::string>& paths,
                                                              const model::TrainConfig& cfg,
-                                                             const io::Tokenizer& tok, int32_t sep,
+                                                             const io::Tokenizer& tok,
+                                                             const io::SequenceLayout& layout,
                                                              const anvil::engine::LogContext& ctx) {
   const model::FinetuneConfig& f = cfg.finetune;
   std::vector<model::ClsExample> out;
   for (const std::string& path : paths) {
     ANVIL_ASSIGN_OR_RETURN(io::TaskData d,
                            io::load_task_data(kFormats[static_cast<int>(f.format)], path, tok,
-                                              cfg.data.seq_len, f.max_qa_length, sep));
+                                              cfg.data.seq_len, f.max_qa_length, layout));
     for (size_t i = 0; i < d.warnings.size() && i < 10; ++i) log_warning(ctx, d.warnings[i]);
     if (d.warnings.size() > 10) {
       log_warning(ctx, absl::StrFormat("%s: %d rows skipped in all", path, d.warnings.size()));
     }
     for (io::TaskExample& e : d.examples) {
-      out.push_back({std::move(e.tokens), std::move(e.choices), e.label});
+      out.push_back({std::move(e.tokens), std::move(e.types), std::move(e.choices),
+                     std::move(e.choice_types), e.label});
     }
   }
   return out;
@@ -82,8 +85,12 @@ absl::StatusOr<model::ClsTask> make_task(const model::TrainConfig& cfg, const io
     const bool mc = f.task == model::FinetuneTask::kMultipleChoice;
     return model::ClsTask::create_linear(
         model::LinearHead(cfg.model.d_model, f.classes(), mc ? f.classes() : 1, cfg.model.init_std,
-                          cfg.train.seed),
+                          cfg.train.seed, /*pooler=*/cfg.model.bert()),
         cfg.model.vocab_size, pad);
+  }
+  if (cfg.model.bert()) {
+    return absl::InvalidArgumentError(
+        "[finetune] head: label_words reads the GPT's LM head; a BERT needs head = linear");
   }
   std::vector<int32_t> label_tokens;
   for (const std::string& w : f.labels) {
@@ -150,16 +157,25 @@ absl::Status run(const std::string& path, const std::vector<std::string>& overri
   const model::TokenizerConfig& t = cfg.tokenizer;
   ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<io::Tokenizer> tok,
                          io::make_tokenizer({t.type, t.vocab_file, t.merge_file}));
-  const int32_t pad =
-      static_cast<int32_t>(tok->special().eod >= 0 ? tok->special().eod : cfg.data.eod_token);
+  // GPT: sequences separated and ended by the end-of-document token, also the padding; BERT:
+  // Megatron's [CLS] a [SEP] b [SEP] with its [PAD].
+  const io::SpecialTokens& sp = tok->special();
+  const bool bert = cfg.model.bert();
+  if (bert && (sp.cls < 0 || sp.sep < 0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "[tokenizer] %s has no [CLS] / [SEP] tokens, which a BERT's sequences need", tok->name()));
+  }
+  const int32_t eod = static_cast<int32_t>(sp.eod >= 0 ? sp.eod : cfg.data.eod_token);
+  const int32_t pad = bert ? std::max(sp.pad, 0) : eod;
+  const io::SequenceLayout layout{bert, bert ? sp.sep : eod, sp.cls};
   ANVIL_ASSIGN_OR_RETURN(model::ClsTask task, make_task(cfg, *tok, pad));
   ANVIL_ASSIGN_OR_RETURN(std::vector<model::ClsExample> train,
-                         load_examples(f.train_data, cfg, *tok, pad, ctx));
+                         load_examples(f.train_data, cfg, *tok, layout, ctx));
   ANVIL_RETURN_IF_ERROR(task.check(train));
   std::vector<DevSet> devs;
   for (const std::string& d : f.dev_data) {
     ANVIL_ASSIGN_OR_RETURN(std::vector<model::ClsExample> ex,
-                           load_examples({d}, cfg, *tok, pad, ctx));
+                           load_examples({d}, cfg, *tok, layout, ctx));
     ANVIL_RETURN_IF_ERROR(task.check(ex));
     devs.push_back({d.substr(d.find_last_of('/', d.size() - 2) + 1), std::move(ex)});
   }
@@ -173,8 +189,12 @@ absl::Status run(const std::string& path, const std::vector<std::string>& overri
   }
   // The model's rows: micro_batch examples of rows_per_example sequences.
   const model::GptRunShape shape{cfg.train.micro_batch * task.rows_per_example(), cfg.data.seq_len};
+  // A BERT classifies through the head's own pooler (Megatron's Classification: the language
+  // model with its pooler, no binary head): the model's binary head is left out.
+  model::GptConfig mcfg = cfg.model;
+  mcfg.binary_head = false;
   ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<model::GptModel> m,
-                         model::GptModel::create(cfg.model, shape, prec, cfg.train.seed));
+                         model::GptModel::create(mcfg, shape, prec, cfg.train.seed));
   if (task.head() != nullptr) m->set_hidden_head(true);
   if (!cfg.checkpoint.load.empty()) {
     ANVIL_ASSIGN_OR_RETURN(
@@ -183,14 +203,16 @@ absl::Status run(const std::string& path, const std::vector<std::string>& overri
                                  [&](const std::string& w) { log_warning(ctx, w); }));
     const model::TensorLookup lookup = [&](const std::string& name) { return c.read(name); };
     ANVIL_RETURN_IF_ERROR(model::gpt_load_checkpoint(*m, lookup, /*weights_only=*/true, s));
-    if (task.head() != nullptr && c.has_tensor("classifier.weight")) {
-      ANVIL_RETURN_IF_ERROR(task.head()->load(lookup));
-      log_info(ctx, absl::StrCat("finetune: weights and classifier of ", c.dir()));
-    } else {
-      // Megatron: "could not find classification_head in the checkpoint, initializing to random".
-      log_info(ctx, absl::StrCat("finetune: weights of ", c.dir(),
-                                 task.head() != nullptr ? " (no classifier: a fresh one)" : ""));
+    std::vector<std::string> head;
+    if (task.head() != nullptr) {
+      ANVIL_ASSIGN_OR_RETURN(head, task.head()->load(lookup));
     }
+    // Megatron: "could not find classification_head in the checkpoint, initializing to random".
+    log_info(ctx, absl::StrCat("finetune: weights of ", c.dir(),
+                               task.head() == nullptr ? ""
+                               : head.empty()         ? " (no head tensors: a fresh head)"
+                                                      : absl::StrCat(" and head tensors ",
+                                                                     absl::StrJoin(head, ", "))));
   }
   // Data parallelism: gradients on the model's device (NCCL on CUDA), the rest on the CPU.
   model::ClsParallel par;

@@ -11,14 +11,28 @@
 #include "io/task_text.h"
 
 namespace anvil::io {
+namespace {
+
+// The sequence of a, b (has_b false: a alone) in `layout`: ids and (BERT) token types.
+TokenTypes sequence(const std::vector<int32_t>& a, const std::vector<int32_t>& b, bool has_b,
+                    int64_t seq_len, const SequenceLayout& layout) {
+  if (layout.bert) return bert_pair_tokens(a, b, has_b, seq_len, layout.cls, layout.sep);
+  if (!has_b) return {a, {}};  // a GPT text: the model keeps its last seq_len tokens
+  return {pair_tokens(a, b, seq_len, layout.sep), {}};
+}
+
+}  // namespace
 
 absl::StatusOr<TaskData> load_task_data(const std::string& format, const std::string& path,
                                         const Tokenizer& tokenizer, int64_t seq_len,
-                                        int64_t max_qa_length, int32_t sep) {
+                                        int64_t max_qa_length, const SequenceLayout& layout) {
   TaskData out;
   if (format == "jsonl") {
     ANVIL_ASSIGN_OR_RETURN(std::vector<LabeledText> texts, load_labeled_texts(path, tokenizer));
-    for (LabeledText& t : texts) out.examples.push_back({std::move(t.tokens), {}, t.label});
+    for (LabeledText& t : texts) {
+      TokenTypes s = sequence(t.tokens, {}, false, seq_len, layout);
+      out.examples.push_back({std::move(s.ids), std::move(s.types), {}, {}, t.label});
+    }
     return out;
   }
   if (format == "race") {
@@ -29,9 +43,12 @@ absl::StatusOr<TaskData> load_task_data(const std::string& format, const std::st
       const std::vector<int32_t> context = tokenizer.encode(r.context);
       for (const std::string& qa : r.qa) {
         std::vector<int32_t> q = tokenizer.encode(qa);
-        if (static_cast<int64_t>(q.size()) > max_qa_length)
+        if (static_cast<int64_t>(q.size()) > max_qa_length) {
           q.resize(static_cast<size_t>(max_qa_length));
-        e.choices.push_back(pair_tokens(q, context, seq_len, sep));
+        }
+        TokenTypes s = sequence(q, context, true, seq_len, layout);
+        e.choices.push_back(std::move(s.ids));
+        e.choice_types.push_back(std::move(s.types));
       }
       out.examples.push_back(std::move(e));
     }
@@ -44,10 +61,9 @@ absl::StatusOr<TaskData> load_task_data(const std::string& format, const std::st
   }
   ANVIL_ASSIGN_OR_RETURN(GlueFile glue, read_glue_tsv(*task, path));
   for (const TextPair& p : glue.examples) {
-    out.examples.push_back(
-        {pair_tokens(tokenizer.encode(p.text_a), tokenizer.encode(p.text_b), seq_len, sep),
-         {},
-         p.label});
+    TokenTypes s =
+        sequence(tokenizer.encode(p.text_a), tokenizer.encode(p.text_b), true, seq_len, layout);
+    out.examples.push_back({std::move(s.ids), std::move(s.types), {}, {}, p.label});
   }
   out.warnings = std::move(glue.warnings);
   return out;

@@ -35,4 +35,27 @@ std::vector<int32_t> pair_tokens(const std::vector<int32_t>& a, const std::vecto
   return ids;
 }
 
+TokenTypes bert_pair_tokens(const std::vector<int32_t>& a, const std::vector<int32_t>& b,
+                            bool has_b, int64_t max_len, int32_t cls, int32_t sep) {
+  TokenTypes t;
+  t.ids.push_back(cls);
+  t.ids.insert(t.ids.end(), a.begin(), a.end());
+  t.ids.push_back(sep);
+  t.types.assign(t.ids.size(), 0);
+  if (has_b) {
+    t.ids.insert(t.ids.end(), b.begin(), b.end());
+    t.types.resize(t.ids.size(), 1);
+  }
+  const bool trimmed = static_cast<int64_t>(t.ids.size()) >= max_len;
+  if (trimmed) {
+    t.ids.resize(static_cast<size_t>(max_len - 1));
+    t.types.resize(static_cast<size_t>(max_len - 1));
+  }
+  if (has_b || trimmed) {
+    t.ids.push_back(sep);
+    t.types.push_back(has_b ? 1 : 0);
+  }
+  return t;
+}
+
 }  // namespace anvil::io

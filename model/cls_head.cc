@@ -15,9 +15,6 @@
 namespace anvil::model {
 namespace {
 
-constexpr char kWeight[] = "classifier.weight";
-constexpr char kBias[] = "classifier.bias";
-
 // log sum_k exp(z_k), stably.
 double log_sum_exp(const double* z, int64_t n) {
   const double mx = *std::max_element(z, z + n);
@@ -48,17 +45,55 @@ int64_t cls_correct(absl::Span<const double> logits, absl::Span<const int32_t> l
   return correct;
 }
 
-LinearHead::LinearHead(int64_t d, int64_t classes, int64_t choices, float init_std, uint64_t seed)
-    : d_(d), classes_(classes), choices_(choices), seed_(seed) {
-  const size_t n = static_cast<size_t>(outputs() * d_ + outputs());
+LinearHead::LinearHead(int64_t d, int64_t classes, int64_t choices, float init_std, uint64_t seed,
+                       bool pooler)
+    : d_(d),
+      classes_(classes),
+      choices_(choices),
+      seed_(seed),
+      pooler_(pooler),
+      w_(pooler ? d * d + d : 0) {
+  const size_t n = static_cast<size_t>(w_ + outputs() * d_ + outputs());
   value_.assign(n, 0.0f);
   grad_.assign(n, 0.0f);
   m_.assign(n, 0.0f);
   v_.assign(n, 0.0f);
-  for (int64_t i = 0; i < outputs() * d_; ++i) {
-    value_[static_cast<size_t>(i)] = static_cast<float>(
-        init_std * ops::init_normal_sample(seed, kHeadInitCounter + static_cast<uint64_t>(i)));
+  for (const Part& p : parts()) {
+    if (!p.decay) continue;  // biases stay 0
+    const int64_t numel = p.shape[0] * p.shape[1];
+    for (int64_t i = p.offset; i < p.offset + numel; ++i) {
+      value_[static_cast<size_t>(i)] = static_cast<float>(
+          init_std * ops::init_normal_sample(seed, kHeadInitCounter + static_cast<uint64_t>(i)));
+    }
   }
+}
+
+std::vector<LinearHead::Part> LinearHead::parts() const {
+  std::vector<Part> p;
+  if (pooler_) {
+    p.push_back({"pooler.dense.weight", {d_, d_}, 0, true});
+    p.push_back({"pooler.dense.bias", {d_}, d_ * d_, false});
+  }
+  p.push_back({"classifier.weight", {outputs(), d_}, w_, true});
+  p.push_back({"classifier.bias", {outputs()}, w_ + outputs() * d_, false});
+  return p;
+}
+
+std::vector<double> LinearHead::head_input(absl::Span<const double> hidden) const {
+  std::vector<double> x(hidden.begin(), hidden.end());
+  if (!pooler_) return x;
+  const int64_t rows = static_cast<int64_t>(hidden.size()) / d_;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < d_; ++o) {
+      double z = value_[static_cast<size_t>(d_ * d_ + o)];
+      for (int64_t j = 0; j < d_; ++j) {
+        z += static_cast<double>(value_[static_cast<size_t>(o * d_ + j)]) *
+             hidden[static_cast<size_t>(r * d_ + j)];
+      }
+      x[static_cast<size_t>(r * d_ + o)] = std::tanh(z);
+    }
+  }
+  return x;
 }
 
 double LinearHead::keep(const HeadDropout& drop, int64_t i) const {
@@ -73,14 +108,14 @@ std::vector<double> LinearHead::forward(absl::Span<const double> hidden, int64_t
   const int64_t rows = examples * choices_, outs = outputs();
   ANVIL_CHECK_MSG(static_cast<int64_t>(hidden.size()) == rows * d_,
                   "LinearHead::forward: hidden is not [examples * choices, d]");
+  const std::vector<double> x = head_input(hidden);
   std::vector<double> logits(static_cast<size_t>(examples * classes_));
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t o = 0; o < outs; ++o) {
-      double z = value_[static_cast<size_t>(outs * d_ + o)];
+      double z = value_[static_cast<size_t>(w_ + outs * d_ + o)];
       for (int64_t j = 0; j < d_; ++j) {
         const int64_t i = r * d_ + j;
-        z += static_cast<double>(value_[static_cast<size_t>(o * d_ + j)]) *
-             hidden[static_cast<size_t>(i)] * keep(drop, i);
+        z += w(o, j) * x[static_cast<size_t>(i)] * keep(drop, i);
       }
       logits[static_cast<size_t>(r * outs + o)] = z;  // [e, k] or [e, c]: both r * outs + o
     }
@@ -96,6 +131,8 @@ double LinearHead::backward(absl::Span<const double> hidden, absl::Span<const do
                       dhidden.size() == hidden.size() &&
                       static_cast<int64_t>(hidden.size()) == examples * choices_ * d_,
                   "LinearHead::backward: shapes differ from forward's");
+  const std::vector<double> x = head_input(hidden);
+  std::vector<double> dx(x.size(), 0.0);
   double loss = 0.0;
   std::vector<double> dz(static_cast<size_t>(classes_));
   for (int64_t e = 0; e < examples; ++e) {
@@ -110,21 +147,39 @@ double LinearHead::backward(absl::Span<const double> hidden, absl::Span<const do
     // Row r = e * choices + c feeds outputs o: logits index r * outs + o = e * classes + k.
     for (int64_t c = 0; c < choices_; ++c) {
       const int64_t r = e * choices_ + c;
-      for (int64_t j = 0; j < d_; ++j) dhidden[static_cast<size_t>(r * d_ + j)] = 0.0;
       for (int64_t o = 0; o < outs; ++o) {
         const double g = dz[static_cast<size_t>(r * outs + o - e * classes_)];
         // Multiple choice: the bias shifts every choice's logit alike, and the softmax over the
         // choices ignores that, so its gradient is exactly 0 (summing the dz would leave only
         // rounding noise, which AdamW would turn into updates of order lr).
-        if (choices_ == 1) grad_[static_cast<size_t>(outs * d_ + o)] += static_cast<float>(g);
+        if (choices_ == 1) grad_[static_cast<size_t>(w_ + outs * d_ + o)] += static_cast<float>(g);
         for (int64_t j = 0; j < d_; ++j) {
           const int64_t i = r * d_ + j;
           const double mask = keep(drop, i);
-          grad_[static_cast<size_t>(o * d_ + j)] +=
-              static_cast<float>(g * hidden[static_cast<size_t>(i)] * mask);
-          dhidden[static_cast<size_t>(i)] +=
-              g * static_cast<double>(value_[static_cast<size_t>(o * d_ + j)]) * mask;
+          grad_[static_cast<size_t>(w_ + o * d_ + j)] +=
+              static_cast<float>(g * x[static_cast<size_t>(i)] * mask);
+          dx[static_cast<size_t>(i)] += g * w(o, j) * mask;
         }
+      }
+    }
+  }
+  if (!pooler_) {
+    std::copy(dx.begin(), dx.end(), dhidden.begin());
+    return loss;
+  }
+  // x = tanh(pre): d pre = dx (1 - x^2); dWp += d pre h^T, dbp += d pre, dh = Wp^T d pre.
+  std::fill(dhidden.begin(), dhidden.end(), 0.0);
+  const int64_t rows = examples * choices_;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < d_; ++o) {
+      const double xo = x[static_cast<size_t>(r * d_ + o)];
+      const double dpre = dx[static_cast<size_t>(r * d_ + o)] * (1.0 - xo * xo);
+      grad_[static_cast<size_t>(d_ * d_ + o)] += static_cast<float>(dpre);
+      for (int64_t j = 0; j < d_; ++j) {
+        grad_[static_cast<size_t>(o * d_ + j)] +=
+            static_cast<float>(dpre * hidden[static_cast<size_t>(r * d_ + j)]);
+        dhidden[static_cast<size_t>(r * d_ + j)] +=
+            dpre * static_cast<double>(value_[static_cast<size_t>(o * d_ + j)]);
       }
     }
   }
@@ -141,44 +196,43 @@ double LinearHead::grad_sum_squares() const {
 
 void LinearHead::optimizer_step(const GptModel::OptimizerStep& s) {
   engine::Stream cpu = engine::Stream::cpu();
-  const int64_t nw = outputs() * d_, nb = outputs();
-  auto view = [&](std::vector<float>& v, int64_t first, int64_t n) {
-    return engine::make_view(v.data() + first, engine::DType::kF32, engine::Device::kCpu, {n});
-  };
-  for (int part = 0; part < 2; ++part) {  // W with weight decay, b without (Megatron's groups)
-    const int64_t first = part == 0 ? 0 : nw, n = part == 0 ? nw : nb;
-    const ops::AdamWArgs a{s.lr,   s.beta1,     s.beta2, s.eps, part == 0 ? s.weight_decay : 0.0f,
+  for (const Part& p : parts()) {  // weights with weight decay, biases without (Megatron's)
+    const int64_t n = p.shape.size() == 2 ? p.shape[0] * p.shape[1] : p.shape[0];
+    auto view = [&](std::vector<float>& v) {
+      return engine::make_view(v.data() + p.offset, engine::DType::kF32, engine::Device::kCpu, {n});
+    };
+    const ops::AdamWArgs a{s.lr,   s.beta1,     s.beta2, s.eps, p.decay ? s.weight_decay : 0.0f,
                            s.step, s.grad_scale};
-    ops::adamw_update(a, view(value_, first, n), view(m_, first, n), view(v_, first, n), {},
-                      view(grad_, first, n), cpu);
+    ops::adamw_update(a, view(value_), view(m_), view(v_), {}, view(grad_), cpu);
   }
 }
 
 std::vector<engine::HostSlice> LinearHead::slices() const {
-  const int64_t outs = outputs(), nw = outs * d_;
-  engine::HostSlice w{kWeight,
-                      {outs, d_},
-                      {0, 0},
-                      {outs, d_},
-                      std::vector<float>(value_.begin(), value_.begin() + nw)};
-  engine::HostSlice b{
-      kBias, {outs}, {0}, {outs}, std::vector<float>(value_.begin() + nw, value_.end())};
-  return {w, b};
+  std::vector<engine::HostSlice> out;
+  for (const Part& p : parts()) {
+    const int64_t n = p.shape.size() == 2 ? p.shape[0] * p.shape[1] : p.shape[0];
+    out.push_back({p.name, p.shape, std::vector<int64_t>(p.shape.size(), 0), p.shape,
+                   std::vector<float>(value_.begin() + p.offset, value_.begin() + p.offset + n)});
+  }
+  return out;
 }
 
-absl::Status LinearHead::load(const TensorLookup& lookup) {
-  const int64_t outs = outputs(), nw = outs * d_;
-  ANVIL_ASSIGN_OR_RETURN(engine::HostSlice w, lookup(kWeight));
-  ANVIL_ASSIGN_OR_RETURN(engine::HostSlice b, lookup(kBias));
-  if (w.shape != std::vector<int64_t>{outs, d_} || b.shape != std::vector<int64_t>{outs}) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kWeight, " [", absl::StrJoin(w.shape, ", "), "] and ", kBias, " [",
-        absl::StrJoin(b.shape, ", "), "]: this head needs [", outs, ", ", d_, "] and [", outs,
-        "] (", classes_, choices_ > 1 ? " choices" : " classes", ", d_model ", d_, ")"));
+absl::StatusOr<std::vector<std::string>> LinearHead::load(const TensorLookup& lookup) {
+  std::vector<std::string> loaded;
+  for (const Part& p : parts()) {
+    absl::StatusOr<engine::HostSlice> t = lookup(p.name);
+    if (absl::IsNotFound(t.status())) continue;
+    if (!t.ok()) return t.status();
+    if (t->shape != p.shape) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(p.name, " [", absl::StrJoin(t->shape, ", "), "]: this head needs [",
+                       absl::StrJoin(p.shape, ", "), "] (", classes_,
+                       choices_ > 1 ? " choices" : " classes", ", d_model ", d_, ")"));
+    }
+    std::copy(t->data.begin(), t->data.end(), value_.begin() + p.offset);
+    loaded.push_back(p.name);
   }
-  std::copy(w.data.begin(), w.data.end(), value_.begin());
-  std::copy(b.data.begin(), b.data.end(), value_.begin() + nw);
-  return absl::OkStatus();
+  return loaded;
 }
 
 }  // namespace anvil::model

@@ -17,12 +17,6 @@
 namespace anvil::model {
 namespace {
 
-std::vector<int32_t> positions(const GptRunShape& shape) {
-  std::vector<int32_t> p(static_cast<size_t>(shape.micro_batch * shape.seq_len));
-  for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<int32_t>(i % shape.seq_len);
-  return p;
-}
-
 double element(const char* p, engine::DType t) {
   switch (t) {
     case engine::DType::kBF16: {
@@ -115,9 +109,15 @@ void sum_over(parallel::Comm* host, std::vector<double>& v) {
   host->all_reduce(t, t, parallel::ReduceOp::kSum, cpu);
 }
 
-// The sequences of an example: its choices (multiple choice) or its tokens.
+// The sequences of an example: its choices (multiple choice) or its tokens; with their token
+// types (empty: all 0).
 std::vector<std::vector<int32_t>> sequences(const ClsExample& e, bool multiple_choice) {
   return multiple_choice ? e.choices : std::vector<std::vector<int32_t>>{e.tokens};
+}
+std::vector<std::vector<int32_t>> sequence_types(const ClsExample& e, bool multiple_choice) {
+  if (!multiple_choice) return {e.types};
+  return e.choice_types.empty() ? std::vector<std::vector<int32_t>>(e.choices.size())
+                                : e.choice_types;
 }
 
 // This rank's part [first, end) of n items split over dp ranks (the first n % dp get one more).
@@ -181,9 +181,20 @@ absl::Status ClsTask::check(absl::Span<const ClsExample> examples, int64_t first
       return absl::InvalidArgumentError(absl::StrFormat(
           "example %d has %d choices, the multiple-choice head %d", n, e.choices.size(), k));
     }
-    for (const std::vector<int32_t>& seq : sequences(e, mc)) {
+    const std::vector<std::vector<int32_t>> seqs = sequences(e, mc), types = sequence_types(e, mc);
+    if (types.size() != seqs.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("example %d: token types of %d sequences, expected %d", n, types.size(),
+                          sequences(e, mc).size()));
+    }
+    for (size_t q = 0; q < types.size(); ++q) {
+      const std::vector<int32_t>& seq = seqs[q];
       if (seq.empty()) {
         return absl::InvalidArgumentError(absl::StrFormat("example %d has no tokens", n));
+      }
+      if (!types[q].empty() && types[q].size() != seq.size()) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "example %d: %d token types for %d tokens", n, types[q].size(), seq.size()));
       }
       for (int32_t t : seq) {
         if (t < 0 || t >= vocab_) {
@@ -196,34 +207,51 @@ absl::Status ClsTask::check(absl::Span<const ClsExample> examples, int64_t first
   return absl::OkStatus();
 }
 
-std::vector<int64_t> ClsTask::fill(const GptRunShape& shape, absl::Span<const ClsExample> ex,
-                                   std::vector<int32_t>& tokens,
-                                   std::vector<int32_t>& targets) const {
-  const int64_t T = shape.seq_len;
-  std::fill(tokens.begin(), tokens.end(), pad_);
-  std::fill(targets.begin(), targets.end(), -1);
-  std::vector<int64_t> last;
+ClsTask::HostBatch ClsTask::fill(const GptRunShape& shape, absl::Span<const ClsExample> ex,
+                                 bool bert) const {
+  const int64_t T = shape.seq_len, rows = shape.micro_batch;
+  HostBatch h;
+  h.tokens.assign(static_cast<size_t>(rows * T), pad_);
+  h.targets.assign(h.tokens.size(), -1);
+  h.positions.resize(h.tokens.size());
+  for (size_t i = 0; i < h.positions.size(); ++i) h.positions[i] = static_cast<int32_t>(i % T);
+  h.types.assign(h.tokens.size(), 0);
+  h.lengths.assign(static_cast<size_t>(rows), 1);  // padding rows: one (pad) token
+  const bool mc = rows_per_example() > 1;
   for (const ClsExample& e : ex) {
-    for (const std::vector<int32_t>& t : sequences(e, rows_per_example() > 1)) {
-      const int64_t row = static_cast<int64_t>(last.size());
-      const int64_t n = std::min<int64_t>(static_cast<int64_t>(t.size()), T);  // the last n
-      std::copy(t.end() - n, t.end(), tokens.begin() + row * T);
-      const int64_t p = row * T + n - 1;
-      if (!head_) targets[static_cast<size_t>(p)] = labels_[static_cast<size_t>(e.label)];
-      last.push_back(p);
+    const std::vector<std::vector<int32_t>> seqs = sequences(e, mc), types = sequence_types(e, mc);
+    for (size_t k = 0; k < seqs.size(); ++k) {
+      const std::vector<int32_t>& t = seqs[k];
+      const int64_t row = static_cast<int64_t>(h.at.size());
+      const int64_t n = std::min<int64_t>(static_cast<int64_t>(t.size()), T);
+      // BERT: the first n tokens, classified at [CLS] (position 0); GPT: the last n, at the last.
+      const int64_t from = bert ? 0 : static_cast<int64_t>(t.size()) - n;
+      std::copy(t.begin() + from, t.begin() + from + n, h.tokens.begin() + row * T);
+      if (!types[k].empty()) {
+        std::copy(types[k].begin() + from, types[k].begin() + from + n, h.types.begin() + row * T);
+      }
+      h.lengths[static_cast<size_t>(row)] = static_cast<int32_t>(n);
+      const int64_t p = row * T + (bert ? 0 : n - 1);
+      if (!head_) h.targets[static_cast<size_t>(p)] = labels_[static_cast<size_t>(e.label)];
+      h.at.push_back(p);
     }
   }
-  return last;
+  return h;
 }
 
 ClsResult ClsTask::micro_batch(GptModel& model, const GptRunShape& shape,
                                absl::Span<const ClsExample> ex, bool train, uint64_t dropout_offset,
                                double scale, engine::Stream& s) {
-  std::vector<int32_t> tokens(static_cast<size_t>(shape.micro_batch * shape.seq_len));
-  std::vector<int32_t> targets(tokens.size());
-  const std::vector<int32_t> pos = positions(shape);
-  const std::vector<int64_t> last = fill(shape, ex, tokens, targets);
-  model.forward(tokens.data(), pos.data(), targets.data(), train, dropout_offset, s);
+  const bool bert = model.config().bert();
+  const HostBatch h = fill(shape, ex, bert);
+  const std::vector<int64_t>& last = h.at;
+  GptBatch batch{h.tokens.data(), h.positions.data(), h.targets.data()};
+  if (bert) {
+    batch.token_types = h.types.data();
+    batch.lengths = h.lengths.data();
+  }
+  model.set_batch(0, 0, batch, s);
+  model.forward_chunk(0, 0, train, dropout_offset, s);
   ClsResult r;
   r.total = static_cast<int64_t>(ex.size());
   std::vector<int32_t> labels;
@@ -250,7 +278,7 @@ ClsResult ClsTask::micro_batch(GptModel& model, const GptRunShape& shape,
       }
     }
   }
-  if (train) model.backward(static_cast<float>(scale), s);
+  if (train) model.backward_chunk(0, 0, static_cast<float>(scale), s);
   if (head_) r.loss_sum = cls_loss_sum(logits, labels);
   r.correct = logits.empty() ? 0 : cls_correct(logits, labels);
   return r;

@@ -10,8 +10,11 @@
 //     (after ln_f) at the last token of each sequence: K classes, or multiple choice with C
 //     sequences per example (RACE) scored by linear(d, 1) and a softmax over the choices. The
 //     model runs with GptModel::set_hidden_head (no LM head).
-// An example's tokens (the last seq_len kept) are a row of the micro-batch, padded with `pad`;
-// multiple-choice examples fill `choices` consecutive rows each.
+// An example's tokens are a row of the micro-batch, padded with `pad`; multiple-choice examples
+// fill `choices` consecutive rows each. GPT keeps a sequence's last seq_len tokens and
+// classifies at its last token; BERT (model type bert, linear head with a pooler) keeps the
+// first seq_len, with their token types and the sequence's length as the padding mask, and
+// classifies at [CLS], the first token (Megatron's Classification).
 // Data parallelism (ClsParallel): each of dp ranks runs its dp-th of every batch (and of the
 // evaluation set); gradients of the model and head are summed over the ranks (each backward
 // scales by 1 / global batch), so dp ranks compute what one rank computes. The model itself
@@ -35,9 +38,11 @@ class Comm;
 namespace anvil::model {
 
 struct ClsExample {
-  std::vector<int32_t> tokens;                // >= 1 token (one sequence per example)
-  std::vector<std::vector<int32_t>> choices;  // multiple choice: one sequence per choice
-  int32_t label = 0;                          // 0 .. K-1
+  std::vector<int32_t> tokens;                     // >= 1 token (one sequence per example)
+  std::vector<int32_t> types;                      // BERT token types of `tokens` (empty: all 0)
+  std::vector<std::vector<int32_t>> choices;       // multiple choice: one sequence per choice
+  std::vector<std::vector<int32_t>> choice_types;  // BERT: their token types (empty: all 0)
+  int32_t label = 0;                               // 0 .. K-1
 };
 
 struct ClsResult {
@@ -92,10 +97,13 @@ class ClsTask {
  private:
   ClsTask(std::vector<int32_t> labels, std::optional<LinearHead> head, int64_t vocab, int32_t pad)
       : labels_(std::move(labels)), head_(std::move(head)), vocab_(vocab), pad_(pad) {}
-  // Fills the host micro-batch with the sequences of `ex`; returns each sequence's last
-  // position (row * T + p).
-  std::vector<int64_t> fill(const GptRunShape& shape, absl::Span<const ClsExample> ex,
-                            std::vector<int32_t>& tokens, std::vector<int32_t>& targets) const;
+  // One micro-batch's host inputs (GptBatch) and each sequence's classification position.
+  struct HostBatch {
+    std::vector<int32_t> tokens, positions, targets, types;  // [B*T]
+    std::vector<int32_t> lengths;                            // [B]
+    std::vector<int64_t> at;                                 // row * T + p, per sequence
+  };
+  HostBatch fill(const GptRunShape& shape, absl::Span<const ClsExample> ex, bool bert) const;
   // Forward of one micro-batch and its loss sum and correct predictions; with `train`, also
   // the backward (scaled by `scale`) into the model's and the head's gradients.
   ClsResult micro_batch(GptModel& model, const GptRunShape& shape, absl::Span<const ClsExample> ex,

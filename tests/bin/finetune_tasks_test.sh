@@ -65,7 +65,7 @@ grep -q "12 training examples, dev sets 2, 3 classes (linear head)" "$work/mnli.
 grep -q "step 3/4 | dev accuracy .* | dev_matched.tsv | epoch 1 done" "$work/mnli.log" || fail "no end-of-epoch evaluation: $(cat "$work/mnli.log")"
 grep -q "saved $work/ck/step_00000004" "$work/mnli.log" || fail "not saved"
 run mnli_eval.log finetune.train_data= checkpoint.load="$work/ck"
-grep -q "weights and classifier of" "$work/mnli_eval.log" || fail "classifier not loaded"
+grep -q "and head tensors classifier.weight, classifier.bias" "$work/mnli_eval.log" || fail "classifier not loaded"
 for name in dev_matched.tsv dev_mismatched.tsv; do
   [[ "$(dev mnli_eval.log 0 "$name")" == "$(dev mnli.log 4 "$name")" ]] ||
     fail "$name after loading: $(dev mnli_eval.log 0 "$name"), trained: $(dev mnli.log 4 "$name")"

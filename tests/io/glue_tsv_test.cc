@@ -37,6 +37,25 @@ TEST(TaskText, PairTokensCapAndSeparator) {
   EXPECT_EQ(pair_tokens({1, 2, 3, 4}, {}, 4, 9), (std::vector<int32_t>{1, 2, 3, 9}));
 }
 
+TEST(TaskText, BertPairTokensAsMegatron) {
+  // [CLS]=1 a [SEP]=2 b [SEP], types 0 0 0 0 | 1 1 1.
+  TokenTypes t = bert_pair_tokens({5, 6}, {7, 8}, true, 10, 1, 2);
+  EXPECT_EQ(t.ids, (std::vector<int32_t>{1, 5, 6, 2, 7, 8, 2}));
+  EXPECT_EQ(t.types, (std::vector<int32_t>{0, 0, 0, 0, 1, 1, 1}));
+  // Without b and not cut: no final [SEP] (Megatron appends it only with b or after a cut).
+  t = bert_pair_tokens({5, 6}, {}, false, 10, 1, 2);
+  EXPECT_EQ(t.ids, (std::vector<int32_t>{1, 5, 6, 2}));
+  EXPECT_EQ(t.types, (std::vector<int32_t>{0, 0, 0, 0}));
+  // 1 5 6 2 7 8 9 = 7 tokens >= 6: the first 5, then [SEP] of type 1.
+  t = bert_pair_tokens({5, 6}, {7, 8, 9}, true, 6, 1, 2);
+  EXPECT_EQ(t.ids, (std::vector<int32_t>{1, 5, 6, 2, 7, 2}));
+  EXPECT_EQ(t.types, (std::vector<int32_t>{0, 0, 0, 0, 1, 1}));
+  // A lone text cut: [SEP] of type 0 appended.
+  t = bert_pair_tokens({5, 6, 7, 8}, {}, false, 4, 1, 2);
+  EXPECT_EQ(t.ids, (std::vector<int32_t>{1, 5, 6, 2}));
+  EXPECT_EQ(t.types, (std::vector<int32_t>{0, 0, 0, 0}));
+}
+
 TEST(GlueTsv, MnliTrainDevTest) {
   auto train = read_glue_tsv(GlueTask::kMnli, fixture("MNLI/train.tsv"));
   ASSERT_TRUE(train.ok()) << train.status();
@@ -182,7 +201,7 @@ std::vector<int32_t> bytes(const std::string& s) {
 TEST(TaskData, TokenSequencesPerFormat) {
   const ByteTokenizer tok;
   const int32_t sep = ByteTokenizer::kEod;
-  auto mnli = load_task_data("mnli", fixture("MNLI/dev_matched.tsv"), tok, 64, 128, sep);
+  auto mnli = load_task_data("mnli", fixture("MNLI/dev_matched.tsv"), tok, 64, 128, {false, sep});
   ASSERT_TRUE(mnli.ok()) << mnli.status();
   ASSERT_EQ(mnli->examples.size(), 4u);
   // "The cat sat on the mat ." [sep] "A cat is sitting ." [sep]: 24 + 1 + 18 + 1 tokens < 64.
@@ -194,19 +213,19 @@ TEST(TaskData, TokenSequencesPerFormat) {
   EXPECT_EQ(mnli->examples[0].tokens, want);
   EXPECT_EQ(mnli->examples[0].label, 1);
   // Longer than seq_len 20: the first 19 tokens, then sep.
-  auto cut = load_task_data("mnli", fixture("MNLI/dev_matched.tsv"), tok, 20, 128, sep);
+  auto cut = load_task_data("mnli", fixture("MNLI/dev_matched.tsv"), tok, 20, 128, {false, sep});
   ASSERT_TRUE(cut.ok());
   std::vector<int32_t> head(want.begin(), want.begin() + 19);
   head.push_back(sep);
   EXPECT_EQ(cut->examples[0].tokens, head);
 
-  auto qqp = load_task_data("qqp", fixture("QQP/train.tsv"), tok, 64, 128, sep);
+  auto qqp = load_task_data("qqp", fixture("QQP/train.tsv"), tok, 64, 128, {false, sep});
   ASSERT_TRUE(qqp.ok()) << qqp.status();
   EXPECT_EQ(qqp->examples.size(), 12u);
   EXPECT_EQ(qqp->warnings.size(), 2u);
 
   // RACE: qa cut to max_qa_length 5, then sep, the article, cut at seq_len 16 - 1, sep.
-  auto race = load_task_data("race", fixture("RACE/train/middle"), tok, 16, 5, sep);
+  auto race = load_task_data("race", fixture("RACE/train/middle"), tok, 16, 5, {false, sep});
   ASSERT_TRUE(race.ok()) << race.status();
   ASSERT_EQ(race->examples.size(), 4u);
   ASSERT_EQ(race->examples[0].choices.size(), 4u);
@@ -218,7 +237,22 @@ TEST(TaskData, TokenSequencesPerFormat) {
   EXPECT_EQ(race->examples[0].choices[1], c1);
   EXPECT_EQ(race->examples[0].label, 1);
 
-  auto jsonl = load_task_data("json", fixture("RACE/train/middle"), tok, 16, 5, sep);
+  // BERT layout: [CLS]=300 a [SEP]=301 b [SEP], with the token types.
+  auto bert =
+      load_task_data("mnli", fixture("MNLI/dev_matched.tsv"), tok, 64, 128, {true, 301, 300});
+  ASSERT_TRUE(bert.ok()) << bert.status();
+  std::vector<int32_t> ids = {300};
+  const std::vector<int32_t> a = bytes("The cat sat on the mat .");
+  ids.insert(ids.end(), a.begin(), a.end());
+  ids.push_back(301);
+  ids.insert(ids.end(), b.begin(), b.end());
+  ids.push_back(301);
+  EXPECT_EQ(bert->examples[0].tokens, ids);
+  std::vector<int32_t> types(a.size() + 2, 0);
+  types.resize(ids.size(), 1);
+  EXPECT_EQ(bert->examples[0].types, types);
+
+  auto jsonl = load_task_data("json", fixture("RACE/train/middle"), tok, 16, 5, {false, sep});
   EXPECT_EQ(jsonl.status().code(), absl::StatusCode::kInvalidArgument);
 }
 

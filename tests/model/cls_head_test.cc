@@ -123,7 +123,7 @@ TEST(LinearHead, SlicesLoadBackAndShapesAreChecked) {
   };
   ASSERT_TRUE(b.load(lookup).ok());
   EXPECT_EQ(b.values(), a.values());
-  const absl::Status st = wrong.load(lookup);
+  const absl::Status st = wrong.load(lookup).status();
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("classifier.weight [3, 8]"), std::string::npos) << st;
 }
