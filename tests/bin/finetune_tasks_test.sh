@@ -8,6 +8,7 @@
 #   - the same MNLI run on 2 data-parallel ranks (mpirun) logs the same losses (to 1e-4);
 #   - QQP (2 classes; the fixture's malformed rows are skipped with warnings, as Megatron does);
 #   - RACE (multiple choice over 4 options);
+#   - a BERT on MNLI ([CLS] pair layout, the pooler + classifier head), saved and reloaded;
 #   - bad settings and files: exit 1 with a message naming the key or the file and line.
 # usage: finetune_tasks_test.sh BUILD/bin/finetune (from the repository root); MPIRUN: the
 # mpirun command line (skipped when unset).
@@ -70,6 +71,19 @@ for name in dev_matched.tsv dev_mismatched.tsv; do
   [[ "$(dev mnli_eval.log 0 "$name")" == "$(dev mnli.log 4 "$name")" ]] ||
     fail "$name after loading: $(dev mnli_eval.log 0 "$name"), trained: $(dev mnli.log 4 "$name")"
 done
+
+# A BERT (post-LN, token types, WordPiece) on MNLI: Megatron's [CLS] a [SEP] b [SEP], the
+# head's pooler and classifier at [CLS]; saved and reloaded with every head tensor.
+bert=(model.type=bert model.norm_placement=post model.activation=gelu_erf model.type_vocab_size=2
+  model.embed_layernorm=true model.vocab_size=30522 tokenizer.type=BertWordPieceLowerCase
+  tokenizer.vocab_file=data/bert/vocab.txt)
+run bert.log "${bert[@]}" checkpoint.save="$work/bert_ck"
+[[ -n $(dev bert.log 4 dev_mismatched.tsv) ]] || fail "BERT dev accuracy: $(cat "$work/bert.log")"
+run bert_eval.log "${bert[@]}" finetune.train_data= checkpoint.load="$work/bert_ck"
+grep -q "head tensors pooler.dense.weight, pooler.dense.bias, classifier.weight, classifier.bias" \
+  "$work/bert_eval.log" || fail "BERT head not loaded: $(cat "$work/bert_eval.log")"
+[[ "$(dev bert_eval.log 0 dev_matched.tsv)" == "$(dev bert.log 4 dev_matched.tsv)" ]] ||
+  fail "BERT after loading: $(dev bert_eval.log 0 dev_matched.tsv), trained: $(dev bert.log 4 dev_matched.tsv)"
 
 if [[ -n ${MPIRUN:-} ]]; then
   # shellcheck disable=SC2086
