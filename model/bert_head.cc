@@ -6,10 +6,10 @@
 #include "engine/memory.h"
 #include "model/gpt_impl.h"
 #include "ops/activation.h"
+#include "ops/axpy.h"
 #include "ops/copy_rows.h"
 #include "ops/cross_entropy.h"
 #include "ops/gemm.h"
-#include "ops/init_normal.h"
 #include "ops/layernorm.h"
 #include "parallel/comm.h"
 
@@ -24,30 +24,21 @@ using gpt_detail::weight_grad;
 namespace {
 
 // dW += alpha dy^T x and db += alpha (column sums of dy), dy left as it is (backward may run
-// twice): the bias sums as a GEMM with a column of ones [>= rows, 1], so alpha applies to it.
+// twice): the column sums go through `sums` (grad dtype, >= db's length), then scaled into db.
 void scaled_weight_bias_grad(TensorView dw, TensorView db, engine::ConstTensorView dy,
-                             engine::ConstTensorView x, engine::ConstTensorView ones, float alpha,
+                             engine::ConstTensorView x, TensorView sums, float alpha,
                              engine::Stream& s) {
   weight_grad(dw, dy, x, s, alpha);
-  ops::GemmArgs g{db.numel(), 1, dy.dim(0)};
-  g.trans_a = true;
-  g.alpha = alpha;
-  g.beta = 1.0f;
-  ops::gemm(g, flat_slice(db, 0, {db.numel(), 1}), dy,
-            engine::make_view(ones.data, ones.dtype, ones.device, {dy.dim(0), 1}), {}, {}, s);
+  const TensorView col = flat_slice(sums, 0, {db.numel()});
+  engine::fill_zero(col, s);
+  ops::bias_backward(col, dy, s);
+  ops::axpy(alpha, db, col, s);
 }
 
 }  // namespace
 
 void bert_head_setup(const GptConfig& cfg, const GptRunShape& shape, gpt_detail::Buffers& b,
                      engine::Stream& s) {
-  if (!b.ones.empty()) {
-    ops::InitNormalArgs one;
-    one.kind = ops::InitKind::kConstant;
-    one.value = 1.0f;
-    one.tp.rows = b.ones.numel();
-    ops::init_normal(one, b.ones, s);
-  }
   if (!cfg.bert() || b.cls_rows.empty()) return;
   std::vector<int32_t> cls, rows;
   for (int64_t i = 0; i < shape.micro_batch; ++i) {
@@ -91,7 +82,8 @@ void GptModel::Impl::bert_head_backward(const gpt_detail::SlotData& sd, int64_t 
   const gpt_detail::BertHeadWeights& w = buf.w.bert;
   const gpt_detail::BertHeadWeights& g = buf.g.bert;
   // The logits hold d(loss sum)/d(logits); grad_scale enters as the GEMMs' alpha.
-  scaled_weight_bias_grad(buf.g.lm_head, g.out_b, hd.logits, hd.mlm_ln, buf.ones, grad_scale, s);
+  scaled_weight_bias_grad(buf.g.lm_head, g.out_b, hd.logits, hd.mlm_ln, buf.bias_sums, grad_scale,
+                          s);
   input_grad(buf.dln, hd.logits, buf.w.lm_head, s, grad_scale);  // d u, partial over the vocab
   tp_all_reduce(buf.dln, s);
   // d(gelu output) into proj, through the GELU in place, then the dense layer: d X into dln.
@@ -104,8 +96,8 @@ void GptModel::Impl::bert_head_backward(const gpt_detail::SlotData& sd, int64_t 
   if (!cfg.binary_head) return;
   // The binary loss enters the loss sum with weight counted / B (bert_head.h).
   const float weight = static_cast<float>(static_cast<double>(sd.counted) / static_cast<double>(B));
-  scaled_weight_bias_grad(g.bin_w, g.bin_b, hd.bin_logits, hd.pooled, buf.ones, grad_scale * weight,
-                          s);
+  scaled_weight_bias_grad(g.bin_w, g.bin_b, hd.bin_logits, hd.pooled, buf.bias_sums,
+                          grad_scale * weight, s);
   input_grad(buf.dcls, hd.bin_logits, w.bin_w, s, grad_scale * weight);
   ops::activation_backward(ops::Activation::kTanh, buf.dcls, buf.dcls, hd.pool_pre, s);
   weight_bias_grad(g.pool_w, g.pool_b, buf.dcls, hd.cls, s);

@@ -20,8 +20,8 @@
 
 namespace anvil::model {
 
-// Writes the heads' constants: Buffers::ones (1s), the binary head's row indices (cls_rows =
-// b*T, batch_rows = b); nothing where they are absent (not BERT, not the last stage).
+// Writes the binary head's constant row indices (Buffers::cls_rows = b*T, batch_rows = b);
+// nothing where they are absent (not BERT, not the last stage, no binary head).
 void bert_head_setup(const GptConfig& cfg, const GptRunShape& shape, gpt_detail::Buffers& b,
                      engine::Stream& s);
 

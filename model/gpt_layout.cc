@@ -548,7 +548,7 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
   b.stat_rstd = A("scratch ln rstd", st, {rows});
   if (rows != bt) b.gathered = A("gathered rows (sequence parallel)", act, {bt, d});
   if (shard.post && tp > 1) b.ce = A("vocab-parallel ce stats", st, {3, bt});
-  if (shard.post && cfg.bert()) b.ones = A("ones", act, {bt});
+  if (shard.post && cfg.bert()) b.bias_sums = A("bias grad sums", gdt, {cfg.padded() / tp});
   if (shard.post && cfg.bert() && cfg.binary_head) {
     b.cls_rows = A("[CLS] rows", DType::kI32, {shape.micro_batch});
     b.batch_rows = A("batch rows", DType::kI32, {shape.micro_batch});

@@ -234,8 +234,8 @@ struct Buffers {
   // BERT's binary head: rows b*T of the [CLS] tokens and 0..B-1 ([B] i32, set by
   // bert_head_setup), d(pooler) scratch and the [CLS] rows' summed gradient ([B, d] act each).
   TensorView cls_rows, batch_rows, dcls, dcls_other;
-  TensorView ones;          // [B*T] act, all 1 (BERT's bias gradients as GEMMs: they take a scale)
-  engine::Workspace op_ws;  // attention, layernorm backward, sum of squares (never concurrent)
+  TensorView bias_sums;       // [padded / tp] grad dtype: BERT's bias gradients before scaling
+  engine::Workspace op_ws;    // attention, layernorm backward, sum of squares (never concurrent)
   engine::Workspace gemm_ws;  // cuBLASLt, CUDA only
   TensorView norm_out;        // [1] grad dtype, sum of squares
 

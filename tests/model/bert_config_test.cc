@@ -73,6 +73,16 @@ TEST(BertConfigTest, RefusesBadCombinations) {
   GptConfig g;
   g.causal = false;
   EXPECT_THAT(std::string(g.validate().message()), HasSubstr("type bert"));
+  // GPT's eod handling and the causal-LM [eval] tasks are refused, naming the key.
+  c = load({"data.eod_mask_loss=true"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("eod_mask_loss"));
+  c = load({"eval.lambada=x.jsonl", "tokenizer.type=Byte"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("[eval]"));
+  c = load({"data.mask_prob=1.5"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("mask_prob"));
 }
 
 // A record of T = 4: tokens | types | labels | loss_mask | padding_mask | is_random.
