@@ -55,8 +55,9 @@ void add_finetune_schema(engine::ConfigSchema& s) {
         {"classification", "multiple_choice"});
   s.add("finetune", "head", ConfigType::kString, "label_words",
         "label_words: the LM head's logits of the label words at the last token (no new "
-        "parameters); linear: classifier.weight [K, d] and classifier.bias [K] on the final "
-        "hidden state at the last token (Megatron's Classification / MultipleChoice heads).",
+        "parameters; GPT only); linear: classifier.weight [K, d] and classifier.bias [K] on the "
+        "final hidden state at the last token (GPT) or, through the tanh pooler "
+        "(pooler.dense.*), at [CLS] (BERT): Megatron's Classification / MultipleChoice heads.",
         {"label_words", "linear"});
   s.add("finetune", "labels", ConfigType::kString, "",
         "Comma-separated class names, class k = the k-th (jsonl). With head label_words each "

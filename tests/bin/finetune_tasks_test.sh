@@ -11,7 +11,8 @@
 #   - a BERT on MNLI ([CLS] pair layout, the pooler + classifier head), saved and reloaded;
 #   - bad settings and files: exit 1 with a message naming the key or the file and line.
 # usage: finetune_tasks_test.sh BUILD/bin/finetune (from the repository root); MPIRUN: the
-# mpirun command line (skipped when unset).
+# mpirun command line (skipped when unset); DEVICE: [train] device (default cpu; cuda on a GPU
+# machine, then without MPIRUN: two ranks would share the one GPU).
 set -euo pipefail
 finetune=$1
 fx=tests/io/fixtures/tasks
@@ -42,7 +43,7 @@ dev_data = $fx/MNLI/dev_matched.tsv, $fx/MNLI/dev_mismatched.tsv
 micro_batch = 2
 global_batch = 4
 steps = 4
-device = cpu
+device = ${DEVICE:-cpu}
 log_interval = 2
 [optim]
 lr = 1e-3
