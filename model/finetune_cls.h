@@ -1,4 +1,5 @@
-// Classification finetuning of a GPT at each sequence's last token, with one of two heads:
+// Classification finetuning of a GPT (at each sequence's last token) or a BERT (at [CLS]), with
+// one of two heads:
 //   label words (ClsTask::create): class c is a verbalizer token label_tokens[c] (" old" /
 //     " new"); the only counted target of an example is label_tokens[label] at its last text
 //     position, so training minimizes the tied LM head's cross-entropy there (over the whole
@@ -7,9 +8,9 @@
 //     result is an ordinary GPT checkpoint.
 //       loss(example) = -log softmax(logits[last])[label_tokens[label]]
 //   linear (ClsTask::create_linear): a LinearHead (model/cls_head.h) on the final hidden state
-//     (after ln_f) at the last token of each sequence: K classes, or multiple choice with C
-//     sequences per example (RACE) scored by linear(d, 1) and a softmax over the choices. The
-//     model runs with GptModel::set_hidden_head (no LM head).
+//     (GPT: after ln_f) at each sequence's classification position: K classes, or multiple choice
+//     with C sequences per example (RACE) scored by linear(d, 1) and a softmax over the choices.
+//     The model runs with GptModel::set_hidden_head (no LM head).
 // An example's tokens are a row of the micro-batch, padded with `pad`; multiple-choice examples
 // fill `choices` consecutive rows each. GPT keeps a sequence's last seq_len tokens and
 // classifies at its last token; BERT (model type bert, linear head with a pooler) keeps the
