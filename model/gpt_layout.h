@@ -8,7 +8,8 @@
 //   statistics lse [B, H, T] f32 (flash attention) or its probabilities [B, H, T, T] (the
 //   unfused path, see uses_flash_attention), atty, h = x + Drop(attn proj), ln2 (+ mean/rstd),
 //   pre_gelu [B*T, ffn] (GLU: [B*T, 2 ffn] = g | u) and gelu (the activation's output) [B*T, ffn].
-// RMSNorm keeps no means (the mean fields stay empty).
+// RMSNorm keeps no means (the mean fields stay empty). Post-LN layers (BERT) reuse the fields
+// (see LayerActs) and keep post_sum; BERT's heads keep theirs in HeadActs.
 // Each chunk has act_slots such sets (pipeline micro-batches in flight). Recomputation shares
 // one set among all layers and slots: the probabilities (selective; flash attention keeps only
 // lse, so selective recomputes nothing) or everything but x (full).

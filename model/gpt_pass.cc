@@ -24,7 +24,10 @@
 // wpe (alibi / rotary / none); x_0 = Drop(LN_e(wte[tok])) with the embedding LayerNorm; q, k
 // rotated after c_attn (rotary; their gradients rotated back after the attention backward);
 // the ALiBi bias inside flash attention; gelu = act(g) * u over c_fc's [g | u] (GLU); the LM
-// head lm_head instead of wte (untied).
+// head lm_head instead of wte (untied). BERT (type bert): + tte[type] in the embedding (TP rank
+// 0, before the sum), bidirectional attention up to each sample's length, post-LN layers
+// (gpt_post_ln.cc, sharing the attention / MLP sub-blocks here), GELU-erf, and the MLM and
+// binary heads (bert_head.cc) on x_final (post-LN) or ln_f's output instead of the LM head.
 #include <array>
 #include <cmath>
 

@@ -30,7 +30,7 @@ scripts/prepare-demo-data.sh
 
 device=$("$BUILD/bin/train" --print-device)
 if [[ "$MODEL" == bert ]]; then
-  echo "demo: training configs/tiny_bert_cpu.ini on $device (the validation loss, masked LM + sentence order, should fall from ~11.0 to below 7)"
+  echo "demo: training configs/tiny_bert_cpu.ini on $device (the validation loss, masked LM + sentence order, should fall from ~11.0 to about 7)"
   exec "$BUILD/bin/train" configs/tiny_bert_cpu.ini "$@"
 fi
 if [[ "$device" == cuda ]]; then

@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/gpt_inference.h"
 #include "model/sample_record.h"
 #include "model/train_config.h"
 
@@ -52,6 +53,15 @@ TEST(BertConfigTest, TypeBertSetsTheEncoderOptions) {
   EXPECT_FALSE(c->model.binary_head);
   EXPECT_EQ(c->model.type_vocab_size, 3);
   EXPECT_TRUE(c->model.embed_layernorm);
+}
+
+// Generation, serving and evaluation (GptInference) are for causal models.
+TEST(BertConfigTest, InferenceRefusesBert) {
+  absl::StatusOr<TrainConfig> c = load();
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto plan = GptInference::plan(c->model, InferenceShape{1, 8}, GptPrecision{});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(std::string(plan.status().message()), HasSubstr("causal"));
 }
 
 TEST(BertConfigTest, RefusesBadCombinations) {
