@@ -1,11 +1,15 @@
-// bin/finetune: classification finetuning of a GPT through its last token (docs/eval.md,
-// model/finetune_cls.h), from an ini config with a [finetune] section:
+// bin/finetune: classification and multiple-choice finetuning of a GPT at its last token
+// (docs/eval.md, model/finetune_cls.h) from an ini config with a [finetune] section:
 //   build/bin/finetune CONFIG [section.key=value ...]
-// Starts from [checkpoint] load (weights only) or a fresh model, trains [train] steps on
-// [finetune] train_data with global_batch examples per step (micro_batch per forward), logs
-// the loss every log_interval steps and the dev accuracy before the first step, every
-// eval_interval steps and at the end, and saves the result into [checkpoint] save. One rank;
-// the example order is its own (a shuffle per epoch seeded by [data] seed).
+//   mpirun -np N build/bin/finetune CONFIG        (N data-parallel ranks)
+// Starts from [checkpoint] load (weights only, and the classifier of a linear head when the
+// checkpoint has one) or a fresh model, trains [train] steps on [finetune] train_data with
+// global_batch examples per step (micro_batch per forward), logs the loss every log_interval
+// steps and each dev set's accuracy before the first step, every eval_interval steps, at the
+// end of every epoch and at the end, and saves the result (with the head) into [checkpoint]
+// save. Without train_data it only evaluates the dev sets with the weights (and classifier)
+// of [checkpoint] load. The example order is its own (a
+// shuffle per epoch seeded by [data] seed), the same for every number of ranks.
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,125 +22,240 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "engine/log.h"
 #include "engine/status.h"
 #include "engine/stream.h"
 #include "io/checkpoint.h"
-#include "io/eval_text.h"
+#include "io/task_data.h"
 #include "io/tokenizer.h"
 #include "model/checkpoint.h"
+#include "model/cls_head.h"
 #include "model/finetune_cls.h"
 #include "model/gpt.h"
 #include "model/train_config.h"
+#include "parallel/launch_env.h"
+#include "parallel/nccl_comm.h"
+#include "parallel/runtime.h"
 
 namespace {
 
 namespace model = anvil::model;
 namespace io = anvil::io;
+namespace parallel = anvil::parallel;
 using anvil::engine::log_info;
+using anvil::engine::log_warning;
 
 constexpr char kUsage[] = "usage: finetune CONFIG [section.key=value ...] (docs/eval.md)\n";
+constexpr char kFormats[][6] = {"jsonl", "mnli", "qqp", "race"};
 
-absl::StatusOr<std::vector<model::ClsExample>> load_examples(const std::string& path,
-                                                             const io::Tokenizer& tok) {
-  ANVIL_ASSIGN_OR_RETURN(std::vector<io::LabeledText> texts, io::load_labeled_texts(path, tok));
+struct DevSet {
+  std::string name;
+  std::vector<model::ClsExample> examples;
+};
+
+// The examples of the comma-separated paths, tokenized for the task.
+absl::StatusOr<std::vector<model::ClsExample>> load_examples(const std::vector<std::string>& paths,
+                                                             const model::TrainConfig& cfg,
+                                                             const io::Tokenizer& tok,
+                                                             const io::SequenceLayout& layout,
+                                                             const anvil::engine::LogContext& ctx) {
+  const model::FinetuneConfig& f = cfg.finetune;
   std::vector<model::ClsExample> out;
-  for (io::LabeledText& t : texts) out.push_back({std::move(t.tokens), t.label});
+  for (const std::string& path : paths) {
+    ANVIL_ASSIGN_OR_RETURN(io::TaskData d,
+                           io::load_task_data(kFormats[static_cast<int>(f.format)], path, tok,
+                                              cfg.data.seq_len, f.max_qa_length, layout));
+    for (size_t i = 0; i < d.warnings.size() && i < 10; ++i) log_warning(ctx, d.warnings[i]);
+    if (d.warnings.size() > 10) {
+      log_warning(ctx, absl::StrFormat("%s: %d rows skipped in all", path, d.warnings.size()));
+    }
+    for (io::TaskExample& e : d.examples) {
+      out.push_back({std::move(e.tokens), std::move(e.types), std::move(e.choices),
+                     std::move(e.choice_types), e.label});
+    }
+  }
   return out;
 }
 
-absl::Status save(const model::TrainConfig& cfg, const std::string& config_text, model::GptModel& m,
-                  int64_t steps, anvil::engine::Stream& s) {
-  const std::string& dir = cfg.checkpoint.save;
-  const std::string token = absl::StrCat(::getpid());
-  ANVIL_RETURN_IF_ERROR(io::begin_checkpoint(dir, steps, token));
-  const std::string tmp = io::checkpoint_tmp_dir(dir, steps, token);
-  ANVIL_RETURN_IF_ERROR(io::write_checkpoint_shard(tmp, 0, model::gpt_checkpoint_slices(m, 0, s)));
-  io::CheckpointInfo info;
-  info.step = steps;
-  info.config = config_text;
-  // Weights for `finetune = true` loads; the counters say how many updates made them.
-  model::TrainerState state;
-  state.step = state.optimizer_steps = steps;
-  info.state = model::checkpoint_counters(state, cfg);
-  info.layout = model::checkpoint_layout(cfg);
-  info.lr_schedule = model::checkpoint_lr_schedule(cfg, state);
-  return io::finish_checkpoint(dir, tmp, 1, info, cfg.checkpoint.keep_last);
-}
-
-absl::Status run(const std::string& path, const std::vector<std::string>& overrides) {
-  anvil::engine::Config raw;
-  ANVIL_ASSIGN_OR_RETURN(model::TrainConfig cfg, model::load_train_config(path, overrides, &raw));
+absl::StatusOr<model::ClsTask> make_task(const model::TrainConfig& cfg, const io::Tokenizer& tok,
+                                         int32_t pad) {
   const model::FinetuneConfig& f = cfg.finetune;
-  if (f.train_data.empty()) {
-    return absl::InvalidArgumentError(path + ": [finetune] train_data is not set");
+  if (f.head == model::FinetuneHead::kLinear) {
+    const bool mc = f.task == model::FinetuneTask::kMultipleChoice;
+    return model::ClsTask::create_linear(
+        model::LinearHead(cfg.model.d_model, f.classes(), mc ? f.classes() : 1, cfg.model.init_std,
+                          cfg.train.seed, /*pooler=*/cfg.model.bert()),
+        cfg.model.vocab_size, pad);
   }
-  const model::TokenizerConfig& t = cfg.tokenizer;
-  ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<io::Tokenizer> tok,
-                         io::make_tokenizer({t.type, t.vocab_file, t.merge_file}));
+  if (cfg.model.bert()) {
+    return absl::InvalidArgumentError(
+        "[finetune] head: label_words reads the GPT's LM head; a BERT needs head = linear");
+  }
   std::vector<int32_t> label_tokens;
   for (const std::string& w : f.labels) {
-    const std::vector<int32_t> ids = tok->encode(w);
+    const std::vector<int32_t> ids = tok.encode(w);
     if (ids.size() != 1) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "[finetune] labels: \"%s\" is %d tokens of the %s tokenizer; each label must be one", w,
-          ids.size(), tok->name()));
+          ids.size(), tok.name()));
     }
     label_tokens.push_back(ids[0]);
   }
-  const int32_t pad =
-      static_cast<int32_t>(tok->special().eod >= 0 ? tok->special().eod : cfg.data.eod_token);
-  ANVIL_ASSIGN_OR_RETURN(model::ClsTask task,
-                         model::ClsTask::create(label_tokens, cfg.model.vocab_size, pad));
-  ANVIL_ASSIGN_OR_RETURN(std::vector<model::ClsExample> train, load_examples(f.train_data, *tok));
+  return model::ClsTask::create(label_tokens, cfg.model.vocab_size, pad);
+}
+
+// Rank 0 saves the model and the head (every DP rank holds the same); the others wait.
+absl::Status save(const model::TrainConfig& cfg, const std::string& config_text, model::GptModel& m,
+                  model::ClsTask& task, int64_t steps, int rank, parallel::Comm* world,
+                  anvil::engine::Stream& s) {
+  absl::Status st;
+  if (rank == 0) {
+    std::vector<anvil::engine::HostSlice> slices = model::gpt_checkpoint_slices(m, 0, s);
+    if (task.head() != nullptr) {
+      for (anvil::engine::HostSlice& h : task.head()->slices()) slices.push_back(std::move(h));
+    }
+    io::CheckpointInfo info;
+    info.step = steps;
+    info.config = config_text;
+    // Weights for `finetune = true` loads; the counters say how many updates made them.
+    model::TrainerState state;
+    state.step = state.optimizer_steps = steps;
+    info.state = model::checkpoint_counters(state, cfg);
+    info.layout = model::checkpoint_layout(cfg);
+    info.lr_schedule = model::checkpoint_lr_schedule(cfg, state);
+    st = io::save_checkpoint(cfg.checkpoint.save, info, slices, cfg.checkpoint.keep_last);
+  }
+  anvil::engine::Stream cpu = anvil::engine::Stream::cpu();
+  if (world != nullptr) world->barrier(cpu);
+  return st;
+}
+
+absl::Status run(const std::string& path, const std::vector<std::string>& overrides) {
+  ANVIL_ASSIGN_OR_RETURN(parallel::LaunchInfo launch,
+                         parallel::launch_info_from_env(parallel::env_map(environ)));
+  anvil::engine::set_process_rank(launch.rank);
+  anvil::engine::Config raw;
+  ANVIL_ASSIGN_OR_RETURN(model::TrainConfig cfg,
+                         model::load_train_config(path, overrides, &raw, launch.world));
+  const model::FinetuneConfig& f = cfg.finetune;
+  if (f.train_data.empty() && (f.dev_data.empty() || cfg.checkpoint.load.empty())) {
+    return absl::InvalidArgumentError(
+        path +
+        ": [finetune] train_data is not set (evaluating needs dev_data and [checkpoint] load)");
+  }
+  if (cfg.parallel.tp != 1 || cfg.parallel.pp != 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: bin/finetune runs data parallel only: [parallel] tp %d and pp %d must be 1", path,
+        cfg.parallel.tp, cfg.parallel.pp));
+  }
+  parallel::CommOptions copt;
+  copt.timeout_s = cfg.parallel.timeout_s;
+  ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<parallel::ParallelRuntime> rt,
+                         parallel::ParallelRuntime::start(launch, 1, 1, cfg.parallel.dp, copt));
+  const anvil::engine::LogContext ctx{launch.rank, launch.world, cfg.log.all_ranks};
+  const model::TokenizerConfig& t = cfg.tokenizer;
+  ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<io::Tokenizer> tok,
+                         io::make_tokenizer({t.type, t.vocab_file, t.merge_file}));
+  // GPT: sequences separated and ended by the end-of-document token, also the padding; BERT:
+  // Megatron's [CLS] a [SEP] b [SEP] with its [PAD].
+  const io::SpecialTokens& sp = tok->special();
+  const bool bert = cfg.model.bert();
+  if (bert && (sp.cls < 0 || sp.sep < 0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "[tokenizer] %s has no [CLS] / [SEP] tokens, which a BERT's sequences need", tok->name()));
+  }
+  const int32_t eod = static_cast<int32_t>(sp.eod >= 0 ? sp.eod : cfg.data.eod_token);
+  const int32_t pad = bert ? std::max(sp.pad, 0) : eod;
+  const io::SequenceLayout layout{bert, bert ? sp.sep : eod, sp.cls};
+  ANVIL_ASSIGN_OR_RETURN(model::ClsTask task, make_task(cfg, *tok, pad));
+  ANVIL_ASSIGN_OR_RETURN(std::vector<model::ClsExample> train,
+                         load_examples(f.train_data, cfg, *tok, layout, ctx));
   ANVIL_RETURN_IF_ERROR(task.check(train));
-  std::vector<model::ClsExample> dev;
-  if (!f.dev_data.empty()) {
-    ANVIL_ASSIGN_OR_RETURN(dev, load_examples(f.dev_data, *tok));
-    ANVIL_RETURN_IF_ERROR(task.check(dev));
+  std::vector<DevSet> devs;
+  for (const std::string& d : f.dev_data) {
+    ANVIL_ASSIGN_OR_RETURN(std::vector<model::ClsExample> ex,
+                           load_examples({d}, cfg, *tok, layout, ctx));
+    ANVIL_RETURN_IF_ERROR(task.check(ex));
+    devs.push_back({d.substr(d.find_last_of('/', d.size() - 2) + 1), std::move(ex)});
   }
 
-  const anvil::engine::LogContext ctx;
   ANVIL_ASSIGN_OR_RETURN(model::GptPrecision prec,
                          model::resolve_precision(cfg.train.device, cfg.train.precision.mode));
   anvil::engine::Stream s = anvil::engine::Stream::cpu();
-  if (prec.device == anvil::engine::Device::kCuda) {
-    ANVIL_ASSIGN_OR_RETURN(s, anvil::engine::Stream::cuda(0));
+  const bool cuda = prec.device == anvil::engine::Device::kCuda;
+  if (cuda) {
+    ANVIL_ASSIGN_OR_RETURN(
+        s, anvil::engine::Stream::cuda(launch.local_rank % anvil::engine::cuda_device_count()));
   }
-  const model::GptRunShape shape{cfg.train.micro_batch, cfg.data.seq_len};
+  // The model's rows: micro_batch examples of rows_per_example sequences.
+  const model::GptRunShape shape{cfg.train.micro_batch * task.rows_per_example(), cfg.data.seq_len};
+  // A BERT classifies through the head's own pooler (Megatron's Classification: the language
+  // model with its pooler, no binary head): the model's binary head is left out.
+  model::GptConfig mcfg = cfg.model;
+  mcfg.binary_head = false;
   ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<model::GptModel> m,
-                         model::GptModel::create(cfg.model, shape, prec, cfg.train.seed));
+                         model::GptModel::create(mcfg, shape, prec, cfg.train.seed));
+  if (task.head() != nullptr) m->set_hidden_head(true);
   if (!cfg.checkpoint.load.empty()) {
-    ANVIL_ASSIGN_OR_RETURN(io::Checkpoint c,
-                           io::open_newest_complete(
-                               cfg.checkpoint.load, cfg.checkpoint.load_step,
-                               [&](const std::string& w) { anvil::engine::log_warning(ctx, w); }));
-    ANVIL_RETURN_IF_ERROR(model::gpt_load_checkpoint(
-        *m, [&](const std::string& name) { return c.read(name); }, /*weights_only=*/true, s));
-    log_info(ctx, absl::StrCat("finetune: weights of ", c.dir()));
+    ANVIL_ASSIGN_OR_RETURN(
+        io::Checkpoint c,
+        io::open_newest_complete(cfg.checkpoint.load, cfg.checkpoint.load_step,
+                                 [&](const std::string& w) { log_warning(ctx, w); }));
+    const model::TensorLookup lookup = [&](const std::string& name) { return c.read(name); };
+    ANVIL_RETURN_IF_ERROR(model::gpt_load_checkpoint(*m, lookup, /*weights_only=*/true, s));
+    std::vector<std::string> head;
+    if (task.head() != nullptr) {
+      ANVIL_ASSIGN_OR_RETURN(head, task.head()->load(lookup));
+    }
+    // Megatron: "could not find classification_head in the checkpoint, initializing to random".
+    log_info(ctx, absl::StrCat("finetune: weights of ", c.dir(),
+                               task.head() == nullptr ? ""
+                               : head.empty()         ? " (no head tensors: a fresh head)"
+                                                      : absl::StrCat(" and head tensors ",
+                                                                     absl::StrJoin(head, ", "))));
   }
-  log_info(ctx, absl::StrFormat("finetune: %d training and %d dev examples, %d classes (%s), "
-                                "%d steps of %d examples, seq_len %d, %s",
-                                train.size(), dev.size(), label_tokens.size(),
-                                raw.get_string("finetune", "labels"), cfg.train.steps,
-                                cfg.train.global_batch, cfg.data.seq_len,
+  // Data parallelism: gradients on the model's device (NCCL on CUDA), the rest on the CPU.
+  model::ClsParallel par;
+  std::unique_ptr<parallel::NcclComm> nccl;
+  if (cfg.parallel.dp > 1) {
+    par.host = rt->comms().dp.get();
+    par.grads = par.host;
+    par.dp = cfg.parallel.dp;
+    par.rank = rt->grid().dp_rank();
+    if (cuda) {
+      ANVIL_ASSIGN_OR_RETURN(
+          nccl, parallel::NcclComm::create(rt->grid().dp_group(), launch.rank, par.host, copt));
+      par.grads = nccl.get();
+    }
+  }
+  log_info(ctx, absl::StrFormat("finetune: %d training examples, dev sets %d, %d %s (%s head), "
+                                "%d steps of %d examples, seq_len %d, dp %d, %s",
+                                train.size(), devs.size(), task.classes(),
+                                task.rows_per_example() > 1 ? "choices" : "classes",
+                                raw.get_string("finetune", "head"), cfg.train.steps,
+                                cfg.train.global_batch, cfg.data.seq_len, par.dp,
                                 anvil::engine::device_name(prec.device)));
 
-  const int64_t steps = cfg.train.steps;
+  const int64_t steps = train.empty() ? 0 : cfg.train.steps;
   const int width = static_cast<int>(std::to_string(steps).size());
-  auto evaluate = [&](int64_t step) {
-    if (dev.empty()) return;
-    const model::ClsResult r = task.evaluate(*m, shape, dev, s);
-    log_info(ctx, absl::StrFormat("step %*d/%d | dev accuracy %.4f (%d/%d) | dev loss %.4f", width,
-                                  step, steps, r.accuracy(), r.correct, r.total, r.loss()));
+  auto evaluate = [&](int64_t step, const std::string& when) {
+    for (const DevSet& d : devs) {
+      const model::ClsResult r = task.evaluate(*m, shape, d.examples, s, par);
+      log_info(ctx, absl::StrFormat("step %*d/%d | dev accuracy %.4f (%d/%d) | dev loss %.4f | "
+                                    "%s%s",
+                                    width, step, steps, r.accuracy(), r.correct, r.total, r.loss(),
+                                    d.name, when));
+    }
   };
   // Each epoch visits the training examples in a fresh shuffle ([data] seed); a step takes the
   // next global_batch of them.
   std::mt19937_64 rng(cfg.data.seed);
   std::vector<size_t> order(train.size());
   size_t next = order.size();
+  int64_t epoch = 0;
   std::vector<model::ClsExample> batch;
-  evaluate(0);
+  evaluate(0, "");
   double loss_sum = 0.0;
   int64_t loss_steps = 0;
   for (int64_t step = 1; step <= steps; ++step) {
@@ -156,7 +275,7 @@ absl::Status run(const std::string& path, const std::vector<std::string>& overri
         *m, shape, batch,
         {static_cast<float>(lr), static_cast<float>(o.beta1), static_cast<float>(o.beta2),
          static_cast<float>(o.eps), static_cast<float>(o.weight_decay), 1.0f, step},
-        o.clip_grad, s, &norm);
+        o.clip_grad, s, &norm, par);
     ++loss_steps;
     if (step % cfg.train.log_interval == 0 || step == steps) {
       log_info(ctx,
@@ -165,13 +284,20 @@ absl::Status run(const std::string& path, const std::vector<std::string>& overri
       loss_sum = 0.0;
       loss_steps = 0;
     }
-    if (cfg.train.eval_interval > 0 && step % cfg.train.eval_interval == 0 && step != steps) {
-      evaluate(step);
+    if (step == steps) break;
+    // Megatron evaluates at the end of every epoch: here after the step that completes one.
+    const int64_t epochs = step * cfg.train.global_batch / static_cast<int64_t>(train.size());
+    if (epochs > epoch) {
+      epoch = epochs;
+      evaluate(step, absl::StrCat(" | epoch ", epoch, " done"));
+    } else if (cfg.train.eval_interval > 0 && step % cfg.train.eval_interval == 0) {
+      evaluate(step, "");
     }
   }
-  evaluate(steps);
-  if (!cfg.checkpoint.save.empty()) {
-    ANVIL_RETURN_IF_ERROR(save(cfg, raw.dump(), *m, steps, s));
+  if (steps > 0) evaluate(steps, "");
+  if (!cfg.checkpoint.save.empty() && steps > 0) {
+    ANVIL_RETURN_IF_ERROR(
+        save(cfg, raw.dump(), *m, task, steps, launch.rank, rt->comms().world.get(), s));
     log_info(ctx, absl::StrCat("saved ", io::checkpoint_step_dir(cfg.checkpoint.save, steps)));
   }
   return absl::OkStatus();

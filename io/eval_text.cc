@@ -95,28 +95,6 @@ std::string replace(absl::string_view s, absl::string_view from, absl::string_vi
   return absl::StrReplaceAll(s, {{from, to}});
 }
 
-// Calls fn(object, "path:line") for every non-blank line of a JSONL file; DataLoss naming the
-// line for one that is not a JSON object; fn's error ends the walk.
-absl::Status for_each_jsonl(
-    const std::string& path,
-    const std::function<absl::Status(const nlohmann::json&, const std::string&)>& fn) {
-  ANVIL_ASSIGN_OR_RETURN(std::string data, read_file(path));
-  size_t pos = 0;
-  for (int64_t line_no = 1; pos < data.size(); ++line_no) {
-    size_t end = data.find('\n', pos);
-    if (end == std::string::npos) end = data.size();
-    const absl::string_view line = absl::string_view(data).substr(pos, end - pos);
-    pos = end + 1;
-    if (py_strip(line).empty()) continue;
-    const std::string where = absl::StrCat(path, ":", line_no);
-    ANVIL_ASSIGN_OR_RETURN(nlohmann::json j,
-                           parse_json_text(std::string_view(line.data(), line.size()), where));
-    if (!j.is_object()) return absl::DataLossError(where + ": expected a JSON object");
-    ANVIL_RETURN_IF_ERROR(fn(j, where));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<Detokenizer> parse_detokenizer(absl::string_view name) {

@@ -1,8 +1,10 @@
 // Exception-free typed JSON field access (see json_fields.h).
 #include "io/json_fields.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "engine/status.h"
+#include "io/durable_file.h"
 
 namespace anvil::io {
 
@@ -71,6 +73,26 @@ absl::StatusOr<std::vector<int64_t>> json_int_list(const json& obj, const std::s
         absl::StrCat(where, ": ", key, ": expected a list of integers, got ", v->dump()));
   }
   return out;
+}
+
+absl::Status for_each_jsonl(
+    const std::string& path,
+    const std::function<absl::Status(const nlohmann::json&, const std::string&)>& fn) {
+  ANVIL_ASSIGN_OR_RETURN(std::string data, read_file(path));
+  size_t pos = 0;
+  for (int64_t line_no = 1; pos < data.size(); ++line_no) {
+    size_t end = data.find('\n', pos);
+    if (end == std::string::npos) end = data.size();
+    const absl::string_view line = absl::string_view(data).substr(pos, end - pos);
+    pos = end + 1;
+    if (absl::StripAsciiWhitespace(line).empty()) continue;
+    const std::string where = absl::StrCat(path, ":", line_no);
+    ANVIL_ASSIGN_OR_RETURN(json j,
+                           parse_json_text(std::string_view(line.data(), line.size()), where));
+    if (!j.is_object()) return absl::DataLossError(where + ": expected a JSON object");
+    ANVIL_RETURN_IF_ERROR(fn(j, where));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace anvil::io

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,5 +29,12 @@ absl::StatusOr<std::string> json_string(const nlohmann::json& obj, const std::st
 absl::StatusOr<std::vector<int64_t>> json_int_list(const nlohmann::json& obj,
                                                    const std::string& key,
                                                    const std::string& where);
+
+// Calls fn(object, "path:line") for every line of a JSONL file that is not blank (ASCII
+// whitespace only); DataLoss naming the line for one that is not a JSON object; fn's error
+// ends the walk.
+absl::Status for_each_jsonl(
+    const std::string& path,
+    const std::function<absl::Status(const nlohmann::json&, const std::string&)>& fn);
 
 }  // namespace anvil::io

@@ -1,35 +1,65 @@
-// Classification finetuning of a GPT through its last token (the LM as classifier, GPT-style):
-// class c is a verbalizer token label_tokens[c] (e.g. " old" / " new"). An example's text tokens
-// (its last seq_len kept) are the inputs and its only counted target is label_tokens[label] at
-// the last text position, so training minimizes the tied LM head's cross-entropy at the last
-// token (over the whole vocabulary), and the prediction is the class whose label token has the
-// largest logit there (argmax over the K label tokens only; ties to the smaller class).
-//   loss(example) = -log softmax(logits[last])[label_tokens[label]]
-// No new parameters: the "head" is the tied LM head at the last token, so any GPT checkpoint
-// (bin/convert import included) finetunes and the result is an ordinary GPT checkpoint.
-// One rank holds the whole model (tp = 1, one pipeline stage), as model/eval_tasks.
+// Classification finetuning of a GPT (at each sequence's last token) or a BERT (at [CLS]), with
+// one of two heads:
+//   label words (ClsTask::create): class c is a verbalizer token label_tokens[c] (" old" /
+//     " new"); the only counted target of an example is label_tokens[label] at its last text
+//     position, so training minimizes the tied LM head's cross-entropy there (over the whole
+//     vocabulary) and the prediction is the class whose label token has the largest logit
+//     (argmax over the K label tokens; ties to the smaller class). No new parameters: the
+//     result is an ordinary GPT checkpoint.
+//       loss(example) = -log softmax(logits[last])[label_tokens[label]]
+//   linear (ClsTask::create_linear): a LinearHead (model/cls_head.h) on the final hidden state
+//     (GPT: after ln_f) at each sequence's classification position: K classes, or multiple choice
+//     with C sequences per example (RACE) scored by linear(d, 1) and a softmax over the choices.
+//     The model runs with GptModel::set_hidden_head (no LM head).
+// An example's tokens are a row of the micro-batch, padded with `pad`; multiple-choice examples
+// fill `choices` consecutive rows each. GPT keeps a sequence's last seq_len tokens and
+// classifies at its last token; BERT (model type bert, linear head with a pooler) keeps the
+// first seq_len, with their token types and the sequence's length as the padding mask, and
+// classifies at [CLS], the first token (Megatron's Classification).
+// Data parallelism (ClsParallel): each of dp ranks runs its dp-th of every batch (and of the
+// evaluation set); gradients of the model and head are summed over the ranks (each backward
+// scales by 1 / global batch), so dp ranks compute what one rank computes. The model itself
+// is whole on each rank (tp = 1, one pipeline stage).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/stream.h"
+#include "model/cls_head.h"
 #include "model/gpt.h"
+
+namespace anvil::parallel {
+class Comm;
+}
 
 namespace anvil::model {
 
 struct ClsExample {
-  std::vector<int32_t> tokens;  // >= 1 token
-  int32_t label = 0;            // 0 .. K-1
+  std::vector<int32_t> tokens;                     // >= 1 token (one sequence per example)
+  std::vector<int32_t> types;                      // BERT token types of `tokens` (empty: all 0)
+  std::vector<std::vector<int32_t>> choices;       // multiple choice: one sequence per choice
+  std::vector<std::vector<int32_t>> choice_types;  // BERT: their token types (empty: all 0)
+  int32_t label = 0;                               // 0 .. K-1
 };
 
 struct ClsResult {
   int64_t correct = 0, total = 0;
-  double loss_sum = 0.0;  // of the label tokens (nats)
+  double loss_sum = 0.0;  // nats
   double accuracy() const { return total > 0 ? static_cast<double>(correct) / total : 0.0; }
   double loss() const { return total > 0 ? loss_sum / static_cast<double>(total) : 0.0; }
+};
+
+// The data-parallel group (none: one rank). `grads` reduces the model's flat gradient buffer
+// (on its device: NCCL on CUDA), `host` the head's gradients and the counters (CPU buffers);
+// on the CPU both may be the same communicator.
+struct ClsParallel {
+  parallel::Comm* grads = nullptr;
+  parallel::Comm* host = nullptr;
+  int dp = 1, rank = 0;
 };
 
 class ClsTask {
@@ -37,33 +67,51 @@ class ClsTask {
   // InvalidArgument unless there are >= 2 distinct label tokens inside [0, vocab) and pad is.
   static absl::StatusOr<ClsTask> create(std::vector<int32_t> label_tokens, int64_t vocab,
                                         int32_t pad);
+  // InvalidArgument unless pad is inside [0, vocab). The head's classes (or choices) are K.
+  static absl::StatusOr<ClsTask> create_linear(LinearHead head, int64_t vocab, int32_t pad);
+
+  int64_t classes() const;
+  // Sequences per example (choices of a multiple-choice head, else 1): the model's micro-batch
+  // rows are micro_batch examples times this.
+  int64_t rows_per_example() const { return head_ ? head_->rows_per_example() : 1; }
+  LinearHead* head() { return head_ ? &*head_ : nullptr; }
 
   // InvalidArgument naming the example (index `first` + i) for empty tokens, a label outside
-  // 0 .. K-1 or a token id outside the vocabulary.
+  // 0 .. K-1, a token id outside the vocabulary or (multiple choice) not K choices.
   absl::Status check(absl::Span<const ClsExample> examples, int64_t first = 0) const;
 
-  // One optimizer step on `batch` (checked; split into micro-batches of the model's shape, the
-  // gradient of the mean loss accumulated), the gradient clipped to global norm `clip` (0: no
-  // clipping; Megatron's clip_grad rule), AdamW with `opt` (its grad_scale is overwritten by the
-  // clip factor). Returns the batch's mean loss and sets *grad_norm (before clipping). A
-  // non-finite norm skips the update (the loss is still returned).
+  // One optimizer step on `batch` (the global batch: this rank takes its dp-th; checked; split
+  // into micro-batches of the model's shape, the gradient of the mean loss accumulated), the
+  // gradient clipped to global norm `clip` (0: no clipping; Megatron's clip_grad rule), AdamW
+  // with `opt` (its grad_scale is overwritten by the clip factor). Returns the batch's mean
+  // loss and sets *grad_norm (before clipping). A non-finite norm skips the update (the loss is
+  // still returned). `model` must have been given set_hidden_head(true) for a linear head.
   double train_step(GptModel& model, const GptRunShape& shape, absl::Span<const ClsExample> batch,
                     GptModel::OptimizerStep opt, double clip, engine::Stream& stream,
-                    double* grad_norm) const;
+                    double* grad_norm, const ClsParallel& par = {});
 
-  // Accuracy and mean loss over `examples` (forward with train = false).
+  // Accuracy and loss sum over `examples` (forward with train = false), over all dp ranks.
   ClsResult evaluate(GptModel& model, const GptRunShape& shape,
-                     absl::Span<const ClsExample> examples, engine::Stream& stream) const;
+                     absl::Span<const ClsExample> examples, engine::Stream& stream,
+                     const ClsParallel& par = {});
 
  private:
-  ClsTask(std::vector<int32_t> labels, int64_t vocab, int32_t pad)
-      : labels_(std::move(labels)), vocab_(vocab), pad_(pad) {}
-  // Fills the host micro-batch with examples [first, first + rows); returns each row's last
-  // text position (b * T + p).
-  std::vector<int64_t> fill(const GptRunShape& shape, absl::Span<const ClsExample> ex,
-                            std::vector<int32_t>& tokens, std::vector<int32_t>& targets) const;
+  ClsTask(std::vector<int32_t> labels, std::optional<LinearHead> head, int64_t vocab, int32_t pad)
+      : labels_(std::move(labels)), head_(std::move(head)), vocab_(vocab), pad_(pad) {}
+  // One micro-batch's host inputs (GptBatch) and each sequence's classification position.
+  struct HostBatch {
+    std::vector<int32_t> tokens, positions, targets, types;  // [B*T]
+    std::vector<int32_t> lengths;                            // [B]
+    std::vector<int64_t> at;                                 // row * T + p, per sequence
+  };
+  HostBatch fill(const GptRunShape& shape, absl::Span<const ClsExample> ex, bool bert) const;
+  // Forward of one micro-batch and its loss sum and correct predictions; with `train`, also
+  // the backward (scaled by `scale`) into the model's and the head's gradients.
+  ClsResult micro_batch(GptModel& model, const GptRunShape& shape, absl::Span<const ClsExample> ex,
+                        bool train, uint64_t dropout_offset, double scale, engine::Stream& s);
 
-  std::vector<int32_t> labels_;
+  std::vector<int32_t> labels_;  // label words: their tokens
+  std::optional<LinearHead> head_;
   int64_t vocab_;
   int32_t pad_;
 };

@@ -357,6 +357,21 @@ engine::ConstTensorView GptModel::last_logits() const {
   return impl_->buf.head[0].logits;
 }
 
+void GptModel::set_hidden_head(bool on) {
+  ANVIL_CHECK_MSG(impl_->shard.post, "GptModel::set_hidden_head: this rank holds no ln_f");
+  impl_->hidden_head = on;
+}
+
+engine::ConstTensorView GptModel::final_hidden(int64_t slot) const {
+  ANVIL_CHECK_MSG(impl_->shard.post, "GptModel::final_hidden: this rank holds no ln_f");
+  return impl_->buf.head.at(static_cast<size_t>(slot)).lnf;
+}
+
+engine::TensorView GptModel::final_hidden_grad() {
+  ANVIL_CHECK_MSG(impl_->shard.post, "GptModel::final_hidden_grad: this rank holds no ln_f");
+  return impl_->buf.dln;
+}
+
 void GptModel::set_grad_ready_hook(GradReadyHook hook) { impl_->grad_ready_hook = std::move(hook); }
 
 void GptModel::set_batch(int64_t chunk, int64_t slot, const GptBatch& batch,

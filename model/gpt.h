@@ -232,6 +232,16 @@ class GptModel {
   // there). Only where shard().post.
   engine::ConstTensorView last_logits() const;
 
+  // Heads on the final hidden state instead of the LM head (model/cls_head.h; post only): with
+  // `on`, a final-chunk forward stops after ln_f (no logits; loss_sum 0) and its backward takes
+  // d(ln_f output) from final_hidden_grad(), which the caller writes (=, all B*T rows, the same
+  // on every TP rank) after that forward and right before the backward.
+  void set_hidden_head(bool on);
+  // ln_f output of the slot's last forward: [B*T, d] act dtype on the model's device (post only).
+  engine::ConstTensorView final_hidden(int64_t slot = 0) const;
+  // d(ln_f output) for a hidden-head backward: [B*T, d] act dtype on the model's device.
+  engine::TensorView final_hidden_grad();
+
   // Data-parallel overlap: when set, called with a layer bucket's flat range [begin, end) of
   // the gradient buffer right after that layer's backward has queued its last gradient
   // update (no ZeRO). The trainer sets it for each step's last micro-batch only.

@@ -47,6 +47,7 @@ struct GptModel::Impl {
   std::unique_ptr<engine::Event> compute_mark;
   std::vector<int64_t> chunk_of_local;  // chunk index of each local layer
   GptModel::GradReadyHook grad_ready_hook;
+  bool hidden_head = false;  // GptModel::set_hidden_head
 
   uint64_t site_offset(uint64_t dropout_offset, int64_t site) const {
     return dropout_offset * site_stride * static_cast<uint64_t>(n_sites()) +

@@ -17,7 +17,9 @@
 // other ranks' tokens are 0, summed over TP) and so is the LM head: each rank has the logits of
 // its vocabulary slice and the cross-entropy combines row max, sum of exponentials and target
 // logit over TP (ops/vocab_parallel_cross_entropy.h).
-// A chunk that does not end the model outputs x = h + Drop(mlp) of its last layer.
+// A chunk that does not end the model outputs x = h + Drop(mlp) of its last layer. With a hidden
+// head (GptModel::set_hidden_head) the final chunk stops at lnf and its backward starts from the
+// caller's dlnf.
 // Architecture options (GptConfig, docs/models.md): LN may be RMSNorm (no beta); no biases; no
 // wpe (alibi / rotary / none); x_0 = Drop(LN_e(wte[tok])) with the embedding LayerNorm; q, k
 // rotated after c_attn (rotary; their gradients rotated back after the attention backward);
@@ -382,6 +384,10 @@ void GptModel::Impl::head_forward(const gpt_detail::SlotData& sd, int64_t slot, 
                                       buf.w.lnf_g, buf.w.lnf_b, s);
     gather_rows(hd.lnf, s);
   }
+  if (hidden_head) {  // a head outside reads lnf (GptModel::final_hidden): no loss here
+    engine::fill_zero(hd.losses, s);
+    return;
+  }
   if (cfg.bert()) {
     bert_head_forward(sd, slot, train, s);
     return;
@@ -460,7 +466,10 @@ void GptModel::Impl::head_backward(int64_t slot, float grad_scale, engine::Strea
   const gpt_detail::HeadActs& hd = buf.head[static_cast<size_t>(slot)];
   const gpt_detail::NormArgs ln{cfg.norm, rows(), d, cfg.ln_eps};
   TensorView dlnf;  // d(head input), this rank's rows
-  if (cfg.bert()) {
+  if (hidden_head) {
+    // A head outside (set_hidden_head) left its whole, TP-replicated d(head input) in buf.dln.
+    dlnf = local_rows(buf.dln);
+  } else if (cfg.bert()) {
     // d(head input) is whole on every TP rank (the heads are replicated): keep the own rows.
     bert_head_backward(buf.slot_data(n_chunks() - 1, slot), slot, grad_scale, s);
     dlnf = local_rows(buf.dln);

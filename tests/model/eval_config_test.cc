@@ -85,7 +85,9 @@ TEST(EvalConfig, ErrorsNameTheKey) {
 TEST(FinetuneConfig, LabelsAndErrors) {
   auto c = load({"tokenizer.type=Byte", "finetune.train_data=t.jsonl", "finetune.labels= O , N"});
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->finetune.train_data, "t.jsonl");
+  EXPECT_EQ(c->finetune.train_data, (std::vector<std::string>{"t.jsonl"}));
+  EXPECT_EQ(c->finetune.head, FinetuneHead::kLabelWords);
+  EXPECT_EQ(c->finetune.classes(), 2);
   EXPECT_EQ(c->finetune.labels, (std::vector<std::string>{"O", "N"}));
   EXPECT_TRUE(load({}).ok());  // no finetuning: nothing required
   EXPECT_NE(error_of({"tokenizer.type=Byte", "finetune.train_data=t", "finetune.labels=O"})
@@ -96,6 +98,45 @@ TEST(FinetuneConfig, LabelsAndErrors) {
             std::string::npos);
   EXPECT_NE(error_of({"finetune.train_data=t", "finetune.labels=O,N"})
                 .find("[finetune] train_data: needs a [tokenizer]"),
+            std::string::npos);
+}
+
+TEST(FinetuneConfig, FormatsTasksAndHeads) {
+  auto mnli = load({"tokenizer.type=Byte", "finetune.format=mnli", "finetune.head=linear",
+                    "finetune.train_data=a/train.tsv", "finetune.dev_data=m.tsv, mm.tsv"});
+  ASSERT_TRUE(mnli.ok()) << mnli.status();
+  EXPECT_EQ(mnli->finetune.format, FinetuneFormat::kMnli);
+  EXPECT_EQ(mnli->finetune.classes(), 3);
+  EXPECT_EQ(mnli->finetune.dev_data, (std::vector<std::string>{"m.tsv", "mm.tsv"}));
+  auto race = load({"tokenizer.type=Byte", "finetune.format=race", "finetune.head=linear",
+                    "finetune.task=multiple_choice", "finetune.train_data=RACE/train/middle"});
+  ASSERT_TRUE(race.ok()) << race.status();
+  EXPECT_EQ(race->finetune.task, FinetuneTask::kMultipleChoice);
+  EXPECT_EQ(race->finetune.classes(), 4);
+  EXPECT_EQ(race->finetune.max_qa_length, 128);
+  const std::vector<std::string> base = {"tokenizer.type=Byte", "finetune.train_data=t"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), base.begin(), base.end());
+    return error_of(more);
+  };
+  EXPECT_NE(with({"finetune.format=race", "finetune.head=linear"})
+                .find("[finetune] task: classification does not fit format race"),
+            std::string::npos);
+  EXPECT_NE(with({"finetune.task=multiple_choice", "finetune.labels=a,b"})
+                .find("task: multiple_choice does not fit format jsonl"),
+            std::string::npos);
+  EXPECT_NE(with({"finetune.format=race", "finetune.task=multiple_choice"})
+                .find("[finetune] head: multiple_choice needs head = linear"),
+            std::string::npos);
+  EXPECT_NE(with({"finetune.format=qqp", "finetune.head=linear", "finetune.labels=x,y"})
+                .find("[finetune] labels: format qqp has fixed labels"),
+            std::string::npos);
+  EXPECT_NE(with({"finetune.format=mnli"}).find("[finetune] head: format mnli needs head = linear"),
+            std::string::npos);
+  EXPECT_NE(with({"finetune.format=sst2"}).find("format"), std::string::npos);
+  EXPECT_NE(with({"finetune.format=race", "finetune.task=multiple_choice", "finetune.head=linear",
+                  "finetune.max_qa_length=0"})
+                .find("[finetune] max_qa_length: must be >= 1"),
             std::string::npos);
 }
 
