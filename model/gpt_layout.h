@@ -229,6 +229,9 @@ LayerWeights layer_views(const Buffers& b, int64_t local, TensorView bucket_base
 Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrecision& prec,
                    const GptShard& shard, Carver& carver);
 
+// Host copy of a one-dtype float view (f32 or f64) as doubles; syncs the stream.
+std::vector<double> read_back(engine::ConstTensorView v, engine::Stream& s);
+
 // Dtype of layernorm statistics and per-token losses: f32, or f64 with f64 activations.
 DType stat_dtype(const GptPrecision& prec);
 

@@ -32,6 +32,7 @@
 #include "engine/status.h"
 #include "model/gpt_impl.h"
 #include "model/gpt_norm.h"
+#include "model/linear_grad.h"
 #include "ops/attention.h"
 #include "ops/axpy.h"
 #include "ops/cross_entropy.h"
@@ -56,16 +57,6 @@ using gpt_detail::linear;
 using gpt_detail::row_linear;
 using ops::Epilogue;
 
-// dW [out, in] += dy^T x (f32 gradient); dy: [rows, out], x: [rows, in].
-void weight_grad(TensorView dw, ConstTensorView dy, ConstTensorView x, engine::Stream& s,
-                 float alpha = 1.0f) {
-  ops::GemmArgs g{dw.dim(0), dw.dim(1), dy.dim(0)};
-  g.trans_a = true;
-  g.alpha = alpha;
-  g.beta = 1.0f;
-  ops::gemm(g, dw, dy, x, {}, {}, s);
-}
-
 // dW [out, in] += dy^T x and db [out] += column sums of dy (f32), in one pass over dy; db
 // empty: a layer without bias (bias = false), dW only.
 void weight_bias_grad(TensorView dw, TensorView db, ConstTensorView dy, ConstTensorView x,
@@ -78,14 +69,6 @@ void weight_bias_grad(TensorView dw, TensorView db, ConstTensorView dy, ConstTen
   g.trans_a = true;
   g.beta = 1.0f;
   ops::gemm_bias_grad(g, dw, db, dy, x, s);
-}
-
-// dx [rows, in] = dy [rows, out] W [out, in].
-void input_grad(TensorView dx, ConstTensorView dy, ConstTensorView w, engine::Stream& s,
-                float alpha = 1.0f) {
-  ops::GemmArgs g{dy.dim(0), w.dim(1), w.dim(0)};
-  g.alpha = alpha;
-  ops::gemm(g, dx, dy, w, {}, {}, s);
 }
 
 // q | k | v column blocks of a fused [B*T, 3*H*Dh] buffer.
