@@ -32,12 +32,19 @@ int64_t layer_params(const GptConfig& c) {
   return norms + 3 * d * d + b * 3 * d + d * d + b * d + fc * d + b * fc + d * f + b * d;
 }
 
-// Parameters outside the layers: wte, wpe, wte_ln, lm_head, ln_f.
+// Parameters outside the layers: wte, wpe, wte_ln, lm_head, ln_f (pre-LN), BERT's token types
+// and heads (model/bert_head.h).
 int64_t non_layer_params(const GptConfig& c) {
   const int64_t d = c.d_model;
-  return c.padded() * d * (c.tie_embeddings ? 1 : 2) +
-         (c.learned_positions() ? c.max_seq_len : 0) * d + (c.embed_layernorm ? 2 * d : 0) +
-         (c.layernorm() ? 2 : 1) * d;
+  int64_t n = c.padded() * d * (c.tie_embeddings ? 1 : 2) +
+              (c.learned_positions() ? c.max_seq_len : 0) * d + (c.embed_layernorm ? 2 * d : 0) +
+              (c.post_ln() ? 0 : (c.layernorm() ? 2 : 1) * d);
+  if (c.bert()) {
+    // token types; MLM dense + LayerNorm + output bias; pooler + binary head.
+    n += c.type_vocab_size * d + d * d + 3 * d + c.padded();
+    if (c.binary_head) n += d * d + d + 2 * d + 2;
+  }
+  return n;
 }
 
 }  // namespace
@@ -136,7 +143,17 @@ absl::Status GptConfig::validate() const {
                " (head_dim ", head_dim(), ", rot_dim ", rotary_dim(), "), rotary_base ",
                rotary_base);
   }
-  if (embed_layernorm && learned_positions()) {
+  if (bert() &&
+      (type_vocab_size < 1 || type_vocab_size > engine::kMaxDimension || !layernorm() || glu())) {
+    return bad("GPT config: type bert needs type_vocab_size in [1, 2^31 - 1] (got ",
+               type_vocab_size, "), norm layernorm and a non-gated activation (gelu or gelu_erf)");
+  }
+  if (!bert() && (!causal || binary_head || type_vocab_size != 0)) {
+    return bad(
+        "GPT config: bidirectional attention, token types and the binary head are BERT's "
+        "(type bert)");
+  }
+  if (embed_layernorm && learned_positions() && !bert()) {
     // Megatron-DeepSpeed normalizes the word embedding before adding the positions; BLOOM, the
     // model that uses the embedding LayerNorm, has no position table.
     return bad(
@@ -190,7 +207,8 @@ int64_t GptConfig::matmul_params() const {
   const int64_t d = d_model, f = ffn();
   // Per layer: c_attn 3d*d, attn c_proj d*d, c_fc (f or 2f)*d, mlp c_proj d*f; plus the LM head
   // over the padded vocabulary (the GEMM actually run, tied or not).
-  return n_layers * (4 * d * d + d * f + d * fc_out()) + padded() * d;
+  // BERT: the MLM head's dense d*d (the pooler runs on one row per sample: not counted).
+  return n_layers * (4 * d * d + d * f + d * fc_out()) + padded() * d + (bert() ? d * d : 0);
 }
 
 int64_t GptConfig::total_params() const {

@@ -4,7 +4,11 @@
 // mean cross-entropy over counted tokens. GptConfig's architecture options turn it into the
 // BigScience variants and LLaMA (docs/models.md): ALiBi, rotary or no position embedding, a
 // LayerNorm after the word embedding (BLOOM), gated MLPs (SwiGLU ...), RMSNorm, no linear
-// biases, an untied LM head (lm_head.weight). Explicit
+// biases, an untied LM head (lm_head.weight). type kBert makes it BERT (docs/models.md,
+// model/bert_head.h): bidirectional attention with a key-padding mask, token-type embeddings,
+// post-LN blocks (norm_placement kPost: x = LN1(x + attn(x)), x = LN2(x + mlp(x)), no ln_f),
+// the MLM head (dense, GELU-erf, LayerNorm, tied decoder + output bias) and the binary head
+// (pooler dense + tanh on [CLS], then a 2-way linear) for NSP / sentence order. Explicit
 // forward/backward over ops/ with saved activations; gradients accumulate (+=) across micro-batches
 // into f32 buffers. Precision: on CUDA, bf16 parameters/activations with f32 master weights,
 // gradients and AdamW state; on the CPU everything f32 (or f64 for gradient checks: act_dtype =
@@ -39,9 +43,16 @@ inline constexpr int64_t kMaxLayers = int64_t{1} << 16;
 enum class PositionEmbedding { kLearned, kAlibi, kRotary, kNone };
 // The MLP's nonlinearity: GELU (tanh approximation, GPT-2/BLOOM) on c_fc's ffn outputs, or a
 // gated unit act(g) * u on c_fc's 2 * ffn outputs [g | u] (ops/glu.h; SwiGLU: LLaMA).
-enum class Activation { kGelu, kSwiglu, kGeglu, kReglu, kLiglu };
+// kGeluErf: the exact erf GELU (HF BERT's "gelu", ops/activation.h) on c_fc's ffn outputs.
+enum class Activation { kGelu, kSwiglu, kGeglu, kReglu, kLiglu, kGeluErf };
 // The normalization of the blocks and of ln_f: LayerNorm (gamma, beta) or RMSNorm (gamma).
 enum class Norm { kLayerNorm, kRmsNorm };
+// Where the blocks normalize: kPre (GPT-2, Megatron's BERT): x + f(LN(x)), a final ln_f;
+// kPost (original BERT, HF BertModel): LN(x + f(x)), no ln_f.
+enum class NormPlacement { kPre, kPost };
+// The model family ([model] type): its sample record (model/sample_record.h), heads and loss.
+// kGpt: causal LM. kBert: masked LM + optional binary (NSP / sentence-order) head.
+enum class ModelType { kGpt, kBert };
 
 struct GptConfig {
   int64_t vocab_size = 50257;    // real vocabulary
@@ -65,9 +76,18 @@ struct GptConfig {
   Norm norm = Norm::kLayerNorm;
   bool bias = true;            // biases of every linear layer
   bool tie_embeddings = true;  // LM head = wte; false: a separate lm_head.weight
+  // Model family and the encoder options it brings (BERT: type kBert, causal false).
+  ModelType type = ModelType::kGpt;
+  bool causal = true;  // false: every key visible (bidirectional), up to the sample's length
+  NormPlacement norm_placement = NormPlacement::kPre;
+  int64_t type_vocab_size = 0;  // rows of the token-type embedding (BERT 2); 0: none
+  bool binary_head = false;     // BERT: pooler + 2-way head (Megatron's default; off with
+                                // --bert-no-binary-head)
 
   bool learned_positions() const { return position_embedding == PositionEmbedding::kLearned; }
-  bool glu() const { return activation != Activation::kGelu; }
+  bool glu() const { return activation != Activation::kGelu && activation != Activation::kGeluErf; }
+  bool bert() const { return type == ModelType::kBert; }
+  bool post_ln() const { return norm_placement == NormPlacement::kPost; }
   bool layernorm() const { return norm == Norm::kLayerNorm; }
   // c_fc's output width: ffn, or 2 * ffn (g | u) with a gated activation (Megatron-DeepSpeed's
   // --glu-activation sizing: ffn_hidden is the width after the gate).
@@ -146,11 +166,17 @@ struct GptShard {
 // One micro-batch's host inputs, [B*T] i32 each. targets < 0 are not counted; segments (may be
 // null: plain causal attention) number the documents of each sample for a document-aware
 // causal mask (Megatron's reset_attention_mask; see ops/attention.h).
+// BERT (cfg.bert()) also takes token_types [B*T] (< type_vocab_size), lengths [B] (the real
+// tokens of each sample: keys at or past it are padding) and, with the binary head,
+// binary_labels [B] (0/1; < 0: not counted).
 struct GptBatch {
   const int32_t* tokens = nullptr;
   const int32_t* positions = nullptr;
   const int32_t* targets = nullptr;
   const int32_t* segments = nullptr;
+  const int32_t* token_types = nullptr;
+  const int32_t* lengths = nullptr;
+  const int32_t* binary_labels = nullptr;
 };
 
 class GptModel {

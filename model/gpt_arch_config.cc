@@ -18,8 +18,19 @@ constexpr std::pair<PositionEmbedding, const char*> kPositionNames[] = {
 };
 
 constexpr std::pair<Activation, const char*> kActivationNames[] = {
-    {Activation::kGelu, "gelu"},   {Activation::kSwiglu, "swiglu"}, {Activation::kGeglu, "geglu"},
-    {Activation::kReglu, "reglu"}, {Activation::kLiglu, "liglu"},
+    {Activation::kGelu, "gelu"},   {Activation::kSwiglu, "swiglu"},
+    {Activation::kGeglu, "geglu"}, {Activation::kReglu, "reglu"},
+    {Activation::kLiglu, "liglu"}, {Activation::kGeluErf, "gelu_erf"},
+};
+
+constexpr std::pair<ModelType, const char*> kTypeNames[] = {
+    {ModelType::kGpt, "gpt"},
+    {ModelType::kBert, "bert"},
+};
+
+constexpr std::pair<NormPlacement, const char*> kPlacementNames[] = {
+    {NormPlacement::kPre, "pre"},
+    {NormPlacement::kPost, "post"},
 };
 
 constexpr std::pair<Norm, const char*> kNormNames[] = {
@@ -47,6 +58,28 @@ std::vector<std::string> all_names(const std::pair<E, const char*> (&names)[N]) 
 
 void add_gpt_arch_schema(engine::ConfigSchema& s) {
   using engine::ConfigType;
+  s.add("model", "type", ConfigType::kString, "gpt",
+        "Model family: gpt = causal LM (pretrain_gpt.py); bert = masked LM (pretrain_bert.py): "
+        "bidirectional attention with the samples' key-padding mask, token-type embeddings, "
+        "the MLM head (dense, GELU-erf, LayerNorm, tied decoder + output bias) and, with "
+        "bert_binary_head, the pooler and the sentence-order head; the loss is Megatron's "
+        "masked-LM mean over the masked tokens plus the binary cross-entropy, per micro-batch. "
+        "BERT reads sentence-split data (bin/preprocess --split-sentences) with a WordPiece "
+        "[tokenizer]. HF BertForPreTraining numerics: norm_placement post, activation gelu_erf, "
+        "embed_layernorm true, ln_eps 1e-12 (configs/bert_base.ini); Megatron's BERT: pre, "
+        "gelu (its fused bias-GELU is the tanh approximation), no embedding LayerNorm.",
+        all_names(kTypeNames));
+  s.add("model", "norm_placement", ConfigType::kString, "pre",
+        "pre = x + f(LN(x)) with a final ln_f (GPT-2, Megatron); post = LN(x + f(x)) without "
+        "ln_f (original BERT / HF BertModel; Megatron-DeepSpeed has no such option).",
+        all_names(kPlacementNames));
+  s.add("model", "type_vocab_size", ConfigType::kInt, "2",
+        "type bert: rows of the token-type embedding tokentype_embeddings.weight "
+        "(--num-tokentypes; the segment ids A = 0, B = 1). Ignored by gpt.");
+  s.add("model", "bert_binary_head", ConfigType::kBool, "true",
+        "type bert: the pooler (dense + tanh on [CLS]) and the 2-way binary head trained on the "
+        "sentence-order label (Megatron's default; false = --bert-no-binary-head: the data then "
+        "makes single-segment samples).");
   s.add("model", "position_embedding", ConfigType::kString, "learned",
         "How attention sees positions (--position-embedding-type): learned = a table wpe of "
         "max_seq_len rows added to the word embedding (GPT-2); alibi = BLOOM's linear bias "
@@ -62,9 +95,12 @@ void add_gpt_arch_schema(engine::ConfigSchema& s) {
         "pass through (--rotary-percent; GPT-NeoX 0.25); rot_dim must be even.");
   s.add("model", "embed_layernorm", ConfigType::kBool, "false",
         "BLOOM's LayerNorm wte_ln right after the word embedding, before the embedding dropout "
-        "(--embed-layernorm); always a LayerNorm; needs position_embedding alibi, rotary or none.");
+        "(--embed-layernorm); always a LayerNorm; needs position_embedding alibi, rotary or none, "
+        "except with type bert, where it normalizes word + position + token-type embeddings "
+        "(HF BERT's embeddings.LayerNorm).");
   s.add("model", "activation", ConfigType::kString, "gelu",
-        "MLP activation: gelu (tanh approximation, GPT-2 / BLOOM) or a gated unit act(g) * u "
+        "MLP activation: gelu (tanh approximation, GPT-2 / BLOOM), gelu_erf (exact erf GELU, HF "
+        "BERT's \"gelu\") or a gated unit act(g) * u "
         "(--glu-activation; swiglu = LLaMA, geglu with exact erf GELU, reglu, liglu = identity). "
         "As in Megatron-DeepSpeed, ffn_hidden is the width after the gate: with a gated unit c_fc "
         "has 2 * ffn_hidden outputs [g | u] (mlp.c_fc.weight [2 * ffn_hidden, d_model], g rows "
@@ -93,6 +129,13 @@ void parse_gpt_arch(const engine::Config& c, GptConfig& m) {
   m.norm = from_name(kNormNames, c.get_string("model", "norm"));
   m.bias = c.get_bool("model", "bias");
   m.tie_embeddings = c.get_bool("model", "tie_embeddings");
+  m.type = from_name(kTypeNames, c.get_string("model", "type"));
+  m.norm_placement = from_name(kPlacementNames, c.get_string("model", "norm_placement"));
+  if (m.bert()) {
+    m.causal = false;
+    m.type_vocab_size = c.get_int("model", "type_vocab_size");
+    m.binary_head = c.get_bool("model", "bert_binary_head");
+  }
 }
 
 }  // namespace anvil::model

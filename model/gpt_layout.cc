@@ -203,6 +203,7 @@ absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const Gpt
                        const GptShard& shard) {
   ANVIL_RETURN_IF_ERROR(cfg.validate());
   ANVIL_RETURN_IF_ERROR(shard.validate(cfg));
+  if (cfg.bert()) return absl::UnimplementedError("type bert: the model is not built yet");
   if (shape.micro_batch < 1 || shape.seq_len < 1 || shape.seq_len > cfg.max_seq_len) {
     return absl::InvalidArgumentError(absl::StrCat(
         "GPT run shape: need micro_batch >= 1 and 1 <= seq_len <= max_seq_len (", cfg.max_seq_len,
@@ -468,6 +469,11 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
       sd.positions = A(sl + "positions", DType::kI32, {bt});
       sd.targets = A(sl + "targets", DType::kI32, {bt});
       sd.segments = A(sl + "segments", DType::kI32, {bt});
+      if (cfg.bert()) {
+        sd.token_types = A(sl + "token_types", DType::kI32, {bt});
+        sd.lengths = A(sl + "lengths", DType::kI32, {shape.micro_batch});
+        sd.binary_labels = A(sl + "binary_labels", DType::kI32, {shape.micro_batch});
+      }
       b.data.push_back(sd);
     }
   }

@@ -116,10 +116,13 @@ Weights weights_of(const ParamTable& t, TensorView Param::*field, const GptConfi
 // activations with head_dim 64 or 128. Elsewhere the unfused op (ops/attention.h) runs.
 bool uses_flash_attention(const GptConfig& cfg, const GptPrecision& prec);
 
-// One micro-batch's inputs on the device, [B*T] i32 each.
+// One micro-batch's inputs on the device, [B*T] i32 each; BERT also token_types [B*T], lengths
+// and binary_labels [B] i32.
 struct SlotData {
   TensorView tokens, positions, targets, segments;
+  TensorView token_types, lengths, binary_labels;
   bool has_segments = false;
+  int64_t counted = 0;          // BERT: targets >= 0 of the micro-batch (host count)
   uint64_t dropout_offset = 0;  // of the slot's last forward
 };
 

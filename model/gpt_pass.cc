@@ -90,6 +90,7 @@ ops::GluKind glu_kind(Activation a) {
     case Activation::kLiglu:
       return ops::GluKind::kLiglu;
     case Activation::kGelu:
+    case Activation::kGeluErf:
       break;
   }
   ANVIL_CHECK_MSG(false, "GPT: GELU is not a gated activation");
@@ -183,6 +184,18 @@ void GptModel::Impl::set_batch(int64_t chunk, int64_t slot, const GptBatch& batc
   put(d.targets, batch.targets);
   d.has_segments = batch.segments != nullptr;
   if (d.has_segments) put(d.segments, batch.segments);
+  if (!cfg.bert()) return;
+  ANVIL_CHECK_MSG(batch.token_types && batch.lengths && (batch.binary_labels || !cfg.binary_head),
+                  "GptModel::set_batch: BERT needs token_types, lengths and binary_labels");
+  put(d.token_types, batch.token_types);
+  const int64_t B = shape.micro_batch;
+  engine::copy(d.lengths, engine::make_view(batch.lengths, engine::DType::kI32, host, {B}), s);
+  if (cfg.binary_head) {
+    engine::copy(d.binary_labels,
+                 engine::make_view(batch.binary_labels, engine::DType::kI32, host, {B}), s);
+  }
+  d.counted = 0;
+  for (int64_t i = 0; i < bt; ++i) d.counted += batch.targets[i] >= 0;
 }
 
 void GptModel::Impl::embed(int64_t slot, bool train, engine::Stream& s) {  // chunk 0

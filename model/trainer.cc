@@ -15,6 +15,7 @@
 #include "engine/status.h"
 #include "model/batch_schedule.h"
 #include "model/pipeline_runner.h"
+#include "model/sample_record.h"
 #include "parallel/comm.h"
 #include "parallel/data_parallel.h"
 #include "parallel/grid.h"
@@ -48,11 +49,12 @@ absl::StatusOr<engine::MemoryPlan> Trainer::plan(const TrainConfig& cfg, const G
   ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan,
                          GptModel::plan(cfg.model, GptRunShape{B, T}, prec, shard));
   if (prec.device == engine::Device::kCpu) {
-    // create()'s four i32 arrays of [accumulation steps * B*T] (<= global_batch * T tokens,
-    // bounded by the config's validation).
+    // create()'s four (BERT: five) i32 arrays of [accumulation steps * B*T] (<= global_batch *
+    // T tokens, bounded by the config's validation).
     const int64_t accum = std::max<int64_t>(cfg.train.accumulation_steps(cfg.parallel.dp), 1);
+    const size_t arrays = cfg.model.bert() ? 5 : 4;
     plan.add("batch", "host micro-batches",
-             engine::saturating_mul(4 * sizeof(int32_t), static_cast<size_t>(accum * B * T)));
+             engine::saturating_mul(arrays * sizeof(int32_t), static_cast<size_t>(accum * B * T)));
   }
   return plan;
 }
@@ -176,7 +178,12 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
   t->positions_.resize(n);
   for (size_t i = 0; i < n; ++i) t->positions_[i] = static_cast<int32_t>(i % T);
   t->counted_.assign(static_cast<size_t>(std::max<int64_t>(accum, 1)), 0);
-  t->sample_.assign(T + 1, 0);
+  t->sample_.assign(static_cast<size_t>(sample_record_width(cfg.model.type, T)), 0);
+  if (cfg.model.bert()) {
+    t->types_.assign(n, 0);
+    t->lengths_.assign(n / static_cast<size_t>(T), 0);
+    t->binary_.assign(n / static_cast<size_t>(T), 0);
+  }
 
   // Data parallelism without ZeRO: the bucketed gradient all-reduce.
   if (t->dp_comm_ != nullptr && !t->zero_) {
@@ -210,6 +217,17 @@ int64_t Trainer::fill_batch(const SampleFn& fn, int64_t first_index, int64_t m) 
   const int64_t vocab = cfg_.model.vocab_size;
   const DataConfig& d = cfg_.data;
   int64_t counted = 0;
+  if (cfg_.model.bert()) {
+    for (int64_t b = 0; b < B; ++b) {
+      fn(first_index + b, sample_.data());
+      const int64_t row = (m * B + b) * T;
+      counted += decode_bert_record(
+          cfg_.model, first_index + b, T, sample_.data(), tokens_.data() + row, types_.data() + row,
+          targets_.data() + row, lengths_.data() + m * B, binary_.data() + m * B, b);
+    }
+    counted_[static_cast<size_t>(m)] = counted;
+    return counted;
+  }
   for (int64_t b = 0; b < B; ++b) {
     fn(first_index + b, sample_.data());
     for (int64_t t = 0; t <= T; ++t) {
@@ -255,8 +273,15 @@ int64_t Trainer::fill_batch(const SampleFn& fn, int64_t first_index, int64_t m) 
 
 GptBatch Trainer::host_batch(int64_t m) const {
   const size_t row = static_cast<size_t>(m * cfg_.train.micro_batch * cfg_.data.seq_len);
-  return GptBatch{tokens_.data() + row, positions_.data() + row, targets_.data() + row,
-                  cfg_.data.reset_attention_mask ? segments_.data() + row : nullptr};
+  GptBatch b{tokens_.data() + row, positions_.data() + row, targets_.data() + row,
+             cfg_.data.reset_attention_mask ? segments_.data() + row : nullptr};
+  if (cfg_.model.bert()) {
+    const size_t first = static_cast<size_t>(m * cfg_.train.micro_batch);
+    b.token_types = types_.data() + row;
+    b.lengths = lengths_.data() + first;
+    b.binary_labels = binary_.data() + first;
+  }
+  return b;
 }
 
 StepStats Trainer::consume_only(int64_t G) {
@@ -310,7 +335,7 @@ StepStats Trainer::step() {
   MicroBatchFns fns;
   fns.batch = [&](int64_t m) { return host_batch(m); };
   fns.grad_scale = [&](int64_t m) {
-    return cfg_.data.eod_mask_loss ? static_cast<float>(masked_scale(m)) : grad_scale;
+    return per_micro_batch_mean() ? static_cast<float>(masked_scale(m)) : grad_scale;
   };
   // The dropout offset numbers the micro-batch as the single-rank run would.
   fns.dropout_offset = [&](int64_t m) {
@@ -372,7 +397,7 @@ StepStats Trainer::step() {
   StepStats st;
   st.step = ++step_;
   st.global_batch = G;
-  st.loss = cfg_.data.eod_mask_loss ? masked_loss : loss_sum / (static_cast<double>(G) * T);
+  st.loss = per_micro_batch_mean() ? masked_loss : loss_sum / (static_cast<double>(G) * T);
   // After the reduction: the norm of the global batch's gradient, equal on every rank.
   st.grad_norm = grad_norm();
   st.lr = lr_.lr();
@@ -450,7 +475,7 @@ double Trainer::evaluate_stream(const SampleFn& fn, int64_t* consumed) {
         parallel::all_reduce_scalar(*dp_comm_, masked, parallel::ReduceOp::kSum, scalar_, *stream_);
   }
   // The mean over the micro-batches (of all DP ranks) of each one's mean token loss.
-  if (cfg_.data.eod_mask_loss) return masked / static_cast<double>(iters * micro * dp_size_);
+  if (per_micro_batch_mean()) return masked / static_cast<double>(iters * micro * dp_size_);
   return sum / (static_cast<double>(iters) * static_cast<double>(G) * T);
 }
 

@@ -77,7 +77,9 @@ struct TrainerParallel {
   int local_rank = 0;  // CUDA device = local_rank % device count
 };
 
-// Writes the seq_len + 1 tokens of sample `index` into out[0..seq_len] (ids < vocab_size).
+// Writes the record of sample `index` into out[0, sample_record_width(type, seq_len)) (the
+// model type's fixed-width int32 record, model/sample_record.h; GPT: seq_len + 1 token ids <
+// vocab_size).
 using SampleFn = std::function<void(int64_t index, int32_t* out)>;
 
 // A held-out set: the name its losses are logged and reported under, and its samples.
@@ -221,7 +223,8 @@ class Trainer {
   Trainer() = default;
   // Fills host micro-batch m of batch_ with micro_batch samples first_index, first_index + 1,
   // ...: tokens, targets (eod_mask_loss), positions (reset_position_ids), segments
-  // (reset_attention_mask); returns the number of targets that count (>= 0).
+  // (reset_attention_mask); BERT: tokens, types, targets, lengths, binary labels of the
+  // records; returns the number of targets that count (>= 0).
   int64_t fill_batch(const SampleFn& fn, int64_t first_index, int64_t m);
   GptBatch host_batch(int64_t m) const;
   // A skip_iterations step: its global batch G of samples is consumed, nothing is trained.
@@ -234,6 +237,10 @@ class Trainer {
   double model_parallel_sum(double v);  // over TP and PP
   double grad_norm();
   std::string memory_string() const;
+  // The loss is the mean over micro-batches of each one's mean over its counted targets
+  // (eod_mask_loss, and BERT's masked-LM loss as Megatron's pretrain_bert), rather than the
+  // mean over every token of the step.
+  bool per_micro_batch_mean() const { return cfg_.data.eod_mask_loss || cfg_.model.bert(); }
 
   TrainConfig cfg_;
   GptPrecision prec_;
@@ -242,8 +249,10 @@ class Trainer {
   engine::LogContext log_;
   std::unique_ptr<engine::Stream> stream_;
   std::unique_ptr<GptModel> model_;
-  // Host micro-batches of one step, [accumulation steps * B*T] each; sample_: [T+1].
+  // Host micro-batches of one step, [accumulation steps * B*T] each (BERT: token types; lengths_
+  // and binary_ [accumulation steps * B]); sample_: one record (model/sample_record.h).
   std::vector<int32_t> tokens_, positions_, targets_, segments_, sample_;
+  std::vector<int32_t> types_, lengths_, binary_;
   std::vector<int64_t> counted_;  // targets that count, per micro-batch
   StepHook step_hook_;
   MetricsSink metrics_;
