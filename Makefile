@@ -2,6 +2,7 @@
 # install the dependencies (apt) first.
 BUILD ?= build
 JOBS ?= $(shell nproc)
+MODEL ?= gpt
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
@@ -22,7 +23,7 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 demo: build
-	@scripts/demo.sh
+	@MODEL=$(MODEL) scripts/demo.sh
 
 bench: build
 	@scripts/bench.sh

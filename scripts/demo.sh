@@ -6,6 +6,8 @@
 #      data/demo/kjv_gpt2_text_document.{bin,idx} (scripts/prepare-demo-data.sh),
 #   4. trains configs/demo_gpu.ini on a GPU, else configs/tiny_cpu.ini on the CPU
 #      (bin/train --print-device decides, as [train] device = auto would).
+# MODEL=t5 (`make demo MODEL=t5`): a small T5 instead, configs/tiny_t5_cpu.ini on the T5 demo
+# corpus (scripts/prepare-demo-t5-data.sh), on the GPU or the CPU as [train] device = auto picks.
 # Extra arguments go to bin/train as overrides, e.g. `scripts/demo.sh train.steps=50`.
 # BUILD=dir selects another build directory; JOBS=n the build parallelism.
 set -euo pipefail
@@ -22,6 +24,16 @@ if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
   cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release
 fi
 cmake --build "$BUILD" -j "$JOBS" --target train preprocess
+
+MODEL=${MODEL:-gpt}
+if [[ "$MODEL" == t5 ]]; then
+  scripts/prepare-demo-t5-data.sh
+  echo "demo: training configs/tiny_t5_cpu.ini (the validation loss should fall from ~10.7 to ~6)"
+  exec "$BUILD/bin/train" configs/tiny_t5_cpu.ini "$@"
+elif [[ "$MODEL" != gpt ]]; then
+  echo "demo: unknown MODEL=$MODEL (gpt or t5)" >&2
+  exit 2
+fi
 
 scripts/prepare-demo-data.sh
 
