@@ -83,6 +83,19 @@ absl::Status parse_t5_config(const engine::Config& c, TrainConfig& t) {
     return c.error("model", "type", "t5 has no [checkpoint] save / load yet");
   }
   if (t.eval.any()) return c.error("model", "type", "t5 has no [eval] tasks");
+  // Not in the T5 loop yet: each is refused, naming its key.
+  for (const char* key : {"rampup_batch_size", "skip_iterations"}) {
+    if (!c.get_string("train", key).empty()) {
+      return c.error("train", key, "is not supported with [model] type = t5 yet");
+    }
+  }
+  if (p.zero_stage > 0 || p.recompute != "none" || p.reduce_single_rank) {
+    return c.error("parallel",
+                   p.zero_stage > 0        ? "zero_stage"
+                   : p.recompute != "none" ? "recompute"
+                                           : "reduce_single_rank",
+                   "is not supported with [model] type = t5 yet");
+  }
   if (t.tokenizer.type.empty() || extra == 0) {
     return c.error("tokenizer", "vocab_extra_ids",
                    "type t5 needs a [tokenizer] (WordPiece, as Megatron's T5) with the sentinels "

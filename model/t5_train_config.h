@@ -16,7 +16,8 @@ void add_t5_schema(engine::ConfigSchema& schema);
 
 // After the rest of `t` is parsed: the T5 keys (every rank reads them, T5 or not), and with
 // [model] type = t5 t.t5 from the shared [model] keys plus the T5 ones, checked: one rank (no
-// tp / pp / dp yet), no checkpoints or [eval] tasks yet, a [tokenizer] with vocab_extra_ids.
+// tp / pp / dp, ZeRO or recomputation yet), no checkpoints, [eval] tasks, batch ramp-up or
+// skip_iterations yet, a [tokenizer] with vocab_extra_ids.
 // Errors name the file, section and key.
 absl::Status parse_t5_config(const engine::Config& config, TrainConfig& t);
 
