@@ -11,6 +11,7 @@
 #include "engine/cuda_check.h"
 #include "engine/memory.h"
 #include "engine/status.h"
+#include "model/gpt_init.h"
 #include "model/t5_impl.h"
 #include "ops/adamw.h"
 #include "ops/grad_norm.h"
@@ -23,14 +24,15 @@ namespace {
 using engine::DType;
 using engine::TensorView;
 
-// HF T5PreTrainedModel._init_weights: (row block, sigma) pieces of parameter p; norms are 1.
-std::vector<std::pair<int64_t, double>> init_sigmas(const T5Config& cfg, const Param& p) {
+// HF T5PreTrainedModel._init_weights: (row block, sigma) pieces of this rank's parameter p
+// (i: the local inner width); norms are 1.
+std::vector<std::pair<int64_t, double>> init_sigmas(const T5Config& cfg, const Param& p,
+                                                    int64_t i) {
   const double f = cfg.init_factor, d = static_cast<double>(cfg.d_model);
   const double q = f / std::sqrt(d * static_cast<double>(cfg.d_kv));
   const double kv = f / std::sqrt(d);
   const double o = f / std::sqrt(static_cast<double>(cfg.inner()));
   const std::string& n = p.name;
-  const int64_t i = cfg.inner();
   if (n == "shared.weight" || n == "lm_head.weight") return {{p.shape[0], f}};
   if (absl::EndsWith(n, "SelfAttention.qkv.weight")) return {{i, q}, {i, kv}, {i, kv}};
   if (absl::EndsWith(n, "EncDecAttention.q.weight")) return {{i, q}};
@@ -44,14 +46,17 @@ std::vector<std::pair<int64_t, double>> init_sigmas(const T5Config& cfg, const P
   return {};  // a norm
 }
 
-void init_params(const T5Config& cfg, const ParamTable& t, TensorView target, uint64_t seed,
-                 engine::Stream& s) {
+// Every element from (seed, its offset in the whole single-rank model), so a TP shard holds the
+// single-rank values at its global elements (model/gpt_init.h).
+void init_params(const T5Config& cfg, const T5Shard& shard, const ParamTable& t, TensorView target,
+                 uint64_t seed, engine::Stream& s) {
+  const ParamTable whole = t5_detail::make_t5_param_table(cfg);
   for (const Param& p : t.all()) {
-    const std::vector<std::pair<int64_t, double>> pieces = init_sigmas(cfg, p);
+    const std::vector<std::pair<int64_t, double>> pieces =
+        init_sigmas(cfg, p, cfg.inner() / shard.tp);
     const int64_t cols = p.shape.size() == 2 ? p.shape[1] : 1;
     ops::InitNormalArgs a;
-    a.tp.rows = p.shape[0];
-    a.tp.cols = cols;
+    a.tp = gpt_detail::tp_split(p, shard.tp, shard.tp_rank);
     if (pieces.empty()) {
       a.kind = ops::InitKind::kConstant;
       a.value = 1.0f;
@@ -60,7 +65,7 @@ void init_params(const T5Config& cfg, const ParamTable& t, TensorView target, ui
     }
     a.kind = ops::InitKind::kNormal;
     a.seed = seed;
-    a.offset = static_cast<uint64_t>(p.offset);
+    a.offset = static_cast<uint64_t>(whole.find(p.name)->offset);
     // Padded vocabulary rows stay 0: no token uses them and their logits are ignored.
     if (p.vocab_rows) a.valid = cfg.vocab_size * cfg.d_model;
     int64_t row = 0;
@@ -79,22 +84,24 @@ T5Model::T5Model() = default;
 T5Model::~T5Model() = default;
 
 absl::StatusOr<engine::MemoryPlan> T5Model::plan(const T5Config& cfg, const T5RunShape& shape,
-                                                 const GptPrecision& prec) {
-  ANVIL_RETURN_IF_ERROR(t5_detail::check_t5_run(cfg, shape, prec));
+                                                 const GptPrecision& prec, const T5Shard& shard) {
+  ANVIL_RETURN_IF_ERROR(t5_detail::check_t5_run(cfg, shape, prec, shard));
   engine::MemoryPlan plan;
   gpt_detail::Carver carver(&plan);
-  t5_detail::t5_layout(cfg, shape, prec, carver);
+  t5_detail::t5_layout(cfg, shape, prec, shard, carver);
   return plan;
 }
 
 absl::StatusOr<std::unique_ptr<T5Model>> T5Model::create(const T5Config& cfg,
                                                          const T5RunShape& shape,
-                                                         const GptPrecision& prec, uint64_t seed) {
-  ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, T5Model::plan(cfg, shape, prec));
+                                                         const GptPrecision& prec, uint64_t seed,
+                                                         const T5Shard& shard) {
+  ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, T5Model::plan(cfg, shape, prec, shard));
   auto impl = std::make_unique<Impl>();
   impl->cfg = cfg;
   impl->shape = shape;
   impl->prec = prec;
+  impl->shard = shard;
   impl->seed = seed;
   for (const std::string& cat : plan.categories()) {
     const size_t bytes = plan.category_bytes(cat);
@@ -103,7 +110,7 @@ absl::StatusOr<std::unique_ptr<T5Model>> T5Model::create(const T5Config& cfg,
     impl->arenas.emplace_back(cat, std::move(a));
   }
   gpt_detail::Carver carver(&impl->arenas);
-  impl->buf = t5_detail::t5_layout(cfg, shape, prec, carver);
+  impl->buf = t5_detail::t5_layout(cfg, shape, prec, shard, carver);
   ANVIL_RETURN_IF_ERROR(carver.status());
   // Largest dropout site: attention probabilities [B, H, Tq, Tk] or a hidden [rows, max(d, ff)].
   const uint64_t B = static_cast<uint64_t>(shape.micro_batch);
@@ -120,8 +127,8 @@ absl::StatusOr<std::unique_ptr<T5Model>> T5Model::create(const T5Config& cfg,
   }
   t5_detail::Buffers& b = impl->buf;
   for (TensorView v : {b.value, b.master, b.grad, b.m, b.v}) engine::fill_zero(v, stream);
-  init_params(cfg, b.table, b.value, seed, stream);
-  if (b.master.data != b.value.data) init_params(cfg, b.table, b.master, seed, stream);
+  init_params(cfg, shard, b.table, b.value, seed, stream);
+  if (b.master.data != b.value.data) init_params(cfg, shard, b.table, b.master, seed, stream);
   // Relative buckets of distances j - i, at j - i + Tq - 1 (ops/flash_attention.h).
   for (const auto& [dst, len, bidirectional] :
        {std::tuple<TensorView, int64_t, bool>{b.rel_buckets_enc, shape.enc_len, true},
@@ -172,9 +179,20 @@ void T5Model::zero_grads(engine::Stream& stream) { engine::fill_zero(impl_->buf.
 
 double T5Model::grad_norm(engine::Stream& stream) {
   const t5_detail::Buffers& b = impl_->buf;
+  const T5Shard& sh = impl_->shard;
   engine::fill_zero(b.norm_out, stream);
-  // Padding between parameters holds zero gradients: one sum over the whole buffer.
-  ops::sum_squares(b.norm_out, b.grad, b.op_ws, stream);
+  if (sh.tp == 1) {
+    // Padding between parameters holds zero gradients: one sum over the whole buffer.
+    ops::sum_squares(b.norm_out, b.grad, b.op_ws, stream);
+  } else {
+    // Split parameters on every rank, the replicated ones (equal over TP) on rank 0 only.
+    for (const Param& p : b.table.all()) {
+      if (p.tp_split_dim >= 0 || sh.tp_rank == 0) {
+        ops::sum_squares(b.norm_out, flat_slice(p.grad, 0, {p.numel()}), b.op_ws, stream);
+      }
+    }
+    impl_->tp_all_reduce(b.norm_out, stream);
+  }
   return std::sqrt(gpt_detail::read_back(b.norm_out, stream)[0]);
 }
 

@@ -17,10 +17,13 @@
 // the encoder's real tokens only. FFN: wo Drop(relu(wi x)) (v1.0) or wo Drop(gelu_tanh(wi_0 x) *
 // wi_1 x) (v1.1). Drop = dropout with rate `dropout` (HF dropout_rate, also on the attention
 // probabilities), training only.
-// Single rank for now (no TP/PP/DP): explicit forward/backward over ops/ with saved activations;
-// gradients accumulate (+=) across micro-batches. Precision as GptModel (gpt.h): on CUDA bf16
-// parameters/activations with f32 master weights, gradients and AdamW state; on the CPU f32, or
-// f64 for gradient checks.
+// Explicit forward/backward over ops/ with saved activations; gradients accumulate (+=) across
+// micro-batches. Tensor parallelism (T5Shard) as Megatron's: heads, d_ff and the padded
+// vocabulary split over the TP group (column-parallel qkv / cross q, kv / wi, row-parallel o /
+// wo, vocab-parallel embedding, LM head and cross-entropy); no pipeline or sequence parallelism
+// yet. Data parallelism is the caller's: sum flat_buffers().grad over the DP ranks. Precision as
+// GptModel (gpt.h): on CUDA bf16 parameters/activations with f32 master weights, gradients and
+// AdamW state; on the CPU f32, or f64 for gradient checks.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +38,10 @@
 #include "engine/tensor.h"
 #include "model/gpt.h"  // GptPrecision, GptModel::OptimizerStep
 #include "model/param_table.h"
+
+namespace anvil::parallel {
+class Comm;
+}
 
 namespace anvil::model {
 
@@ -77,6 +84,19 @@ struct T5Config {
 int32_t t5_relative_bucket(int64_t n, bool bidirectional, int64_t num_buckets,
                            int64_t max_distance);
 
+// The part of the model one rank holds. tp > 1 splits the heads (n_heads % tp == 0), d_ff and
+// the padded vocabulary (each % tp == 0) over the TP group tp_comm (not owned); the relative
+// tables and the norms are replicated (their gradients summed over TP where partial). Parameter
+// names, initial values and dropout masks are the single-rank model's at the same global
+// elements, except the FFN-hidden dropout, whose masks under TP are numbered by the local
+// [rows, d_ff / tp] slice (valid dropout, other masks than one rank's).
+struct T5Shard {
+  int tp = 1, tp_rank = 0;
+  parallel::Comm* tp_comm = nullptr;
+  // InvalidArgument naming the numbers (heads, d_ff, padded vocabulary % tp; a missing comm).
+  absl::Status validate(const T5Config& cfg) const;
+};
+
 struct T5RunShape {
   int64_t micro_batch;  // B
   int64_t enc_len;      // Te (encoder sequence length)
@@ -97,14 +117,16 @@ class T5Model {
  public:
   // Bytes per category ("params", "master", "grads", "optimizer", "activations", "workspace").
   static absl::StatusOr<engine::MemoryPlan> plan(const T5Config& cfg, const T5RunShape& shape,
-                                                 const GptPrecision& prec);
+                                                 const GptPrecision& prec,
+                                                 const T5Shard& shard = {});
   // Allocates the arenas and initializes the parameters as HF T5PreTrainedModel._init_weights
   // (factor f): shared, lm_head N(0, f); q N(0, f (d d_kv)^-1/2); k, v, wi N(0, f d^-1/2);
   // o N(0, f (H d_kv)^-1/2); wo N(0, f d_ff^-1/2); relative tables N(0, f d^-1/2); norms 1.
   // Deterministic for `seed` (Philox, ops/init_normal.h), the same on CPU and GPU.
   static absl::StatusOr<std::unique_ptr<T5Model>> create(const T5Config& cfg,
                                                          const T5RunShape& shape,
-                                                         const GptPrecision& prec, uint64_t seed);
+                                                         const GptPrecision& prec, uint64_t seed,
+                                                         const T5Shard& shard = {});
   ~T5Model();
 
   const T5Config& config() const;
@@ -113,6 +135,7 @@ class T5Model {
   // ...) except for three fused matrices: SelfAttention.qkv.weight = cat(q, k, v) [3 inner, d],
   // EncDecAttention.kv.weight = cat(k, v) [2 inner, d], and (v1.1) DenseReluDense.wi.weight =
   // cat(wi_0, wi_1) [2 d_ff, d] (rows stacked in that order). shared.weight has padded rows.
+  // Under TP the local shards (tp_split_dim, tp_parts; model/param_table.h tp_global_index).
   ParamTable& params();
   GptModel::FlatBuffers flat_buffers();
 
@@ -128,7 +151,8 @@ class T5Model {
   engine::ConstTensorView last_logits() const;
 
   void zero_grads(engine::Stream& stream);
-  double grad_norm(engine::Stream& stream);  // syncs
+  // Global L2 norm of the gradient (syncs; a TP collective: replicated parameters counted once).
+  double grad_norm(engine::Stream& stream);
   void optimizer_step(const GptModel::OptimizerStep& s, engine::Stream& stream);
   size_t arena_bytes(const std::string& category) const;
   uint64_t dropout_offset_span() const;

@@ -64,6 +64,20 @@ int64_t T5Config::matmul_params() const {
   return n_encoder_layers * enc + n_decoder_layers * dec + padded() * d;
 }
 
+absl::Status T5Shard::validate(const T5Config& cfg) const {
+  auto bad = [](auto&&... parts) {
+    return absl::InvalidArgumentError(absl::StrCat("T5 shard: ", parts...));
+  };
+  if (tp < 1 || tp_rank < 0 || tp_rank >= tp) return bad("tp rank ", tp_rank, " of ", tp);
+  if (tp > 1 && tp_comm == nullptr) return bad("tp ", tp, " needs the TP group's Comm");
+  for (const auto& [what, n] : {std::pair<const char*, int64_t>{"n_heads", cfg.n_heads},
+                                {"d_ff", cfg.d_ff},
+                                {"the padded vocabulary", cfg.padded()}}) {
+    if (n % tp != 0) return bad(what, " (", n, ") is not divisible by tp (", tp, ")");
+  }
+  return absl::OkStatus();
+}
+
 int32_t t5_relative_bucket(int64_t n, bool bidirectional, int64_t num_buckets,
                            int64_t max_distance) {
   int64_t bucket = 0;

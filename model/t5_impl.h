@@ -71,18 +71,21 @@ struct Buffers {
   TensorView logits, losses;                               // [Rd, padded], [Rd]
   TensorView proj, dres, dln, dbig, dact, denc;
   TensorView rel_f32, drel_f32, rel_grad;
+  TensorView ce;  // [3, Rd] stat dtype: row max, sum of exponentials, target logit (tp > 1)
   engine::Workspace op_ws, gemm_ws;
   TensorView norm_out;  // [1] grad dtype
 };
 
-// The parameter table (HF names; see t5.h for the fused matrices), buckets: "embeddings", each
-// encoder and decoder block, "final" (final norms, lm_head).
-ParamTable make_t5_param_table(const T5Config& cfg);
+// The parameter table of `shard` (HF names; see t5.h for the fused matrices; local TP shapes),
+// buckets: "embeddings", each encoder and decoder block, "final" (final norms, lm_head). The
+// default shard is the whole model.
+ParamTable make_t5_param_table(const T5Config& cfg, const T5Shard& shard = {});
 // Walks the whole layout through `carver`; when creating, also binds the parameter views.
 Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecision& prec,
-                  gpt_detail::Carver& carver);
-// InvalidArgument for unsupported precision / shape combinations.
-absl::Status check_t5_run(const T5Config& cfg, const T5RunShape& shape, const GptPrecision& prec);
+                  const T5Shard& shard, gpt_detail::Carver& carver);
+// InvalidArgument for unsupported precision / shape / shard combinations.
+absl::Status check_t5_run(const T5Config& cfg, const T5RunShape& shape, const GptPrecision& prec,
+                          const T5Shard& shard);
 
 }  // namespace anvil::model::t5_detail
 
@@ -92,6 +95,7 @@ struct T5Model::Impl {
   T5Config cfg;
   T5RunShape shape;
   GptPrecision prec;
+  T5Shard shard;
   uint64_t seed = 0;
   std::vector<std::pair<std::string, engine::Arena>> arenas;
   t5_detail::Buffers buf;
@@ -126,6 +130,14 @@ struct T5Model::Impl {
                     const t5_detail::LayerActs& a, int64_t rows, engine::TensorView dout,
                     int64_t site_hidden, engine::Stream& s);
   void dropout(engine::TensorView x, bool train, int64_t site, engine::Stream& s);
+  // Sum over the TP group, in place (no-op without TP).
+  void tp_all_reduce(engine::TensorView x, engine::Stream& s);
+  int64_t local_heads() const { return cfg.n_heads / shard.tp; }
+  int64_t local_inner() const { return cfg.inner() / shard.tp; }
+  int64_t local_vocab() const { return cfg.padded() / shard.tp; }
+  // The LM head's loss (and, training, dlogits in place of the logits) over this rank's
+  // vocabulary slice.
+  void cross_entropy(bool train, engine::Stream& s);
   void dropout_grad(engine::TensorView dx, engine::ConstTensorView dy, int64_t site,
                     engine::Stream& s);
 };

@@ -25,20 +25,22 @@ std::string dec_name(int64_t l, const std::string& rest) {
 }
 constexpr const char* kRelName = "layer.0.SelfAttention.relative_attention_bias.weight";
 
-// Self-attention sub-layer 0 of a block (encoder or decoder).
+// Self-attention sub-layer 0 of a block (encoder or decoder); i: this rank's inner width.
 void add_self_attention(const T5Config& cfg, ParamTableBuilder& t, const std::string& prefix,
-                        bool rel) {
-  const int64_t d = cfg.d_model, i = cfg.inner();
-  t.add(prefix + "layer.0.SelfAttention.qkv.weight", {3 * i, d}, true);
-  t.add(prefix + "layer.0.SelfAttention.o.weight", {d, i}, true);
-  if (rel) t.add(prefix + kRelName, {cfg.num_buckets, cfg.n_heads}, false);
+                        bool rel, int64_t i) {
+  const int64_t d = cfg.d_model;
+  t.add(prefix + "layer.0.SelfAttention.qkv.weight", {3 * i, d}, true, 0, 3);  // column-parallel
+  t.add(prefix + "layer.0.SelfAttention.o.weight", {d, i}, true, 1);           // row-parallel
+  if (rel) t.add(prefix + kRelName, {cfg.num_buckets, cfg.n_heads}, false);    // all heads
   t.add(prefix + "layer.0.layer_norm.weight", {d}, false);
 }
 
-void add_ffn(const T5Config& cfg, ParamTableBuilder& t, const std::string& prefix, int sub) {
+void add_ffn(const T5Config& cfg, ParamTableBuilder& t, const std::string& prefix, int sub,
+             int tp) {
   const std::string p = absl::StrCat(prefix, "layer.", sub, ".");
-  t.add(p + "DenseReluDense.wi.weight", {cfg.wi_out(), cfg.d_model}, true);
-  t.add(p + "DenseReluDense.wo.weight", {cfg.d_model, cfg.d_ff}, true);
+  t.add(p + "DenseReluDense.wi.weight", {cfg.wi_out() / tp, cfg.d_model}, true, 0,
+        cfg.gated() ? 2 : 1);
+  t.add(p + "DenseReluDense.wo.weight", {cfg.d_model, cfg.d_ff / tp}, true, 1);
   t.add(p + "layer_norm.weight", {cfg.d_model}, false);
 }
 
@@ -89,37 +91,40 @@ Weights weights_of(const T5Config& cfg, const ParamTable& t, TensorView Param::*
 
 }  // namespace
 
-ParamTable make_t5_param_table(const T5Config& cfg) {
-  const int64_t d = cfg.d_model, i = cfg.inner();
+ParamTable make_t5_param_table(const T5Config& cfg, const T5Shard& shard) {
+  const int tp = shard.tp;
+  const int64_t d = cfg.d_model, i = cfg.inner() / tp, v = cfg.padded() / tp;
   ParamTableBuilder t;
   t.begin_bucket("embeddings");
-  Param& shared = t.add("shared.weight", {cfg.padded(), d}, true);
+  Param& shared = t.add("shared.weight", {v, d}, true, 0);  // vocab-parallel
   shared.vocab_rows = true;
   shared.tied = cfg.tied();
   for (int64_t l = 0; l < cfg.n_encoder_layers; ++l) {
     t.begin_bucket(enc_name(l, ""));
-    add_self_attention(cfg, t, enc_name(l, ""), l == 0);
-    add_ffn(cfg, t, enc_name(l, ""), 1);
+    add_self_attention(cfg, t, enc_name(l, ""), l == 0, i);
+    add_ffn(cfg, t, enc_name(l, ""), 1, tp);
   }
   for (int64_t l = 0; l < cfg.n_decoder_layers; ++l) {
     const std::string pre = dec_name(l, "");
     t.begin_bucket(pre);
-    add_self_attention(cfg, t, pre, l == 0);
-    t.add(pre + "layer.1.EncDecAttention.q.weight", {i, d}, true);
-    t.add(pre + "layer.1.EncDecAttention.kv.weight", {2 * i, d}, true);
-    t.add(pre + "layer.1.EncDecAttention.o.weight", {d, i}, true);
+    add_self_attention(cfg, t, pre, l == 0, i);
+    t.add(pre + "layer.1.EncDecAttention.q.weight", {i, d}, true, 0);
+    t.add(pre + "layer.1.EncDecAttention.kv.weight", {2 * i, d}, true, 0, 2);
+    t.add(pre + "layer.1.EncDecAttention.o.weight", {d, i}, true, 1);
     t.add(pre + "layer.1.layer_norm.weight", {d}, false);
-    add_ffn(cfg, t, pre, 2);
+    add_ffn(cfg, t, pre, 2, tp);
   }
   t.begin_bucket("final");
   t.add("encoder.final_layer_norm.weight", {d}, false);
   t.add("decoder.final_layer_norm.weight", {d}, false);
-  if (!cfg.tied()) t.add("lm_head.weight", {cfg.padded(), d}, true).vocab_rows = true;
+  if (!cfg.tied()) t.add("lm_head.weight", {v, d}, true, 0).vocab_rows = true;
   return t.build();
 }
 
-absl::Status check_t5_run(const T5Config& cfg, const T5RunShape& shape, const GptPrecision& prec) {
+absl::Status check_t5_run(const T5Config& cfg, const T5RunShape& shape, const GptPrecision& prec,
+                          const T5Shard& shard) {
   ANVIL_RETURN_IF_ERROR(cfg.validate());
+  ANVIL_RETURN_IF_ERROR(shard.validate(cfg));
   auto bad = [](auto&&... parts) {
     return absl::InvalidArgumentError(absl::StrCat("T5 run: ", parts...));
   };
@@ -152,14 +157,17 @@ absl::Status check_t5_run(const T5Config& cfg, const T5RunShape& shape, const Gp
 }
 
 Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecision& prec,
-                  gpt_detail::Carver& carver) {
+                  const T5Shard& shard, gpt_detail::Carver& carver) {
   const int64_t B = shape.micro_batch, Te = shape.enc_len, Td = shape.dec_len;
   const int64_t re = B * Te, rd = B * Td, rmax = std::max(re, rd);
-  const int64_t d = cfg.d_model, I = cfg.inner(), H = cfg.n_heads, f = cfg.d_ff;
+  // Local widths: this rank's heads, inner, d_ff and wi outputs.
+  const int tp = shard.tp;
+  const int64_t d = cfg.d_model, I = cfg.inner() / tp, H = cfg.n_heads / tp, f = cfg.d_ff / tp;
+  const int64_t wi = cfg.wi_out() / tp;
   const DType act = prec.act, gdt = prec.grad, st = gpt_detail::stat_dtype(prec);
   const bool cuda = prec.device == engine::Device::kCuda;
   Buffers b;
-  b.table = make_t5_param_table(cfg);
+  b.table = make_t5_param_table(cfg, shard);
   const int64_t n = b.table.flat_numel();
   b.value = carver.take("params", "params (compute copy)", act, {n});
   b.master = act == gdt ? b.value : carver.take("master", "master weights", gdt, {n});
@@ -191,7 +199,7 @@ Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecisi
     }
     a.ln_ff = A(p + "ln_ff", act, {r, d});
     a.rstd_ff = A(p + "ln_ff.rstd", st, {r});
-    a.pre = A(p + "ffn.pre", act, {r, cfg.wi_out()});
+    a.pre = A(p + "ffn.pre", act, {r, wi});
     a.act = A(p + "ffn.act", act, {r, f});
     return a;
   };
@@ -215,17 +223,20 @@ Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecisi
   b.dec_norm = A("decoder final norm", act, {rd, d});
   b.dec_rstd = A("decoder final norm rstd", st, {rd});
   b.dec = A("decoder output", act, {rd, d});
-  b.logits = A("logits", act, {rd, cfg.padded()});
+  b.logits = A("logits", act, {rd, cfg.padded() / tp});
   b.losses = A("losses", st, {rd});
   b.proj = A("proj / dproj", act, {rmax, d});
   b.dres = A("grad residual", act, {rmax, d});
   b.dln = A("grad norm input", act, {rmax, std::max(d, I)});
-  b.dbig = A("grad qkv / ffn hidden", act, {rmax, std::max(3 * I, cfg.wi_out())});
+  b.dbig = A("grad qkv / ffn hidden", act, {rmax, std::max(3 * I, wi)});
   b.dact = A("grad ffn activation", act, {rmax, f});
   b.denc = A("grad encoder output", act, {re, d});
-  b.rel_f32 = A("relative tables (f32)", DType::kF32, {2, cfg.num_buckets, H});
-  b.drel_f32 = A("relative table grads (f32)", DType::kF32, {2, cfg.num_buckets, H});
-  b.rel_grad = A("relative table grad (grad dtype)", gdt, {cfg.num_buckets * H});
+  // The relative tables hold every head (flash attention reads this rank's at head_offset).
+  const int64_t nh = cfg.num_buckets * cfg.n_heads;
+  b.rel_f32 = A("relative tables (f32)", DType::kF32, {2, cfg.num_buckets, cfg.n_heads});
+  b.drel_f32 = A("relative table grads (f32)", DType::kF32, {2, cfg.num_buckets, cfg.n_heads});
+  b.rel_grad = A("relative table grad (grad dtype)", gdt, {nh});
+  if (tp > 1) b.ce = A("vocab-parallel ce stats", st, {3, rd});
 
   size_t op_bytes = 0;
   if (cuda) {
@@ -233,6 +244,8 @@ Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecisi
     for (const auto& [tq, tk] : {std::pair<int64_t, int64_t>{Te, Te}, {Td, Td}, {Td, Te}}) {
       ops::FlashAttentionArgs fa;
       fa.batch = B, fa.q_len = tq, fa.kv_len = tk, fa.heads = H, fa.head_dim = cfg.d_kv;
+      fa.total_heads = cfg.n_heads;
+      fa.bias = ops::AttentionBias::kRelativeBuckets;  // its partial sums need the most
       op_bytes =
           std::max(op_bytes, ops::cuda::flash_attention_workspace_bytes(fa, cfg.num_buckets));
     }

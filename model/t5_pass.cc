@@ -28,6 +28,8 @@
 #include "ops/flash_attention.h"
 #include "ops/glu.h"
 #include "ops/rmsnorm.h"
+#include "ops/vocab_parallel_cross_entropy.h"
+#include "parallel/comm.h"
 
 namespace anvil::model {
 
@@ -87,6 +89,33 @@ void T5Model::Impl::set_batch(const T5Batch& batch, engine::Stream& s) {
   s.synchronize();  // `lengths` is a local: the copy must be done before it goes away
 }
 
+void T5Model::Impl::tp_all_reduce(TensorView x, engine::Stream& s) {
+  if (shard.tp > 1) shard.tp_comm->all_reduce(x, parallel::ReduceOp::kSum, s);
+}
+
+void T5Model::Impl::cross_entropy(bool train, engine::Stream& s) {
+  const int64_t rd = shape.micro_batch * shape.dec_len, cols = local_vocab();
+  // Training: dlogits (grad_scale 1) replace the logits in place; evaluation keeps the logits.
+  const TensorView dlogits = train ? buf.logits : TensorView{};
+  if (shard.tp == 1) {
+    ops::softmax_cross_entropy({rd, cfg.vocab_size, cfg.padded(), 1.0f}, buf.losses, dlogits,
+                               buf.logits, buf.labels, s);
+    return;
+  }
+  // Vocab-parallel (as GPT's head): row max, then sum of exponentials and target logit, over TP.
+  const TensorView row_max = flat_slice(buf.ce, 0, {rd});
+  const TensorView sums = flat_slice(buf.ce, rd, {2 * rd});
+  const TensorView sum_exp = flat_slice(buf.ce, rd, {rd});
+  const TensorView target_logit = flat_slice(buf.ce, 2 * rd, {rd});
+  const ops::VocabShardArgs va{rd, cfg.vocab_size, shard.tp_rank * cols, cols, 1.0f};
+  ops::vocab_shard_max(va, row_max, buf.logits, s);
+  shard.tp_comm->all_reduce(row_max, parallel::ReduceOp::kMax, s);
+  ops::vocab_shard_sum_exp(va, sum_exp, target_logit, buf.logits, row_max, buf.labels, s);
+  shard.tp_comm->all_reduce(sums, parallel::ReduceOp::kSum, s);
+  ops::vocab_shard_cross_entropy(va, buf.losses, dlogits, buf.logits, row_max, sum_exp,
+                                 target_logit, buf.labels, s);
+}
+
 void T5Model::Impl::dropout(TensorView x, bool train, int64_t site, engine::Stream& s) {
   if (train && cfg.dropout > 0.0f) {
     ops::dropout_forward({cfg.dropout, seed, site_offset(site)}, x, x, s);
@@ -100,12 +129,16 @@ void T5Model::Impl::dropout_grad(TensorView dx, ConstTensorView dy, int64_t site
 
 namespace {
 
-// Flash attention arguments for T5: no scaling, all heads on this rank.
-ops::FlashAttentionArgs t5_attention(const T5Config& cfg, int64_t B, int64_t tq, int64_t tk,
-                                     bool causal, bool rel, float p, uint64_t seed,
+// Flash attention arguments for T5: no scaling; this rank's heads, numbered as the model's
+// (dropout masks, relative-table columns).
+ops::FlashAttentionArgs t5_attention(const T5Config& cfg, const T5Shard& sh, int64_t B, int64_t tq,
+                                     int64_t tk, bool causal, bool rel, float p, uint64_t seed,
                                      uint64_t offset) {
   ops::FlashAttentionArgs fa;
-  fa.batch = B, fa.q_len = tq, fa.kv_len = tk, fa.heads = cfg.n_heads, fa.head_dim = cfg.d_kv;
+  const int64_t heads = cfg.n_heads / sh.tp;
+  fa.batch = B, fa.q_len = tq, fa.kv_len = tk, fa.heads = heads, fa.head_dim = cfg.d_kv;
+  fa.total_heads = cfg.n_heads;
+  fa.head_offset = sh.tp_rank * heads;
   fa.causal = causal;
   fa.scale = 1.0f;
   fa.bias = rel ? ops::AttentionBias::kRelativeBuckets : ops::AttentionBias::kNone;
@@ -128,6 +161,7 @@ void T5Model::Impl::ffn_forward(const LayerWeights& w, LayerActs& a, int64_t row
   dropout(a.act, train, site_hidden, s);
   TensorView proj = scratch(buf.proj, rows, cfg.d_model);
   linear(proj, a.act, w.wo, {}, s);
+  tp_all_reduce(proj, s);  // row-parallel: the partial sums over TP
   dropout(proj, train, site_hidden + 1, s);
 }
 
@@ -144,17 +178,18 @@ void T5Model::Impl::encoder_layer_forward(int64_t l, bool train, engine::Stream&
                                   buf.enc_layers[static_cast<size_t>(l - 1)].h, proj, w.ln1, s);
   }
   linear(a.qkv, a.ln1, w.qkv, {}, s);
-  const int64_t I = cfg.inner();
+  const int64_t I = local_inner();
   ops::AttentionMasks m;
   if (has_lengths) m.kv_lengths = buf.enc_lengths;
   m.rel_buckets = buf.rel_buckets_enc;
   m.rel_table = rel_slot(buf.rel_f32, 0);
-  const auto fa = t5_attention(cfg, shape.micro_batch, shape.enc_len, shape.enc_len, false, true,
-                               train ? cfg.dropout : 0.0f, seed, site_offset(enc_site(l, 0)));
+  const auto fa = t5_attention(cfg, shard, shape.micro_batch, shape.enc_len, shape.enc_len, false,
+                               true, train ? cfg.dropout : 0.0f, seed, site_offset(enc_site(l, 0)));
   ops::flash_attention_forward(fa, a.att, a.lse, engine::slice_cols(a.qkv, 0, I),
                                engine::slice_cols(a.qkv, I, 2 * I),
                                engine::slice_cols(a.qkv, 2 * I, 3 * I), m, s);
   linear(proj, a.att, w.o, {}, s);
+  tp_all_reduce(proj, s);
   dropout(proj, train, enc_site(l, 1), s);
   ops::residual_rmsnorm_forward(rn, a.h, a.ln_ff, a.rstd_ff, a.x, proj, w.ln_ff, s);
   ffn_forward(w, a, re, train, enc_site(l, 2), s);
@@ -162,7 +197,7 @@ void T5Model::Impl::encoder_layer_forward(int64_t l, bool train, engine::Stream&
 
 void T5Model::Impl::decoder_layer_forward(int64_t l, bool train, engine::Stream& s) {
   const int64_t B = shape.micro_batch, Te = shape.enc_len, Td = shape.dec_len;
-  const int64_t rd = B * Td, d = cfg.d_model, I = cfg.inner();
+  const int64_t rd = B * Td, d = cfg.d_model, I = local_inner();
   const ops::RmsNormArgs rn{rd, d, cfg.eps};
   const LayerWeights& w = buf.w.dec[static_cast<size_t>(l)];
   LayerActs& a = buf.dec_layers[static_cast<size_t>(l)];
@@ -180,10 +215,11 @@ void T5Model::Impl::decoder_layer_forward(int64_t l, bool train, engine::Stream&
   self.rel_buckets = buf.rel_buckets_dec;
   self.rel_table = rel_slot(buf.rel_f32, 1);
   ops::flash_attention_forward(
-      t5_attention(cfg, B, Td, Td, true, true, p, seed, site_offset(dec_site(l, 0))), a.att, a.lse,
-      engine::slice_cols(a.qkv, 0, I), engine::slice_cols(a.qkv, I, 2 * I),
+      t5_attention(cfg, shard, B, Td, Td, true, true, p, seed, site_offset(dec_site(l, 0))), a.att,
+      a.lse, engine::slice_cols(a.qkv, 0, I), engine::slice_cols(a.qkv, I, 2 * I),
       engine::slice_cols(a.qkv, 2 * I, 3 * I), self, s);
   linear(proj, a.att, w.o, {}, s);
+  tp_all_reduce(proj, s);
   dropout(proj, train, dec_site(l, 1), s);
   ops::residual_rmsnorm_forward(rn, a.h, a.ln2, a.rstd2, a.x, proj, w.ln2, s);
   // Cross-attention: queries from the decoder, keys and values from the encoder output.
@@ -192,9 +228,11 @@ void T5Model::Impl::decoder_layer_forward(int64_t l, bool train, engine::Stream&
   ops::AttentionMasks cross;
   if (has_lengths) cross.kv_lengths = buf.enc_lengths;
   ops::flash_attention_forward(
-      t5_attention(cfg, B, Td, Te, false, false, p, seed, site_offset(dec_site(l, 2))), a.catt,
-      a.clse, a.cq, engine::slice_cols(a.ckv, 0, I), engine::slice_cols(a.ckv, I, 2 * I), cross, s);
+      t5_attention(cfg, shard, B, Td, Te, false, false, p, seed, site_offset(dec_site(l, 2))),
+      a.catt, a.clse, a.cq, engine::slice_cols(a.ckv, 0, I), engine::slice_cols(a.ckv, I, 2 * I),
+      cross, s);
   linear(proj, a.catt, w.co, {}, s);
+  tp_all_reduce(proj, s);
   dropout(proj, train, dec_site(l, 3), s);
   ops::residual_rmsnorm_forward(rn, a.h2, a.ln_ff, a.rstd_ff, a.h, proj, w.ln_ff, s);
   ffn_forward(w, a, rd, train, dec_site(l, 4), s);
@@ -212,8 +250,10 @@ void T5Model::Impl::forward(bool train, engine::Stream& s) {
   ops::cast(rel_slot(buf.rel_f32, 1), buf.w.rel_dec, s);
 
   // Encoder.
-  const ops::EmbeddingArgs ee{re, d, cfg.padded(), 0};
+  // Vocab-parallel: each rank's rows of its slice (others 0), summed over TP.
+  const ops::EmbeddingArgs ee{re, d, local_vocab(), 0, shard.tp_rank * local_vocab()};
   ops::embedding_forward(ee, buf.enc_layers[0].x, buf.enc_tokens, {}, buf.w.shared, {}, s);
+  tp_all_reduce(buf.enc_layers[0].x, s);
   dropout(buf.enc_layers[0].x, train, 0, s);
   for (int64_t l = 0; l < Le; ++l) encoder_layer_forward(l, train, s);
   ops::residual_rmsnorm_forward({re, d, cfg.eps}, buf.x_enc, buf.enc_norm, buf.enc_rstd,
@@ -223,8 +263,9 @@ void T5Model::Impl::forward(bool train, engine::Stream& s) {
                        buf.enc_norm, s);
 
   // Decoder.
-  const ops::EmbeddingArgs ed{rd, d, cfg.padded(), 0};
+  const ops::EmbeddingArgs ed{rd, d, local_vocab(), 0, shard.tp_rank * local_vocab()};
   ops::embedding_forward(ed, buf.dec_layers[0].x, buf.dec_tokens, {}, buf.w.shared, {}, s);
+  tp_all_reduce(buf.dec_layers[0].x, s);
   dropout(buf.dec_layers[0].x, train, 2 + 4 * Le, s);
   for (int64_t l = 0; l < Ld; ++l) decoder_layer_forward(l, train, s);
   ops::residual_rmsnorm_forward({rd, d, cfg.eps}, buf.x_dec, buf.dec_norm, buf.dec_rstd,
@@ -234,24 +275,23 @@ void T5Model::Impl::forward(bool train, engine::Stream& s) {
                        buf.dec_norm, s);
 
   // LM head (v1.0: tied, the input scaled by d^-1/2) and the loss; training keeps dlogits.
-  ops::GemmArgs head{rd, cfg.padded(), d};
+  ops::GemmArgs head{rd, local_vocab(), d};
   head.trans_b = true;
   head.alpha = cfg.tied() ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))) : 1.0f;
   ops::gemm(head, buf.logits, buf.dec, buf.w.lm_head, {}, {}, s);
-  ops::softmax_cross_entropy({rd, cfg.vocab_size, cfg.padded(), 1.0f}, buf.losses,
-                             train ? buf.logits : TensorView{}, buf.logits, buf.labels, s);
+  cross_entropy(train, s);
   ready_for_backward = train;
 }
 
 void T5Model::Impl::ffn_backward(const LayerWeights& w, const LayerWeights& g, const LayerActs& a,
                                  int64_t rows, TensorView dout, int64_t site_hidden,
                                  engine::Stream& s) {
-  const int64_t d = cfg.d_model, f = cfg.d_ff;
+  const int64_t d = cfg.d_model, f = cfg.d_ff / shard.tp;
   weight_grad(g.wo, dout, a.act, s);
   TensorView dact = scratch(buf.dact, rows, f);
   input_grad(dact, dout, w.wo, s);
   dropout_grad(dact, dact, site_hidden, s);
-  TensorView dpre = scratch(buf.dbig, rows, cfg.wi_out());
+  TensorView dpre = scratch(buf.dbig, rows, cfg.wi_out() / shard.tp);
   if (cfg.gated()) {
     ops::glu_backward(ops::GluKind::kGegluTanh, dpre, dact, a.pre, s);
   } else {
@@ -259,11 +299,12 @@ void T5Model::Impl::ffn_backward(const LayerWeights& w, const LayerWeights& g, c
   }
   weight_grad(g.wi, dpre, a.ln_ff, s);
   input_grad(scratch(buf.dln, rows, d), dpre, w.wi, s);
+  tp_all_reduce(scratch(buf.dln, rows, d), s);  // column-parallel: partial over TP
 }
 
 void T5Model::Impl::encoder_layer_backward(int64_t l, engine::Stream& s) {
   const int64_t B = shape.micro_batch, Te = shape.enc_len, re = B * Te;
-  const int64_t d = cfg.d_model, I = cfg.inner();
+  const int64_t d = cfg.d_model, I = local_inner();
   const ops::RmsNormArgs rn{re, d, cfg.eps};
   const LayerWeights& w = buf.w.enc[static_cast<size_t>(l)];
   const LayerWeights& g = buf.g.enc[static_cast<size_t>(l)];
@@ -286,20 +327,22 @@ void T5Model::Impl::encoder_layer_backward(int64_t l, engine::Stream& s) {
   m.rel_buckets = buf.rel_buckets_enc;
   m.rel_table = rel_slot(buf.rel_f32, 0);
   ops::flash_attention_backward(
-      t5_attention(cfg, B, Te, Te, false, true, cfg.dropout, seed, site_offset(enc_site(l, 0))),
+      t5_attention(cfg, shard, B, Te, Te, false, true, cfg.dropout, seed,
+                   site_offset(enc_site(l, 0))),
       engine::slice_cols(dqkv, 0, I), engine::slice_cols(dqkv, I, 2 * I),
       engine::slice_cols(dqkv, 2 * I, 3 * I), rel_slot(buf.drel_f32, 0), datt,
       engine::slice_cols(a.qkv, 0, I), engine::slice_cols(a.qkv, I, 2 * I),
       engine::slice_cols(a.qkv, 2 * I, 3 * I), a.att, a.lse, m, buf.op_ws, s);
   weight_grad(g.qkv, dqkv, a.ln1, s);
   input_grad(dln, dqkv, w.qkv, s);
+  tp_all_reduce(dln, s);
   ops::rmsnorm_backward(rn, ops::Accumulate::kAdd, dres, g.ln1, dln, a.x, w.ln1, a.rstd1, buf.op_ws,
                         s);
 }
 
 void T5Model::Impl::decoder_layer_backward(int64_t l, engine::Stream& s) {
   const int64_t B = shape.micro_batch, Te = shape.enc_len, Td = shape.dec_len;
-  const int64_t re = B * Te, rd = B * Td, d = cfg.d_model, I = cfg.inner();
+  const int64_t re = B * Te, rd = B * Td, d = cfg.d_model, I = local_inner();
   const ops::RmsNormArgs rn{rd, d, cfg.eps};
   const LayerWeights& w = buf.w.dec[static_cast<size_t>(l)];
   const LayerWeights& g = buf.g.dec[static_cast<size_t>(l)];
@@ -320,7 +363,8 @@ void T5Model::Impl::decoder_layer_backward(int64_t l, engine::Stream& s) {
   ops::AttentionMasks cross;
   if (has_lengths) cross.kv_lengths = buf.enc_lengths;
   ops::flash_attention_backward(
-      t5_attention(cfg, B, Td, Te, false, false, cfg.dropout, seed, site_offset(dec_site(l, 2))),
+      t5_attention(cfg, shard, B, Td, Te, false, false, cfg.dropout, seed,
+                   site_offset(dec_site(l, 2))),
       dq, engine::slice_cols(dkv, 0, I), engine::slice_cols(dkv, I, 2 * I), {}, dcatt, a.cq,
       engine::slice_cols(a.ckv, 0, I), engine::slice_cols(a.ckv, I, 2 * I), a.catt, a.clse, cross,
       buf.op_ws, s);
@@ -328,6 +372,7 @@ void T5Model::Impl::decoder_layer_backward(int64_t l, engine::Stream& s) {
   input_grad(buf.denc, dkv, w.ckv, s, 1.0f, 1.0f);  // d enc += dkv ckv
   weight_grad(g.cq, dq, a.ln2, s);
   input_grad(dln, dq, w.cq, s);
+  tp_all_reduce(dln, s);
   ops::rmsnorm_backward(rn, ops::Accumulate::kAdd, dres, g.ln2, dln, a.h, w.ln2, a.rstd2, buf.op_ws,
                         s);
   // Causal self-attention: h = y + Drop(att o^T).
@@ -340,13 +385,15 @@ void T5Model::Impl::decoder_layer_backward(int64_t l, engine::Stream& s) {
   self.rel_buckets = buf.rel_buckets_dec;
   self.rel_table = rel_slot(buf.rel_f32, 1);
   ops::flash_attention_backward(
-      t5_attention(cfg, B, Td, Td, true, true, cfg.dropout, seed, site_offset(dec_site(l, 0))),
+      t5_attention(cfg, shard, B, Td, Td, true, true, cfg.dropout, seed,
+                   site_offset(dec_site(l, 0))),
       engine::slice_cols(dqkv, 0, I), engine::slice_cols(dqkv, I, 2 * I),
       engine::slice_cols(dqkv, 2 * I, 3 * I), rel_slot(buf.drel_f32, 1), datt,
       engine::slice_cols(a.qkv, 0, I), engine::slice_cols(a.qkv, I, 2 * I),
       engine::slice_cols(a.qkv, 2 * I, 3 * I), a.att, a.lse, self, buf.op_ws, s);
   weight_grad(g.qkv, dqkv, a.ln1, s);
   input_grad(dln, dqkv, w.qkv, s);
+  tp_all_reduce(dln, s);
   ops::rmsnorm_backward(rn, ops::Accumulate::kAdd, dres, g.ln1, dln, a.x, w.ln1, a.rstd1, buf.op_ws,
                         s);
 }
@@ -368,24 +415,29 @@ void T5Model::Impl::backward(float grad_scale, engine::Stream& s) {
   weight_grad(buf.g.lm_head, buf.logits, buf.dec, s, alpha);
   TensorView dln = scratch(buf.dln, rd, d), dres = scratch(buf.dres, rd, d);
   input_grad(dln, buf.logits, buf.w.lm_head, s, alpha);
+  tp_all_reduce(dln, s);  // each rank's vocabulary slice
   dropout_grad(dln, dln, n_sites() - 1, s);
   ops::rmsnorm_backward({rd, d, cfg.eps}, ops::Accumulate::kOverwrite, dres, buf.g.dec_final, dln,
                         buf.x_dec, buf.w.dec_final, buf.dec_rstd, buf.op_ws, s);
   for (int64_t l = Ld - 1; l >= 0; --l) decoder_layer_backward(l, s);
   dropout_grad(dres, dres, 2 + 4 * Le, s);
-  ops::embedding_backward({rd, d, cfg.padded(), 0}, buf.g.shared, {}, dres, buf.dec_tokens, {}, s);
+  ops::embedding_backward({rd, d, local_vocab(), 0, shard.tp_rank * local_vocab()}, buf.g.shared,
+                          {}, dres, buf.dec_tokens, {}, s);
 
-  // Encoder, from d enc.
+  // Encoder, from d enc (each decoder layer's k | v projection added a partial sum over TP).
+  tp_all_reduce(buf.denc, s);
   TensorView dln_e = scratch(buf.dln, re, d), dres_e = scratch(buf.dres, re, d);
   dropout_grad(dln_e, buf.denc, 1 + 4 * Le, s);
   ops::rmsnorm_backward({re, d, cfg.eps}, ops::Accumulate::kOverwrite, dres_e, buf.g.enc_final,
                         dln_e, buf.x_enc, buf.w.enc_final, buf.enc_rstd, buf.op_ws, s);
   for (int64_t l = Le - 1; l >= 0; --l) encoder_layer_backward(l, s);
   dropout_grad(dres_e, dres_e, 0, s);
-  ops::embedding_backward({re, d, cfg.padded(), 0}, buf.g.shared, {}, dres_e, buf.enc_tokens, {},
-                          s);
+  ops::embedding_backward({re, d, local_vocab(), 0, shard.tp_rank * local_vocab()}, buf.g.shared,
+                          {}, dres_e, buf.enc_tokens, {}, s);
 
-  // The relative tables' gradients, from f32 into the gradient dtype.
+  // The relative tables' gradients (each TP rank wrote its heads' columns), from f32 into the
+  // gradient dtype.
+  tp_all_reduce(buf.drel_f32, s);
   const int64_t n = cfg.num_buckets * cfg.n_heads;
   for (const auto& [k, grad] :
        {std::pair<int64_t, TensorView>{0, buf.g.rel_enc}, {1, buf.g.rel_dec}}) {
