@@ -467,8 +467,10 @@ int run(int argc, char** argv) {
   };
 
   log_info(ctx, absl::StrFormat("config %s (effective values):\n%s", *config_path, raw.dump()));
-  if (cfg.model.t5()) {  // the encoder-decoder's own loop (one rank so far)
-    if (absl::Status s = anvil::train_t5::run_t5(cfg, *prec, ctx, dry_run); !s.ok()) {
+  if (cfg.model.t5()) {  // the encoder-decoder's own loop
+    const model::TrainerParallel t5_par{&(*rt)->grid(), &(*rt)->comms(), (*rt)->store(),
+                                        launch->local_rank};
+    if (absl::Status s = anvil::train_t5::run_t5(cfg, *prec, ctx, dry_run, t5_par); !s.ok()) {
       return fatal(s);
     }
     return 0;

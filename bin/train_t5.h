@@ -1,8 +1,9 @@
 // bin/train's path for [model] type = t5 (included by bin/train.cc only): Megatron's T5
 // span-corruption samples (io/t5_dataset.h) over the [data] split of one sentence-split corpus
 // (bin/preprocess --split-sentences with a WordPiece tokenizer and --vocab-extra-ids), written
-// as T5 records (model/t5_train.h) for model::T5Trainer. One rank; the memory plan is printed
-// and checked as for GPT ([train] check_memory), --dry-run stops after it.
+// as T5 records (model/t5_train.h) for model::T5Trainer (tensor and data parallelism over the
+// launcher's grid). The memory plan of this rank is printed and checked as for GPT ([train]
+// check_memory), --dry-run stops after it.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,7 @@
 #include "model/t5_train.h"
 #include "model/train_config.h"
 #include "model/trainer.h"
+#include "parallel/grid.h"
 
 namespace anvil::train_t5 {
 
@@ -48,9 +50,10 @@ inline model::SampleFn t5_samples(std::shared_ptr<const io::T5Dataset> ds, int64
   };
 }
 
-// Trains cfg (type t5) on one rank: the status of the run (data, memory, divergence).
+// Trains cfg (type t5) on this rank of the grid: the status of the run (data, memory, divergence).
 inline absl::Status run_t5(const model::TrainConfig& cfg, const model::GptPrecision& prec,
-                           const engine::LogContext& ctx, bool dry_run) {
+                           const engine::LogContext& ctx, bool dry_run,
+                           const model::TrainerParallel& par) {
   const model::T5Config& m = cfg.t5;
   const int64_t Te = cfg.data.seq_len, Td = cfg.data.decoder_seq_len;
   engine::log_info(
@@ -110,7 +113,7 @@ inline absl::Status run_t5(const model::TrainConfig& cfg, const model::GptPrecis
                            train_ds->size(), valid_fn ? ", validation from the valid split" : ""));
   ANVIL_ASSIGN_OR_RETURN(
       std::unique_ptr<model::T5Trainer> trainer,
-      model::T5Trainer::create(cfg, prec, t5_samples(train_ds, Te, Td), valid_fn, ctx));
+      model::T5Trainer::create(cfg, prec, t5_samples(train_ds, Te, Td), valid_fn, ctx, par));
   return trainer->run().status;
 }
 

@@ -97,6 +97,10 @@ absl::StatusOr<std::unique_ptr<T5Model>> T5Model::create(const T5Config& cfg,
                                                          const GptPrecision& prec, uint64_t seed,
                                                          const T5Shard& shard) {
   ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, T5Model::plan(cfg, shape, prec, shard));
+  if (shard.tp > 1 && shard.tp_comm == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("T5Model::create: tp ", shard.tp, " needs the TP group's Comm"));
+  }
   auto impl = std::make_unique<Impl>();
   impl->cfg = cfg;
   impl->shape = shape;

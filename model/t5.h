@@ -93,7 +93,8 @@ int32_t t5_relative_bucket(int64_t n, bool bidirectional, int64_t num_buckets,
 struct T5Shard {
   int tp = 1, tp_rank = 0;
   parallel::Comm* tp_comm = nullptr;
-  // InvalidArgument naming the numbers (heads, d_ff, padded vocabulary % tp; a missing comm).
+  // InvalidArgument naming the numbers (heads, d_ff, padded vocabulary % tp); create() also
+  // needs tp_comm when tp > 1.
   absl::Status validate(const T5Config& cfg) const;
 };
 

@@ -69,7 +69,6 @@ absl::Status T5Shard::validate(const T5Config& cfg) const {
     return absl::InvalidArgumentError(absl::StrCat("T5 shard: ", parts...));
   };
   if (tp < 1 || tp_rank < 0 || tp_rank >= tp) return bad("tp rank ", tp_rank, " of ", tp);
-  if (tp > 1 && tp_comm == nullptr) return bad("tp ", tp, " needs the TP group's Comm");
   for (const auto& [what, n] : {std::pair<const char*, int64_t>{"n_heads", cfg.n_heads},
                                 {"d_ff", cfg.d_ff},
                                 {"the padded vocabulary", cfg.padded()}}) {

@@ -9,21 +9,29 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/device.h"
 #include "engine/log.h"
 #include "engine/status.h"
+#include "model/batch_schedule.h"
+#include "model/group_comm.h"
+#include "parallel/comm.h"
+#include "parallel/grid.h"
+#include "parallel/group_comms.h"
+#include "parallel/scalar_reduce.h"
 
 namespace anvil::model {
 
-absl::StatusOr<engine::MemoryPlan> T5Trainer::plan(const TrainConfig& cfg,
-                                                   const GptPrecision& prec) {
+absl::StatusOr<engine::MemoryPlan> T5Trainer::plan(const TrainConfig& cfg, const GptPrecision& prec,
+                                                   const T5Shard& shard) {
   return T5Model::plan(cfg.t5, {cfg.train.micro_batch, cfg.data.seq_len, cfg.data.decoder_seq_len},
-                       prec);
+                       prec, shard);
 }
 
 absl::StatusOr<std::unique_ptr<T5Trainer>> T5Trainer::create(const TrainConfig& cfg,
                                                              const GptPrecision& prec,
                                                              SampleFn train, SampleFn valid,
-                                                             engine::LogContext log) {
+                                                             engine::LogContext log,
+                                                             const TrainerParallel& par) {
   if (!cfg.model.t5()) return absl::InvalidArgumentError("T5Trainer: [model] type is not t5");
   if (!train) return absl::InvalidArgumentError("T5Trainer: no training samples");
   std::unique_ptr<T5Trainer> t(new T5Trainer());
@@ -32,15 +40,48 @@ absl::StatusOr<std::unique_ptr<T5Trainer>> T5Trainer::create(const TrainConfig& 
   t->train_ = std::move(train);
   t->valid_ = std::move(valid);
   t->log_ = log;
-  if (prec.device == engine::Device::kCuda) {
-    ANVIL_ASSIGN_OR_RETURN(engine::Stream s, engine::Stream::cuda(0));
+  const bool cuda = prec.device == engine::Device::kCuda;
+  if (cuda) {
+    ANVIL_ASSIGN_OR_RETURN(engine::Stream s,
+                           engine::Stream::cuda(par.local_rank % engine::cuda_device_count()));
     t->stream_ = std::make_unique<engine::Stream>(std::move(s));
   } else {
     t->stream_ = std::make_unique<engine::Stream>(engine::Stream::cpu());
   }
+  const ParallelConfig& pc = cfg.parallel;
+  const parallel::ProcessGrid* g = par.grid;
+  T5Shard shard;
+  shard.tp = pc.tp;
+  shard.tp_rank = g ? g->tp_rank() : 0;
+  t->dp_ = pc.dp;
+  t->dp_rank_ = g ? g->dp_rank() : 0;
+  if (pc.tp > 1 || pc.dp > 1) {
+    if (g == nullptr || par.comms == nullptr) {
+      return absl::FailedPreconditionError("T5Trainer: tp or dp > 1 needs the launcher's grid");
+    }
+    parallel::CommOptions copt;
+    copt.timeout_s = pc.timeout_s;
+    if (pc.tp > 1) {
+      ANVIL_ASSIGN_OR_RETURN(t->tp_comm_, group_comm(g->tp_group(), par.comms->tp.get(), par.store,
+                                                     g->rank(), cuda, copt, "", &t->owned_comms_));
+    }
+    if (pc.dp > 1) {
+      ANVIL_ASSIGN_OR_RETURN(t->dp_comm_, group_comm(g->dp_group(), par.comms->dp.get(), par.store,
+                                                     g->rank(), cuda, copt, "", &t->owned_comms_));
+    }
+    if (cuda) {
+      ANVIL_ASSIGN_OR_RETURN(t->scalar_arena_,
+                             engine::Arena::create(prec.device, 256, "t5 trainer scalar"));
+      ANVIL_ASSIGN_OR_RETURN(t->scalar_,
+                             t->scalar_arena_.allocate(engine::DType::kF64, {1}, "scalar"));
+    }
+  }
+  shard.tp_comm = t->tp_comm_;
   const int64_t B = cfg.train.micro_batch, Te = cfg.data.seq_len, Td = cfg.data.decoder_seq_len;
-  ANVIL_ASSIGN_OR_RETURN(t->model_, T5Model::create(cfg.t5, {B, Te, Td}, prec, cfg.train.seed));
+  ANVIL_ASSIGN_OR_RETURN(t->model_,
+                         T5Model::create(cfg.t5, {B, Te, Td}, prec, cfg.train.seed, shard));
   t->lr_ = LrScheduler(cfg.optim.schedule, cfg.train.global_batch);
+  // The whole global batch fits (evaluation runs all of it on every rank).
   const size_t accum = static_cast<size_t>(cfg.train.accumulation_steps());
   t->enc_.assign(accum * static_cast<size_t>(B * Te), 0);
   t->dec_.assign(accum * static_cast<size_t>(B * Td), 0);
@@ -92,25 +133,34 @@ T5Batch T5Trainer::host_batch(int64_t m) const {
   return {enc_.data() + r * Te, dec_.data() + r * Td, labels_.data() + r * Td, lengths_.data() + r};
 }
 
+double T5Trainer::dp_sum(double v) {
+  if (dp_comm_ == nullptr) return v;
+  return parallel::all_reduce_scalar(*dp_comm_, v, parallel::ReduceOp::kSum, scalar_, *stream_);
+}
+
 StepStats T5Trainer::step() {
   const int64_t G = cfg_.train.global_batch, B = cfg_.train.micro_batch;
-  const int64_t accum = G / B;
+  const int64_t accum = G / (B * dp_), total_micro = accum * dp_;  // on this rank, over DP
   engine::Stream& s = *stream_;
   model_->zero_grads(s);
   double loss = 0.0;
   for (int64_t m = 0; m < accum; ++m) {
-    const int64_t counted = fill_batch(train_, step_ * G + m * B, m);
-    model_->forward(host_batch(m), true, micro_batches_ + static_cast<uint64_t>(m), s);
+    const int64_t counted = fill_batch(train_, sampler_index(step_ * G, B, dp_, dp_rank_, m), m);
+    model_->forward(host_batch(m), true, micro_batches_ + static_cast<uint64_t>(m * dp_ + dp_rank_),
+                    s);
     if (counted == 0) continue;  // no label: no loss, no gradient
-    const double scale = 1.0 / (static_cast<double>(accum) * static_cast<double>(counted));
+    const double scale = 1.0 / (static_cast<double>(total_micro) * static_cast<double>(counted));
     loss += model_->loss_sum(s) * scale;
     model_->backward(static_cast<float>(scale), s);
   }
-  micro_batches_ += static_cast<uint64_t>(accum);
+  micro_batches_ += static_cast<uint64_t>(total_micro);
+  if (dp_comm_ != nullptr) {
+    dp_comm_->all_reduce(model_->flat_buffers().grad, parallel::ReduceOp::kSum, s);
+  }
   StepStats st;
   st.step = ++step_;
   st.global_batch = G;
-  st.loss = loss;
+  st.loss = dp_sum(loss);
   st.grad_norm = model_->grad_norm(s);
   st.lr = lr_.lr();
   const int64_t tokens_before = (step_ - 1) * G * cfg_.data.seq_len;

@@ -1,4 +1,4 @@
-// bin/train's loop for [model] type = t5 (Megatron's pretrain_t5.py on one rank): per step,
+// bin/train's loop for [model] type = t5 (Megatron's pretrain_t5.py): per step,
 // for each of global_batch / micro_batch micro-batches, forward and backward of T5Model
 // (model/t5.h) with grad_scale = 1 / (accumulation steps * counted tokens of the micro-batch),
 // so the step's loss is Megatron's: the mean over micro-batches of each one's mean over its
@@ -8,7 +8,11 @@
 // Logging every log_interval steps (loss, lr, grad norm, tokens/s counting encoder + decoder
 // tokens), evaluation before the first step, every eval_interval steps and at the end
 // (eval_iters global batches of the validation stream, continuing), a final summary line.
-// Not yet: tensor / pipeline / data parallelism, checkpoints, batch ramp-up, skip_iterations
+// Tensor parallelism ([parallel] tp: T5Shard, model/t5.h) and data parallelism ([parallel] dp:
+// Megatron's sampler, micro-batch m of DP rank r holding samples C + (m * dp + r) * B + b,
+// dropout numbered by that global micro-batch, the flat gradient summed over DP after the last
+// backward, the loss summed over DP); evaluation runs the whole global batch on every rank.
+// Not yet: pipeline parallelism, ZeRO, checkpoints, batch ramp-up, skip_iterations
 // (train_config rejects them for t5).
 //
 // Sample record of T5 (what a SampleFn writes for one sample, int32):
@@ -22,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/arena.h"
 #include "engine/log.h"
 #include "engine/stream.h"
 #include "model/lr_schedule.h"
@@ -39,14 +44,16 @@ inline int64_t t5_record_width(int64_t enc_len, int64_t dec_len) {
 class T5Trainer {
  public:
   // The model's memory plan (cfg.t5, micro_batch x seq_len / decoder_seq_len).
-  static absl::StatusOr<engine::MemoryPlan> plan(const TrainConfig& cfg, const GptPrecision& prec);
-  // Creates the stream and the model (seeded with cfg.train.seed). Train sample (micro-batch m,
-  // row b) of step s is index s * global_batch + m * micro_batch + b of `train`; evaluation
-  // reads the next eval_iters global batches of `valid` (null: no evaluation).
+  static absl::StatusOr<engine::MemoryPlan> plan(const TrainConfig& cfg, const GptPrecision& prec,
+                                                 const T5Shard& shard = {});
+  // Creates the stream (CUDA device local_rank % device count), the TP / DP communicators
+  // (model/group_comm.h; par as the GPT Trainer's) and the model (seeded with cfg.train.seed).
+  // Evaluation reads the next eval_iters global batches of `valid` (null: no evaluation).
   static absl::StatusOr<std::unique_ptr<T5Trainer>> create(const TrainConfig& cfg,
                                                            const GptPrecision& prec, SampleFn train,
                                                            SampleFn valid,
-                                                           engine::LogContext log = {});
+                                                           engine::LogContext log = {},
+                                                           const TrainerParallel& par = {});
 
   StepStats step();
   // Mean token loss over the next eval_iters global batches of `valid` (NaN without).
@@ -65,8 +72,18 @@ class T5Trainer {
   int64_t fill_batch(const SampleFn& fn, int64_t first, int64_t m);
   T5Batch host_batch(int64_t m) const;
 
+  // Sum over DP (no-op without DP).
+  double dp_sum(double v);
+
   TrainConfig cfg_;
   GptPrecision prec_;
+  int dp_ = 1, dp_rank_ = 0;
+  // The communicators (null where the size is 1); NcclComms on CUDA are owned here, destroyed
+  // before the stream and the model.
+  parallel::Comm *tp_comm_ = nullptr, *dp_comm_ = nullptr;
+  std::vector<std::unique_ptr<parallel::Comm>> owned_comms_;
+  engine::Arena scalar_arena_;  // CUDA: [1] f64 for the host-scalar reductions
+  engine::TensorView scalar_;
   SampleFn train_, valid_;
   engine::LogContext log_;
   std::unique_ptr<engine::Stream> stream_;

@@ -74,10 +74,12 @@ absl::Status parse_t5_config(const engine::Config& c, TrainConfig& t) {
   if (absl::Status s = f.validate(); !s.ok())
     return c.error("model", "type", std::string(s.message()));
   const ParallelConfig& p = t.parallel;
-  if (p.tp * p.pp * p.dp != 1) {
-    return c.error("model", "type",
-                   absl::StrFormat("t5 trains on one rank so far, got tp %d x pp %d x dp %d", p.tp,
-                                   p.pp, p.dp));
+  if (p.pp != 1) {
+    return c.error("parallel", "pp",
+                   absl::StrFormat("%d: [model] type = t5 has no pipeline parallelism yet", p.pp));
+  }
+  if (p.sequence_parallel) {
+    return c.error("parallel", "sequence_parallel", "is not supported with [model] type = t5 yet");
   }
   if (!t.checkpoint.save.empty() || !t.checkpoint.load.empty()) {
     return c.error("model", "type", "t5 has no [checkpoint] save / load yet");

