@@ -28,7 +28,8 @@ cmake --build "$BUILD" -j "$JOBS" --target train preprocess
 MODEL=${MODEL:-gpt}
 if [[ "$MODEL" == t5 ]]; then
   scripts/prepare-demo-t5-data.sh
-  echo "demo: training configs/tiny_t5_cpu.ini (the validation loss should fall from ~10.7 to ~6.8 in ~3 minutes on 2 CPU cores)"
+  echo "demo: training configs/tiny_t5_cpu.ini (the validation loss should fall from ~10.7" \
+    "to ~6.8 in ~3 minutes on 2 CPU cores)"
   exec "$BUILD/bin/train" configs/tiny_t5_cpu.ini "$@"
 elif [[ "$MODEL" != gpt ]]; then
   echo "demo: unknown MODEL=$MODEL (gpt or t5)" >&2
