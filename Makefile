@@ -1,6 +1,7 @@
 # Thin wrapper over CMake. `make demo` and `make test` work on a fresh Debian 12 machine: they
 # install the dependencies (apt) first.
 BUILD ?= build
+MODEL ?= gpt
 JOBS ?= $(shell nproc)
 MODEL ?= gpt
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release

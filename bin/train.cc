@@ -33,6 +33,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bin/data_streams.h"
 #include "bin/train_t5.h"
 #include "engine/arena.h"
 #include "engine/config.h"
@@ -64,6 +65,10 @@ using anvil::engine::format_bytes;
 using anvil::engine::log_info;
 using anvil::engine::log_warning;
 namespace model = anvil::model;
+using anvil::bin::count;
+using anvil::bin::DataStreams;
+using anvil::bin::open_bert_data;
+using anvil::bin::open_gpt_data;
 
 constexpr char kUsage[] =
     "usage: train CONFIG.ini [section.key=value ...] [--dry-run]\n"
@@ -313,58 +318,6 @@ absl::StatusOr<model::EvalSuite> load_eval_suite(const model::TrainConfig& cfg) 
   return suite;
 }
 
-// Samples of a validation or test split. Past its end (a resumed run with more evaluations than
-// the split was sized for) Megatron's sampler asserts; here the stream wraps around, with one
-// warning.
-model::SampleFn held_out_samples(const anvil::io::GptSamples& s, const std::string& what,
-                                 const anvil::engine::LogContext& ctx) {
-  auto warned = std::make_shared<bool>(false);
-  return [&s, what, ctx, warned](int64_t i, int32_t* out) {
-    if (i >= s.size() && !*warned) {
-      *warned = true;
-      log_warning(ctx, absl::StrFormat("the %s split's %d samples are used up (sample %d asked "
-                                       "for): wrapping around",
-                                       what, s.size(), i));
-    }
-    s.sample(i % s.size(), out);
-  };
-}
-
-// The corpus of `sources` with [data] split `split`, its token ids checked against the
-// vocabulary (ids outside it would fail, CHECK, only when their sample is reached).
-absl::StatusOr<anvil::io::GptCorpus> open_corpus(const std::vector<model::DataSource>& sources,
-                                                 bool weighted, const std::string& split,
-                                                 const model::TrainConfig& cfg) {
-  std::vector<anvil::io::GptDataSource> io_sources;
-  for (const model::DataSource& d : sources) io_sources.push_back({d.weight, d.prefix});
-  ANVIL_ASSIGN_OR_RETURN(anvil::io::GptCorpus c,
-                         anvil::io::GptCorpus::open(io_sources, weighted, split));
-  ANVIL_RETURN_IF_ERROR(c.check_token_ids(cfg.model.vocab_size, cfg.data.cache_dir));
-  return c;
-}
-
-// A named dataset group (--{train,valid,test}-weighted-split-paths) with n samples: one
-// dataset, or a blend by weight (Megatron's build_dataset_group), under the group's name.
-absl::StatusOr<std::unique_ptr<anvil::io::GptSamples>> build_group(const model::DataGroup& g,
-                                                                   int64_t n,
-                                                                   anvil::io::GptDatasetOptions opt,
-                                                                   const model::TrainConfig& cfg) {
-  std::vector<model::DataSource> sources;
-  for (size_t k = 0; k < g.prefixes.size(); ++k) sources.push_back({g.weights[k], g.prefixes[k]});
-  ANVIL_ASSIGN_OR_RETURN(anvil::io::GptCorpus c,
-                         open_corpus(sources, sources.size() > 1, "1", cfg));
-  opt.name = g.name;
-  return c.build_fraction_ranges(g.ranges, n, opt);
-}
-
-// "124.44M", "1.31B".
-std::string count(double v) {
-  if (v >= 1e9) return absl::StrFormat("%.2fB", v / 1e9);
-  if (v >= 1e6) return absl::StrFormat("%.2fM", v / 1e6);
-  if (v >= 1e3) return absl::StrFormat("%.1fK", v / 1e3);
-  return absl::StrFormat("%.0f", v);
-}
-
 int run(int argc, char** argv) {
   // From here on a stop signal only sets a flag: the training loop saves and ends the run.
   // exit_duration_min counts from here.
@@ -480,10 +433,10 @@ int run(int argc, char** argv) {
   const int64_t tokens_per_step = cfg.train.global_batch * T;
   log_info(ctx,
            absl::StrFormat(
-               "model: GPT %d layers, d_model %d, %d heads, ffn %d, vocab %d (padded %d), "
+               "model: %s %d layers, d_model %d, %d heads, ffn %d, vocab %d (padded %d), "
                "seq_len %d: %s parameters (%s in matmuls), %s FLOP per token (fwd+bwd)",
-               m.n_layers, m.d_model, m.n_heads, m.ffn(), m.vocab_size, m.padded(), T,
-               count(static_cast<double>(m.total_params())),
+               m.bert() ? "BERT" : "GPT", m.n_layers, m.d_model, m.n_heads, m.ffn(), m.vocab_size,
+               m.padded(), T, count(static_cast<double>(m.total_params())),
                count(static_cast<double>(m.matmul_params())), count(model::flops_per_token(m, T))));
   log_info(
       ctx,
@@ -563,123 +516,14 @@ int run(int argc, char** argv) {
   std::array<int64_t, 3> want = anvil::io::megatron_split_samples(
       cfg.train.steps, cfg.train.global_batch, cfg.train.eval_interval, cfg.train.eval_iters);
   want[0] = cfg.train.run_samples();  // Megatron: --train-samples when given
-  if (cfg.data.sources.empty() && cfg.data.train_groups.empty()) {
-    return fatal(model::check_data_files(""));
+  DataStreams data;                   // (the samples' owners live as long as the trainer)
+  if (absl::Status s = cfg.model.bert() ? open_bert_data(cfg, want, ctx, &data)
+                                        : open_gpt_data(cfg, want, ctx, &data);
+      !s.ok()) {
+    return fatal(s);
   }
-  for (const auto* list : {&cfg.data.sources, &cfg.data.valid_sources}) {
-    for (const model::DataSource& d : *list) {
-      if (absl::Status s = model::check_data_files(d.prefix); !s.ok()) return fatal(s);
-    }
-  }
-  for (const auto* groups :
-       {&cfg.data.train_groups, &cfg.data.valid_groups, &cfg.data.test_groups}) {
-    for (const model::DataGroup& g : *groups) {
-      for (const std::string& p : g.prefixes) {
-        if (absl::Status s = model::check_data_files(p); !s.ok()) return fatal(s);
-      }
-    }
-  }
-  anvil::io::GptDatasetOptions iopt;
-  iopt.seq_len = T;
-  iopt.seed = static_cast<uint32_t>(cfg.data.seed);
-  iopt.cache_dir = cfg.data.cache_dir;
-  iopt.last_epoch_cutoff = cfg.data.last_epoch_cutoff;
-  iopt.log = ctx;
-  // Mode 1 ([data] paths and split): one corpus split three ways.
-  std::optional<anvil::io::GptCorpus> corpus;
-  if (!cfg.data.sources.empty()) {
-    auto c = open_corpus(cfg.data.sources, cfg.data.weighted, cfg.data.split, cfg);
-    if (!c.ok()) return fatal(c.status());
-    corpus = std::move(*c);
-    for (size_t k = 0; k < corpus->num_sources(); ++k) {
-      const anvil::io::IndexedDataset& d = corpus->data(k);
-      const auto [tb, te] = corpus->range(k, 0);
-      const auto [vb, ve] = corpus->range(k, 1);
-      log_info(ctx, absl::StrFormat("data: %s%s: %d documents, %d sequences, %s tokens; train "
-                                    "sequences [%d, %d), validation [%d, %d)",
-                                    cfg.data.weighted
-                                        ? absl::StrFormat("weight %g ", corpus->source(k).weight)
-                                        : std::string(),
-                                    corpus->source(k).prefix, d.num_documents(), d.num_sequences(),
-                                    count(static_cast<double>(d.total_tokens())), tb, te, vb, ve));
-    }
-  }
-  absl::StatusOr<std::unique_ptr<anvil::io::GptSamples>> train_samples =
-      cfg.data.train_groups.empty() ? corpus->build_split(0, want[0], iopt)
-                                    : build_group(cfg.data.train_groups[0], want[0], iopt, cfg);
-  if (!train_samples.ok()) return fatal(train_samples.status());
-  // Held-out sets: named groups, or valid_paths, or the validation and test splits.
-  std::vector<std::pair<std::string, std::unique_ptr<anvil::io::GptSamples>>> valid_sets, test_sets;
-  for (const auto& [groups, n, sets] : {std::tuple{&cfg.data.valid_groups, want[1], &valid_sets},
-                                        std::tuple{&cfg.data.test_groups, want[2], &test_sets}}) {
-    if (cfg.train.eval_iters == 0) break;
-    for (const model::DataGroup& g : *groups) {
-      auto v = build_group(g, n, iopt, cfg);
-      if (!v.ok()) return fatal(v.status());
-      sets->emplace_back(g.name, std::move(*v));
-    }
-  }
-  if (cfg.train.eval_iters > 0 && valid_sets.empty()) {
-    if (!cfg.data.valid_sources.empty()) {
-      // A separate validation set: every sequence of valid_paths.
-      auto vc = open_corpus(cfg.data.valid_sources, cfg.data.valid_weighted, "1", cfg);
-      if (!vc.ok()) return fatal(vc.status());
-      anvil::io::GptDatasetOptions vopt = iopt;
-      vopt.name = "valid";
-      auto v = vc->build_whole(want[1], vopt);
-      if (!v.ok()) return fatal(v.status());
-      valid_sets.emplace_back("val", std::move(*v));
-    } else if (corpus) {
-      auto v = corpus->build_split(1, want[1], iopt);
-      if (v.ok()) {
-        valid_sets.emplace_back("val", std::move(*v));
-      } else {
-        log_warning(ctx, absl::StrCat("no evaluation: ", v.status().message()));
-      }
-    }
-  }
-  // The test split, evaluated once at the end (Megatron's "lm loss" of the test data).
-  if (cfg.train.eval_iters > 0 && test_sets.empty() && corpus) {
-    auto t = corpus->build_split(2, want[2], iopt);
-    if (t.ok()) {
-      test_sets.emplace_back("test", std::move(*t));
-    } else {
-      log_info(ctx, absl::StrCat("no test evaluation: ", t.status().message()));
-    }
-  }
-  const anvil::io::GptSamples& ts = **train_samples;
-  std::string train_desc = absl::StrFormat(
-      "train: %d samples (Megatron's train_samples or steps x global_batch)", want[0]);
-  if (ts.blend_index() == nullptr) {
-    absl::StrAppend(
-        &train_desc,
-        absl::StrFormat(", %d epoch(s) of %d samples", ts.datasets()[0]->index().num_epochs,
-                        (ts.datasets()[0]->index().tokens_per_epoch - 1) / T));
-  } else {
-    absl::StrAppend(&train_desc, ", blended from");
-    for (const auto& d : ts.datasets()) {
-      absl::StrAppend(&train_desc, absl::StrFormat(" %d", d->size()));
-    }
-  }
-  auto names = [](const auto& sets) {
-    std::string out;
-    for (const auto& [name, samples] : sets) absl::StrAppend(&out, out.empty() ? "" : ", ", name);
-    return out.empty() ? std::string("none") : out;
-  };
-  log_info(ctx, absl::StrFormat("data: %s; validation (%s): %d samples each, %d per evaluation; "
-                                "test (%s): %d samples each, evaluated at the end",
-                                train_desc, names(valid_sets), want[1],
-                                cfg.train.eval_iters * cfg.train.global_batch, names(test_sets),
-                                want[2]));
-
-  model::SampleFn train_fn = [&ts](int64_t i, int32_t* out) { ts.sample(i, out); };
-  std::vector<model::HeldOutSet> valid_fns, test_fns;
-  for (const auto& [name, samples] : valid_sets) {
-    valid_fns.push_back({name, held_out_samples(*samples, name, ctx)});
-  }
-  for (const auto& [name, samples] : test_sets) {
-    test_fns.push_back({name, held_out_samples(*samples, name, ctx)});
-  }
+  model::SampleFn train_fn = data.train;
+  std::vector<model::HeldOutSet> valid_fns = data.valid, test_fns = data.test;
   model::TrainerParallel par;
   par.grid = &(*rt)->grid();
   par.comms = &(*rt)->comms();

@@ -14,6 +14,7 @@
 #include "engine/cuda_check.h"
 #include "engine/memory.h"
 #include "engine/status.h"
+#include "model/bert_head.h"
 #include "model/gpt_impl.h"
 #include "model/gpt_init.h"
 #include "ops/adamw.h"
@@ -296,6 +297,7 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
   targets.push_back(target(b.value));
   if (b.master.data != b.value.data) targets.push_back(target(b.master));
   gpt_detail::init_params(cfg, shard, b.table, targets, seed, stream);
+  bert_head_setup(cfg, shape, b, stream);
   if (shard.zero_stage == 3) {
     ANVIL_RETURN_IF_ERROR(impl->setup_prefetch());
     impl->gather_persistent(stream);
@@ -327,6 +329,14 @@ void GptModel::forward(const int32_t* tokens, const int32_t* positions, const in
   impl_->forward_chunk(0, 0, train, dropout_offset, stream);
 }
 
+void GptModel::forward(const GptBatch& batch, bool train, uint64_t dropout_offset,
+                       engine::Stream& stream) {
+  ANVIL_CHECK_MSG(impl_->shard.pre && impl_->shard.post && impl_->n_chunks() == 1,
+                  "GptModel::forward runs the whole model: a pipeline stage uses forward_chunk");
+  impl_->set_batch(0, 0, batch, stream);
+  impl_->forward_chunk(0, 0, train, dropout_offset, stream);
+}
+
 void GptModel::backward(float grad_scale, engine::Stream& stream) {
   impl_->backward_chunk(0, 0, grad_scale, stream);
 }
@@ -335,8 +345,15 @@ double GptModel::loss_sum(engine::Stream& stream) { return loss_sum(0, stream); 
 
 double GptModel::loss_sum(int64_t slot, engine::Stream& stream) {
   if (!impl_->shard.post) return 0.0;
+  const gpt_detail::HeadActs& hd = impl_->buf.head[static_cast<size_t>(slot)];
   double sum = 0.0;
-  for (double l : read_back(impl_->buf.head[static_cast<size_t>(slot)].losses, stream)) sum += l;
+  for (double l : read_back(hd.losses, stream)) sum += l;
+  if (!hd.bin_losses.empty()) {  // BERT: + (counted / B) * binary loss sum (bert_head.h)
+    const int64_t counted = impl_->buf.slot_data(impl_->n_chunks() - 1, slot).counted;
+    double bin = 0.0;
+    for (double l : read_back(hd.bin_losses, stream)) bin += l;
+    sum += bin * static_cast<double>(counted) / static_cast<double>(impl_->shape.micro_batch);
+  }
   return sum;
 }
 

@@ -222,9 +222,12 @@ class GptModel {
   // grad_scale = d(total loss)/d(loss of one token), e.g. 1 / tokens counted in the whole step.
   void forward(const int32_t* tokens, const int32_t* positions, const int32_t* targets, bool train,
                uint64_t dropout_offset, engine::Stream& stream);
+  // The same from a whole GptBatch (BERT's token types, lengths and binary labels).
+  void forward(const GptBatch& batch, bool train, uint64_t dropout_offset, engine::Stream& stream);
   // Backward of the last forward; parameter gradients accumulate (+=) into grads().
   void backward(float grad_scale, engine::Stream& stream);
-  // Sum of per-token losses of the last forward (syncs the stream).
+  // Sum of per-token losses of the last forward (syncs the stream). BERT: the masked tokens'
+  // losses + (counted / B) * the binary losses (model/bert_head.h).
   double loss_sum(engine::Stream& stream);
   // The LM-head logits of the last forward (slot 0) with train = false, [B*T, padded / tp] act
   // dtype on the model's device, for greedy predictions (a training forward leaves dlogits

@@ -13,6 +13,7 @@
 #include "model/gpt.h"
 #include "model/gpt_layout.h"
 #include "ops/attention.h"
+#include "ops/embedding.h"
 #include "ops/rotary.h"
 #include "parallel/zero.h"
 
@@ -66,8 +67,57 @@ struct GptModel::Impl {
   void head_forward(const gpt_detail::SlotData& sd, int64_t slot, int64_t last_local, bool train,
                     engine::Stream& s);
   void head_backward(int64_t slot, float grad_scale, engine::Stream& s);
+  // The (vocab-parallel) cross-entropy of hd.logits against sd.targets into hd.losses; with
+  // train, dlogits (grad_scale 1) replace the logits.
+  void lm_loss(const gpt_detail::SlotData& sd, gpt_detail::HeadActs& hd, bool train,
+               engine::Stream& s);
+  // BERT's token-type embedding lookup (tte [type_vocab_size, d]).
+  ops::EmbeddingArgs token_type_args() const;
   void layer_backward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
                       engine::TensorView dres, engine::Stream& s);
+  // The sub-blocks both norm placements share (gpt_pass.cc). Forward: the attention output
+  // Drop(atty Wo^T + bo) from `in` [B*T, d] (= ln1 pre-LN, x post-LN), and the MLP output
+  // Drop(gelu Wp^T + bp) from a.ln2, each as the rows this rank holds (in buf.proj). Backward:
+  // from d(output) in dres, parameter gradients (+=) and d(input) [rows, d] (in buf.dln, summed
+  // over TP).
+  void hidden_drop(const gpt_detail::SlotData& sd, engine::TensorView x, int64_t site, bool train,
+                   engine::Stream& s);
+  engine::TensorView attention_block_forward(const gpt_detail::SlotData& sd,
+                                             gpt_detail::LayerActs& a,
+                                             const gpt_detail::LayerWeights& lw, int64_t l,
+                                             engine::ConstTensorView in, bool train,
+                                             engine::Stream& s);
+  engine::TensorView mlp_block_forward(const gpt_detail::SlotData& sd, gpt_detail::LayerActs& a,
+                                       const gpt_detail::LayerWeights& lw, int64_t l, bool train,
+                                       engine::Stream& s);
+  // d(projection output) from dres through the dropout mask (or dres itself), as all B*T rows.
+  engine::TensorView drop_grad(const gpt_detail::SlotData& sd, int64_t site,
+                               engine::TensorView dres, engine::Stream& s);
+  engine::TensorView mlp_block_backward(const gpt_detail::SlotData& sd,
+                                        const gpt_detail::LayerActs& a,
+                                        const gpt_detail::LayerWeights& lw,
+                                        const gpt_detail::LayerWeights& lg, int64_t l,
+                                        engine::TensorView dres, engine::Stream& s);
+  engine::TensorView attention_block_backward(const gpt_detail::SlotData& sd,
+                                              const gpt_detail::LayerActs& a,
+                                              const gpt_detail::LayerWeights& lw,
+                                              const gpt_detail::LayerWeights& lg, int64_t l,
+                                              engine::ConstTensorView in, engine::TensorView dres,
+                                              engine::Stream& s);
+  // After a layer's backward: ZeRO 2/3 reduction of its gradients, the DP overlap hook.
+  void layer_grads_done(int64_t local, const gpt_detail::LayerWeights& lg, engine::Stream& s);
+  // Post-LN layers (gpt_post_ln.cc): forward writes LN2's output into `out` [rows, d] (the next
+  // layer's x, x_final or the chunk output); backward takes d(out) in dres and leaves d x there.
+  void post_layer_forward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
+                          engine::TensorView out, bool train, engine::Stream& s);
+  void post_layer_backward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
+                           engine::TensorView dres, engine::Stream& s);
+  // BERT's heads (bert_head.cc) on the head input hd.lnf: forward to the MLM and binary losses,
+  // backward to d(head input) [B*T, d] in buf.dln (the same on every TP rank).
+  void bert_head_forward(const gpt_detail::SlotData& sd, int64_t slot, bool train,
+                         engine::Stream& s);
+  void bert_head_backward(const gpt_detail::SlotData& sd, int64_t slot, float grad_scale,
+                          engine::Stream& s);
   ops::AttentionArgs attention_args(int64_t layer, float dropout_p, uint64_t dropout_offset) const;
   // Rotary embedding of this rank's heads of q or k (position_embedding rotary).
   ops::RotaryArgs rotary_args() const;

@@ -106,6 +106,11 @@ absl::Status check(const GptConfig& cfg, const InferenceShape& shape, const GptP
   ANVIL_RETURN_IF_ERROR(cfg.validate());
   ANVIL_RETURN_IF_ERROR(shard.validate(cfg));
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (!cfg.causal) {
+    return bad(
+        "inference (generation, serving, evaluation) needs a causal LM; this model is "
+        "type bert");
+  }
   const GptShard plain;
   if (!shard.chunks.empty() || !shard.pre || !shard.post || shard.act_slots != 1 ||
       shard.sequence_parallel || shard.zero_stage != 0 || shard.recompute != plain.recompute) {

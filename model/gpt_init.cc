@@ -45,7 +45,8 @@ void init_params(const GptConfig& cfg, const GptShard& shard, const ParamTable& 
       args.kind = ops::InitKind::kConstant;
       args.value = 0.0f;
     } else if (absl::StartsWith(name, "ln_f.") || absl::EndsWith(name, "ln_1.weight") ||
-               absl::EndsWith(name, "ln_2.weight") || name == "wte_ln.weight") {
+               absl::EndsWith(name, "ln_2.weight") || name == "wte_ln.weight" ||
+               name == "lm_head.layernorm.weight") {
       args.kind = ops::InitKind::kConstant;
       args.value = 1.0f;
     } else {

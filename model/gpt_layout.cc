@@ -69,7 +69,17 @@ Weights embedding_weights_of(const ParamTable& t, TensorView Param::*field) {
                                   {"wte_ln.bias", &w.wte_ln_b},
                                   {"lm_head.weight", &w.lm_head},
                                   {"ln_f.weight", &w.lnf_g},
-                                  {"ln_f.bias", &w.lnf_b}}) {
+                                  {"ln_f.bias", &w.lnf_b},
+                                  {"tokentype_embeddings.weight", &w.tte},
+                                  {"lm_head.dense.weight", &w.bert.dense_w},
+                                  {"lm_head.dense.bias", &w.bert.dense_b},
+                                  {"lm_head.layernorm.weight", &w.bert.ln_g},
+                                  {"lm_head.layernorm.bias", &w.bert.ln_b},
+                                  {"lm_head.bias", &w.bert.out_b},
+                                  {"pooler.dense.weight", &w.bert.pool_w},
+                                  {"pooler.dense.bias", &w.bert.pool_b},
+                                  {"binary_head.weight", &w.bert.bin_w},
+                                  {"binary_head.bias", &w.bert.bin_b}}) {
     if (const Param* q = t.find(name)) *dst = q->*field;
   }
   if (w.lm_head.empty()) w.lm_head = w.wte;
@@ -173,6 +183,9 @@ ParamTable make_param_table(const GptConfig& cfg, const GptShard& shard) {
     wte.tied = cfg.tie_embeddings;
   }
   if (shard.pre && cfg.learned_positions()) b.add("wpe.weight", {cfg.max_seq_len, d}, true);
+  if (shard.pre && cfg.bert()) {  // Megatron's name; replicated over TP
+    b.add("tokentype_embeddings.weight", {cfg.type_vocab_size, d}, true);
+  }
   if (shard.pre && cfg.embed_layernorm) {
     b.add("wte_ln.weight", {d}, false);
     b.add("wte_ln.bias", {d}, false);
@@ -188,8 +201,23 @@ ParamTable make_param_table(const GptConfig& cfg, const GptShard& shard) {
   if (shard.post) {
     b.begin_bucket("ln_f");
     if (!cfg.tie_embeddings) b.add("lm_head.weight", {vocab, d}, true, 0).vocab_rows = true;
-    b.add("ln_f.weight", {d}, false);
-    if (cfg.layernorm()) b.add("ln_f.bias", {d}, false);
+    if (!cfg.post_ln()) {
+      b.add("ln_f.weight", {d}, false);
+      if (cfg.layernorm()) b.add("ln_f.bias", {d}, false);
+    }
+    if (cfg.bert()) {  // Megatron's BertLMHead and binary head (model/bert_head.h)
+      b.add("lm_head.dense.weight", {d, d}, true);
+      b.add("lm_head.dense.bias", {d}, false);
+      b.add("lm_head.layernorm.weight", {d}, false);
+      b.add("lm_head.layernorm.bias", {d}, false);
+      b.add("lm_head.bias", {vocab}, false, 0).vocab_rows = true;
+      if (cfg.binary_head) {
+        b.add("pooler.dense.weight", {d, d}, true);
+        b.add("pooler.dense.bias", {d}, false);
+        b.add("binary_head.weight", {2, d}, true);
+        b.add("binary_head.bias", {2}, false);
+      }
+    }
   }
   return b.build(shard.zero_stage > 0 ? parallel::zero_bucket_align(1, shard.zero_dp)
                                       : ParamTable::kAlignElements);
@@ -203,7 +231,12 @@ absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const Gpt
                        const GptShard& shard) {
   ANVIL_RETURN_IF_ERROR(cfg.validate());
   ANVIL_RETURN_IF_ERROR(shard.validate(cfg));
-  if (cfg.bert()) return absl::UnimplementedError("type bert: the model is not built yet");
+  if (!cfg.causal && !uses_flash_attention(cfg, prec)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "type bert (bidirectional attention with a padding mask) needs flash attention: on CUDA "
+        "bf16 activations with head_dim 64 or 128 (d_model / n_heads = ",
+        cfg.head_dim(), ", act ", std::string(engine::dtype_name(prec.act)), "), or the CPU"));
+  }
   if (shape.micro_batch < 1 || shape.seq_len < 1 || shape.seq_len > cfg.max_seq_len) {
     return absl::InvalidArgumentError(absl::StrCat(
         "GPT run shape: need micro_batch >= 1 and 1 <= seq_len <= max_seq_len (", cfg.max_seq_len,
@@ -290,7 +323,9 @@ LayerActs layer_acts(const std::string& h, const GptConfig& cfg, const GptRunSha
     a.x = x;
     return a;
   }
-  a.ln1 = A("ln1", act, {bt, d});
+  // Post-LN reads x itself unless sequence parallelism must gather it.
+  if (!cfg.post_ln() || rows != bt) a.ln1 = A("ln1", act, {bt, d});
+  if (cfg.post_ln()) a.post_sum = A("post_sum", act, {rows, d});
   if (cfg.layernorm()) a.ln1_mean = A("ln1.mean", st, {rows});
   a.ln1_rstd = A("ln1.rstd", st, {rows});
   a.qkv = A("qkv", act, {bt, 3 * d / tp});
@@ -445,11 +480,29 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
     if (shard.post) {
       HeadActs hd;
       hd.x_final = A(sl + "x_final", act, {rows, d});
-      hd.lnf = A(sl + "ln_f", act, {bt, d});
-      if (cfg.layernorm()) hd.lnf_mean = A(sl + "ln_f.mean", st, {rows});
-      hd.lnf_rstd = A(sl + "ln_f.rstd", st, {rows});
+      if (!cfg.post_ln()) {
+        hd.lnf = A(sl + "ln_f", act, {bt, d});
+        if (cfg.layernorm()) hd.lnf_mean = A(sl + "ln_f.mean", st, {rows});
+        hd.lnf_rstd = A(sl + "ln_f.rstd", st, {rows});
+      } else {
+        hd.lnf = rows != bt ? A(sl + "x_final gathered", act, {bt, d}) : hd.x_final;
+      }
       hd.logits = A(sl + "logits", act, {bt, cfg.padded() / tp});
       hd.losses = A(sl + "losses", st, {bt});
+      if (cfg.bert()) {
+        hd.mlm_pre = A(sl + "lm_head.dense", act, {bt, d});
+        hd.mlm_act = A(sl + "lm_head.gelu", act, {bt, d});
+        hd.mlm_ln = A(sl + "lm_head.layernorm", act, {bt, d});
+        hd.mlm_mean = A(sl + "lm_head.layernorm.mean", st, {bt});
+        hd.mlm_rstd = A(sl + "lm_head.layernorm.rstd", st, {bt});
+        if (cfg.binary_head) {
+          hd.cls = A(sl + "pooler.input", act, {shape.micro_batch, d});
+          hd.pool_pre = A(sl + "pooler.dense", act, {shape.micro_batch, d});
+          hd.pooled = A(sl + "pooler", act, {shape.micro_batch, d});
+          hd.bin_logits = A(sl + "binary_head.logits", act, {shape.micro_batch, 2});
+          hd.bin_losses = A(sl + "binary_head.losses", st, {shape.micro_batch});
+        }
+      }
       b.head.push_back(hd);
     }
     if (shard.pre && cfg.embed_layernorm) {
@@ -495,6 +548,13 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
   b.stat_rstd = A("scratch ln rstd", st, {rows});
   if (rows != bt) b.gathered = A("gathered rows (sequence parallel)", act, {bt, d});
   if (shard.post && tp > 1) b.ce = A("vocab-parallel ce stats", st, {3, bt});
+  if (shard.post && cfg.bert()) b.bias_sums = A("bias grad sums", gdt, {cfg.padded() / tp});
+  if (shard.post && cfg.bert() && cfg.binary_head) {
+    b.cls_rows = A("[CLS] rows", DType::kI32, {shape.micro_batch});
+    b.batch_rows = A("batch rows", DType::kI32, {shape.micro_batch});
+    b.dcls = A("grad [CLS] rows", act, {shape.micro_batch, d});
+    b.dcls_other = A("grad [CLS] rows (sum)", act, {shape.micro_batch, d});
+  }
 
   // One op scratch for attention, layernorm backward and the gradient norm: they never overlap.
   size_t op_bytes = 0;
@@ -508,7 +568,7 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
             ? ops::cuda::flash_attention_workspace_bytes(fa, 0)
             : ops::cuda::attention_workspace_bytes(aa, engine::dtype_size(act));
     op_bytes =
-        std::max({attn_bytes, ops::cuda::layernorm_backward_workspace_bytes({rows, d, cfg.ln_eps}),
+        std::max({attn_bytes, ops::cuda::layernorm_backward_workspace_bytes({bt, d, cfg.ln_eps}),
                   ops::cuda::rmsnorm_backward_workspace_bytes({rows, d, cfg.ln_eps}),
                   ops::cuda::sum_squares_workspace_bytes(n)});
   }

@@ -45,12 +45,23 @@ struct LayerWeights {
   TensorView mlp_proj_w, mlp_proj_b;    // [d, ffn / tp], [d]
 };
 
+// BERT's heads (post; model/bert_head.h), replicated over TP except the output bias.
+struct BertHeadWeights {
+  TensorView dense_w, dense_b;  // [d, d], [d]   lm_head.dense
+  TensorView ln_g, ln_b;        // [d]           lm_head.layernorm
+  TensorView out_b;             // [padded / tp] lm_head.bias (vocab-parallel)
+  TensorView pool_w, pool_b;    // [d, d], [d]   pooler.dense (binary_head)
+  TensorView bin_w, bin_b;      // [2, d], [2]   binary_head
+};
+
 struct Weights {
   TensorView wte;                    // [padded_vocab / tp, d] (pre, or post when tied)
+  TensorView tte;                    // [type_vocab_size, d] (pre, BERT) token types
   TensorView wpe;                    // [max_seq_len, d] (pre, learned positions)
   TensorView wte_ln_g, wte_ln_b;     // [d] (pre, embed_layernorm)
   TensorView lm_head;                // [padded_vocab / tp, d] (post): lm_head.weight or wte
-  TensorView lnf_g, lnf_b;           // [d] (post)
+  TensorView lnf_g, lnf_b;           // [d] (post, pre-LN)
+  BertHeadWeights bert;              // (post, BERT)
   std::vector<LayerWeights> layers;  // by local layer index
 };
 
@@ -64,6 +75,10 @@ struct LayerActs {
   TensorView atty;                                    // [B*T, d / tp]
   TensorView pre_gelu, gelu;                          // [B*T, c_fc out / tp], [B*T, ffn / tp]
   TensorView ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;  // [rows] f32 (f64 with f64 activations)
+  // Post-LN (model/gpt_post_ln.cc) reuses the fields: ln1 = x gathered (sequence parallel
+  // only), h = x + Drop(attn) (LN1's input), ln2 = LN1(h) gathered (the MLP input), post_sum =
+  // ln2 + Drop(mlp) [rows, d] (LN2's input; LN2's output is the next layer's x).
+  TensorView post_sum;
 };
 
 // y [rows, out] = x [rows, in] W^T (+ b unless b is empty), W: [out, in].
@@ -79,6 +94,39 @@ inline void linear(TensorView y, engine::ConstTensorView x, engine::ConstTensorV
 inline void row_linear(TensorView y, engine::ConstTensorView x, engine::ConstTensorView w,
                        engine::ConstTensorView b, bool add_bias, engine::Stream& s) {
   linear(y, x, w, add_bias ? b : engine::ConstTensorView{}, s);
+}
+
+// dW [out, in] += dy^T x (f32 gradient); dy: [rows, out], x: [rows, in].
+inline void weight_grad(TensorView dw, engine::ConstTensorView dy, engine::ConstTensorView x,
+                        engine::Stream& s, float alpha = 1.0f) {
+  ops::GemmArgs g{dw.dim(0), dw.dim(1), dy.dim(0)};
+  g.trans_a = true;
+  g.alpha = alpha;
+  g.beta = 1.0f;
+  ops::gemm(g, dw, dy, x, {}, {}, s);
+}
+
+// dW [out, in] += dy^T x and db [out] += column sums of dy (f32), in one pass over dy; db
+// empty: a layer without bias (bias = false), dW only.
+inline void weight_bias_grad(TensorView dw, TensorView db, engine::ConstTensorView dy,
+                             engine::ConstTensorView x, engine::Stream& s) {
+  if (db.empty()) {
+    weight_grad(dw, dy, x, s);
+    return;
+  }
+  ops::GemmArgs g{dw.dim(0), dw.dim(1), dy.dim(0)};
+  g.trans_a = true;
+  g.beta = 1.0f;
+  ops::gemm_bias_grad(g, dw, db, dy, x, s);
+}
+
+// dx [rows, in] = alpha dy [rows, out] W [out, in] + beta dx (beta 0: =, 1: +=).
+inline void input_grad(TensorView dx, engine::ConstTensorView dy, engine::ConstTensorView w,
+                       engine::Stream& s, float alpha = 1.0f, float beta = 0.0f) {
+  ops::GemmArgs g{dy.dim(0), w.dim(1), w.dim(0)};
+  g.alpha = alpha;
+  g.beta = beta;
+  ops::gemm(g, dx, dy, w, {}, {}, s);
 }
 
 // The MLP's first half (model/gpt_pass.cc): GELU: pre_gelu = ln fc_w^T + fc_b (=), gelu =
@@ -133,6 +181,13 @@ struct HeadActs {
   TensorView lnf_mean, lnf_rstd;  // [rows] stat dtype
   TensorView logits;              // [B*T, padded / tp]; after a training forward: dlogits
   TensorView losses;              // [B*T] stat dtype
+  // BERT (model/bert_head.h). lnf is the heads' input: LNf(x_final) (pre-LN) or x_final
+  // (post-LN; gathered with sequence parallelism, else x_final itself).
+  TensorView mlm_pre, mlm_act, mlm_ln;  // [B*T, d] dense output, GELU-erf, LayerNorm
+  TensorView mlm_mean, mlm_rstd;        // [B*T] stat dtype
+  TensorView cls, pool_pre, pooled;     // [B, d] [CLS] rows, pooler dense, its tanh
+  TensorView bin_logits;                // [B, 2]; after a training forward: d(logits)
+  TensorView bin_losses;                // [B] stat dtype
 };
 
 // The embedding LayerNorm's saved input and statistics for one micro-batch (pre, embed_layernorm).
@@ -177,6 +232,10 @@ struct Buffers {
   // rows before a row-parallel weight gradient.
   // dglu [B*T, ffn / tp] is d(activation output) of a gated MLP.
   TensorView proj, dres, dln, dbig, dglu, stat_mean, stat_rstd, ce, gathered;
+  // BERT's binary head: rows b*T of the [CLS] tokens and 0..B-1 ([B] i32, set by
+  // bert_head_setup), d(pooler) scratch and the [CLS] rows' summed gradient ([B, d] act each).
+  TensorView cls_rows, batch_rows, dcls, dcls_other;
+  TensorView bias_sums;       // [padded / tp] grad dtype: BERT's bias gradients before scaling
   engine::Workspace op_ws;    // attention, layernorm backward, sum of squares (never concurrent)
   engine::Workspace gemm_ws;  // cuBLASLt, CUDA only
   TensorView norm_out;        // [1] grad dtype, sum of squares

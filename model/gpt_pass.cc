@@ -32,7 +32,7 @@
 #include "engine/status.h"
 #include "model/gpt_impl.h"
 #include "model/gpt_norm.h"
-#include "model/linear_grad.h"
+#include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/axpy.h"
 #include "ops/cross_entropy.h"
@@ -53,23 +53,12 @@ namespace {
 
 using engine::ConstTensorView;
 using engine::TensorView;
+using gpt_detail::input_grad;
 using gpt_detail::linear;
 using gpt_detail::row_linear;
+using gpt_detail::weight_bias_grad;
+using gpt_detail::weight_grad;
 using ops::Epilogue;
-
-// dW [out, in] += dy^T x and db [out] += column sums of dy (f32), in one pass over dy; db
-// empty: a layer without bias (bias = false), dW only.
-void weight_bias_grad(TensorView dw, TensorView db, ConstTensorView dy, ConstTensorView x,
-                      engine::Stream& s) {
-  if (db.empty()) {
-    weight_grad(dw, dy, x, s);
-    return;
-  }
-  ops::GemmArgs g{dw.dim(0), dw.dim(1), dy.dim(0)};
-  g.trans_a = true;
-  g.beta = 1.0f;
-  ops::gemm_bias_grad(g, dw, db, dy, x, s);
-}
 
 // q | k | v column blocks of a fused [B*T, 3*H*Dh] buffer.
 std::array<TensorView, 3> split_qkv(TensorView qkv) {
@@ -111,6 +100,9 @@ void mlp_in(const GptConfig& cfg, int64_t tp, TensorView gelu, TensorView pre_ge
   if (cfg.glu()) {  // pre_gelu = [g | u], gelu = act(g) * u
     linear(pre_gelu, ln, fc_w, fc_b, s);
     ops::glu_forward(glu_kind(cfg.activation), gelu, pre_gelu, s);
+  } else if (cfg.activation == Activation::kGeluErf) {  // no cuBLASLt epilogue for erf GELU
+    linear(pre_gelu, ln, fc_w, fc_b, s);
+    ops::activation_forward(ops::Activation::kGeluErf, gelu, pre_gelu, s);
   } else if (fc_b.empty()) {
     linear(pre_gelu, ln, fc_w, {}, s);
     ops::gelu_forward(gelu, pre_gelu, s);
@@ -214,6 +206,11 @@ void GptModel::Impl::embed(int64_t slot, bool train, engine::Stream& s) {  // ch
   const TensorView e = sp() ? buf.proj : sum;
   ops::embedding_forward(ea, e, sd.tokens, sd.positions, buf.w.wte,
                          shard.tp_rank == 0 ? buf.w.wpe : TensorView{}, s);
+  if (!buf.w.tte.empty() && shard.tp_rank == 0) {  // BERT: + tte[type], once before the TP sum
+    const TensorView t = buf.dln;                  // scratch [B*T, d]
+    ops::embedding_forward(token_type_args(), t, sd.token_types, {}, buf.w.tte, {}, s);
+    ops::axpy(1.0f, flat_slice(e, 0, {bt * d}), flat_slice(t, 0, {bt * d}), s);
+  }
   if (sp()) {
     shard.tp_comm->reduce_scatter(sum, e, parallel::ReduceOp::kSum, s);
   } else {
@@ -229,17 +226,47 @@ void GptModel::Impl::embed(int64_t slot, bool train, engine::Stream& s) {  // ch
   }
 }
 
+void GptModel::Impl::hidden_drop(const gpt_detail::SlotData& sd, TensorView x, int64_t site,
+                                 bool train, engine::Stream& s) {
+  if (train && cfg.hidden_dropout > 0.0f) {  // in place, on this rank's rows
+    ops::dropout_forward(
+        {cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, site) + row_shift()}, x, x, s);
+  }
+}
+
+TensorView GptModel::Impl::attention_block_forward(const gpt_detail::SlotData& sd,
+                                                   gpt_detail::LayerActs& a,
+                                                   const gpt_detail::LayerWeights& lw, int64_t l,
+                                                   ConstTensorView in, bool train,
+                                                   engine::Stream& s) {
+  linear(a.qkv, in, lw.qkv_w, lw.qkv_b, s);
+  if (cfg.position_embedding == PositionEmbedding::kRotary) {  // q, k rotated in place
+    const auto [q, k, v] = split_qkv(a.qkv);
+    ops::rotary_forward(rotary_args(), q, sd.positions, s);
+    ops::rotary_forward(rotary_args(), k, sd.positions, s);
+  }
+  attention_core_forward(sd, a, l, train, s);
+  row_linear(buf.proj, a.atty, lw.attn_proj_w, lw.attn_proj_b, shard.tp_rank == 0, s);
+  TensorView proj = row_parallel_out(buf.proj, s);
+  hidden_drop(sd, proj, 2 + 3 * l, train, s);
+  return proj;
+}
+
+TensorView GptModel::Impl::mlp_block_forward(const gpt_detail::SlotData& sd,
+                                             gpt_detail::LayerActs& a,
+                                             const gpt_detail::LayerWeights& lw, int64_t l,
+                                             bool train, engine::Stream& s) {
+  gpt_detail::mlp_in(cfg, shard.tp, a.gelu, a.pre_gelu, a.ln2, lw.fc_w, lw.fc_b, s);
+  row_linear(buf.proj, a.gelu, lw.mlp_proj_w, lw.mlp_proj_b, shard.tp_rank == 0, s);
+  TensorView proj = row_parallel_out(buf.proj, s);
+  hidden_drop(sd, proj, 3 + 3 * l, train, s);
+  return proj;
+}
+
 void GptModel::Impl::layer_forward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
                                    bool fused_input, bool train, engine::Stream& s) {
   const int64_t d = cfg.d_model;
   const int64_t l = buf.layer_ids[static_cast<size_t>(local)];
-  const float p_hidden = train ? cfg.hidden_dropout : 0.0f;
-  auto drop = [&](TensorView x, int64_t site) {  // in place, on this rank's rows
-    if (p_hidden > 0.0f) {
-      ops::dropout_forward({p_hidden, seed, site_offset(sd.dropout_offset, site) + row_shift()}, x,
-                           x, s);
-    }
-  };
   const gpt_detail::NormArgs ln{cfg.norm, rows(), d, cfg.ln_eps};
   gpt_detail::LayerActs& a = buf.act(slot, local);
   if (shard.zero_stage == 3) gather_layer(local, s);
@@ -253,23 +280,11 @@ void GptModel::Impl::layer_forward(const gpt_detail::SlotData& sd, int64_t slot,
                                       lw.ln1_b, s);
   }
   gather_rows(a.ln1, s);
-  linear(a.qkv, a.ln1, lw.qkv_w, lw.qkv_b, s);
-  if (cfg.position_embedding == PositionEmbedding::kRotary) {  // q, k rotated in place
-    const auto [q, k, v] = split_qkv(a.qkv);
-    ops::rotary_forward(rotary_args(), q, sd.positions, s);
-    ops::rotary_forward(rotary_args(), k, sd.positions, s);
-  }
-  attention_core_forward(sd, a, l, train, s);
-  row_linear(buf.proj, a.atty, lw.attn_proj_w, lw.attn_proj_b, shard.tp_rank == 0, s);
-  TensorView proj = row_parallel_out(buf.proj, s);
-  drop(proj, 2 + 3 * l);
+  const TensorView proj = attention_block_forward(sd, a, lw, l, a.ln1, train, s);
   gpt_detail::residual_norm_forward(ln, a.h, local_rows(a.ln2), a.ln2_mean, a.ln2_rstd, a.x, proj,
                                     lw.ln2_g, lw.ln2_b, s);
   gather_rows(a.ln2, s);
-  gpt_detail::mlp_in(cfg, shard.tp, a.gelu, a.pre_gelu, a.ln2, lw.fc_w, lw.fc_b, s);
-  row_linear(buf.proj, a.gelu, lw.mlp_proj_w, lw.mlp_proj_b, shard.tp_rank == 0, s);
-  proj = row_parallel_out(buf.proj, s);
-  drop(proj, 3 + 3 * l);
+  mlp_block_forward(sd, a, lw, l, train, s);
 }
 
 ops::RotaryArgs GptModel::Impl::rotary_args() const {
@@ -300,7 +315,7 @@ ops::FlashAttentionArgs flash_args(const ops::AttentionArgs& aa, const GptConfig
   // ALiBi: Megatron's slopes of the model heads head_offset .. head_offset + heads - 1.
   if (cfg.position_embedding == PositionEmbedding::kAlibi) fa.bias = ops::AttentionBias::kAlibi;
   fa.batch = aa.batch, fa.q_len = fa.kv_len = aa.seq, fa.heads = aa.heads;
-  fa.head_dim = aa.head_dim, fa.causal = true, fa.scale = aa.scale;
+  fa.head_dim = aa.head_dim, fa.causal = cfg.causal, fa.scale = aa.scale;
   fa.dropout_p = aa.dropout_p, fa.seed = aa.seed, fa.offset = aa.offset;
   fa.total_heads = aa.total_heads, fa.head_offset = aa.head_offset;
   return fa;
@@ -309,6 +324,7 @@ ops::FlashAttentionArgs flash_args(const ops::AttentionArgs& aa, const GptConfig
 ops::AttentionMasks document_masks(const gpt_detail::SlotData& sd) {
   ops::AttentionMasks m;
   if (sd.has_segments) m.seg_q = m.seg_k = sd.segments;
+  if (!sd.lengths.empty()) m.kv_lengths = sd.lengths;  // BERT's key-padding mask
   return m;
 }
 
@@ -352,14 +368,30 @@ void GptModel::Impl::head_forward(const gpt_detail::SlotData& sd, int64_t slot, 
   const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model;
   gpt_detail::HeadActs& hd = buf.head[static_cast<size_t>(slot)];
   const gpt_detail::NormArgs ln{cfg.norm, rows(), d, cfg.ln_eps};
-  gpt_detail::residual_norm_forward(ln, hd.x_final, local_rows(hd.lnf), hd.lnf_mean, hd.lnf_rstd,
-                                    buf.act(slot, last_local).h, local_rows(buf.proj), buf.w.lnf_g,
-                                    buf.w.lnf_b, s);
-  gather_rows(hd.lnf, s);
-  const int64_t cols = cfg.padded() / shard.tp;
-  ops::GemmArgs head{bt, cols, d};
+  if (cfg.post_ln()) {  // the last layer wrote x_final; the heads read it whole
+    if (sp()) {
+      engine::copy(local_rows(hd.lnf), hd.x_final, s);
+      gather_rows(hd.lnf, s);
+    }
+  } else {
+    gpt_detail::residual_norm_forward(ln, hd.x_final, local_rows(hd.lnf), hd.lnf_mean, hd.lnf_rstd,
+                                      buf.act(slot, last_local).h, local_rows(buf.proj),
+                                      buf.w.lnf_g, buf.w.lnf_b, s);
+    gather_rows(hd.lnf, s);
+  }
+  if (cfg.bert()) {
+    bert_head_forward(sd, slot, train, s);
+    return;
+  }
+  ops::GemmArgs head{bt, cfg.padded() / shard.tp, d};
   head.trans_b = true;
   ops::gemm(head, hd.logits, hd.lnf, buf.w.lm_head, {}, {}, s);
+  lm_loss(sd, hd, train, s);
+}
+
+void GptModel::Impl::lm_loss(const gpt_detail::SlotData& sd, gpt_detail::HeadActs& hd, bool train,
+                             engine::Stream& s) {
+  const int64_t bt = shape.micro_batch * shape.seq_len, cols = cfg.padded() / shard.tp;
   // Training: dlogits (grad_scale 1) replace the logits in place; evaluation keeps the logits.
   const TensorView dlogits = train ? hd.logits : TensorView{};
   if (shard.tp == 1) {
@@ -395,10 +427,20 @@ void GptModel::Impl::forward_chunk(int64_t chunk, int64_t slot, bool train, uint
   prefetch_dir = 1;
   const std::vector<int64_t>& layers = buf.chunk_layers[static_cast<size_t>(chunk)];
   if (shard.pre && chunk == 0) embed(slot, train, s);
-  for (size_t i = 0; i < layers.size(); ++i) layer_forward(sd, slot, layers[i], i > 0, train, s);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (!cfg.post_ln()) {
+      layer_forward(sd, slot, layers[i], i > 0, train, s);
+      continue;
+    }
+    // Post-LN: each layer writes its output: the next layer's input, x_final or the chunk output.
+    const TensorView out = i + 1 < layers.size()   ? buf.act(slot, layers[i + 1]).x
+                           : is_final_chunk(chunk) ? buf.head[static_cast<size_t>(slot)].x_final
+                                                   : buf.send_act;
+    post_layer_forward(sd, slot, layers[i], out, train, s);
+  }
   if (is_final_chunk(chunk)) {
     head_forward(sd, slot, layers.back(), train, s);
-  } else {
+  } else if (!cfg.post_ln()) {
     // x = h + Drop(mlp) of the last layer; the residual add of the fused layernorm computes it
     // (its normalized output goes to scratch).
     const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(layers.back())];
@@ -414,50 +456,52 @@ void GptModel::Impl::head_backward(int64_t slot, float grad_scale, engine::Strea
   const int64_t d = cfg.d_model;
   const gpt_detail::HeadActs& hd = buf.head[static_cast<size_t>(slot)];
   const gpt_detail::NormArgs ln{cfg.norm, rows(), d, cfg.ln_eps};
-  // LM head (wte when tied): dhead += grad_scale dlogits^T lnf;  dlnf = grad_scale dlogits head
-  // (summed over TP: each rank holds a vocabulary slice).
-  weight_grad(buf.g.lm_head, hd.logits, hd.lnf, s, grad_scale);
-  input_grad(buf.dln, hd.logits, buf.w.lm_head, s, grad_scale);
-  const TensorView dlnf = col_parallel_in_grad(buf.dln, s);
+  TensorView dlnf;  // d(head input), this rank's rows
+  if (cfg.bert()) {
+    // d(head input) is whole on every TP rank (the heads are replicated): keep the own rows.
+    bert_head_backward(buf.slot_data(n_chunks() - 1, slot), slot, grad_scale, s);
+    dlnf = local_rows(buf.dln);
+  } else {
+    // LM head (wte when tied): dhead += grad_scale dlogits^T lnf;  dlnf = grad_scale dlogits
+    // head (summed over TP: each rank holds a vocabulary slice).
+    weight_grad(buf.g.lm_head, hd.logits, hd.lnf, s, grad_scale);
+    input_grad(buf.dln, hd.logits, buf.w.lm_head, s, grad_scale);
+    dlnf = col_parallel_in_grad(buf.dln, s);
+  }
+  if (cfg.post_ln()) {
+    engine::copy(buf.dres, dlnf, s);
+    return;
+  }
   gpt_detail::norm_backward(ln, ops::Accumulate::kOverwrite, buf.dres, buf.g.lnf_g, buf.g.lnf_b,
                             dlnf, hd.x_final, buf.w.lnf_g, hd.lnf_mean, hd.lnf_rstd, buf.op_ws, s);
 }
 
-void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
-                                    TensorView dres, engine::Stream& s) {
+TensorView GptModel::Impl::drop_grad(const gpt_detail::SlotData& sd, int64_t site, TensorView dres,
+                                     engine::Stream& s) {
+  if (cfg.hidden_dropout <= 0.0f) return gather_grad(dres, s);
+  const TensorView local = local_rows(buf.proj);
+  ops::dropout_backward(
+      {cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, site) + row_shift()}, local, dres,
+      s);
+  return gather_grad(local, s);
+}
+
+TensorView GptModel::Impl::mlp_block_backward(const gpt_detail::SlotData& sd,
+                                              const gpt_detail::LayerActs& a,
+                                              const gpt_detail::LayerWeights& lw,
+                                              const gpt_detail::LayerWeights& lg, int64_t l,
+                                              TensorView dres, engine::Stream& s) {
   const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model, tp = shard.tp;
-  const int64_t l = buf.layer_ids[static_cast<size_t>(local)];
-  const float p_hidden = cfg.hidden_dropout;
-  const gpt_detail::NormArgs ln{cfg.norm, rows(), d, cfg.ln_eps};
   const TensorView dfc = rows_view(buf.dbig, bt, cfg.fc_out() / tp);
-  const TensorView dqkv = rows_view(buf.dbig, bt, 3 * d / tp);
-  const TensorView datty = rows_view(buf.dln, bt, d / tp);
-  // d(projection output) from d(residual) through the dropout mask (or dres itself), as all
-  // B*T rows (gathered over TP with sequence parallelism).
-  auto drop_grad = [&](int64_t site) -> TensorView {
-    if (p_hidden <= 0.0f) return gather_grad(dres, s);
-    const TensorView local = local_rows(buf.proj);
-    ops::dropout_backward({p_hidden, seed, site_offset(sd.dropout_offset, site) + row_shift()},
-                          local, dres, s);
-    return gather_grad(local, s);
-  };
-  // Full recomputation: everything but x was overwritten by later layers; rerun the forward
-  // from x (the same dropout masks: the slot keeps its dropout offset).
-  if (shard.recompute == Recompute::kFull) {
-    layer_forward(sd, slot, local, /*fused_input=*/false, /*train=*/true, s);
-  } else if (shard.zero_stage == 3) {
-    gather_layer(local, s);
-  }
-  if (shard.zero_stage >= 2) zero_layer_grads(local, s);
-  const gpt_detail::LayerActs& a = buf.act(slot, local);
-  const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(local)];
-  const gpt_detail::LayerWeights& lg = buf.g.layers[static_cast<size_t>(local)];
-  // MLP: x_{l+1} = h + Drop(gelu Wp^T + bp); dres holds d x_{l+1}.
-  TensorView dproj = drop_grad(3 + 3 * l);
+  // MLP: out = Drop(gelu Wp^T + bp); dres holds d out.
+  const TensorView dproj = drop_grad(sd, 3 + 3 * l, dres, s);
   weight_bias_grad(lg.mlp_proj_w, lg.mlp_proj_b, dproj, a.gelu, s);
   if (cfg.glu()) {  // dfc = d[g | u] from d(act(g) * u) = dproj Wp
     input_grad(buf.dglu, dproj, lw.mlp_proj_w, s);
     ops::glu_backward(glu_kind(cfg.activation), dfc, buf.dglu, a.pre_gelu, s);
+  } else if (cfg.activation == Activation::kGeluErf) {  // dfc = (dproj Wp) * gelu_erf'(pre)
+    input_grad(dfc, dproj, lw.mlp_proj_w, s);
+    ops::activation_backward(ops::Activation::kGeluErf, dfc, dfc, a.pre_gelu, s);
   } else {
     ops::GemmArgs dg{bt, cfg.ffn() / tp, d};
     dg.epilogue = Epilogue::kDGelu;  // dfc = (dproj Wp) * gelu'(pre_gelu)
@@ -465,12 +509,20 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
   }
   weight_bias_grad(lg.fc_w, lg.fc_b, dfc, a.ln2, s);
   input_grad(buf.dln, dfc, lw.fc_w, s);
-  TensorView dln = col_parallel_in_grad(buf.dln, s);
-  // dres becomes d h = d x_{l+1} + LN2'(dln) (dproj, possibly aliasing dres, is consumed).
-  gpt_detail::norm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln2_g, lg.ln2_b, dln, a.h, lw.ln2_g,
-                            a.ln2_mean, a.ln2_rstd, buf.op_ws, s);
-  // Attention: h = x + Drop(atty Wo^T + bo).
-  dproj = drop_grad(2 + 3 * l);
+  return col_parallel_in_grad(buf.dln, s);
+}
+
+TensorView GptModel::Impl::attention_block_backward(const gpt_detail::SlotData& sd,
+                                                    const gpt_detail::LayerActs& a,
+                                                    const gpt_detail::LayerWeights& lw,
+                                                    const gpt_detail::LayerWeights& lg, int64_t l,
+                                                    ConstTensorView in, TensorView dres,
+                                                    engine::Stream& s) {
+  const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model, tp = shard.tp;
+  const TensorView dqkv = rows_view(buf.dbig, bt, 3 * d / tp);
+  const TensorView datty = rows_view(buf.dln, bt, d / tp);
+  // Attention: out = Drop(atty Wo^T + bo); dres holds d out.
+  const TensorView dproj = drop_grad(sd, 2 + 3 * l, dres, s);
   weight_bias_grad(lg.attn_proj_w, lg.attn_proj_b, dproj, a.atty, s);
   input_grad(datty, dproj, lw.attn_proj_w, s);
   attention_core_backward(sd, a, l, dqkv, datty, s);
@@ -479,12 +531,13 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
     ops::rotary_backward(rotary_args(), dq, sd.positions, s);
     ops::rotary_backward(rotary_args(), dk, sd.positions, s);
   }
-  weight_bias_grad(lg.qkv_w, lg.qkv_b, dqkv, a.ln1, s);
+  weight_bias_grad(lg.qkv_w, lg.qkv_b, dqkv, in, s);
   input_grad(buf.dln, dqkv, lw.qkv_w, s);
-  dln = col_parallel_in_grad(buf.dln, s);
-  // dres becomes d x_l.
-  gpt_detail::norm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln1_g, lg.ln1_b, dln, a.x, lw.ln1_g,
-                            a.ln1_mean, a.ln1_rstd, buf.op_ws, s);
+  return col_parallel_in_grad(buf.dln, s);
+}
+
+void GptModel::Impl::layer_grads_done(int64_t local, const gpt_detail::LayerWeights& lg,
+                                      engine::Stream& s) {
   // ZeRO 2/3 reduce this micro-batch's scratch now: sum its layernorm gradients over TP first
   // (the whole-buffer stages do it once per step, finish_backward).
   if (shard.zero_stage >= 2) {
@@ -496,6 +549,35 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
         buf.table.buckets()[static_cast<size_t>(buf.layer_bucket[static_cast<size_t>(local)])];
     grad_ready_hook(k.begin, k.end, s);
   }
+}
+
+void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
+                                    TensorView dres, engine::Stream& s) {
+  const int64_t d = cfg.d_model;
+  const int64_t l = buf.layer_ids[static_cast<size_t>(local)];
+  const gpt_detail::NormArgs ln{cfg.norm, rows(), d, cfg.ln_eps};
+  // Full recomputation: everything but x was overwritten by later layers; rerun the forward
+  // from x (the same dropout masks: the slot keeps its dropout offset).
+  if (shard.recompute == Recompute::kFull) {
+    layer_forward(sd, slot, local, /*fused_input=*/false, /*train=*/true, s);
+  } else if (shard.zero_stage == 3) {
+    gather_layer(local, s);
+  }
+  if (shard.zero_stage >= 2) zero_layer_grads(local, s);
+  const gpt_detail::LayerActs& a = buf.act(slot, local);
+  const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(local)];
+  const gpt_detail::LayerWeights& lg = buf.g.layers[static_cast<size_t>(local)];
+  // x_{l+1} = h + Drop(mlp); dres holds d x_{l+1}.
+  TensorView dln = mlp_block_backward(sd, a, lw, lg, l, dres, s);
+  // dres becomes d h = d x_{l+1} + LN2'(dln) (dproj, possibly aliasing dres, is consumed).
+  gpt_detail::norm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln2_g, lg.ln2_b, dln, a.h, lw.ln2_g,
+                            a.ln2_mean, a.ln2_rstd, buf.op_ws, s);
+  // h = x + Drop(attn).
+  dln = attention_block_backward(sd, a, lw, lg, l, a.ln1, dres, s);
+  // dres becomes d x_l.
+  gpt_detail::norm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln1_g, lg.ln1_b, dln, a.x, lw.ln1_g,
+                            a.ln1_mean, a.ln1_rstd, buf.op_ws, s);
+  layer_grads_done(local, lg, s);
 }
 
 void GptModel::Impl::gather_into(int slot, int64_t local, engine::Stream& on) {
@@ -617,7 +699,11 @@ void GptModel::Impl::backward_chunk(int64_t chunk, int64_t slot, float grad_scal
   }
   const gpt_detail::SlotData& sd = buf.slot_data(chunk, slot);
   for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
-    layer_backward(sd, slot, *it, dres, s);
+    if (cfg.post_ln()) {
+      post_layer_backward(sd, slot, *it, dres, s);
+    } else {
+      layer_backward(sd, slot, *it, dres, s);
+    }
   }
   last_input_grad = dres;
   if (!(shard.pre && chunk == 0)) return;
@@ -635,8 +721,15 @@ void GptModel::Impl::backward_chunk(int64_t chunk, int64_t slot, float grad_scal
   const int64_t vrows = cfg.padded() / shard.tp;
   ops::EmbeddingArgs ea{shape.micro_batch * shape.seq_len, cfg.d_model, vrows, cfg.max_seq_len};
   ea.vocab_start = shard.tp_rank * vrows;
-  ops::embedding_backward(ea, buf.g.wte, buf.g.wpe, gather_grad(dres, s), sd.tokens, sd.positions,
-                          s);
+  const TensorView demb = gather_grad(dres, s);
+  ops::embedding_backward(ea, buf.g.wte, buf.g.wpe, demb, sd.tokens, sd.positions, s);
+  if (!buf.g.tte.empty()) {
+    ops::embedding_backward(token_type_args(), buf.g.tte, {}, demb, sd.token_types, {}, s);
+  }
+}
+
+ops::EmbeddingArgs GptModel::Impl::token_type_args() const {
+  return {shape.micro_batch * shape.seq_len, cfg.d_model, cfg.type_vocab_size, 0};
 }
 
 }  // namespace anvil::model

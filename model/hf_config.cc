@@ -97,6 +97,13 @@ absl::StatusOr<std::string> ini_value(const HfConfigField& k, const std::string&
 
 absl::StatusOr<const HfFamily*> hf_family_of(const engine::Config& cfg,
                                              const engine::ConfigSchema& schema) {
+  // The families are decoder LMs; an encoder's options could otherwise match GPT-2's.
+  if (const std::string type = model_text(cfg, schema, "type"); !type.empty() && type != "gpt") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("[model] type ", type,
+                     ": no Hugging Face conversion yet (the converter knows the causal "
+                     "LM families gpt2, bloom, llama)"));
+  }
   std::vector<std::string> why;
   for (const HfFamily* f : hf_families()) {
     const HfSetting* differs = nullptr;

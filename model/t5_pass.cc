@@ -17,7 +17,6 @@
 #include "absl/strings/str_cat.h"
 #include "engine/memory.h"
 #include "engine/status.h"
-#include "model/linear_grad.h"
 #include "model/t5_impl.h"
 #include "ops/activation.h"
 #include "ops/axpy.h"
@@ -37,7 +36,9 @@ namespace {
 
 using engine::ConstTensorView;
 using engine::TensorView;
+using gpt_detail::input_grad;
 using gpt_detail::linear;
+using gpt_detail::weight_grad;
 using t5_detail::LayerActs;
 using t5_detail::LayerWeights;
 

@@ -294,6 +294,14 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
                            t.data.seq_len, m.max_seq_len)));
   t.data.cache_dir = c.get_string("data", "cache_dir");
   t.data.last_epoch_cutoff = c.get_float("data", "last_epoch_cutoff");
+  t.data.mask_prob = c.get_float("data", "mask_prob");
+  t.data.short_seq_prob = c.get_float("data", "short_seq_prob");
+  ANVIL_RETURN_IF_ERROR(need(t.data.mask_prob >= 0.0 && t.data.mask_prob < 1.0, c, "data",
+                             "mask_prob",
+                             absl::StrFormat("must be in [0, 1), got %g", t.data.mask_prob)));
+  ANVIL_RETURN_IF_ERROR(need(t.data.short_seq_prob >= 0.0 && t.data.short_seq_prob <= 1.0, c,
+                             "data", "short_seq_prob",
+                             absl::StrFormat("must be in [0, 1], got %g", t.data.short_seq_prob)));
   ANVIL_RETURN_IF_ERROR(need(
       t.data.last_epoch_cutoff > 0.0 && t.data.last_epoch_cutoff <= 1.0, c, "data",
       "last_epoch_cutoff", absl::StrFormat("must be in (0, 1], got %g", t.data.last_epoch_cutoff)));
@@ -303,6 +311,12 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
   t.data.eod_mask_loss = c.get_bool("data", "eod_mask_loss");
   t.data.reset_position_ids = c.get_bool("data", "reset_position_ids");
   t.data.reset_attention_mask = c.get_bool("data", "reset_attention_mask");
+  if (m.bert()) {  // BERT's samples are sentence pairs with their own masks, no eod
+    for (const char* key : {"eod_mask_loss", "reset_position_ids", "reset_attention_mask"}) {
+      ANVIL_RETURN_IF_ERROR(need(!c.get_bool("data", key), c, "data", key,
+                                 "is GPT's (eod handling); type bert samples have no eod"));
+    }
+  }
   if (t.data.eod_mask_loss || t.data.reset_position_ids || t.data.reset_attention_mask) {
     ANVIL_RETURN_IF_ERROR(need(
         t.data.eod_token < m.vocab_size, c, "data", "eod_token",
@@ -455,6 +469,10 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
   ANVIL_RETURN_IF_ERROR(split("ffn_hidden", t.model.ffn()));
   ANVIL_RETURN_IF_ERROR(split("padded_vocab", t.model.padded()));
   ANVIL_ASSIGN_OR_RETURN(t.eval, parse_eval_config(c, t.data.seq_len, tok.type, pc));
+  if (t.model.bert() && t.eval.any()) {
+    return c.error("model", "type",
+                   "bert: the [eval] zero-shot tasks score a causal LM; remove them for BERT");
+  }
   ANVIL_ASSIGN_OR_RETURN(t.finetune, parse_finetune_config(c, tok.type));
   ANVIL_RETURN_IF_ERROR(parse_t5_config(c, t));
   const int64_t chunks = static_cast<int64_t>(pc.pp) * pc.virtual_stages;

@@ -45,6 +45,8 @@ struct DataConfig {
   bool reset_position_ids = false;    // positions restart after every eod
   bool reset_attention_mask = false;  // document-aware causal mask (attention within a doc)
   double last_epoch_cutoff = 0.95;    // separate last epoch below this share of an epoch
+  double mask_prob = 0.15;            // BERT: masked-LM share of the tokens
+  double short_seq_prob = 0.1;        // BERT: probability of a shorter target length
   int64_t decoder_seq_len = 128;      // T5: decoder tokens per sample (seq_len: the encoder's)
   // Named groups (--{train,valid,test}-weighted-split-paths); empty = paths and split.
   std::vector<DataGroup> train_groups, valid_groups, test_groups;

@@ -81,6 +81,10 @@ ConfigSchema build_schema() {
         "Directory of the index caches (--data-cache-path); empty = next to the data, named "
         "as Megatron names them (PREFIX_train_indexmap_*ns_*sl_*s_{doc,sample,shuffle}_idx.npy), "
         "so Megatron's and anvil's caches are interchangeable.");
+  s.add("data", "mask_prob", kFloat, "0.15",
+        "type bert: share of each sample's tokens masked for the MLM loss (--mask-prob).");
+  s.add("data", "short_seq_prob", kFloat, "0.1",
+        "type bert: probability of a shorter target length (--short-seq-prob).");
   s.add("data", "last_epoch_cutoff", kFloat, "0.95",
         "When a split needs E > 1 epochs and the last one contributes fewer than "
         "int(cutoff * samples per epoch) samples, the last epoch is shuffled separately "

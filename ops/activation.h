@@ -1,6 +1,8 @@
-// Elementwise activations for models that use them on their own (BERT's and T5's MLPs):
+// Elementwise activations for models that use them on their own (BERT's and T5's MLPs, BERT's
+// pooler):
 //   kGeluErf: y = 0.5 x (1 + erf(x / sqrt 2))  (exact GELU: torch F.gelu's default, HF "gelu")
 //   kRelu   : y = max(x, 0)                      (relu'(0) = 0, as torch)
+//   kTanh   : y = tanh(x), tanh' = 1 - tanh^2    (BERT's pooler)
 //   forward : y = act(x)           (=)
 //   backward: dx = dy * act'(x)    (=, dx may alias dy)
 // GPT-2's tanh GELU is ops/gelu.h; the gated units (act(g) * u) are ops/glu.h.
@@ -15,7 +17,7 @@ using engine::ConstTensorView;
 using engine::Stream;
 using engine::TensorView;
 
-enum class Activation { kGeluErf, kRelu };
+enum class Activation { kGeluErf, kRelu, kTanh };
 
 // y, x: same shape, contiguous, act dtype.
 void activation_forward(Activation act, TensorView y, ConstTensorView x, Stream& stream);

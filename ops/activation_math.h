@@ -3,6 +3,7 @@
 //   silu(x) = x sigmoid(x),              silu'(x) = s (1 + x (1 - s)), s = sigmoid(x)
 //   gelu_erf(x) = 0.5 x (1 + erf(x/√2)),  gelu_erf'(x) = 0.5 (1 + erf(x/√2)) + x φ(x)
 //   relu(x) = max(x, 0),                 relu'(x) = [x > 0]  (0 at 0, as torch)
+//   tanh(x),                             tanh'(x) = 1 - tanh(x)^2
 //   gelu_tanh(x) = 0.5 x (1 + t), t = tanh(sqrt(2/pi) (x + 0.044715 x^3)),
 //   gelu_tanh'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
 // gelu_erf is exact GELU (torch F.gelu's default, HF "gelu"); gelu_tanh is HF "gelu_new" (T5
@@ -56,6 +57,12 @@ ANVIL_HOST_DEVICE F relu(F x) {
 template <typename F>
 ANVIL_HOST_DEVICE F relu_grad(F x) {
   return x > F(0) ? F(1) : F(0);
+}
+
+template <typename F>
+ANVIL_HOST_DEVICE F tanh_grad(F x) {
+  const F t = tanh(x);
+  return F(1) - t * t;
 }
 
 }  // namespace anvil::ops::detail

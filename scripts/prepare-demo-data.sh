@@ -4,6 +4,10 @@
 # package: its `bible` CLI prints every verse as "Ge1:1 In the beginning ...", which becomes one
 # document per chapter (1189), the chapter's verses one per line, in data/demo/kjv.txt, then
 # bin/preprocess tokenizes it with the bundled GPT-2 vocabulary (data/gpt2).
+# MODEL=bert instead makes data/demo/kjv_bert_text_sentence.{bin,idx} for BERT: the same text
+# split into sentences (--split-sentences), WordPiece tokens of data/bert/vocab.txt (lower case).
+# MODEL=t5 makes data/demo/kjv_t5_text_sentence.{bin,idx}: the same with 100 sentinels
+# <extra_id_0..99> (Megatron's T5 data: --vocab-extra-ids 100).
 # Idempotent: does nothing when the outputs exist (delete data/demo/ to rebuild).
 # BUILD=dir picks the build directory holding bin/preprocess (default build);
 # PREPROCESS=path overrides the binary itself.
@@ -13,10 +17,26 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 PREPROCESS=${PREPROCESS:-$BUILD/bin/preprocess}
 OUT=data/demo
-PREFIX=$OUT/kjv_gpt2
+MODEL=${MODEL:-gpt}
+if [[ "$MODEL" == bert ]]; then
+  PREFIX=$OUT/kjv_bert
+  RESULT=${PREFIX}_text_sentence
+  TOKENIZE=(--tokenizer-type BertWordPieceLowerCase --vocab-file data/bert/vocab.txt
+    --split-sentences)
+elif [[ "$MODEL" == t5 ]]; then
+  PREFIX=$OUT/kjv_t5
+  RESULT=${PREFIX}_text_sentence
+  TOKENIZE=(--tokenizer-type BertWordPieceLowerCase --vocab-file data/bert/vocab.txt
+    --split-sentences --vocab-extra-ids 100)
+else
+  PREFIX=$OUT/kjv_gpt2
+  RESULT=${PREFIX}_text_document
+  TOKENIZE=(--tokenizer-type GPT2BPE --vocab-file data/gpt2/encoder.json
+    --merge-file data/gpt2/vocab.bpe --append-eod)
+fi
 
-if [[ -f "${PREFIX}_text_document.bin" && -f "${PREFIX}_text_document.idx" ]]; then
-  echo "prepare-demo-data: ${PREFIX}_text_document.{bin,idx} exist, nothing to do"
+if [[ -f "$RESULT.bin" && -f "$RESULT.idx" ]]; then
+  echo "prepare-demo-data: $RESULT.{bin,idx} exist, nothing to do"
   exit 0
 fi
 if ! command -v bible >/dev/null 2>&1; then
@@ -48,5 +68,4 @@ if [[ ! -s "$OUT/kjv.txt" ]]; then
   mv "$OUT/kjv.txt.tmp" "$OUT/kjv.txt"
 fi
 
-"$PREPROCESS" --input "$OUT/kjv.txt" --output-prefix "$PREFIX" --tokenizer-type GPT2BPE \
-  --vocab-file data/gpt2/encoder.json --merge-file data/gpt2/vocab.bpe --append-eod --no-progress
+"$PREPROCESS" --input "$OUT/kjv.txt" --output-prefix "$PREFIX" "${TOKENIZE[@]}" --no-progress

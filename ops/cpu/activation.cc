@@ -1,9 +1,10 @@
 // CPU twin of the elementwise activations (reference for the CUDA kernels):
 //   forward : y = act(x) (=);  backward: dx = dy * act'(x) (=, dx may alias dy: each element is
 //   read before it is written)
-// act: exact erf GELU or relu (ops/activation_math.h). Math in double; f32/f64/bf16 storage.
+// act: exact erf GELU, relu or tanh (ops/activation_math.h). Math in double; f32/f64/bf16 storage.
 #include "ops/activation.h"
 
+#include <cmath>
 #include <type_traits>
 
 #include "ops/activation_math.h"
@@ -13,11 +14,27 @@ namespace anvil::ops::cpu {
 namespace {
 
 double act_value(Activation act, double x) {
-  return act == Activation::kGeluErf ? detail::gelu_erf(x) : detail::relu(x);
+  switch (act) {
+    case Activation::kGeluErf:
+      return detail::gelu_erf(x);
+    case Activation::kTanh:
+      return std::tanh(x);
+    case Activation::kRelu:
+      break;
+  }
+  return detail::relu(x);
 }
 
 double act_grad(Activation act, double x) {
-  return act == Activation::kGeluErf ? detail::gelu_erf_grad(x) : detail::relu_grad(x);
+  switch (act) {
+    case Activation::kGeluErf:
+      return detail::gelu_erf_grad(x);
+    case Activation::kTanh:
+      return detail::tanh_grad(x);
+    case Activation::kRelu:
+      break;
+  }
+  return detail::relu_grad(x);
 }
 
 }  // namespace

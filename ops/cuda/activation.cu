@@ -1,4 +1,4 @@
-// CUDA elementwise activations (exact erf GELU, relu; formulas in ops/activation_math.h):
+// CUDA elementwise activations (exact erf GELU, relu, tanh; formulas in ops/activation_math.h):
 //   forward : y = act(x) (=);  backward: dx = dy * act'(x) (=)
 // Flat elementwise as ops/cuda/gelu.cu: each thread handles V consecutive elements (16-byte
 // accesses when the pointers are aligned; a scalar tail when numel % V != 0), f32 math. dx may
@@ -19,12 +19,14 @@ constexpr int kThreads = 256;
 template <Activation A>
 __device__ __forceinline__ float act_value(float x) {
   if constexpr (A == Activation::kGeluErf) return detail::gelu_erf(x);
+  if constexpr (A == Activation::kTanh) return tanhf(x);
   return detail::relu(x);
 }
 
 template <Activation A>
 __device__ __forceinline__ float act_grad(float x) {
   if constexpr (A == Activation::kGeluErf) return detail::gelu_erf_grad(x);
+  if constexpr (A == Activation::kTanh) return detail::tanh_grad(x);
   return detail::relu_grad(x);
 }
 
@@ -68,6 +70,8 @@ template <typename F>
 void dispatch_activation(Activation act, F&& f) {
   if (act == Activation::kGeluErf) {
     f(std::integral_constant<Activation, Activation::kGeluErf>{});
+  } else if (act == Activation::kTanh) {
+    f(std::integral_constant<Activation, Activation::kTanh>{});
   } else {
     f(std::integral_constant<Activation, Activation::kRelu>{});
   }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bin/train with [model] type = t5 (ctest train_t5_test): configs/tiny_t5_cpu.ini trains 24
-# steps on the T5 demo corpus (scripts/prepare-demo-t5-data.sh: the King James Bible split into
+# steps on the T5 demo corpus (MODEL=t5 scripts/prepare-demo-data.sh: the Bible split into
 # sentences, BERT WordPiece + 100 sentinels) and the validation loss falls by more than 1.5 nats
 # from the untrained one (about ln(30624) = 10.3); --dry-run prints the memory plan and stops;
 # a T5 config with a checkpoint to save or load is refused with a message naming t5 (not yet);
@@ -21,8 +21,8 @@ if ! command -v bible >/dev/null 2>&1; then
   echo "SKIP: the demo corpus needs the 'bible' program (apt-get install bible-kjv)"
   exit 77
 fi
-PREPROCESS=$preprocess scripts/prepare-demo-t5-data.sh > "$work/prepare.log" 2>&1 ||
-  fail "prepare-demo-t5-data: $(cat "$work/prepare.log")"
+MODEL=t5 PREPROCESS=$preprocess scripts/prepare-demo-data.sh > "$work/prepare.log" 2>&1 ||
+  fail "prepare-demo-data: $(cat "$work/prepare.log")"
 config=configs/tiny_t5_cpu.ini
 
 "$train" "$config" --dry-run train.device=cpu > "$work/dry.log" 2>&1 ||

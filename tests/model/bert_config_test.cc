@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/gpt_inference.h"
 #include "model/sample_record.h"
 #include "model/train_config.h"
 
@@ -54,6 +55,15 @@ TEST(BertConfigTest, TypeBertSetsTheEncoderOptions) {
   EXPECT_TRUE(c->model.embed_layernorm);
 }
 
+// Generation, serving and evaluation (GptInference) are for causal models.
+TEST(BertConfigTest, InferenceRefusesBert) {
+  absl::StatusOr<TrainConfig> c = load();
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto plan = GptInference::plan(c->model, InferenceShape{1, 8}, GptPrecision{});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(std::string(plan.status().message()), HasSubstr("causal"));
+}
+
 TEST(BertConfigTest, RefusesBadCombinations) {
   absl::StatusOr<TrainConfig> c = load({"model.type=t9"});
   ASSERT_FALSE(c.ok());
@@ -73,6 +83,16 @@ TEST(BertConfigTest, RefusesBadCombinations) {
   GptConfig g;
   g.causal = false;
   EXPECT_THAT(std::string(g.validate().message()), HasSubstr("type bert"));
+  // GPT's eod handling and the causal-LM [eval] tasks are refused, naming the key.
+  c = load({"data.eod_mask_loss=true"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("eod_mask_loss"));
+  c = load({"eval.lambada=x.jsonl", "tokenizer.type=Byte"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("[eval]"));
+  c = load({"data.mask_prob=1.5"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("mask_prob"));
 }
 
 // A record of T = 4: tokens | types | labels | loss_mask | padding_mask | is_random.

@@ -1,4 +1,4 @@
-// Tests of the elementwise activations (ops/activation.h): exact erf GELU and relu,
+// Tests of the elementwise activations (ops/activation.h): exact erf GELU, relu and tanh,
 //   y = act(x) (=), dx = dy * act'(x) (=, dx may alias dy).
 // CPU twin: known values (evaluated independently in Python float64), central finite
 // differences in double, aliasing, argument errors.
@@ -24,9 +24,11 @@ using testing::TensorPool;
 using testing::TestStream;
 using testing::Tol;
 
-constexpr Activation kActs[] = {Activation::kGeluErf, Activation::kRelu};
+constexpr Activation kActs[] = {Activation::kGeluErf, Activation::kRelu, Activation::kTanh};
 
-const char* act_name(Activation a) { return a == Activation::kGeluErf ? "gelu_erf" : "relu"; }
+const char* act_name(Activation a) {
+  return a == Activation::kGeluErf ? "gelu_erf" : a == Activation::kRelu ? "relu" : "tanh";
+}
 
 std::vector<double> as_f64(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
@@ -44,6 +46,13 @@ TEST(ActivationCpu, KnownValues) {
   EXPECT_NEAR(v[3], 0.0, 1e-20);
   activation_forward(Activation::kRelu, y, x, stream);
   EXPECT_EQ(testing::to_host_f64(y), (std::vector<double>{0.0, 1.5, 0.0, 0.0}));
+  // math.tanh(x) in Python float64.
+  activation_forward(Activation::kTanh, y, x, stream);
+  v = testing::to_host_f64(y);
+  EXPECT_EQ(v[0], 0.0);
+  EXPECT_NEAR(v[1], 0.9051482536448664, 1e-15);
+  EXPECT_NEAR(v[2], -0.46211715726000974, 1e-15);
+  EXPECT_NEAR(v[3], -0.9999999958776927, 1e-15);
 }
 
 TEST(ActivationCpu, BackwardMatchesFiniteDifferences) {

@@ -19,8 +19,9 @@
 // amplify rounding noise to a fraction of lr; observed: 9.6e-5 with TP2, below 4e-5 otherwise).
 // Recomputation without other parallelism must be bitwise identical to the run that keeps the
 // activations.
-// The BLOOM-style (ALiBi, embedding LayerNorm) and LLaMA-style (RMSNorm, SwiGLU, rotary, no
-// biases, untied LM head) variants run a subset of the layouts; on GPUs with d_model 128 and 2
+// The BLOOM-style (ALiBi, embedding LayerNorm), LLaMA-style (RMSNorm, SwiGLU, rotary, no
+// biases, untied LM head) and BERT (post-LN, MLM + binary heads) variants run a subset of the
+// layouts; on GPUs with d_model 128 and 2
 // heads (flash attention needs head_dim 64 or 128 in bf16).
 #include <mpi.h>
 
@@ -54,8 +55,9 @@ TrainConfig tiny_config() {
   return c;
 }
 
-SampleFn samples(int64_t seq_len, int64_t vocab) {
-  return testing_parallel::hashed_samples(seq_len, vocab);
+SampleFn samples(const GptConfig& m, int64_t seq_len) {
+  return m.bert() ? testing_parallel::hashed_bert_samples(seq_len, m.vocab_size)
+                  : testing_parallel::hashed_samples(seq_len, m.vocab_size);
 }
 
 struct Layout {
@@ -86,7 +88,7 @@ GptPrecision precision(engine::DType dt) {
 
 RunResult train(const TrainConfig& cfg, engine::DType dt, const TrainerParallel& par) {
   RunResult r;
-  auto t = Trainer::create(cfg, precision(dt), samples(cfg.data.seq_len, cfg.model.vocab_size), {},
+  auto t = Trainer::create(cfg, precision(dt), samples(cfg.model, cfg.data.seq_len), {},
                            engine::LogContext{}, par);
   ANVIL_CHECK_OK(t.status());
   r.trainer = std::move(*t);
@@ -337,6 +339,38 @@ TEST_P(GptParallelTest, LlamaStyleEqualsOneRank) {
                 f64 ? Tolerance{1e-11, 1e-11, 1e-11, true} : Tolerance{1e-5, 1e-5, 2e-4, true});
 }
 
+// BERT (type bert, HF layout): post-LN, GELU-erf, token types and the embedding LayerNorm,
+// bidirectional attention with padding, the MLM head (vocab-parallel bias) and the binary head.
+TrainConfig bert_config() {
+  TrainConfig c = tiny_config();
+  c.model.type = ModelType::kBert;
+  c.model.causal = false;
+  c.model.type_vocab_size = 2;
+  c.model.binary_head = true;
+  c.model.norm_placement = NormPlacement::kPost;
+  c.model.activation = Activation::kGeluErf;
+  c.model.embed_layernorm = true;
+  return c;
+}
+
+// Megatron's BERT layout: pre-LN with ln_f, tanh GELU, no embedding LayerNorm.
+TrainConfig bert_pre_ln_config() {
+  TrainConfig c = bert_config();
+  c.model.norm_placement = NormPlacement::kPre;
+  c.model.activation = Activation::kGelu;
+  c.model.embed_layernorm = false;
+  return c;
+}
+
+TEST_P(GptParallelTest, BertEqualsOneRank) {
+  const bool f64 = GetParam() == engine::DType::kF64;
+  for (const TrainConfig& c : {bert_config(), bert_pre_ln_config()}) {
+    SCOPED_TRACE(c.model.post_ln() ? "bert post-LN" : "bert pre-LN");
+    check_layouts(c, variant_layouts(), GetParam(),
+                  f64 ? Tolerance{1e-11, 1e-11, 1e-11, true} : Tolerance{1e-5, 1e-5, 2e-4, true});
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, GptParallelTest,
                          ::testing::Values(engine::DType::kF64, engine::DType::kF32));
 
@@ -353,8 +387,8 @@ TEST(GptParallelGpuTest, EveryLayoutEqualsOneRankThroughNccl) {
                 Tolerance{1e-2, 5e-2, 2e-2, false});
 }
 
-// The BLOOM- and LLaMA-style variants through NCCL: 2 heads of 64 (flash attention, which ALiBi
-// and rotary need in bf16), so TP2 gives each rank one head.
+// The BLOOM-, LLaMA-style and BERT variants through NCCL: 2 heads of 64 (flash attention, which
+// ALiBi, rotary and BERT's padding mask need in bf16), so TP2 gives each rank one head.
 TEST(GptParallelGpuTest, VariantsEqualOneRankThroughNccl) {
   const char* on = std::getenv("ANVIL_PARALLEL_GPU");
   if (on == nullptr || std::string(on) != "1") GTEST_SKIP() << "set ANVIL_PARALLEL_GPU=1";
@@ -363,8 +397,8 @@ TEST(GptParallelGpuTest, VariantsEqualOneRankThroughNccl) {
   if (engine::cuda_device_count() < world) {
     GTEST_SKIP() << world << " ranks need as many GPUs, have " << engine::cuda_device_count();
   }
-  for (TrainConfig c : {bloom_config(), llama_config()}) {
-    SCOPED_TRACE(c.model.tie_embeddings ? "bloom-style" : "llama-style");
+  for (TrainConfig c : {bloom_config(), llama_config(), bert_config()}) {
+    SCOPED_TRACE(c.model.bert() ? "bert" : c.model.tie_embeddings ? "bloom-style" : "llama-style");
     c.model.d_model = 128;
     c.model.n_heads = 2;
     check_layouts(c, variant_layouts(), engine::DType::kBF16, Tolerance{1e-2, 5e-2, 2e-2, false});

@@ -1,10 +1,11 @@
 // Shared setup of the training tests (dp_training_test, gpt_parallel_test, checkpoint tests): a
-// tiny GPT trained 3 steps with dropout on, and a deterministic sample stream. Header-only: the
-// parallel tests link the model library, the shared testing library does not.
+// tiny GPT trained 3 steps with dropout on, and deterministic sample streams (GPT, BERT).
+// Header-only: the parallel tests link the model library, the shared testing library does not.
 #pragma once
 
 #include <cstdint>
 
+#include "model/sample_record.h"
 #include "model/trainer.h"
 
 namespace anvil::model::testing_parallel {
@@ -48,6 +49,33 @@ inline SampleFn hashed_samples(int64_t seq_len, int64_t vocab) {
       x ^= x >> 27;
       out[t] = static_cast<int32_t>(x % static_cast<uint64_t>(vocab));
     }
+  };
+}
+
+// BERT record i (model/sample_record.h), depending on i only: L = T/2 + (hash % (T/2 + 1)) real
+// tokens in [1, vocab), types 0 for the first half of them and 1 after, labels at position 1
+// and at about a fifth of the other real positions, padding after L, is_random = hash & 1.
+inline SampleFn hashed_bert_samples(int64_t seq_len, int64_t vocab) {
+  return [seq_len, vocab](int64_t index, int32_t* out) {
+    uint64_t x = 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(index + 7);
+    auto next = [&x] {
+      x ^= x >> 31;
+      x *= 0xbf58476d1ce4e5b9ull;
+      x ^= x >> 27;
+      return x;
+    };
+    const BertRecord r = bert_record(out, seq_len);
+    const int64_t len = seq_len / 2 + static_cast<int64_t>(next() % (seq_len / 2 + 1));
+    for (int64_t t = 0; t < seq_len; ++t) {
+      const bool real = t < len;
+      const bool masked = real && (t == 1 || (t > 0 && next() % 5 == 0));
+      r.tokens[t] = real ? 1 + static_cast<int32_t>(next() % (vocab - 1)) : 0;
+      r.types[t] = real && t >= len / 2 ? 1 : 0;
+      r.labels[t] = masked ? static_cast<int32_t>(next() % vocab) : -1;
+      r.loss_mask[t] = masked ? 1 : 0;
+      r.padding_mask[t] = real ? 1 : 0;
+    }
+    *r.is_random = static_cast<int32_t>(next() & 1);
   };
 }
 
