@@ -3,6 +3,7 @@
 BUILD ?= build
 MODEL ?= gpt
 JOBS ?= $(shell nproc)
+MODEL ?= gpt
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 

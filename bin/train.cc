@@ -34,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bin/data_streams.h"
+#include "bin/train_t5.h"
 #include "engine/arena.h"
 #include "engine/config.h"
 #include "engine/device.h"
@@ -138,8 +139,9 @@ std::pair<size_t, int> host_plan_bytes(anvil::parallel::Comm& world, int rank, i
 absl::StatusOr<std::vector<std::string>> tokenizer_overrides(const model::TrainConfig& cfg,
                                                              const anvil::engine::Config& raw) {
   const model::TokenizerConfig& t = cfg.tokenizer;
-  ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<anvil::io::Tokenizer> tok,
-                         anvil::io::make_tokenizer({t.type, t.vocab_file, t.merge_file}));
+  ANVIL_ASSIGN_OR_RETURN(
+      std::unique_ptr<anvil::io::Tokenizer> tok,
+      anvil::io::make_tokenizer({t.type, t.vocab_file, t.merge_file, t.vocab_extra_ids}));
   std::vector<std::string> out;
   auto adopt = [&](const char* section, const char* key, int64_t have,
                    int64_t want) -> absl::Status {
@@ -421,6 +423,14 @@ int run(int argc, char** argv) {
   };
 
   log_info(ctx, absl::StrFormat("config %s (effective values):\n%s", *config_path, raw.dump()));
+  if (cfg.model.t5()) {  // the encoder-decoder's own loop
+    const model::TrainerParallel t5_par{&(*rt)->grid(), &(*rt)->comms(), (*rt)->store(),
+                                        launch->local_rank};
+    if (absl::Status s = anvil::train_t5::run_t5(cfg, *prec, ctx, dry_run, t5_par); !s.ok()) {
+      return fatal(s);
+    }
+    return 0;
+  }
   const model::GptConfig& m = cfg.model;
   const int64_t T = cfg.data.seq_len;
   const int64_t tokens_per_step = cfg.train.global_batch * T;

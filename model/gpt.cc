@@ -26,23 +26,6 @@ namespace {
 
 using engine::DType;
 
-// Host copy of a one-dtype float view (f32 or f64) as doubles; syncs the stream.
-std::vector<double> read_back(engine::ConstTensorView v, engine::Stream& s) {
-  const int64_t n = v.numel();
-  std::vector<double> out(static_cast<size_t>(n));
-  if (v.dtype == DType::kF64) {
-    engine::copy(engine::make_view(out.data(), DType::kF64, engine::Device::kCpu, {n}), v, s);
-    s.synchronize();
-    return out;
-  }
-  ANVIL_CHECK_MSG(v.dtype == DType::kF32, "GptModel: read_back of " + engine::describe(v));
-  std::vector<float> f(static_cast<size_t>(n));
-  engine::copy(engine::make_view(f.data(), DType::kF32, engine::Device::kCpu, {n}), v, s);
-  s.synchronize();
-  for (int64_t i = 0; i < n; ++i) out[i] = f[i];
-  return out;
-}
-
 // Parameters of one transformer layer (two norms, c_attn, attn c_proj, c_fc, mlp c_proj).
 int64_t layer_params(const GptConfig& c) {
   const int64_t d = c.d_model, f = c.ffn(), fc = c.fc_out(), b = c.bias ? 1 : 0;
@@ -66,6 +49,28 @@ int64_t non_layer_params(const GptConfig& c) {
 }
 
 }  // namespace
+
+namespace gpt_detail {
+
+std::vector<double> read_back(engine::ConstTensorView v, engine::Stream& s) {
+  const int64_t n = v.numel();
+  std::vector<double> out(static_cast<size_t>(n));
+  if (v.dtype == DType::kF64) {
+    engine::copy(engine::make_view(out.data(), DType::kF64, engine::Device::kCpu, {n}), v, s);
+    s.synchronize();
+    return out;
+  }
+  ANVIL_CHECK_MSG(v.dtype == DType::kF32, "read_back of " + engine::describe(v));
+  std::vector<float> f(static_cast<size_t>(n));
+  engine::copy(engine::make_view(f.data(), DType::kF32, engine::Device::kCpu, {n}), v, s);
+  s.synchronize();
+  for (int64_t i = 0; i < n; ++i) out[i] = f[i];
+  return out;
+}
+
+}  // namespace gpt_detail
+
+using gpt_detail::read_back;
 
 absl::Status GptConfig::validate() const {
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };

@@ -51,8 +51,9 @@ enum class Norm { kLayerNorm, kRmsNorm };
 // kPost (original BERT, HF BertModel): LN(x + f(x)), no ln_f.
 enum class NormPlacement { kPre, kPost };
 // The model family ([model] type): its sample record (model/sample_record.h), heads and loss.
-// kGpt: causal LM. kBert: masked LM + optional binary (NSP / sentence-order) head.
-enum class ModelType { kGpt, kBert };
+// kGpt: causal LM. kBert: masked LM + optional binary (NSP / sentence-order) head. kT5: the
+// encoder-decoder of model/t5.h (its own model; TrainConfig::t5 holds its configuration).
+enum class ModelType { kGpt, kBert, kT5 };
 
 struct GptConfig {
   int64_t vocab_size = 50257;    // real vocabulary
@@ -87,6 +88,7 @@ struct GptConfig {
   bool learned_positions() const { return position_embedding == PositionEmbedding::kLearned; }
   bool glu() const { return activation != Activation::kGelu && activation != Activation::kGeluErf; }
   bool bert() const { return type == ModelType::kBert; }
+  bool t5() const { return type == ModelType::kT5; }
   bool post_ln() const { return norm_placement == NormPlacement::kPost; }
   bool layernorm() const { return norm == Norm::kLayerNorm; }
   // c_fc's output width: ffn, or 2 * ffn (g | u) with a gated activation (Megatron-DeepSpeed's

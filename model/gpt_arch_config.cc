@@ -26,6 +26,7 @@ constexpr std::pair<Activation, const char*> kActivationNames[] = {
 constexpr std::pair<ModelType, const char*> kTypeNames[] = {
     {ModelType::kGpt, "gpt"},
     {ModelType::kBert, "bert"},
+    {ModelType::kT5, "t5"},
 };
 
 constexpr std::pair<NormPlacement, const char*> kPlacementNames[] = {
@@ -67,7 +68,13 @@ void add_gpt_arch_schema(engine::ConfigSchema& s) {
         "BERT reads sentence-split data (bin/preprocess --split-sentences) with a WordPiece "
         "[tokenizer]. HF BertForPreTraining numerics: norm_placement post, activation gelu_erf, "
         "embed_layernorm true, ln_eps 1e-12 (configs/bert_base.ini); Megatron's BERT: pre, "
-        "gelu (its fused bias-GELU is the tanh approximation), no embedding LayerNorm.",
+        "gelu (its fused bias-GELU is the tanh approximation), no embedding LayerNorm. t5 = "
+        "the encoder-decoder (pretrain_t5.py; HF T5ForConditionalGeneration numerics, "
+        "docs/models.md): n_layers encoder and decoder_layers decoder layers, d_model, n_heads, "
+        "d_kv, ffn_hidden (d_ff), hidden_dropout (HF dropout_rate), ln_eps (1e-6), t5_version; "
+        "span-corruption samples from sentence-split data with a WordPiece [tokenizer] and "
+        "vocab_extra_ids sentinels; tensor and data parallelism (no pipeline, ZeRO or "
+        "checkpoints yet).",
         all_names(kTypeNames));
   s.add("model", "norm_placement", ConfigType::kString, "pre",
         "pre = x + f(LN(x)) with a final ln_f (GPT-2, Megatron); post = LN(x + f(x)) without "

@@ -121,11 +121,12 @@ inline void weight_bias_grad(TensorView dw, TensorView db, engine::ConstTensorVi
   ops::gemm_bias_grad(g, dw, db, dy, x, s);
 }
 
-// dx [rows, in] = dy [rows, out] W [out, in].
+// dx [rows, in] = alpha dy [rows, out] W [out, in] + beta dx (beta 0: =, 1: +=).
 inline void input_grad(TensorView dx, engine::ConstTensorView dy, engine::ConstTensorView w,
-                       engine::Stream& s, float alpha = 1.0f) {
+                       engine::Stream& s, float alpha = 1.0f, float beta = 0.0f) {
   ops::GemmArgs g{dy.dim(0), w.dim(1), w.dim(0)};
   g.alpha = alpha;
+  g.beta = beta;
   ops::gemm(g, dx, dy, w, {}, {}, s);
 }
 
@@ -290,6 +291,9 @@ LayerWeights layer_views(const Buffers& b, int64_t local, TensorView bucket_base
 // Walks the whole layout through `carver`. When creating, also binds the parameter views.
 Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrecision& prec,
                    const GptShard& shard, Carver& carver);
+
+// Host copy of a one-dtype float view (f32 or f64) as doubles; syncs the stream.
+std::vector<double> read_back(engine::ConstTensorView v, engine::Stream& s);
 
 // Dtype of layernorm statistics and per-token losses: f32, or f64 with f64 activations.
 DType stat_dtype(const GptPrecision& prec);

@@ -16,6 +16,7 @@
 #include "engine/device.h"
 #include "engine/status.h"
 #include "model/gpt_arch_config.h"
+#include "model/t5_train_config.h"
 
 namespace anvil::model {
 namespace {
@@ -474,6 +475,7 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
                    "bert: the [eval] zero-shot tasks score a causal LM; remove them for BERT");
   }
   ANVIL_ASSIGN_OR_RETURN(t.finetune, parse_finetune_config(c, tok.type));
+  ANVIL_RETURN_IF_ERROR(parse_t5_config(c, t));
   const int64_t chunks = static_cast<int64_t>(pc.pp) * pc.virtual_stages;
   absl::StatusOr<std::vector<std::vector<int64_t>>> parts =
       partition_layers(t.model.n_layers, chunks, pc.pipeline_partition);

@@ -21,6 +21,7 @@
 #include "model/lr_schedule.h"
 #include "model/parallel_config.h"
 #include "model/precision_config.h"
+#include "model/t5.h"
 
 namespace anvil::model {
 
@@ -47,6 +48,7 @@ struct DataConfig {
   double last_epoch_cutoff = 0.95;    // separate last epoch below this share of an epoch
   double mask_prob = 0.15;            // BERT: masked-LM share of the tokens
   double short_seq_prob = 0.1;        // BERT: probability of a shorter target length
+  int64_t decoder_seq_len = 128;      // T5: decoder tokens per sample (seq_len: the encoder's)
   // Named groups (--{train,valid,test}-weighted-split-paths); empty = paths and split.
   std::vector<DataGroup> train_groups, valid_groups, test_groups;
 };
@@ -88,10 +90,11 @@ struct OptimConfig {
 // set, bin/train takes [model] vocab_size and [data] eod_token from it unless given (then they
 // must agree), and checkpoints keep a copy of its files (docs/checkpoints.md).
 struct TokenizerConfig {
-  std::string type;        // "" (none) | GPT2BPE | BertWordPiece{LowerCase,Case} | SentencePiece
-                           // | HF | Byte
-  std::string vocab_file;  // encoder.json / vocab.json, vocab.txt, .model, tokenizer.json
-  std::string merge_file;  // merges.txt / vocab.bpe (GPT2BPE)
+  std::string type;         // "" (none) | GPT2BPE | BertWordPiece{LowerCase,Case} | SentencePiece
+                            // | HF | Byte
+  std::string vocab_file;   // encoder.json / vocab.json, vocab.txt, .model, tokenizer.json
+  std::string merge_file;   // merges.txt / vocab.bpe (GPT2BPE)
+  int vocab_extra_ids = 0;  // T5 sentinels <extra_id_0> ... appended to the vocabulary
 };
 
 // [checkpoint] (docs/checkpoints.md): saving, resuming and run limits. bin/train acts on it.
@@ -123,6 +126,7 @@ struct TrainConfig {
   TokenizerConfig tokenizer;
   EvalConfig eval;          // [eval]: zero-shot tasks at every evaluation (model/eval_config.h)
   FinetuneConfig finetune;  // [finetune]: bin/finetune's classification (finetune_config.h)
+  T5Config t5;              // [model] type t5: the model (from [model]; model/t5_train_config.h)
 };
 
 // The schema of bin/train's ini file (a process-wide singleton: Config keeps a pointer to it).

@@ -7,6 +7,7 @@
 #include "engine/config.h"
 #include "model/gpt_arch_config.h"
 #include "model/precision_config.h"
+#include "model/t5_train_config.h"
 #include "model/train_config.h"
 
 namespace anvil::model {
@@ -42,6 +43,7 @@ ConfigSchema build_schema() {
         "Std of the normal parameter init (--init-method-std); residual output projections use "
         "init_std / sqrt(2 * n_layers).");
   add_gpt_arch_schema(s);
+  add_t5_schema(s);
   // [data]
   s.add("data", "paths", kString, "",
         "The tokenized data (--data-path): one prefix PATH of PATH.bin + PATH.idx (Megatron mmap "

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/memory.h"
 #include "engine/status.h"
+#include "model/group_comm.h"
 #include "model/pipeline_runner.h"
 #include "model/trainer.h"
 #include "parallel/bootstrap.h"
@@ -66,30 +67,12 @@ absl::Status Trainer::setup_parallel(const TrainerParallel& par, int cuda_device
   parallel::CommOptions copt;
   copt.timeout_s = pc.timeout_s;
   const parallel::ProcessGroup one{"dp", 0, {0}, 0};
-  // The group's Comm: its CPU communicator on the CPU; on CUDA an NcclComm bootstrapped through
-  // the store (torchrun) or over the CPU communicator (MPI).
+  // The group's Comm (model/group_comm.h).
   auto comm_for = [&](const parallel::ProcessGroup& group,
                       parallel::Comm* cpu) -> absl::StatusOr<parallel::Comm*> {
-    if (!cuda) {
-      if (cpu == nullptr) {
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "Trainer: the %s group on the CPU needs a launcher: mpirun, srun or torchrun%s",
-            group.name,
-            dp_size_ == 1 && need_dp ? " (or unset [parallel] reduce_single_rank)" : ""));
-      }
-      return cpu;
-    }
-    const int rank = par.grid ? par.grid->rank() : 0;
-    parallel::BroadcastBytes bootstrap;
-    if (par.store != nullptr) {
-      bootstrap = parallel::broadcast_through(*par.store, group);
-    } else if (cpu != nullptr) {
-      bootstrap = parallel::broadcast_over(*cpu);
-    }
-    ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<parallel::NcclComm> c,
-                           parallel::NcclComm::create(group, rank, bootstrap, copt));
-    owned_comms_.push_back(std::move(c));
-    return owned_comms_.back().get();
+    return group_comm(group, cpu, par.store, par.grid ? par.grid->rank() : 0, cuda, copt,
+                      dp_size_ == 1 && need_dp ? " (or unset [parallel] reduce_single_rank)" : "",
+                      &owned_comms_);
   };
   parallel::GroupComms* m = par.comms;
   if (need_dp) {

@@ -5,7 +5,8 @@
 //   backward: dg = dy * u * act'(g),  du = dy * act(g)        (= into dh = [dg | du])
 // act: kSwiglu silu(x) = x * sigmoid(x); kGeglu exact erf GELU 0.5 x (1 + erf(x / sqrt(2)))
 // (torch F.gelu's default, HF "gelu"); kReglu relu(x) = max(x, 0) (act'(0) = 0, as torch);
-// kLiglu identity (bilinear).
+// kLiglu identity (bilinear); kGegluTanh tanh-approximated GELU (HF "gelu_new": T5 v1.1's
+// gated-gelu, gate = wi_0, up = wi_1).
 #pragma once
 
 #include "engine/stream.h"
@@ -17,7 +18,7 @@ using engine::ConstTensorView;
 using engine::Stream;
 using engine::TensorView;
 
-enum class GluKind { kSwiglu, kGeglu, kReglu, kLiglu };
+enum class GluKind { kSwiglu, kGeglu, kReglu, kLiglu, kGegluTanh };
 
 // y: [rows, f] act; h: [rows, 2f] act. Both contiguous.
 void glu_forward(GluKind kind, TensorView y, ConstTensorView h, Stream& stream);

@@ -6,6 +6,8 @@
 # bin/preprocess tokenizes it with the bundled GPT-2 vocabulary (data/gpt2).
 # MODEL=bert instead makes data/demo/kjv_bert_text_sentence.{bin,idx} for BERT: the same text
 # split into sentences (--split-sentences), WordPiece tokens of data/bert/vocab.txt (lower case).
+# MODEL=t5 makes data/demo/kjv_t5_text_sentence.{bin,idx}: the same with 100 sentinels
+# <extra_id_0..99> (Megatron's T5 data: --vocab-extra-ids 100).
 # Idempotent: does nothing when the outputs exist (delete data/demo/ to rebuild).
 # BUILD=dir picks the build directory holding bin/preprocess (default build);
 # PREPROCESS=path overrides the binary itself.
@@ -21,6 +23,11 @@ if [[ "$MODEL" == bert ]]; then
   RESULT=${PREFIX}_text_sentence
   TOKENIZE=(--tokenizer-type BertWordPieceLowerCase --vocab-file data/bert/vocab.txt
     --split-sentences)
+elif [[ "$MODEL" == t5 ]]; then
+  PREFIX=$OUT/kjv_t5
+  RESULT=${PREFIX}_text_sentence
+  TOKENIZE=(--tokenizer-type BertWordPieceLowerCase --vocab-file data/bert/vocab.txt
+    --split-sentences --vocab-extra-ids 100)
 else
   PREFIX=$OUT/kjv_gpt2
   RESULT=${PREFIX}_text_document

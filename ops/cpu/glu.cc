@@ -2,7 +2,7 @@
 //   forward : y = round_T(act(g)) * u   (=; act's output is rounded to the activation dtype
 //             before the product, as torch's act(gate) * up does in bf16)
 //   backward: dg = dy * u * act'(g),  du = dy * act(g)   (= into dh = [dg | du])
-// act: silu, exact erf GELU, relu, identity (formulas in ops/activation_math.h).
+// act: silu, exact erf GELU, tanh GELU, relu, identity (formulas in ops/activation_math.h).
 // Math in double; f32/f64/bf16 storage.
 #include "ops/glu.h"
 
@@ -20,6 +20,8 @@ double act(GluKind kind, double x) {
       return detail::silu(x);
     case GluKind::kGeglu:
       return detail::gelu_erf(x);
+    case GluKind::kGegluTanh:
+      return detail::gelu_tanh(x);
     case GluKind::kReglu:
       return detail::relu(x);
     case GluKind::kLiglu:
@@ -34,6 +36,8 @@ double act_grad(GluKind kind, double x) {
       return detail::silu_grad(x);
     case GluKind::kGeglu:
       return detail::gelu_erf_grad(x);
+    case GluKind::kGegluTanh:
+      return detail::gelu_tanh_grad(x);
     case GluKind::kReglu:
       return detail::relu_grad(x);
     case GluKind::kLiglu:

@@ -1,8 +1,8 @@
 // CUDA gated linear units, h = [g | u] per row (g: columns [0, f), u: [f, 2f)):
 //   forward : y = round_T(act(g)) * u                     (=)
 //   backward: dg = dy * u * act'(g),  du = dy * act(g)    (= into dh = [dg | du])
-// act: silu, exact erf GELU, relu, identity (ops/glu.h). Flat over the rows * f outputs: each
-// thread handles V consecutive columns of one row (16-byte accesses when f % V == 0 and the
+// act: silu, exact erf GELU, tanh GELU, relu, identity (ops/glu.h). Flat over the rows * f outputs:
+// each thread handles V consecutive columns of one row (16-byte accesses when f % V == 0 and the
 // pointers are aligned, else V = 1). f32 math (ops/activation_math.h).
 #include <type_traits>
 
@@ -19,6 +19,7 @@ template <GluKind K>
 __device__ __forceinline__ float act(float x) {
   if constexpr (K == GluKind::kSwiglu) return detail::silu(x);
   if constexpr (K == GluKind::kGeglu) return detail::gelu_erf(x);
+  if constexpr (K == GluKind::kGegluTanh) return detail::gelu_tanh(x);
   if constexpr (K == GluKind::kReglu) return detail::relu(x);
   return x;
 }
@@ -27,6 +28,7 @@ template <GluKind K>
 __device__ __forceinline__ float act_grad(float x) {
   if constexpr (K == GluKind::kSwiglu) return detail::silu_grad(x);
   if constexpr (K == GluKind::kGeglu) return detail::gelu_erf_grad(x);
+  if constexpr (K == GluKind::kGegluTanh) return detail::gelu_tanh_grad(x);
   if constexpr (K == GluKind::kReglu) return detail::relu_grad(x);
   return 1.0f;
 }
@@ -76,6 +78,8 @@ void dispatch_kind(GluKind kind, F&& f) {
       return f(std::integral_constant<GluKind, GluKind::kSwiglu>{});
     case GluKind::kGeglu:
       return f(std::integral_constant<GluKind, GluKind::kGeglu>{});
+    case GluKind::kGegluTanh:
+      return f(std::integral_constant<GluKind, GluKind::kGegluTanh>{});
     case GluKind::kReglu:
       return f(std::integral_constant<GluKind, GluKind::kReglu>{});
     case GluKind::kLiglu:

@@ -26,7 +26,8 @@ using testing::TensorPool;
 using testing::TestStream;
 using testing::Tol;
 
-constexpr GluKind kKinds[] = {GluKind::kSwiglu, GluKind::kGeglu, GluKind::kReglu, GluKind::kLiglu};
+constexpr GluKind kKinds[] = {GluKind::kSwiglu, GluKind::kGeglu, GluKind::kReglu, GluKind::kLiglu,
+                              GluKind::kGegluTanh};
 
 std::string kind_name(GluKind k) {
   switch (k) {
@@ -38,6 +39,8 @@ std::string kind_name(GluKind k) {
       return "reglu";
     case GluKind::kLiglu:
       return "liglu";
+    case GluKind::kGegluTanh:
+      return "geglu_tanh";
   }
   return "?";
 }
@@ -46,16 +49,18 @@ std::vector<double> as_f64(const std::vector<float>& v) { return {v.begin(), v.e
 
 // Known activation values at g = 1.5, -0.5 with u = 2: y = 2 act(g). Reference numbers from
 // Python float64: silu(1.5) = 1.5 / (1 + exp(-1.5)) = 1.2263617..., torch F.gelu (erf) of 1.5 =
-// 1.3997892..., and at -0.5: silu = -0.1887703..., gelu = -0.1542688...
+// 1.3997892..., HF gelu_new (tanh) of 1.5 = 1.3995716..., and at -0.5: silu = -0.1887703...,
+// gelu = -0.1542688..., gelu_new = -0.1542860...
 TEST(GluCpu, KnownValues) {
   TestStream stream(Device::kCpu);
   TensorPool pool(Device::kCpu);
   const TensorView h = pool.from_f64({1.5, -0.5, 2.0, 2.0}, {1, 4});
-  const double expect[4][2] = {{2 * 1.2263617142904655, 2 * -0.1887703343990727},
+  const double expect[5][2] = {{2 * 1.2263617142904655, 2 * -0.1887703343990727},
                                {2 * 1.399789198096713, 2 * -0.15426876936299344},
                                {2 * 1.5, 0.0},
-                               {2 * 1.5, 2 * -0.5}};
-  for (int k = 0; k < 4; ++k) {
+                               {2 * 1.5, 2 * -0.5},
+                               {2 * 1.3995715769802328, 2 * -0.15428599017485606}};
+  for (int k = 0; k < 5; ++k) {
     SCOPED_TRACE(kind_name(kKinds[k]));
     TensorView y = pool.empty(DType::kF64, {1, 2});
     glu_forward(kKinds[k], y, h, stream);

@@ -1,0 +1,239 @@
+// T5Model creation (arenas from the plan, HF T5 initialization, relative buckets), the public
+// forward/backward entry points, gradient norm and AdamW (model/t5.h).
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "engine/cuda_check.h"
+#include "engine/memory.h"
+#include "engine/status.h"
+#include "model/gpt_init.h"
+#include "model/t5_impl.h"
+#include "ops/adamw.h"
+#include "ops/grad_norm.h"
+#include "ops/init_normal.h"
+
+namespace anvil::model {
+
+namespace {
+
+using engine::DType;
+using engine::TensorView;
+
+// HF T5PreTrainedModel._init_weights: (row block, sigma) pieces of this rank's parameter p
+// (i: the local inner width); norms are 1.
+std::vector<std::pair<int64_t, double>> init_sigmas(const T5Config& cfg, const Param& p,
+                                                    int64_t i) {
+  const double f = cfg.init_factor, d = static_cast<double>(cfg.d_model);
+  const double q = f / std::sqrt(d * static_cast<double>(cfg.d_kv));
+  const double kv = f / std::sqrt(d);
+  const double o = f / std::sqrt(static_cast<double>(cfg.inner()));
+  const std::string& n = p.name;
+  if (n == "shared.weight" || n == "lm_head.weight") return {{p.shape[0], f}};
+  if (absl::EndsWith(n, "SelfAttention.qkv.weight")) return {{i, q}, {i, kv}, {i, kv}};
+  if (absl::EndsWith(n, "EncDecAttention.q.weight")) return {{i, q}};
+  if (absl::EndsWith(n, "EncDecAttention.kv.weight")) return {{2 * i, kv}};
+  if (absl::EndsWith(n, ".o.weight")) return {{p.shape[0], o}};
+  if (absl::EndsWith(n, "relative_attention_bias.weight")) return {{p.shape[0], kv}};
+  if (absl::EndsWith(n, "DenseReluDense.wi.weight")) return {{p.shape[0], kv}};
+  if (absl::EndsWith(n, "DenseReluDense.wo.weight")) {
+    return {{p.shape[0], f / std::sqrt(static_cast<double>(cfg.d_ff))}};
+  }
+  return {};  // a norm
+}
+
+// Every element from (seed, its offset in the whole single-rank model), so a TP shard holds the
+// single-rank values at its global elements (model/gpt_init.h).
+void init_params(const T5Config& cfg, const T5Shard& shard, const ParamTable& t, TensorView target,
+                 uint64_t seed, engine::Stream& s) {
+  const ParamTable whole = t5_detail::make_t5_param_table(cfg);
+  for (const Param& p : t.all()) {
+    const std::vector<std::pair<int64_t, double>> pieces =
+        init_sigmas(cfg, p, cfg.inner() / shard.tp);
+    const int64_t cols = p.shape.size() == 2 ? p.shape[1] : 1;
+    ops::InitNormalArgs a;
+    a.tp = gpt_detail::tp_split(p, shard.tp, shard.tp_rank);
+    if (pieces.empty()) {
+      a.kind = ops::InitKind::kConstant;
+      a.value = 1.0f;
+      ops::init_normal(a, flat_slice(target, p.offset, {p.numel()}), s);
+      continue;
+    }
+    a.kind = ops::InitKind::kNormal;
+    a.seed = seed;
+    a.offset = static_cast<uint64_t>(whole.find(p.name)->offset);
+    // Padded vocabulary rows stay 0: no token uses them and their logits are ignored.
+    if (p.vocab_rows) a.valid = cfg.vocab_size * cfg.d_model;
+    int64_t row = 0;
+    for (const auto& [rows, sigma] : pieces) {
+      a.sigma = sigma;
+      a.first = row * cols;
+      ops::init_normal(a, flat_slice(target, p.offset + row * cols, {rows * cols}), s);
+      row += rows;
+    }
+  }
+}
+
+}  // namespace
+
+T5Model::T5Model() = default;
+T5Model::~T5Model() = default;
+
+absl::StatusOr<engine::MemoryPlan> T5Model::plan(const T5Config& cfg, const T5RunShape& shape,
+                                                 const GptPrecision& prec, const T5Shard& shard) {
+  ANVIL_RETURN_IF_ERROR(t5_detail::check_t5_run(cfg, shape, prec, shard));
+  engine::MemoryPlan plan;
+  gpt_detail::Carver carver(&plan);
+  t5_detail::t5_layout(cfg, shape, prec, shard, carver);
+  return plan;
+}
+
+absl::StatusOr<std::unique_ptr<T5Model>> T5Model::create(const T5Config& cfg,
+                                                         const T5RunShape& shape,
+                                                         const GptPrecision& prec, uint64_t seed,
+                                                         const T5Shard& shard) {
+  ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, T5Model::plan(cfg, shape, prec, shard));
+  if (shard.tp > 1 && shard.tp_comm == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("T5Model::create: tp ", shard.tp, " needs the TP group's Comm"));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->cfg = cfg;
+  impl->shape = shape;
+  impl->prec = prec;
+  impl->shard = shard;
+  impl->seed = seed;
+  for (const std::string& cat : plan.categories()) {
+    const size_t bytes = plan.category_bytes(cat);
+    if (bytes == 0) continue;
+    ANVIL_ASSIGN_OR_RETURN(engine::Arena a, engine::Arena::create(prec.device, bytes, "t5 " + cat));
+    impl->arenas.emplace_back(cat, std::move(a));
+  }
+  gpt_detail::Carver carver(&impl->arenas);
+  impl->buf = t5_detail::t5_layout(cfg, shape, prec, shard, carver);
+  ANVIL_RETURN_IF_ERROR(carver.status());
+  // Largest dropout site: attention probabilities [B, H, Tq, Tk] or a hidden [rows, max(d, ff)].
+  const uint64_t B = static_cast<uint64_t>(shape.micro_batch);
+  const uint64_t T = static_cast<uint64_t>(std::max(shape.enc_len, shape.dec_len));
+  const uint64_t biggest = std::max(B * static_cast<uint64_t>(cfg.n_heads) * T * T,
+                                    B * T * static_cast<uint64_t>(std::max(cfg.d_model, cfg.d_ff)));
+  impl->site_stride = biggest / 4 + 1;  // Philox yields 4 values per counter
+
+  engine::Stream stream = engine::Stream::cpu();
+  if (prec.device == engine::Device::kCuda) {
+    int device = 0;
+    ANVIL_CUDA_CHECK(cudaGetDevice(&device));
+    ANVIL_ASSIGN_OR_RETURN(stream, engine::Stream::cuda(device));
+  }
+  t5_detail::Buffers& b = impl->buf;
+  for (TensorView v : {b.value, b.master, b.grad, b.m, b.v}) engine::fill_zero(v, stream);
+  init_params(cfg, shard, b.table, b.value, seed, stream);
+  if (b.master.data != b.value.data) init_params(cfg, shard, b.table, b.master, seed, stream);
+  // Relative buckets of distances j - i, at j - i + Tq - 1 (ops/flash_attention.h).
+  for (const auto& [dst, len, bidirectional] :
+       {std::tuple<TensorView, int64_t, bool>{b.rel_buckets_enc, shape.enc_len, true},
+        {b.rel_buckets_dec, shape.dec_len, false}}) {
+    std::vector<int32_t> host(static_cast<size_t>(2 * len - 1));
+    for (int64_t k = 0; k < 2 * len - 1; ++k) {
+      host[static_cast<size_t>(k)] =
+          t5_relative_bucket(k - (len - 1), bidirectional, cfg.num_buckets, cfg.max_distance);
+    }
+    engine::copy(dst,
+                 engine::make_view(host.data(), DType::kI32, engine::Device::kCpu, {2 * len - 1}),
+                 stream);
+    stream.synchronize();
+  }
+  std::unique_ptr<T5Model> model(new T5Model());
+  model->impl_ = std::move(impl);
+  return model;
+}
+
+const T5Config& T5Model::config() const { return impl_->cfg; }
+const T5RunShape& T5Model::shape() const { return impl_->shape; }
+ParamTable& T5Model::params() { return impl_->buf.table; }
+GptModel::FlatBuffers T5Model::flat_buffers() {
+  const t5_detail::Buffers& b = impl_->buf;
+  return GptModel::FlatBuffers{b.value, b.master, b.grad, b.m, b.v};
+}
+
+void T5Model::forward(const T5Batch& batch, bool train, uint64_t dropout_offset,
+                      engine::Stream& stream) {
+  impl_->set_batch(batch, stream);
+  impl_->dropout_offset = dropout_offset;
+  impl_->forward(train, stream);
+}
+
+void T5Model::backward(float grad_scale, engine::Stream& stream) {
+  impl_->backward(grad_scale, stream);
+}
+
+double T5Model::loss_sum(engine::Stream& stream) {
+  double sum = 0.0;
+  for (double l : gpt_detail::read_back(impl_->buf.losses, stream)) sum += l;
+  return sum;
+}
+
+engine::ConstTensorView T5Model::last_logits() const { return impl_->buf.logits; }
+
+void T5Model::zero_grads(engine::Stream& stream) { engine::fill_zero(impl_->buf.grad, stream); }
+
+double T5Model::grad_norm(engine::Stream& stream) {
+  const t5_detail::Buffers& b = impl_->buf;
+  const T5Shard& sh = impl_->shard;
+  engine::fill_zero(b.norm_out, stream);
+  if (sh.tp == 1) {
+    // Padding between parameters holds zero gradients: one sum over the whole buffer.
+    ops::sum_squares(b.norm_out, b.grad, b.op_ws, stream);
+  } else {
+    // Split parameters on every rank, the replicated ones (equal over TP) on rank 0 only.
+    for (const Param& p : b.table.all()) {
+      if (p.tp_split_dim >= 0 || sh.tp_rank == 0) {
+        ops::sum_squares(b.norm_out, flat_slice(p.grad, 0, {p.numel()}), b.op_ws, stream);
+      }
+    }
+    impl_->tp_all_reduce(b.norm_out, stream);
+  }
+  return std::sqrt(gpt_detail::read_back(b.norm_out, stream)[0]);
+}
+
+void T5Model::optimizer_step(const GptModel::OptimizerStep& s, engine::Stream& stream) {
+  const t5_detail::Buffers& b = impl_->buf;
+  const bool shared = b.master.data == b.value.data;
+  ops::AdamWArgs a;
+  a.lr = s.lr;
+  a.beta1 = s.beta1;
+  a.beta2 = s.beta2;
+  a.eps = s.eps;
+  a.step = s.step;
+  a.grad_scale = s.grad_scale;
+  // Per bucket: [begin, decay_end) with weight decay, the rest without.
+  auto range = [&](int64_t begin, int64_t end, float weight_decay) {
+    if (end <= begin) return;
+    ops::AdamWArgs r = a;
+    r.weight_decay = weight_decay;
+    auto sl = [&](TensorView flat) { return flat_slice(flat, begin, {end - begin}); };
+    ops::adamw_update(r, sl(b.master), sl(b.m), sl(b.v), shared ? TensorView{} : sl(b.value),
+                      sl(b.grad), stream);
+  };
+  for (const ParamTable::Bucket& k : b.table.buckets()) {
+    range(k.begin, k.decay_end, s.weight_decay);
+    range(k.decay_end, k.end, 0.0f);
+  }
+}
+
+size_t T5Model::arena_bytes(const std::string& category) const {
+  for (const auto& [cat, a] : impl_->arenas) {
+    if (cat == category) return a.capacity();
+  }
+  return 0;
+}
+
+uint64_t T5Model::dropout_offset_span() const {
+  return impl_->site_stride * static_cast<uint64_t>(impl_->n_sites());
+}
+
+}  // namespace anvil::model

@@ -1,0 +1,168 @@
+// T5 (DESIGN.md §4): Hugging Face T5ForConditionalGeneration numerics, v1.0 and v1.1.
+//   encoder:  x_0 = Drop(shared[enc_tok]);  per layer (pre-norm, RMSNorm eps 1e-6, no biases)
+//             h = x + Drop(SelfAttn(RMS1(x), bias_enc));  x' = h + Drop(FFN(RMS2(h)))
+//             enc = Drop(RMSf_enc(x_Le))
+//   decoder:  y_0 = Drop(shared[dec_tok]);  per layer
+//             h1 = y + Drop(CausalSelfAttn(RMS1(y), bias_dec))
+//             h2 = h1 + Drop(CrossAttn(q = RMS2(h1), k, v = enc))
+//             y' = h2 + Drop(FFN(RMS3(h2)))
+//             dec = Drop(RMSf_dec(y_Ld))
+//   logits = dec shared^T * d_model^-0.5 (v1.0, tied) or dec lm_head^T (v1.1, untied)
+//   loss   = sum over counted tokens (labels >= 0) of CE(logits, label)  (Megatron's
+//            pretrain_t5.py: sum(loss * loss_mask); the caller folds loss_mask into labels)
+// Attention: softmax(q k^T + bias) v per head, without 1/sqrt(d_kv) scaling; bias_enc / bias_dec
+// = the encoder's / decoder's learned relative-position table [num_buckets, H] looked up at
+// t5_relative_bucket(j - i) (bidirectional in the encoder, causal buckets in the decoder), held
+// by layer 0 of each stack and shared by all its layers; cross-attention has no bias and sees
+// the encoder's real tokens only. FFN: wo Drop(relu(wi x)) (v1.0) or wo Drop(gelu_tanh(wi_0 x) *
+// wi_1 x) (v1.1). Drop = dropout with rate `dropout` (HF dropout_rate, also on the attention
+// probabilities), training only.
+// Explicit forward/backward over ops/ with saved activations; gradients accumulate (+=) across
+// micro-batches. Tensor parallelism (T5Shard) as Megatron's: heads, d_ff and the padded
+// vocabulary split over the TP group (column-parallel qkv / cross q, kv / wi, row-parallel o /
+// wo, vocab-parallel embedding, LM head and cross-entropy); no pipeline or sequence parallelism
+// yet. Data parallelism is the caller's: sum flat_buffers().grad over the DP ranks. Precision as
+// GptModel (gpt.h): on CUDA bf16 parameters/activations with f32 master weights, gradients and
+// AdamW state; on the CPU f32, or f64 for gradient checks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/arena.h"
+#include "engine/stream.h"
+#include "engine/tensor.h"
+#include "model/gpt.h"  // GptPrecision, GptModel::OptimizerStep
+#include "model/param_table.h"
+
+namespace anvil::parallel {
+class Comm;
+}
+
+namespace anvil::model {
+
+enum class T5Version { kV1_0, kV1_1 };
+
+struct T5Config {
+  int64_t vocab_size = 32128;
+  int64_t vocab_multiple = 128;  // padded vocabulary: vocab_size rounded up to a multiple
+  int64_t d_model = 512;
+  int64_t d_kv = 64;  // per-head width (HF d_kv); inner = n_heads * d_kv
+  int64_t n_heads = 8;
+  int64_t d_ff = 2048;
+  int64_t n_encoder_layers = 6;
+  int64_t n_decoder_layers = 6;
+  int64_t num_buckets = 32;    // HF relative_attention_num_buckets
+  int64_t max_distance = 128;  // HF relative_attention_max_distance
+  float dropout = 0.1f;        // HF dropout_rate
+  float eps = 1e-6f;           // HF layer_norm_epsilon
+  float init_factor = 1.0f;    // HF initializer_factor
+  T5Version version = T5Version::kV1_0;
+
+  bool tied() const { return version == T5Version::kV1_0; }
+  bool gated() const { return version == T5Version::kV1_1; }
+  int64_t inner() const { return n_heads * d_kv; }
+  int64_t padded() const {
+    return (vocab_size + vocab_multiple - 1) / vocab_multiple * vocab_multiple;
+  }
+  // wi's output width: d_ff, or 2 d_ff = [wi_0 | wi_1] (gated).
+  int64_t wi_out() const { return gated() ? 2 * d_ff : d_ff; }
+  // InvalidArgument naming the field and the expected range.
+  absl::Status validate() const;
+  // Parameters in GEMMs incl. the (tied) embedding, for MFU.
+  int64_t matmul_params() const;
+};
+
+// HF T5Attention._relative_position_bucket for relative position n = key - query, in f32 as
+// torch computes it: bidirectional halves the buckets (n > 0 in the upper half); unidirectional
+// maps n > 0 to bucket 0. Distances below half the (remaining) buckets are exact, larger ones
+// log-spaced up to max_distance.
+int32_t t5_relative_bucket(int64_t n, bool bidirectional, int64_t num_buckets,
+                           int64_t max_distance);
+
+// The part of the model one rank holds. tp > 1 splits the heads (n_heads % tp == 0), d_ff and
+// the padded vocabulary (each % tp == 0) over the TP group tp_comm (not owned); the relative
+// tables and the norms are replicated (their gradients summed over TP where partial). Parameter
+// names, initial values and dropout masks are the single-rank model's at the same global
+// elements, except the FFN-hidden dropout, whose masks under TP are numbered by the local
+// [rows, d_ff / tp] slice (valid dropout, other masks than one rank's).
+struct T5Shard {
+  int tp = 1, tp_rank = 0;
+  parallel::Comm* tp_comm = nullptr;
+  // InvalidArgument naming the numbers (heads, d_ff, padded vocabulary % tp); create() also
+  // needs tp_comm when tp > 1.
+  absl::Status validate(const T5Config& cfg) const;
+};
+
+struct T5RunShape {
+  int64_t micro_batch;  // B
+  int64_t enc_len;      // Te (encoder sequence length)
+  int64_t dec_len;      // Td (decoder sequence length)
+};
+
+// One micro-batch's host inputs. enc_lengths may be null (every encoder token is real);
+// otherwise encoder tokens t >= enc_lengths[b] are padding (io/t5_dataset's enc_padding_mask is
+// a prefix of ones). labels < 0 are not counted (fold the loss mask in).
+struct T5Batch {
+  const int32_t* enc_tokens = nullptr;   // [B*Te]
+  const int32_t* dec_tokens = nullptr;   // [B*Td]
+  const int32_t* labels = nullptr;       // [B*Td]
+  const int32_t* enc_lengths = nullptr;  // [B] or null
+};
+
+class T5Model {
+ public:
+  // Bytes per category ("params", "master", "grads", "optimizer", "activations", "workspace").
+  static absl::StatusOr<engine::MemoryPlan> plan(const T5Config& cfg, const T5RunShape& shape,
+                                                 const GptPrecision& prec,
+                                                 const T5Shard& shard = {});
+  // Allocates the arenas and initializes the parameters as HF T5PreTrainedModel._init_weights
+  // (factor f): shared, lm_head N(0, f); q N(0, f (d d_kv)^-1/2); k, v, wi N(0, f d^-1/2);
+  // o N(0, f (H d_kv)^-1/2); wo N(0, f d_ff^-1/2); relative tables N(0, f d^-1/2); norms 1.
+  // Deterministic for `seed` (Philox, ops/init_normal.h), the same on CPU and GPU.
+  static absl::StatusOr<std::unique_ptr<T5Model>> create(const T5Config& cfg,
+                                                         const T5RunShape& shape,
+                                                         const GptPrecision& prec, uint64_t seed,
+                                                         const T5Shard& shard = {});
+  ~T5Model();
+
+  const T5Config& config() const;
+  const T5RunShape& shape() const;
+  // HF names (shared.weight, encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight,
+  // ...) except for three fused matrices: SelfAttention.qkv.weight = cat(q, k, v) [3 inner, d],
+  // EncDecAttention.kv.weight = cat(k, v) [2 inner, d], and (v1.1) DenseReluDense.wi.weight =
+  // cat(wi_0, wi_1) [2 d_ff, d] (rows stacked in that order). shared.weight has padded rows.
+  // Under TP the local shards (tp_split_dim, tp_parts; model/param_table.h tp_global_index).
+  ParamTable& params();
+  GptModel::FlatBuffers flat_buffers();
+
+  // Forward over one micro-batch; the loss sum is read by loss_sum(). train false: no dropout,
+  // nothing kept for backward. dropout_offset numbers this forward (Philox), as GptModel.
+  // Aborts (CHECK) on tokens outside the vocabulary or lengths outside [1, Te].
+  void forward(const T5Batch& batch, bool train, uint64_t dropout_offset, engine::Stream& stream);
+  // Backward of the last training forward; gradients accumulate (+=). grad_scale = d(total
+  // loss) / d(loss of one token).
+  void backward(float grad_scale, engine::Stream& stream);
+  double loss_sum(engine::Stream& stream);  // syncs
+  // [B*Td, padded] act logits of the last forward with train = false.
+  engine::ConstTensorView last_logits() const;
+
+  void zero_grads(engine::Stream& stream);
+  // Global L2 norm of the gradient (syncs; a TP collective: replicated parameters counted once).
+  double grad_norm(engine::Stream& stream);
+  void optimizer_step(const GptModel::OptimizerStep& s, engine::Stream& stream);
+  size_t arena_bytes(const std::string& category) const;
+  uint64_t dropout_offset_span() const;
+
+  struct Impl;
+
+ private:
+  T5Model();
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace anvil::model

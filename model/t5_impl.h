@@ -1,0 +1,145 @@
+// T5Model's private state (model/t5.cc: layout, creation, optimizer; model/t5_pass.cc:
+// forward/backward). Not part of the public API.
+//
+// Saved activations (one micro-batch; Re = B*Te encoder rows, Rd = B*Td decoder rows; act dtype
+// unless noted; rstd: [rows] stat dtype; lse: [B, H, T] f32):
+//   encoder layer: x (input), ln1, rstd1, qkv [Re, 3I], lse, att [Re, I], h, ln2, rstd2,
+//                  pre [Re, wi_out] (wi's output), act [Re, d_ff] (activation output after its
+//                  dropout: wo's input)
+//   decoder layer: x, ln1, rstd1, qkv [Rd, 3I], lse, att, h (= h1), ln2, rstd2, cq [Rd, I],
+//                  ckv [Re, 2I] (k | v of the encoder output), clse [B, H, Td], catt [Rd, I],
+//                  h2, ln3, rstd3, pre, act
+//   ends:          x_enc (encoder's last residual sum), enc_norm (= RMSf_enc, before its
+//                  dropout), enc (after it: what cross-attention reads), and the same three for
+//                  the decoder (dec is the LM head's input), logits, losses [Rd] stat dtype
+// Scratch: proj [max(Re, Rd), d] (a projection's output, or its gradient), dres, dln
+// [max rows, max(d, I)], dbig [max rows, max(3I, wi_out)], dact [max rows, d_ff] (d of the FFN
+// activation output), denc [Re, d] (d enc, summed over the decoder layers), rel_f32 / drel_f32 [2,
+// buckets, H] f32 (the relative tables as the attention op takes them), rel_grad [buckets * H] grad
+// dtype.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/arena.h"
+#include "engine/tensor.h"
+#include "engine/workspace.h"
+#include "model/gpt_layout.h"  // Carver, GemmWorkspaceScope, stat_dtype
+#include "model/t5.h"
+
+namespace anvil::model::t5_detail {
+
+using engine::DType;
+using engine::TensorView;
+
+// One block's parameters (values or gradients). Decoder-only fields stay empty in the encoder.
+struct LayerWeights {
+  TensorView ln1, qkv, o;       // [d], [3I, d], [d, I]: self-attention
+  TensorView ln2, cq, ckv, co;  // decoder: [d], [I, d], [2I, d], [d, I]: cross-attention
+  TensorView ln_ff, wi, wo;     // [d], [wi_out, d], [d, d_ff]
+};
+
+struct Weights {
+  TensorView shared;     // [padded, d]
+  TensorView lm_head;    // [padded, d]: shared (tied) or lm_head.weight
+  TensorView rel_enc;    // [buckets, H] encoder layer 0's relative table
+  TensorView rel_dec;    // [buckets, H] decoder layer 0's
+  TensorView enc_final;  // [d]
+  TensorView dec_final;  // [d]
+  std::vector<LayerWeights> enc, dec;
+};
+
+struct LayerActs {
+  TensorView x, ln1, rstd1, qkv, lse, att, h;
+  TensorView ln2, rstd2, cq, ckv, clse, catt, h2;  // decoder only
+  TensorView ln_ff, rstd_ff, pre, act;             // ln_ff/rstd_ff: ln2 (encoder) or ln3
+};
+
+struct Buffers {
+  ParamTable table;
+  TensorView value, master, grad, m, v;  // flat [flat_numel]
+  Weights w, g;                          // views of value, grad
+  std::vector<LayerActs> enc_layers, dec_layers;
+  // Inputs on the device.
+  TensorView enc_tokens, dec_tokens, labels, enc_lengths;  // [Re], [Rd], [Rd] i32, [B] i32
+  TensorView rel_buckets_enc, rel_buckets_dec;             // [2Te - 1], [2Td - 1] i32
+  TensorView x_enc, enc_norm, enc_rstd, enc;               // [Re, d] ..., rstd [Re]
+  TensorView x_dec, dec_norm, dec_rstd, dec;               // [Rd, d] ...
+  TensorView logits, losses;                               // [Rd, padded], [Rd]
+  TensorView proj, dres, dln, dbig, dact, denc;
+  TensorView rel_f32, drel_f32, rel_grad;
+  TensorView ce;  // [3, Rd] stat dtype: row max, sum of exponentials, target logit (tp > 1)
+  engine::Workspace op_ws, gemm_ws;
+  TensorView norm_out;  // [1] grad dtype
+};
+
+// The parameter table of `shard` (HF names; see t5.h for the fused matrices; local TP shapes),
+// buckets: "embeddings", each encoder and decoder block, "final" (final norms, lm_head). The
+// default shard is the whole model.
+ParamTable make_t5_param_table(const T5Config& cfg, const T5Shard& shard = {});
+// Walks the whole layout through `carver`; when creating, also binds the parameter views.
+Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecision& prec,
+                  const T5Shard& shard, gpt_detail::Carver& carver);
+// InvalidArgument for unsupported precision / shape / shard combinations.
+absl::Status check_t5_run(const T5Config& cfg, const T5RunShape& shape, const GptPrecision& prec,
+                          const T5Shard& shard);
+
+}  // namespace anvil::model::t5_detail
+
+namespace anvil::model {
+
+struct T5Model::Impl {
+  T5Config cfg;
+  T5RunShape shape;
+  GptPrecision prec;
+  T5Shard shard;
+  uint64_t seed = 0;
+  std::vector<std::pair<std::string, engine::Arena>> arenas;
+  t5_detail::Buffers buf;
+  bool ready_for_backward = false;
+  bool has_lengths = false;  // the last batch gave enc_lengths
+  uint64_t dropout_offset = 0;
+  // Dropout sites per forward: encoder embedding, 4 per encoder layer (attention probabilities,
+  // attention output, FFN hidden, FFN output), encoder final; decoder embedding, 6 per decoder
+  // layer (+ cross-attention probabilities and output), decoder final.
+  uint64_t site_stride = 0;
+  int64_t n_sites() const { return 4 + 4 * cfg.n_encoder_layers + 6 * cfg.n_decoder_layers; }
+  uint64_t site_offset(int64_t site) const {
+    return (dropout_offset * static_cast<uint64_t>(n_sites()) + static_cast<uint64_t>(site)) *
+           site_stride;
+  }
+  int64_t enc_site(int64_t l, int64_t k) const { return 1 + 4 * l + k; }
+  int64_t dec_site(int64_t l, int64_t k) const { return 3 + 4 * cfg.n_encoder_layers + 6 * l + k; }
+
+  void set_batch(const T5Batch& batch, engine::Stream& s);
+  void forward(bool train, engine::Stream& s);
+  void backward(float grad_scale, engine::Stream& s);
+  void encoder_layer_forward(int64_t l, bool train, engine::Stream& s);
+  void decoder_layer_forward(int64_t l, bool train, engine::Stream& s);
+  void encoder_layer_backward(int64_t l, engine::Stream& s);
+  void decoder_layer_backward(int64_t l, engine::Stream& s);
+  // act = Drop(act_fn(ln_ff wi^T)) then proj = act wo^T (dropped at `site_out`).
+  void ffn_forward(const t5_detail::LayerWeights& w, t5_detail::LayerActs& a, int64_t rows,
+                   bool train, int64_t site_hidden, engine::Stream& s);
+  // From d(FFN output) (already through its dropout) in `dout` [rows, d]: gradients of wi, wo;
+  // returns d ln_ff in buf.dln.
+  void ffn_backward(const t5_detail::LayerWeights& w, const t5_detail::LayerWeights& g,
+                    const t5_detail::LayerActs& a, int64_t rows, engine::TensorView dout,
+                    int64_t site_hidden, engine::Stream& s);
+  void dropout(engine::TensorView x, bool train, int64_t site, engine::Stream& s);
+  // Sum over the TP group, in place (no-op without TP).
+  void tp_all_reduce(engine::TensorView x, engine::Stream& s);
+  int64_t local_heads() const { return cfg.n_heads / shard.tp; }
+  int64_t local_inner() const { return cfg.inner() / shard.tp; }
+  int64_t local_vocab() const { return cfg.padded() / shard.tp; }
+  // The LM head's loss (and, training, dlogits in place of the logits) over this rank's
+  // vocabulary slice.
+  void cross_entropy(bool train, engine::Stream& s);
+  void dropout_grad(engine::TensorView dx, engine::ConstTensorView dy, int64_t site,
+                    engine::Stream& s);
+};
+
+}  // namespace anvil::model

@@ -1,0 +1,450 @@
+// T5 forward and backward over one micro-batch (the math is in t5.h; buffers in t5_impl.h).
+// Rows r = b*T + t. Each block's residual input is formed by the fused residual + RMSNorm of
+// the next norm: x_{l+1} = h + Drop(proj) with RMS1_{l+1}(x_{l+1}), and the stack's last sum
+// with its final norm. proj holds the last projection output (after its dropout).
+// A training forward overwrites the logits with dlogits = softmax - onehot (grad_scale 1);
+// backward folds grad_scale (and v1.0's d^-0.5) into the alpha of the two LM-head GEMMs.
+// Backward is the exact reverse: dres carries d(residual stream); each RMSNorm backward adds
+// (+=) its input gradient into it; denc collects d(encoder output) from every decoder layer's
+// k|v projection; the relative tables' gradients are summed in f32 (drel_f32, +=, as the
+// attention op gives them) and added to the parameter gradients at the end. Parameter
+// gradients accumulate (+=).
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/memory.h"
+#include "engine/status.h"
+#include "model/t5_impl.h"
+#include "ops/activation.h"
+#include "ops/axpy.h"
+#include "ops/cast.h"
+#include "ops/cross_entropy.h"
+#include "ops/dropout.h"
+#include "ops/embedding.h"
+#include "ops/flash_attention.h"
+#include "ops/glu.h"
+#include "ops/rmsnorm.h"
+#include "ops/vocab_parallel_cross_entropy.h"
+#include "parallel/comm.h"
+
+namespace anvil::model {
+
+namespace {
+
+using engine::ConstTensorView;
+using engine::TensorView;
+using gpt_detail::input_grad;
+using gpt_detail::linear;
+using gpt_detail::weight_grad;
+using t5_detail::LayerActs;
+using t5_detail::LayerWeights;
+
+// The first rows x cols elements of a scratch buffer, as a contiguous [rows, cols].
+TensorView scratch(TensorView flat, int64_t rows, int64_t cols, int64_t at = 0) {
+  return flat_slice(flat, at, {rows, cols});
+}
+
+TensorView rel_slot(TensorView rel, int64_t k) {
+  const int64_t n = rel.dim(1) * rel.dim(2);
+  return flat_slice(rel, k * n, {rel.dim(1), rel.dim(2)});
+}
+
+}  // namespace
+
+void T5Model::Impl::set_batch(const T5Batch& batch, engine::Stream& s) {
+  ANVIL_CHECK_MSG(batch.enc_tokens && batch.dec_tokens && batch.labels,
+                  "T5Model::forward: enc_tokens, dec_tokens and labels are required");
+  const int64_t B = shape.micro_batch, re = B * shape.enc_len, rd = B * shape.dec_len;
+  auto check_ids = [&](const int32_t* ids, int64_t n, int32_t lo, const char* what) {
+    for (int64_t i = 0; i < n; ++i) {
+      ANVIL_CHECK_MSG(ids[i] >= lo && ids[i] < cfg.vocab_size,
+                      absl::StrCat("T5Model::forward: ", what, "[", i, "] = ", ids[i], " outside [",
+                                   lo, ", vocab_size ", cfg.vocab_size, ")"));
+    }
+  };
+  check_ids(batch.enc_tokens, re, 0, "enc_tokens");
+  check_ids(batch.dec_tokens, rd, 0, "dec_tokens");
+  check_ids(batch.labels, rd, -1, "labels");
+  std::vector<int32_t> lengths(static_cast<size_t>(B), static_cast<int32_t>(shape.enc_len));
+  has_lengths = batch.enc_lengths != nullptr;
+  if (has_lengths) {
+    for (int64_t b = 0; b < B; ++b) {
+      const int32_t n = batch.enc_lengths[b];
+      ANVIL_CHECK_MSG(n >= 1 && n <= shape.enc_len,
+                      absl::StrCat("T5Model::forward: enc_lengths[", b, "] = ", n,
+                                   " outside [1, enc_len ", shape.enc_len, "]"));
+      lengths[static_cast<size_t>(b)] = n;
+    }
+  }
+  const engine::Device host = engine::Device::kCpu;
+  auto put = [&](TensorView dst, const int32_t* src, int64_t n) {
+    engine::copy(dst, engine::make_view(src, engine::DType::kI32, host, {n}), s);
+  };
+  put(buf.enc_tokens, batch.enc_tokens, re);
+  put(buf.dec_tokens, batch.dec_tokens, rd);
+  put(buf.labels, batch.labels, rd);
+  put(buf.enc_lengths, lengths.data(), B);
+  s.synchronize();  // `lengths` is a local: the copy must be done before it goes away
+}
+
+void T5Model::Impl::tp_all_reduce(TensorView x, engine::Stream& s) {
+  if (shard.tp > 1) shard.tp_comm->all_reduce(x, parallel::ReduceOp::kSum, s);
+}
+
+void T5Model::Impl::cross_entropy(bool train, engine::Stream& s) {
+  const int64_t rd = shape.micro_batch * shape.dec_len, cols = local_vocab();
+  // Training: dlogits (grad_scale 1) replace the logits in place; evaluation keeps the logits.
+  const TensorView dlogits = train ? buf.logits : TensorView{};
+  if (shard.tp == 1) {
+    ops::softmax_cross_entropy({rd, cfg.vocab_size, cfg.padded(), 1.0f}, buf.losses, dlogits,
+                               buf.logits, buf.labels, s);
+    return;
+  }
+  // Vocab-parallel (as GPT's head): row max, then sum of exponentials and target logit, over TP.
+  const TensorView row_max = flat_slice(buf.ce, 0, {rd});
+  const TensorView sums = flat_slice(buf.ce, rd, {2 * rd});
+  const TensorView sum_exp = flat_slice(buf.ce, rd, {rd});
+  const TensorView target_logit = flat_slice(buf.ce, 2 * rd, {rd});
+  const ops::VocabShardArgs va{rd, cfg.vocab_size, shard.tp_rank * cols, cols, 1.0f};
+  ops::vocab_shard_max(va, row_max, buf.logits, s);
+  shard.tp_comm->all_reduce(row_max, parallel::ReduceOp::kMax, s);
+  ops::vocab_shard_sum_exp(va, sum_exp, target_logit, buf.logits, row_max, buf.labels, s);
+  shard.tp_comm->all_reduce(sums, parallel::ReduceOp::kSum, s);
+  ops::vocab_shard_cross_entropy(va, buf.losses, dlogits, buf.logits, row_max, sum_exp,
+                                 target_logit, buf.labels, s);
+}
+
+void T5Model::Impl::dropout(TensorView x, bool train, int64_t site, engine::Stream& s) {
+  if (train && cfg.dropout > 0.0f) {
+    ops::dropout_forward({cfg.dropout, seed, site_offset(site)}, x, x, s);
+  }
+}
+
+void T5Model::Impl::dropout_grad(TensorView dx, ConstTensorView dy, int64_t site,
+                                 engine::Stream& s) {
+  ops::dropout_backward({cfg.dropout, seed, site_offset(site)}, dx, dy, s);
+}
+
+namespace {
+
+// Flash attention arguments for T5: no scaling; this rank's heads, numbered as the model's
+// (dropout masks, relative-table columns).
+ops::FlashAttentionArgs t5_attention(const T5Config& cfg, const T5Shard& sh, int64_t B, int64_t tq,
+                                     int64_t tk, bool causal, bool rel, float p, uint64_t seed,
+                                     uint64_t offset) {
+  ops::FlashAttentionArgs fa;
+  const int64_t heads = cfg.n_heads / sh.tp;
+  fa.batch = B, fa.q_len = tq, fa.kv_len = tk, fa.heads = heads, fa.head_dim = cfg.d_kv;
+  fa.total_heads = cfg.n_heads;
+  fa.head_offset = sh.tp_rank * heads;
+  fa.causal = causal;
+  fa.scale = 1.0f;
+  fa.bias = rel ? ops::AttentionBias::kRelativeBuckets : ops::AttentionBias::kNone;
+  fa.dropout_p = p;
+  fa.seed = seed;
+  fa.offset = offset;
+  return fa;
+}
+
+}  // namespace
+
+void T5Model::Impl::ffn_forward(const LayerWeights& w, LayerActs& a, int64_t rows, bool train,
+                                int64_t site_hidden, engine::Stream& s) {
+  linear(a.pre, a.ln_ff, w.wi, {}, s);
+  if (cfg.gated()) {
+    ops::glu_forward(ops::GluKind::kGegluTanh, a.act, a.pre, s);
+  } else {
+    ops::activation_forward(ops::Activation::kRelu, a.act, a.pre, s);
+  }
+  dropout(a.act, train, site_hidden, s);
+  TensorView proj = scratch(buf.proj, rows, cfg.d_model);
+  linear(proj, a.act, w.wo, {}, s);
+  tp_all_reduce(proj, s);  // row-parallel: the partial sums over TP
+  dropout(proj, train, site_hidden + 1, s);
+}
+
+void T5Model::Impl::encoder_layer_forward(int64_t l, bool train, engine::Stream& s) {
+  const int64_t re = shape.micro_batch * shape.enc_len, d = cfg.d_model;
+  const ops::RmsNormArgs rn{re, d, cfg.eps};
+  const LayerWeights& w = buf.w.enc[static_cast<size_t>(l)];
+  LayerActs& a = buf.enc_layers[static_cast<size_t>(l)];
+  TensorView proj = scratch(buf.proj, re, d);
+  if (l == 0) {
+    ops::rmsnorm_forward(rn, a.ln1, a.rstd1, a.x, w.ln1, s);
+  } else {  // x = h' + Drop(ffn') of the previous layer
+    ops::residual_rmsnorm_forward(rn, a.x, a.ln1, a.rstd1,
+                                  buf.enc_layers[static_cast<size_t>(l - 1)].h, proj, w.ln1, s);
+  }
+  linear(a.qkv, a.ln1, w.qkv, {}, s);
+  const int64_t I = local_inner();
+  ops::AttentionMasks m;
+  if (has_lengths) m.kv_lengths = buf.enc_lengths;
+  m.rel_buckets = buf.rel_buckets_enc;
+  m.rel_table = rel_slot(buf.rel_f32, 0);
+  const auto fa = t5_attention(cfg, shard, shape.micro_batch, shape.enc_len, shape.enc_len, false,
+                               true, train ? cfg.dropout : 0.0f, seed, site_offset(enc_site(l, 0)));
+  ops::flash_attention_forward(fa, a.att, a.lse, engine::slice_cols(a.qkv, 0, I),
+                               engine::slice_cols(a.qkv, I, 2 * I),
+                               engine::slice_cols(a.qkv, 2 * I, 3 * I), m, s);
+  linear(proj, a.att, w.o, {}, s);
+  tp_all_reduce(proj, s);
+  dropout(proj, train, enc_site(l, 1), s);
+  ops::residual_rmsnorm_forward(rn, a.h, a.ln_ff, a.rstd_ff, a.x, proj, w.ln_ff, s);
+  ffn_forward(w, a, re, train, enc_site(l, 2), s);
+}
+
+void T5Model::Impl::decoder_layer_forward(int64_t l, bool train, engine::Stream& s) {
+  const int64_t B = shape.micro_batch, Te = shape.enc_len, Td = shape.dec_len;
+  const int64_t rd = B * Td, d = cfg.d_model, I = local_inner();
+  const ops::RmsNormArgs rn{rd, d, cfg.eps};
+  const LayerWeights& w = buf.w.dec[static_cast<size_t>(l)];
+  LayerActs& a = buf.dec_layers[static_cast<size_t>(l)];
+  TensorView proj = scratch(buf.proj, rd, d);
+  const float p = train ? cfg.dropout : 0.0f;
+  if (l == 0) {
+    ops::rmsnorm_forward(rn, a.ln1, a.rstd1, a.x, w.ln1, s);
+  } else {
+    ops::residual_rmsnorm_forward(rn, a.x, a.ln1, a.rstd1,
+                                  buf.dec_layers[static_cast<size_t>(l - 1)].h2, proj, w.ln1, s);
+  }
+  // Causal self-attention with the decoder's (unidirectional) relative buckets.
+  linear(a.qkv, a.ln1, w.qkv, {}, s);
+  ops::AttentionMasks self;
+  self.rel_buckets = buf.rel_buckets_dec;
+  self.rel_table = rel_slot(buf.rel_f32, 1);
+  ops::flash_attention_forward(
+      t5_attention(cfg, shard, B, Td, Td, true, true, p, seed, site_offset(dec_site(l, 0))), a.att,
+      a.lse, engine::slice_cols(a.qkv, 0, I), engine::slice_cols(a.qkv, I, 2 * I),
+      engine::slice_cols(a.qkv, 2 * I, 3 * I), self, s);
+  linear(proj, a.att, w.o, {}, s);
+  tp_all_reduce(proj, s);
+  dropout(proj, train, dec_site(l, 1), s);
+  ops::residual_rmsnorm_forward(rn, a.h, a.ln2, a.rstd2, a.x, proj, w.ln2, s);
+  // Cross-attention: queries from the decoder, keys and values from the encoder output.
+  linear(a.cq, a.ln2, w.cq, {}, s);
+  linear(a.ckv, buf.enc, w.ckv, {}, s);
+  ops::AttentionMasks cross;
+  if (has_lengths) cross.kv_lengths = buf.enc_lengths;
+  ops::flash_attention_forward(
+      t5_attention(cfg, shard, B, Td, Te, false, false, p, seed, site_offset(dec_site(l, 2))),
+      a.catt, a.clse, a.cq, engine::slice_cols(a.ckv, 0, I), engine::slice_cols(a.ckv, I, 2 * I),
+      cross, s);
+  linear(proj, a.catt, w.co, {}, s);
+  tp_all_reduce(proj, s);
+  dropout(proj, train, dec_site(l, 3), s);
+  ops::residual_rmsnorm_forward(rn, a.h2, a.ln_ff, a.rstd_ff, a.h, proj, w.ln_ff, s);
+  ffn_forward(w, a, rd, train, dec_site(l, 4), s);
+}
+
+void T5Model::Impl::forward(bool train, engine::Stream& s) {
+  ANVIL_CHECK_MSG(s.device() == prec.device,
+                  "T5Model::forward: stream device differs from the model's");
+  gpt_detail::GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
+  ready_for_backward = false;
+  const int64_t B = shape.micro_batch, re = B * shape.enc_len, rd = B * shape.dec_len;
+  const int64_t d = cfg.d_model, Le = cfg.n_encoder_layers, Ld = cfg.n_decoder_layers;
+  // The relative tables as the attention op takes them (f32).
+  ops::cast(rel_slot(buf.rel_f32, 0), buf.w.rel_enc, s);
+  ops::cast(rel_slot(buf.rel_f32, 1), buf.w.rel_dec, s);
+
+  // Encoder.
+  // Vocab-parallel: each rank's rows of its slice (others 0), summed over TP.
+  const ops::EmbeddingArgs ee{re, d, local_vocab(), 0, shard.tp_rank * local_vocab()};
+  ops::embedding_forward(ee, buf.enc_layers[0].x, buf.enc_tokens, {}, buf.w.shared, {}, s);
+  tp_all_reduce(buf.enc_layers[0].x, s);
+  dropout(buf.enc_layers[0].x, train, 0, s);
+  for (int64_t l = 0; l < Le; ++l) encoder_layer_forward(l, train, s);
+  ops::residual_rmsnorm_forward({re, d, cfg.eps}, buf.x_enc, buf.enc_norm, buf.enc_rstd,
+                                buf.enc_layers[static_cast<size_t>(Le - 1)].h,
+                                scratch(buf.proj, re, d), buf.w.enc_final, s);
+  ops::dropout_forward({train ? cfg.dropout : 0.0f, seed, site_offset(1 + 4 * Le)}, buf.enc,
+                       buf.enc_norm, s);
+
+  // Decoder.
+  const ops::EmbeddingArgs ed{rd, d, local_vocab(), 0, shard.tp_rank * local_vocab()};
+  ops::embedding_forward(ed, buf.dec_layers[0].x, buf.dec_tokens, {}, buf.w.shared, {}, s);
+  tp_all_reduce(buf.dec_layers[0].x, s);
+  dropout(buf.dec_layers[0].x, train, 2 + 4 * Le, s);
+  for (int64_t l = 0; l < Ld; ++l) decoder_layer_forward(l, train, s);
+  ops::residual_rmsnorm_forward({rd, d, cfg.eps}, buf.x_dec, buf.dec_norm, buf.dec_rstd,
+                                buf.dec_layers[static_cast<size_t>(Ld - 1)].h2,
+                                scratch(buf.proj, rd, d), buf.w.dec_final, s);
+  ops::dropout_forward({train ? cfg.dropout : 0.0f, seed, site_offset(n_sites() - 1)}, buf.dec,
+                       buf.dec_norm, s);
+
+  // LM head (v1.0: tied, the input scaled by d^-1/2) and the loss; training keeps dlogits.
+  ops::GemmArgs head{rd, local_vocab(), d};
+  head.trans_b = true;
+  head.alpha = cfg.tied() ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))) : 1.0f;
+  ops::gemm(head, buf.logits, buf.dec, buf.w.lm_head, {}, {}, s);
+  cross_entropy(train, s);
+  ready_for_backward = train;
+}
+
+void T5Model::Impl::ffn_backward(const LayerWeights& w, const LayerWeights& g, const LayerActs& a,
+                                 int64_t rows, TensorView dout, int64_t site_hidden,
+                                 engine::Stream& s) {
+  const int64_t d = cfg.d_model, f = cfg.d_ff / shard.tp;
+  weight_grad(g.wo, dout, a.act, s);
+  TensorView dact = scratch(buf.dact, rows, f);
+  input_grad(dact, dout, w.wo, s);
+  dropout_grad(dact, dact, site_hidden, s);
+  TensorView dpre = scratch(buf.dbig, rows, cfg.wi_out() / shard.tp);
+  if (cfg.gated()) {
+    ops::glu_backward(ops::GluKind::kGegluTanh, dpre, dact, a.pre, s);
+  } else {
+    ops::activation_backward(ops::Activation::kRelu, dpre, dact, a.pre, s);
+  }
+  weight_grad(g.wi, dpre, a.ln_ff, s);
+  input_grad(scratch(buf.dln, rows, d), dpre, w.wi, s);
+  tp_all_reduce(scratch(buf.dln, rows, d), s);  // column-parallel: partial over TP
+}
+
+void T5Model::Impl::encoder_layer_backward(int64_t l, engine::Stream& s) {
+  const int64_t B = shape.micro_batch, Te = shape.enc_len, re = B * Te;
+  const int64_t d = cfg.d_model, I = local_inner();
+  const ops::RmsNormArgs rn{re, d, cfg.eps};
+  const LayerWeights& w = buf.w.enc[static_cast<size_t>(l)];
+  const LayerWeights& g = buf.g.enc[static_cast<size_t>(l)];
+  const LayerActs& a = buf.enc_layers[static_cast<size_t>(l)];
+  TensorView dres = scratch(buf.dres, re, d), proj = scratch(buf.proj, re, d);
+  TensorView dln = scratch(buf.dln, re, d);
+  // FFN: x' = h + Drop(ffn); dres holds d x'.
+  dropout_grad(proj, dres, enc_site(l, 3), s);
+  ffn_backward(w, g, a, re, proj, enc_site(l, 2), s);
+  ops::rmsnorm_backward(rn, ops::Accumulate::kAdd, dres, g.ln_ff, dln, a.h, w.ln_ff, a.rstd_ff,
+                        buf.op_ws, s);
+  // Self-attention: h = x + Drop(att o^T).
+  dropout_grad(proj, dres, enc_site(l, 1), s);
+  weight_grad(g.o, proj, a.att, s);
+  TensorView datt = scratch(buf.dln, re, I);
+  input_grad(datt, proj, w.o, s);
+  TensorView dqkv = scratch(buf.dbig, re, 3 * I);
+  ops::AttentionMasks m;
+  if (has_lengths) m.kv_lengths = buf.enc_lengths;
+  m.rel_buckets = buf.rel_buckets_enc;
+  m.rel_table = rel_slot(buf.rel_f32, 0);
+  ops::flash_attention_backward(
+      t5_attention(cfg, shard, B, Te, Te, false, true, cfg.dropout, seed,
+                   site_offset(enc_site(l, 0))),
+      engine::slice_cols(dqkv, 0, I), engine::slice_cols(dqkv, I, 2 * I),
+      engine::slice_cols(dqkv, 2 * I, 3 * I), rel_slot(buf.drel_f32, 0), datt,
+      engine::slice_cols(a.qkv, 0, I), engine::slice_cols(a.qkv, I, 2 * I),
+      engine::slice_cols(a.qkv, 2 * I, 3 * I), a.att, a.lse, m, buf.op_ws, s);
+  weight_grad(g.qkv, dqkv, a.ln1, s);
+  input_grad(dln, dqkv, w.qkv, s);
+  tp_all_reduce(dln, s);
+  ops::rmsnorm_backward(rn, ops::Accumulate::kAdd, dres, g.ln1, dln, a.x, w.ln1, a.rstd1, buf.op_ws,
+                        s);
+}
+
+void T5Model::Impl::decoder_layer_backward(int64_t l, engine::Stream& s) {
+  const int64_t B = shape.micro_batch, Te = shape.enc_len, Td = shape.dec_len;
+  const int64_t re = B * Te, rd = B * Td, d = cfg.d_model, I = local_inner();
+  const ops::RmsNormArgs rn{rd, d, cfg.eps};
+  const LayerWeights& w = buf.w.dec[static_cast<size_t>(l)];
+  const LayerWeights& g = buf.g.dec[static_cast<size_t>(l)];
+  const LayerActs& a = buf.dec_layers[static_cast<size_t>(l)];
+  TensorView dres = scratch(buf.dres, rd, d), proj = scratch(buf.proj, rd, d);
+  TensorView dln = scratch(buf.dln, rd, d);
+  // FFN: y' = h2 + Drop(ffn).
+  dropout_grad(proj, dres, dec_site(l, 5), s);
+  ffn_backward(w, g, a, rd, proj, dec_site(l, 4), s);
+  ops::rmsnorm_backward(rn, ops::Accumulate::kAdd, dres, g.ln_ff, dln, a.h2, w.ln_ff, a.rstd_ff,
+                        buf.op_ws, s);
+  // Cross-attention: h2 = h + Drop(catt co^T); q = ln2 cq^T, k | v = enc ckv^T.
+  dropout_grad(proj, dres, dec_site(l, 3), s);
+  weight_grad(g.co, proj, a.catt, s);
+  TensorView dcatt = scratch(buf.dln, rd, I);
+  input_grad(dcatt, proj, w.co, s);
+  TensorView dq = scratch(buf.dbig, rd, I), dkv = scratch(buf.dbig, re, 2 * I, rd * I);
+  ops::AttentionMasks cross;
+  if (has_lengths) cross.kv_lengths = buf.enc_lengths;
+  ops::flash_attention_backward(
+      t5_attention(cfg, shard, B, Td, Te, false, false, cfg.dropout, seed,
+                   site_offset(dec_site(l, 2))),
+      dq, engine::slice_cols(dkv, 0, I), engine::slice_cols(dkv, I, 2 * I), {}, dcatt, a.cq,
+      engine::slice_cols(a.ckv, 0, I), engine::slice_cols(a.ckv, I, 2 * I), a.catt, a.clse, cross,
+      buf.op_ws, s);
+  weight_grad(g.ckv, dkv, buf.enc, s);
+  input_grad(buf.denc, dkv, w.ckv, s, 1.0f, 1.0f);  // d enc += dkv ckv
+  weight_grad(g.cq, dq, a.ln2, s);
+  input_grad(dln, dq, w.cq, s);
+  tp_all_reduce(dln, s);
+  ops::rmsnorm_backward(rn, ops::Accumulate::kAdd, dres, g.ln2, dln, a.h, w.ln2, a.rstd2, buf.op_ws,
+                        s);
+  // Causal self-attention: h = y + Drop(att o^T).
+  dropout_grad(proj, dres, dec_site(l, 1), s);
+  weight_grad(g.o, proj, a.att, s);
+  TensorView datt = scratch(buf.dln, rd, I);
+  input_grad(datt, proj, w.o, s);
+  TensorView dqkv = scratch(buf.dbig, rd, 3 * I);
+  ops::AttentionMasks self;
+  self.rel_buckets = buf.rel_buckets_dec;
+  self.rel_table = rel_slot(buf.rel_f32, 1);
+  ops::flash_attention_backward(
+      t5_attention(cfg, shard, B, Td, Td, true, true, cfg.dropout, seed,
+                   site_offset(dec_site(l, 0))),
+      engine::slice_cols(dqkv, 0, I), engine::slice_cols(dqkv, I, 2 * I),
+      engine::slice_cols(dqkv, 2 * I, 3 * I), rel_slot(buf.drel_f32, 1), datt,
+      engine::slice_cols(a.qkv, 0, I), engine::slice_cols(a.qkv, I, 2 * I),
+      engine::slice_cols(a.qkv, 2 * I, 3 * I), a.att, a.lse, self, buf.op_ws, s);
+  weight_grad(g.qkv, dqkv, a.ln1, s);
+  input_grad(dln, dqkv, w.qkv, s);
+  tp_all_reduce(dln, s);
+  ops::rmsnorm_backward(rn, ops::Accumulate::kAdd, dres, g.ln1, dln, a.x, w.ln1, a.rstd1, buf.op_ws,
+                        s);
+}
+
+void T5Model::Impl::backward(float grad_scale, engine::Stream& s) {
+  ANVIL_CHECK_MSG(ready_for_backward, "T5Model::backward needs a preceding training forward");
+  ANVIL_CHECK_MSG(s.device() == prec.device,
+                  "T5Model::backward: stream device differs from the model's");
+  gpt_detail::GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
+  const int64_t B = shape.micro_batch, re = B * shape.enc_len, rd = B * shape.dec_len;
+  const int64_t d = cfg.d_model, Le = cfg.n_encoder_layers, Ld = cfg.n_decoder_layers;
+  engine::fill_zero(buf.drel_f32, s);
+  engine::fill_zero(buf.denc, s);
+
+  // LM head: d head += alpha dlogits^T dec; d dec = alpha dlogits head.
+  const float alpha =
+      grad_scale *
+      (cfg.tied() ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))) : 1.0f);
+  weight_grad(buf.g.lm_head, buf.logits, buf.dec, s, alpha);
+  TensorView dln = scratch(buf.dln, rd, d), dres = scratch(buf.dres, rd, d);
+  input_grad(dln, buf.logits, buf.w.lm_head, s, alpha);
+  tp_all_reduce(dln, s);  // each rank's vocabulary slice
+  dropout_grad(dln, dln, n_sites() - 1, s);
+  ops::rmsnorm_backward({rd, d, cfg.eps}, ops::Accumulate::kOverwrite, dres, buf.g.dec_final, dln,
+                        buf.x_dec, buf.w.dec_final, buf.dec_rstd, buf.op_ws, s);
+  for (int64_t l = Ld - 1; l >= 0; --l) decoder_layer_backward(l, s);
+  dropout_grad(dres, dres, 2 + 4 * Le, s);
+  ops::embedding_backward({rd, d, local_vocab(), 0, shard.tp_rank * local_vocab()}, buf.g.shared,
+                          {}, dres, buf.dec_tokens, {}, s);
+
+  // Encoder, from d enc (each decoder layer's k | v projection added a partial sum over TP).
+  tp_all_reduce(buf.denc, s);
+  TensorView dln_e = scratch(buf.dln, re, d), dres_e = scratch(buf.dres, re, d);
+  dropout_grad(dln_e, buf.denc, 1 + 4 * Le, s);
+  ops::rmsnorm_backward({re, d, cfg.eps}, ops::Accumulate::kOverwrite, dres_e, buf.g.enc_final,
+                        dln_e, buf.x_enc, buf.w.enc_final, buf.enc_rstd, buf.op_ws, s);
+  for (int64_t l = Le - 1; l >= 0; --l) encoder_layer_backward(l, s);
+  dropout_grad(dres_e, dres_e, 0, s);
+  ops::embedding_backward({re, d, local_vocab(), 0, shard.tp_rank * local_vocab()}, buf.g.shared,
+                          {}, dres_e, buf.enc_tokens, {}, s);
+
+  // The relative tables' gradients (each TP rank wrote its heads' columns), from f32 into the
+  // gradient dtype.
+  tp_all_reduce(buf.drel_f32, s);
+  const int64_t n = cfg.num_buckets * cfg.n_heads;
+  for (const auto& [k, grad] :
+       {std::pair<int64_t, TensorView>{0, buf.g.rel_enc}, {1, buf.g.rel_dec}}) {
+    ops::cast(buf.rel_grad, flat_slice(buf.drel_f32, k * n, {n}), s);
+    ops::axpy(1.0f, flat_slice(grad, 0, {n}), buf.rel_grad, s);
+  }
+}
+
+}  // namespace anvil::model

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Hugging Face T5ForConditionalGeneration reference for anvil's T5 (model/t5.h).
+
+  hf_t5_parity.py make OUT_DIR --version 1.0|1.1
+
+builds a small T5 with random weights (HF's own initialization, seed 0; d_kv 64 so anvil's GPU
+flash attention runs it), a random batch with encoder padding and ignored labels, and writes
+  OUT_DIR/weights.safetensors  the parameters under anvil's names (model/t5.h: fused
+                               SelfAttention.qkv = cat(q, k, v), EncDecAttention.kv = cat(k, v),
+                               v1.1 DenseReluDense.wi = cat(wi_0, wi_1); shared / lm_head padded
+                               with zero rows to a multiple of 128)
+  OUT_DIR/batch.safetensors    enc_tokens, dec_tokens, labels (-1: ignored), enc_lengths (i32)
+with metadata: the T5 config (JSON), HF's mean token loss and the gradient norm of that loss
+over all parameters, both in float64 on the CPU. tests/model/t5_parity_test.cc reads them.
+"""
+import argparse
+import json
+import os
+
+import torch
+from safetensors.torch import save_file
+from transformers import T5Config, T5ForConditionalGeneration
+
+VOCAB, D, DKV, HEADS, DFF, LAYERS = 1000, 256, 64, 4, 512, 2
+B, TE, TD = 4, 64, 24
+LENGTHS = [64, 50, 33, 10]
+
+
+def make(out, version):
+    torch.manual_seed(0)
+    v11 = version == "1.1"
+    cfg = T5Config(vocab_size=VOCAB, d_model=D, d_kv=DKV, num_heads=HEADS, d_ff=DFF,
+                   num_layers=LAYERS, num_decoder_layers=LAYERS,
+                   relative_attention_num_buckets=32, relative_attention_max_distance=128,
+                   dropout_rate=0.0, layer_norm_epsilon=1e-6,
+                   feed_forward_proj="gated-gelu" if v11 else "relu",
+                   tie_word_embeddings=not v11, decoder_start_token_id=0, pad_token_id=0)
+    model = T5ForConditionalGeneration(cfg).double().eval()
+    enc = torch.randint(0, VOCAB, (B, TE))
+    mask = torch.zeros(B, TE, dtype=torch.long)
+    for b, n in enumerate(LENGTHS):
+        mask[b, :n] = 1
+    dec = torch.randint(0, VOCAB, (B, TD))
+    labels = torch.randint(0, VOCAB, (B, TD))
+    labels[1, 20:] = -100
+    labels[3, 5] = -100
+    out_hf = model(input_ids=enc, attention_mask=mask, decoder_input_ids=dec, labels=labels)
+    out_hf.loss.backward()
+    norm = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters()
+                          if p.grad is not None)).item()
+
+    sd = {k: v.detach().float() for k, v in model.state_dict().items()}
+    padded = (VOCAB + 127) // 128 * 128
+
+    def pad(w):
+        return torch.cat([w, torch.zeros(padded - w.shape[0], w.shape[1])], 0)
+
+    w = {"shared.weight": pad(sd["shared.weight"])}
+    if v11:
+        w["lm_head.weight"] = pad(sd["lm_head.weight"])
+    for stack in ("encoder", "decoder"):
+        w[f"{stack}.final_layer_norm.weight"] = sd[f"{stack}.final_layer_norm.weight"]
+        for l in range(LAYERS):
+            p = f"{stack}.block.{l}."
+            sa = p + "layer.0.SelfAttention."
+            w[sa + "qkv.weight"] = torch.cat([sd[sa + "q.weight"], sd[sa + "k.weight"],
+                                              sd[sa + "v.weight"]], 0)
+            w[sa + "o.weight"] = sd[sa + "o.weight"]
+            if l == 0:
+                w[sa + "relative_attention_bias.weight"] = sd[sa + "relative_attention_bias.weight"]
+            w[p + "layer.0.layer_norm.weight"] = sd[p + "layer.0.layer_norm.weight"]
+            ff = 1
+            if stack == "decoder":
+                ca = p + "layer.1.EncDecAttention."
+                w[ca + "q.weight"] = sd[ca + "q.weight"]
+                w[ca + "kv.weight"] = torch.cat([sd[ca + "k.weight"], sd[ca + "v.weight"]], 0)
+                w[ca + "o.weight"] = sd[ca + "o.weight"]
+                w[p + "layer.1.layer_norm.weight"] = sd[p + "layer.1.layer_norm.weight"]
+                ff = 2
+            dd = f"{p}layer.{ff}.DenseReluDense."
+            w[dd + "wi.weight"] = (torch.cat([sd[dd + "wi_0.weight"], sd[dd + "wi_1.weight"]], 0)
+                                   if v11 else sd[dd + "wi.weight"])
+            w[dd + "wo.weight"] = sd[dd + "wo.weight"]
+            w[f"{p}layer.{ff}.layer_norm.weight"] = sd[f"{p}layer.{ff}.layer_norm.weight"]
+    anvil_cfg = {"version": version, "vocab_size": VOCAB, "d_model": D, "d_kv": DKV,
+                 "n_heads": HEADS, "d_ff": DFF, "n_encoder_layers": LAYERS,
+                 "n_decoder_layers": LAYERS, "num_buckets": 32, "max_distance": 128,
+                 "micro_batch": B, "enc_len": TE, "dec_len": TD}
+    meta = {"config": json.dumps(anvil_cfg), "hf_loss": repr(out_hf.loss.item()),
+            "hf_grad_norm": repr(norm)}
+    os.makedirs(out, exist_ok=True)
+    save_file({k: v.contiguous() for k, v in w.items()}, os.path.join(out, "weights.safetensors"),
+              metadata=meta)
+    lab = labels.clone()
+    lab[lab < 0] = -1
+    batch = {"enc_tokens": enc.int().reshape(-1), "dec_tokens": dec.int().reshape(-1),
+             "labels": lab.int().reshape(-1), "enc_lengths": torch.tensor(LENGTHS).int()}
+    save_file(batch, os.path.join(out, "batch.safetensors"), metadata=meta)
+    print(f"T5 v{version}: HF loss {out_hf.loss.item():.6f} grad norm {norm:.6f}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("make")
+    m.add_argument("out")
+    m.add_argument("--version", choices=["1.0", "1.1"], default="1.0")
+    a = ap.parse_args()
+    make(a.out, a.version)
+
+
+if __name__ == "__main__":
+    main()
