@@ -396,9 +396,15 @@ void set_smem(Kernel kernel, size_t bytes) {
                                         static_cast<int>(bytes)));
 }
 
-// Block shapes (m-tiles per warp, column slice) per head dim, chosen by registers (ptxas, no
-// spills without dropout): two m-tiles with 32-wide slices for Dh 64, one with whole tiles for
-// Dh 128; the relative-bucket dq always one m-tile with whole tiles (its diagonal sums).
+// Block shapes (m-tiles per warp, column slice) per head dim, chosen by registers: two m-tiles with
+// 32-wide slices for Dh 64, one with whole tiles for Dh 128; the relative-bucket dq always one
+// m-tile with whole tiles (its diagonal sums). ptxas (sm_90, CUDA 13.0), no dropout (dropout spills
+// 0.1-1.1 KB more in every kernel):
+//   dq   Dh 64 MT 2 N 32: 249 registers, smem 64 KiB;  Dh 64 MT 1 (bias): 168, 48 KiB
+//        Dh 128 MT 1: 246-247, 96 KiB
+//   dkdv Dh 64 MT 2 N 32: 255 + 20-40 bytes spilled, 65 KiB;  Dh 128 MT 1: 255 + 56-96 bytes
+//        spilled, 97 KiB
+// (relative buckets add (64 * 65 + 64 (Tk / 64 + 1)) f32 to the dq smem).
 template <int D, bool kDropout, bool kBias>
 struct Backward {
   static constexpr int kDqMT = D == 64 && !kBias ? 2 : 1, kDqN = kDqMT == 2 ? 32 : kRows;
