@@ -15,17 +15,17 @@
 namespace anvil::ops::cuda::flash {
 namespace {
 
-// One key block's online-softmax update of a warp's two rows per thread: s holds the raw
-// dot products Q K^T and becomes the (dropped) probabilities 2^(x - m) for P V; acc and l are
-// rescaled by 2^(m_old - m_new).
-template <int D, bool kCheck, bool kDropout, bool kBias>
-__device__ __forceinline__ void softmax_update(float (&s)[8][4], float (&acc)[D / 8][4],
+// One slice of N keys from k0, online-softmax update of a warp m-tile's two rows per thread: s
+// holds the raw dot products Q K^T and becomes the (dropped) probabilities 2^(x - m) for P V;
+// acc and l are rescaled by 2^(m_old - m_new).
+template <int D, int N, bool kCheck, bool kDropout, bool kBias>
+__device__ __forceinline__ void softmax_update(float (&s)[N / 8][4], float (&acc)[D / 8][4],
                                                float (&m_run)[2], float (&l_run)[2],
                                                const Scorer& sc, int row_base, int k0) {
   const int t = threadIdx.x & 3;
   float m_new[2] = {m_run[0], m_run[1]};
 #pragma unroll
-  for (int n = 0; n < 8; ++n) {
+  for (int n = 0; n < N / 8; ++n) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const int i = row_base + (c >> 1) * 8, j = k0 + n * 8 + 2 * t + (c & 1);
@@ -49,7 +49,7 @@ __device__ __forceinline__ void softmax_update(float (&s)[8][4], float (&acc)[D 
     }
   }
 #pragma unroll
-  for (int n = 0; n < 8; ++n) {
+  for (int n = 0; n < N / 8; ++n) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const float e = ex2(s[n][c] - m_use[c >> 1]);
@@ -64,9 +64,11 @@ __device__ __forceinline__ void softmax_update(float (&s)[8][4], float (&acc)[D 
   }
 }
 
-// Rows a block owns: 64 MT (four warps of 16 MT rows).
-template <int D, int MT, bool kDropout, bool kBias>
-__global__ void __launch_bounds__(kThreads, 2) flash_forward_kernel(const Params p) {
+// A block owns 64 MT rows (four warps of 16 MT rows) and takes each 64-key tile in 64 / N
+// slices (N = 32 keeps S of two m-tiles small beside a Dh 128 accumulator).
+template <int D, int MT, int N, bool kDropout, bool kBias>
+__global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 && !kDropout ? 4 : 2)
+    flash_forward_kernel(const Params p) {
   constexpr int kM = kRows * MT;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   bf16* sq = reinterpret_cast<bf16*>(smem_raw);  // [kM, D]
@@ -110,29 +112,33 @@ __global__ void __launch_bounds__(kThreads, 2) flash_forward_kernel(const Params
       load_tile<D>(nk + kRows * D, vg, p.ldv, k0 + kRows, p.tk);
     }
     cp_async_commit();
-    // A warp whose rows are all past the end or before every key of the block (causal) has
-    // nothing to add (warp-uniform).
-    if (w0 >= p.tq || (p.causal && k0 > w0 + 16 * MT - 1)) continue;
     const uint32_t k_tile = smem_u32(skv + (nb & 1) * 2 * kRows * D),
                    v_tile = k_tile + kRows * D * 2;
-    float s[MT][8][4];
-    zero(s);
-    gemm_nt<D, MT, kRows>(s, q_rows, k_tile, lr);
-    const bool full = sc.all_visible(w0, w0 + 16 * MT, k0 + kRows);
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      const int row_base = w0 + mt * 16 + g;  // rows row_base and row_base + 8
-      if (full) {
-        softmax_update<D, false, kDropout, kBias>(s[mt], acc[mt], m_run[mt], l_run[mt], sc,
-                                                  row_base, k0);
-      } else {
-        softmax_update<D, true, kDropout, kBias>(s[mt], acc[mt], m_run[mt], l_run[mt], sc, row_base,
-                                                 k0);
+    for (int c0 = 0; c0 < kRows; c0 += N) {
+      const int kc = k0 + c0;
+      // A warp whose rows are all past the end or before every key of the slice (causal) has
+      // nothing to add (warp-uniform).
+      if (w0 >= p.tq || (p.causal && kc > w0 + 16 * MT - 1)) continue;
+      float s[MT][N / 8][4];
+      zero(s);
+      gemm_nt<D, MT, N>(s, q_rows, k_tile + c0 * D * 2, lr);
+      const bool full = sc.all_visible(w0, w0 + 16 * MT, kc + N);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const int row_base = w0 + mt * 16 + g;  // rows row_base and row_base + 8
+        if (full) {
+          softmax_update<D, N, false, kDropout, kBias>(s[mt], acc[mt], m_run[mt], l_run[mt], sc,
+                                                       row_base, kc);
+        } else {
+          softmax_update<D, N, true, kDropout, kBias>(s[mt], acc[mt], m_run[mt], l_run[mt], sc,
+                                                      row_base, kc);
+        }
       }
+      uint32_t pa[MT][N / 16][4];
+      to_a_frags<MT, N>(pa, s);
+      gemm_nn<D, MT, N>(acc, pa, v_tile + c0 * D * 2, lr);
     }
-    uint32_t pa[MT][4][4];
-    to_a_frags<MT, kRows>(pa, s);
-    gemm_nn<D, MT, kRows>(acc, pa, v_tile, lr);
   }
   cp_async_wait<0>();
 
@@ -161,22 +167,33 @@ __global__ void __launch_bounds__(kThreads, 2) flash_forward_kernel(const Params
   }
 }
 
-// 128-row blocks (two m-tiles per warp) where registers allow, 64 rows for Dh 128 (two m-tiles
-// would need 192 accumulator registers). ptxas (sm_90, CUDA 13.0), no dropout / dropout:
-//   Dh 64, MT 2: 235-244 registers, no spills / 255 with 180-312 bytes spilled; smem 48 KiB
-//   Dh 128, MT 1: 195-200 registers, no spills / 253-255, at most 24 bytes; smem 80 KiB
-// two blocks per SM (eight warps) in both.
+// Block shape (m-tiles per warp MT, key slice N) per head dim and mask, chosen by the H200
+// timings of docs/performance.md and by registers. ptxas (sm_90, CUDA 13.0), no dropout:
+//   Dh 64 causal, MT 1 N 64: 128 registers (four blocks per SM; with dropout two), smem 40 KiB
+//   Dh 64, MT 2 N 64: 235-244 registers, no spills, smem 48 KiB
+//   Dh 128, MT 2 N 32: 254 registers, no spills, smem 96 KiB
+// dropout adds Philox state and spills a few hundred bytes in each.
+template <int D, int MT, int N, bool kDropout, bool kBias>
+void launch_shape(const Params& p, int batch, cudaStream_t stream) {
+  const size_t smem = (MT + 4) * kRows * D * sizeof(bf16);
+  auto* kernel = flash_forward_kernel<D, MT, N, kDropout, kBias>;
+  ANVIL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(smem)));
+  const dim3 grid((p.tq + kRows * MT - 1) / (kRows * MT), p.heads, batch);
+  kernel<<<grid, kThreads, smem, stream>>>(p);
+  ANVIL_CUDA_CHECK(cudaGetLastError());
+}
+
 template <int D, bool kDropout, bool kBias>
 struct Forward {
-  static constexpr int kMT = D == 64 ? 2 : 1;
   static void launch(const Params& p, int batch, cudaStream_t stream) {
-    const size_t smem = (kMT + 4) * kRows * D * sizeof(bf16);
-    auto* kernel = flash_forward_kernel<D, kMT, kDropout, kBias>;
-    ANVIL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(smem)));
-    const dim3 grid((p.tq + kRows * kMT - 1) / (kRows * kMT), p.heads, batch);
-    kernel<<<grid, kThreads, smem, stream>>>(p);
-    ANVIL_CUDA_CHECK(cudaGetLastError());
+    if constexpr (D == 64) {
+      // Causal Dh 64 ran 12% slower with 128-row blocks (eight warps per SM instead of 16).
+      p.causal ? launch_shape<D, 1, 64, kDropout, kBias>(p, batch, stream)
+               : launch_shape<D, 2, 64, kDropout, kBias>(p, batch, stream);
+    } else {
+      launch_shape<D, 2, 32, kDropout, kBias>(p, batch, stream);
+    }
   }
 };
 
