@@ -1,9 +1,10 @@
 // CUDA backward of ops/flash_attention.h, deterministic (no atomics), in two kernels:
-//   dq     : a block owns 64 queries; first dvec_i = sum_d dout_id out_id (= dvec, scratch),
+//   dq     : a block owns 64 MT queries; first dvec_i = sum_d dout_id out_id (= dvec, scratch),
 //            then it walks the visible key blocks (K, V double-buffered):
 //            P = 2^(x - lse log2 e);  dP = keep/(1-p) dout V^T;  dS = P (dP - dvec_i)
 //            dq = scale sum_j dS_ij k_j                                             (=)
-//   dkdv   : a block owns 64 keys (K, V in smem), walks the query blocks that see them:
+//   dkdv   : a block owns 64 MT keys (K, V in smem), walks the query blocks that see them
+//            (Q, dout double-buffered):
 //            with the same P, dP, dS in transposed form (rows = keys):
 //            dv_j = sum_i keep/(1-p) P_ij dout_i;  dk_j = scale sum_i dS_ij q_i    (=)
 // Splitting dq from dk/dv recomputes Q K^T and dout V^T once more (7 tensor-core products per
@@ -328,7 +329,6 @@ __global__ void __launch_bounds__(kThreads, 2) flash_dkdv_kernel(const Params p)
   cp_async_commit();
 
   const int key0 = k0 + warp * 16 * MT;  // the warp's first key
-  const int key_end = min(sc.kv_end, p.tk);
   float dk[MT][D / 8][4], dv[MT][D / 8][4];
   zero(dk);
   zero(dv);
@@ -356,7 +356,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_dkdv_kernel(const Params p)
     for (int c0 = 0; c0 < kRows; c0 += N) {
       const int mc = m0 + c0;
       // Keys all padding or after every query of the slice (causal): nothing to add.
-      if (key0 >= key_end || mc >= p.tq || (p.causal && key0 > mc + N - 1)) continue;
+      if (key0 >= sc.kv_end || mc >= p.tq || (p.causal && key0 > mc + N - 1)) continue;
       float st[MT][N / 8][4], dpt[MT][N / 8][4];  // rows: the warp's keys; columns: queries
       zero(st);
       zero(dpt);
