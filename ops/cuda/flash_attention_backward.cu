@@ -1,9 +1,10 @@
 // CUDA backward of ops/flash_attention.h, deterministic (no atomics), in two kernels:
-//   dq     : a block owns 64 queries; first dvec_i = sum_d dout_id out_id (= dvec, scratch),
+//   dq     : a block owns 64 MT queries; first dvec_i = sum_d dout_id out_id (= dvec, scratch),
 //            then it walks the visible key blocks (K, V double-buffered):
 //            P = 2^(x - lse log2 e);  dP = keep/(1-p) dout V^T;  dS = P (dP - dvec_i)
 //            dq = scale sum_j dS_ij k_j                                             (=)
-//   dkdv   : a block owns 64 keys (K, V in smem), walks the query blocks that see them:
+//   dkdv   : a block owns 64 MT keys (K, V in smem), walks the query blocks that see them
+//            (Q, dout double-buffered):
 //            with the same P, dP, dS in transposed form (rows = keys):
 //            dv_j = sum_i keep/(1-p) P_ij dout_i;  dk_j = scale sum_i dS_ij q_i    (=)
 // Splitting dq from dk/dv recomputes Q K^T and dout V^T once more (7 tensor-core products per
@@ -25,17 +26,18 @@
 namespace anvil::ops::cuda::flash {
 namespace {
 
-// dvec of a dq block's 64 rows, dvec_i = sum_d dout_id out_id in f32, two threads a row: into
-// smem for this block and to global memory for the dk/dv kernel that runs next.
-template <int D>
+// dvec of a dq block's kM rows, dvec_i = sum_d dout_id out_id in f32, kThreads / kM threads a
+// row: into smem for this block and to global memory for the dk/dv kernel that runs next.
+template <int D, int kM>
 __device__ __forceinline__ void block_rowdot(float* s_dvec, const Params& p, int b, int h, int q0) {
-  const int row = threadIdx.x >> 1, half = threadIdx.x & 1, i = q0 + row;
+  constexpr int kParts = kThreads / kM, kCols = D / kParts;
+  const int row = threadIdx.x / kParts, part = threadIdx.x % kParts, i = q0 + row;
   float sum = 0.f;
   if (i < p.tq) {
-    const bf16* d = p.dout + (int64_t(b) * p.tq + i) * p.ldd + int64_t(h) * D + half * (D / 2);
-    const bf16* o = p.out + (int64_t(b) * p.tq + i) * p.ldo + int64_t(h) * D + half * (D / 2);
+    const bf16* d = p.dout + (int64_t(b) * p.tq + i) * p.ldd + int64_t(h) * D + part * kCols;
+    const bf16* o = p.out + (int64_t(b) * p.tq + i) * p.ldo + int64_t(h) * D + part * kCols;
 #pragma unroll
-    for (int c = 0; c < D / 2; c += 8) {
+    for (int c = 0; c < kCols; c += 8) {
       const uint4 dd = *reinterpret_cast<const uint4*>(d + c);
       const uint4 oo = *reinterpret_cast<const uint4*>(o + c);
       const __nv_bfloat162* d2 = reinterpret_cast<const __nv_bfloat162*>(&dd);
@@ -48,47 +50,55 @@ __device__ __forceinline__ void block_rowdot(float* s_dvec, const Params& p, int
       }
     }
   }
-  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-  if (half == 0) {
+#pragma unroll
+  for (int m = 1; m < kParts; m *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, m);
+  if (part == 0) {
     s_dvec[row] = sum;
     if (i < p.tq) p.dvec[(int64_t(b) * p.heads + h) * p.tq + i] = sum;
   }
 }
 
-template <int N>
-__device__ __forceinline__ void scale_acc(float (&acc)[N][4], float s) {
+template <int MT, int N>
+__device__ __forceinline__ void scale_acc(float (&acc)[MT][N][4], float s) {
 #pragma unroll
-  for (int n = 0; n < N; ++n) {
+  for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-    for (int c = 0; c < 4; ++c) acc[n][c] *= s;
-  }
-}
-
-// Rows row0 + g and row0 + g + 8 of a warp's [16, D] accumulator to a row-strided matrix.
-template <int D>
-__device__ __forceinline__ void store_rows(bf16* g, int64_t ld, int row0, int rows,
-                                           const float (&acc)[D / 8][4]) {
-  const int lane = threadIdx.x & 31, t = lane & 3;
+    for (int n = 0; n < N; ++n) {
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row0 + (lane >> 2) + r * 8;
-    if (row >= rows) continue;
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      *reinterpret_cast<__nv_bfloat162*>(g + int64_t(row) * ld + n * 8 + 2 * t) =
-          __floats2bfloat162_rn(acc[n][2 * r], acc[n][2 * r + 1]);
+      for (int c = 0; c < 4; ++c) acc[mt][n][c] *= s;
     }
   }
 }
 
-// dq kernel, one key block: s holds Q K^T and dp dout V^T of a warp's rows; s becomes dS.
-template <bool kCheck, bool kDropout, bool kBias>
-__device__ __forceinline__ void dq_scores(float (&s)[8][4], const float (&dp)[8][4],
+// A warp's [16 MT, D] accumulator (rows row0 ...) to a row-strided matrix (rows < rows).
+template <int D, int MT>
+__device__ __forceinline__ void store_rows(bf16* g, int64_t ld, int row0, int rows,
+                                           const float (&acc)[MT][D / 8][4]) {
+  const int lane = threadIdx.x & 31, t = lane & 3;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = row0 + mt * 16 + (lane >> 2) + r * 8;
+      if (row >= rows) continue;
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        *reinterpret_cast<__nv_bfloat162*>(g + int64_t(row) * ld + n * 8 + 2 * t) =
+            __floats2bfloat162_rn(acc[mt][n][2 * r], acc[mt][n][2 * r + 1]);
+      }
+    }
+  }
+}
+
+// dq kernel, N keys from k0: s holds Q K^T and dp dout V^T of a warp m-tile's rows; s becomes
+// dS.
+template <int N, bool kCheck, bool kDropout, bool kBias>
+__device__ __forceinline__ void dq_scores(float (&s)[N / 8][4], const float (&dp)[N / 8][4],
                                           const Scorer& sc, const float (&lse2)[2],
                                           const float (&dvec)[2], int row_base, int k0) {
   const int t = threadIdx.x & 3;
 #pragma unroll
-  for (int n = 0; n < 8; ++n) {
+  for (int n = 0; n < N / 8; ++n) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const int r = c >> 1, i = row_base + r * 8, j = k0 + n * 8 + 2 * t + (c & 1);
@@ -134,25 +144,31 @@ __device__ __forceinline__ void store_block_diagonals(const Params& p, const flo
   }
 }
 
-template <int D, bool kDropout, bool kBias>
-__global__ void __launch_bounds__(kThreads, D == 64 ? 3 : 2) flash_dq_kernel(const Params p) {
+// A block owns 64 MT queries (four warps of 16 MT rows) and takes each 64-key tile in 64 / N
+// column slices (N = 32 keeps S and dP of two m-tiles in registers).
+template <int D, int MT, int N, bool kDropout, bool kBias>
+__global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 2)
+    flash_dq_kernel(const Params p) {
+  constexpr int kM = kRows * MT;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  bf16* sq = reinterpret_cast<bf16*>(smem_raw);  // [64, D] each
-  bf16* sdo = sq + kRows * D;
-  bf16* skv = sdo + kRows * D;  // [2 stages][K, V]
+  bf16* sq = reinterpret_cast<bf16*>(smem_raw);  // [kM, D] each
+  bf16* sdo = sq + kM * D;
+  bf16* skv = sdo + kM * D;  // [2 stages][K, V] of [64, D]
   const int qb = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
-  const int q0 = qb * kRows;
+  const int q0 = qb * kM, w0 = q0 + warp * 16 * MT;  // w0: the warp's first row
   const Scorer sc(p, b, h);
   const LaneRows lr = lane_rows<D>();
-  const uint32_t q_rows = smem_u32(sq) + warp * 16 * D * 2,
-                 do_rows = smem_u32(sdo) + warp * 16 * D * 2;
+  const uint32_t q_rows = smem_u32(sq) + warp * 16 * MT * D * 2,
+                 do_rows = smem_u32(sdo) + warp * 16 * MT * D * 2;
   const bf16* kg = p.k + int64_t(b) * p.tk * p.ldk + int64_t(h) * D;
   const bf16* vg = p.v + int64_t(b) * p.tk * p.ldv + int64_t(h) * D;
-  const int kv_stop = p.causal ? min(sc.kv_end, q0 + kRows) : sc.kv_end;
+  const int kv_stop = p.causal ? min(sc.kv_end, q0 + kM) : sc.kv_end;
   const int n_blocks = (kv_stop + kRows - 1) / kRows;
-  // Relative buckets: [64, 65] dS scratch, then the block's diagonal sums.
-  const bool rel = kBias && p.bias == 2;
+  // Relative buckets (one m-tile, whole tiles only): [64, 65] dS scratch, then the block's
+  // diagonal sums.
+  constexpr bool kRelShape = MT == 1 && N == kRows;
+  const bool rel = kRelShape && kBias && p.bias == 2;
   float* s_ds = reinterpret_cast<float*>(skv + 4 * kRows * D);
   float* s_diag = s_ds + kRows * 65;
   const int span = n_blocks * kRows + kRows - 1;  // diagonals the tiles reach
@@ -160,59 +176,73 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 3 : 2) flash_dq_kernel(con
     for (int e = threadIdx.x; e < span; e += kThreads) s_diag[e] = 0.f;
   }
 
-  load_tile<D>(sq, p.q + int64_t(b) * p.tq * p.ldq + int64_t(h) * D, p.ldq, q0, p.tq);
-  load_tile<D>(sdo, p.dout + int64_t(b) * p.tq * p.ldd + int64_t(h) * D, p.ldd, q0, p.tq);
+  load_tile<D, kM>(sq, p.q + int64_t(b) * p.tq * p.ldq + int64_t(h) * D, p.ldq, q0, p.tq);
+  load_tile<D, kM>(sdo, p.dout + int64_t(b) * p.tq * p.ldd + int64_t(h) * D, p.ldd, q0, p.tq);
   if (n_blocks > 0) {
     load_tile<D>(skv, kg, p.ldk, 0, p.tk);
     load_tile<D>(skv + kRows * D, vg, p.ldv, 0, p.tk);
   }
   cp_async_commit();
 
-  __shared__ float s_dvec[kRows];
-  block_rowdot<D>(s_dvec, p, b, h, q0);
+  __shared__ float s_dvec[kM];
+  block_rowdot<D, kM>(s_dvec, p, b, h, q0);
   __syncthreads();
-  const int row_base = q0 + warp * 16 + g;
-  float lse2[2], dvec[2];
+  float lse2[MT][2], dvec[MT][2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int i = row_base + r * 8;
-    lse2[r] = i < p.tq ? p.lse[(int64_t(b) * p.heads + h) * p.tq + i] * kLog2e : INFINITY;
-    dvec[r] = i < p.tq ? s_dvec[row_base - q0 + r * 8] : 0.f;
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int i = w0 + mt * 16 + g + r * 8;
+      lse2[mt][r] = i < p.tq ? p.lse[(int64_t(b) * p.heads + h) * p.tq + i] * kLog2e : INFINITY;
+      dvec[mt][r] = i < p.tq ? s_dvec[i - q0] : 0.f;
+    }
   }
-  float dq[D / 8][4];
+  float dq[MT][D / 8][4];
   zero(dq);
   for (int nb = 0; nb < n_blocks; ++nb) {
     const int k0 = nb * kRows;
-    const bf16* sk = skv + (nb & 1) * 2 * kRows * D;
-    const uint32_t k_tile = smem_u32(sk), v_tile = k_tile + kRows * D * 2;
+    cp_async_wait<0>();  // K(nb), V(nb) are in
+    __syncthreads();     // ... for every thread; every warp is done with the other stage
     if (nb + 1 < n_blocks) {
       bf16* nk = skv + ((nb + 1) & 1) * 2 * kRows * D;
       load_tile<D>(nk, kg, p.ldk, k0 + kRows, p.tk);
       load_tile<D>(nk + kRows * D, vg, p.ldv, k0 + kRows, p.tk);
     }
     cp_async_commit();
-    cp_async_wait<1>();
-    __syncthreads();
-    float s[8][4], dp[8][4];
-    zero(s);
-    zero(dp);
-    gemm_nt<D>(s, q_rows, k_tile, lr);
-    gemm_nt<D>(dp, do_rows, v_tile, lr);
-    if (sc.all_visible(q0 + warp * 16, q0 + warp * 16 + 16, k0 + kRows)) {
-      dq_scores<false, kDropout, kBias>(s, dp, sc, lse2, dvec, row_base, k0);
-    } else {
-      dq_scores<true, kDropout, kBias>(s, dp, sc, lse2, dvec, row_base, k0);
+    const uint32_t k_tile = smem_u32(skv + (nb & 1) * 2 * kRows * D),
+                   v_tile = k_tile + kRows * D * 2;
+#pragma unroll
+    for (int c0 = 0; c0 < kRows; c0 += N) {
+      const int kc = k0 + c0;
+      // Rows all past the end or before every key of the slice (causal): nothing to add
+      // (warp-uniform; the relative-bucket path syncs inside, so every warp goes on).
+      if (!rel && (w0 >= p.tq || (p.causal && kc > w0 + 16 * MT - 1))) continue;
+      float s[MT][N / 8][4], dp[MT][N / 8][4];
+      zero(s);
+      zero(dp);
+      gemm_nt<D, MT, N>(s, q_rows, k_tile + c0 * D * 2, lr);
+      gemm_nt<D, MT, N>(dp, do_rows, v_tile + c0 * D * 2, lr);
+      const bool full = sc.all_visible(w0, w0 + 16 * MT, kc + N);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const int row_base = w0 + mt * 16 + g;
+        if (full) {
+          dq_scores<N, false, kDropout, kBias>(s[mt], dp[mt], sc, lse2[mt], dvec[mt], row_base, kc);
+        } else {
+          dq_scores<N, true, kDropout, kBias>(s[mt], dp[mt], sc, lse2[mt], dvec[mt], row_base, kc);
+        }
+      }
+      if constexpr (kRelShape) {
+        if (rel) add_tile_diagonals(s_diag, s_ds, s[0], k0);
+      }
+      uint32_t pa[MT][N / 16][4];
+      to_a_frags<MT, N>(pa, s);
+      gemm_nn<D, MT, N>(dq, pa, k_tile + c0 * D * 2, lr);
     }
-    if (rel) add_tile_diagonals(s_diag, s_ds, s, k0);
-    uint32_t pa[4][4];
-    to_a_frags(pa, s);
-    gemm_nn<D>(dq, pa, k_tile, lr);
-    __syncthreads();  // this stage's K, V are free for the load two iterations ahead
   }
   cp_async_wait<0>();
   scale_acc(dq, p.scale_log2 / kLog2e);
-  store_rows<D>(p.dq + int64_t(b) * p.tq * p.ld_dq + int64_t(h) * D, p.ld_dq, q0 + warp * 16, p.tq,
-                dq);
+  store_rows<D, MT>(p.dq + int64_t(b) * p.tq * p.ld_dq + int64_t(h) * D, p.ld_dq, w0, p.tq, dq);
   if (rel) {
     __syncthreads();
     store_block_diagonals(p, s_diag, span, b, h, qb);
@@ -244,15 +274,16 @@ __global__ void drel_reduce_buckets(const Params p) {
   }
 }
 
-// dk/dv kernel, one query block: st holds K Q^T and dpt V dout^T of a warp's keys (rows) and the
-// block's 64 queries (columns); st becomes P' (dropped, scaled) and dpt becomes dS^T.
-template <bool kCheck, bool kDropout, bool kBias>
-__device__ __forceinline__ void dkdv_scores(float (&st)[8][4], float (&dpt)[8][4], const Scorer& sc,
-                                            const float* slse, const float* sdvec, int key_base,
-                                            int m0) {
+// dk/dv kernel, N queries from m0: st holds K Q^T and dpt V dout^T of a warp m-tile's keys
+// (rows) and the queries (columns); st becomes P' (dropped, scaled) and dpt becomes dS^T.
+// slse, sdvec: the values of queries m0 ...
+template <int N, bool kCheck, bool kDropout, bool kBias>
+__device__ __forceinline__ void dkdv_scores(float (&st)[N / 8][4], float (&dpt)[N / 8][4],
+                                            const Scorer& sc, const float* slse, const float* sdvec,
+                                            int key_base, int m0) {
   const int t = threadIdx.x & 3;
 #pragma unroll
-  for (int n = 0; n < 8; ++n) {
+  for (int n = 0; n < N / 8; ++n) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const int col = n * 8 + 2 * t + (c & 1), i = m0 + col, j = key_base + (c >> 1) * 8;
@@ -264,20 +295,23 @@ __device__ __forceinline__ void dkdv_scores(float (&st)[8][4], float (&dpt)[8][4
   }
 }
 
-template <int D, bool kDropout, bool kBias>
+// A block owns 64 MT keys (four warps of 16 MT rows) and takes each 64-query tile in 64 / N
+// column slices.
+template <int D, int MT, int N, bool kDropout, bool kBias>
 __global__ void __launch_bounds__(kThreads, 2) flash_dkdv_kernel(const Params p) {
+  constexpr int kM = kRows * MT;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  bf16* sk = reinterpret_cast<bf16*>(smem_raw);  // [64, D] each
-  bf16* sv = sk + kRows * D;
-  bf16* sqd = sv + kRows * D;                                   // [2 stages][Q, dout]
+  bf16* sk = reinterpret_cast<bf16*>(smem_raw);  // [kM, D] each
+  bf16* sv = sk + kM * D;
+  bf16* sqd = sv + kM * D;                                      // [2 stages][Q, dout] [64, D]
   float* svec = reinterpret_cast<float*>(sqd + 4 * kRows * D);  // [2 stages][lse2, dvec][64]
   const int kb = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
-  const int k0 = kb * kRows;
+  const int k0 = kb * kM;
   const Scorer sc(p, b, h);
   const LaneRows lr = lane_rows<D>();
-  const uint32_t k_rows = smem_u32(sk) + warp * 16 * D * 2,
-                 v_rows = smem_u32(sv) + warp * 16 * D * 2;
+  const uint32_t k_rows = smem_u32(sk) + warp * 16 * MT * D * 2,
+                 v_rows = smem_u32(sv) + warp * 16 * MT * D * 2;
   const bf16* qg = p.q + int64_t(b) * p.tq * p.ldq + int64_t(h) * D;
   const bf16* dg = p.dout + int64_t(b) * p.tq * p.ldd + int64_t(h) * D;
   const float* lse_g = p.lse + (int64_t(b) * p.heads + h) * p.tq;
@@ -286,16 +320,16 @@ __global__ void __launch_bounds__(kThreads, 2) flash_dkdv_kernel(const Params p)
   const int m_first = (p.causal ? k0 : 0) / kRows;
   const int m_blocks = k0 < sc.kv_end ? (p.tq + kRows - 1) / kRows : 0;
 
-  load_tile<D>(sk, p.k + int64_t(b) * p.tk * p.ldk + int64_t(h) * D, p.ldk, k0, p.tk);
-  load_tile<D>(sv, p.v + int64_t(b) * p.tk * p.ldv + int64_t(h) * D, p.ldv, k0, p.tk);
+  load_tile<D, kM>(sk, p.k + int64_t(b) * p.tk * p.ldk + int64_t(h) * D, p.ldk, k0, p.tk);
+  load_tile<D, kM>(sv, p.v + int64_t(b) * p.tk * p.ldv + int64_t(h) * D, p.ldv, k0, p.tk);
   if (m_first < m_blocks) {
     load_tile<D>(sqd, qg, p.ldq, m_first * kRows, p.tq);
     load_tile<D>(sqd + kRows * D, dg, p.ldd, m_first * kRows, p.tq);
   }
   cp_async_commit();
 
-  const int key0 = k0 + warp * 16, key_base = key0 + g;  // keys key_base and key_base + 8
-  float dk[D / 8][4], dv[D / 8][4];
+  const int key0 = k0 + warp * 16 * MT;  // the warp's first key
+  float dk[MT][D / 8][4], dv[MT][D / 8][4];
   zero(dk);
   zero(dv);
   for (int mb = m_first; mb < m_blocks; ++mb) {
@@ -304,42 +338,54 @@ __global__ void __launch_bounds__(kThreads, 2) flash_dkdv_kernel(const Params p)
     const uint32_t q_tile = smem_u32(sq), do_tile = q_tile + kRows * D * 2;
     float* slse = svec + stage * 2 * kRows;
     float* sdvec = slse + kRows;
+    // This stage's vectors were last read two iterations ago, before the previous barrier.
     for (int r = threadIdx.x; r < kRows; r += kThreads) {
       const bool ok = m0 + r < p.tq;
       slse[r] = ok ? lse_g[m0 + r] * kLog2e : INFINITY;
       sdvec[r] = ok ? dvec_g[m0 + r] : 0.f;
     }
+    cp_async_wait<0>();  // Q(mb), dout(mb) are in
+    __syncthreads();     // ... for every thread; every warp is done with the other stage
     if (mb + 1 < m_blocks) {
       bf16* nq = sqd + (stage ^ 1) * 2 * kRows * D;
       load_tile<D>(nq, qg, p.ldq, m0 + kRows, p.tq);
       load_tile<D>(nq + kRows * D, dg, p.ldd, m0 + kRows, p.tq);
     }
     cp_async_commit();
-    cp_async_wait<1>();
-    __syncthreads();
-    float st[8][4], dpt[8][4];  // rows: this warp's 16 keys; columns: the 64 queries
-    zero(st);
-    zero(dpt);
-    gemm_nt<D>(st, k_rows, q_tile, lr);
-    gemm_nt<D>(dpt, v_rows, do_tile, lr);
-    const bool full = !sc.segmented && key0 + 16 <= sc.kv_end && (!p.causal || key0 + 15 <= m0) &&
-                      m0 + kRows <= p.tq;
-    if (full) {
-      dkdv_scores<false, kDropout, kBias>(st, dpt, sc, slse, sdvec, key_base, m0);
-    } else {
-      dkdv_scores<true, kDropout, kBias>(st, dpt, sc, slse, sdvec, key_base, m0);
+#pragma unroll
+    for (int c0 = 0; c0 < kRows; c0 += N) {
+      const int mc = m0 + c0;
+      // Keys all padding or after every query of the slice (causal): nothing to add.
+      if (key0 >= sc.kv_end || mc >= p.tq || (p.causal && key0 > mc + N - 1)) continue;
+      float st[MT][N / 8][4], dpt[MT][N / 8][4];  // rows: the warp's keys; columns: queries
+      zero(st);
+      zero(dpt);
+      gemm_nt<D, MT, N>(st, k_rows, q_tile + c0 * D * 2, lr);
+      gemm_nt<D, MT, N>(dpt, v_rows, do_tile + c0 * D * 2, lr);
+      const bool full = !sc.segmented && key0 + 16 * MT <= sc.kv_end &&
+                        (!p.causal || key0 + 16 * MT - 1 <= mc) && mc + N <= p.tq;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const int key_base = key0 + mt * 16 + g;  // keys key_base and key_base + 8
+        if (full) {
+          dkdv_scores<N, false, kDropout, kBias>(st[mt], dpt[mt], sc, slse + c0, sdvec + c0,
+                                                 key_base, mc);
+        } else {
+          dkdv_scores<N, true, kDropout, kBias>(st[mt], dpt[mt], sc, slse + c0, sdvec + c0,
+                                                key_base, mc);
+        }
+      }
+      uint32_t pa[MT][N / 16][4];
+      to_a_frags<MT, N>(pa, st);
+      gemm_nn<D, MT, N>(dv, pa, do_tile + c0 * D * 2, lr);
+      to_a_frags<MT, N>(pa, dpt);
+      gemm_nn<D, MT, N>(dk, pa, q_tile + c0 * D * 2, lr);
     }
-    uint32_t pa[4][4];
-    to_a_frags(pa, st);
-    gemm_nn<D>(dv, pa, do_tile, lr);
-    to_a_frags(pa, dpt);
-    gemm_nn<D>(dk, pa, q_tile, lr);
-    __syncthreads();  // this stage's buffers are free for the load two iterations ahead
   }
   cp_async_wait<0>();
   scale_acc(dk, p.scale_log2 / kLog2e);
-  store_rows<D>(p.dk + int64_t(b) * p.tk * p.ld_dk + int64_t(h) * D, p.ld_dk, key0, p.tk, dk);
-  store_rows<D>(p.dv + int64_t(b) * p.tk * p.ld_dv + int64_t(h) * D, p.ld_dv, key0, p.tk, dv);
+  store_rows<D, MT>(p.dk + int64_t(b) * p.tk * p.ld_dk + int64_t(h) * D, p.ld_dk, key0, p.tk, dk);
+  store_rows<D, MT>(p.dv + int64_t(b) * p.tk * p.ld_dv + int64_t(h) * D, p.ld_dv, key0, p.tk, dv);
 }
 
 constexpr size_t kMaxSmemPerBlock = 227 * 1024;  // sm_90 opt-in maximum
@@ -350,26 +396,39 @@ void set_smem(Kernel kernel, size_t bytes) {
                                         static_cast<int>(bytes)));
 }
 
+// Block shapes (m-tiles per warp, column slice) per head dim, chosen by registers: two m-tiles with
+// 32-wide slices for Dh 64, one with whole tiles for Dh 128; the relative-bucket dq always one
+// m-tile with whole tiles (its diagonal sums). ptxas (sm_90, CUDA 13.0), no dropout (dropout spills
+// 0.1-1.1 KB more in every kernel):
+//   dq   Dh 64 MT 2 N 32: 249 registers, smem 64 KiB;  Dh 64 MT 1 (bias): 168, 48 KiB
+//        Dh 128 MT 1: 246-247, 96 KiB
+//   dkdv Dh 64 MT 2 N 32: 255 + 20-40 bytes spilled, 65 KiB;  Dh 128 MT 1: 255 + 56-96 bytes
+//        spilled, 97 KiB
+// (relative buckets add (64 * 65 + 64 (Tk / 64 + 1)) f32 to the dq smem).
 template <int D, bool kDropout, bool kBias>
 struct Backward {
+  static constexpr int kDqMT = D == 64 && !kBias ? 2 : 1, kDqN = kDqMT == 2 ? 32 : kRows;
+  static constexpr int kKvMT = D == 64 ? 2 : 1, kKvN = kKvMT == 2 ? 32 : kRows;
   static void launch(const Params& p, int batch, cudaStream_t stream) {
     const size_t tile = kRows * D * sizeof(bf16);
     const bool rel = p.bias == 2;
     const size_t rel_smem =
         rel ? (kRows * 65 + num_row_blocks(p.tk) * kRows + kRows) * sizeof(float) : 0;
-    const size_t dq_smem = 6 * tile + rel_smem, dkdv_smem = 6 * tile + 4 * kRows * sizeof(float);
+    const size_t dq_smem = (2 * kDqMT + 4) * tile + rel_smem;
+    const size_t dkdv_smem = (2 * kKvMT + 4) * tile + 4 * kRows * sizeof(float);
     ANVIL_CHECK_MSG(dq_smem <= kMaxSmemPerBlock,
                     "flash_attention_backward: relative buckets with " + std::to_string(p.tk) +
                         " keys need " + std::to_string(dq_smem) +
                         " bytes of shared memory per block (at most " +
                         std::to_string(kMaxSmemPerBlock) + " on sm_90)");
-    auto* dq = flash_dq_kernel<D, kDropout, kBias>;
-    auto* dkdv = flash_dkdv_kernel<D, kDropout, kBias>;
+    auto* dq = flash_dq_kernel<D, kDqMT, kDqN, kDropout, kBias>;
+    auto* dkdv = flash_dkdv_kernel<D, kKvMT, kKvN, kDropout, kBias>;
     set_smem(dq, dq_smem);
     set_smem(dkdv, dkdv_smem);
-    dq<<<dim3((p.tq + kRows - 1) / kRows, p.heads, batch), kThreads, dq_smem, stream>>>(p);
+    const int dq_rows = kRows * kDqMT, kv_rows = kRows * kKvMT;
+    dq<<<dim3((p.tq + dq_rows - 1) / dq_rows, p.heads, batch), kThreads, dq_smem, stream>>>(p);
     ANVIL_CUDA_CHECK(cudaGetLastError());
-    dkdv<<<dim3((p.tk + kRows - 1) / kRows, p.heads, batch), kThreads, dkdv_smem, stream>>>(p);
+    dkdv<<<dim3((p.tk + kv_rows - 1) / kv_rows, p.heads, batch), kThreads, dkdv_smem, stream>>>(p);
     ANVIL_CUDA_CHECK(cudaGetLastError());
     if (rel) {
       const int diags = num_diagonals(p.tq, p.tk);

@@ -1,11 +1,11 @@
 // CUDA forward of ops/flash_attention.h (FlashAttention-2 schedule on mma.sync):
-// a block owns 64 queries of one (sample, head), four warps of 16 rows; it walks the visible
-// key blocks of 64 (causal: up to its diagonal; padding: up to kv_lengths[b]) with an online
-// softmax in log2 units:
+// a block owns 64 MT queries of one (sample, head), four warps of 16 MT rows; it walks the
+// visible key blocks of 64 (causal: up to its diagonal; padding: up to kv_lengths[b]) with an
+// online softmax in log2 units:
 //   x_ij = (scale q_i.k_j + bias) log2(e);  m_i = running max;  l_i += sum_j 2^(x_ij - m_i)
 //   acc_i = acc_i 2^(m_old - m_new) + sum_j 2^(x_ij - m_i) keep_ij v_j
 //   out_i = acc_i / l_i / (1 - p)  (=),  lse_i = (m_i + log2 l_i) ln 2  (=; +inf, out 0 if empty)
-// K is prefetched (cp.async) while P V runs, V while Q K^T runs (one buffer each).
+// K and V are double-buffered: block nb + 1 loads (cp.async) while block nb is computed.
 #include <cuda_bf16.h>
 
 #include "engine/cuda_check.h"
@@ -15,17 +15,17 @@
 namespace anvil::ops::cuda::flash {
 namespace {
 
-// One key block's online-softmax update of a warp's two rows per thread: s holds the raw
-// dot products Q K^T and becomes the (dropped) probabilities 2^(x - m) for P V; acc and l are
-// rescaled by 2^(m_old - m_new).
-template <int D, bool kCheck, bool kDropout, bool kBias>
-__device__ __forceinline__ void softmax_update(float (&s)[8][4], float (&acc)[D / 8][4],
+// One slice of N keys from k0, online-softmax update of a warp m-tile's two rows per thread: s
+// holds the raw dot products Q K^T and becomes the (dropped) probabilities 2^(x - m) for P V;
+// acc and l are rescaled by 2^(m_old - m_new).
+template <int D, int N, bool kCheck, bool kDropout, bool kBias>
+__device__ __forceinline__ void softmax_update(float (&s)[N / 8][4], float (&acc)[D / 8][4],
                                                float (&m_run)[2], float (&l_run)[2],
                                                const Scorer& sc, int row_base, int k0) {
   const int t = threadIdx.x & 3;
   float m_new[2] = {m_run[0], m_run[1]};
 #pragma unroll
-  for (int n = 0; n < 8; ++n) {
+  for (int n = 0; n < N / 8; ++n) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const int i = row_base + (c >> 1) * 8, j = k0 + n * 8 + 2 * t + (c & 1);
@@ -49,7 +49,7 @@ __device__ __forceinline__ void softmax_update(float (&s)[8][4], float (&acc)[D 
     }
   }
 #pragma unroll
-  for (int n = 0; n < 8; ++n) {
+  for (int n = 0; n < N / 8; ++n) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const float e = ex2(s[n][c] - m_use[c >> 1]);
@@ -64,95 +64,136 @@ __device__ __forceinline__ void softmax_update(float (&s)[8][4], float (&acc)[D 
   }
 }
 
-template <int D, bool kDropout, bool kBias>
-__global__ void __launch_bounds__(kThreads, D == 64 ? 4 : 2) flash_forward_kernel(const Params p) {
+// A block owns 64 MT rows (four warps of 16 MT rows) and takes each 64-key tile in 64 / N
+// slices (N = 32 keeps S of two m-tiles small beside a Dh 128 accumulator).
+template <int D, int MT, int N, bool kDropout, bool kBias>
+__global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 && !kDropout ? 4 : 2)
+    flash_forward_kernel(const Params p) {
+  constexpr int kM = kRows * MT;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  bf16* sq = reinterpret_cast<bf16*>(smem_raw);  // [64, D] each
-  bf16* sk = sq + kRows * D;
-  bf16* sv = sk + kRows * D;
+  bf16* sq = reinterpret_cast<bf16*>(smem_raw);  // [kM, D]
+  bf16* skv = sq + kM * D;                       // [2 stages][K, V] of [64, D]
   const int qb = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int q0 = qb * kRows;
+  const int q0 = qb * kM, w0 = q0 + warp * 16 * MT;  // w0: the warp's first row
   const Scorer sc(p, b, h);
   const LaneRows lr = lane_rows<D>();
-  const uint32_t q_rows = smem_u32(sq) + warp * 16 * D * 2, k_tile = smem_u32(sk),
-                 v_tile = smem_u32(sv);
+  const uint32_t q_rows = smem_u32(sq) + warp * 16 * MT * D * 2;
   const bf16* qg = p.q + int64_t(b) * p.tq * p.ldq + int64_t(h) * D;
   const bf16* kg = p.k + int64_t(b) * p.tk * p.ldk + int64_t(h) * D;
   const bf16* vg = p.v + int64_t(b) * p.tk * p.ldv + int64_t(h) * D;
   // Keys past this block's last query (causal) or past the padding never matter.
-  const int kv_stop = p.causal ? min(sc.kv_end, q0 + kRows) : sc.kv_end;
+  const int kv_stop = p.causal ? min(sc.kv_end, q0 + kM) : sc.kv_end;
   const int n_blocks = (kv_stop + kRows - 1) / kRows;
 
-  load_tile<D>(sq, qg, p.ldq, q0, p.tq);
-  if (n_blocks > 0) load_tile<D>(sk, kg, p.ldk, 0, p.tk);
+  load_tile<D, kM>(sq, qg, p.ldq, q0, p.tq);
+  if (n_blocks > 0) {
+    load_tile<D>(skv, kg, p.ldk, 0, p.tk);
+    load_tile<D>(skv + kRows * D, vg, p.ldv, 0, p.tk);
+  }
   cp_async_commit();
 
-  float acc[D / 8][4];
+  float acc[MT][D / 8][4];
   zero(acc);
-  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
-  const int row_base = q0 + warp * 16 + g;  // rows row_base and row_base + 8
+  float m_run[MT][2], l_run[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    m_run[mt][0] = m_run[mt][1] = -INFINITY;
+    l_run[mt][0] = l_run[mt][1] = 0.f;
+  }
 
   for (int nb = 0; nb < n_blocks; ++nb) {
     const int k0 = nb * kRows;
-    load_tile<D>(sv, vg, p.ldv, k0, p.tk);
-    cp_async_commit();
-    cp_async_wait<1>();  // Q and K(nb) are in
-    __syncthreads();
-    float s[8][4];
-    zero(s);
-    gemm_nt<D>(s, q_rows, k_tile, lr);
-    __syncthreads();  // every warp is done with K(nb)
-    if (nb + 1 < n_blocks) load_tile<D>(sk, kg, p.ldk, k0 + kRows, p.tk);
-    cp_async_commit();
-    if (sc.all_visible(q0 + warp * 16, q0 + warp * 16 + 16, k0 + kRows)) {
-      softmax_update<D, false, kDropout, kBias>(s, acc, m_run, l_run, sc, row_base, k0);
-    } else {
-      softmax_update<D, true, kDropout, kBias>(s, acc, m_run, l_run, sc, row_base, k0);
+    cp_async_wait<0>();  // K(nb), V(nb) are in
+    __syncthreads();     // ... for every thread; every warp is done with the other stage
+    if (nb + 1 < n_blocks) {
+      bf16* nk = skv + ((nb + 1) & 1) * 2 * kRows * D;
+      load_tile<D>(nk, kg, p.ldk, k0 + kRows, p.tk);
+      load_tile<D>(nk + kRows * D, vg, p.ldv, k0 + kRows, p.tk);
     }
-    uint32_t pa[4][4];
-    to_a_frags(pa, s);
-    cp_async_wait<1>();  // V(nb) is in (K(nb + 1) may still fly)
-    __syncthreads();
-    gemm_nn<D>(acc, pa, v_tile, lr);
-    __syncthreads();  // every warp is done with V(nb) before the next load
+    cp_async_commit();
+    const uint32_t k_tile = smem_u32(skv + (nb & 1) * 2 * kRows * D),
+                   v_tile = k_tile + kRows * D * 2;
+#pragma unroll
+    for (int c0 = 0; c0 < kRows; c0 += N) {
+      const int kc = k0 + c0;
+      // A warp whose rows are all past the end or before every key of the slice (causal) has
+      // nothing to add (warp-uniform).
+      if (w0 >= p.tq || (p.causal && kc > w0 + 16 * MT - 1)) continue;
+      float s[MT][N / 8][4];
+      zero(s);
+      gemm_nt<D, MT, N>(s, q_rows, k_tile + c0 * D * 2, lr);
+      const bool full = sc.all_visible(w0, w0 + 16 * MT, kc + N);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const int row_base = w0 + mt * 16 + g;  // rows row_base and row_base + 8
+        if (full) {
+          softmax_update<D, N, false, kDropout, kBias>(s[mt], acc[mt], m_run[mt], l_run[mt], sc,
+                                                       row_base, kc);
+        } else {
+          softmax_update<D, N, true, kDropout, kBias>(s[mt], acc[mt], m_run[mt], l_run[mt], sc,
+                                                      row_base, kc);
+        }
+      }
+      uint32_t pa[MT][N / 16][4];
+      to_a_frags<MT, N>(pa, s);
+      gemm_nn<D, MT, N>(acc, pa, v_tile + c0 * D * 2, lr);
+    }
   }
   cp_async_wait<0>();
 
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
-    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
-  }
+  for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int i = row_base + r * 8;
-    if (i >= p.tq) continue;
-    const bool empty = l_run[r] == 0.f;
-    const float inv = empty ? 0.f : p.keep_scale / l_run[r];
-    bf16* orow = p.o + (int64_t(b) * p.tq + i) * p.ldo + int64_t(h) * D;
+    for (int r = 0; r < 2; ++r) {
+      float l = l_run[mt][r];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int i = w0 + mt * 16 + g + r * 8;
+      if (i >= p.tq) continue;
+      const bool empty = l == 0.f;
+      const float inv = empty ? 0.f : p.keep_scale / l;
+      bf16* orow = p.o + (int64_t(b) * p.tq + i) * p.ldo + int64_t(h) * D;
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      *reinterpret_cast<__nv_bfloat162*>(orow + n * 8 + 2 * t) =
-          __floats2bfloat162_rn(acc[n][2 * r] * inv, acc[n][2 * r + 1] * inv);
-    }
-    if (t == 0) {
-      p.lse[(int64_t(b) * p.heads + h) * p.tq + i] =
-          empty ? INFINITY : (m_run[r] + __log2f(l_run[r])) * 0.6931471805599453f;
+      for (int n = 0; n < D / 8; ++n) {
+        *reinterpret_cast<__nv_bfloat162*>(orow + n * 8 + 2 * t) =
+            __floats2bfloat162_rn(acc[mt][n][2 * r] * inv, acc[mt][n][2 * r + 1] * inv);
+      }
+      if (t == 0) {
+        p.lse[(int64_t(b) * p.heads + h) * p.tq + i] =
+            empty ? INFINITY : (m_run[mt][r] + __log2f(l)) * 0.6931471805599453f;
+      }
     }
   }
+}
+
+// Block shape (m-tiles per warp MT, key slice N) per head dim and mask, chosen by the H200
+// timings of docs/performance.md and by registers. ptxas (sm_90, CUDA 13.0), no dropout:
+//   Dh 64 causal, MT 1 N 64: 128 registers (four blocks per SM; with dropout two), smem 40 KiB
+//   Dh 64, MT 2 N 64: 235-244 registers, no spills, smem 48 KiB
+//   Dh 128, MT 2 N 32: 254 registers, no spills, smem 96 KiB
+// dropout adds Philox state and spills a few hundred bytes in each.
+template <int D, int MT, int N, bool kDropout, bool kBias>
+void launch_shape(const Params& p, int batch, cudaStream_t stream) {
+  const size_t smem = (MT + 4) * kRows * D * sizeof(bf16);
+  auto* kernel = flash_forward_kernel<D, MT, N, kDropout, kBias>;
+  ANVIL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(smem)));
+  const dim3 grid((p.tq + kRows * MT - 1) / (kRows * MT), p.heads, batch);
+  kernel<<<grid, kThreads, smem, stream>>>(p);
+  ANVIL_CUDA_CHECK(cudaGetLastError());
 }
 
 template <int D, bool kDropout, bool kBias>
 struct Forward {
   static void launch(const Params& p, int batch, cudaStream_t stream) {
-    const size_t smem = 3 * kRows * D * sizeof(bf16);
-    auto* kernel = flash_forward_kernel<D, kDropout, kBias>;
-    ANVIL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(smem)));
-    const dim3 grid((p.tq + kRows - 1) / kRows, p.heads, batch);
-    kernel<<<grid, kThreads, smem, stream>>>(p);
-    ANVIL_CUDA_CHECK(cudaGetLastError());
+    if constexpr (D == 64) {
+      // Causal Dh 64 ran 12% slower with 128-row blocks (eight warps per SM instead of 16).
+      p.causal ? launch_shape<D, 1, 64, kDropout, kBias>(p, batch, stream)
+               : launch_shape<D, 2, 64, kDropout, kBias>(p, batch, stream);
+    } else {
+      launch_shape<D, 2, 32, kDropout, kBias>(p, batch, stream);
+    }
   }
 };
 

@@ -1,10 +1,12 @@
 // Warp-level building blocks of the flash attention kernels (ops/cuda/flash_attention_*.cu):
-// bf16 tiles of 64 rows x D in shared memory (16-byte chunks XOR-swizzled by row, so ldmatrix
-// is conflict-free), cp.async loads, and the two warp GEMM shapes on mma.sync m16n8k16:
-//   gemm_nt: acc[16 x 64] += A[16 x D] (smem rows) * B[64 x D]^T (smem rows)    (S = Q K^T)
-//   gemm_nn: acc[16 x D]  += P[16 x 64] (registers) * B[64 x D] (smem rows)      (O = P V)
-// Accumulator layout of m16n8k16 (g = lane / 4, t = lane % 4): acc[n][c] is row g + 8 (c / 2),
-// column 8 n + 2 t + c % 2 of the warp's tile.
+// bf16 tiles of R rows x D in shared memory (16-byte chunks XOR-swizzled by row, so ldmatrix
+// is conflict-free), cp.async loads, and the two warp GEMM shapes on mma.sync m16n8k16, over
+// MT m-tiles of 16 rows per warp (MT = 2 reuses every B fragment read from smem twice, which
+// halves the shared-memory traffic per MMA: with one m-tile, ldmatrix bandwidth bounds them):
+//   gemm_nt: acc[16 MT x N] += A[16 MT x D] (smem rows) * B[N x D]^T (smem rows)  (S = Q K^T)
+//   gemm_nn: acc[16 MT x D] += P[16 MT x K] (registers) * B[K x D] (smem rows)    (O = P V)
+// Accumulator layout of m16n8k16 (g = lane / 4, t = lane % 4): acc[mt][n][c] is row
+// 16 mt + g + 8 (c / 2), column 8 n + 2 t + c % 2 of the warp's tile.
 // Also the per-element score rule shared by the forward and both backward kernels.
 #pragma once
 
@@ -19,8 +21,8 @@ namespace anvil::ops::cuda::flash {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int kRows = 64;  // rows of a tile: queries of a block, keys of an iteration
-constexpr int kWarps = 4;  // 16 rows each
+constexpr int kRows = 64;  // rows of a streamed tile (keys of an iteration, queries of dk/dv)
+constexpr int kWarps = 4;  // 16 MT rows each: a block owns 64 MT rows
 constexpr int kThreads = kWarps * 32;
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -51,7 +53,7 @@ struct Params {
 __host__ __device__ inline int num_diagonals(int tq, int tk) { return tq + tk - 1; }
 __host__ __device__ inline int num_row_blocks(int rows) { return (rows + kRows - 1) / kRows; }
 
-// Shared-memory element offset of (row, col) in a [64, D] tile; col a multiple of 8 picks the
+// Shared-memory element offset of (row, col) in an [R, D] tile; col a multiple of 8 picks the
 // 16-byte chunk, which is XORed with row % 8.
 template <int D>
 __device__ __forceinline__ int swz(int row, int col) {
@@ -69,13 +71,14 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// Rows [row0, row0 + 64) of a row-strided [rows, D] global matrix into a tile; rows >= rows
-// are zero-filled.
-template <int D>
+// Rows [row0, row0 + R) of a row-strided [rows, D] global matrix into an [R, D] tile; rows >=
+// rows are zero-filled.
+template <int D, int R = kRows>
 __device__ __forceinline__ void load_tile(bf16* tile, const bf16* g, int64_t ld, int row0,
                                           int rows) {
   constexpr int kChunks = D / 8;
-  for (int idx = threadIdx.x; idx < kRows * kChunks; idx += kThreads) {
+#pragma unroll
+  for (int idx = threadIdx.x; idx < R * kChunks; idx += kThreads) {
     const int r = idx / kChunks, c = (idx % kChunks) * 8;
     const bool ok = row0 + r < rows;
     cp_async16(tile + swz<D>(r, c), g + (ok ? (row0 + r) * ld + c : 0), ok);
@@ -103,17 +106,20 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-template <int N>
-__device__ __forceinline__ void zero(float (&acc)[N][4]) {
+template <int MT, int N>
+__device__ __forceinline__ void zero(float (&acc)[MT][N][4]) {
 #pragma unroll
-  for (int n = 0; n < N; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int n = 0; n < N; ++n) acc[mt][n][0] = acc[mt][n][1] = acc[mt][n][2] = acc[mt][n][3] = 0.f;
+  }
 }
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// A lane's ldmatrix row addresses in [64, D] tiles. Every row offset the fragments add is a
+// A lane's ldmatrix row addresses in [R, D] tiles. Every row offset the fragments add is a
 // multiple of 8, so a lane's rows all have row % 8 = lane % 8 and the swizzled chunk of logical
 // chunk 2 k + c is (c ^ lane % 8) ^ 2 k: one XOR with a constant per k-step.
 struct LaneRows {
@@ -141,49 +147,64 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t a) {
                : "r"(a));
 }
 
-// acc [16 x 64] += A[16 rows from a_rows, 0 .. D) * B[0 .. 64, 0 .. D)^T; a_rows is the smem
-// address of the warp's first A row, b_tile of a [64, D] tile.
-template <int D>
-__device__ __forceinline__ void gemm_nt(float (&acc)[8][4], uint32_t a_rows, uint32_t b_tile,
-                                        const LaneRows& lr) {
+// acc [16 MT x N] += A[16 MT rows from a_rows, 0 .. D) * B[0 .. N, 0 .. D)^T; a_rows is the smem
+// address of the warp's first A row, b_tile of B's first row (tiles of D columns).
+template <int D, int MT, int N>
+__device__ __forceinline__ void gemm_nt(float (&acc)[MT][N / 8][4], uint32_t a_rows,
+                                        uint32_t b_tile, const LaneRows& lr) {
 #pragma unroll
   for (uint32_t kk = 0; kk < D / 16; ++kk) {
-    uint32_t a[4];
-    ldsm_x4(a, a_rows + lr.row_lo + ((lr.chunk_hi ^ (2 * kk)) << 4));
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      ldsm_x4(a[mt], a_rows + mt * 16 * D * 2 + lr.row_lo + ((lr.chunk_hi ^ (2 * kk)) << 4));
+    }
     const uint32_t b_col = (lr.chunk_lo ^ (2 * kk)) << 4;
 #pragma unroll
-    for (uint32_t np = 0; np < 4; ++np) {
+    for (uint32_t np = 0; np < N / 16; ++np) {
       uint32_t b[4];
       ldsm_x4(b, b_tile + np * 16 * D * 2 + lr.row_hi + b_col);
-      mma16816(acc[2 * np], a, b[0], b[1]);
-      mma16816(acc[2 * np + 1], a, b[2], b[3]);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma16816(acc[mt][2 * np], a[mt], b[0], b[1]);
+        mma16816(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+      }
     }
   }
 }
 
-// The [16 x 64] accumulator as bf16 A fragments of four k-steps of 16 (P, dS).
-__device__ __forceinline__ void to_a_frags(uint32_t (&pa)[4][4], const float (&acc)[8][4]) {
+// The [16 MT x K] accumulator as bf16 A fragments of K / 16 k-steps (P, dS).
+template <int MT, int K>
+__device__ __forceinline__ void to_a_frags(uint32_t (&pa)[MT][K / 16][4],
+                                           const float (&acc)[MT][K / 8][4]) {
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    pa[kk][0] = pack_bf16(acc[2 * kk][0], acc[2 * kk][1]);
-    pa[kk][1] = pack_bf16(acc[2 * kk][2], acc[2 * kk][3]);
-    pa[kk][2] = pack_bf16(acc[2 * kk + 1][0], acc[2 * kk + 1][1]);
-    pa[kk][3] = pack_bf16(acc[2 * kk + 1][2], acc[2 * kk + 1][3]);
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int kk = 0; kk < K / 16; ++kk) {
+      pa[mt][kk][0] = pack_bf16(acc[mt][2 * kk][0], acc[mt][2 * kk][1]);
+      pa[mt][kk][1] = pack_bf16(acc[mt][2 * kk][2], acc[mt][2 * kk][3]);
+      pa[mt][kk][2] = pack_bf16(acc[mt][2 * kk + 1][0], acc[mt][2 * kk + 1][1]);
+      pa[mt][kk][3] = pack_bf16(acc[mt][2 * kk + 1][2], acc[mt][2 * kk + 1][3]);
+    }
   }
 }
 
-// acc [16 x D] += P[16 x 64] (A fragments) * B[0 .. 64, 0 .. D) (b_tile: a [64, D] tile).
-template <int D>
-__device__ __forceinline__ void gemm_nn(float (&acc)[D / 8][4], const uint32_t (&pa)[4][4],
-                                        uint32_t b_tile, const LaneRows& lr) {
+// acc [16 MT x D] += P[16 MT x K] (A fragments) * B[0 .. K, 0 .. D) (b_tile: B's first row).
+template <int D, int MT, int K>
+__device__ __forceinline__ void gemm_nn(float (&acc)[MT][D / 8][4],
+                                        const uint32_t (&pa)[MT][K / 16][4], uint32_t b_tile,
+                                        const LaneRows& lr) {
 #pragma unroll
-  for (uint32_t kk = 0; kk < 4; ++kk) {
+  for (uint32_t kk = 0; kk < K / 16; ++kk) {
 #pragma unroll
     for (uint32_t dp = 0; dp < D / 16; ++dp) {
       uint32_t b[4];
       ldsm_x4_trans(b, b_tile + kk * 16 * D * 2 + lr.row_lo + ((lr.chunk_hi ^ (2 * dp)) << 4));
-      mma16816(acc[2 * dp], pa[kk], b[0], b[1]);
-      mma16816(acc[2 * dp + 1], pa[kk], b[2], b[3]);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma16816(acc[mt][2 * dp], pa[mt][kk], b[0], b[1]);
+        mma16816(acc[mt][2 * dp + 1], pa[mt][kk], b[2], b[3]);
+      }
     }
   }
 }
