@@ -98,6 +98,16 @@ absl::Status parse_t5_config(const engine::Config& c, TrainConfig& t) {
                                            : "reduce_single_rank",
                    "is not supported with [model] type = t5 yet");
   }
+  // The T5 loop has no loss scaler, and its attention is flash attention (bf16 on CUDA).
+  const std::string precision = c.get_string("train", "precision");
+  if (precision == "fp16" || (precision == "fp32" && c.get_string("train", "device") != "cpu")) {
+    return c.error("train", "precision",
+                   "t5 trains in bf16 on CUDA and f32 on the CPU (precision auto or bf16; fp32 "
+                   "only with device = cpu); fp16 with loss scaling is GPT/BERT only so far");
+  }
+  if (c.get_float("train", "loss_scale") > 0.0) {
+    return c.error("train", "loss_scale", "is not supported with [model] type = t5 yet");
+  }
   if (t.tokenizer.type.empty() || extra == 0) {
     return c.error("tokenizer", "vocab_extra_ids",
                    "type t5 needs a [tokenizer] (WordPiece, as Megatron's T5) with the sentinels "
