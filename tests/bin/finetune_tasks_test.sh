@@ -78,6 +78,8 @@ done
 bert=(model.type=bert model.norm_placement=post model.activation=gelu_erf model.type_vocab_size=2
   model.embed_layernorm=true model.vocab_size=30522 tokenizer.type=BertWordPieceLowerCase
   tokenizer.vocab_file=data/bert/vocab.txt)
+# BERT on CUDA runs through flash attention, which needs head_dim 64 or 128.
+[[ ${DEVICE:-cpu} == cuda ]] && bert+=(model.d_model=128 model.n_heads=2)
 run bert.log "${bert[@]}" checkpoint.save="$work/bert_ck"
 [[ -n $(dev bert.log 4 dev_mismatched.tsv) ]] || fail "BERT dev accuracy: $(cat "$work/bert.log")"
 run bert_eval.log "${bert[@]}" finetune.train_data= checkpoint.load="$work/bert_ck"
