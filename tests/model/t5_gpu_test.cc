@@ -125,7 +125,9 @@ TEST_P(T5Gpu, Bf16MatchesCpuAndTrains) {
   const std::vector<double> lg = train(gpu, b);
   EXPECT_LT(lc.back(), lc.front() - 0.5);
   EXPECT_LT(lg.back(), lg.front() - 0.5);
-  EXPECT_NEAR(lg.back(), lc.back(), 0.1 * lc.back());
+  // Both memorize the batch (v1.1 reaches ~1e-3 nats in 20 steps): 10% of the CPU's final loss,
+  // or 0.01 nats where that is near zero and bf16 rounding dominates.
+  EXPECT_NEAR(lg.back(), lc.back(), 0.1 * lc.back() + 0.01);
 }
 
 TEST_P(T5Gpu, PlanEqualsArenas) {
