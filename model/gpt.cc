@@ -243,13 +243,7 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
   impl->prec = prec;
   impl->shard = shard;
   impl->seed = seed;
-  for (const std::string& cat : plan.categories()) {
-    const size_t bytes = plan.category_bytes(cat);
-    if (bytes == 0) continue;
-    ANVIL_ASSIGN_OR_RETURN(engine::Arena a,
-                           engine::Arena::create(prec.device, bytes, "gpt " + cat));
-    impl->arenas.emplace_back(cat, std::move(a));
-  }
+  ANVIL_ASSIGN_OR_RETURN(impl->arenas, gpt_detail::allocate_arenas(plan, prec.device, "gpt"));
   gpt_detail::Carver carver(&impl->arenas);
   impl->buf = gpt_detail::gpt_layout(cfg, shape, prec, shard, carver);
   impl->ready_for_backward.assign(static_cast<size_t>(impl->n_chunks() * shard.act_slots), false);

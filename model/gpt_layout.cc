@@ -120,6 +120,18 @@ Weights weights_of(const ParamTable& t, TensorView Param::*field, const GptConfi
   return w;
 }
 
+absl::StatusOr<std::vector<std::pair<std::string, engine::Arena>>> allocate_arenas(
+    const engine::MemoryPlan& plan, engine::Device device, const std::string& what) {
+  std::vector<std::pair<std::string, engine::Arena>> arenas;
+  for (const std::string& cat : plan.categories()) {
+    const size_t bytes = plan.category_bytes(cat);
+    if (bytes == 0) continue;
+    ANVIL_ASSIGN_OR_RETURN(engine::Arena a, engine::Arena::create(device, bytes, what + " " + cat));
+    arenas.emplace_back(cat, std::move(a));
+  }
+  return arenas;
+}
+
 engine::Arena* Carver::arena(const std::string& category) {
   for (auto& [name, a] : *arenas_) {
     if (name == category) return &a;

@@ -272,6 +272,11 @@ class Carver {
   absl::Status status_;
 };
 
+// One arena per non-empty category of `plan` on `device`, named "<what> <category>" (what a
+// Carver in creation mode carves the plan's views from).
+absl::StatusOr<std::vector<std::pair<std::string, engine::Arena>>> allocate_arenas(
+    const engine::MemoryPlan& plan, engine::Device device, const std::string& what);
+
 // The parameter table of `shard` (HF names with global layer numbers, local TP shapes, decay
 // group = matrices and embeddings); the default shard is the whole model.
 ParamTable make_param_table(const GptConfig& cfg, const GptShard& shard = {});

@@ -107,12 +107,7 @@ absl::StatusOr<std::unique_ptr<T5Model>> T5Model::create(const T5Config& cfg,
   impl->prec = prec;
   impl->shard = shard;
   impl->seed = seed;
-  for (const std::string& cat : plan.categories()) {
-    const size_t bytes = plan.category_bytes(cat);
-    if (bytes == 0) continue;
-    ANVIL_ASSIGN_OR_RETURN(engine::Arena a, engine::Arena::create(prec.device, bytes, "t5 " + cat));
-    impl->arenas.emplace_back(cat, std::move(a));
-  }
+  ANVIL_ASSIGN_OR_RETURN(impl->arenas, gpt_detail::allocate_arenas(plan, prec.device, "t5"));
   gpt_detail::Carver carver(&impl->arenas);
   impl->buf = t5_detail::t5_layout(cfg, shape, prec, shard, carver);
   ANVIL_RETURN_IF_ERROR(carver.status());

@@ -29,6 +29,7 @@
 #include "engine/workspace.h"
 #include "model/gpt_layout.h"  // Carver, GemmWorkspaceScope, stat_dtype
 #include "model/t5.h"
+#include "ops/flash_attention.h"
 
 namespace anvil::model::t5_detail {
 
@@ -129,6 +130,12 @@ struct T5Model::Impl {
   void ffn_backward(const t5_detail::LayerWeights& w, const t5_detail::LayerWeights& g,
                     const t5_detail::LayerActs& a, int64_t rows, engine::TensorView dout,
                     int64_t site_hidden, engine::Stream& s);
+  // Self-attention backward of one layer (h = x + Drop(att o^T), qkv = ln1 qkv^T) over `len`
+  // positions per sample: gradients of o, qkv, ln1 and relative table `rel`; dres += d x.
+  void self_attention_backward(const t5_detail::LayerWeights& w, const t5_detail::LayerWeights& g,
+                               const t5_detail::LayerActs& a, int64_t len, bool causal,
+                               ops::AttentionMasks masks, int64_t rel, int64_t site_probs,
+                               int64_t site_out, engine::TensorView dres, engine::Stream& s);
   void dropout(engine::TensorView x, bool train, int64_t site, engine::Stream& s);
   // Sum over the TP group, in place (no-op without TP).
   void tp_all_reduce(engine::TensorView x, engine::Stream& s);

@@ -305,7 +305,7 @@ void T5Model::Impl::ffn_backward(const LayerWeights& w, const LayerWeights& g, c
 
 void T5Model::Impl::encoder_layer_backward(int64_t l, engine::Stream& s) {
   const int64_t B = shape.micro_batch, Te = shape.enc_len, re = B * Te;
-  const int64_t d = cfg.d_model, I = local_inner();
+  const int64_t d = cfg.d_model;
   const ops::RmsNormArgs rn{re, d, cfg.eps};
   const LayerWeights& w = buf.w.enc[static_cast<size_t>(l)];
   const LayerWeights& g = buf.g.enc[static_cast<size_t>(l)];
@@ -318,27 +318,11 @@ void T5Model::Impl::encoder_layer_backward(int64_t l, engine::Stream& s) {
   ops::rmsnorm_backward(rn, ops::Accumulate::kAdd, dres, g.ln_ff, dln, a.h, w.ln_ff, a.rstd_ff,
                         buf.op_ws, s);
   // Self-attention: h = x + Drop(att o^T).
-  dropout_grad(proj, dres, enc_site(l, 1), s);
-  weight_grad(g.o, proj, a.att, s);
-  TensorView datt = scratch(buf.dln, re, I);
-  input_grad(datt, proj, w.o, s);
-  TensorView dqkv = scratch(buf.dbig, re, 3 * I);
   ops::AttentionMasks m;
   if (has_lengths) m.kv_lengths = buf.enc_lengths;
   m.rel_buckets = buf.rel_buckets_enc;
-  m.rel_table = rel_slot(buf.rel_f32, 0);
-  ops::flash_attention_backward(
-      t5_attention(cfg, shard, B, Te, Te, false, true, cfg.dropout, seed,
-                   site_offset(enc_site(l, 0))),
-      engine::slice_cols(dqkv, 0, I), engine::slice_cols(dqkv, I, 2 * I),
-      engine::slice_cols(dqkv, 2 * I, 3 * I), rel_slot(buf.drel_f32, 0), datt,
-      engine::slice_cols(a.qkv, 0, I), engine::slice_cols(a.qkv, I, 2 * I),
-      engine::slice_cols(a.qkv, 2 * I, 3 * I), a.att, a.lse, m, buf.op_ws, s);
-  weight_grad(g.qkv, dqkv, a.ln1, s);
-  input_grad(dln, dqkv, w.qkv, s);
-  tp_all_reduce(dln, s);
-  ops::rmsnorm_backward(rn, ops::Accumulate::kAdd, dres, g.ln1, dln, a.x, w.ln1, a.rstd1, buf.op_ws,
-                        s);
+  self_attention_backward(w, g, a, Te, /*causal=*/false, m, /*rel=*/0, enc_site(l, 0),
+                          enc_site(l, 1), dres, s);
 }
 
 void T5Model::Impl::decoder_layer_backward(int64_t l, engine::Stream& s) {
@@ -377,26 +361,37 @@ void T5Model::Impl::decoder_layer_backward(int64_t l, engine::Stream& s) {
   ops::rmsnorm_backward(rn, ops::Accumulate::kAdd, dres, g.ln2, dln, a.h, w.ln2, a.rstd2, buf.op_ws,
                         s);
   // Causal self-attention: h = y + Drop(att o^T).
-  dropout_grad(proj, dres, dec_site(l, 1), s);
-  weight_grad(g.o, proj, a.att, s);
-  TensorView datt = scratch(buf.dln, rd, I);
-  input_grad(datt, proj, w.o, s);
-  TensorView dqkv = scratch(buf.dbig, rd, 3 * I);
   ops::AttentionMasks self;
   self.rel_buckets = buf.rel_buckets_dec;
-  self.rel_table = rel_slot(buf.rel_f32, 1);
+  self_attention_backward(w, g, a, Td, /*causal=*/true, self, /*rel=*/1, dec_site(l, 0),
+                          dec_site(l, 1), dres, s);
+}
+
+void T5Model::Impl::self_attention_backward(const LayerWeights& w, const LayerWeights& g,
+                                            const LayerActs& a, int64_t len, bool causal,
+                                            ops::AttentionMasks masks, int64_t rel,
+                                            int64_t site_probs, int64_t site_out, TensorView dres,
+                                            engine::Stream& s) {
+  const int64_t B = shape.micro_batch, rows = B * len, d = cfg.d_model, I = local_inner();
+  TensorView proj = scratch(buf.proj, rows, d), dln = scratch(buf.dln, rows, d);
+  dropout_grad(proj, dres, site_out, s);
+  weight_grad(g.o, proj, a.att, s);
+  TensorView datt = scratch(buf.dln, rows, I);
+  input_grad(datt, proj, w.o, s);
+  TensorView dqkv = scratch(buf.dbig, rows, 3 * I);
+  masks.rel_table = rel_slot(buf.rel_f32, rel);
   ops::flash_attention_backward(
-      t5_attention(cfg, shard, B, Td, Td, true, true, cfg.dropout, seed,
-                   site_offset(dec_site(l, 0))),
+      t5_attention(cfg, shard, B, len, len, causal, true, cfg.dropout, seed,
+                   site_offset(site_probs)),
       engine::slice_cols(dqkv, 0, I), engine::slice_cols(dqkv, I, 2 * I),
-      engine::slice_cols(dqkv, 2 * I, 3 * I), rel_slot(buf.drel_f32, 1), datt,
+      engine::slice_cols(dqkv, 2 * I, 3 * I), rel_slot(buf.drel_f32, rel), datt,
       engine::slice_cols(a.qkv, 0, I), engine::slice_cols(a.qkv, I, 2 * I),
-      engine::slice_cols(a.qkv, 2 * I, 3 * I), a.att, a.lse, self, buf.op_ws, s);
+      engine::slice_cols(a.qkv, 2 * I, 3 * I), a.att, a.lse, masks, buf.op_ws, s);
   weight_grad(g.qkv, dqkv, a.ln1, s);
   input_grad(dln, dqkv, w.qkv, s);
   tp_all_reduce(dln, s);
-  ops::rmsnorm_backward(rn, ops::Accumulate::kAdd, dres, g.ln1, dln, a.x, w.ln1, a.rstd1, buf.op_ws,
-                        s);
+  ops::rmsnorm_backward({rows, d, cfg.eps}, ops::Accumulate::kAdd, dres, g.ln1, dln, a.x, w.ln1,
+                        a.rstd1, buf.op_ws, s);
 }
 
 void T5Model::Impl::backward(float grad_scale, engine::Stream& s) {
