@@ -15,6 +15,6 @@ if [[ ${PROFILE:-0} == 1 ]]; then
   csv=$(mktemp)
   # Setup launches a few hundred init kernels; 4000 launches cover them and the first step.
   timeout 300 ncu --metrics gpu__time_duration.sum --csv --launch-count 4000 \
-    .gpu/bin/gpt_step_bench --benchmark_filter=BERT > "$csv" 2>/dev/null
+    .gpu/run gpt_step_bench --benchmark_filter=BERT > "$csv" 2> "$csv.err" || tail -3 "$csv.err"
   python3 scripts/gpu/ncu_breakdown.py "$csv"
 fi

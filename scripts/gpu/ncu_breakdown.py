@@ -9,8 +9,9 @@ import sys
 
 
 def short(name):
-    name = re.sub(r"<.*", "", name)
-    return re.sub(r"\(.*", "", name).strip()[:70]
+    name = name.replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
+    name = re.sub(r"^void ", "", name)
+    return re.sub(r"[<(].*", "", name).strip()[:70]
 
 
 def main():
