@@ -213,6 +213,27 @@ double ClsTask::grad_sum_squares(GptModel& model, const ClsParallel& par, engine
   return sq[0];
 }
 
+void ClsTask::reduce_gradients(GptModel& model, const ClsParallel& par, engine::Stream& stream) {
+  model.finish_backward(stream);
+  // The tied embedding: the first stage's copy and the last stage's LM-head copy get the sum.
+  if (par.embedding != nullptr) {
+    for (const Param& p : model.params().all()) {
+      if (p.tied) par.embedding->all_reduce(p.grad, parallel::ReduceOp::kSum, stream);
+    }
+  }
+  if (par.grads != nullptr) {
+    const engine::TensorView g = model.flat_buffers().grad;
+    par.grads->all_reduce(g, g, parallel::ReduceOp::kSum, stream);
+  }
+  if (head_ && par.host != nullptr) {
+    std::vector<float>& hg = head_->grads();
+    engine::Stream cpu = engine::Stream::cpu();
+    const engine::TensorView t = engine::make_view(
+        hg.data(), engine::DType::kF32, engine::Device::kCpu, {static_cast<int64_t>(hg.size())});
+    par.host->all_reduce(t, t, parallel::ReduceOp::kSum, cpu);
+  }
+}
+
 double ClsTask::train_step(GptModel& model, const GptRunShape& shape,
                            absl::Span<const ClsExample> batch, GptModel::OptimizerStep opt,
                            double clip, engine::Stream& stream, double* grad_norm,
@@ -262,24 +283,7 @@ double ClsTask::train_step(GptModel& model, const GptRunShape& shape,
       for (double l : losses) sums[0] += l;
     }
   }
-  model.finish_backward(stream);
-  // The tied embedding: the first stage's copy and the last stage's LM-head copy get the sum.
-  if (par.embedding != nullptr) {
-    for (const Param& p : model.params().all()) {
-      if (p.tied) par.embedding->all_reduce(p.grad, parallel::ReduceOp::kSum, stream);
-    }
-  }
-  if (par.grads != nullptr) {
-    const engine::TensorView g = model.flat_buffers().grad;
-    par.grads->all_reduce(g, g, parallel::ReduceOp::kSum, stream);
-  }
-  if (head_ && par.host != nullptr) {
-    std::vector<float>& hg = head_->grads();
-    engine::Stream cpu = engine::Stream::cpu();
-    const engine::TensorView t = engine::make_view(
-        hg.data(), engine::DType::kF32, engine::Device::kCpu, {static_cast<int64_t>(hg.size())});
-    par.host->all_reduce(t, t, parallel::ReduceOp::kSum, cpu);
-  }
+  reduce_gradients(model, par, stream);
   sum_over(par.pp_host, sums);
   sum_over(par.host, sums);
   const double norm = std::sqrt(grad_sum_squares(model, par, stream));

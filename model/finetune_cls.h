@@ -147,6 +147,9 @@ class ClsTask {
   // rank's vocabulary slice: the caller sums over TP).
   void label_logits(GptModel& model, const HostBatch& h, engine::Stream& s,
                     std::vector<double>* out) const;
+  // After the last backward of a step: sequence parallelism's layernorm sums, the tied
+  // embedding between the first and last stage, the model's and the head's gradients over DP.
+  void reduce_gradients(GptModel& model, const ClsParallel& par, engine::Stream& stream);
   // The summed squares of this rank's gradients, counting every parameter once over the
   // model-parallel ranks, summed over TP and PP.
   double grad_sum_squares(GptModel& model, const ClsParallel& par, engine::Stream& s) const;
