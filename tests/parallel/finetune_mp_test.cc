@@ -1,5 +1,6 @@
 // Finetuning with tensor and pipeline parallelism (model/finetune_cls.h, ClsParallel) under
-// mpirun on the CPU: with 2 ranks TP2 and PP2, with 4 ranks TP2xPP2, TP2xDP2 and PP2xDP2. A
+// mpirun on the CPU: with 2 ranks TP2 (also with sequence parallelism) and PP2, with 4 ranks
+// TP2xPP2, TP2xDP2 and PP2xDP2. A
 // tiny GPT (linear classification head, label-word head, multiple-choice head with dropout on)
 // and a tiny BERT (linear head with its pooler, token types) train 3 steps of 16 examples each;
 // the losses, gradient norms, head parameters (on the last stage) and the dev accuracy and loss
@@ -32,7 +33,10 @@ enum class Kind { kLinear, kMultipleChoice, kLabelWords, kBertLinear };
 
 struct Layout {
   int tp, pp, dp;
-  std::string name() const { return absl::StrFormat("tp%d pp%d dp%d", tp, pp, dp); }
+  bool sequence_parallel = false;
+  std::string name() const {
+    return absl::StrFormat("tp%d pp%d dp%d%s", tp, pp, dp, sequence_parallel ? " sp" : "");
+  }
 };
 
 struct RunResult {
@@ -108,6 +112,7 @@ RunResult train(Kind kind, const Layout& l, const Groups& g) {
     sh.tp = l.tp;
     sh.tp_rank = g.grid->tp_rank();
     sh.tp_comm = l.tp > 1 ? g.comms->tp.get() : nullptr;
+    sh.sequence_parallel = l.sequence_parallel;
     const int64_t layers = cfg.n_layers / l.pp;
     sh.chunks = {{}};
     for (int64_t i = 0; i < layers; ++i) sh.chunks[0].push_back(stage * layers + i);
@@ -166,7 +171,7 @@ TEST(FinetuneModelParallel, TensorAndPipelineParallelEqualOneRank) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   std::vector<Layout> layouts;
-  if (world == 2) layouts = {{2, 1, 1}, {1, 2, 1}};
+  if (world == 2) layouts = {{2, 1, 1}, {2, 1, 1, true}, {1, 2, 1}};
   if (world == 4) layouts = {{2, 2, 1}, {2, 1, 2}, {1, 2, 2}};
   if (layouts.empty()) GTEST_SKIP() << "no model-parallel layout of " << world << " ranks";
   for (const Layout& l : layouts) {
