@@ -366,6 +366,7 @@ absl::Status run(const std::string& path, const std::vector<std::string>& overri
     ANVIL_RETURN_IF_ERROR(save(cfg, raw.dump(), *m, task, steps, grid, rt->comms().world.get(), s));
     log_info(ctx, absl::StrCat("saved ", io::checkpoint_step_dir(cfg.checkpoint.save, steps)));
   }
+  s.synchronize();  // transfers in flight use the model's buffers: done before they are freed
   return absl::OkStatus();
 }
 
