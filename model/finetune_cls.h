@@ -108,14 +108,13 @@ class ClsTask {
   absl::Status check(absl::Span<const ClsExample> examples, int64_t first = 0) const;
 
   // One optimizer step on `batch` (the global batch: this rank takes its dp-th; checked; split
-  // into micro-batches of the model's shape, run through the pipeline, the gradient of the mean
-  // loss accumulated), the
-  // gradient clipped to global norm `clip` (0: no clipping; Megatron's clip_grad rule), AdamW
-  // with `opt` (its grad_scale is overwritten by the clip factor). Returns the batch's mean
-  // loss and sets *grad_norm (before clipping). A non-finite norm skips the update (the loss is
-  // still returned). `model` must have been given set_hidden_head(true) for a linear head (on
-  // the last stage). The model's act_slots must cover the 1F1B plan of this rank's
-  // micro-batches (cls_activation_slots).
+  // into micro-batches of the model's shape run through the pipeline, the gradient of the mean
+  // loss accumulated), the gradient clipped to global norm `clip` (0: no clipping; Megatron's
+  // clip_grad rule), AdamW with `opt` (its grad_scale is overwritten by the clip factor).
+  // Returns the batch's mean loss and sets *grad_norm (before clipping). A non-finite norm
+  // skips the update (the loss is still returned). `model` must have been given
+  // set_hidden_head(true) for a linear head (on the last stage). The model's act_slots must
+  // cover the 1F1B plan of this rank's micro-batches (cls_activation_slots).
   double train_step(GptModel& model, const GptRunShape& shape, absl::Span<const ClsExample> batch,
                     GptModel::OptimizerStep opt, double clip, engine::Stream& stream,
                     double* grad_norm, const ClsParallel& par = {});
