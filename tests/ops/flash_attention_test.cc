@@ -501,6 +501,17 @@ TEST(FlashAttentionGpu, RelativeBucketsBackward) {
     x.cross = true, x.tk = 90, x.scale = 1.0f;
     add_relative_buckets(&x, 25);
     check_gpu(x, 26);
+    // Fewer queries than keys (T5 decoder x encoder lengths, several key tiles per dq block,
+    // a band longer than Tq + 64 in the forward and dq kernels), padded keys.
+    Case y = gpu_case(2, 114, 2, dh, false);
+    y.cross = true, y.tk = 300, y.scale = 1.0f, y.kv_lengths = {300, 131};
+    add_relative_buckets(&y, 27);
+    check_gpu(y, 28);
+    // Whole tiles only (T5's encoder length), heads offset as under TP.
+    Case t = gpu_case(1, 512, 2, dh, false);
+    t.scale = 1.0f, t.total_heads = 4, t.head_offset = 1;
+    add_relative_buckets(&t, 29);
+    check_gpu(t, 30);
   }
 }
 
