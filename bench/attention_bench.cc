@@ -5,7 +5,8 @@
 //   build/bench/attention_bench [--benchmark_filter=...]
 // bench/reference/attention_sdpa.py times PyTorch SDPA on the same shapes.
 // BM_FlashT5* time T5-base's shapes (B 32, 12 heads of 64, encoder 512 bidirectional, decoder 114
-// causal, scale 1) with and without the relative-bucket bias (range 4: 1 = with), dropout 0.1.
+// causal, scale 1) with and without the relative-bucket bias (range 4: 1 = with) and the
+// probability dropout 0.1 (range 5: 1 = with).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -47,7 +48,8 @@ void fill_host(engine::TensorView v, const std::vector<T>& h, DType dt, const en
   s.synchronize();
 }
 
-// t5: T5's scale, dropout and, when state.range(4) is 1, relative-bucket bias (32 buckets).
+// t5: T5's scale and, per state.range(4) and range(5), relative-bucket bias (32 buckets) and
+// dropout.
 void bench_attention(benchmark::State& state, bool causal, bool backward, bool t5 = false) {
   if (engine::cuda_device_count() < 1) {
     state.SkipWithError("no CUDA device");
@@ -63,7 +65,7 @@ void bench_attention(benchmark::State& state, bool causal, bool backward, bool t
   a.scale = t5 ? 1.0f : 0.125f;
   const bool rel = t5 && state.range(4) == 1;
   constexpr int64_t kBuckets = 32;
-  if (t5) a.dropout_p = 0.1f, a.seed = 7;
+  if (t5 && state.range(5) == 1) a.dropout_p = 0.1f, a.seed = 7;
   if (rel) a.bias = ops::AttentionBias::kRelativeBuckets;
   const size_t ws_bytes = ops::flash_attention_workspace_bytes(a, kBuckets);
   auto arena_or = engine::Arena::create(
@@ -155,7 +157,9 @@ BENCHMARK(BM_FlashForward)->Apply(args);
 BENCHMARK(BM_FlashForwardBackward)->Apply(args);
 
 void t5_args(benchmark::internal::Benchmark* b, int64_t t) {
-  for (int64_t rel : {0, 1}) b->Args({32, t, 12, 64, rel});
+  for (int64_t drop : {0, 1}) {
+    for (int64_t rel : {0, 1}) b->Args({32, t, 12, 64, rel, drop});
+  }
   b->Iterations(10)->UseManualTime()->Unit(benchmark::kMillisecond);
 }
 void BM_FlashT5Encoder(benchmark::State& s) { bench_attention(s, false, true, true); }

@@ -277,17 +277,23 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 2)
   }
 }
 
-// drel_diag[h, d] = sum over samples b, query blocks qb of drel_rows[b, h, qb, d].
+// drel_diag[h, d] = sum over samples b, query blocks qb of drel_rows[b, h, qb, d]: row
+// k = b blocks + qb goes to partial sum k % 4 (four loads in flight, not one chain of B blocks
+// dependent adds), then ((0 + 1) + (2 + 3)).
 __global__ void drel_reduce_diagonals(const Params p, int batch) {
   const int diags = num_diagonals(p.tq, p.tk), blocks = num_row_blocks(p.tq), h = blockIdx.y;
   const int d = blockIdx.x * blockDim.x + threadIdx.x;
   if (d >= diags) return;
-  float sum = 0.f;
-  for (int b = 0; b < batch; ++b) {
-    const float* rows = p.drel_rows + (int64_t(b) * p.heads + h) * blocks * diags + d;
-    for (int qb = 0; qb < blocks; ++qb) sum += rows[int64_t(qb) * diags];
+  float part[4] = {0.f, 0.f, 0.f, 0.f};
+  const int rows = batch * blocks;
+  for (int k0 = 0; k0 < rows; k0 += 4) {
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int k = k0 + u, b = k / blocks, qb = k - b * blocks;
+      if (k < rows) part[u] += p.drel_rows[((int64_t(b) * p.heads + h) * blocks + qb) * diags + d];
+    }
   }
-  p.drel_diag[int64_t(h) * diags + d] = sum;
+  p.drel_diag[int64_t(h) * diags + d] = (part[0] + part[1]) + (part[2] + part[3]);
 }
 
 // d_rel_table[u, head_offset + h] += sum of drel_diag[h, d] over the diagonals d in bucket u.
@@ -469,7 +475,7 @@ struct Backward {
     ANVIL_CUDA_CHECK(cudaGetLastError());
     if (rel) {
       const int diags = num_diagonals(p.tq, p.tk);
-      drel_reduce_diagonals<<<dim3((diags + 127) / 128, p.heads), 128, 0, stream>>>(p, batch);
+      drel_reduce_diagonals<<<dim3((diags + 63) / 64, p.heads), 64, 0, stream>>>(p, batch);
       ANVIL_CUDA_CHECK(cudaGetLastError());
       drel_reduce_buckets<<<p.heads, 128, 0, stream>>>(p);
       ANVIL_CUDA_CHECK(cudaGetLastError());
