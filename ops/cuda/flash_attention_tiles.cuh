@@ -45,7 +45,8 @@ struct Params {
   float dropout_p, keep_scale;  // keep_scale = 1 / (1 - p)
   uint64_t seed, offset;
   // Relative-bucket backward (bias == 2): per dq block sums of dS along each diagonal j - i,
-  // [B, H, ceil(Tq / 64), Tq + Tk - 1]; their sum over blocks and samples [H, Tq + Tk - 1];
+  // [B, H, dq blocks (<= ceil(Tq / 64)), Tq + Tk - 1]; their sum over blocks and samples
+  // [H, Tq + Tk - 1];
   // the learned table's gradient [num_buckets, total_heads] (+=).
   float *drel_rows, *drel_diag, *d_rel_table;
   int num_buckets;
