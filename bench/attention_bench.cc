@@ -4,9 +4,14 @@
 // 2.5x forward (so forward+backward counts 3.5x).
 //   build/bench/attention_bench [--benchmark_filter=...]
 // bench/reference/attention_sdpa.py times PyTorch SDPA on the same shapes.
+// BM_FlashT5* time T5-base's shapes (B 32, 12 heads of 64, encoder 512 bidirectional, decoder 114
+// causal, scale 1) with and without the relative-bucket bias (range 4: 1 = with) and the
+// probability dropout 0.1 (range 5: 1 = with).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <vector>
 
@@ -33,7 +38,19 @@ void fill_random(engine::TensorView v, uint32_t seed, const engine::Stream& s) {
   s.synchronize();
 }
 
-void bench_attention(benchmark::State& state, bool causal, bool backward) {
+// Host values copied into v (of their dtype).
+template <typename T>
+void fill_host(engine::TensorView v, const std::vector<T>& h, DType dt, const engine::Stream& s) {
+  engine::copy(
+      v,
+      engine::make_view(static_cast<const void*>(h.data()), dt, engine::Device::kCpu, {v.numel()}),
+      s);
+  s.synchronize();
+}
+
+// t5: T5's scale and, per state.range(4) and range(5), relative-bucket bias (32 buckets) and
+// dropout.
+void bench_attention(benchmark::State& state, bool causal, bool backward, bool t5 = false) {
   if (engine::cuda_device_count() < 1) {
     state.SkipWithError("no CUDA device");
     return;
@@ -45,8 +62,12 @@ void bench_attention(benchmark::State& state, bool causal, bool backward) {
   const int64_t hd = H * Dh, bt = B * T;
   ops::FlashAttentionArgs a;
   a.batch = B, a.q_len = a.kv_len = T, a.heads = H, a.head_dim = Dh, a.causal = causal;
-  a.scale = 0.125f;
-  const size_t ws_bytes = ops::flash_attention_workspace_bytes(a, 0);
+  a.scale = t5 ? 1.0f : 0.125f;
+  const bool rel = t5 && state.range(4) == 1;
+  constexpr int64_t kBuckets = 32;
+  if (t5 && state.range(5) == 1) a.dropout_p = 0.1f, a.seed = 7;
+  if (rel) a.bias = ops::AttentionBias::kRelativeBuckets;
+  const size_t ws_bytes = ops::flash_attention_workspace_bytes(a, kBuckets);
   auto arena_or = engine::Arena::create(
       engine::Device::kCuda, static_cast<size_t>(bt * hd) * 2 * 8 + 2 * ws_bytes + (1 << 20),
       "attention_bench");
@@ -62,6 +83,24 @@ void bench_attention(benchmark::State& state, bool causal, bool backward) {
   engine::TensorView out = view(DType::kBF16, {bt, hd});
   engine::TensorView dout = view(DType::kBF16, {bt, hd});
   engine::TensorView lse = view(DType::kF32, {B, H, T});
+  ops::AttentionMasks masks;
+  engine::TensorView d_table;
+  if (rel) {
+    // Any bucket pattern costs the same; this one is T5-like (exact near, coarser far).
+    std::vector<int32_t> buckets;
+    for (int64_t d = -(T - 1); d < T; ++d) {
+      const int64_t n = std::min<int64_t>(std::abs(d), 8 + std::abs(d) / 32);
+      buckets.push_back(static_cast<int32_t>(std::min<int64_t>(n, 15) + (d > 0 ? 16 : 0)));
+    }
+    engine::TensorView b = view(DType::kI32, {2 * T - 1});
+    engine::TensorView table = view(DType::kF32, {kBuckets, H});
+    d_table = view(DType::kF32, {kBuckets, H});
+    fill_host(b, buckets, DType::kI32, stream);
+    fill_host(table, std::vector<float>(kBuckets * H, 0.5f), DType::kF32, stream);
+    fill_host(d_table, std::vector<float>(kBuckets * H, 0.0f), DType::kF32, stream);
+    masks.rel_buckets = b;
+    masks.rel_table = table;
+  }
   auto ws_or = mem.allocate_workspace(ws_bytes, "attention workspace");
   ANVIL_CHECK_OK(ws_or.status());
   const engine::Workspace ws = *ws_or;
@@ -72,9 +111,10 @@ void bench_attention(benchmark::State& state, bool causal, bool backward) {
   auto dq = engine::slice_cols(dqkv, 0, hd), dk = engine::slice_cols(dqkv, hd, 2 * hd),
        dv = engine::slice_cols(dqkv, 2 * hd, 3 * hd);
   auto step = [&] {
-    ops::flash_attention_forward(a, out, lse, q, k, v, {}, stream);
+    ops::flash_attention_forward(a, out, lse, q, k, v, masks, stream);
     if (backward) {
-      ops::flash_attention_backward(a, dq, dk, dv, {}, dout, q, k, v, out, lse, {}, ws, stream);
+      ops::flash_attention_backward(a, dq, dk, dv, d_table, dout, q, k, v, out, lse, masks, ws,
+                                    stream);
     }
   };
   step();
@@ -115,6 +155,19 @@ BENCHMARK(BM_FlashForwardCausal)->Apply(args);
 BENCHMARK(BM_FlashForwardBackwardCausal)->Apply(args);
 BENCHMARK(BM_FlashForward)->Apply(args);
 BENCHMARK(BM_FlashForwardBackward)->Apply(args);
+
+void t5_args(benchmark::internal::Benchmark* b, int64_t t) {
+  for (int64_t drop : {0, 1}) {
+    for (int64_t rel : {0, 1}) b->Args({32, t, 12, 64, rel, drop});
+  }
+  b->Iterations(10)->UseManualTime()->Unit(benchmark::kMillisecond);
+}
+void BM_FlashT5Encoder(benchmark::State& s) { bench_attention(s, false, true, true); }
+void BM_FlashT5EncoderForward(benchmark::State& s) { bench_attention(s, false, false, true); }
+void BM_FlashT5Decoder(benchmark::State& s) { bench_attention(s, true, true, true); }
+BENCHMARK(BM_FlashT5Encoder)->Apply([](auto* b) { t5_args(b, 512); });
+BENCHMARK(BM_FlashT5EncoderForward)->Apply([](auto* b) { t5_args(b, 512); });
+BENCHMARK(BM_FlashT5Decoder)->Apply([](auto* b) { t5_args(b, 114); });
 
 }  // namespace
 }  // namespace anvil

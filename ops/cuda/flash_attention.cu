@@ -1,7 +1,7 @@
 // CUDA twin of ops/flash_attention.h: fills the kernels' Params from the checked views and
 // launches ops/cuda/flash_attention_{forward,backward}.cu. Workspace (backward only):
 //   dvec      [B, H, Tq] f32                           rowsum(dout * out)
-//   drel_rows [B, H, ceil(Tq / 64), Tq + Tk - 1] f32   relative buckets only: per query block
+//   drel_rows [B, H, ceil(Tq / 64), Tq + Tk - 1] f32   relative buckets only: per dq block
 //   drel_diag [H, Tq + Tk - 1] f32                     sums of dS along each diagonal
 #include <cuda_bf16.h>
 

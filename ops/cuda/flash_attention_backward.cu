@@ -10,9 +10,11 @@
 // Splitting dq from dk/dv recomputes Q K^T and dout V^T once more (7 tensor-core products per
 // tile instead of 5) but keeps every sum in a fixed order, so runs are bitwise reproducible.
 // Relative buckets (T5): d bias_ij = dS_ij, so d rel_table[u, h] += sum of dS over the (b, i, j)
-// whose diagonal j - i falls in bucket u. The dq kernel sums each tile's dS along its diagonals
-// into a per-block row (drel_rows); drel_reduce_diagonals adds the rows over blocks and samples,
-// drel_reduce_buckets the diagonals of each bucket: fixed orders throughout.
+// whose diagonal j - i falls in bucket u. The dq kernel sums dS along the diagonals per 16-row
+// strip (add_strip_diagonals), then over its strips into a per-block row (drel_rows);
+// drel_reduce_diagonals adds the rows over blocks and samples, drel_reduce_buckets the
+// diagonals of each bucket: fixed orders throughout. Both kernels read the bias from a per-block
+// band in smem (load_rel_band).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -109,38 +111,59 @@ __device__ __forceinline__ void dq_scores(float (&s)[N / 8][4], const float (&dp
   }
 }
 
-// Relative buckets: adds the diagonal sums of a warp-distributed 64 x 64 dS tile (queries q0..,
-// keys k0..) to s_diag, where s_diag[e] holds diagonal j - i = e - q0 - 63 of this query block.
-// s_ds: [64, 65] f32 scratch (padded against bank conflicts). Thread x < 127 owns the tile's
-// diagonal x - 63, so consecutive tiles' overlapping entries are written in iteration order.
-__device__ __forceinline__ void add_tile_diagonals(float* s_diag, float* s_ds,
-                                                   const float (&ds)[8][4], int k0) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+// Relative buckets, dq kernel: sums of dS along the diagonals of each 16-row strip (a warp's
+// m-tile), with no block barrier. For an N-key slice from kc, thread (g, t) holds rows g, g + 8
+// and keys 8 n + 2 t + cc, so its 2 N / 8 elements lie on the diagonals key - row =
+// 8 (q - 1) + 2 t + cc - g (q in [0, N / 8], cc in {0, 1}), one or two elements each: it adds
+// those in registers and writes slot x = diagonal + 15 of its row g of the warp's
+// [8, kPartStride] scratch (slots no thread writes stay 0 from the start). Lane l then adds the
+// 8 rows of slots l, l + 32, ... into the strip's running sums at kc + x; slices start at
+// multiples of 32, so lane l owns every running sum at an index = l mod 32 throughout. Fixed
+// order: row g before g + 8, g, slices.
+constexpr int kPartStride = 80;  // >= kRows + 15 slots
+template <int N>
+__device__ __forceinline__ void add_strip_diagonals(float* s_part, float* s_run,
+                                                    const float (&ds)[N / 8][4], int kc) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  float* slots = s_part + g * kPartStride + 2 * t - g + 7;
+  __syncwarp();  // the warp's reads of the previous strip's slots are done
 #pragma unroll
-  for (int n = 0; n < 8; ++n) {
+  for (int q = 0; q <= N / 8; ++q) {
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      s_ds[(warp * 16 + g + (c >> 1) * 8) * 65 + n * 8 + 2 * t + (c & 1)] = ds[n][c];
+    for (int cc = 0; cc < 2; ++cc) {
+      // Row g: key 8 (q - 1) + 2 t + cc; row g + 8: key 8 q + 2 t + cc.
+      slots[8 * q + cc] = q == 0       ? ds[0][2 + cc]
+                          : q == N / 8 ? ds[N / 8 - 1][cc]
+                                       : ds[q - 1][cc] + ds[q][2 + cc];
     }
   }
-  __syncthreads();
-  if (threadIdx.x < 2 * kRows - 1) {
-    const int dl = threadIdx.x - (kRows - 1);  // key - query within the tile
+  __syncwarp();
+  for (int x = lane; x < N + 15; x += 32) {
     float sum = 0.f;
-    for (int r = max(0, -dl); r < min(kRows, kRows - dl); ++r) sum += s_ds[r * 65 + r + dl];
-    s_diag[k0 + threadIdx.x] += sum;
+#pragma unroll
+    for (int r = 0; r < 8; ++r) sum += s_part[r * kPartStride + x];
+    s_run[kc + x] += sum;
   }
 }
 
 // A dq block's diagonal sums to its drel_rows row, global diagonal index j - i + Tq - 1 (zeros
-// for the diagonals this block never reached).
-__device__ __forceinline__ void store_block_diagonals(const Params& p, const float* s_diag,
-                                                      int span, int b, int h, int qb) {
-  const int diags = num_diagonals(p.tq, p.tk), q0 = qb * kRows;
-  float* row = p.drel_rows + ((int64_t(b) * p.heads + h) * num_row_blocks(p.tq) + qb) * diags;
+// for the diagonals this block never reached): block diagonal e = j - i + q0 + kM - 1 is slot
+// e - (kM - 16) + 16 s of strip s's running sums (rows q0 + 16 s ...), added over s in order.
+template <int kM>
+__device__ __forceinline__ void store_block_diagonals(const Params& p, const float* s_run,
+                                                      int run_stride, int run_len, int b, int h,
+                                                      int qb) {
+  const int diags = num_diagonals(p.tq, p.tk), q0 = qb * kM;
+  float* row = p.drel_rows + ((int64_t(b) * p.heads + h) * gridDim.x + qb) * diags;
   for (int d = threadIdx.x; d < diags; d += kThreads) {
-    const int e = d - (p.tq - 1) + q0 + kRows - 1;
-    row[d] = e >= 0 && e < span ? s_diag[e] : 0.f;
+    const int e = d - (p.tq - 1) + q0 + kM - 1;
+    float sum = 0.f;
+#pragma unroll
+    for (int s = 0; s < kM / 16; ++s) {
+      const int x = e - (kM - 16) + 16 * s;
+      if (x >= 0 && x < run_len) sum += s_run[s * run_stride + x];
+    }
+    row[d] = sum;
   }
 }
 
@@ -157,7 +180,15 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 2)
   const int qb = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
   const int q0 = qb * kM, w0 = q0 + warp * 16 * MT;  // w0: the warp's first row
-  const Scorer sc(p, b, h);
+  // Relative buckets: [4 warps][8, kPartStride] f32 dS scratch, [kM / 16 strips][run_stride]
+  // running diagonal sums, then the band of diagonal biases [kM + Tk - 1].
+  const bool rel = kBias && p.bias == 2;
+  const int run_stride = num_row_blocks(p.tk) * kRows + 16;
+  float* s_part = reinterpret_cast<float*>(skv + 4 * kRows * D);
+  float* s_run = s_part + kWarps * 8 * kPartStride;
+  float* sband = s_run + kM / 16 * run_stride;
+  // band[e] is diagonal j - i = e - (q0 + kM - 1).
+  const Scorer sc(p, b, h, sband, q0 + kM - 1);
   const LaneRows lr = lane_rows<D>();
   const uint32_t q_rows = smem_u32(sq) + warp * 16 * MT * D * 2,
                  do_rows = smem_u32(sdo) + warp * 16 * MT * D * 2;
@@ -165,15 +196,12 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 2)
   const bf16* vg = p.v + int64_t(b) * p.tk * p.ldv + int64_t(h) * D;
   const int kv_stop = p.causal ? min(sc.kv_end, q0 + kM) : sc.kv_end;
   const int n_blocks = (kv_stop + kRows - 1) / kRows;
-  // Relative buckets (one m-tile, whole tiles only): [64, 65] dS scratch, then the block's
-  // diagonal sums.
-  constexpr bool kRelShape = MT == 1 && N == kRows;
-  const bool rel = kRelShape && kBias && p.bias == 2;
-  float* s_ds = reinterpret_cast<float*>(skv + 4 * kRows * D);
-  float* s_diag = s_ds + kRows * 65;
-  const int span = n_blocks * kRows + kRows - 1;  // diagonals the tiles reach
+  const int run_len = n_blocks * kRows + 15;  // running sums a strip's slices reach
+  // All read after the barrier below.
   if (rel) {
-    for (int e = threadIdx.x; e < span; e += kThreads) s_diag[e] = 0.f;
+    load_rel_band(sband, p, h, p.tq - q0 - kM, kM + kv_stop - 1);
+    for (int e = threadIdx.x; e < kWarps * 8 * kPartStride; e += kThreads) s_part[e] = 0.f;
+    for (int e = threadIdx.x; e < kM / 16 * run_stride; e += kThreads) s_run[e] = 0.f;
   }
 
   load_tile<D, kM>(sq, p.q + int64_t(b) * p.tq * p.ldq + int64_t(h) * D, p.ldq, q0, p.tq);
@@ -215,8 +243,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 2)
     for (int c0 = 0; c0 < kRows; c0 += N) {
       const int kc = k0 + c0;
       // Rows all past the end or before every key of the slice (causal): nothing to add
-      // (warp-uniform; the relative-bucket path syncs inside, so every warp goes on).
-      if (!rel && (w0 >= p.tq || (p.causal && kc > w0 + 16 * MT - 1))) continue;
+      // (warp-uniform; dS is 0 there, so neither to the diagonal sums).
+      if (w0 >= p.tq || (p.causal && kc > w0 + 16 * MT - 1)) continue;
       float s[MT][N / 8][4], dp[MT][N / 8][4];
       zero(s);
       zero(dp);
@@ -232,8 +260,14 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 2)
           dq_scores<N, true, kDropout, kBias>(s[mt], dp[mt], sc, lse2[mt], dvec[mt], row_base, kc);
         }
       }
-      if constexpr (kRelShape) {
-        if (rel) add_tile_diagonals(s_diag, s_ds, s[0], k0);
+      if constexpr (kBias) {
+        if (rel) {
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            add_strip_diagonals<N>(s_part + warp * 8 * kPartStride,
+                                   s_run + (warp * MT + mt) * run_stride, s[mt], kc);
+          }
+        }
       }
       uint32_t pa[MT][N / 16][4];
       to_a_frags<MT, N>(pa, s);
@@ -245,21 +279,27 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 2)
   store_rows<D, MT>(p.dq + int64_t(b) * p.tq * p.ld_dq + int64_t(h) * D, p.ld_dq, w0, p.tq, dq);
   if (rel) {
     __syncthreads();
-    store_block_diagonals(p, s_diag, span, b, h, qb);
+    store_block_diagonals<kM>(p, s_run, run_stride, run_len, b, h, qb);
   }
 }
 
-// drel_diag[h, d] = sum over samples b, query blocks qb of drel_rows[b, h, qb, d].
-__global__ void drel_reduce_diagonals(const Params p, int batch) {
-  const int diags = num_diagonals(p.tq, p.tk), blocks = num_row_blocks(p.tq), h = blockIdx.y;
+// drel_diag[h, d] = sum over samples b, query blocks qb of drel_rows[b, h, qb, d]: row
+// k = b blocks + qb goes to partial sum k % 4 (four loads in flight, not one chain of B blocks
+// dependent adds), then ((0 + 1) + (2 + 3)).
+__global__ void drel_reduce_diagonals(const Params p, int batch, int blocks) {
+  const int diags = num_diagonals(p.tq, p.tk), h = blockIdx.y;
   const int d = blockIdx.x * blockDim.x + threadIdx.x;
   if (d >= diags) return;
-  float sum = 0.f;
-  for (int b = 0; b < batch; ++b) {
-    const float* rows = p.drel_rows + (int64_t(b) * p.heads + h) * blocks * diags + d;
-    for (int qb = 0; qb < blocks; ++qb) sum += rows[int64_t(qb) * diags];
+  float part[4] = {0.f, 0.f, 0.f, 0.f};
+  const int rows = batch * blocks;
+  for (int k0 = 0; k0 < rows; k0 += 4) {
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int k = k0 + u, b = k / blocks, qb = k - b * blocks;
+      if (k < rows) part[u] += p.drel_rows[((int64_t(b) * p.heads + h) * blocks + qb) * diags + d];
+    }
   }
-  p.drel_diag[int64_t(h) * diags + d] = sum;
+  p.drel_diag[int64_t(h) * diags + d] = (part[0] + part[1]) + (part[2] + part[3]);
 }
 
 // d_rel_table[u, head_offset + h] += sum of drel_diag[h, d] over the diagonals d in bucket u.
@@ -305,10 +345,14 @@ __global__ void __launch_bounds__(kThreads, 2) flash_dkdv_kernel(const Params p)
   bf16* sv = sk + kM * D;
   bf16* sqd = sv + kM * D;                                      // [2 stages][Q, dout] [64, D]
   float* svec = reinterpret_cast<float*>(sqd + 4 * kRows * D);  // [2 stages][lse2, dvec][64]
+  float* sband = svec + 4 * kRows;  // [kM + Tq - 1] diagonal biases (relative buckets)
   const int kb = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
   const int k0 = kb * kM;
-  const Scorer sc(p, b, h);
+  // band[e] is diagonal j - i = e + k0 - (Tq - 1): key k0, query Tq - 1 at e = 0.
+  const Scorer sc(p, b, h, sband, p.tq - 1 - k0);
+  // Read after the loop's first barrier.
+  if (kBias && p.bias == 2) load_rel_band(sband, p, h, k0, kM + p.tq - 1);
   const LaneRows lr = lane_rows<D>();
   const uint32_t k_rows = smem_u32(sk) + warp * 16 * MT * D * 2,
                  v_rows = smem_u32(sv) + warp * 16 * MT * D * 2;
@@ -388,8 +432,6 @@ __global__ void __launch_bounds__(kThreads, 2) flash_dkdv_kernel(const Params p)
   store_rows<D, MT>(p.dv + int64_t(b) * p.tk * p.ld_dv + int64_t(h) * D, p.ld_dv, key0, p.tk, dv);
 }
 
-constexpr size_t kMaxSmemPerBlock = 227 * 1024;  // sm_90 opt-in maximum
-
 template <typename Kernel>
 void set_smem(Kernel kernel, size_t bytes) {
   ANVIL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -397,28 +439,38 @@ void set_smem(Kernel kernel, size_t bytes) {
 }
 
 // Block shapes (m-tiles per warp, column slice) per head dim, chosen by registers: two m-tiles with
-// 32-wide slices for Dh 64, one with whole tiles for Dh 128; the relative-bucket dq always one
-// m-tile with whole tiles (its diagonal sums). ptxas (sm_90, CUDA 13.0), no dropout (dropout spills
-// 0.1-1.1 KB more in every kernel):
-//   dq   Dh 64 MT 2 N 32: 249 registers, smem 64 KiB;  Dh 64 MT 1 (bias): 168, 48 KiB
-//        Dh 128 MT 1: 246-247, 96 KiB
-//   dkdv Dh 64 MT 2 N 32: 255 + 20-40 bytes spilled, 65 KiB;  Dh 128 MT 1: 255 + 56-96 bytes
+// 32-wide slices for Dh 64, one with whole tiles for Dh 128; the Dh 64 dq with bias and dropout
+// takes one m-tile (H200, T5-base shapes, relative buckets: encoder 512 forward + backward
+// 2.69 ms with one, 2.79 with two; decoder 114 causal 0.37 / 0.43; without dropout two m-tiles
+// are faster: 0.76 / 0.81 ms). ptxas (sm_90, CUDA 13.0), no dropout (dropout spills 0.1-1.1 KB
+// more in every kernel):
+//   dq   Dh 64 MT 2 N 32: 248-249 registers, smem 64 KiB;  Dh 128 MT 1: 246-247, 96 KiB;
+//        Dh 64 MT 1 (bias and dropout): 168, 48 KiB
+//   dkdv Dh 64 MT 2 N 32: 255 + 48-108 bytes spilled, 65 KiB;  Dh 128 MT 1: 255 + 76-140 bytes
 //        spilled, 97 KiB
-// (relative buckets add (64 * 65 + 64 (Tk / 64 + 1)) f32 to the dq smem).
+// (relative buckets add 4 8 80 + 4 MT (64 ceil(Tk / 64) + 16) + 64 MT + Tk f32 to the dq smem
+// and 64 MT + Tq f32 to the dkdv smem).
 template <int D, bool kDropout, bool kBias>
 struct Backward {
-  static constexpr int kDqMT = D == 64 && !kBias ? 2 : 1, kDqN = kDqMT == 2 ? 32 : kRows;
+  static constexpr int kDqMT = D == 64 && !(kBias && kDropout) ? 2 : 1,
+                       kDqN = kDqMT == 2 ? 32 : kRows;
   static constexpr int kKvMT = D == 64 ? 2 : 1, kKvN = kKvMT == 2 ? 32 : kRows;
   static void launch(const Params& p, int batch, cudaStream_t stream) {
     const size_t tile = kRows * D * sizeof(bf16);
     const bool rel = p.bias == 2;
-    const size_t rel_smem =
-        rel ? (kRows * 65 + num_row_blocks(p.tk) * kRows + kRows) * sizeof(float) : 0;
-    const size_t dq_smem = (2 * kDqMT + 4) * tile + rel_smem;
-    const size_t dkdv_smem = (2 * kKvMT + 4) * tile + 4 * kRows * sizeof(float);
-    ANVIL_CHECK_MSG(dq_smem <= kMaxSmemPerBlock,
-                    "flash_attention_backward: relative buckets with " + std::to_string(p.tk) +
-                        " keys need " + std::to_string(dq_smem) +
+    // Relative buckets: dq's dS scratch, running diagonal sums and band; dkdv's band.
+    const size_t dq_rel =
+        rel ? (kWarps * 8 * kPartStride + 4 * kDqMT * (num_row_blocks(p.tk) * kRows + 16) +
+               band_floats(kRows * kDqMT, p.tk)) *
+                  sizeof(float)
+            : 0;
+    const size_t kv_rel = rel ? band_floats(kRows * kKvMT, p.tq) * sizeof(float) : 0;
+    const size_t dq_smem = (2 * kDqMT + 4) * tile + dq_rel;
+    const size_t dkdv_smem = (2 * kKvMT + 4) * tile + 4 * kRows * sizeof(float) + kv_rel;
+    ANVIL_CHECK_MSG(std::max(dq_smem, dkdv_smem) <= kMaxSmemPerBlock,
+                    "flash_attention_backward: relative buckets with " + std::to_string(p.tq) +
+                        " x " + std::to_string(p.tk) + " scores need " +
+                        std::to_string(std::max(dq_smem, dkdv_smem)) +
                         " bytes of shared memory per block (at most " +
                         std::to_string(kMaxSmemPerBlock) + " on sm_90)");
     auto* dq = flash_dq_kernel<D, kDqMT, kDqN, kDropout, kBias>;
@@ -426,13 +478,15 @@ struct Backward {
     set_smem(dq, dq_smem);
     set_smem(dkdv, dkdv_smem);
     const int dq_rows = kRows * kDqMT, kv_rows = kRows * kKvMT;
-    dq<<<dim3((p.tq + dq_rows - 1) / dq_rows, p.heads, batch), kThreads, dq_smem, stream>>>(p);
+    const int dq_blocks = (p.tq + dq_rows - 1) / dq_rows;
+    dq<<<dim3(dq_blocks, p.heads, batch), kThreads, dq_smem, stream>>>(p);
     ANVIL_CUDA_CHECK(cudaGetLastError());
     dkdv<<<dim3((p.tk + kv_rows - 1) / kv_rows, p.heads, batch), kThreads, dkdv_smem, stream>>>(p);
     ANVIL_CUDA_CHECK(cudaGetLastError());
     if (rel) {
       const int diags = num_diagonals(p.tq, p.tk);
-      drel_reduce_diagonals<<<dim3((diags + 127) / 128, p.heads), 128, 0, stream>>>(p, batch);
+      drel_reduce_diagonals<<<dim3((diags + 63) / 64, p.heads), 64, 0, stream>>>(p, batch,
+                                                                                 dq_blocks);
       ANVIL_CUDA_CHECK(cudaGetLastError());
       drel_reduce_buckets<<<p.heads, 128, 0, stream>>>(p);
       ANVIL_CUDA_CHECK(cudaGetLastError());

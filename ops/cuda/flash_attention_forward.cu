@@ -6,9 +6,13 @@
 //   acc_i = acc_i 2^(m_old - m_new) + sum_j 2^(x_ij - m_i) keep_ij v_j
 //   out_i = acc_i / l_i / (1 - p)  (=),  lse_i = (m_i + log2 l_i) ln 2  (=; +inf, out 0 if empty)
 // K and V are double-buffered: block nb + 1 loads (cp.async) while block nb is computed.
+// Relative buckets: the block's band of diagonal biases (kM + Tk - 1 f32) is in smem.
 #include <cuda_bf16.h>
 
+#include <string>
+
 #include "engine/cuda_check.h"
+#include "engine/status.h"
 #include "ops/cuda/flash_attention_launch.h"
 #include "ops/cuda/flash_attention_tiles.cuh"
 
@@ -71,12 +75,14 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 && !kDropout ? 4 
     flash_forward_kernel(const Params p) {
   constexpr int kM = kRows * MT;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  bf16* sq = reinterpret_cast<bf16*>(smem_raw);  // [kM, D]
-  bf16* skv = sq + kM * D;                       // [2 stages][K, V] of [64, D]
+  bf16* sq = reinterpret_cast<bf16*>(smem_raw);                  // [kM, D]
+  bf16* skv = sq + kM * D;                                       // [2 stages][K, V] of [64, D]
+  float* sband = reinterpret_cast<float*>(skv + 4 * kRows * D);  // [kM + Tk - 1] (bias 2)
   const int qb = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int q0 = qb * kM, w0 = q0 + warp * 16 * MT;  // w0: the warp's first row
-  const Scorer sc(p, b, h);
+  // band[e] is diagonal j - i = e - (q0 + kM - 1): row q0 + kM - 1, key 0 at e = 0.
+  const Scorer sc(p, b, h, sband, q0 + kM - 1);
   const LaneRows lr = lane_rows<D>();
   const uint32_t q_rows = smem_u32(sq) + warp * 16 * MT * D * 2;
   const bf16* qg = p.q + int64_t(b) * p.tq * p.ldq + int64_t(h) * D;
@@ -85,6 +91,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 && !kDropout ? 4 
   // Keys past this block's last query (causal) or past the padding never matter.
   const int kv_stop = p.causal ? min(sc.kv_end, q0 + kM) : sc.kv_end;
   const int n_blocks = (kv_stop + kRows - 1) / kRows;
+  // Read after the loop's first barrier.
+  if (kBias && p.bias == 2) load_rel_band(sband, p, h, p.tq - q0 - kM, kM + kv_stop - 1);
 
   load_tile<D, kM>(sq, qg, p.ldq, q0, p.tq);
   if (n_blocks > 0) {
@@ -175,7 +183,13 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 && !kDropout ? 4 
 // dropout adds Philox state and spills a few hundred bytes in each.
 template <int D, int MT, int N, bool kDropout, bool kBias>
 void launch_shape(const Params& p, int batch, cudaStream_t stream) {
-  const size_t smem = (MT + 4) * kRows * D * sizeof(bf16);
+  const size_t band = p.bias == 2 ? band_floats(kRows * MT, p.tk) * sizeof(float) : 0;
+  const size_t smem = (MT + 4) * kRows * D * sizeof(bf16) + band;
+  ANVIL_CHECK_MSG(smem <= kMaxSmemPerBlock, "flash_attention_forward: relative buckets with " +
+                                                std::to_string(p.tk) + " keys need " +
+                                                std::to_string(smem) +
+                                                " bytes of shared memory per block (at most " +
+                                                std::to_string(kMaxSmemPerBlock) + " on sm_90)");
   auto* kernel = flash_forward_kernel<D, MT, N, kDropout, kBias>;
   ANVIL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(smem)));

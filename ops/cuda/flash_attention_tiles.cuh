@@ -12,6 +12,7 @@
 
 #include <cuda_bf16.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "engine/philox.h"
@@ -25,6 +26,7 @@ constexpr int kRows = 64;  // rows of a streamed tile (keys of an iteration, que
 constexpr int kWarps = 4;  // 16 MT rows each: a block owns 64 MT rows
 constexpr int kThreads = kWarps * 32;
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr size_t kMaxSmemPerBlock = 227 * 1024;  // sm_90 opt-in maximum
 
 // Everything the kernels read; pointers are offset per (b, h) inside the kernels.
 struct Params {
@@ -43,7 +45,8 @@ struct Params {
   float dropout_p, keep_scale;  // keep_scale = 1 / (1 - p)
   uint64_t seed, offset;
   // Relative-bucket backward (bias == 2): per dq block sums of dS along each diagonal j - i,
-  // [B, H, ceil(Tq / 64), Tq + Tk - 1]; their sum over blocks and samples [H, Tq + Tk - 1];
+  // [B, H, dq blocks (<= ceil(Tq / 64)), Tq + Tk - 1]; their sum over blocks and samples
+  // [H, Tq + Tk - 1];
   // the learned table's gradient [num_buckets, total_heads] (+=).
   float *drel_rows, *drel_diag, *d_rel_table;
   int num_buckets;
@@ -216,15 +219,38 @@ __device__ __forceinline__ float ex2(float x) {
   return y;
 }
 
+// Relative buckets: the bias of head h along diagonals [d0, d0 + n) (index j - i + Tq - 1) in
+// log2 units, 0 outside [0, Tq + Tk - 1), into smem band[0, n). Done once per block, so the
+// score loops read one shared float per element instead of a bucket and then the table entry
+// it names from global memory (two dependent loads). Same f32 product as the per-element rule.
+__device__ __forceinline__ void load_rel_band(float* band, const Params& p, int h, int d0, int n) {
+  const int diags = num_diagonals(p.tq, p.tk);
+  for (int e = threadIdx.x; e < n; e += kThreads) {
+    const int d = d0 + e;
+    band[e] =
+        d >= 0 && d < diags
+            ? p.rel_table[int64_t(p.rel_buckets[d]) * p.total_heads + p.head_offset + h] * kLog2e
+            : 0.f;
+  }
+}
+
+// Floats of a band over the diagonals of `rows` x `cols` elements, rounded to 16 bytes.
+__host__ __device__ inline int band_floats(int rows, int cols) {
+  return (rows + cols - 1 + 3) / 4 * 4;
+}
+
 // The score rule of one (sample, head): visibility, bias and dropout of element (i, j).
 struct Scorer {
   const Params& p;
-  int b, h;          // sample, head of this call
-  int kv_end;        // keys >= kv_end are padding
-  bool segmented;    // seg_q / seg_k given
-  float slope_log2;  // ALiBi slope of this head, log2 units
+  int b, h;           // sample, head of this call
+  int kv_end;         // keys >= kv_end are padding
+  bool segmented;     // seg_q / seg_k given
+  float slope_log2;   // ALiBi slope of this head, log2 units
+  const float* band;  // relative buckets: bias of diagonal j - i at band[j - i + band_shift]
+  int band_shift;
 
-  __device__ Scorer(const Params& params, int b_, int h_)
+  __device__ Scorer(const Params& params, int b_, int h_, const float* band_ = nullptr,
+                    int band_shift_ = 0)
       : p(params),
         b(b_),
         h(h_),
@@ -233,7 +259,9 @@ struct Scorer {
         slope_log2(params.bias == 1
                        ? detail::alibi_slope_of(params.head_offset + h_, params.total_heads) *
                              kLog2e
-                       : 0.f) {}
+                       : 0.f),
+        band(band_),
+        band_shift(band_shift_) {}
 
   __device__ bool visible(int i, int j) const {
     return i < p.tq && j < kv_end && (!p.causal || j <= i) &&
@@ -249,9 +277,7 @@ struct Scorer {
     if (kCheck && !visible(i, j)) return -INFINITY;
     if (!kBias) return s * p.scale_log2;
     if (p.bias == 1) return fmaf(s, p.scale_log2, slope_log2 * static_cast<float>(j));
-    const int bucket = p.rel_buckets[j - i + p.tq - 1];
-    return fmaf(s, p.scale_log2,
-                p.rel_table[int64_t(bucket) * p.total_heads + p.head_offset + h] * kLog2e);
+    return fmaf(s, p.scale_log2, band[j - i + band_shift]);
   }
   // 1 when element (i, j) is kept by the probability dropout, else 0 (no scaling).
   __device__ float keep(int i, int j) const {

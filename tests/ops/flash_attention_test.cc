@@ -406,9 +406,11 @@ void check_gpu(Case c, uint64_t seed) {
   expect_near_scaled(got.dk, ref.dk, 1e-1, 4e-2, 2e-4, "dk", single_key);
   expect_near_scaled(got.dv, ref.dv, 1e-1, 4e-2, 2e-4, "dv");
   // d rel_table sums dS over thousands of elements: relative to its rms, like the gradients
-  // (it starts at 0.25, so the += is checked too).
+  // (it starts at 0.25, so the += is checked too). NMSE 1e-3: dvec from the bf16 output shifts
+  // every dS of a row alike, and with few buckets over long rows (114 x 300) that shift adds up
+  // in the far buckets (seen 4.4e-4 there, the same before and after the smem bias band).
   if (!ref.d_table.empty()) {
-    expect_near_scaled(got.d_table, ref.d_table, 1e-1, 4e-2, 2e-4, "d rel_table");
+    expect_near_scaled(got.d_table, ref.d_table, 1e-1, 4e-2, 1e-3, "d rel_table");
   }
   const Results again = run(c, Device::kCuda, DType::kBF16, in);
   EXPECT_EQ(again.dq, got.dq) << "backward must be bitwise reproducible";
@@ -501,6 +503,17 @@ TEST(FlashAttentionGpu, RelativeBucketsBackward) {
     x.cross = true, x.tk = 90, x.scale = 1.0f;
     add_relative_buckets(&x, 25);
     check_gpu(x, 26);
+    // Fewer queries than keys (T5 decoder x encoder lengths, several key tiles per dq block,
+    // a band longer than Tq + 64 in the forward and dq kernels), padded keys.
+    Case y = gpu_case(2, 114, 2, dh, false);
+    y.cross = true, y.tk = 300, y.scale = 1.0f, y.kv_lengths = {300, 131};
+    add_relative_buckets(&y, 27);
+    check_gpu(y, 28);
+    // Whole tiles only (T5's encoder length), heads offset as under TP.
+    Case t = gpu_case(1, 512, 2, dh, false);
+    t.scale = 1.0f, t.total_heads = 4, t.head_offset = 1;
+    add_relative_buckets(&t, 29);
+    check_gpu(t, 30);
   }
 }
 
