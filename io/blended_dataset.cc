@@ -99,6 +99,19 @@ std::unique_ptr<GptSamples> GptSamples::single(std::unique_ptr<GptDataset> datas
   return s;
 }
 
+absl::Status check_blend_sizes(const BlendIndex& index, const std::vector<int64_t>& sizes,
+                               const std::vector<std::string>& names) {
+  const std::vector<int64_t> used = index.counts(index.size());
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (used[d] > sizes[d]) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("blend: dataset %d (%s) holds %d samples, the blend of %d needs %d", d,
+                          names[d], sizes[d], index.size(), used[d]));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<GptSamples>> GptSamples::blend(
     std::vector<std::unique_ptr<GptDataset>> datasets, const std::vector<double>& weights,
     int64_t size) {
@@ -107,14 +120,13 @@ absl::StatusOr<std::unique_ptr<GptSamples>> GptSamples::blend(
         absl::StrFormat("blend: %d datasets but %d weights", datasets.size(), weights.size()));
   }
   ANVIL_ASSIGN_OR_RETURN(BlendIndex index, BlendIndex::build(weights, size));
-  const std::vector<int64_t> used = index.counts(size);
-  for (size_t d = 0; d < datasets.size(); ++d) {
-    if (used[d] > datasets[d]->size()) {
-      return absl::FailedPreconditionError(
-          absl::StrFormat("blend: dataset %d (%s) holds %d samples, the blend of %d needs %d", d,
-                          datasets[d]->file_prefix(), datasets[d]->size(), size, used[d]));
-    }
+  std::vector<int64_t> sizes;
+  std::vector<std::string> names;
+  for (const auto& d : datasets) {
+    sizes.push_back(d->size());
+    names.push_back(d->file_prefix());
   }
+  ANVIL_RETURN_IF_ERROR(check_blend_sizes(index, sizes, names));
   auto s = std::make_unique<GptSamples>();
   s->datasets_ = std::move(datasets);
   s->blend_ = std::make_unique<BlendIndex>(std::move(index));

@@ -50,6 +50,11 @@ class BlendIndex {
   std::vector<int64_t> block_counts_;  // [blocks, D]: counts before position block * kBlock
 };
 
+// FailedPrecondition when dataset d of a blend over `index`'s positions holds fewer than the
+// index asks of it (sizes[d] samples, named names[d]).
+absl::Status check_blend_sizes(const BlendIndex& index, const std::vector<int64_t>& sizes,
+                               const std::vector<std::string>& names);
+
 // The samples of one split: one GPT dataset, or several blended.
 class GptSamples {
  public:
