@@ -93,19 +93,24 @@ absl::StatusOr<std::string> ini_value(const HfConfigField& k, const std::string&
       absl::StrCat(where, ": ", k.hf_key, ": expected ", want, ", got ", json));
 }
 
+// The [model] type of a family's models: its "type" setting, gpt without one.
+std::string family_type(const HfFamily& f) {
+  for (const HfSetting& s : f.settings) {
+    if (s.key == "type") return s.value;
+  }
+  return "gpt";
+}
+
 }  // namespace
 
 absl::StatusOr<const HfFamily*> hf_family_of(const engine::Config& cfg,
                                              const engine::ConfigSchema& schema) {
-  // The families are decoder LMs; an encoder's options could otherwise match GPT-2's.
-  if (const std::string type = model_text(cfg, schema, "type"); !type.empty() && type != "gpt") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("[model] type ", type,
-                     ": no Hugging Face conversion yet (the converter knows the causal "
-                     "LM families gpt2, bloom, llama)"));
-  }
+  // Only the families of the model's type: an encoder's options could otherwise match GPT-2's.
+  std::string type = model_text(cfg, schema, "type");
+  if (type.empty()) type = "gpt";
   std::vector<std::string> why;
   for (const HfFamily* f : hf_families()) {
+    if (family_type(*f) != type) continue;
     const HfSetting* differs = nullptr;
     for (const HfSetting& s : f->settings) {
       if (!same_value(model_text(cfg, schema, s.key), s.value)) {
@@ -116,6 +121,10 @@ absl::StatusOr<const HfFamily*> hf_family_of(const engine::Config& cfg,
     if (differs == nullptr) return f;
     why.push_back(absl::StrCat(f->model_type, " needs ", differs->key, " = ", differs->value,
                                ", got ", model_text(cfg, schema, differs->key)));
+  }
+  if (why.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("[model] type ", type, ": no Hugging Face conversion yet"));
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "[model] is none of the Hugging Face families anvil converts: ", absl::StrJoin(why, "; ")));
