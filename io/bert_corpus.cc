@@ -1,8 +1,6 @@
 // BERT's train/valid/test datasets of one prefix, and blends of several (see bert_corpus.h).
 #include "io/bert_corpus.h"
 
-#include <cmath>
-
 #include "absl/strings/str_format.h"
 #include "engine/status.h"
 #include "io/data_split.h"
@@ -82,26 +80,11 @@ absl::StatusOr<BertCorpus> open_bert_corpus(const std::vector<GptDataSource>& so
                                             bool weighted, const std::string& split,
                                             const std::array<int64_t, 3>& num_samples,
                                             const MlmVocab& vocab, const BertDatasetOptions& opt) {
-  if (sources.empty() || (!weighted && sources.size() != 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("BERT data: %d sources %s weights (want one prefix, or weighted prefixes)",
-                        sources.size(), weighted ? "with" : "without"));
-  }
+  ANVIL_ASSIGN_OR_RETURN(const std::vector<double> weights,
+                         source_weights(sources, weighted, "BERT data"));
   BertCorpus c;
   c.sources = sources;
   c.weighted = weighted;
-  std::vector<double> raw;
-  double sum = 0.0;
-  for (const GptDataSource& s : sources) {
-    if (!(s.weight >= 0.0) || !std::isfinite(s.weight)) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("BERT data: weight %g of %s is not >= 0", s.weight, s.prefix));
-    }
-    raw.push_back(s.weight);
-    sum += s.weight;
-  }
-  if (!(sum > 0.0)) return absl::InvalidArgumentError("BERT data: the weights sum to 0");
-  const std::vector<double> weights = megatron_normalize_weights(raw);
   for (size_t s = 0; s < sources.size(); ++s) {
     std::array<int64_t, 3> n = num_samples;
     for (size_t k = 0; k < 3 && weighted; ++k) {

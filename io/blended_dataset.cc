@@ -99,6 +99,27 @@ std::unique_ptr<GptSamples> GptSamples::single(std::unique_ptr<GptDataset> datas
   return s;
 }
 
+absl::StatusOr<std::vector<double>> source_weights(const std::vector<GptDataSource>& sources,
+                                                   bool weighted, const std::string& what) {
+  if (sources.empty()) return absl::InvalidArgumentError(what + ": no sources");
+  if (!weighted && sources.size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: %d sources without weights", what, sources.size()));
+  }
+  std::vector<double> raw;
+  double sum = 0.0;
+  for (const GptDataSource& s : sources) {
+    if (!(s.weight >= 0.0) || !std::isfinite(s.weight)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": weight ", s.weight, " of ", s.prefix, " is not >= 0"));
+    }
+    raw.push_back(s.weight);
+    sum += s.weight;
+  }
+  if (!(sum > 0.0)) return absl::InvalidArgumentError(what + ": the weights sum to 0");
+  return megatron_normalize_weights(raw);
+}
+
 absl::Status check_blend_sizes(const BlendIndex& index, const std::vector<int64_t>& sizes,
                                const std::vector<std::string>& names) {
   const std::vector<int64_t> used = index.counts(index.size());
@@ -148,26 +169,10 @@ void GptSamples::sample(int64_t i, int32_t* out) const {
 
 absl::StatusOr<GptCorpus> GptCorpus::open(const std::vector<GptDataSource>& sources, bool weighted,
                                           const std::string& split) {
-  if (sources.empty()) return absl::InvalidArgumentError("GPT data: no sources");
-  if (!weighted && sources.size() != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("GPT data: %d sources without weights", sources.size()));
-  }
   GptCorpus c;
   c.sources_ = sources;
   c.weighted_ = weighted;
-  std::vector<double> raw;
-  for (const GptDataSource& s : sources) {
-    if (!(s.weight >= 0.0) || !std::isfinite(s.weight)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("GPT data: weight ", s.weight, " of ", s.prefix, " is not >= 0"));
-    }
-    raw.push_back(s.weight);
-  }
-  double sum = 0.0;
-  for (double w : raw) sum += w;
-  if (!(sum > 0.0)) return absl::InvalidArgumentError("GPT data: the weights sum to 0");
-  c.weights_ = megatron_normalize_weights(raw);
+  ANVIL_ASSIGN_OR_RETURN(c.weights_, source_weights(sources, weighted, "GPT data"));
   for (const GptDataSource& s : sources) {
     ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<IndexedDataset> d, IndexedDataset::open(s.prefix));
     // Megatron's GPT "documents" are the sequences (sizes.shape[0]).

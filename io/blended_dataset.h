@@ -88,6 +88,11 @@ struct GptDataSource {
 std::array<int64_t, 3> megatron_split_samples(int64_t steps, int64_t global_batch,
                                               int64_t eval_interval, int64_t eval_iters);
 
+// The normalized weights of `sources` (megatron_normalize_weights). InvalidArgument, starting
+// with `what`, for no sources, several without `weighted`, a weight not >= 0, or a zero sum.
+absl::StatusOr<std::vector<double>> source_weights(const std::vector<GptDataSource>& sources,
+                                                   bool weighted, const std::string& what);
+
 // The data of a run: one source, or weighted sources blended (Megatron's --data-path
 // "PREFIX" or "W1 PREFIX1 W2 PREFIX2 ..."), each split into train/valid/test sequence ranges
 // by the same split string (get_split_index).
