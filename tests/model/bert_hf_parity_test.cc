@@ -24,6 +24,7 @@
 #include "model/checkpoint_hf.h"
 #include "model/gpt.h"
 #include "ops/cast.h"
+#include "tests/parallel/tiny_training.h"
 
 namespace anvil::model {
 namespace {
@@ -35,18 +36,12 @@ constexpr int64_t kVocab = 100, kD = 128, kB = 4, kT = 32;
 
 GptConfig hf_config() {
   GptConfig c;
-  c.type = ModelType::kBert;
-  c.causal = false;
+  testing_parallel::use_hf_bert(c);
   c.vocab_size = kVocab;
   c.max_seq_len = 64;
   c.d_model = kD;
   c.n_heads = 2;
   c.n_layers = 2;
-  c.type_vocab_size = 2;
-  c.binary_head = true;
-  c.norm_placement = NormPlacement::kPost;
-  c.activation = Activation::kGeluErf;
-  c.embed_layernorm = true;
   c.ln_eps = 1e-12f;
   return c;
 }

@@ -25,13 +25,8 @@ constexpr int64_t kVocab = 37;
 TrainConfig tiny_bert_config(bool binary_head) {
   TrainConfig c = testing_parallel::tiny_train_config();
   c.model.vocab_size = kVocab;
-  c.model.type = ModelType::kBert;
-  c.model.causal = false;
-  c.model.type_vocab_size = 2;
+  testing_parallel::use_hf_bert(c.model);
   c.model.binary_head = binary_head;
-  c.model.norm_placement = NormPlacement::kPost;
-  c.model.activation = Activation::kGeluErf;
-  c.model.embed_layernorm = true;
   c.model.hidden_dropout = c.model.attention_dropout = 0.0f;
   c.model.init_std = 0.5f;  // sizable logits: parts far from ln(vocab) and ln 2
   c.train.micro_batch = 2;

@@ -20,6 +20,8 @@
 #include "model/gpt.h"
 #include "model/hf_config.h"
 #include "model/train_config.h"
+#include "tests/model/hf_test_tensors.h"
+#include "tests/parallel/tiny_training.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {
@@ -28,18 +30,8 @@ namespace {
 using engine::HostSlice;
 using ::testing::HasSubstr;
 
-HostSlice random_tensor(const std::string& name, std::vector<int64_t> shape, uint64_t seed) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return HostSlice{name, shape, std::vector<int64_t>(shape.size(), 0), shape,
-                   testing::random_uniform(n, seed)};
-}
-
-std::map<std::string, HostSlice> by_name(const std::vector<HostSlice>& v) {
-  std::map<std::string, HostSlice> m;
-  for (const HostSlice& t : v) m.emplace(t.tensor, t);
-  return m;
-}
+using testing_hf::by_name;
+using testing_hf::random_tensor;
 
 // HF BertForPreTraining's state dict, d 4, ffn 8, vocab 7, 5 positions, 2 types, 2 layers,
 // with what save_pretrained may add (the tied decoder and its bias, position_ids).
@@ -160,18 +152,12 @@ TEST(HfBert, ImportsHfNamesToAnvilTensors) {
 
 TEST(HfBert, EveryParameterOfAnvilsBertRoundTrips) {
   GptConfig c;
-  c.type = ModelType::kBert;
-  c.causal = false;
+  testing_parallel::use_hf_bert(c);
   c.vocab_size = 37;  // padded to 64 in the model, unpadded in the logical tensors
   c.max_seq_len = 8;
   c.d_model = 8;
   c.n_heads = 2;
   c.n_layers = 2;
-  c.type_vocab_size = 2;
-  c.binary_head = true;
-  c.norm_placement = NormPlacement::kPost;
-  c.activation = Activation::kGeluErf;
-  c.embed_layernorm = true;
   auto m = GptModel::create(c, {2, 8}, {engine::Device::kCpu, engine::DType::kF32}, 1);
   ASSERT_TRUE(m.ok()) << m.status();
   std::vector<HostSlice> anvil;

@@ -349,13 +349,7 @@ TEST_P(GptParallelTest, LlamaStyleEqualsOneRank) {
 // bidirectional attention with padding, the MLM head (vocab-parallel bias) and the binary head.
 TrainConfig bert_config() {
   TrainConfig c = tiny_config();
-  c.model.type = ModelType::kBert;
-  c.model.causal = false;
-  c.model.type_vocab_size = 2;
-  c.model.binary_head = true;
-  c.model.norm_placement = NormPlacement::kPost;
-  c.model.activation = Activation::kGeluErf;
-  c.model.embed_layernorm = true;
+  testing_parallel::use_hf_bert(c.model);
   return c;
 }
 
