@@ -5,8 +5,12 @@
 // bias [3d]; heads in order within each, as HF's view of the d outputs as [heads, head_dim]).
 // Everything else is renamed only (nn.Linear weights are [out, in] on both sides). The tied
 // decoder (cls.predictions.decoder.weight, and its bias, which is cls.predictions.bias) and the
-// position_ids buffer of older checkpoints are not imported. Megatron's BERT layout (pre-LN)
+// position_ids buffer of older checkpoints are not imported; LayerNorm.gamma / .beta (old
+// checkpoints' names) import as .weight / .bias. Megatron's BERT layout (pre-LN)
 // and BERT without the binary head (BertForMaskedLM) are not this family.
+#include <string>
+#include <utility>
+
 #include "model/checkpoint_hf.h"
 
 namespace anvil::model {
@@ -49,6 +53,20 @@ const HfFamily& bert_hf_family() {
     add_weight_bias(g, "lm_head.layernorm", "cls.predictions.transform.LayerNorm");
     add_weight_bias(g, "binary_head", "cls.seq_relationship");
     g.tensors.push_back({"lm_head.bias", {"cls.predictions.bias"}});
+    // Import also reads the LayerNorms' TF-era names (google-bert/bert-base-uncased's
+    // model.safetensors has LayerNorm.gamma / .beta); export writes .weight / .bias (the rules
+    // above come first).
+    const size_t n = g.tensors.size();
+    for (size_t k = 0; k < n; ++k) {
+      const HfTensorRule r = g.tensors[k];
+      for (const auto& [now, old] : {std::pair{".LayerNorm.weight", ".LayerNorm.gamma"},
+                                     std::pair{".LayerNorm.bias", ".LayerNorm.beta"}}) {
+        const std::string& hf = r.hf[0];
+        const size_t at = hf.rfind(now);
+        if (at == std::string::npos || at + std::string(now).size() != hf.size()) continue;
+        g.tensors.push_back({r.anvil, {hf.substr(0, at) + old}});
+      }
+    }
     for (const HfTensorRule& r : g.tensors) {
       if (r.hf[0].rfind("cls.", 0) == 0) g.unprefixed.push_back(r.hf[0]);
     }

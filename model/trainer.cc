@@ -607,8 +607,9 @@ TrainSummary Trainer::run() {
             parts_string(v[i].parts));
       }
       engine::log_info(log_, absl::StrCat(line, " | ", engine::format_duration(t.seconds())));
-      if (metrics_)
+      if (metrics_) {
         write_validation_metrics(metrics_, v.front().loss, axes(step_), v.front().parts);
+      }
     }
     if (eval_hook_) eval_hook_(step_);
   };

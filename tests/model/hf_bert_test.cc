@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -135,6 +136,24 @@ TEST(HfBert, ImportsHfNamesToAnvilTensors) {
     EXPECT_EQ(got.at(t.tensor).shape, t.shape) << t.tensor;
     EXPECT_EQ(got.at(t.tensor).data, t.data) << t.tensor;
   }
+  // The Hub's bert-base-uncased names its LayerNorms' parameters gamma and beta.
+  std::vector<HostSlice> old = hf;
+  int renamed_ln = 0;
+  for (HostSlice& t : old) {
+    for (const auto& [now, was] :
+         {std::pair<std::string, std::string>{"LayerNorm.weight", "LayerNorm.gamma"},
+          {"LayerNorm.bias", "LayerNorm.beta"}}) {
+      const size_t at = t.tensor.find(now);
+      if (at == std::string::npos) continue;
+      t.tensor.replace(at, now.size(), was);
+      ++renamed_ln;
+    }
+  }
+  EXPECT_EQ(renamed_ln, 2 + 2 + 2 * 4);  // embeddings, MLM transform, 2 per layer
+  absl::StatusOr<std::vector<HostSlice>> a_old = from_hf_tensors(bert_hf_family(), old, {2}, true);
+  ASSERT_TRUE(a_old.ok()) << a_old.status();
+  EXPECT_EQ(by_name(*a_old).size(), a.size());
+  for (const auto& [name, t] : by_name(*a_old)) EXPECT_EQ(t.data, a.at(name).data) << name;
   // Names without "bert." (a bare BertModel's) import the same; an unknown tensor is an error.
   std::vector<HostSlice> bare = hf;
   for (HostSlice& t : bare) {
