@@ -256,7 +256,7 @@ inline void log_bert_sources(const io::BertCorpus& c, const std::string& what,
                              const engine::LogContext& ctx) {
   for (size_t k = 0; k < c.sources.size(); ++k) {
     const io::BertSplits& b = c.splits[k];
-    std::string line = absl::StrFormat("data (BERT %s): %s", what, c.sources[k].prefix);
+    std::string line = absl::StrFormat("data (BERT, [data] %s): %s", what, c.sources[k].prefix);
     if (c.weighted) {
       absl::StrAppend(&line, absl::StrFormat(" (weight %g)", c.sources[k].weight));
     }
@@ -320,7 +320,7 @@ inline absl::Status open_bert_data(const model::TrainConfig& cfg,
                          io::open_bert_corpus(sources(d.sources), d.weighted, d.split,
                                               {n[0], separate_valid ? 0 : n[1], n[2]}, vocab, opt));
   out->bert.push_back(std::move(corpus));
-  log_bert_sources(out->bert.back(), "train", ctx);
+  log_bert_sources(out->bert.back(), "paths", ctx);
   if (separate_valid && n[1] > 0) {
     // Every document of valid_paths: the "validation" split of "0,1,0".
     ANVIL_ASSIGN_OR_RETURN(io::BertCorpus valid,
