@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# bin/convert for BERT end to end on the CPU (ctest convert_bert_test): a tiny HF-layout BERT
-# (type bert, post-LN, GELU-erf, embedding LayerNorm, binary head) trains 3 steps on the
-# sentence-split fixture (tests/io/fixtures/bert_t5) and is saved; then
+# bin/convert for BERT end to end on the CPU (ctest convert_bert_test): the tiny HF-layout BERT
+# of tests/bin/fixtures/tiny_bert.ini trains 3 steps and is saved; then
 #   1. export writes a BertForPreTraining config.json and HF's tensor names (q/k/v apart, the
 #      heads under cls.) and the WordPiece vocab.txt; import then export again gives the same
 #      model.safetensors bytes;
@@ -20,43 +19,11 @@ fail() {
   exit 1
 }
 fx=tests/io/fixtures/bert_t5
-rest() { # the run's sections after [model]
-  cat <<INI
-[tokenizer]
-type = BertWordPieceLowerCase
-vocab_file = $fx/vocab.txt
-[data]
-paths = $fx/synth
-split = 8,2,0
-seq_len = 32
-cache_dir = $work/cache
-[train]
-micro_batch = 2
-global_batch = 4
-steps = 3
-device = cpu
-eval_iters = 0
-log_interval = 1
-[optim]
-lr = 1e-2
-warmup_steps = 1
-INI
-}
-cat > "$work/t.ini" <<INI
-[model]
-type = bert
-vocab_size = 187
-max_seq_len = 32
-d_model = 32
-n_heads = 2
-n_layers = 2
-norm_placement = post
-activation = gelu_erf
-embed_layernorm = true
-ln_eps = 1e-12
-$(rest)
-INI
-"$train" "$work/t.ini" checkpoint.save="$work/ck" > "$work/train.log" 2>&1 ||
+ini=tests/bin/fixtures/tiny_bert.ini
+rest() { sed -n '/^\[tokenizer\]/,$p' $ini; } # the run's sections after [model]
+cp $ini "$work/t.ini"
+cache=("data.cache_dir=$work/cache")
+"$train" "$work/t.ini" "${cache[@]}" checkpoint.save="$work/ck" > "$work/train.log" 2>&1 ||
   fail "training failed: $(tail -3 "$work/train.log")"
 "$convert" export "$work/ck" "$work/hf" > "$work/conv.log" 2>&1 || fail "$(cat "$work/conv.log")"
 grep -q '"model_type": "bert"' "$work/hf/config.json" || fail "config.json model_type"
@@ -76,7 +43,8 @@ cmp "$work/hf/model.safetensors" "$work/hf2/model.safetensors" ||
   sed -n '/^\[model\]/,$p' "$work/imp.log"
   rest
 } > "$work/imported.ini"
-ft=(checkpoint.finetune=true train.steps=1 optim.warmup_steps=0 optim.decay_style=constant)
+ft=("${cache[@]}" checkpoint.finetune=true train.steps=1 optim.warmup_steps=0
+  optim.decay_style=constant)
 "$train" "$work/t.ini" checkpoint.load="$work/ck" "${ft[@]}" > "$work/ft_a.log" 2>&1 ||
   fail "finetune from the checkpoint: $(tail -3 "$work/ft_a.log")"
 "$train" "$work/imported.ini" checkpoint.load="$work/imp" "${ft[@]}" > "$work/ft_b.log" 2>&1 ||
@@ -89,8 +57,8 @@ echo "from the checkpoint: $a; from the import: $b"
 [[ -n $a && $a == "$b" ]] || fail "the import trains differently"
 
 # Megatron's BERT layout has no HF family.
-"$train" "$work/t.ini" model.norm_placement=pre train.steps=1 optim.warmup_steps=0 \
-  checkpoint.save="$work/pre" > "$work/pre.log" 2>&1 ||
+"$train" "$work/t.ini" "${cache[@]}" model.norm_placement=pre train.steps=1 \
+  optim.warmup_steps=0 checkpoint.save="$work/pre" > "$work/pre.log" 2>&1 ||
   fail "pre-LN training: $(tail -3 "$work/pre.log")"
 if "$convert" export "$work/pre" "$work/hf_pre" > "$work/pre_conv.log" 2>&1; then
   fail "a pre-LN BERT was exported"
