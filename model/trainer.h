@@ -19,7 +19,8 @@
 // Megatron's batch arithmetic (model/batch_schedule.h): each step trains the global batch of
 // its position (rampup_batch_size) from consumed_samples on; a step in [train] skip_iterations
 // only consumes its batch.
-// Logging every log_interval steps (loss, lr, grad norm, tokens/s, TFLOP/s, MFU, memory, ETA),
+// Logging every log_interval steps (loss, lr, grad norm, tokens/s, TFLOP/s, MFU, memory, ETA;
+// BERT: Megatron's "lm loss" and "sop loss" parts next to the loss, in evaluations too),
 // evaluation every eval_interval steps and at the end (eval_iters global batches each, the
 // validation stream continuing from evaluation to evaluation), the test split once at the end,
 // a final summary.
