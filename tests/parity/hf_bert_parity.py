@@ -264,7 +264,7 @@ def same_weights(args):
     a = transformers.BertForPreTraining.from_pretrained(args.a).state_dict()
     model, info = transformers.BertForPreTraining.from_pretrained(args.b, output_loading_info=True)
     missing = [k for k in info["missing_keys"] if not k.startswith("cls.predictions.decoder.")]
-    if missing or info["unexpected_keys"] or info["mismatched_keys"]:
+    if missing or info.get("unexpected_keys") or info.get("mismatched_keys"):
         raise SystemExit(f"FAIL: loading the export: {info}")
     b = model.state_dict()
     if a.keys() != b.keys():
