@@ -139,7 +139,10 @@ absl::Status export_hf(const std::string& ckpt_dir, const std::string& hf_dir, i
   for (const auto& [key, text] : model::hf_config_fields(*f, cfg, schema)) {
     j[key] = json::parse(text);
   }
-  j["bos_token_id"] = j["eos_token_id"] = cfg.get_int("data", "eod_token");
+  // The causal LMs' document separator; BERT has none (BertConfig's pad_token_id 0 stays).
+  if (f->model_type != "bert") {
+    j["bos_token_id"] = j["eos_token_id"] = cfg.get_int("data", "eod_token");
+  }
   ANVIL_RETURN_IF_ERROR(io::write_file_atomic(hf_dir + "/config.json", j.dump(2) + "\n"));
   ANVIL_RETURN_IF_ERROR(export_tokenizer(c, cfg, hf_dir));
   std::printf("exported %zu tensors of %s to %s (%s: config.json, model.safetensors)\n",
