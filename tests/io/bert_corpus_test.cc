@@ -6,16 +6,19 @@
 // ceil(n * w * 1.005), the blend's positions follow the greedy rule recomputed here (so the
 // sample counts follow the weights within one sample) and serve the source's own samples in
 // order, and every blended sample is a valid BERT sample; a "0,1,0" split is every document
-// (valid_paths); a blend whose split lacks documents in one source is an error naming it.
+// (valid_paths); weights must be >= 0 and not all 0; a blend whose split lacks documents in
+// one source is an error naming it.
 #include "io/bert_corpus.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "io/data_split.h"
+#include "io/indexed_dataset.h"
 #include "tests/io/bert_t5_fixture.h"
 
 namespace anvil::io {
@@ -192,6 +195,23 @@ TEST(BertCorpus, WholeDataAndErrors) {
   auto none = open_bert_corpus(two, true, "8,2,0", {5, 0, 5}, vocab, opt);
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_EQ(none->sets[2], nullptr);
+  // ... but a blend whose validation split has documents in one prefix only is refused, naming
+  // the other (a one-document copy of the fixture's first document: all of it is train).
+  const std::string tiny = dir.path() + "/tiny_text_sentence";
+  auto w = IndexedDatasetWriter::create(tiny, bert_t5_data()->dtype());
+  ASSERT_TRUE(w.ok()) << w.status();
+  const auto data = bert_t5_data();
+  for (int64_t q = data->doc_idx()[0]; q < data->doc_idx()[1]; ++q) {
+    std::vector<int32_t> tokens(static_cast<size_t>(data->sizes()[q]));
+    data->read(q, 0, data->sizes()[q], tokens.data());
+    ASSERT_TRUE((*w)->add_sequence(tokens).ok());
+  }
+  ASSERT_TRUE((*w)->finish().ok());
+  const std::vector<GptDataSource> uneven = {{1.0, one[0].prefix}, {1.0, tiny}};
+  auto bad = open_bert_corpus(uneven, true, "8,2,0", {5, 5, 0}, vocab, opt);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.status().message()).find("valid split of " + tiny), std::string::npos)
+      << bad.status();
 }
 
 }  // namespace
