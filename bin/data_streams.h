@@ -2,8 +2,8 @@
 // the held-out sets as model::SampleFn over io/'s datasets, which DataStreams owns (the streams
 // read them for as long as the trainer runs). open_gpt_data fills it with Megatron's GPT
 // datasets (blends, named groups, a separate validation set); open_bert_data with BERT's
-// (io/bert_corpus.h) over the sentence-split [data] paths, each sample written as
-// model/sample_record.h's BERT record.
+// (io/bert_corpus.h: one prefix or a weighted blend, a separate validation set) over the
+// sentence-split [data] paths, each sample written as model/sample_record.h's BERT record.
 #pragma once
 
 #include <array>
