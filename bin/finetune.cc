@@ -1,7 +1,7 @@
 // bin/finetune: classification and multiple-choice finetuning of a GPT at its last token
 // (docs/eval.md, model/finetune_cls.h) from an ini config with a [finetune] section:
 //   build/bin/finetune CONFIG [section.key=value ...]
-//   mpirun -np N build/bin/finetune CONFIG        (N data-parallel ranks)
+//   mpirun -np N build/bin/finetune CONFIG        (N = tp * pp * dp ranks of [parallel])
 // Starts from [checkpoint] load (weights only, and the classifier of a linear head when the
 // checkpoint has one) or a fresh model, trains [train] steps on [finetune] train_data with
 // global_batch examples per step (micro_batch per forward), logs the loss every log_interval
@@ -10,6 +10,8 @@
 // save. Without train_data it only evaluates the dev sets with the weights (and classifier)
 // of [checkpoint] load. The example order is its own (a
 // shuffle per epoch seeded by [data] seed), the same for every number of ranks.
+// [parallel] tp, pp and dp shard the model as bin/train does (model/finetune_cls.h: the head on
+// the last pipeline stage, replicated over TP); the checkpoint loaded may come from any layout.
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,9 +35,11 @@
 #include "model/cls_head.h"
 #include "model/finetune_cls.h"
 #include "model/gpt.h"
+#include "model/group_comm.h"
+#include "model/parallel_config.h"
 #include "model/train_config.h"
+#include "parallel/grid.h"
 #include "parallel/launch_env.h"
-#include "parallel/nccl_comm.h"
 #include "parallel/runtime.h"
 
 namespace {
@@ -105,16 +109,35 @@ absl::StatusOr<model::ClsTask> make_task(const model::TrainConfig& cfg, const io
   return model::ClsTask::create(label_tokens, cfg.model.vocab_size, pad);
 }
 
-// Rank 0 saves the model and the head (every DP rank holds the same); the others wait.
+// Every rank writes its boxes of the model (as bin/train: each element by one rank) and the
+// last stage's TP / DP rank 0 the head; rank 0 creates the temporary directory and commits.
 absl::Status save(const model::TrainConfig& cfg, const std::string& config_text, model::GptModel& m,
-                  model::ClsTask& task, int64_t steps, int rank, parallel::Comm* world,
-                  anvil::engine::Stream& s) {
-  absl::Status st;
-  if (rank == 0) {
-    std::vector<anvil::engine::HostSlice> slices = model::gpt_checkpoint_slices(m, 0, s);
-    if (task.head() != nullptr) {
-      for (anvil::engine::HostSlice& h : task.head()->slices()) slices.push_back(std::move(h));
-    }
+                  model::ClsTask& task, int64_t steps, const parallel::ProcessGrid& grid,
+                  parallel::Comm* world, anvil::engine::Stream& s) {
+  anvil::engine::Stream cpu = anvil::engine::Stream::cpu();
+  auto barrier = [&] {
+    if (world != nullptr) world->barrier(cpu);
+  };
+  // The temporary directory's token: rank 0's pid, the same on every rank.
+  double token = static_cast<double>(::getpid());
+  if (world != nullptr) {
+    world->broadcast(anvil::engine::make_view(&token, anvil::engine::DType::kF64,
+                                              anvil::engine::Device::kCpu, {1}),
+                     0, cpu);
+  }
+  const std::string tok = absl::StrCat(static_cast<int64_t>(token));
+  const std::string& dir = cfg.checkpoint.save;
+  if (grid.rank() == 0) ANVIL_RETURN_IF_ERROR(io::begin_checkpoint(dir, steps, tok));
+  barrier();
+  const std::string tmp = io::checkpoint_tmp_dir(dir, steps, tok);
+  std::vector<anvil::engine::HostSlice> slices = model::gpt_checkpoint_slices(m, grid.dp_rank(), s);
+  if (task.head() != nullptr && grid.is_last_stage() && grid.tp_rank() == 0 &&
+      grid.dp_rank() == 0) {
+    for (anvil::engine::HostSlice& h : task.head()->slices()) slices.push_back(std::move(h));
+  }
+  ANVIL_RETURN_IF_ERROR(io::write_checkpoint_shard(tmp, grid.rank(), slices));
+  barrier();
+  if (grid.rank() == 0) {
     io::CheckpointInfo info;
     info.step = steps;
     info.config = config_text;
@@ -124,11 +147,35 @@ absl::Status save(const model::TrainConfig& cfg, const std::string& config_text,
     info.state = model::checkpoint_counters(state, cfg);
     info.layout = model::checkpoint_layout(cfg);
     info.lr_schedule = model::checkpoint_lr_schedule(cfg, state);
-    st = io::save_checkpoint(cfg.checkpoint.save, info, slices, cfg.checkpoint.keep_last);
+    ANVIL_RETURN_IF_ERROR(
+        io::finish_checkpoint(dir, tmp, grid.world(), info, cfg.checkpoint.keep_last));
   }
-  anvil::engine::Stream cpu = anvil::engine::Stream::cpu();
-  if (world != nullptr) world->barrier(cpu);
-  return st;
+  barrier();
+  return absl::OkStatus();
+}
+
+// The model part of this rank (as bin/train's, one model chunk per stage), with the activation
+// slots of the finetuning step's pipeline plan.
+absl::StatusOr<model::GptShard> finetune_shard(const model::TrainConfig& cfg,
+                                               const parallel::ProcessGrid& grid) {
+  const model::ParallelConfig& pc = cfg.parallel;
+  model::GptShard sh;
+  sh.tp = pc.tp;
+  sh.tp_rank = grid.tp_rank();
+  ANVIL_ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> parts,
+                         model::partition_layers(cfg.model.n_layers, pc.pp, pc.pipeline_partition));
+  sh.chunks = {parts[static_cast<size_t>(grid.pp_rank())]};
+  sh.pre = grid.is_first_stage();
+  sh.post = grid.is_last_stage();
+  sh.sequence_parallel = pc.sequence_parallel;
+  sh.recompute = pc.recompute == "full"        ? model::Recompute::kFull
+                 : pc.recompute == "selective" ? model::Recompute::kSelective
+                                               : model::Recompute::kNone;
+  ANVIL_ASSIGN_OR_RETURN(sh.act_slots,
+                         model::cls_activation_slots(pc.pp, grid.pp_rank(), cfg.train.global_batch,
+                                                     cfg.train.micro_batch, pc.dp));
+  ANVIL_RETURN_IF_ERROR(sh.validate(cfg.model));
+  return sh;
 }
 
 absl::Status run(const std::string& path, const std::vector<std::string>& overrides) {
@@ -144,15 +191,18 @@ absl::Status run(const std::string& path, const std::vector<std::string>& overri
         path +
         ": [finetune] train_data is not set (evaluating needs dev_data and [checkpoint] load)");
   }
-  if (cfg.parallel.tp != 1 || cfg.parallel.pp != 1) {
+  const model::ParallelConfig& pc = cfg.parallel;
+  if (pc.virtual_stages != 1 || pc.zero_stage != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: bin/finetune runs data parallel only: [parallel] tp %d and pp %d must be 1", path,
-        cfg.parallel.tp, cfg.parallel.pp));
+        "%s: bin/finetune runs 1F1B without ZeRO: [parallel] virtual_stages %d must be 1 and "
+        "zero_stage %d must be 0",
+        path, pc.virtual_stages, pc.zero_stage));
   }
   parallel::CommOptions copt;
-  copt.timeout_s = cfg.parallel.timeout_s;
+  copt.timeout_s = pc.timeout_s;
   ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<parallel::ParallelRuntime> rt,
-                         parallel::ParallelRuntime::start(launch, 1, 1, cfg.parallel.dp, copt));
+                         parallel::ParallelRuntime::start(launch, pc.tp, pc.pp, pc.dp, copt));
+  const parallel::ProcessGrid& grid = rt->grid();
   const anvil::engine::LogContext ctx{launch.rank, launch.world, cfg.log.all_ranks};
   const model::TokenizerConfig& t = cfg.tokenizer;
   ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<io::Tokenizer> tok,
@@ -190,13 +240,44 @@ absl::Status run(const std::string& path, const std::vector<std::string>& overri
   }
   // The model's rows: micro_batch examples of rows_per_example sequences.
   const model::GptRunShape shape{cfg.train.micro_batch * task.rows_per_example(), cfg.data.seq_len};
+  // Each group's communicator on the model's device (NCCL on CUDA, model/group_comm.h; the CPU
+  // one otherwise) next to its CPU communicator for the host numbers (the model takes the TP
+  // one at creation).
+  std::vector<std::unique_ptr<parallel::Comm>> owned;
+  parallel::GroupComms& cpu = rt->comms();
+  auto device_comm = [&](const parallel::ProcessGroup& g,
+                         parallel::Comm* host) -> absl::StatusOr<parallel::Comm*> {
+    return model::group_comm(g, host, rt->store(), launch.rank, cuda, copt, "", &owned);
+  };
+  ANVIL_ASSIGN_OR_RETURN(model::GptShard shard, finetune_shard(cfg, grid));
+  model::ClsParallel par;
+  if (pc.tp > 1) {
+    ANVIL_ASSIGN_OR_RETURN(shard.tp_comm, device_comm(grid.tp_group(), cpu.tp.get()));
+    par.tp_host = cpu.tp.get();
+  }
+  if (pc.pp > 1) {
+    par.pp = pc.pp;
+    par.stage = grid.pp_rank();
+    par.pp_host = cpu.pp.get();
+    ANVIL_ASSIGN_OR_RETURN(par.pp_comm, device_comm(grid.pp_group(), cpu.pp.get()));
+    if (grid.is_first_stage() || grid.is_last_stage()) {
+      ANVIL_ASSIGN_OR_RETURN(par.embedding,
+                             device_comm(grid.embedding_group(), cpu.embedding.get()));
+    }
+  }
+  if (pc.dp > 1) {
+    par.host = cpu.dp.get();
+    par.dp = pc.dp;
+    par.rank = grid.dp_rank();
+    ANVIL_ASSIGN_OR_RETURN(par.grads, device_comm(grid.dp_group(), par.host));
+  }
   // A BERT classifies through the head's own pooler (Megatron's Classification: the language
   // model with its pooler, no binary head): the model's binary head is left out.
   model::GptConfig mcfg = cfg.model;
   mcfg.binary_head = false;
   ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<model::GptModel> m,
-                         model::GptModel::create(mcfg, shape, prec, cfg.train.seed));
-  if (task.head() != nullptr) m->set_hidden_head(true);
+                         model::GptModel::create(mcfg, shape, prec, cfg.train.seed, shard));
+  if (task.head() != nullptr && shard.post) m->set_hidden_head(true);
   if (!cfg.checkpoint.load.empty()) {
     ANVIL_ASSIGN_OR_RETURN(
         io::Checkpoint c,
@@ -215,26 +296,12 @@ absl::Status run(const std::string& path, const std::vector<std::string>& overri
                                                       : absl::StrCat(" and head tensors ",
                                                                      absl::StrJoin(head, ", "))));
   }
-  // Data parallelism: gradients on the model's device (NCCL on CUDA), the rest on the CPU.
-  model::ClsParallel par;
-  std::unique_ptr<parallel::NcclComm> nccl;
-  if (cfg.parallel.dp > 1) {
-    par.host = rt->comms().dp.get();
-    par.grads = par.host;
-    par.dp = cfg.parallel.dp;
-    par.rank = rt->grid().dp_rank();
-    if (cuda) {
-      ANVIL_ASSIGN_OR_RETURN(
-          nccl, parallel::NcclComm::create(rt->grid().dp_group(), launch.rank, par.host, copt));
-      par.grads = nccl.get();
-    }
-  }
   log_info(ctx, absl::StrFormat("finetune: %d training examples, dev sets %d, %d %s (%s head), "
-                                "%d steps of %d examples, seq_len %d, dp %d, %s",
+                                "%d steps of %d examples, seq_len %d, tp %d, pp %d, dp %d, %s",
                                 train.size(), devs.size(), task.classes(),
                                 task.rows_per_example() > 1 ? "choices" : "classes",
                                 raw.get_string("finetune", "head"), cfg.train.steps,
-                                cfg.train.global_batch, cfg.data.seq_len, par.dp,
+                                cfg.train.global_batch, cfg.data.seq_len, pc.tp, pc.pp, pc.dp,
                                 anvil::engine::device_name(prec.device)));
 
   const int64_t steps = train.empty() ? 0 : cfg.train.steps;
@@ -296,10 +363,10 @@ absl::Status run(const std::string& path, const std::vector<std::string>& overri
   }
   if (steps > 0) evaluate(steps, "");
   if (!cfg.checkpoint.save.empty() && steps > 0) {
-    ANVIL_RETURN_IF_ERROR(
-        save(cfg, raw.dump(), *m, task, steps, launch.rank, rt->comms().world.get(), s));
+    ANVIL_RETURN_IF_ERROR(save(cfg, raw.dump(), *m, task, steps, grid, rt->comms().world.get(), s));
     log_info(ctx, absl::StrCat("saved ", io::checkpoint_step_dir(cfg.checkpoint.save, steps)));
   }
+  s.synchronize();  // transfers in flight use the model's buffers: done before they are freed
   return absl::OkStatus();
 }
 

@@ -7,9 +7,13 @@
 // stream (false). The response is a text_completion object; with stream = true, server-sent
 // events `data: {...}` carry the text as it grows, then `data: [DONE]`. Bad requests get a 4xx
 // {"error": {"message": ..., "type": "invalid_request_error"}}. GET /health answers "ok".
-// One rank only (bin/generate runs tensor-parallel). Requests from all connections are batched: one
-// scheduler thread (model/ generation_scheduler.h) decodes every running request in one batch per
-// step.
+// Requests from all connections are batched: one scheduler thread (model/
+// generation_scheduler.h) decodes every running request in one batch per step.
+// Under mpirun / srun the model is split over all ranks (tensor parallelism, as bin/generate):
+// rank 0 serves HTTP, and its scheduler's decisions of each iteration (cancellations, requests
+// started, a decode step) are broadcast to the other ranks (model/schedule_broadcast.h), which
+// replay them: every rank runs the same prefills and decode steps on the same all-gathered
+// logits, so all sample the same tokens.
 #include <httplib.h>
 
 #include <algorithm>
@@ -30,7 +34,9 @@
 #include "engine/status.h"
 #include "model/generation.h"
 #include "model/generation_scheduler.h"
+#include "model/schedule_broadcast.h"
 #include "nlohmann/json.hpp"
+#include "parallel/comm.h"
 
 namespace {
 
@@ -91,18 +97,23 @@ void send_error(httplib::Response& res, int status, const std::string& message) 
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+// Output ids -> text with `tok` (undecodable: empty).
+model::Generator::Detokenize detokenizer(const anvil::io::Tokenizer& tok) {
+  return [&tok](const std::vector<int32_t>& ids) {
+    absl::StatusOr<std::string> t = tok.decode(ids);
+    return t.ok() ? *t : std::string();
+  };
+}
+
 class Server {
  public:
-  Server(anvil::bin::InferenceSetup setup, std::string model_name)
+  // observer: tensor parallelism's broadcast of the scheduler's decisions (null: one rank).
+  Server(anvil::bin::InferenceSetup setup, std::string model_name, model::ScheduleObserver observer)
       : s_(std::move(setup)),
         name_(std::move(model_name)),
         max_len_(s_.model->shape().max_len),
-        gen_(*s_.model, s_.eod,
-             [this](const std::vector<int32_t>& ids) {
-               absl::StatusOr<std::string> t = s_.tokenizer->decode(ids);
-               return t.ok() ? *t : std::string();
-             }),
-        scheduler_(gen_, *s_.stream) {}
+        gen_(*s_.model, s_.eod, detokenizer(*s_.tokenizer)),
+        scheduler_(gen_, *s_.stream, std::move(observer)) {}
 
   void completions(const httplib::Request& req, httplib::Response& res) {
     std::vector<std::string> prompts;
@@ -308,30 +319,42 @@ class Server {
 };
 
 int run(const Flags& f) {
-  absl::StatusOr<anvil::parallel::LaunchInfo> launch =
-      anvil::parallel::launch_info_from_env(anvil::parallel::env_map(environ));
-  if (launch.ok() && launch->world > 1) {
-    std::fprintf(stderr,
-                 "serve: error: launched on %d ranks; bin/serve runs on one rank (tensor-parallel "
-                 "serving is not implemented; bin/generate runs tensor-parallel)\n",
-                 launch->world);
+  anvil::bin::InferenceOptions o = f.inf;
+  absl::StatusOr<anvil::bin::TpLaunch> tp = anvil::bin::start_tp(f.inf.device, &o);
+  if (!tp.ok()) {
+    std::fprintf(stderr, "serve: error: %s\n", std::string(tp.status().message()).c_str());
     return 1;
   }
-  absl::StatusOr<anvil::bin::InferenceSetup> setup = anvil::bin::open_for_inference(f.inf);
-  if (!setup.ok()) {
-    std::fprintf(stderr, "serve: error: %s\n", std::string(setup.status().message()).c_str());
+  // The TP group's CPU communicator carries the scheduler's decisions (null: one rank). A rank
+  // that fails to set up ends them all (the others would wait for rank 0's steps).
+  anvil::parallel::Comm* control = o.shard.tp > 1 ? tp->runtime->comms().tp.get() : nullptr;
+  auto fail = [&](const std::string& message) {
+    if (control != nullptr) tp->runtime->abort("serve: error: " + message);
+    std::fprintf(stderr, "serve: error: %s\n", message.c_str());
     return 1;
-  }
+  };
+  absl::StatusOr<anvil::bin::InferenceSetup> setup = anvil::bin::open_for_inference(o);
+  if (!setup.ok()) return fail(std::string(setup.status().message()));
   if (!setup->tokenizer) {
-    std::fprintf(stderr,
-                 "serve: error: %s: the checkpoint's config has no [tokenizer], so text prompts "
-                 "cannot be encoded; give --tokenizer-type and --vocab-file (and --merge-file)\n",
-                 setup->dir.c_str());
-    return 1;
+    return fail(setup->dir +
+                ": the checkpoint's config has no [tokenizer], so text prompts cannot be "
+                "encoded; give --tokenizer-type and --vocab-file (and --merge-file)");
+  }
+  if (tp->rank != 0) {  // a replica of rank 0's generator, driven by its scheduler's steps
+    model::Generator gen(*setup->model, setup->eod, detokenizer(*setup->tokenizer));
+    model::replay_schedule(gen, *setup->stream,
+                           [control] { return model::receive_schedule_step(*control); });
+    return 0;
+  }
+  model::ScheduleObserver observer;
+  if (control != nullptr) {
+    observer = [control](const model::ScheduleStep& step) {
+      model::send_schedule_step(*control, step);
+    };
   }
   const std::string dir = setup->dir;
   const std::string device(anvil::engine::device_name(setup->precision.device));
-  Server server(std::move(*setup), dir);
+  Server server(std::move(*setup), dir, std::move(observer));
   httplib::Server http;
   http.Post("/v1/completions", [&](const httplib::Request& req, httplib::Response& res) {
     try {
@@ -349,8 +372,9 @@ int run(const Flags& f) {
     std::fprintf(stderr, "serve: error: cannot listen on %s:%d\n", f.host.c_str(), f.port);
     return 1;
   }
-  std::printf("serve: %s on %s, batch %lld: listening on http://%s:%d\n", dir.c_str(),
-              device.c_str(), static_cast<long long>(f.inf.max_batch), f.host.c_str(), port);
+  std::printf("serve: %s on %s, batch %lld, tp %d: listening on http://%s:%d\n", dir.c_str(),
+              device.c_str(), static_cast<long long>(f.inf.max_batch), o.shard.tp, f.host.c_str(),
+              port);
   std::fflush(stdout);
   return http.listen_after_bind() ? 0 : 1;
 }

@@ -1,6 +1,6 @@
-// Classification at the last token (see finetune_cls.h): micro-batch packing, the label-word
-// and linear heads' forward/backward per micro-batch, the training step (accumulate, sum over
-// DP, clip, AdamW) and evaluation.
+// Classification at the last token (see finetune_cls.h): micro-batch packing, the linear head
+// between the last stage's forward and backward, the training step through the pipeline runner
+// (accumulate, sum the tied embedding and over DP, clip, AdamW) and evaluation.
 #include "model/finetune_cls.h"
 
 #include <algorithm>
@@ -10,8 +10,11 @@
 
 #include "absl/strings/str_format.h"
 #include "engine/memory.h"
+#include "engine/status.h"
 #include "model/device_rows.h"
+#include "model/pipeline_runner.h"
 #include "parallel/comm.h"
+#include "parallel/pipeline_schedule.h"
 
 namespace anvil::model {
 namespace {
@@ -155,71 +158,68 @@ ClsTask::HostBatch ClsTask::fill(const GptRunShape& shape, absl::Span<const ClsE
   return h;
 }
 
-ClsResult ClsTask::micro_batch(GptModel& model, const GptRunShape& shape,
-                               absl::Span<const ClsExample> ex, bool train, uint64_t dropout_offset,
-                               double scale, engine::Stream& s) {
-  const bool bert = model.config().bert();
-  const HostBatch h = fill(shape, ex, bert);
-  const std::vector<int64_t>& last = h.at;
-  GptBatch batch{h.tokens.data(), h.positions.data(), h.targets.data()};
+GptBatch ClsTask::HostBatch::batch(bool bert) const {
+  GptBatch b{tokens.data(), positions.data(), targets.data()};
   if (bert) {
-    batch.token_types = h.types.data();
-    batch.lengths = h.lengths.data();
+    b.token_types = types.data();
+    b.lengths = lengths.data();
   }
-  model.set_batch(0, 0, batch, s);
-  model.forward_chunk(0, 0, train, dropout_offset, s);
+  return b;
+}
+
+ClsResult ClsTask::classify(GptModel& model, const HostBatch& h, absl::Span<const ClsExample> ex,
+                            int64_t slot, bool train, uint64_t dropout_offset, double scale,
+                            engine::Stream& s) {
   ClsResult r;
   r.total = static_cast<int64_t>(ex.size());
   std::vector<int32_t> labels;
   for (const ClsExample& e : ex) labels.push_back(e.label);
-  std::vector<double> logits;  // [examples, k]
-  if (head_) {
-    const std::vector<double> hidden = read_rows(model.final_hidden(), last, s);
-    const float p = train ? model.config().hidden_dropout : 0.0f;
-    // The head's dropout: counters [rows * d] per forward, on the head's own key.
-    const HeadDropout drop{p, dropout_offset * static_cast<uint64_t>(hidden.size())};
-    logits = head_->forward(hidden, r.total, drop);
-    if (train) {
-      std::vector<double> dhidden(hidden.size());
-      head_->backward(hidden, logits, labels, scale, drop, absl::MakeSpan(dhidden));
-      write_rows(model.final_hidden_grad(), last, dhidden, s);
-    }
-  } else {
-    r.loss_sum = model.loss_sum(s);
-    if (!train) {
-      const std::vector<double> rows = read_rows(model.last_logits(), last, s);
-      const size_t width = rows.size() / last.size();
-      for (size_t b = 0; b < last.size(); ++b) {
-        for (int32_t t : labels_) logits.push_back(rows[b * width + static_cast<size_t>(t)]);
-      }
-    }
+  // hidden: [sequences, d] at the classification positions (replicated over TP).
+  const std::vector<double> hidden = read_rows(model.final_hidden(slot), h.at, s);
+  const float p = train ? model.config().hidden_dropout : 0.0f;
+  // The head's dropout: counters [rows * d] per forward, on the head's own key.
+  const HeadDropout drop{p, dropout_offset * static_cast<uint64_t>(hidden.size())};
+  const std::vector<double> logits = head_->forward(hidden, r.total, drop);
+  if (train) {
+    std::vector<double> dhidden(hidden.size());
+    head_->backward(hidden, logits, labels, scale, drop, absl::MakeSpan(dhidden));
+    write_rows(model.final_hidden_grad(), h.at, dhidden, s);
   }
-  if (train) model.backward_chunk(0, 0, static_cast<float>(scale), s);
-  if (head_) r.loss_sum = cls_loss_sum(logits, labels);
-  r.correct = logits.empty() ? 0 : cls_correct(logits, labels);
+  r.loss_sum = cls_loss_sum(logits, labels);
+  r.correct = cls_correct(logits, labels);
   return r;
 }
 
-double ClsTask::train_step(GptModel& model, const GptRunShape& shape,
-                           absl::Span<const ClsExample> batch, GptModel::OptimizerStep opt,
-                           double clip, engine::Stream& stream, double* grad_norm,
-                           const ClsParallel& par) {
-  const int64_t per = shape.micro_batch / rows_per_example();  // examples per forward
-  const auto [first, end] = rank_range(batch.size(), par);
-  const absl::Span<const ClsExample> mine = batch.subspan(first, end - first);
-  const double scale = 1.0 / static_cast<double>(batch.size());  // d(mean)/d(example loss)
-  // Dropout: forward number (step - 1) * micro-batches per step + the global micro-batch
-  // index of this rank's first example (ranks take consecutive ranges), distinct over the run.
-  const uint64_t micro = (batch.size() + static_cast<size_t>(per) - 1) / static_cast<size_t>(per);
-  model.zero_grads(stream);
-  if (head_) head_->zero_grads();
-  std::vector<double> sums(1, 0.0);  // loss sum
-  for (size_t at = 0; at < mine.size(); at += static_cast<size_t>(per)) {
-    const size_t rows = std::min(mine.size() - at, static_cast<size_t>(per));
-    const uint64_t m = (first + at) / static_cast<size_t>(per);
-    sums[0] += micro_batch(model, shape, mine.subspan(at, rows), /*train=*/true,
-                           static_cast<uint64_t>(opt.step - 1) * micro + m, scale, stream)
-                   .loss_sum;
+void ClsTask::label_logits(GptModel& model, const HostBatch& h, engine::Stream& s,
+                           std::vector<double>* out) const {
+  // rows: [sequences, padded / tp], this TP rank's slice of the vocabulary from `first`.
+  const std::vector<double> rows = read_rows(model.last_logits(), h.at, s);
+  const int64_t width = static_cast<int64_t>(rows.size() / h.at.size());
+  const int64_t first = model.shard().tp_rank * width;
+  for (size_t b = 0; b < h.at.size(); ++b) {
+    for (int32_t t : labels_) {
+      const int64_t c = t - first;
+      out->push_back(c >= 0 && c < width ? rows[b * static_cast<size_t>(width) + c] : 0.0);
+    }
+  }
+}
+
+double ClsTask::grad_sum_squares(GptModel& model, const ClsParallel& par, engine::Stream& s) const {
+  // The head: trained on the last stage, the same on every TP rank there (counted on rank 0).
+  const bool head = head_ && model.shard().post && model.shard().tp_rank == 0;
+  std::vector<double> sq{model.grad_sum_squares(s) + (head ? head_->grad_sum_squares() : 0.0)};
+  sum_over(par.tp_host, sq);
+  sum_over(par.pp_host, sq);
+  return sq[0];
+}
+
+void ClsTask::reduce_gradients(GptModel& model, const ClsParallel& par, engine::Stream& stream) {
+  model.finish_backward(stream);
+  // The tied embedding: the first stage's copy and the last stage's LM-head copy get the sum.
+  if (par.embedding != nullptr) {
+    for (const Param& p : model.params().all()) {
+      if (p.tied) par.embedding->all_reduce(p.grad, parallel::ReduceOp::kSum, stream);
+    }
   }
   if (par.grads != nullptr) {
     const engine::TensorView g = model.flat_buffers().grad;
@@ -232,33 +232,113 @@ double ClsTask::train_step(GptModel& model, const GptRunShape& shape,
         hg.data(), engine::DType::kF32, engine::Device::kCpu, {static_cast<int64_t>(hg.size())});
     par.host->all_reduce(t, t, parallel::ReduceOp::kSum, cpu);
   }
+}
+
+double ClsTask::train_step(GptModel& model, const GptRunShape& shape,
+                           absl::Span<const ClsExample> batch, GptModel::OptimizerStep opt,
+                           double clip, engine::Stream& stream, double* grad_norm,
+                           const ClsParallel& par) {
+  const size_t per = static_cast<size_t>(shape.micro_batch / rows_per_example());
+  const auto [first, end] = rank_range(batch.size(), par);
+  const absl::Span<const ClsExample> mine = batch.subspan(first, end - first);
+  const double scale = 1.0 / static_cast<double>(batch.size());  // d(mean)/d(example loss)
+  const bool bert = model.config().bert(), post = model.shard().post;
+  std::vector<absl::Span<const ClsExample>> parts;  // this rank's micro-batches
+  std::vector<HostBatch> hosts;
+  for (size_t at = 0; at < mine.size(); at += per) {
+    parts.push_back(mine.subspan(at, std::min(mine.size() - at, per)));
+    hosts.push_back(fill(shape, parts.back(), bert));
+  }
+  // Dropout: forward number (step - 1) * micro-batches per step + the global micro-batch
+  // index of this rank's first example (ranks take consecutive ranges), distinct over the run.
+  const uint64_t micro = (batch.size() + per - 1) / per;
+  auto dropout_offset = [&](int64_t m) {
+    return static_cast<uint64_t>(opt.step - 1) * micro +
+           (first + static_cast<size_t>(m) * per) / per;
+  };
+  model.zero_grads(stream);
+  if (head_) head_->zero_grads();
+  std::vector<double> sums(1, 0.0);  // loss sum (on the last stage)
+  const int64_t micro_batches = static_cast<int64_t>(parts.size());
+  if (micro_batches > 0) {
+    absl::StatusOr<parallel::PipelinePlan> plan =
+        parallel::plan_pipeline(par.pp, par.stage, 1, static_cast<int>(micro_batches));
+    ANVIL_CHECK_MSG(plan.ok(), std::string(plan.status().message()));
+    MicroBatchFns fns;
+    fns.batch = [&](int64_t m) { return hosts[static_cast<size_t>(m)].batch(bert); };
+    fns.grad_scale = [&](int64_t) { return static_cast<float>(scale); };
+    fns.dropout_offset = dropout_offset;
+    // The linear head between the last stage's forward and backward of each micro-batch.
+    if (head_ && post) {
+      fns.before_backward = [&](int64_t m) {
+        const size_t i = static_cast<size_t>(m);
+        sums[0] += classify(model, hosts[i], parts[i], m % model.shard().act_slots, true,
+                            dropout_offset(m), scale, stream)
+                       .loss_sum;
+      };
+    }
+    const std::vector<double> losses =
+        run_pipeline_step(model, *plan, par.pp, par.stage, par.pp_comm, fns, stream);
+    if (!head_) {
+      for (double l : losses) sums[0] += l;
+    }
+  }
+  reduce_gradients(model, par, stream);
+  sum_over(par.pp_host, sums);
   sum_over(par.host, sums);
-  const double sq = model.grad_sum_squares(stream) + (head_ ? head_->grad_sum_squares() : 0.0);
-  const double norm = std::sqrt(sq);
+  const double norm = std::sqrt(grad_sum_squares(model, par, stream));
   if (grad_norm != nullptr) *grad_norm = norm;
   if (!std::isfinite(norm)) return sums[0] * scale;
   opt.grad_scale = clip > 0.0 ? static_cast<float>(std::min(1.0, clip / (norm + 1e-6))) : 1.0f;
   model.optimizer_step(opt, stream);
-  if (head_) head_->optimizer_step(opt);
+  if (head_ && post) head_->optimizer_step(opt);
   return sums[0] * scale;
 }
 
 ClsResult ClsTask::evaluate(GptModel& model, const GptRunShape& shape,
                             absl::Span<const ClsExample> examples, engine::Stream& stream,
                             const ClsParallel& par) {
-  const int64_t per = shape.micro_batch / rows_per_example();
+  const size_t per = static_cast<size_t>(shape.micro_batch / rows_per_example());
   const auto [first, end] = rank_range(examples.size(), par);
   const absl::Span<const ClsExample> mine = examples.subspan(first, end - first);
-  std::vector<double> sums(3, 0.0);  // correct, total, loss sum
-  for (size_t at = 0; at < mine.size(); at += static_cast<size_t>(per)) {
-    const size_t rows = std::min(mine.size() - at, static_cast<size_t>(per));
-    const ClsResult r = micro_batch(model, shape, mine.subspan(at, rows), false, 0, 0.0, stream);
-    sums[0] += static_cast<double>(r.correct);
-    sums[1] += static_cast<double>(r.total);
-    sums[2] += r.loss_sum;
+  const bool bert = model.config().bert(), post = model.shard().post;
+  std::vector<double> sums(3, 0.0);  // correct, total, loss sum (on the last stage)
+  std::vector<double> words;         // label words: [examples, K] logits, summed over TP below
+  std::vector<int32_t> labels;
+  for (size_t at = 0; at < mine.size(); at += per) {
+    const absl::Span<const ClsExample> part = mine.subspan(at, std::min(mine.size() - at, per));
+    const HostBatch h = fill(shape, part, bert);
+    const double loss =
+        run_pipeline_forward(model, par.pp, par.stage, par.pp_comm, h.batch(bert), stream);
+    if (!post) continue;
+    sums[1] += static_cast<double>(part.size());
+    if (head_) {
+      const ClsResult r = classify(model, h, part, 0, false, 0, 0.0, stream);
+      sums[0] += static_cast<double>(r.correct);
+      sums[2] += r.loss_sum;
+    } else {
+      sums[2] += loss;
+      label_logits(model, h, stream, &words);
+      for (const ClsExample& e : part) labels.push_back(e.label);
+    }
   }
+  if (!labels.empty()) {  // every TP rank of the last stage holds examples alike
+    sum_over(par.tp_host, words);
+    sums[0] += static_cast<double>(cls_correct(words, labels));
+  }
+  sum_over(par.pp_host, sums);
   sum_over(par.host, sums);
   return ClsResult{static_cast<int64_t>(sums[0]), static_cast<int64_t>(sums[1]), sums[2]};
+}
+
+absl::StatusOr<int64_t> cls_activation_slots(int stages, int stage, int64_t global_batch,
+                                             int64_t micro_batch, int dp) {
+  // The most micro-batches a rank runs per step: its share of the batch rounded up.
+  const int64_t share = (global_batch + dp - 1) / dp;
+  const int64_t micro = std::max<int64_t>((share + micro_batch - 1) / micro_batch, 1);
+  ANVIL_ASSIGN_OR_RETURN(parallel::PipelinePlan plan,
+                         parallel::plan_pipeline(stages, stage, 1, static_cast<int>(micro)));
+  return pipeline_slots(plan, stages, stage);
 }
 
 }  // namespace anvil::model

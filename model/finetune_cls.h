@@ -16,10 +16,21 @@
 // classifies at its last token; BERT (model type bert, linear head with a pooler) keeps the
 // first seq_len, with their token types and the sequence's length as the padding mask, and
 // classifies at [CLS], the first token (Megatron's Classification).
-// Data parallelism (ClsParallel): each of dp ranks runs its dp-th of every batch (and of the
+// Parallelism (ClsParallel): the model is the GptShard of the rank's grid coordinates, as in
+// pretraining. Data parallelism: each of dp ranks runs its dp-th of every batch (and of the
 // evaluation set); gradients of the model and head are summed over the ranks (each backward
-// scales by 1 / global batch), so dp ranks compute what one rank computes. The model itself
-// is whole on each rank (tp = 1, one pipeline stage).
+// scales by 1 / global batch), so dp ranks compute what one rank computes. Tensor parallelism:
+// the model is split as in pretraining; the label-word head reads the vocab-parallel LM head
+// (its loss is the vocab-parallel cross-entropy, the label tokens' logits are gathered over TP
+// for the prediction); the linear head is replicated on the TP ranks and reads the final
+// hidden state, which is replicated after the final norm, so every TP rank computes the same
+// head gradient (no reduction; counted once, on TP rank 0, in the gradient norm), as Megatron
+// treats its replicated layernorms. Pipeline parallelism: a training step's micro-batches run
+// through the pipeline runner (model/pipeline_runner.h, 1F1B); the head works on the last
+// stage right before each micro-batch's backward there (the only stage whose head is trained
+// and saved); loss and accuracy are computed there and summed over the pipeline group, so every
+// rank returns the same numbers. The tied embedding's gradient is summed between the first and
+// last stage, as in pretraining.
 #pragma once
 
 #include <cstdint>
@@ -53,14 +64,30 @@ struct ClsResult {
   double loss() const { return total > 0 ? loss_sum / static_cast<double>(total) : 0.0; }
 };
 
-// The data-parallel group (none: one rank). `grads` reduces the model's flat gradient buffer
-// (on its device: NCCL on CUDA), `host` the head's gradients and the counters (CPU buffers);
-// on the CPU both may be the same communicator.
+// The parallel layout (default: one rank). Data parallelism: `grads` reduces the model's flat
+// gradient buffer (on its device: NCCL on CUDA), `host` the head's gradients and the counters
+// (CPU buffers); on the CPU both may be the same communicator. Tensor parallelism lives in the
+// model (GptShard::tp_comm); `tp_host` is the TP group's CPU communicator (the gradient norm's
+// parts, the label-word logits). Pipeline parallelism: `pp` stages of one model chunk each
+// (1F1B), this rank's `stage`; `pp_comm` carries activations (the model's device), `pp_host`
+// is the pipeline group's CPU communicator (loss, counters, norm), `embedding` sums the tied
+// embedding's gradient between the first and the last stage (the model's device; null on the
+// other stages and without pipeline parallelism).
 struct ClsParallel {
   parallel::Comm* grads = nullptr;
   parallel::Comm* host = nullptr;
   int dp = 1, rank = 0;
+  parallel::Comm* tp_host = nullptr;
+  int pp = 1, stage = 0;
+  parallel::Comm* pp_comm = nullptr;
+  parallel::Comm* pp_host = nullptr;
+  parallel::Comm* embedding = nullptr;
 };
+
+// Activation slots the model of pipeline `stage` of `stages` needs (GptShard::act_slots) for
+// steps of `global_batch` examples, `micro_batch` examples per forward, over `dp` ranks.
+absl::StatusOr<int64_t> cls_activation_slots(int stages, int stage, int64_t global_batch,
+                                             int64_t micro_batch, int dp);
 
 class ClsTask {
  public:
@@ -81,16 +108,18 @@ class ClsTask {
   absl::Status check(absl::Span<const ClsExample> examples, int64_t first = 0) const;
 
   // One optimizer step on `batch` (the global batch: this rank takes its dp-th; checked; split
-  // into micro-batches of the model's shape, the gradient of the mean loss accumulated), the
-  // gradient clipped to global norm `clip` (0: no clipping; Megatron's clip_grad rule), AdamW
-  // with `opt` (its grad_scale is overwritten by the clip factor). Returns the batch's mean
-  // loss and sets *grad_norm (before clipping). A non-finite norm skips the update (the loss is
-  // still returned). `model` must have been given set_hidden_head(true) for a linear head.
+  // into micro-batches of the model's shape run through the pipeline, the gradient of the mean
+  // loss accumulated), the gradient clipped to global norm `clip` (0: no clipping; Megatron's
+  // clip_grad rule), AdamW with `opt` (its grad_scale is overwritten by the clip factor).
+  // Returns the batch's mean loss and sets *grad_norm (before clipping). A non-finite norm
+  // skips the update (the loss is still returned). `model` must have been given
+  // set_hidden_head(true) for a linear head (on the last stage). The model's act_slots must
+  // cover the 1F1B plan of this rank's micro-batches (cls_activation_slots).
   double train_step(GptModel& model, const GptRunShape& shape, absl::Span<const ClsExample> batch,
                     GptModel::OptimizerStep opt, double clip, engine::Stream& stream,
                     double* grad_norm, const ClsParallel& par = {});
 
-  // Accuracy and loss sum over `examples` (forward with train = false), over all dp ranks.
+  // Accuracy and loss sum over `examples` (forward with train = false), over all ranks.
   ClsResult evaluate(GptModel& model, const GptRunShape& shape,
                      absl::Span<const ClsExample> examples, engine::Stream& stream,
                      const ClsParallel& par = {});
@@ -103,12 +132,26 @@ class ClsTask {
     std::vector<int32_t> tokens, positions, targets, types;  // [B*T]
     std::vector<int32_t> lengths;                            // [B]
     std::vector<int64_t> at;                                 // row * T + p, per sequence
+    GptBatch batch(bool bert) const;
   };
   HostBatch fill(const GptRunShape& shape, absl::Span<const ClsExample> ex, bool bert) const;
-  // Forward of one micro-batch and its loss sum and correct predictions; with `train`, also
-  // the backward (scaled by `scale`) into the model's and the head's gradients.
-  ClsResult micro_batch(GptModel& model, const GptRunShape& shape, absl::Span<const ClsExample> ex,
-                        bool train, uint64_t dropout_offset, double scale, engine::Stream& s);
+  // The linear head on micro-batch `ex` (inputs `h`) after its forward into `slot` (last stage
+  // only): its loss sum and correct predictions; with `train`, also the head's backward
+  // (scaled by `scale`: gradients +=) and d(final hidden) written for the model's backward.
+  ClsResult classify(GptModel& model, const HostBatch& h, absl::Span<const ClsExample> ex,
+                     int64_t slot, bool train, uint64_t dropout_offset, double scale,
+                     engine::Stream& s);
+  // Label words after an evaluation forward (last stage): the label tokens' logits of each
+  // sequence of `h` appended to *out ([sequences, K]; 0 for label tokens outside this TP
+  // rank's vocabulary slice: the caller sums over TP).
+  void label_logits(GptModel& model, const HostBatch& h, engine::Stream& s,
+                    std::vector<double>* out) const;
+  // After the last backward of a step: sequence parallelism's layernorm sums, the tied
+  // embedding between the first and last stage, the model's and the head's gradients over DP.
+  void reduce_gradients(GptModel& model, const ClsParallel& par, engine::Stream& stream);
+  // The summed squares of this rank's gradients, counting every parameter once over the
+  // model-parallel ranks, summed over TP and PP.
+  double grad_sum_squares(GptModel& model, const ClsParallel& par, engine::Stream& s) const;
 
   std::vector<int32_t> labels_;  // label words: their tokens
   std::optional<LinearHead> head_;

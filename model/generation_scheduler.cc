@@ -1,9 +1,70 @@
-// GenerationScheduler (generation_scheduler.h): the request queue and the scheduler thread.
+// GenerationScheduler (generation_scheduler.h): the request queue, the scheduler thread and
+// its replay on the other ranks of tensor-parallel serving.
 #include "model/generation_scheduler.h"
 
+#include <chrono>
+#include <set>
 #include <vector>
 
 namespace anvil::model {
+namespace {
+
+using Batch = std::vector<std::pair<int64_t, GenerationRequest>>;
+
+// Starts `batch` together, or one by one when that is refused (each refused request fails
+// alone): started(events) for every start that worked, refused(id, status) for the others.
+void start_requests(Generator& gen, const Batch& batch, engine::Stream& stream,
+                    const std::function<void(const std::vector<GenerationEvent>&)>& started,
+                    const std::function<void(int64_t, const absl::Status&)>& refused) {
+  absl::StatusOr<std::vector<GenerationEvent>> ev = gen.start(batch, stream);
+  if (ev.ok()) {
+    started(*ev);
+    return;
+  }
+  for (const auto& one : batch) {
+    absl::StatusOr<std::vector<GenerationEvent>> e = gen.start({one}, stream);
+    if (e.ok()) {
+      started(*e);
+    } else {
+      refused(one.first, e.status());
+    }
+  }
+}
+
+}  // namespace
+
+void replay_schedule(Generator& gen, engine::Stream& stream,
+                     const std::function<ScheduleStep()>& next) {
+  std::set<int64_t> live;  // started, not finished
+  auto track = [&](const std::vector<GenerationEvent>& events) {
+    for (const GenerationEvent& e : events) {
+      if (e.finished == FinishReason::kNone) {
+        live.insert(e.id);
+      } else {
+        live.erase(e.id);
+      }
+    }
+  };
+  for (;;) {
+    const ScheduleStep step = next();
+    if (step.stop) return;
+    if (step.idle) continue;
+    for (int64_t id : step.cancelled) {
+      gen.cancel(id);
+      live.erase(id);
+    }
+    if (!step.start.empty()) {
+      start_requests(gen, step.start, stream, track, [](int64_t, const absl::Status&) {});
+    }
+    absl::StatusOr<std::vector<GenerationEvent>> ev = gen.step(stream);
+    if (ev.ok()) {
+      track(*ev);
+      continue;
+    }
+    for (int64_t id : live) gen.cancel(id);  // as the scheduler: the running requests end
+    live.clear();
+  }
+}
 
 bool GenerationScheduler::Job::next(GenerationEvent* event) {
   std::unique_lock<std::mutex> lock(mu_);
@@ -47,8 +108,13 @@ void GenerationScheduler::Job::fail(const absl::Status& s) {
   cv_.notify_all();
 }
 
-GenerationScheduler::GenerationScheduler(Generator& gen, engine::Stream& stream)
-    : gen_(gen), stream_(stream), thread_([this] { loop(); }) {}
+GenerationScheduler::GenerationScheduler(Generator& gen, engine::Stream& stream,
+                                         ScheduleObserver observer, double keepalive_s)
+    : gen_(gen),
+      stream_(stream),
+      observer_(std::move(observer)),
+      keepalive_s_(keepalive_s),
+      thread_([this] { loop(); }) {}
 
 GenerationScheduler::~GenerationScheduler() {
   {
@@ -83,52 +149,57 @@ void GenerationScheduler::deliver(const std::vector<GenerationEvent>& events) {
   }
 }
 
-void GenerationScheduler::start(std::vector<std::pair<int64_t, GenerationRequest>> batch) {
-  absl::StatusOr<std::vector<GenerationEvent>> ev = gen_.start(batch, stream_);
-  if (ev.ok()) {
-    deliver(*ev);
-    return;
-  }
-  for (auto& one : batch) {
-    absl::StatusOr<std::vector<GenerationEvent>> e = gen_.start({one}, stream_);
-    if (e.ok()) {
-      deliver(*e);
+void GenerationScheduler::start(const Batch& batch) {
+  start_requests(
+      gen_, batch, stream_, [this](const std::vector<GenerationEvent>& ev) { deliver(ev); },
+      [this](int64_t id, const absl::Status& status) {
+        std::lock_guard<std::mutex> lock(mu_);
+        jobs_[id]->fail(status);
+        jobs_.erase(id);
+      });
+}
+
+ScheduleStep GenerationScheduler::decide() {
+  ScheduleStep step;
+  // Requests whose client went away: queued ones are dropped, running ones stopped.
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    if (!it->second->cancelled()) {
+      ++it;
       continue;
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    jobs_[one.first]->fail(e.status());
-    jobs_.erase(one.first);
+    it->second->fail(absl::CancelledError("cancelled by the client"));
+    step.cancelled.push_back(it->first);
+    it = jobs_.erase(it);
   }
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    it = jobs_.count(it->first) ? std::next(it) : queue_.erase(it);
+  }
+  for (int64_t id : step.cancelled) gen_.cancel(id);
+  while (!queue_.empty() && static_cast<int64_t>(step.start.size()) < gen_.free_slots()) {
+    step.start.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  return step;
 }
 
 void GenerationScheduler::loop() {
   for (;;) {
-    std::vector<std::pair<int64_t, GenerationRequest>> batch;
-    std::vector<int64_t> cancelled;
+    ScheduleStep step;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || gen_.running(); });
-      if (stop_) return;
-      // Requests whose client went away: queued ones are dropped, running ones stopped.
-      for (auto it = jobs_.begin(); it != jobs_.end();) {
-        if (!it->second->cancelled()) {
-          ++it;
-          continue;
-        }
-        it->second->fail(absl::CancelledError("cancelled by the client"));
-        cancelled.push_back(it->first);
-        it = jobs_.erase(it);
+      auto ready = [&] { return stop_ || !queue_.empty() || gen_.running(); };
+      if (observer_) {
+        step.idle = !cv_.wait_for(lock, std::chrono::duration<double>(keepalive_s_), ready);
+      } else {
+        cv_.wait(lock, ready);
       }
-      for (auto it = queue_.begin(); it != queue_.end();) {
-        it = jobs_.count(it->first) ? std::next(it) : queue_.erase(it);
-      }
-      for (int64_t id : cancelled) gen_.cancel(id);
-      while (!queue_.empty() && static_cast<int64_t>(batch.size()) < gen_.free_slots()) {
-        batch.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
+      step.stop = stop_;
+      if (!step.idle && !step.stop) step = decide();
     }
-    if (!batch.empty()) start(std::move(batch));
+    if (observer_) observer_(step);
+    if (step.stop) return;
+    if (step.idle) continue;
+    if (!step.start.empty()) start(step.start);
     absl::StatusOr<std::vector<GenerationEvent>> ev = gen_.step(stream_);
     if (ev.ok()) {
       deliver(*ev);

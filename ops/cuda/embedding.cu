@@ -7,10 +7,16 @@
 // Forward: one thread per V consecutive elements of a row (16-byte accesses when dim and the
 // pointers allow, else scalar). Sums in f32, rounded once to the activation type.
 // Backward, deterministic: (id, t) pairs are sorted by id with a stable CUB radix sort (scratch
-// in the stream's GEMM workspace), then one warp per run of equal ids adds the run's dout rows
-// to the destination row in token order, starting from the row's value: the CPU twin's exact
-// f32 order, so both give bitwise equal results. Positions (dwpe) take a second sort. Without
-// enough workspace it falls back to an f32 atomicAdd scatter (not bitwise reproducible).
+// in the stream's GEMM workspace), and the sorted positions are cut into chunks of kChunk. A
+// chunk's blocks walk its segments (the parts of runs of equal ids inside it) column by column
+// in token order. A run inside one chunk is added onto the destination row, starting from the
+// row's value: the CPU twin's exact f32 order, bitwise equal. A run crossing chunks (a frequent
+// id: [PAD], [MASK], BERT's token types, T5's padding) leaves one f32 partial sum per chunk in
+// scratch, and a second kernel adds them in chunk order: dst += ((s0 + s1) + ...), a different
+// association from the CPU's (f32 rounding apart) but fixed, so run to run bitwise reproducible.
+// (One warp per whole run was serial in the run length: 26 ms for BERT-large's token types.)
+// Positions (dwpe) take a second sort. Without enough workspace it falls back to an f32
+// atomicAdd scatter (not bitwise reproducible).
 #include <algorithm>
 #include <cub/device/device_radix_sort.cuh>
 #include <type_traits>
@@ -95,29 +101,108 @@ __global__ void iota_kernel(int32_t* order, int64_t n) {
   }
 }
 
+constexpr int64_t kChunk = 64;       // sorted positions per chunk
+constexpr int kColumnThreads = 256;  // columns per block of the chunk kernels
+
+int64_t chunk_count(int64_t n) { return ceil_div(n, kChunk); }
+
+// Segment flags of a chunk position (smem): where a segment starts / ends, and what its sum is.
+constexpr uint8_t kSegStart = 1, kSegEnd = 2, kSegWhole = 4, kSegHead = 8;
+constexpr int kBatch = 8;  // positions whose loads are issued together (independent)
+
 // ids: [n] sorted ids; order: [n] their token indices (stable: increasing within a run);
-// dst: [rows, dim] f32 (+=) holding ids [row_start, row_start + rows). The warp of sorted index
-// k handles the run starting at k: dst[id] = (((dst[id] + dout[t0]) + dout[t1]) + ...).
+// dst: [rows, dim] f32 holding ids [row_start, row_start + rows); head, tail: [chunks, dim] f32.
+// Block (j, y) handles chunk j's sorted positions and columns [y * 256, y * 256 + 256). For each
+// segment [m, e) of equal ids inside the chunk, in token order:
+//   the whole run (it neither came from before nor goes on): dst[id] = ((dst[id] + d_m) + ...) (=)
+//   the run came from the previous chunk: head[j] = (d_m + ...) (=)
+//   the run starts here and goes on into the next chunk: tail[j] = (d_m + ...) (=)
+// The block first classifies the positions in smem; each thread then loads kBatch positions'
+// dout values (and a whole run's old dst value) at once, so short runs do not serialize on
+// memory latency.
 template <typename T>
-__global__ void embedding_bwd_sorted_runs(float* dst, const T* dout, const int32_t* ids,
-                                          const int32_t* order, int64_t n, int64_t dim,
-                                          int64_t row_start, int64_t rows) {
-  const int64_t k = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
-  const int lane = threadIdx.x & 31;
-  if (k >= n) return;
-  const int32_t id = ids[k];
-  if (k > 0 && ids[k - 1] == id) return;  // inside a run: its first warp owns it
-  const int64_t row = static_cast<int64_t>(id) - row_start;
-  if (row < 0 || row >= rows) return;
-  int64_t end = k + 1;
-  while (end < n && ids[end] == id) ++end;
-  float* d = dst + row * dim;
-  for (int64_t c = lane; c < dim; c += 32) {
-    float acc = d[c];
-#pragma unroll 4
-    for (int64_t m = k; m < end; ++m) acc += to_f32(dout[static_cast<int64_t>(order[m]) * dim + c]);
-    d[c] = acc;
+__global__ void embedding_bwd_chunk_segments(float* dst, float* head, float* tail, const T* dout,
+                                             const int32_t* ids, const int32_t* order, int64_t n,
+                                             int64_t dim, int64_t row_start, int64_t rows) {
+  __shared__ int32_t s_ids[kChunk + 2];  // ids[begin - 1 .. end] (-1 past either end)
+  __shared__ int32_t s_order[kChunk];
+  __shared__ int64_t s_row[kChunk];  // destination row, -1 outside this shard
+  __shared__ uint8_t s_flags[kChunk];
+  const int64_t j = blockIdx.x;
+  const int64_t begin = j * kChunk, len = min(n, begin + kChunk) - begin;
+  for (int64_t i = threadIdx.x; i < len + 2; i += blockDim.x) {
+    const int64_t m = begin - 1 + i;
+    s_ids[i] = m >= 0 && m < n ? ids[m] : -1;
+    if (i < len) s_order[i] = order[begin + i];
   }
+  __syncthreads();
+  for (int64_t k = threadIdx.x; k < len; k += blockDim.x) {
+    const int32_t id = s_ids[k + 1];
+    const bool start = s_ids[k] != id, end = s_ids[k + 2] != id;
+    // The run's first / last positions in this chunk: from before, going on.
+    int64_t first = k, last = k;
+    while (first > 0 && s_ids[first] == id) --first;
+    while (last + 1 < len && s_ids[last + 2] == id) ++last;
+    const bool from_before = first == 0 && s_ids[0] == id;
+    const bool goes_on = last == len - 1 && s_ids[len + 1] == id;
+    const int64_t row = static_cast<int64_t>(id) - row_start;
+    s_row[k] = row >= 0 && row < rows ? row : -1;
+    s_flags[k] = (start ? kSegStart : 0) | (end ? kSegEnd : 0) |
+                 (!from_before && !goes_on ? kSegWhole : 0) | (from_before ? kSegHead : 0);
+  }
+  __syncthreads();
+  const int64_t c = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (c >= dim) return;
+  float acc = 0.0f;
+  for (int64_t m0 = 0; m0 < len; m0 += kBatch) {
+    float v[kBatch], old[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t k = m0 + u;
+      const bool live = k < len && s_row[k] >= 0;
+      v[u] = live ? to_f32(dout[static_cast<int64_t>(s_order[k]) * dim + c]) : 0.0f;
+      const bool load_old = live && (s_flags[k] & kSegStart) && (s_flags[k] & kSegWhole);
+      old[u] = load_old ? dst[s_row[k] * dim + c] : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t k = m0 + u;
+      if (k >= len || s_row[k] < 0) continue;
+      const uint8_t f = s_flags[k];
+      if (f & kSegStart) acc = old[u];
+      acc += v[u];
+      if (f & kSegEnd) {
+        if (f & kSegWhole) {
+          dst[s_row[k] * dim + c] = acc;
+        } else {
+          ((f & kSegHead) ? head : tail)[j * dim + c] = acc;
+        }
+      }
+    }
+  }
+}
+
+// The runs that cross chunks: block (j, y) owns the run that starts in chunk j and goes on past
+// its end, and adds its partial sums in chunk order: dst[id] += ((tail[j] + head[j+1]) + ...).
+__global__ void embedding_bwd_chunk_spans(float* dst, const float* head, const float* tail,
+                                          const int32_t* ids, int64_t n, int64_t dim,
+                                          int64_t row_start, int64_t rows) {
+  const int64_t j = blockIdx.x;
+  const int64_t begin = j * kChunk, end = begin + kChunk;
+  if (end >= n) return;
+  const int32_t id = ids[end - 1];
+  if (ids[end] != id) return;                                         // the last run ends here
+  if (begin > 0 && ids[begin] == id && ids[begin - 1] == id) return;  // it started earlier
+  const int64_t row = static_cast<int64_t>(id) - row_start;
+  const int64_t c = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (row < 0 || row >= rows || c >= dim) return;
+  float acc = tail[j * dim + c];
+  for (int64_t q = j + 1;; ++q) {
+    acc += head[q * dim + c];
+    const int64_t next = (q + 1) * kChunk;
+    if (next >= n || ids[next] != id) break;
+  }
+  dst[row * dim + c] += acc;
 }
 
 int64_t blocks_for(int64_t threads) { return ceil_div(threads, kThreads); }
@@ -126,22 +211,29 @@ int64_t blocks_for(int64_t threads) { return ceil_div(threads, kThreads); }
 // and after the sort, and CUB's temporary storage; empty views when it does not fit.
 struct SortScratch {
   int32_t *keys_out = nullptr, *order_in = nullptr, *order_out = nullptr;
+  float *head = nullptr, *tail = nullptr;  // [chunks, dim] each
   void* temp = nullptr;
   size_t temp_bytes = 0;
 };
 
-SortScratch sort_scratch(int64_t n, const engine::Workspace& ws) {
+SortScratch sort_scratch(int64_t n, int64_t dim, const engine::Workspace& ws) {
   SortScratch s;
-  const size_t arr = static_cast<size_t>(n) * sizeof(int32_t), aligned = (arr + 255) / 256 * 256;
+  const auto round256 = [](size_t b) { return (b + 255) / 256 * 256; };
+  const size_t aligned = round256(static_cast<size_t>(n) * sizeof(int32_t));
+  const size_t partials = round256(static_cast<size_t>(chunk_count(n) * dim) * sizeof(float));
   ANVIL_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
       nullptr, s.temp_bytes, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
       static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), n));
-  if (ws.data == nullptr || 3 * aligned + s.temp_bytes > ws.bytes) return SortScratch{};
+  if (ws.data == nullptr || 3 * aligned + 2 * partials + s.temp_bytes > ws.bytes) {
+    return SortScratch{};
+  }
   char* base = static_cast<char*>(ws.data);
   s.keys_out = reinterpret_cast<int32_t*>(base);
   s.order_in = reinterpret_cast<int32_t*>(base + aligned);
   s.order_out = reinterpret_cast<int32_t*>(base + 2 * aligned);
-  s.temp = base + 3 * aligned;
+  s.head = reinterpret_cast<float*>(base + 3 * aligned);
+  s.tail = reinterpret_cast<float*>(base + 3 * aligned + partials);
+  s.temp = base + 3 * aligned + 2 * partials;
   return s;
 }
 
@@ -155,9 +247,12 @@ void sorted_scatter(float* dst, const T* dout, const int32_t* ids, int64_t n, in
   ANVIL_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(s.temp, temp_bytes, ids, s.keys_out, s.order_in,
                                                    s.order_out, n, 0,
                                                    static_cast<int>(sizeof(int32_t) * 8), stream));
-  embedding_bwd_sorted_runs<T>
-      <<<static_cast<unsigned>(ceil_div(n * 32, kThreads)), kThreads, 0, stream>>>(
-          dst, dout, s.keys_out, s.order_out, n, dim, row_start, rows);
+  const dim3 grid(static_cast<unsigned>(chunk_count(n)),
+                  static_cast<unsigned>(ceil_div(dim, kColumnThreads)));
+  embedding_bwd_chunk_segments<T><<<grid, kColumnThreads, 0, stream>>>(
+      dst, s.head, s.tail, dout, s.keys_out, s.order_out, n, dim, row_start, rows);
+  embedding_bwd_chunk_spans<<<grid, kColumnThreads, 0, stream>>>(dst, s.head, s.tail, s.keys_out, n,
+                                                                 dim, row_start, rows);
 }
 
 }  // namespace
@@ -189,7 +284,7 @@ void embedding_backward(const EmbeddingArgs& args, TensorView dwte, TensorView d
                         ConstTensorView dout, ConstTensorView tokens, ConstTensorView positions,
                         Stream& stream) {
   if (args.tokens == 0) return;
-  const SortScratch scratch = sort_scratch(args.tokens, stream.gemm_workspace());
+  const SortScratch scratch = sort_scratch(args.tokens, args.dim, stream.gemm_workspace());
   // An empty dwpe has data == nullptr, which the kernel reads as "no position gradient".
   dispatch_act<true>(dout.dtype, "cuda::embedding_backward", [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;

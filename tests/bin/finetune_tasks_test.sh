@@ -5,7 +5,8 @@
 #     each; the result (model + classifier) saved, then evaluated again by bin/finetune without
 #     train_data: the same accuracy and loss as at the end of training (the head was saved and
 #     loaded, not re-initialized);
-#   - the same MNLI run on 2 data-parallel ranks (mpirun) logs the same losses (to 1e-4);
+#   - the same MNLI run on 2 data-parallel ranks (mpirun) logs the same losses (to 1e-4), and
+#     so do TP2, PP2 and TP2 x PP2 (a BERT too); checkpoints load across these layouts;
 #   - QQP (2 classes; the fixture's malformed rows are skipped with warnings, as Megatron does);
 #   - RACE (multiple choice over 4 options);
 #   - a BERT on MNLI ([CLS] pair layout, the pooler + classifier head), saved and reloaded;
@@ -25,6 +26,8 @@ fail() {
 cat > "$work/ft.ini" <<INI
 [model]
 vocab_size = 257
+# (fixed: [model] vocab_multiple grows with tp, and a fresh init depends on the padded size)
+padded_vocab = 512
 max_seq_len = 96
 d_model = 32
 n_heads = 4
@@ -76,7 +79,7 @@ done
 # A BERT (post-LN, token types, WordPiece) on MNLI: Megatron's [CLS] a [SEP] b [SEP], the
 # head's pooler and classifier at [CLS]; saved and reloaded with every head tensor.
 bert=(model.type=bert model.norm_placement=post model.activation=gelu_erf model.type_vocab_size=2
-  model.embed_layernorm=true model.vocab_size=30522 tokenizer.type=BertWordPieceLowerCase
+  model.embed_layernorm=true model.vocab_size=30522 model.padded_vocab=30720 tokenizer.type=BertWordPieceLowerCase
   tokenizer.vocab_file=data/bert/vocab.txt)
 # BERT on CUDA runs through flash attention, which needs head_dim 64 or 128.
 [[ ${DEVICE:-cpu} == cuda ]] && bert+=(model.d_model=128 model.n_heads=2)
@@ -99,12 +102,50 @@ if [[ -n ${MPIRUN:-} ]]; then
     awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; exit !(a != "" && d < 1e-4 && d > -1e-4) }' ||
       fail "step $s loss on 2 ranks $b, on one $a"
   done
+  # Tensor and pipeline parallelism: the same losses (model/finetune_cls.h) on TP2, PP2 and
+  # TP2 x PP2; a checkpoint saved on one rank evaluates alike on TP2 x PP2 (any layout loads),
+  # and one saved by TP2 x PP2 on one rank.
+  same_losses() {  # LOG
+    for s in 2 4; do
+      a=$(grep -oE "step +$s/4 \| loss [0-9.]+" "$work/mnli.log" | awk '{print $NF}')
+      b=$(grep -oE "step +$s/4 \| loss [0-9.]+" "$work/$1" | awk '{print $NF}')
+      awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; exit !(a != "" && d < 1e-4 && d > -1e-4) }' ||
+        fail "$1: step $s loss $b, on one rank $a"
+    done
+  }
+  for layout in "2 parallel.tp=2" "2 parallel.pp=2" "4 parallel.tp=2 parallel.pp=2"; do
+    read -r np a b <<< "$layout"
+    # shellcheck disable=SC2086
+    $MPIRUN -np "$np" "$finetune" "$work/ft.ini" $a $b checkpoint.save="$work/mp$np" \
+      > "$work/mp$np.log" 2>&1 || fail "mpirun -np $np $a $b: $(tail -5 "$work/mp$np.log")"
+    same_losses "mp$np.log"
+  done
+  grep -q "tp 2, pp 2, dp 1" "$work/mp4.log" || fail "not TP2 x PP2: $(cat "$work/mp4.log")"
   # shellcheck disable=SC2086
-  if $MPIRUN -np 2 "$finetune" "$work/ft.ini" parallel.tp=2 > "$work/tp.log" 2>&1; then
-    fail "tp 2 accepted"
+  $MPIRUN -np 4 "$finetune" "$work/ft.ini" parallel.tp=2 parallel.pp=2 finetune.train_data= \
+    checkpoint.load="$work/ck" > "$work/mp_eval.log" 2>&1 || fail "TP2 x PP2 evaluation: $(tail -5 "$work/mp_eval.log")"
+  [[ "$(dev mp_eval.log 0 dev_matched.tsv)" == "$(dev mnli.log 4 dev_matched.tsv)" ]] ||
+    fail "TP2 x PP2 from a one-rank checkpoint: $(dev mp_eval.log 0 dev_matched.tsv), one rank: $(dev mnli.log 4 dev_matched.tsv)"
+  run mp_back.log finetune.train_data= checkpoint.load="$work/mp4"
+  [[ "$(dev mp_back.log 0 dev_matched.tsv)" == "$(dev mp4.log 4 dev_matched.tsv)" ]] ||
+    fail "one rank from a TP2 x PP2 checkpoint: $(dev mp_back.log 0 dev_matched.tsv), trained: $(dev mp4.log 4 dev_matched.tsv)"
+  # A BERT on TP2 x PP2: the losses of one rank.
+  run bert1.log "${bert[@]}"
+  # shellcheck disable=SC2086
+  $MPIRUN -np 4 "$finetune" "$work/ft.ini" "${bert[@]}" parallel.tp=2 parallel.pp=2 \
+    > "$work/bert4.log" 2>&1 || fail "BERT TP2 x PP2: $(tail -5 "$work/bert4.log")"
+  for s in 2 4; do
+    a=$(grep -oE "step +$s/4 \| loss [0-9.]+" "$work/bert1.log" | awk '{print $NF}')
+    b=$(grep -oE "step +$s/4 \| loss [0-9.]+" "$work/bert4.log" | awk '{print $NF}')
+    awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; exit !(a != "" && d < 1e-4 && d > -1e-4) }' ||
+      fail "BERT step $s loss on TP2 x PP2 $b, on one rank $a"
+  done
+  # shellcheck disable=SC2086
+  if $MPIRUN -np 2 "$finetune" "$work/ft.ini" parallel.pp=2 parallel.virtual_stages=2 \
+    model.n_layers=4 > "$work/vs.log" 2>&1; then
+    fail "virtual_stages 2 accepted"
   fi
-  grep -q "bin/finetune runs data parallel only: \[parallel\] tp 2" "$work/tp.log" ||
-    fail "tp 2: $(cat "$work/tp.log")"
+  grep -q "virtual_stages 2 must be 1" "$work/vs.log" || fail "virtual_stages: $(cat "$work/vs.log")"
 fi
 
 run qqp.log finetune.format=qqp finetune.train_data="$fx/QQP/train.tsv" \

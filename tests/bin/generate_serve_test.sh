@@ -14,7 +14,8 @@
 #   4. a checkpoint imported from Hugging Face (bin/convert: no tokenizer kept) generates the
 #      same text with --tokenizer-type/--vocab-file/--merge-file, and says so without them.
 #   5. with MPIRUN set (mpirun and its flags), on the CPU: bin/generate tensor-parallel over 2
-#      ranks gives the single-rank greedy text, printed once.
+#      ranks gives the single-rank greedy text, printed once; bin/serve over 2 ranks answers a
+#      greedy request and concurrent sampled ones with the single-rank server's texts.
 # usage: generate_serve_test.sh BUILD/bin/train BUILD/bin/preprocess BUILD/bin/generate
 #        BUILD/bin/serve BUILD/bin/convert (from the repository root; DEVICE=cuda runs
 #        generation on a GPU)
@@ -121,22 +122,26 @@ printf 'garbage' | dd of="$work/bad/step_$(printf %08d "$step")/rank_00000.safet
 expect_error "rank_00000.safetensors" "$work/bad" --prompt hi
 
 # 3. bin/serve on a free port.
+wait_port() {  # LOG: sets port once the server started by server_pid listens
+  port=
+  for _ in $(seq 300); do
+    port=$(grep -oE 'listening on http://[0-9.]+:[0-9]+' "$1" | grep -oE '[0-9]+$' || true)
+    [[ -n $port ]] && break
+    kill -0 "$server_pid" 2>/dev/null || fail "serve exited: $(cat "$1")"
+    sleep 0.1
+  done
+  [[ -n $port ]] || fail "serve did not start: $(cat "$1")"
+  url="http://127.0.0.1:$port/v1/completions"
+}
 "$serve" "$work/ck" --port 0 --device "$device" --batch-size 4 > "$work/serve.log" 2>&1 &
 server_pid=$!
-port=
-for _ in $(seq 300); do
-  port=$(grep -oE 'listening on http://[0-9.]+:[0-9]+' "$work/serve.log" | grep -oE '[0-9]+$' || true)
-  [[ -n $port ]] && break
-  kill -0 "$server_pid" 2>/dev/null || fail "serve exited: $(cat "$work/serve.log")"
-  sleep 0.1
-done
-[[ -n $port ]] || fail "serve did not start: $(cat "$work/serve.log")"
-url="http://127.0.0.1:$port/v1/completions"
+wait_port "$work/serve.log"
 post() { curl -sS --max-time 60 -o "$work/body" -w '%{http_code}' "$url" -d "$1"; }
 alive() { [[ $(curl -sS --max-time 10 "http://127.0.0.1:$port/health") == ok ]] || fail "server gone after $1"; }
 
 code=$(post '{"prompt": "In the beginning", "max_tokens": 6, "temperature": 0}')
 [[ $code == 200 ]] || fail "completion: $code $(cat "$work/body")"
+cp "$work/body" "$work/serve1.json"
 python3 - "$work/body" "$work/g1.txt" "$exact" <<'PY' || fail "completion body: $(cat "$work/body")"
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -211,5 +216,29 @@ if [[ -n ${MPIRUN:-} && $device == cpu ]]; then
     > "$work/tp.txt" 2> "$work/tp.err" || fail "generate under mpirun: $(tail -3 "$work/tp.err")"
   cmp -s "$work/g1.txt" "$work/tp.txt" || fail "TP 2 generates other text: $(cat "$work/tp.txt")"
   grep -q "tp 2)" "$work/tp.err" || fail "no tp 2 in the timing line: $(cat "$work/tp.err")"
+  # bin/serve tensor-parallel over 2 ranks: the greedy completion of the one-rank server, and
+  # concurrent sampled requests (the scheduler's batches replayed on rank 1) as on one rank.
+  kill "$server_pid" 2>/dev/null || true
+  $MPIRUN -np 2 "$serve" "$work/ck" --port 0 --batch-size 4 > "$work/serve_tp.log" 2>&1 &
+  server_pid=$!
+  wait_port "$work/serve_tp.log"
+  grep -q "tp 2: listening" "$work/serve_tp.log" || fail "serve not on tp 2: $(cat "$work/serve_tp.log")"
+  code=$(post '{"prompt": "In the beginning", "max_tokens": 6, "temperature": 0}')
+  [[ $code == 200 ]] || fail "TP 2 serve completion: $code $(cat "$work/body")"
+  python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); assert a["choices"]==b["choices"], (a, b)' \
+    "$work/serve1.json" "$work/body" || fail "TP 2 serve: other text than one rank's"
+  pids=()
+  for i in 1 2 3; do
+    curl -sS --max-time 60 "$url" -o "$work/t$i.json" \
+      -d "{\"prompt\": \"In the beginning $i\", \"max_tokens\": 8, \"seed\": $i, \"top_k\": 50}" &
+    pids+=($!)
+  done
+  wait "${pids[@]}" || fail "a concurrent request to the TP 2 server failed"
+  for i in 1 2 3; do
+    python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); assert a["choices"]==b["choices"], (a, b)' \
+      "$work/c$i.json" "$work/t$i.json" || fail "TP 2 serve: concurrent request $i differs from one rank's"
+  done
+  kill "$server_pid" 2>/dev/null || true
+  server_pid=
 fi
 echo "generate_serve_test: OK"
