@@ -93,21 +93,20 @@ absl::StatusOr<std::string> ini_value(const HfConfigField& k, const std::string&
       absl::StrCat(where, ": ", k.hf_key, ": expected ", want, ", got ", json));
 }
 
-// The [model] type of a family's models: its "type" setting, gpt without one.
-std::string family_type(const HfFamily& f) {
-  for (const HfSetting& s : f.settings) {
-    if (s.key == "type") return s.value;
-  }
-  return "gpt";
-}
-
 }  // namespace
 
 absl::StatusOr<const HfFamily*> hf_family_of(const engine::Config& cfg,
                                              const engine::ConfigSchema& schema) {
-  // Only the families of the model's type: an encoder's options could otherwise match GPT-2's.
+  // Only the families of the checkpoint's [model] type: an encoder's options could otherwise
+  // match GPT-2's.
   std::string type = model_text(cfg, schema, "type");
   if (type.empty()) type = "gpt";
+  auto family_type = [](const HfFamily& f) {
+    for (const HfSetting& s : f.settings) {
+      if (s.key == "type") return s.value;
+    }
+    return std::string("gpt");
+  };
   std::vector<std::string> why;
   for (const HfFamily* f : hf_families()) {
     if (family_type(*f) != type) continue;
