@@ -10,6 +10,7 @@
 // and BERT without the binary head (BertForMaskedLM) are not this family.
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "model/checkpoint_hf.h"
 
@@ -20,8 +21,52 @@ using engine::ConfigType;
 namespace {
 
 // anvil's name of a linear or LayerNorm, HF's, each with ".weight" and ".bias".
-void add_weight_bias(HfFamily& g, const std::string& anvil, const std::string& hf) {
-  for (const char* p : {".weight", ".bias"}) g.tensors.push_back({anvil + p, {hf + p}});
+void add_weight_bias(std::vector<HfTensorRule>& t, const std::string& anvil,
+                     const std::string& hf) {
+  for (const char* p : {".weight", ".bias"}) t.push_back({anvil + p, {hf + p}});
+}
+
+// Every BertForPreTraining tensor, base-model names without "bert.".
+std::vector<HfTensorRule> bert_tensors() {
+  const std::string l = "encoder.layer.{i}.", self = l + "attention.self.";
+  std::vector<HfTensorRule> t = {
+      {"wte.weight", {"embeddings.word_embeddings.weight"}},
+      {"wpe.weight", {"embeddings.position_embeddings.weight"}},
+      {"tokentype_embeddings.weight", {"embeddings.token_type_embeddings.weight"}}};
+  add_weight_bias(t, "wte_ln", "embeddings.LayerNorm");
+  for (const char* p : {".weight", ".bias"}) {
+    t.push_back({std::string("h.{i}.attn.c_attn") + p,
+                 {self + "query" + p, self + "key" + p, self + "value" + p}});
+  }
+  add_weight_bias(t, "h.{i}.attn.c_proj", l + "attention.output.dense");
+  add_weight_bias(t, "h.{i}.ln_1", l + "attention.output.LayerNorm");
+  add_weight_bias(t, "h.{i}.mlp.c_fc", l + "intermediate.dense");
+  add_weight_bias(t, "h.{i}.mlp.c_proj", l + "output.dense");
+  add_weight_bias(t, "h.{i}.ln_2", l + "output.LayerNorm");
+  add_weight_bias(t, "pooler.dense", "pooler.dense");
+  // The heads sit outside the base model (HfFamily::unprefixed).
+  add_weight_bias(t, "lm_head.dense", "cls.predictions.transform.dense");
+  add_weight_bias(t, "lm_head.layernorm", "cls.predictions.transform.LayerNorm");
+  add_weight_bias(t, "binary_head", "cls.seq_relationship");
+  t.push_back({"lm_head.bias", {"cls.predictions.bias"}});
+  return t;
+}
+
+// Import also reads the LayerNorms' TF-era names (google-bert/bert-base-uncased's
+// model.safetensors has LayerNorm.gamma / .beta): rules after the others, so export, which
+// takes an anvil tensor's first rule, keeps writing .weight / .bias.
+void add_old_layernorm_names(std::vector<HfTensorRule>& t) {
+  const size_t n = t.size();
+  for (size_t k = 0; k < n; ++k) {
+    const HfTensorRule r = t[k];
+    for (const auto& [now, old] : {std::pair{".LayerNorm.weight", ".LayerNorm.gamma"},
+                                   std::pair{".LayerNorm.bias", ".LayerNorm.beta"}}) {
+      const std::string& hf = r.hf[0];
+      const size_t at = hf.rfind(now);
+      if (at == std::string::npos || at + std::string(now).size() != hf.size()) continue;
+      t.push_back({r.anvil, {hf.substr(0, at) + old}});
+    }
+  }
 }
 
 }  // namespace
@@ -32,41 +77,8 @@ const HfFamily& bert_hf_family() {
     g.model_type = "bert";
     g.architecture = "BertForPreTraining";
     g.prefix = "bert.";
-    const std::string l = "encoder.layer.{i}.";
-    g.tensors = {{"wte.weight", {"embeddings.word_embeddings.weight"}},
-                 {"wpe.weight", {"embeddings.position_embeddings.weight"}},
-                 {"tokentype_embeddings.weight", {"embeddings.token_type_embeddings.weight"}}};
-    add_weight_bias(g, "wte_ln", "embeddings.LayerNorm");
-    for (const char* p : {".weight", ".bias"}) {
-      const std::string self = l + "attention.self.";
-      g.tensors.push_back({std::string("h.{i}.attn.c_attn") + p,
-                           {self + "query" + p, self + "key" + p, self + "value" + p}});
-    }
-    add_weight_bias(g, "h.{i}.attn.c_proj", l + "attention.output.dense");
-    add_weight_bias(g, "h.{i}.ln_1", l + "attention.output.LayerNorm");
-    add_weight_bias(g, "h.{i}.mlp.c_fc", l + "intermediate.dense");
-    add_weight_bias(g, "h.{i}.mlp.c_proj", l + "output.dense");
-    add_weight_bias(g, "h.{i}.ln_2", l + "output.LayerNorm");
-    add_weight_bias(g, "pooler.dense", "pooler.dense");
-    // The heads sit outside the base model: no "bert." prefix.
-    add_weight_bias(g, "lm_head.dense", "cls.predictions.transform.dense");
-    add_weight_bias(g, "lm_head.layernorm", "cls.predictions.transform.LayerNorm");
-    add_weight_bias(g, "binary_head", "cls.seq_relationship");
-    g.tensors.push_back({"lm_head.bias", {"cls.predictions.bias"}});
-    // Import also reads the LayerNorms' TF-era names (google-bert/bert-base-uncased's
-    // model.safetensors has LayerNorm.gamma / .beta); export writes .weight / .bias (the rules
-    // above come first).
-    const size_t n = g.tensors.size();
-    for (size_t k = 0; k < n; ++k) {
-      const HfTensorRule r = g.tensors[k];
-      for (const auto& [now, old] : {std::pair{".LayerNorm.weight", ".LayerNorm.gamma"},
-                                     std::pair{".LayerNorm.bias", ".LayerNorm.beta"}}) {
-        const std::string& hf = r.hf[0];
-        const size_t at = hf.rfind(now);
-        if (at == std::string::npos || at + std::string(now).size() != hf.size()) continue;
-        g.tensors.push_back({r.anvil, {hf.substr(0, at) + old}});
-      }
-    }
+    g.tensors = bert_tensors();
+    add_old_layernorm_names(g.tensors);
     for (const HfTensorRule& r : g.tensors) {
       if (r.hf[0].rfind("cls.", 0) == 0) g.unprefixed.push_back(r.hf[0]);
     }
