@@ -3,13 +3,14 @@
 //   build/bin/convert import HF_DIR CKPT_DIR          CKPT_DIR/step_00000000 (weights only)
 // export takes the checkpoint `latest` names (or STEP), its master weights, and writes them
 // under the HF names of the family its [model] settings make it (GPT2LMHeadModel,
-// BloomForCausalLM, LlamaForCausalLM; no vocabulary padding) with a config.json from [model].
-// With a [tokenizer] in the checkpoint's config, export also writes the HF tokenizer files from
-// the copy kept with the checkpoint (GPT2BPE: vocab.json, merges.txt; HF: tokenizer.json).
+// BloomForCausalLM, LlamaForCausalLM, BertForPreTraining; no vocabulary padding) with a
+// config.json from [model]. With a [tokenizer] in the checkpoint's config, export also writes
+// the HF tokenizer files from the copy kept with the checkpoint (GPT2BPE: vocab.json,
+// merges.txt; HF: tokenizer.json; BertWordPiece*: vocab.txt).
 // import reads model.safetensors (or the shards of model.safetensors.index.json) and
 // config.json, and writes a checkpoint that [checkpoint] load + finetune = true accepts; it
 // prints the [model] section to train it with. The name/layout rules are the family tables of
-// model/hf_gpt2.cc, hf_bloom.cc, hf_llama.cc (model/checkpoint_hf.h, model/hf_config.h).
+// model/hf_gpt2.cc, hf_bloom.cc, hf_llama.cc, hf_bert.cc (model/checkpoint_hf.h, hf_config.h).
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -59,7 +60,8 @@ absl::Status copy_attachment(const io::Checkpoint& c, const std::string& path,
 
 // The HF tokenizer files of the checkpoint's [tokenizer] (kept with it), so that
 // AutoTokenizer.from_pretrained(HF_DIR) works: GPT2BPE -> vocab.json + merges.txt, HF ->
-// tokenizer.json, each with a tokenizer_config.json. Other types: a warning.
+// tokenizer.json, BertWordPiece* -> vocab.txt, each with a tokenizer_config.json. Other types:
+// a warning.
 absl::Status export_tokenizer(const io::Checkpoint& c, const anvil::engine::Config& cfg,
                               const std::string& hf_dir) {
   const std::string type = cfg.get_string("tokenizer", "type");
@@ -89,6 +91,10 @@ absl::Status export_tokenizer(const io::Checkpoint& c, const anvil::engine::Conf
     if (!absl::EndsWith(vocab, ".json")) vocab = "tokenizer.json";
     ANVIL_RETURN_IF_ERROR(copy_attachment(c, vocab, hf_dir, "tokenizer.json"));
     tc["tokenizer_class"] = "PreTrainedTokenizerFast";
+  } else if (type == "BertWordPieceLowerCase" || type == "BertWordPieceCase") {
+    ANVIL_RETURN_IF_ERROR(copy_attachment(c, vocab, hf_dir, "vocab.txt"));
+    tc["tokenizer_class"] = "BertTokenizer";
+    tc["do_lower_case"] = type == "BertWordPieceLowerCase";
   } else {
     std::fprintf(stderr, "convert: warning: [tokenizer] type %s: no HF tokenizer files written\n",
                  type.c_str());
@@ -133,7 +139,10 @@ absl::Status export_hf(const std::string& ckpt_dir, const std::string& hf_dir, i
   for (const auto& [key, text] : model::hf_config_fields(*f, cfg, schema)) {
     j[key] = json::parse(text);
   }
-  j["bos_token_id"] = j["eos_token_id"] = cfg.get_int("data", "eod_token");
+  // The causal LMs' document separator; BERT has none (BertConfig's pad_token_id 0 stays).
+  if (f->model_type != "bert") {
+    j["bos_token_id"] = j["eos_token_id"] = cfg.get_int("data", "eod_token");
+  }
   ANVIL_RETURN_IF_ERROR(io::write_file_atomic(hf_dir + "/config.json", j.dump(2) + "\n"));
   ANVIL_RETURN_IF_ERROR(export_tokenizer(c, cfg, hf_dir));
   std::printf("exported %zu tensors of %s to %s (%s: config.json, model.safetensors)\n",

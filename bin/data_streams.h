@@ -2,8 +2,8 @@
 // the held-out sets as model::SampleFn over io/'s datasets, which DataStreams owns (the streams
 // read them for as long as the trainer runs). open_gpt_data fills it with Megatron's GPT
 // datasets (blends, named groups, a separate validation set); open_bert_data with BERT's
-// (io/bert_corpus.h) over the sentence-split [data] paths, each sample written as
-// model/sample_record.h's BERT record.
+// (io/bert_corpus.h: one prefix or a weighted blend, a separate validation set) over the
+// sentence-split [data] paths, each sample written as model/sample_record.h's BERT record.
 #pragma once
 
 #include <array>
@@ -37,7 +37,7 @@ struct DataStreams {
   std::optional<io::GptCorpus> gpt_corpus;
   std::unique_ptr<io::GptSamples> gpt_train;
   std::vector<std::pair<std::string, std::unique_ptr<io::GptSamples>>> gpt_valid, gpt_test;
-  std::optional<io::BertSplits> bert;
+  std::vector<io::BertCorpus> bert;  // the [data] paths; then valid_paths, if any
 };
 
 // Samples of a validation or test split. Past its end (a resumed run with more evaluations than
@@ -224,7 +224,7 @@ inline absl::Status open_gpt_data(const model::TrainConfig& cfg, const std::arra
 // Writes BERT sample i % size of `ds` as a record of seq_len T (model/sample_record.h); a
 // held-out set wraps around (one warning), the training set must not (CHECK: Megatron sizes it
 // for the run).
-inline model::SampleFn bert_stream(const io::BertDataset& ds, int64_t T, const std::string& what,
+inline model::SampleFn bert_stream(const io::BertSamples& ds, int64_t T, const std::string& what,
                                    bool wrap, const engine::LogContext& ctx) {
   auto warned = std::make_shared<bool>(false);
   return [&ds, T, what, wrap, ctx, warned](int64_t i, int32_t* out) {
@@ -251,18 +251,45 @@ inline model::SampleFn bert_stream(const io::BertDataset& ds, int64_t T, const s
   };
 }
 
-// BERT's datasets of the one [data] paths prefix, split by [data] split, sized `want` (train,
-// valid, test), with the [tokenizer]'s WordPiece vocabulary (its [CLS] [SEP] [MASK] [PAD]).
+// One log line per BERT source: its documents per split and the samples its datasets hold.
+inline void log_bert_sources(const io::BertCorpus& c, const std::string& what,
+                             const engine::LogContext& ctx) {
+  for (size_t k = 0; k < c.sources.size(); ++k) {
+    const io::BertSplits& b = c.splits[k];
+    std::string line = absl::StrFormat("data (BERT, [data] %s): %s", what, c.sources[k].prefix);
+    if (c.weighted) {
+      absl::StrAppend(&line, absl::StrFormat(" (weight %g)", c.sources[k].weight));
+    }
+    static constexpr const char* kNames[] = {"train", "validation", "test"};
+    for (size_t s = 0; s < 3; ++s) {
+      absl::StrAppend(&line,
+                      absl::StrFormat("%s %s documents [%d, %d) %d samples", s == 0 ? ":" : ",",
+                                      kNames[s], b.documents[s].first, b.documents[s].second,
+                                      b.sets[s] ? b.sets[s]->size() : 0));
+    }
+    engine::log_info(ctx, line);
+  }
+}
+
+// BERT's datasets of the [data] paths (one prefix, or weighted prefixes blended), split by
+// [data] split, sized `want` (train, valid, test), with the [tokenizer]'s WordPiece vocabulary
+// (its [CLS] [SEP] [MASK] [PAD]); with valid_paths the validation set is every document of
+// those prefixes instead (as GPT's). Weighted split paths (named groups) are GPT-only.
 inline absl::Status open_bert_data(const model::TrainConfig& cfg,
                                    const std::array<int64_t, 3>& want,
                                    const engine::LogContext& ctx, DataStreams* out) {
   const model::DataConfig& d = cfg.data;
-  if (d.sources.size() != 1 || d.weighted || !d.valid_sources.empty() || !d.train_groups.empty()) {
+  if (d.sources.empty() || !d.train_groups.empty() || !d.valid_groups.empty() ||
+      !d.test_groups.empty()) {
     return absl::InvalidArgumentError(
-        "type bert: [data] paths must be one sentence-split prefix (bin/preprocess "
-        "--split-sentences); blends, valid_paths and weighted split paths are GPT-only here");
+        "type bert: set [data] paths to sentence-split prefixes (bin/preprocess "
+        "--split-sentences), one or weighted; weighted split paths are GPT-only here");
   }
-  ANVIL_RETURN_IF_ERROR(model::check_data_files(d.sources[0].prefix));
+  for (const auto* list : {&d.sources, &d.valid_sources}) {
+    for (const model::DataSource& s : *list) {
+      ANVIL_RETURN_IF_ERROR(model::check_data_files(s.prefix));
+    }
+  }
   const model::TokenizerConfig& t = cfg.tokenizer;
   if (t.type.empty()) {
     return absl::InvalidArgumentError(
@@ -283,27 +310,41 @@ inline absl::Status open_bert_data(const model::TrainConfig& cfg,
   opt.cache.log = ctx;
   std::array<int64_t, 3> n = want;
   if (cfg.train.eval_iters == 0) n[1] = n[2] = 0;
-  ANVIL_ASSIGN_OR_RETURN(io::BertSplits splits,
-                         io::open_bert_splits(d.sources[0].prefix, d.split, n, vocab, opt));
-  out->bert = std::move(splits);
-  const io::BertSplits& b = *out->bert;
-  if (!b.sets[0]) {
+  const bool separate_valid = !d.valid_sources.empty();
+  auto sources = [](const std::vector<model::DataSource>& list) {
+    std::vector<io::GptDataSource> out;
+    for (const model::DataSource& s : list) out.push_back({s.weight, s.prefix});
+    return out;
+  };
+  ANVIL_ASSIGN_OR_RETURN(io::BertCorpus corpus,
+                         io::open_bert_corpus(sources(d.sources), d.weighted, d.split,
+                                              {n[0], separate_valid ? 0 : n[1], n[2]}, vocab, opt));
+  out->bert.push_back(std::move(corpus));
+  log_bert_sources(out->bert.back(), "paths", ctx);
+  if (separate_valid && n[1] > 0) {
+    // Every document of valid_paths: the "validation" split of "0,1,0".
+    ANVIL_ASSIGN_OR_RETURN(io::BertCorpus valid,
+                           io::open_bert_corpus(sources(d.valid_sources), d.valid_weighted, "0,1,0",
+                                                {0, n[1], 0}, vocab, opt));
+    out->bert.push_back(std::move(valid));
+    log_bert_sources(out->bert.back(), "valid_paths", ctx);
+  }
+  const io::BertCorpus& c = out->bert.front();
+  if (!c.sets[0]) {
     return absl::InvalidArgumentError(
         absl::StrFormat("type bert: [data] split %s leaves no training documents of %s", d.split,
-                        d.sources[0].prefix));
+                        c.sources[0].prefix));
   }
   const int64_t T = d.seq_len;
-  out->train = bert_stream(*b.sets[0], T, "train", /*wrap=*/false, ctx);
-  if (b.sets[1]) out->valid.push_back({"val", bert_stream(*b.sets[1], T, "val", true, ctx)});
-  if (b.sets[2]) out->test.push_back({"test", bert_stream(*b.sets[2], T, "test", true, ctx)});
-  engine::log_info(ctx,
-                   absl::StrFormat("data (BERT, %s head): %s: documents train [%d, %d) %d samples, "
-                                   "validation [%d, %d) %d, test [%d, %d) %d",
-                                   cfg.model.binary_head ? "sentence-order" : "no binary",
-                                   d.sources[0].prefix, b.documents[0].first, b.documents[0].second,
-                                   b.sets[0]->size(), b.documents[1].first, b.documents[1].second,
-                                   b.sets[1] ? b.sets[1]->size() : 0, b.documents[2].first,
-                                   b.documents[2].second, b.sets[2] ? b.sets[2]->size() : 0));
+  const io::BertSamples* valid = out->bert.back().sets[1].get();
+  out->train = bert_stream(*c.sets[0], T, "train", /*wrap=*/false, ctx);
+  if (valid) out->valid.push_back({"val", bert_stream(*valid, T, "val", true, ctx)});
+  if (c.sets[2]) out->test.push_back({"test", bert_stream(*c.sets[2], T, "test", true, ctx)});
+  engine::log_info(
+      ctx, absl::StrFormat("data (BERT, %s head): train %d samples%s, validation %d, test %d",
+                           cfg.model.binary_head ? "sentence-order" : "no binary",
+                           c.sets[0]->size(), c.sets[0]->blend_index() ? " (blended)" : "",
+                           valid ? valid->size() : 0, c.sets[2] ? c.sets[2]->size() : 0));
   return absl::OkStatus();
 }
 

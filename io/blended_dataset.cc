@@ -99,6 +99,40 @@ std::unique_ptr<GptSamples> GptSamples::single(std::unique_ptr<GptDataset> datas
   return s;
 }
 
+absl::StatusOr<std::vector<double>> source_weights(const std::vector<GptDataSource>& sources,
+                                                   bool weighted, const std::string& what) {
+  if (sources.empty()) return absl::InvalidArgumentError(what + ": no sources");
+  if (!weighted && sources.size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: %d sources without weights", what, sources.size()));
+  }
+  std::vector<double> raw;
+  double sum = 0.0;
+  for (const GptDataSource& s : sources) {
+    if (!(s.weight >= 0.0) || !std::isfinite(s.weight)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": weight ", s.weight, " of ", s.prefix, " is not >= 0"));
+    }
+    raw.push_back(s.weight);
+    sum += s.weight;
+  }
+  if (!(sum > 0.0)) return absl::InvalidArgumentError(what + ": the weights sum to 0");
+  return megatron_normalize_weights(raw);
+}
+
+absl::Status check_blend_sizes(const BlendIndex& index, const std::vector<int64_t>& sizes,
+                               const std::vector<std::string>& names) {
+  const std::vector<int64_t> used = index.counts(index.size());
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (used[d] > sizes[d]) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("blend: dataset %d (%s) holds %d samples, the blend of %d needs %d", d,
+                          names[d], sizes[d], index.size(), used[d]));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<GptSamples>> GptSamples::blend(
     std::vector<std::unique_ptr<GptDataset>> datasets, const std::vector<double>& weights,
     int64_t size) {
@@ -107,14 +141,13 @@ absl::StatusOr<std::unique_ptr<GptSamples>> GptSamples::blend(
         absl::StrFormat("blend: %d datasets but %d weights", datasets.size(), weights.size()));
   }
   ANVIL_ASSIGN_OR_RETURN(BlendIndex index, BlendIndex::build(weights, size));
-  const std::vector<int64_t> used = index.counts(size);
-  for (size_t d = 0; d < datasets.size(); ++d) {
-    if (used[d] > datasets[d]->size()) {
-      return absl::FailedPreconditionError(
-          absl::StrFormat("blend: dataset %d (%s) holds %d samples, the blend of %d needs %d", d,
-                          datasets[d]->file_prefix(), datasets[d]->size(), size, used[d]));
-    }
+  std::vector<int64_t> sizes;
+  std::vector<std::string> names;
+  for (const auto& d : datasets) {
+    sizes.push_back(d->size());
+    names.push_back(d->file_prefix());
   }
+  ANVIL_RETURN_IF_ERROR(check_blend_sizes(index, sizes, names));
   auto s = std::make_unique<GptSamples>();
   s->datasets_ = std::move(datasets);
   s->blend_ = std::make_unique<BlendIndex>(std::move(index));
@@ -136,26 +169,10 @@ void GptSamples::sample(int64_t i, int32_t* out) const {
 
 absl::StatusOr<GptCorpus> GptCorpus::open(const std::vector<GptDataSource>& sources, bool weighted,
                                           const std::string& split) {
-  if (sources.empty()) return absl::InvalidArgumentError("GPT data: no sources");
-  if (!weighted && sources.size() != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("GPT data: %d sources without weights", sources.size()));
-  }
   GptCorpus c;
   c.sources_ = sources;
   c.weighted_ = weighted;
-  std::vector<double> raw;
-  for (const GptDataSource& s : sources) {
-    if (!(s.weight >= 0.0) || !std::isfinite(s.weight)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("GPT data: weight ", s.weight, " of ", s.prefix, " is not >= 0"));
-    }
-    raw.push_back(s.weight);
-  }
-  double sum = 0.0;
-  for (double w : raw) sum += w;
-  if (!(sum > 0.0)) return absl::InvalidArgumentError("GPT data: the weights sum to 0");
-  c.weights_ = megatron_normalize_weights(raw);
+  ANVIL_ASSIGN_OR_RETURN(c.weights_, source_weights(sources, weighted, "GPT data"));
   for (const GptDataSource& s : sources) {
     ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<IndexedDataset> d, IndexedDataset::open(s.prefix));
     // Megatron's GPT "documents" are the sequences (sizes.shape[0]).

@@ -50,6 +50,11 @@ class BlendIndex {
   std::vector<int64_t> block_counts_;  // [blocks, D]: counts before position block * kBlock
 };
 
+// FailedPrecondition when dataset d of a blend over `index`'s positions holds fewer than the
+// index asks of it (sizes[d] samples, named names[d]).
+absl::Status check_blend_sizes(const BlendIndex& index, const std::vector<int64_t>& sizes,
+                               const std::vector<std::string>& names);
+
 // The samples of one split: one GPT dataset, or several blended.
 class GptSamples {
  public:
@@ -82,6 +87,11 @@ struct GptDataSource {
 // evaluation); test = eval_iters * global_batch.
 std::array<int64_t, 3> megatron_split_samples(int64_t steps, int64_t global_batch,
                                               int64_t eval_interval, int64_t eval_iters);
+
+// The normalized weights of `sources` (megatron_normalize_weights). InvalidArgument, starting
+// with `what`, for no sources, several without `weighted`, a weight not >= 0, or a zero sum.
+absl::StatusOr<std::vector<double>> source_weights(const std::vector<GptDataSource>& sources,
+                                                   bool weighted, const std::string& what);
 
 // The data of a run: one source, or weighted sources blended (Megatron's --data-path
 // "PREFIX" or "W1 PREFIX1 W2 PREFIX2 ..."), each split into train/valid/test sequence ranges

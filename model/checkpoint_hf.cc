@@ -113,7 +113,7 @@ absl::StatusOr<HostSlice> concat_rows(std::vector<HostSlice> parts,
 
 const std::vector<const HfFamily*>& hf_families() {
   static const std::vector<const HfFamily*> all = {&gpt2_hf_family(), &bloom_hf_family(),
-                                                   &llama_hf_family()};
+                                                   &llama_hf_family(), &bert_hf_family()};
   return all;
 }
 

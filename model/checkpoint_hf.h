@@ -1,5 +1,6 @@
 // Hugging Face layouts of anvil's models for bin/convert, one table per model family
-// (model/hf_gpt2.cc, model/hf_bloom.cc, model/hf_llama.cc): the [model] settings that make a
+// (model/hf_gpt2.cc, model/hf_bloom.cc, model/hf_llama.cc, model/hf_bert.cc): the [model]
+// settings (a "type" setting names the model type; without one the family is a gpt) that make a
 // model that family, how config.json fields map to [model] keys (model/hf_config.h), and how
 // each anvil tensor is stored in HF: renamed, transposed, split into several HF tensors
 // (LLaMA's q/k/v and gate/up projections), or with its heads interleaved (BLOOM's fused qkv).
@@ -85,6 +86,7 @@ struct HfFamily {
 const HfFamily& gpt2_hf_family();
 const HfFamily& bloom_hf_family();
 const HfFamily& llama_hf_family();
+const HfFamily& bert_hf_family();
 // Every family, GPT-2 first.
 const std::vector<const HfFamily*>& hf_families();
 // The family of a config.json "model_type"; NotFound naming the supported ones.

@@ -344,9 +344,18 @@ double GptModel::loss_sum(int64_t slot, engine::Stream& stream) {
   for (double l : read_back(hd.losses, stream)) sum += l;
   if (!hd.bin_losses.empty()) {  // BERT: + (counted / B) * binary loss sum (bert_head.h)
     const int64_t counted = impl_->buf.slot_data(impl_->n_chunks() - 1, slot).counted;
-    double bin = 0.0;
-    for (double l : read_back(hd.bin_losses, stream)) bin += l;
-    sum += bin * static_cast<double>(counted) / static_cast<double>(impl_->shape.micro_batch);
+    sum += binary_loss_sum(slot, stream) * static_cast<double>(counted) /
+           static_cast<double>(impl_->shape.micro_batch);
+  }
+  return sum;
+}
+
+double GptModel::binary_loss_sum(int64_t slot, engine::Stream& stream) {
+  if (!impl_->shard.post) return 0.0;
+  const gpt_detail::HeadActs& hd = impl_->buf.head[static_cast<size_t>(slot)];
+  double sum = 0.0;
+  if (!hd.bin_losses.empty()) {
+    for (double l : read_back(hd.bin_losses, stream)) sum += l;
   }
   return sum;
 }

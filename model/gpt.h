@@ -267,6 +267,10 @@ class GptModel {
   engine::TensorView chunk_input_grad();                              // [B*T, d] act
   // Loss sum of the slot's last forward (post only; 0 elsewhere). Syncs.
   double loss_sum(int64_t slot, engine::Stream& stream);
+  // BERT: the sum over the samples of the binary head's cross-entropy in the slot's last
+  // forward (Megatron's sop loss times B), a part of loss_sum (bert_head.h). 0 without a
+  // binary head and where not post. Syncs.
+  double binary_loss_sum(int64_t slot, engine::Stream& stream);
 
   void zero_grads(engine::Stream& stream);
   // After the caller overwrote this rank's parameter values in flat_buffers() (a checkpoint

@@ -97,15 +97,19 @@ absl::StatusOr<std::string> ini_value(const HfConfigField& k, const std::string&
 
 absl::StatusOr<const HfFamily*> hf_family_of(const engine::Config& cfg,
                                              const engine::ConfigSchema& schema) {
-  // The families are decoder LMs; an encoder's options could otherwise match GPT-2's.
-  if (const std::string type = model_text(cfg, schema, "type"); !type.empty() && type != "gpt") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("[model] type ", type,
-                     ": no Hugging Face conversion yet (the converter knows the causal "
-                     "LM families gpt2, bloom, llama)"));
-  }
+  // Only the families of the checkpoint's [model] type: an encoder's options could otherwise
+  // match GPT-2's.
+  std::string type = model_text(cfg, schema, "type");
+  if (type.empty()) type = "gpt";
+  auto family_type = [](const HfFamily& f) {
+    for (const HfSetting& s : f.settings) {
+      if (s.key == "type") return s.value;
+    }
+    return std::string("gpt");
+  };
   std::vector<std::string> why;
   for (const HfFamily* f : hf_families()) {
+    if (family_type(*f) != type) continue;
     const HfSetting* differs = nullptr;
     for (const HfSetting& s : f->settings) {
       if (!same_value(model_text(cfg, schema, s.key), s.value)) {
@@ -116,6 +120,10 @@ absl::StatusOr<const HfFamily*> hf_family_of(const engine::Config& cfg,
     if (differs == nullptr) return f;
     why.push_back(absl::StrCat(f->model_type, " needs ", differs->key, " = ", differs->value,
                                ", got ", model_text(cfg, schema, differs->key)));
+  }
+  if (why.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("[model] type ", type, ": no Hugging Face conversion yet"));
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "[model] is none of the Hugging Face families anvil converts: ", absl::StrJoin(why, "; ")));

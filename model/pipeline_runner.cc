@@ -75,6 +75,7 @@ std::vector<double> run_pipeline_step(GptModel& model, const parallel::PipelineP
         // Read after the backward is queued: the sync then waits for it instead of stalling it.
         if (post && a.chunk == n_chunks - 1) {
           losses[static_cast<size_t>(a.micro_batch)] = model.loss_sum(slot, s);
+          if (fns.after_loss) fns.after_loss(a.micro_batch, slot);
         }
       }
     }

@@ -31,6 +31,9 @@ struct MicroBatchFns {
   std::function<float(int64_t m)> grad_scale;
   std::function<uint64_t(int64_t m)> dropout_offset;
   std::function<void(int64_t m)> before_backward;  // optional; called before each backward
+  // Optional; on the stage that ends the model, called right after micro-batch m's loss sum
+  // was read from `slot` (where the slot's other results, e.g. BERT's binary loss, still are).
+  std::function<void(int64_t m, int64_t slot)> after_loss;
 };
 
 // Forward and backward of every micro-batch of the plan (parameter gradients accumulate).

@@ -220,7 +220,7 @@ TrainSummary T5Trainer::run() {
     engine::Timer t;
     const double v = evaluate();
     sum.val_losses.emplace_back(step_, v);
-    sum.evals.push_back({step_, "val", v});
+    sum.evals.push_back({step_, "val", v, {}});
     engine::log_info(
         log_, absl::StrFormat("step %*d/%d | val loss %.4f (ppl %.2f) | %s", width, step_, L.steps,
                               v, std::exp(v), engine::format_duration(t.seconds())));

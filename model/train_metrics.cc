@@ -34,7 +34,15 @@ void write_step_metrics(const MetricsSink& sink, const StepStats& st, int64_t gl
   by_step_samples_tokens(sink, "learning-rate/learning-rate", st.lr, at);
   by_step_samples_tokens(sink, "batch-size/batch-size", static_cast<double>(global_batch), at,
                          /*with_tokens=*/false);
-  by_step_samples_tokens(sink, "lm-loss-training/lm loss", st.loss, at);
+  if (st.parts.present()) {  // BERT: Megatron's loss_dict keys, then the total
+    by_step_samples_tokens(sink, "lm-loss-training/lm loss", st.parts.lm, at);
+    if (!std::isnan(st.parts.sop)) {
+      by_step_samples_tokens(sink, "lm-loss-training/sop loss", st.parts.sop, at);
+    }
+    by_step_samples_tokens(sink, "lm-loss-training/total loss", st.loss, at);
+  } else {
+    by_step_samples_tokens(sink, "lm-loss-training/lm loss", st.loss, at);
+  }
   by_step_samples_tokens(sink, "loss-scale/loss-scale", st.loss_scale, at);
   by_step_samples_tokens(sink, "grad-norm/grad-norm", st.grad_norm, at);
 }
@@ -53,10 +61,21 @@ void write_interval_metrics(const MetricsSink& sink, const IntervalMetrics& m,
   if (sink.flush) sink.flush();
 }
 
-void write_validation_metrics(const MetricsSink& sink, double loss, const MetricsAxes& at) {
-  by_step_samples_tokens(sink, "lm-loss-validation/lm loss validation", loss, at);
-  by_step_samples_tokens(sink, "lm-loss-validation/lm loss validation ppl",
-                         std::exp(std::min(20.0, loss)), at);
+void write_validation_metrics(const MetricsSink& sink, double loss, const MetricsAxes& at,
+                              const LossParts& parts) {
+  // Megatron's evaluate_and_print_results: "<key> validation" and its ppl for each key.
+  auto key = [&](const std::string& name, double v) {
+    by_step_samples_tokens(sink, "lm-loss-validation/" + name + " validation", v, at);
+    by_step_samples_tokens(sink, "lm-loss-validation/" + name + " validation ppl",
+                           std::exp(std::min(20.0, v)), at);
+  };
+  if (parts.present()) {
+    key("lm loss", parts.lm);
+    if (!std::isnan(parts.sop)) key("sop loss", parts.sop);
+    key("total loss", loss);
+  } else {
+    key("lm loss", loss);
+  }
   if (sink.flush) sink.flush();
 }
 

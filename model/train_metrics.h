@@ -14,12 +14,18 @@
 //     and, on CUDA, mem-reserved-bytes (the GPU's used memory);
 //   after every evaluation: lm-loss-validation/lm loss validation and ... validation ppl
 //     (exp(min(20, loss)), Megatron's cap).
+// BERT, as Megatron's pretrain_bert.py names its loss_dict: "lm loss" is the masked-LM part
+// only and "sop loss" (with the binary head) the binary head's, in lm-loss-training/ and (with
+// " validation" and its ppl) in lm-loss-validation/; the optimized total, their sum, which
+// Megatron does not log, goes under "total loss" there.
 // Not written: Megatron's "vs gigaflos (without embeddings)" axes, timers, params-norm and
 // num-zeros (not computed by anvil).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string_view>
 
 namespace anvil::model {
@@ -41,6 +47,15 @@ struct MetricsAxes {
 };
 MetricsAxes metrics_axes(int64_t step, int64_t global_batch, int64_t seq_len);
 
+// BERT's parts of a loss, as Megatron's pretrain_bert.py logs them: lm = the masked-LM loss
+// ("lm loss"), sop = the binary head's ("sop loss"; NaN without a binary head); the loss is
+// lm + sop. Both NaN for other models.
+struct LossParts {
+  double lm = std::numeric_limits<double>::quiet_NaN();
+  double sop = std::numeric_limits<double>::quiet_NaN();
+  bool present() const { return !std::isnan(lm); }
+};
+
 // One log interval, as the text log line reports it.
 struct IntervalMetrics {
   double seconds_per_step = 0.0;
@@ -55,6 +70,7 @@ void write_step_metrics(const MetricsSink& sink, const StepStats& st, int64_t gl
                         const MetricsAxes& at);
 void write_interval_metrics(const MetricsSink& sink, const IntervalMetrics& m,
                             const MetricsAxes& at);
-void write_validation_metrics(const MetricsSink& sink, double loss, const MetricsAxes& at);
+void write_validation_metrics(const MetricsSink& sink, double loss, const MetricsAxes& at,
+                              const LossParts& parts = {});
 
 }  // namespace anvil::model

@@ -35,6 +35,14 @@ std::string si(double v) {
   return absl::StrFormat("%.0f", v);
 }
 
+// " | lm loss 6.1234 | sop loss 0.6931" for BERT's parts (model/train_metrics.h), else "".
+std::string parts_string(const LossParts& p) {
+  if (!p.present()) return "";
+  std::string out = absl::StrFormat(" | lm loss %.4f", p.lm);
+  if (!std::isnan(p.sop)) absl::StrAppend(&out, absl::StrFormat(" | sop loss %.4f", p.sop));
+  return out;
+}
+
 }  // namespace
 
 double flops_per_token(const GptConfig& cfg, int64_t seq_len) {
@@ -369,6 +377,15 @@ StepStats Trainer::step() {
       });
     };
   }
+  // BERT: the micro-batches' binary losses, each a mean over its samples, for the loss's parts
+  // (a micro-batch without masked tokens is left out of the loss, masked_scale).
+  double sop_sum = 0.0;
+  if (cfg_.model.bert()) {
+    fns.after_loss = [&](int64_t m, int64_t slot) {
+      const double binary = model_->binary_loss_sum(slot, s) / static_cast<double>(B);
+      if (counted_[static_cast<size_t>(m)] > 0) sop_sum += binary;
+    };
+  }
   const std::vector<double> losses =
       run_pipeline_step(*model_, plan_, pp_size_, pp_rank_, pp_comm_, fns, s);
   model_->set_grad_ready_hook(nullptr);
@@ -411,6 +428,7 @@ StepStats Trainer::step() {
   st.step = ++step_;
   st.global_batch = G;
   st.loss = per_micro_batch_mean() ? masked_loss : loss_sum / (static_cast<double>(G) * T);
+  if (cfg_.model.bert()) st.parts = bert_parts(st.loss, sop_sum, total_micro);
   // After the reduction: the norm of the global batch's gradient, equal on every rank, and so
   // is whether it is finite: the overflow check over all ranks (Megatron all-reduces found_inf
   // over the model-parallel group; here the norm is reduced over every group). Megatron
@@ -454,13 +472,33 @@ StepStats Trainer::step() {
   return st;
 }
 
-double Trainer::evaluate() {
-  const std::vector<double> v = evaluate_sets();
-  return v.empty() ? std::nan("") : v.front();
+LossParts Trainer::bert_parts(double loss, double sop_sum, int64_t micro_batches) {
+  LossParts parts;
+  if (!cfg_.model.binary_head) {
+    parts.lm = loss;
+    return parts;
+  }
+  if (pp_comm_ != nullptr) {
+    sop_sum = parallel::all_reduce_scalar(*pp_comm_, sop_sum, parallel::ReduceOp::kSum, scalar_,
+                                          *stream_);
+  }
+  if (dp_comm_ != nullptr) {
+    sop_sum = parallel::all_reduce_scalar(*dp_comm_, sop_sum, parallel::ReduceOp::kSum, scalar_,
+                                          *stream_);
+  }
+  // Megatron's loss = lm_loss + sop_loss per micro-batch, so the means split the same way.
+  parts.sop = sop_sum / static_cast<double>(micro_batches);
+  parts.lm = loss - parts.sop;
+  return parts;
 }
 
-std::vector<double> Trainer::evaluate_sets() {
-  std::vector<double> out;
+double Trainer::evaluate() {
+  const std::vector<EvalResult> v = evaluate_sets();
+  return v.empty() ? std::nan("") : v.front().loss;
+}
+
+std::vector<EvalResult> Trainer::evaluate_sets() {
+  std::vector<EvalResult> out;
   int64_t after = consumed_valid_;
   for (const HeldOutSet& set : valid_sets_) {
     after = consumed_valid_;
@@ -470,16 +508,18 @@ std::vector<double> Trainer::evaluate_sets() {
   return out;
 }
 
-double Trainer::evaluate_stream(const SampleFn& fn, int64_t* consumed) {
+EvalResult Trainer::evaluate_stream(const SampleFn& fn, int64_t* consumed) {
   const int64_t B = cfg_.train.micro_batch, T = cfg_.data.seq_len;
   const int64_t iters = cfg_.train.eval_iters;
-  if (!fn || iters == 0) return std::nan("");
+  EvalResult r;
+  r.loss = std::nan("");
+  if (!fn || iters == 0) return r;
   // Megatron's evaluate(): eval_iters iterations of the current global batch (set for the last
   // step), each of micro-batches of the sampler (this DP rank's rows of every chunk of
   // micro_batch * dp).
   const int64_t G = eval_global_batch_;
   const int64_t micro = G / (B * dp_size_);
-  double sum = 0.0, masked = 0.0;
+  double sum = 0.0, masked = 0.0, sop_sum = 0.0;
   for (int64_t i = 0; i < iters; ++i) {
     for (int64_t m = 0; m < micro; ++m) {
       const int64_t counted = fill_batch(fn, sampler_index(*consumed, B, dp_size_, dp_rank_, m), 0);
@@ -487,6 +527,9 @@ double Trainer::evaluate_stream(const SampleFn& fn, int64_t* consumed) {
           run_pipeline_forward(*model_, pp_size_, pp_rank_, pp_comm_, host_batch(0), *stream_);
       sum += l;
       if (counted > 0) masked += l / static_cast<double>(counted);
+      if (counted > 0 && cfg_.model.bert()) {
+        sop_sum += model_->binary_loss_sum(0, *stream_) / static_cast<double>(B);
+      }
     }
     *consumed += G;
   }
@@ -501,8 +544,14 @@ double Trainer::evaluate_stream(const SampleFn& fn, int64_t* consumed) {
         parallel::all_reduce_scalar(*dp_comm_, masked, parallel::ReduceOp::kSum, scalar_, *stream_);
   }
   // The mean over the micro-batches (of all DP ranks) of each one's mean token loss.
-  if (per_micro_batch_mean()) return masked / static_cast<double>(iters * micro * dp_size_);
-  return sum / (static_cast<double>(iters) * static_cast<double>(G) * T);
+  const int64_t micro_batches = iters * micro * dp_size_;
+  if (!per_micro_batch_mean()) {
+    r.loss = sum / (static_cast<double>(iters) * static_cast<double>(G) * T);
+    return r;
+  }
+  r.loss = masked / static_cast<double>(micro_batches);
+  if (cfg_.model.bert()) r.parts = bert_parts(r.loss, sop_sum, micro_batches);
+  return r;
 }
 
 std::string Trainer::memory_string() const {
@@ -530,6 +579,7 @@ TrainSummary Trainer::run() {
   engine::Timer wall, interval;
   // interval_train_s: training seconds of the current log interval before an evaluation.
   double interval_loss = 0.0, interval_train_s = 0.0;
+  LossParts interval_parts{0.0, 0.0};  // BERT: sums over the interval's applied steps
   int64_t interval_steps = 0, interval_loss_steps = 0, interval_skipped = 0;
   int64_t interval_samples = 0, run_samples = 0;  // trained (data-only steps excluded)
   // Mean loss of the interval's applied steps (NaN when every one was skipped).
@@ -544,16 +594,22 @@ TrainSummary Trainer::run() {
   auto run_eval = [&] {
     if (validation) {
       engine::Timer t;
-      const std::vector<double> v = evaluate_sets();
-      sum.val_losses.emplace_back(step_, v.front());
+      std::vector<EvalResult> v = evaluate_sets();
+      sum.val_losses.emplace_back(step_, v.front().loss);
       std::string line = absl::StrFormat("step %*d/%d", width, step_, L.steps);
       for (size_t i = 0; i < v.size(); ++i) {
-        sum.evals.push_back({step_, valid_sets_[i].name, v[i]});
-        absl::StrAppend(&line, absl::StrFormat(" | %s loss %.4f (ppl %.2f)", valid_sets_[i].name,
-                                               v[i], std::exp(v[i])));
+        v[i].step = step_;
+        v[i].set = valid_sets_[i].name;
+        sum.evals.push_back(v[i]);
+        absl::StrAppend(
+            &line,
+            absl::StrFormat(" | %s loss %.4f (ppl %.2f)", v[i].set, v[i].loss, std::exp(v[i].loss)),
+            parts_string(v[i].parts));
       }
       engine::log_info(log_, absl::StrCat(line, " | ", engine::format_duration(t.seconds())));
-      if (metrics_) write_validation_metrics(metrics_, v.front(), axes(step_));
+      if (metrics_) {
+        write_validation_metrics(metrics_, v.front().loss, axes(step_), v.front().parts);
+      }
     }
     if (eval_hook_) eval_hook_(step_);
   };
@@ -594,6 +650,8 @@ TrainSummary Trainer::run() {
     // As Megatron: the logged loss averages the steps whose update was applied.
     if (!st.skipped && !st.data_only) {
       interval_loss += st.loss;
+      interval_parts.lm += st.parts.lm;
+      interval_parts.sop += st.parts.sop;
       interval_loss_steps++;
     }
     interval_steps++;
@@ -609,11 +667,14 @@ TrainSummary Trainer::run() {
       const double tflops = tok_s * fpt / 1e12 / gpus;  // per GPU, as Megatron logs it
       const double per_step = sum.train_seconds / static_cast<double>(sum.steps);
       sum.final_loss = mean_loss();
+      // BERT: the interval's means of the loss's parts right after it.
+      const double n = static_cast<double>(interval_loss_steps);
       std::string line = absl::StrFormat(
-          "step %*d/%d | loss %.4f | lr %.3e | grad norm %.3f | %s tok/s | %.3g TFLOP/s/GPU | MFU "
-          "%s "
-          "| mem %s | %s elapsed, ETA %s",
-          width, st.step, L.steps, sum.final_loss, st.lr, st.grad_norm, si(tok_s), tflops,
+          "step %*d/%d | loss %.4f%s | lr %.3e | grad norm %.3f | %s tok/s | %.3g TFLOP/s/GPU | "
+          "MFU %s | mem %s | %s elapsed, ETA %s",
+          width, st.step, L.steps, sum.final_loss,
+          parts_string({interval_parts.lm / n, interval_parts.sop / n}), st.lr, st.grad_norm,
+          si(tok_s), tflops,
           cuda ? absl::StrFormat("%.1f%%", 100.0 * tflops * 1e12 / kPeakFlopsCuda)
                : std::string("-"),
           memory_string(), engine::format_duration(wall.seconds()),
@@ -639,6 +700,7 @@ TrainSummary Trainer::run() {
         write_interval_metrics(metrics_, im, axes(st.step));
       }
       interval_loss = 0.0;
+      interval_parts = {0.0, 0.0};
       interval_steps = interval_loss_steps = interval_skipped = interval_samples = 0;
       interval_train_s = 0.0;
       interval.restart();
@@ -666,12 +728,15 @@ TrainSummary Trainer::run() {
     engine::Timer t;
     int64_t consumed = 0;  // Megatron's test iterators start at sample 0
     const HeldOutSet& set = test_sets_[i];
-    const double loss = evaluate_stream(set.samples, &consumed);
-    if (i == 0) sum.test_loss = loss;
-    sum.evals.push_back({step_, set.name, loss});
-    engine::log_info(log_, absl::StrFormat("step %*d/%d | %s loss %.4f (ppl %.2f) | %s", width,
-                                           step_, L.steps, set.name, loss, std::exp(loss),
-                                           engine::format_duration(t.seconds())));
+    EvalResult r = evaluate_stream(set.samples, &consumed);
+    r.step = step_;
+    r.set = set.name;
+    if (i == 0) sum.test_loss = r.loss;
+    sum.evals.push_back(r);
+    engine::log_info(
+        log_, absl::StrFormat("step %*d/%d | %s loss %.4f (ppl %.2f)%s | %s", width, step_, L.steps,
+                              set.name, r.loss, std::exp(r.loss), parts_string(r.parts),
+                              engine::format_duration(t.seconds())));
   }
 
   sum.tokens_per_second =

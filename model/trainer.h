@@ -19,7 +19,8 @@
 // Megatron's batch arithmetic (model/batch_schedule.h): each step trains the global batch of
 // its position (rampup_batch_size) from consumed_samples on; a step in [train] skip_iterations
 // only consumes its batch.
-// Logging every log_interval steps (loss, lr, grad norm, tokens/s, TFLOP/s, MFU, memory, ETA),
+// Logging every log_interval steps (loss, lr, grad norm, tokens/s, TFLOP/s, MFU, memory, ETA;
+// BERT: Megatron's "lm loss" and "sop loss" parts next to the loss, in evaluations too),
 // evaluation every eval_interval steps and at the end (eval_iters global batches each, the
 // validation stream continuing from evaluation to evaluation), the test split once at the end,
 // a final summary.
@@ -100,6 +101,7 @@ struct EvalResult {
   int64_t step = 0;  // steps done when it ran
   std::string set;   // HeldOutSet::name
   double loss = 0.0;
+  LossParts parts;  // BERT: lm loss + sop loss = loss
 };
 
 // Dense bf16 peak of one H200/H100 SXM, the MFU denominator (DESIGN.md §8).
@@ -127,6 +129,7 @@ struct StepStats {
   bool scale_overflow = false;  // skipped by a dynamic loss scale above its floor (backs off)
   bool data_only = false;       // a [train] skip_iterations step: data consumed, nothing trained
   int64_t global_batch = 0;     // samples of this step (rampup_batch_size)
+  LossParts parts;              // BERT: loss = lm loss + sop loss (model/train_metrics.h)
 };
 
 struct TrainSummary {
@@ -241,10 +244,15 @@ class Trainer {
   GptBatch host_batch(int64_t m) const;
   // A skip_iterations step: its global batch G of samples is consumed, nothing is trained.
   StepStats consume_only(int64_t G);
-  // Mean loss of eval_iters global batches of `fn` from *consumed on (advanced).
-  double evaluate_stream(const SampleFn& fn, int64_t* consumed);
-  // One loss per validation set, all from consumed_valid_, which then advances once.
-  std::vector<double> evaluate_sets();
+  // Mean loss (BERT: and its parts) of eval_iters global batches of `fn` from *consumed on
+  // (advanced); step and set left empty.
+  EvalResult evaluate_stream(const SampleFn& fn, int64_t* consumed);
+  // One result per validation set, all from consumed_valid_, which then advances once.
+  std::vector<EvalResult> evaluate_sets();
+  // BERT: the parts of `loss`, the mean over `micro_batches` (of all ranks) of the micro-batch
+  // losses, from this rank's sum of their binary losses each divided by micro_batch (reduced
+  // here over PP and DP: collective).
+  LossParts bert_parts(double loss, double sop_sum, int64_t micro_batches);
   absl::Status setup_parallel(const TrainerParallel& par, int cuda_device);
   double model_parallel_sum(double v);  // over TP and PP
   double grad_norm();

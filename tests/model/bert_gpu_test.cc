@@ -16,6 +16,7 @@
 #include "engine/stream.h"
 #include "gtest/gtest.h"
 #include "model/gpt.h"
+#include "tests/parallel/tiny_training.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {
@@ -26,18 +27,12 @@ using engine::DType;
 
 GptConfig bert_config() {
   GptConfig c;
-  c.type = ModelType::kBert;
-  c.causal = false;
+  testing_parallel::use_hf_bert(c);
   c.vocab_size = 100;  // padded to 128
   c.max_seq_len = 64;
   c.d_model = 128;
   c.n_heads = 2;
   c.n_layers = 2;
-  c.type_vocab_size = 2;
-  c.binary_head = true;
-  c.norm_placement = NormPlacement::kPost;
-  c.activation = Activation::kGeluErf;
-  c.embed_layernorm = true;
   c.ln_eps = 1e-12f;
   return c;
 }

@@ -18,6 +18,7 @@
 #include "engine/stream.h"
 #include "gtest/gtest.h"
 #include "model/gpt.h"
+#include "tests/parallel/tiny_training.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {
@@ -29,18 +30,12 @@ constexpr GptRunShape kShape{3, 6};
 
 GptConfig tiny_bert() {
   GptConfig c;
-  c.type = ModelType::kBert;
-  c.causal = false;
+  testing_parallel::use_hf_bert(c);
   c.vocab_size = 37;
   c.max_seq_len = 8;
   c.d_model = 8;
   c.n_heads = 2;
   c.n_layers = 2;
-  c.type_vocab_size = 2;
-  c.binary_head = true;
-  c.norm_placement = NormPlacement::kPost;
-  c.activation = Activation::kGeluErf;
-  c.embed_layernorm = true;
   return c;
 }
 

@@ -4,9 +4,8 @@
 // from 100 to 128 with zero rows / bias entries), runs HF's batch and compares the masked-LM loss
 // (mean over the labelled tokens) and the next-sentence loss (mean over the samples) with HF's:
 // on the CPU in f32 within 1e-4 relative, on the GPU (when present) in bf16 within 0.02 + 2%.
-// The binary loss is the difference of two forwards, with and without the sentence labels
-// (model/bert_head.h: loss_sum = mlm sum + (counted / B) * binary sum). Skips without the
-// variable.
+// The weights load through bin/convert's HF table (model/hf_bert.cc); the binary loss is
+// GptModel::binary_loss_sum over the samples. Skips without the variable.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -17,12 +16,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/device.h"
+#include "engine/host_slice.h"
 #include "engine/memory.h"
 #include "engine/stream.h"
 #include "gtest/gtest.h"
 #include "io/safetensors.h"
+#include "model/checkpoint_hf.h"
 #include "model/gpt.h"
 #include "ops/cast.h"
+#include "tests/parallel/tiny_training.h"
 
 namespace anvil::model {
 namespace {
@@ -34,61 +36,14 @@ constexpr int64_t kVocab = 100, kD = 128, kB = 4, kT = 32;
 
 GptConfig hf_config() {
   GptConfig c;
-  c.type = ModelType::kBert;
-  c.causal = false;
+  testing_parallel::use_hf_bert(c);
   c.vocab_size = kVocab;
   c.max_seq_len = 64;
   c.d_model = kD;
   c.n_heads = 2;
   c.n_layers = 2;
-  c.type_vocab_size = 2;
-  c.binary_head = true;
-  c.norm_placement = NormPlacement::kPost;
-  c.activation = Activation::kGeluErf;
-  c.embed_layernorm = true;
   c.ln_eps = 1e-12f;
   return c;
-}
-
-// anvil parameter -> the HF tensors that make it, concatenated along dim 0 (q | k | v).
-std::vector<std::string> hf_names(const std::string& name) {
-  const std::string p = "bert.encoder.layer.";
-  if (name.rfind("h.", 0) == 0) {
-    const size_t dot = name.find('.', 2);
-    const std::string l = name.substr(2, dot - 2), rest = name.substr(dot + 1);
-    const std::string L = p + l + ".";
-    const std::string kind = rest.substr(rest.rfind('.') + 1);  // weight | bias
-    if (rest.rfind("attn.c_attn.", 0) == 0) {
-      return {L + "attention.self.query." + kind, L + "attention.self.key." + kind,
-              L + "attention.self.value." + kind};
-    }
-    if (rest.rfind("attn.c_proj.", 0) == 0) return {L + "attention.output.dense." + kind};
-    if (rest.rfind("ln_1.", 0) == 0) return {L + "attention.output.LayerNorm." + kind};
-    if (rest.rfind("mlp.c_fc.", 0) == 0) return {L + "intermediate.dense." + kind};
-    if (rest.rfind("mlp.c_proj.", 0) == 0) return {L + "output.dense." + kind};
-    if (rest.rfind("ln_2.", 0) == 0) return {L + "output.LayerNorm." + kind};
-    return {};
-  }
-  static const std::pair<const char*, const char*> kTop[] = {
-      {"wte.weight", "bert.embeddings.word_embeddings.weight"},
-      {"wpe.weight", "bert.embeddings.position_embeddings.weight"},
-      {"tokentype_embeddings.weight", "bert.embeddings.token_type_embeddings.weight"},
-      {"wte_ln.weight", "bert.embeddings.LayerNorm.weight"},
-      {"wte_ln.bias", "bert.embeddings.LayerNorm.bias"},
-      {"lm_head.dense.weight", "cls.predictions.transform.dense.weight"},
-      {"lm_head.dense.bias", "cls.predictions.transform.dense.bias"},
-      {"lm_head.layernorm.weight", "cls.predictions.transform.LayerNorm.weight"},
-      {"lm_head.layernorm.bias", "cls.predictions.transform.LayerNorm.bias"},
-      {"lm_head.bias", "cls.predictions.bias"},
-      {"pooler.dense.weight", "bert.pooler.dense.weight"},
-      {"pooler.dense.bias", "bert.pooler.dense.bias"},
-      {"binary_head.weight", "cls.seq_relationship.weight"},
-      {"binary_head.bias", "cls.seq_relationship.bias"},
-  };
-  for (const auto& [a, h] : kTop) {
-    if (name == a) return {h};
-  }
-  return {};
 }
 
 std::vector<int32_t> ints(const io::SafetensorsFile& f, const std::string& name) {
@@ -101,24 +56,32 @@ std::vector<int32_t> ints(const io::SafetensorsFile& f, const std::string& name)
   return v;
 }
 
-// Every parameter from the HF file (zero padding past the HF rows), on `dev` in `act`.
+// Every parameter from the HF file through bin/convert's BertForPreTraining table
+// (model/hf_bert.cc: HF names, q/k/v into c_attn), zero padding past the HF vocabulary rows.
 void load_hf(GptModel& m, const io::SafetensorsFile& f, engine::Stream& s) {
-  for (const Param& p : m.params().all()) {
-    const std::vector<std::string> names = hf_names(p.name);
-    ASSERT_FALSE(names.empty()) << "no HF tensor for " << p.name;
-    std::vector<float> v;
-    for (const std::string& n : names) {
-      auto part = f.read_f32(n);
-      ASSERT_TRUE(part.ok()) << part.status();
-      v.insert(v.end(), part->begin(), part->end());
-    }
-    ASSERT_LE(static_cast<int64_t>(v.size()), p.numel()) << p.name;
-    v.resize(static_cast<size_t>(p.numel()), 0.0f);  // padded vocabulary rows
+  std::vector<engine::HostSlice> hf;
+  for (const auto& [name, info] : f.tensors()) {
+    if (name.rfind("batch.", 0) == 0 || name.rfind("hf.", 0) == 0) continue;
+    auto v = f.read_f32(name);
+    ASSERT_TRUE(v.ok()) << v.status();
+    hf.push_back({name, info.shape, std::vector<int64_t>(info.shape.size(), 0), info.shape, *v});
+  }
+  auto anvil = from_hf_tensors(bert_hf_family(), std::move(hf), {hf_config().n_heads}, true);
+  ASSERT_TRUE(anvil.ok()) << anvil.status();
+  ASSERT_EQ(anvil->size(), m.params().all().size());
+  for (engine::HostSlice& t : *anvil) {
+    const Param* p = m.params().find(t.tensor);
+    ASSERT_NE(p, nullptr) << "no anvil parameter " << t.tensor;
+    std::vector<float>& v = t.data;
+    ASSERT_LE(static_cast<int64_t>(v.size()), p->numel()) << p->name;
+    v.resize(static_cast<size_t>(p->numel()), 0.0f);  // padded vocabulary rows
     const engine::ConstTensorView host =
-        engine::make_view(v.data(), DType::kF32, Device::kCpu, {p.numel()});
-    const engine::TensorView master = flat_slice(p.master, 0, {p.numel()});
+        engine::make_view(v.data(), DType::kF32, Device::kCpu, {p->numel()});
+    const engine::TensorView master = flat_slice(p->master, 0, {p->numel()});
     engine::copy(master, host, s);
-    if (p.value.data != p.master.data) ops::cast(flat_slice(p.value, 0, {p.numel()}), master, s);
+    if (p->value.data != p->master.data) {
+      ops::cast(flat_slice(p->value, 0, {p->numel()}), master, s);
+    }
     s.synchronize();
   }
   m.params_loaded(s);
@@ -145,7 +108,7 @@ Losses anvil_losses(Device dev, DType act, const io::SafetensorsFile& f) {
   const std::vector<int32_t> mask = ints(f, "batch.attention_mask"),
                              labels = ints(f, "batch.labels");
   const std::vector<int32_t> nsp = ints(f, "batch.next_sentence_label");
-  std::vector<int32_t> positions, targets, lengths(kB, 0), none(kB, -1);
+  std::vector<int32_t> positions, targets, lengths(kB, 0);
   int64_t counted = 0;
   for (int64_t r = 0; r < kB * kT; ++r) {
     positions.push_back(static_cast<int32_t>(r % kT));
@@ -158,11 +121,9 @@ Losses anvil_losses(Device dev, DType act, const io::SafetensorsFile& f) {
   b.lengths = lengths.data();
   b.binary_labels = nsp.data();
   (*m)->forward(b, /*train=*/false, 0, *s);
-  const double total = (*m)->loss_sum(*s);
-  b.binary_labels = none.data();  // binary loss 0: the MLM sum alone
-  (*m)->forward(b, /*train=*/false, 0, *s);
-  const double mlm = (*m)->loss_sum(*s);
-  return {mlm / static_cast<double>(counted), (total - mlm) / static_cast<double>(counted)};
+  const double total = (*m)->loss_sum(*s), binary = (*m)->binary_loss_sum(0, *s);
+  // loss_sum = mlm sum + (counted / B) * binary sum (model/bert_head.h).
+  return {total / static_cast<double>(counted) - binary / kB, binary / kB};
 }
 
 TEST(BertHfParity, LossesEqualHf) {

@@ -18,13 +18,7 @@ namespace {
 TEST(BertOverfit, MemorizesOneBatchThroughTheTrainer) {
   TrainConfig c = testing_parallel::tiny_train_config();
   c.model.vocab_size = 37;
-  c.model.type = ModelType::kBert;
-  c.model.causal = false;
-  c.model.type_vocab_size = 2;
-  c.model.binary_head = true;
-  c.model.norm_placement = NormPlacement::kPost;
-  c.model.activation = Activation::kGeluErf;
-  c.model.embed_layernorm = true;
+  testing_parallel::use_hf_bert(c.model);
   c.model.hidden_dropout = c.model.attention_dropout = 0.0f;
   c.model.ln_eps = 1e-12f;
   c.train.micro_batch = 2;

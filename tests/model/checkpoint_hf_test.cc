@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "model/hf_config.h"
 #include "model/train_config.h"
+#include "tests/model/hf_test_tensors.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {
@@ -24,18 +25,8 @@ namespace {
 using engine::HostSlice;
 using ::testing::HasSubstr;
 
-HostSlice random_tensor(const std::string& name, std::vector<int64_t> shape, uint64_t seed) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return HostSlice{name, shape, std::vector<int64_t>(shape.size(), 0), shape,
-                   testing::random_uniform(n, seed)};
-}
-
-std::map<std::string, HostSlice> by_name(const std::vector<HostSlice>& v) {
-  std::map<std::string, HostSlice> m;
-  for (const HostSlice& t : v) m.emplace(t.tensor, t);
-  return m;
-}
+using testing_hf::by_name;
+using testing_hf::random_tensor;
 
 // Export of the import gives back every HF tensor that is not skipped, bitwise, same shapes.
 void expect_round_trip(const HfFamily& f, const std::vector<HostSlice>& hf,

@@ -122,6 +122,44 @@ TEST(TrainMetrics, ValidationLossAndCappedPerplexity) {
   EXPECT_EQ(std::get<1>(big.scalars[3]), std::exp(20.0));
 }
 
+// BERT: Megatron's pretrain_bert.py loss_dict keys "lm loss" (the masked-LM part) and
+// "sop loss", then anvil's total, in training and (with ppl) validation.
+TEST(TrainMetrics, BertPartsUnderMegatronsKeys) {
+  Recorder r;
+  StepStats st;
+  st.loss = 7.5;
+  st.parts = {7.0, 0.5};
+  write_step_metrics(r.sink(), st, 4, MetricsAxes{3, 12, 1536});
+  Scalars loss;
+  for (const auto& e : r.scalars) {
+    if (std::get<0>(e).rfind("lm-loss-training/", 0) == 0 && std::get<2>(e) == 3) loss.push_back(e);
+  }
+  const Scalars want = {
+      {"lm-loss-training/lm loss", 7.0, 3},
+      {"lm-loss-training/sop loss", 0.5, 3},
+      {"lm-loss-training/total loss", 7.5, 3},
+  };
+  EXPECT_EQ(loss, want);
+  Recorder v;
+  write_validation_metrics(v.sink(), 2.5, MetricsAxes{5, 20, 40}, LossParts{2.0, 0.5});
+  ASSERT_EQ(v.scalars.size(), 18u);
+  EXPECT_EQ(v.scalars[0],
+            std::make_tuple(std::string("lm-loss-validation/lm loss validation"), 2.0, int64_t{5}));
+  EXPECT_EQ(v.scalars[9], std::make_tuple(std::string("lm-loss-validation/sop loss validation ppl"),
+                                          std::exp(0.5), int64_t{5}));
+  EXPECT_EQ(v.scalars[12], std::make_tuple(std::string("lm-loss-validation/total loss validation"),
+                                           2.5, int64_t{5}));
+  // Not BERT (no parts): "lm loss" is the loss; BERT without a binary head: lm loss and total.
+  Recorder n;
+  write_validation_metrics(n.sink(), 2.0, MetricsAxes{5, 20, 40}, LossParts{});
+  EXPECT_EQ(n.scalars.size(), 6u);
+  Recorder m;
+  LossParts lm_only;
+  lm_only.lm = 2.0;
+  write_validation_metrics(m.sink(), 2.0, MetricsAxes{5, 20, 40}, lm_only);
+  EXPECT_EQ(m.scalars.size(), 12u);
+}
+
 TEST(TrainMetrics, NoFlushFunctionIsFine) {
   std::vector<std::string> tags;
   MetricsSink s;

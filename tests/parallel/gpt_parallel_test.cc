@@ -76,6 +76,7 @@ struct Layout {
 struct RunResult {
   std::unique_ptr<Trainer> trainer;
   std::vector<double> losses, norms;
+  std::vector<double> sop;  // BERT's sop loss part (NaN for GPT)
 };
 
 // CPU in dt, or (dt == kBF16) the GPU with bf16 activations and f32 master weights.
@@ -96,6 +97,7 @@ RunResult train(const TrainConfig& cfg, engine::DType dt, const TrainerParallel&
     const StepStats st = r.trainer->step();
     r.losses.push_back(st.loss);
     r.norms.push_back(st.grad_norm);
+    r.sop.push_back(st.parts.sop);
   }
   return r;
 }
@@ -254,6 +256,10 @@ void check_layouts(const TrainConfig& base, const std::vector<Layout>& candidate
       EXPECT_NEAR(run.losses[i], ref.losses[i], tol.loss_rel * std::abs(ref.losses[i]))
           << "step " << i;
       EXPECT_NEAR(run.norms[i], ref.norms[i], tol.norm_rel * ref.norms[i]) << "step " << i;
+      // BERT: the binary head's part, reduced over PP and DP like the loss.
+      if (cfg.model.bert()) {
+        EXPECT_NEAR(run.sop[i], ref.sop[i], tol.loss_rel * ref.sop[i]) << "sop, step " << i;
+      }
     }
     // ZeRO plans AdamW's moments (1), the gradients (2) and the parameters (3) for the own
     // pieces (plus one or two layers of scratch and the embedding / final-LN buckets).
@@ -343,13 +349,7 @@ TEST_P(GptParallelTest, LlamaStyleEqualsOneRank) {
 // bidirectional attention with padding, the MLM head (vocab-parallel bias) and the binary head.
 TrainConfig bert_config() {
   TrainConfig c = tiny_config();
-  c.model.type = ModelType::kBert;
-  c.model.causal = false;
-  c.model.type_vocab_size = 2;
-  c.model.binary_head = true;
-  c.model.norm_placement = NormPlacement::kPost;
-  c.model.activation = Activation::kGeluErf;
-  c.model.embed_layernorm = true;
+  testing_parallel::use_hf_bert(c.model);
   return c;
 }
 

@@ -1,5 +1,6 @@
 // Shared setup of the training tests (dp_training_test, gpt_parallel_test, checkpoint tests): a
-// tiny GPT trained 3 steps with dropout on, and deterministic sample streams (GPT, BERT).
+// tiny GPT trained 3 steps with dropout on, deterministic sample streams (GPT, BERT), and HF's
+// BERT options.
 // Header-only: the parallel tests link the model library, the shared testing library does not.
 #pragma once
 
@@ -37,6 +38,18 @@ inline TrainConfig tiny_train_config() {
   c.optim.weight_decay = 0.1;
   c.optim.clip_grad = 1.0;
   return c;
+}
+
+// HF BertForPreTraining's layout on `m`: type bert, post-LN, GELU-erf, the embedding LayerNorm
+// (word + position + token type), two token types, the binary head.
+inline void use_hf_bert(GptConfig& m) {
+  m.type = ModelType::kBert;
+  m.causal = false;
+  m.type_vocab_size = 2;
+  m.binary_head = true;
+  m.norm_placement = NormPlacement::kPost;
+  m.activation = Activation::kGeluErf;
+  m.embed_layernorm = true;
 }
 
 // Sample i: pseudo-random tokens that depend on i only.

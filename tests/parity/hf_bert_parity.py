@@ -11,6 +11,9 @@
              (hf.mlm_loss: mean CE over the labelled tokens, hf.nsp_loss: mean CE over the
              samples; BertForPreTraining's loss is their sum). tests/model/bert_hf_parity_test
              loads it into anvil (tiny BERT, the same shapes) and compares.
+             Also DIR/hf: the model's save_pretrained (config.json + model.safetensors).
+  same-weights A B   B loads into BertForPreTraining (nothing missing but the tied decoder)
+             with every tensor bitwise equal to A's: bin/convert's import + export of A.
   make-ref DIR   the same file from an independent pure-Python (float64) implementation of
              BertForPreTraining's forward instead of HF (no torch needed: a CI-side check of
              the name mapping and the numerics; random weights of Python's `random`).
@@ -78,6 +81,7 @@ def make(args):
     })
     os.makedirs(args.dir, exist_ok=True)
     save_file(tensors, os.path.join(args.dir, "bert.safetensors"))
+    model.save_pretrained(os.path.join(args.dir, "hf"))  # for `convert import`
     print(f"HF BertForPreTraining: mlm loss {float(mlm):.6f}, nsp loss {float(sop):.6f}, "
           f"total {float(total):.6f}")
 
@@ -252,13 +256,35 @@ def make_ref(args):
     print(f"pure-Python reference: mlm loss {mlm:.6f}, nsp loss {sop:.6f}")
 
 
+def same_weights(args):
+    """B (bin/convert's export) loads into BertForPreTraining with nothing missing but the tied
+    decoder and nothing unexpected, and every tensor equals A's (the original) bitwise."""
+    import torch
+    import transformers
+    a = transformers.BertForPreTraining.from_pretrained(args.a).state_dict()
+    model, info = transformers.BertForPreTraining.from_pretrained(args.b, output_loading_info=True)
+    missing = [k for k in info["missing_keys"] if not k.startswith("cls.predictions.decoder.")]
+    if missing or info.get("unexpected_keys") or info.get("mismatched_keys"):
+        raise SystemExit(f"FAIL: loading the export: {info}")
+    b = model.state_dict()
+    if a.keys() != b.keys():
+        raise SystemExit(f"FAIL: tensor names differ: {sorted(a.keys() ^ b.keys())}")
+    bad = [k for k in a if not torch.equal(a[k], b[k])]
+    if bad:
+        raise SystemExit(f"FAIL: tensors differ after import + export: {bad}")
+    print(f"same weights: {len(a)} tensors bitwise equal")
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
     for cmd in ("make", "make-ref"):
         sub.add_parser(cmd).add_argument("dir")
+    s = sub.add_parser("same-weights")
+    s.add_argument("a")
+    s.add_argument("b")
     args = ap.parse_args()
-    (make if args.cmd == "make" else make_ref)(args)
+    {"make": make, "make-ref": make_ref, "same-weights": same_weights}[args.cmd](args)
 
 
 if __name__ == "__main__":
