@@ -439,7 +439,7 @@ void T5Model::Impl::backward(float grad_scale, engine::Stream& s) {
 }
 
 void T5Model::Impl::decoder_backward(float grad_scale, engine::Stream& s) {
-  const int64_t B = shape.micro_batch, re = B * shape.enc_len, rd = B * shape.dec_len;
+  const int64_t rd = shape.micro_batch * shape.dec_len;
   const int64_t d = cfg.d_model, Le = cfg.n_encoder_layers;
   TensorView dln = scratch(buf.dln, rd, d), dres = scratch(buf.dres, rd, d);
   if (post()) {
@@ -467,7 +467,6 @@ void T5Model::Impl::decoder_backward(float grad_scale, engine::Stream& s) {
     ops::embedding_backward({rd, d, local_vocab(), 0, shard.tp_rank * local_vocab()}, buf.g.shared,
                             {}, dres, act().dec_tokens, {}, s);
   }
-  (void)re;
 }
 
 void T5Model::Impl::encoder_backward(engine::Stream& s) {

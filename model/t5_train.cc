@@ -29,6 +29,31 @@ absl::StatusOr<engine::MemoryPlan> T5Trainer::plan(const TrainConfig& cfg, const
                        prec, shard);
 }
 
+namespace {
+
+// 1F1B over the micro-batches of a step on one DP rank (one stage: F(0) B(0) F(1) B(1) ...).
+absl::StatusOr<parallel::PipelinePlan> step_plan(const TrainConfig& cfg, int pp_rank) {
+  return parallel::plan_pipeline(cfg.parallel.pp, pp_rank, 1,
+                                 static_cast<int>(cfg.train.accumulation_steps(cfg.parallel.dp)));
+}
+
+}  // namespace
+
+absl::StatusOr<T5Shard> T5Trainer::stage_shard(const TrainConfig& cfg,
+                                               const parallel::ProcessGrid* grid) {
+  const ParallelConfig& pc = cfg.parallel;
+  T5Shard shard;
+  shard.tp = pc.tp;
+  shard.tp_rank = grid ? grid->tp_rank() : 0;
+  shard.pp = pc.pp;
+  shard.pp_rank = grid ? grid->pp_rank() : 0;
+  shard.pp_split = pc.pp_split_rank;
+  ANVIL_ASSIGN_OR_RETURN(parallel::PipelinePlan plan, step_plan(cfg, shard.pp_rank));
+  shard.act_slots = pipeline_slots(plan, pc.pp, shard.pp_rank);
+  ANVIL_RETURN_IF_ERROR(shard.validate(cfg.t5));
+  return shard;
+}
+
 absl::StatusOr<std::unique_ptr<T5Trainer>> T5Trainer::create(const TrainConfig& cfg,
                                                              const GptPrecision& prec,
                                                              SampleFn train, SampleFn valid,
@@ -52,9 +77,7 @@ absl::StatusOr<std::unique_ptr<T5Trainer>> T5Trainer::create(const TrainConfig& 
   }
   const ParallelConfig& pc = cfg.parallel;
   const parallel::ProcessGrid* g = par.grid;
-  T5Shard shard;
-  shard.tp = pc.tp;
-  shard.tp_rank = g ? g->tp_rank() : 0;
+  ANVIL_ASSIGN_OR_RETURN(T5Shard shard, stage_shard(cfg, g));
   t->dp_ = pc.dp;
   t->dp_rank_ = g ? g->dp_rank() : 0;
   t->pp_ = pc.pp;
@@ -85,15 +108,8 @@ absl::StatusOr<std::unique_ptr<T5Trainer>> T5Trainer::create(const TrainConfig& 
     }
   }
   shard.tp_comm = t->tp_comm_;
-  // 1F1B over the micro-batches of a step (one stage: F(0) B(0) F(1) B(1) ...).
-  ANVIL_ASSIGN_OR_RETURN(
-      t->plan_, parallel::plan_pipeline(pc.pp, t->pp_rank_, 1,
-                                        static_cast<int>(cfg.train.accumulation_steps(pc.dp))));
-  t->slots_ = pipeline_slots(t->plan_, pc.pp, t->pp_rank_);
-  shard.pp = pc.pp;
-  shard.pp_rank = t->pp_rank_;
-  shard.pp_split = pc.pp_split_rank;
-  shard.act_slots = t->slots_;
+  ANVIL_ASSIGN_OR_RETURN(t->plan_, step_plan(cfg, t->pp_rank_));
+  t->slots_ = shard.act_slots;
   const int64_t B = cfg.train.micro_batch, Te = cfg.data.seq_len, Td = cfg.data.decoder_seq_len;
   ANVIL_ASSIGN_OR_RETURN(t->model_,
                          T5Model::create(cfg.t5, {B, Te, Td}, prec, cfg.train.seed, shard));

@@ -38,6 +38,10 @@
 #include "model/trainer.h"
 #include "parallel/pipeline_schedule.h"
 
+namespace anvil::parallel {
+class ProcessGrid;
+}
+
 namespace anvil::model {
 
 // int32 entries of one T5 record.
@@ -50,6 +54,10 @@ class T5Trainer {
   // The model's memory plan (cfg.t5, micro_batch x seq_len / decoder_seq_len).
   static absl::StatusOr<engine::MemoryPlan> plan(const TrainConfig& cfg, const GptPrecision& prec,
                                                  const T5Shard& shard = {});
+  // This rank's part of the model on the launcher's grid (null: the whole model): its TP slice,
+  // pipeline stage and the activation slots of the step's 1F1B plan.
+  static absl::StatusOr<T5Shard> stage_shard(const TrainConfig& cfg,
+                                             const parallel::ProcessGrid* grid);
   // Creates the stream (CUDA device local_rank % device count), the TP / DP communicators
   // (model/group_comm.h; par as the GPT Trainer's) and the model (seeded with cfg.train.seed).
   // Evaluation reads the next eval_iters global batches of `valid` (null: no evaluation).

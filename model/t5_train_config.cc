@@ -31,10 +31,6 @@ void add_t5_schema(engine::ConfigSchema& s) {
   s.add("data", "decoder_seq_len", ConfigType::kInt, "128",
         "type t5: decoder tokens per sample (--decoder-seq-length); [data] seq_len is the "
         "encoder's (--encoder-seq-length).");
-  s.add("parallel", "pp_split_rank", ConfigType::kInt, "0",
-        "type t5 with pp > 1 (--pipeline-model-parallel-split-rank): pipeline stages [0, split) "
-        "hold the encoder, [split, pp) the decoder; the encoder layers must split evenly over "
-        "split stages and the decoder layers over pp - split. 0 = pp / 2.");
   s.add("tokenizer", "vocab_extra_ids", ConfigType::kInt, "0",
         "Sentinel tokens <extra_id_0> ... appended to the vocabulary (--vocab-extra-ids; T5: 100, "
         "as bin/preprocess --vocab-extra-ids made the data).");
