@@ -24,9 +24,8 @@
 // Pipeline parallelism (T5Shard pp) as Megatron's: the encoder's layers on stages [0, split), the
 // decoder's on [split, pp); each stage runs its part per activation slot (the stage API below,
 // driven by model/t5_stage.h). Data parallelism is the caller's: sum flat_buffers().grad over the
-// DP ranks. Precision as
-// GptModel (gpt.h): on CUDA bf16 parameters/activations with f32 master weights, gradients and
-// AdamW state; on the CPU f32, or f64 for gradient checks.
+// DP ranks. Precision as GptModel (gpt.h): on CUDA bf16 parameters/activations with f32 master
+// weights, gradients and AdamW state; on the CPU f32, or f64 for gradient checks.
 #pragma once
 
 #include <cstdint>
@@ -87,12 +86,6 @@ struct T5Config {
 int32_t t5_relative_bucket(int64_t n, bool bidirectional, int64_t num_buckets,
                            int64_t max_distance);
 
-// The part of the model one rank holds. tp > 1 splits the heads (n_heads % tp == 0), d_ff and
-// the padded vocabulary (each % tp == 0) over the TP group tp_comm (not owned); the relative
-// tables and the norms are replicated (their gradients summed over TP where partial). Parameter
-// names, initial values and dropout masks are the single-rank model's at the same global
-// elements, except the FFN-hidden dropout, whose masks under TP are numbered by the local
-// [rows, d_ff / tp] slice (valid dropout, other masks than one rank's).
 // The layers one pipeline stage holds: encoder [enc_begin, enc_end), decoder [dec_begin,
 // dec_end) (empty ranges where it holds none).
 struct T5StageLayers {
@@ -105,6 +98,12 @@ struct T5StageLayers {
 // divides the encoder layers, pp - split the decoder layers.
 absl::StatusOr<T5StageLayers> t5_stage_layers(const T5Config& cfg, int pp, int split, int stage);
 
+// The part of the model one rank holds. tp > 1 splits the heads (n_heads % tp == 0), d_ff and
+// the padded vocabulary (each % tp == 0) over the TP group tp_comm (not owned); the relative
+// tables and the norms are replicated (their gradients summed over TP where partial). Parameter
+// names, initial values and dropout masks are the single-rank model's at the same global
+// elements, except the FFN-hidden dropout, whose masks under TP are numbered by the local
+// [rows, d_ff / tp] slice (valid dropout, other masks than one rank's).
 struct T5Shard {
   int tp = 1, tp_rank = 0;
   parallel::Comm* tp_comm = nullptr;

@@ -72,8 +72,8 @@ struct SlotActs {
   TensorView x_enc, enc_norm, enc_rstd, enc;               // [Re, d] ..., rstd [Re]
   TensorView x_dec, dec_norm, dec_rstd, dec;               // [Rd, d] ...
   TensorView logits, losses;                               // [Rd, padded], [Rd]
-  TensorView dout, denc_in;
-  bool has_lengths = false;  // the batch gave enc_lengths
+  TensorView dout, denc_in;                                // received: [R, d], [Re, d] (pipeline)
+  bool has_lengths = false;                                // the batch gave enc_lengths
   bool ready_for_backward = false;
   uint64_t dropout_offset = 0;
 };
@@ -93,8 +93,10 @@ struct Buffers {
 };
 
 // The parameter table of `shard` (HF names; see t5.h for the fused matrices; local TP shapes),
-// buckets: "embeddings", each encoder and decoder block, "final" (final norms, lm_head). The
-// default shard is the whole model.
+// buckets: "embeddings", each encoder and decoder block, "final" (final norms, lm_head), and on
+// a pipeline stage whose stack starts past block 0 "{encoder,decoder}.relative_attention_bias"
+// (its copy of block 0's table) first; only the stage's parameters. The default shard is the
+// whole model.
 ParamTable make_t5_param_table(const T5Config& cfg, const T5Shard& shard = {});
 // A parameter held by several pipeline stages (the shared embedding, a relative table), with
 // the stages holding a copy (in order; at least two).
