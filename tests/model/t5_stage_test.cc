@@ -149,6 +149,10 @@ TEST(T5StageLayers, PpSplitRankConfig) {
   c = load({"parallel.pp=3", "parallel.pp_split_rank=2"}, 3);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->parallel.pp_split_rank, 2);
+  // 2 + 2 layers over 4 stages: one layer each (GPT's chunk partition does not apply).
+  c = load({"parallel.pp=4", "model.n_layers=2"}, 4);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->parallel.pp_split_rank, 2);
   for (const auto& [split, pp, want] :
        std::vector<std::tuple<std::string, std::string, std::string>>{
            {"3", "3", "outside [1, pp - 1 = 2]"},
