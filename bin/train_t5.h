@@ -1,9 +1,9 @@
 // bin/train's path for [model] type = t5 (included by bin/train.cc only): Megatron's T5
 // span-corruption samples (io/t5_dataset.h) over the [data] split of one sentence-split corpus
 // (bin/preprocess --split-sentences with a WordPiece tokenizer and --vocab-extra-ids), written
-// as T5 records (model/t5_train.h) for model::T5Trainer (tensor and data parallelism over the
-// launcher's grid). The memory plan of this rank is printed and checked as for GPT ([train]
-// check_memory), --dry-run stops after it.
+// as T5 records (model/t5_train.h) for model::T5Trainer (tensor, pipeline and data parallelism
+// over the launcher's grid). The memory plan of this rank (its stage) is printed and checked as for
+// GPT ([train] check_memory), --dry-run stops after it.
 #pragma once
 
 #include <cstdint>
@@ -63,7 +63,8 @@ inline absl::Status run_t5(const model::TrainConfig& cfg, const model::GptPrecis
                            m.gated() ? "1.1" : "1.0", m.n_encoder_layers, m.n_decoder_layers,
                            m.d_model, m.n_heads, m.d_kv, m.d_ff, m.vocab_size, m.padded(), Te, Td,
                            m.matmul_params()));
-  ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, model::T5Trainer::plan(cfg, prec));
+  ANVIL_ASSIGN_OR_RETURN(model::T5Shard shard, model::T5Trainer::stage_shard(cfg, par.grid));
+  ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, model::T5Trainer::plan(cfg, prec, shard));
   engine::log_info(
       ctx, absl::StrCat("memory plan (micro_batch ", cfg.train.micro_batch, "):\n", plan.format()));
   if (cfg.train.check_memory) ANVIL_RETURN_IF_ERROR(model::Trainer::check_fits(plan, prec));

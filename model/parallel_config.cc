@@ -29,6 +29,10 @@ void add_parallel_schema(engine::ConfigSchema& s) {
   s.add("parallel", "pipeline_partition", kStr, "balanced",
         "Layers per pipeline chunk: balanced, or type:transformer|embedding (embedding and LM "
         "head count as a layer each, as Megatron's partition method).");
+  s.add("parallel", "pp_split_rank", kInt, "0",
+        "[model] type t5 with pp > 1 (--pipeline-model-parallel-split-rank): stages [0, split) "
+        "hold the encoder, [split, pp) the decoder (docs/parallelism.md); the encoder layers must "
+        "split evenly over split stages and the decoder layers over pp - split. 0 = pp / 2.");
   s.add("parallel", "recompute", kStr, "none",
         "Activation recomputation (--recompute-granularity): none, selective (attention "
         "probabilities recomputed in backward; with flash attention, which keeps only the "

@@ -16,6 +16,7 @@
 #include "ops/adamw.h"
 #include "ops/grad_norm.h"
 #include "ops/init_normal.h"
+#include "parallel/comm.h"
 
 namespace anvil::model {
 
@@ -107,6 +108,8 @@ absl::StatusOr<std::unique_ptr<T5Model>> T5Model::create(const T5Config& cfg,
   impl->prec = prec;
   impl->shard = shard;
   impl->seed = seed;
+  impl->layers = shard.layers(cfg);
+  if (shard.pp > 1) impl->shared = t5_detail::pipeline_shared_params(cfg, shard);
   ANVIL_ASSIGN_OR_RETURN(impl->arenas, gpt_detail::allocate_arenas(plan, prec.device, "t5"));
   gpt_detail::Carver carver(&impl->arenas);
   impl->buf = t5_detail::t5_layout(cfg, shape, prec, shard, carver);
@@ -157,43 +160,127 @@ GptModel::FlatBuffers T5Model::flat_buffers() {
 
 void T5Model::forward(const T5Batch& batch, bool train, uint64_t dropout_offset,
                       engine::Stream& stream) {
-  impl_->set_batch(batch, stream);
-  impl_->dropout_offset = dropout_offset;
-  impl_->forward(train, stream);
+  set_batch(0, batch, stream);
+  forward_stage(0, train, dropout_offset, stream);
 }
 
 void T5Model::backward(float grad_scale, engine::Stream& stream) {
-  impl_->backward(grad_scale, stream);
+  backward_stage(0, grad_scale, stream);
 }
 
-double T5Model::loss_sum(engine::Stream& stream) {
+double T5Model::loss_sum(engine::Stream& stream) { return loss_sum(0, stream); }
+
+double T5Model::loss_sum(int64_t slot, engine::Stream& stream) {
+  if (!impl_->post()) return 0.0;
   double sum = 0.0;
-  for (double l : gpt_detail::read_back(impl_->buf.losses, stream)) sum += l;
+  for (double l : gpt_detail::read_back(impl_->use_slot(slot).losses, stream)) sum += l;
   return sum;
 }
 
-engine::ConstTensorView T5Model::last_logits() const { return impl_->buf.logits; }
+engine::ConstTensorView T5Model::last_logits() const { return impl_->buf.slots[0].logits; }
+
+void T5Model::set_batch(int64_t slot, const T5Batch& batch, engine::Stream& stream) {
+  impl_->use_slot(slot);
+  impl_->set_batch(batch, stream);
+}
+
+void T5Model::forward_stage(int64_t slot, bool train, uint64_t dropout_offset,
+                            engine::Stream& stream) {
+  impl_->use_slot(slot).dropout_offset = dropout_offset;
+  impl_->dropout_offset = dropout_offset;
+  impl_->last_forward = slot;
+  impl_->forward(train, stream);
+}
+
+void T5Model::backward_stage(int64_t slot, float grad_scale, engine::Stream& stream) {
+  impl_->dropout_offset = impl_->use_slot(slot).dropout_offset;  // replays the forward's masks
+  impl_->backward(grad_scale, stream);
+}
+
+bool T5Model::ends_model() const { return impl_->post(); }
+
+std::vector<TensorView> T5Model::stage_inputs(int64_t slot) {
+  const Impl& m = *impl_;
+  const t5_detail::SlotActs& a = impl_->use_slot(slot);
+  if (m.has_enc()) {
+    if (m.embeds_enc()) return {};
+    return {a.enc_layers[static_cast<size_t>(m.layers.enc_begin)].x};
+  }
+  if (m.embeds_dec()) return {a.enc};
+  return {a.dec_layers[static_cast<size_t>(m.layers.dec_begin)].x, a.enc};
+}
+
+std::vector<TensorView> T5Model::stage_outputs() {
+  const Impl& m = *impl_;
+  const t5_detail::SlotActs& a = m.buf.slots[static_cast<size_t>(m.last_forward)];
+  if (m.has_enc()) {
+    if (m.ends_enc()) return {a.enc};
+    return {m.buf.out};
+  }
+  if (m.post()) return {};
+  return {m.buf.out, a.enc};
+}
+
+std::vector<TensorView> T5Model::stage_output_grads(int64_t slot) {
+  const Impl& m = *impl_;
+  const t5_detail::SlotActs& a = impl_->use_slot(slot);
+  if (m.has_enc()) {
+    if (m.ends_enc()) return {a.denc_in};
+    return {a.dout};
+  }
+  if (m.post()) return {};
+  return {a.dout, a.denc_in};
+}
+
+std::vector<TensorView> T5Model::stage_input_grads() {
+  const Impl& m = *impl_;
+  const int64_t B = m.shape.micro_batch, d = m.cfg.d_model;
+  if (m.has_enc()) {
+    if (m.embeds_enc()) return {};
+    return {flat_slice(m.buf.dres, 0, {B * m.shape.enc_len, d})};
+  }
+  if (m.embeds_dec()) return {m.buf.denc};
+  return {flat_slice(m.buf.dres, 0, {B * m.shape.dec_len, d}), m.buf.denc};
+}
 
 void T5Model::zero_grads(engine::Stream& stream) { engine::fill_zero(impl_->buf.grad, stream); }
 
-double T5Model::grad_norm(engine::Stream& stream) {
+void T5Model::sum_shared_grads(parallel::Comm* pp, engine::Stream& stream) {
+  if (pp == nullptr) return;
+  for (const t5_detail::SharedParam& sp : impl_->shared) {
+    const Param* p = impl_->buf.table.find(sp.name);
+    TensorView g =
+        p ? flat_slice(p->grad, 0, {p->numel()}) : flat_slice(impl_->buf.shared_sum, 0, {sp.numel});
+    if (p == nullptr) engine::fill_zero(g, stream);
+    pp->all_reduce(g, parallel::ReduceOp::kSum, stream);
+  }
+}
+
+double T5Model::grad_sum_squares(engine::Stream& stream) {
   const t5_detail::Buffers& b = impl_->buf;
   const T5Shard& sh = impl_->shard;
   engine::fill_zero(b.norm_out, stream);
-  if (sh.tp == 1) {
+  if (sh.tp == 1 && impl_->shared.empty()) {
     // Padding between parameters holds zero gradients: one sum over the whole buffer.
     ops::sum_squares(b.norm_out, b.grad, b.op_ws, stream);
   } else {
-    // Split parameters on every rank, the replicated ones (equal over TP) on rank 0 only.
+    // Split parameters on every TP rank, the replicated ones (equal over TP) on rank 0 only;
+    // a copy of a shared parameter on the first stage holding one.
     for (const Param& p : b.table.all()) {
-      if (p.tp_split_dim >= 0 || sh.tp_rank == 0) {
+      bool counted = p.tp_split_dim >= 0 || sh.tp_rank == 0;
+      for (const t5_detail::SharedParam& sp : impl_->shared) {
+        if (sp.name == p.name && sp.stages.front() != sh.pp_rank) counted = false;
+      }
+      if (counted) {
         ops::sum_squares(b.norm_out, flat_slice(p.grad, 0, {p.numel()}), b.op_ws, stream);
       }
     }
     impl_->tp_all_reduce(b.norm_out, stream);
   }
-  return std::sqrt(gpt_detail::read_back(b.norm_out, stream)[0]);
+  return gpt_detail::read_back(b.norm_out, stream)[0];
 }
+
+double T5Model::grad_norm(engine::Stream& stream) { return std::sqrt(grad_sum_squares(stream)); }
 
 void T5Model::optimizer_step(const GptModel::OptimizerStep& s, engine::Stream& stream) {
   const t5_detail::Buffers& b = impl_->buf;

@@ -20,10 +20,12 @@
 // Explicit forward/backward over ops/ with saved activations; gradients accumulate (+=) across
 // micro-batches. Tensor parallelism (T5Shard) as Megatron's: heads, d_ff and the padded
 // vocabulary split over the TP group (column-parallel qkv / cross q, kv / wi, row-parallel o /
-// wo, vocab-parallel embedding, LM head and cross-entropy); no pipeline or sequence parallelism
-// yet. Data parallelism is the caller's: sum flat_buffers().grad over the DP ranks. Precision as
-// GptModel (gpt.h): on CUDA bf16 parameters/activations with f32 master weights, gradients and
-// AdamW state; on the CPU f32, or f64 for gradient checks.
+// wo, vocab-parallel embedding, LM head and cross-entropy); no sequence parallelism yet.
+// Pipeline parallelism (T5Shard pp) as Megatron's: the encoder's layers on stages [0, split), the
+// decoder's on [split, pp); each stage runs its part per activation slot (the stage API below,
+// driven by model/t5_stage.h). Data parallelism is the caller's: sum flat_buffers().grad over the
+// DP ranks. Precision as GptModel (gpt.h): on CUDA bf16 parameters/activations with f32 master
+// weights, gradients and AdamW state; on the CPU f32, or f64 for gradient checks.
 #pragma once
 
 #include <cstdint>
@@ -84,6 +86,18 @@ struct T5Config {
 int32_t t5_relative_bucket(int64_t n, bool bidirectional, int64_t num_buckets,
                            int64_t max_distance);
 
+// The layers one pipeline stage holds: encoder [enc_begin, enc_end), decoder [dec_begin,
+// dec_end) (empty ranges where it holds none).
+struct T5StageLayers {
+  int64_t enc_begin = 0, enc_end = 0, dec_begin = 0, dec_end = 0;
+};
+
+// Megatron's T5 pipeline layout (--pipeline-model-parallel-split-rank): the encoder layers split
+// evenly over stages [0, split), the decoder layers over [split, pp); pp = 1: every layer.
+// InvalidArgument naming the numbers unless 0 <= stage < pp, 1 <= split < pp (pp > 1) and split
+// divides the encoder layers, pp - split the decoder layers.
+absl::StatusOr<T5StageLayers> t5_stage_layers(const T5Config& cfg, int pp, int split, int stage);
+
 // The part of the model one rank holds. tp > 1 splits the heads (n_heads % tp == 0), d_ff and
 // the padded vocabulary (each % tp == 0) over the TP group tp_comm (not owned); the relative
 // tables and the norms are replicated (their gradients summed over TP where partial). Parameter
@@ -93,9 +107,16 @@ int32_t t5_relative_bucket(int64_t n, bool bidirectional, int64_t num_buckets,
 struct T5Shard {
   int tp = 1, tp_rank = 0;
   parallel::Comm* tp_comm = nullptr;
-  // InvalidArgument naming the numbers (heads, d_ff, padded vocabulary % tp); create() also
-  // needs tp_comm when tp > 1.
+  // Pipeline: pp stages, this one pp_rank; stages [0, pp_split) hold the encoder. Each stage
+  // holds its layers, the shared embedding where it embeds (stage 0: encoder input, stage
+  // pp_split: decoder input) or ends the model with a tied head, and the relative table of each
+  // stack it has layers of (those copies are summed over the pipeline: sum_shared_grads).
+  int pp = 1, pp_rank = 0, pp_split = 0;
+  int64_t act_slots = 1;  // activation sets: micro-batches in flight at once
+  // InvalidArgument naming the numbers (heads, d_ff, padded vocabulary % tp, the stage layout);
+  // create() also needs tp_comm when tp > 1.
   absl::Status validate(const T5Config& cfg) const;
+  T5StageLayers layers(const T5Config& cfg) const;  // of a valid shard
 };
 
 struct T5RunShape {
@@ -140,6 +161,7 @@ class T5Model {
   ParamTable& params();
   GptModel::FlatBuffers flat_buffers();
 
+  // The single-stage API: slot 0 of a model with one pipeline stage.
   // Forward over one micro-batch; the loss sum is read by loss_sum(). train false: no dropout,
   // nothing kept for backward. dropout_offset numbers this forward (Philox), as GptModel.
   // Aborts (CHECK) on tokens outside the vocabulary or lengths outside [1, Te].
@@ -151,8 +173,39 @@ class T5Model {
   // [B*Td, padded] act logits of the last forward with train = false.
   engine::ConstTensorView last_logits() const;
 
+  // Pipeline stage API (the above is this for slot 0 of a one-stage model). set_batch copies
+  // a micro-batch's host inputs into `slot` (every stage takes the whole batch: the encoder
+  // lengths mask attention on every stage). forward_stage runs this stage's layers on the slot:
+  // its input is the embedding (the stage that starts a stack) or what arrived in
+  // stage_inputs(slot); backward_stage takes d(output) from the loss (the last stage) or from
+  // stage_output_grads(slot). The transfers (act dtype):
+  //   encoder stage -> next encoder stage:  hidden [B*Te, d]
+  //   last encoder stage -> first decoder stage:  encoder output [B*Te, d] (after the final
+  //                                               encoder norm and dropout)
+  //   decoder stage -> next decoder stage:  hidden [B*Td, d], encoder output [B*Te, d]
+  // and their gradients backwards (a decoder stage's encoder-output gradient sums those of all
+  // later decoder stages' cross-attention).
+  void set_batch(int64_t slot, const T5Batch& batch, engine::Stream& stream);
+  void forward_stage(int64_t slot, bool train, uint64_t dropout_offset, engine::Stream& stream);
+  void backward_stage(int64_t slot, float grad_scale, engine::Stream& stream);
+  double loss_sum(int64_t slot, engine::Stream& stream);  // the last stage; syncs
+  std::vector<engine::TensorView> stage_inputs(int64_t slot);
+  std::vector<engine::TensorView> stage_outputs();  // of the last forward_stage
+  std::vector<engine::TensorView> stage_output_grads(int64_t slot);
+  std::vector<engine::TensorView> stage_input_grads();  // of the last backward_stage
+  bool ends_model() const;  // holds the last decoder layer, the head and the loss
+  // After a step's last backward, over the pipeline group pp (null: no-op): each parameter held
+  // by several stages (the shared embedding, the relative tables) gets the sum of its copies'
+  // gradients (Megatron's embedding group); stages without a copy contribute zeros.
+  void sum_shared_grads(parallel::Comm* pp, engine::Stream& stream);
+  // Sum of squared gradients of this stage's parameters, over its TP group (a collective),
+  // counting each model parameter once: TP-replicated ones on TP rank 0, the copies of shared
+  // parameters on the first stage holding one. Sum it over the pipeline for the norm. Syncs.
+  double grad_sum_squares(engine::Stream& stream);
+
   void zero_grads(engine::Stream& stream);
-  // Global L2 norm of the gradient (syncs; a TP collective: replicated parameters counted once).
+  // L2 norm of this stage's gradient (syncs; a TP collective: replicated parameters counted
+  // once); with one stage the global norm: sqrt(grad_sum_squares).
   double grad_norm(engine::Stream& stream);
   void optimizer_step(const GptModel::OptimizerStep& s, engine::Stream& stream);
   size_t arena_bytes(const std::string& category) const;

@@ -1,10 +1,12 @@
 // T5Config validation and size arithmetic, and HF's relative-position bucket (model/t5.h).
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "engine/checked_math.h"
+#include "engine/status.h"
 #include "model/t5.h"
 
 namespace anvil::model {
@@ -74,7 +76,42 @@ absl::Status T5Shard::validate(const T5Config& cfg) const {
                                 {"the padded vocabulary", cfg.padded()}}) {
     if (n % tp != 0) return bad(what, " (", n, ") is not divisible by tp (", tp, ")");
   }
-  return absl::OkStatus();
+  if (act_slots < 1) return bad("act_slots ", act_slots, " (need >= 1)");
+  return t5_stage_layers(cfg, pp, pp_split, pp_rank).status();
+}
+
+T5StageLayers T5Shard::layers(const T5Config& cfg) const {
+  absl::StatusOr<T5StageLayers> l = t5_stage_layers(cfg, pp, pp_split, pp_rank);
+  ANVIL_CHECK_MSG(l.ok(), std::string(l.status().message()));
+  return *l;
+}
+
+absl::StatusOr<T5StageLayers> t5_stage_layers(const T5Config& cfg, int pp, int split, int stage) {
+  auto bad = [](auto&&... parts) {
+    return absl::InvalidArgumentError(absl::StrCat("T5 pipeline: ", parts...));
+  };
+  const int64_t le = cfg.n_encoder_layers, ld = cfg.n_decoder_layers;
+  if (pp < 1 || stage < 0 || stage >= pp) return bad("stage ", stage, " of pp ", pp);
+  if (pp == 1) return T5StageLayers{0, le, 0, ld};
+  if (split < 1 || split >= pp) {
+    return bad("split rank ", split, " outside [1, pp - 1 = ", pp - 1,
+               "] (stages [0, split) hold the encoder, [split, pp) the decoder)");
+  }
+  if (le % split != 0 || ld % (pp - split) != 0) {
+    return bad(le, " encoder layers over ", split, " stages and ", ld, " decoder layers over ",
+               pp - split, " stages do not split evenly");
+  }
+  T5StageLayers l;
+  if (stage < split) {
+    const int64_t n = le / split;
+    l.enc_begin = stage * n;
+    l.enc_end = l.enc_begin + n;
+  } else {
+    const int64_t n = ld / (pp - split);
+    l.dec_begin = (stage - split) * n;
+    l.dec_end = l.dec_begin + n;
+  }
+  return l;
 }
 
 int32_t t5_relative_bucket(int64_t n, bool bidirectional, int64_t num_buckets,

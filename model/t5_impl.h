@@ -1,8 +1,9 @@
 // T5Model's private state (model/t5.cc: layout, creation, optimizer; model/t5_pass.cc:
 // forward/backward). Not part of the public API.
 //
-// Saved activations (one micro-batch; Re = B*Te encoder rows, Rd = B*Td decoder rows; act dtype
-// unless noted; rstd: [rows] stat dtype; lse: [B, H, T] f32):
+// Saved activations (per activation slot: one micro-batch in flight; Re = B*Te encoder rows,
+// Rd = B*Td decoder rows; act dtype unless noted; rstd: [rows] stat dtype; lse: [B, H, T] f32;
+// layers and ends of this pipeline stage only):
 //   encoder layer: x (input), ln1, rstd1, qkv [Re, 3I], lse, att [Re, I], h, ln2, rstd2,
 //                  pre [Re, wi_out] (wi's output), act [Re, d_ff] (activation output after its
 //                  dropout: wo's input)
@@ -10,13 +11,16 @@
 //                  ckv [Re, 2I] (k | v of the encoder output), clse [B, H, Td], catt [Rd, I],
 //                  h2, ln3, rstd3, pre, act
 //   ends:          x_enc (encoder's last residual sum), enc_norm (= RMSf_enc, before its
-//                  dropout), enc (after it: what cross-attention reads), and the same three for
-//                  the decoder (dec is the LM head's input), logits, losses [Rd] stat dtype
+//                  dropout), enc (after it: what cross-attention reads; on decoder stages the
+//                  received copy), and the same three for the decoder (dec is the LM head's
+//                  input), logits, losses [Rd] stat dtype
+//   received grads: dout (d stage output) [R, d], denc_in (d enc of later decoder stages) [Re, d]
 // Scratch: proj [max(Re, Rd), d] (a projection's output, or its gradient), dres, dln
 // [max rows, max(d, I)], dbig [max rows, max(3I, wi_out)], dact [max rows, d_ff] (d of the FFN
 // activation output), denc [Re, d] (d enc, summed over the decoder layers), rel_f32 / drel_f32 [2,
 // buckets, H] f32 (the relative tables as the attention op takes them), rel_grad [buckets * H] grad
-// dtype.
+// dtype. out [R, d]: the stage's output hidden (pipeline), shared_sum: zeros standing in for a
+// shared parameter's gradient this stage has no copy of (sum_shared_grads).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +29,7 @@
 #include <vector>
 
 #include "engine/arena.h"
+#include "engine/status.h"
 #include "engine/tensor.h"
 #include "engine/workspace.h"
 #include "model/gpt_layout.h"  // Carver, GemmWorkspaceScope, stat_dtype
@@ -59,17 +64,27 @@ struct LayerActs {
   TensorView ln_ff, rstd_ff, pre, act;             // ln_ff/rstd_ff: ln2 (encoder) or ln3
 };
 
+// One activation slot: a micro-batch's inputs, saved activations and received gradients.
+struct SlotActs {
+  std::vector<LayerActs> enc_layers, dec_layers;  // Le / Ld entries, this stage's bound
+  // Inputs on the device.
+  TensorView enc_tokens, dec_tokens, labels, enc_lengths;  // [Re], [Rd], [Rd] i32, [B] i32
+  TensorView x_enc, enc_norm, enc_rstd, enc;               // [Re, d] ..., rstd [Re]
+  TensorView x_dec, dec_norm, dec_rstd, dec;               // [Rd, d] ...
+  TensorView logits, losses;                               // [Rd, padded], [Rd]
+  TensorView dout, denc_in;                                // received: [R, d], [Re, d] (pipeline)
+  bool has_lengths = false;                                // the batch gave enc_lengths
+  bool ready_for_backward = false;
+  uint64_t dropout_offset = 0;
+};
+
 struct Buffers {
   ParamTable table;
   TensorView value, master, grad, m, v;  // flat [flat_numel]
   Weights w, g;                          // views of value, grad
-  std::vector<LayerActs> enc_layers, dec_layers;
-  // Inputs on the device.
-  TensorView enc_tokens, dec_tokens, labels, enc_lengths;  // [Re], [Rd], [Rd] i32, [B] i32
-  TensorView rel_buckets_enc, rel_buckets_dec;             // [2Te - 1], [2Td - 1] i32
-  TensorView x_enc, enc_norm, enc_rstd, enc;               // [Re, d] ..., rstd [Re]
-  TensorView x_dec, dec_norm, dec_rstd, dec;               // [Rd, d] ...
-  TensorView logits, losses;                               // [Rd, padded], [Rd]
+  std::vector<SlotActs> slots;
+  TensorView rel_buckets_enc, rel_buckets_dec;  // [2Te - 1], [2Td - 1] i32
+  TensorView out, shared_sum;
   TensorView proj, dres, dln, dbig, dact, denc;
   TensorView rel_f32, drel_f32, rel_grad;
   TensorView ce;  // [3, Rd] stat dtype: row max, sum of exponentials, target logit (tp > 1)
@@ -78,9 +93,19 @@ struct Buffers {
 };
 
 // The parameter table of `shard` (HF names; see t5.h for the fused matrices; local TP shapes),
-// buckets: "embeddings", each encoder and decoder block, "final" (final norms, lm_head). The
-// default shard is the whole model.
+// buckets: "embeddings", each encoder and decoder block, "final" (final norms, lm_head), and on
+// a pipeline stage whose stack starts past block 0 "{encoder,decoder}.relative_attention_bias"
+// (its copy of block 0's table) first; only the stage's parameters. The default shard is the
+// whole model.
 ParamTable make_t5_param_table(const T5Config& cfg, const T5Shard& shard = {});
+// A parameter held by several pipeline stages (the shared embedding, a relative table), with
+// the stages holding a copy (in order; at least two).
+struct SharedParam {
+  std::string name;
+  int64_t numel;
+  std::vector<int> stages;
+};
+std::vector<SharedParam> pipeline_shared_params(const T5Config& cfg, const T5Shard& shard);
 // Walks the whole layout through `carver`; when creating, also binds the parameter views.
 Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecision& prec,
                   const T5Shard& shard, gpt_detail::Carver& carver);
@@ -100,9 +125,11 @@ struct T5Model::Impl {
   uint64_t seed = 0;
   std::vector<std::pair<std::string, engine::Arena>> arenas;
   t5_detail::Buffers buf;
-  bool ready_for_backward = false;
-  bool has_lengths = false;  // the last batch gave enc_lengths
-  uint64_t dropout_offset = 0;
+  T5StageLayers layers;                        // this pipeline stage's
+  int64_t slot = 0;                            // of the forward / backward running
+  int64_t last_forward = 0;                    // the slot of the last forward_stage
+  uint64_t dropout_offset = 0;                 // the running slot's
+  std::vector<t5_detail::SharedParam> shared;  // held by several stages (pipeline)
   // Dropout sites per forward: encoder embedding, 4 per encoder layer (attention probabilities,
   // attention output, FFN hidden, FFN output), encoder final; decoder embedding, 6 per decoder
   // layer (+ cross-attention probabilities and output), decoder final.
@@ -115,9 +142,32 @@ struct T5Model::Impl {
   int64_t enc_site(int64_t l, int64_t k) const { return 1 + 4 * l + k; }
   int64_t dec_site(int64_t l, int64_t k) const { return 3 + 4 * cfg.n_encoder_layers + 6 * l + k; }
 
+  t5_detail::SlotActs& act() { return buf.slots[static_cast<size_t>(slot)]; }
+  // Makes `slot` the running one (CHECK: within act_slots).
+  t5_detail::SlotActs& use_slot(int64_t k) {
+    ANVIL_CHECK_MSG(k >= 0 && k < shard.act_slots, "T5Model: slot " + std::to_string(k) +
+                                                       " outside [0, act_slots " +
+                                                       std::to_string(shard.act_slots) + ")");
+    slot = k;
+    return act();
+  }
+  bool has_enc() const { return layers.enc_end > layers.enc_begin; }
+  bool has_dec() const { return layers.dec_end > layers.dec_begin; }
+  bool embeds_enc() const { return has_enc() && layers.enc_begin == 0; }
+  bool ends_enc() const { return has_enc() && layers.enc_end == cfg.n_encoder_layers; }
+  bool embeds_dec() const { return has_dec() && layers.dec_begin == 0; }
+  bool post() const { return has_dec() && layers.dec_end == cfg.n_decoder_layers; }
+  bool pipelined() const { return shard.pp > 1; }
+
   void set_batch(const T5Batch& batch, engine::Stream& s);
   void forward(bool train, engine::Stream& s);
   void backward(float grad_scale, engine::Stream& s);
+  void encoder_forward(bool train, engine::Stream& s);
+  void decoder_forward(bool train, engine::Stream& s);
+  void decoder_backward(float grad_scale, engine::Stream& s);
+  void encoder_backward(engine::Stream& s);
+  // The relative tables' f32 gradients into the parameter gradients this stage holds.
+  void add_relative_grads(engine::Stream& s);
   void encoder_layer_forward(int64_t l, bool train, engine::Stream& s);
   void decoder_layer_forward(int64_t l, bool train, engine::Stream& s);
   void encoder_layer_backward(int64_t l, engine::Stream& s);

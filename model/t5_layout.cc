@@ -72,39 +72,94 @@ LayerWeights layer_of(const T5Config& cfg, const ParamTable& t, TensorView Param
   return w;
 }
 
-Weights weights_of(const T5Config& cfg, const ParamTable& t, TensorView Param::*field) {
+// The view of `name`, or empty where this stage does not hold it.
+TensorView view_if(const ParamTable& t, const std::string& name, TensorView Param::*field) {
+  const Param* p = t.find(name);
+  return p ? p->*field : TensorView{};
+}
+
+// Views of this stage's parameters (layers outside its ranges stay empty).
+Weights weights_of(const T5Config& cfg, const T5StageLayers& st, const ParamTable& t,
+                   TensorView Param::*field) {
   Weights w;
-  w.shared = find_view(t, "shared.weight", field);
-  w.lm_head = cfg.tied() ? w.shared : find_view(t, "lm_head.weight", field);
-  w.rel_enc = find_view(t, enc_name(0, kRelName), field);
-  w.rel_dec = find_view(t, dec_name(0, kRelName), field);
-  w.enc_final = find_view(t, "encoder.final_layer_norm.weight", field);
-  w.dec_final = find_view(t, "decoder.final_layer_norm.weight", field);
-  for (int64_t l = 0; l < cfg.n_encoder_layers; ++l) {
-    w.enc.push_back(layer_of(cfg, t, field, false, l));
+  w.shared = view_if(t, "shared.weight", field);
+  w.lm_head = cfg.tied() ? w.shared : view_if(t, "lm_head.weight", field);
+  w.rel_enc = view_if(t, enc_name(0, kRelName), field);
+  w.rel_dec = view_if(t, dec_name(0, kRelName), field);
+  w.enc_final = view_if(t, "encoder.final_layer_norm.weight", field);
+  w.dec_final = view_if(t, "decoder.final_layer_norm.weight", field);
+  w.enc.resize(static_cast<size_t>(cfg.n_encoder_layers));
+  w.dec.resize(static_cast<size_t>(cfg.n_decoder_layers));
+  for (int64_t l = st.enc_begin; l < st.enc_end; ++l) {
+    w.enc[static_cast<size_t>(l)] = layer_of(cfg, t, field, false, l);
   }
-  for (int64_t l = 0; l < cfg.n_decoder_layers; ++l) {
-    w.dec.push_back(layer_of(cfg, t, field, true, l));
+  for (int64_t l = st.dec_begin; l < st.dec_end; ++l) {
+    w.dec[static_cast<size_t>(l)] = layer_of(cfg, t, field, true, l);
   }
   return w;
 }
 
+// Elements of the largest shared parameter this stage has no copy of (at least 1).
+int64_t shared_stand_in(const T5Config& cfg, const T5Shard& shard) {
+  int64_t most = 1;
+  for (const SharedParam& p : pipeline_shared_params(cfg, shard)) {
+    if (std::find(p.stages.begin(), p.stages.end(), shard.pp_rank) == p.stages.end()) {
+      most = std::max(most, p.numel);
+    }
+  }
+  return most;
+}
+
 }  // namespace
+
+std::vector<SharedParam> pipeline_shared_params(const T5Config& cfg, const T5Shard& shard) {
+  std::vector<SharedParam> out;
+  const std::string names[] = {"shared.weight", enc_name(0, kRelName), dec_name(0, kRelName)};
+  for (const std::string& name : names) {
+    SharedParam p{name, 0, {}};
+    for (int s = 0; s < shard.pp; ++s) {
+      T5Shard other = shard;
+      other.pp_rank = s;
+      const ParamTable t = make_t5_param_table(cfg, other);
+      if (const Param* q = t.find(name)) {
+        p.numel = q->numel();
+        p.stages.push_back(s);
+      }
+    }
+    if (p.stages.size() > 1) out.push_back(std::move(p));
+  }
+  return out;
+}
 
 ParamTable make_t5_param_table(const T5Config& cfg, const T5Shard& shard) {
   const int tp = shard.tp;
   const int64_t d = cfg.d_model, i = cfg.inner() / tp, v = cfg.padded() / tp;
+  const T5StageLayers st = shard.layers(cfg);
+  const bool post = st.dec_end > st.dec_begin && st.dec_end == cfg.n_decoder_layers;
   ParamTableBuilder t;
-  t.begin_bucket("embeddings");
-  Param& shared = t.add("shared.weight", {v, d}, true, 0);  // vocab-parallel
-  shared.vocab_rows = true;
-  shared.tied = cfg.tied();
-  for (int64_t l = 0; l < cfg.n_encoder_layers; ++l) {
+  // The shared embedding where a stack starts, and under the tied LM head.
+  if ((st.enc_end > st.enc_begin && st.enc_begin == 0) ||
+      (st.dec_end > st.dec_begin && st.dec_begin == 0) || (post && cfg.tied())) {
+    t.begin_bucket("embeddings");
+    Param& shared = t.add("shared.weight", {v, d}, true, 0);  // vocab-parallel
+    shared.vocab_rows = true;
+    shared.tied = cfg.tied();
+  }
+  // A stage whose layers start past block 0 holds a copy of block 0's relative table.
+  if (st.enc_begin > 0) {
+    t.begin_bucket("encoder.relative_attention_bias");
+    t.add(enc_name(0, kRelName), {cfg.num_buckets, cfg.n_heads}, false);
+  }
+  for (int64_t l = st.enc_begin; l < st.enc_end; ++l) {
     t.begin_bucket(enc_name(l, ""));
     add_self_attention(cfg, t, enc_name(l, ""), l == 0, i);
     add_ffn(cfg, t, enc_name(l, ""), 1, tp);
   }
-  for (int64_t l = 0; l < cfg.n_decoder_layers; ++l) {
+  if (st.dec_begin > 0) {
+    t.begin_bucket("decoder.relative_attention_bias");
+    t.add(dec_name(0, kRelName), {cfg.num_buckets, cfg.n_heads}, false);
+  }
+  for (int64_t l = st.dec_begin; l < st.dec_end; ++l) {
     const std::string pre = dec_name(l, "");
     t.begin_bucket(pre);
     add_self_attention(cfg, t, pre, l == 0, i);
@@ -114,10 +169,13 @@ ParamTable make_t5_param_table(const T5Config& cfg, const T5Shard& shard) {
     t.add(pre + "layer.1.layer_norm.weight", {d}, false);
     add_ffn(cfg, t, pre, 2, tp);
   }
-  t.begin_bucket("final");
-  t.add("encoder.final_layer_norm.weight", {d}, false);
-  t.add("decoder.final_layer_norm.weight", {d}, false);
-  if (!cfg.tied()) t.add("lm_head.weight", {v, d}, true, 0).vocab_rows = true;
+  const bool ends_enc = st.enc_end > st.enc_begin && st.enc_end == cfg.n_encoder_layers;
+  if (ends_enc || post) t.begin_bucket("final");
+  if (ends_enc) t.add("encoder.final_layer_norm.weight", {d}, false);
+  if (post) {
+    t.add("decoder.final_layer_norm.weight", {d}, false);
+    if (!cfg.tied()) t.add("lm_head.weight", {v, d}, true, 0).vocab_rows = true;
+  }
   return t.build();
 }
 
@@ -164,7 +222,7 @@ Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecisi
   const int tp = shard.tp;
   const int64_t d = cfg.d_model, I = cfg.inner() / tp, H = cfg.n_heads / tp, f = cfg.d_ff / tp;
   const int64_t wi = cfg.wi_out() / tp;
-  const DType act = prec.act, gdt = prec.grad, st = gpt_detail::stat_dtype(prec);
+  const DType act = prec.act, gdt = prec.grad, st_dt = gpt_detail::stat_dtype(prec);
   const bool cuda = prec.device == engine::Device::kCuda;
   Buffers b;
   b.table = make_t5_param_table(cfg, shard);
@@ -183,14 +241,14 @@ Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecisi
     LayerActs a;
     a.x = A(p + "x", act, {r, d});
     a.ln1 = A(p + "ln1", act, {r, d});
-    a.rstd1 = A(p + "ln1.rstd", st, {r});
+    a.rstd1 = A(p + "ln1.rstd", st_dt, {r});
     a.qkv = A(p + "qkv", act, {r, 3 * I});
     a.lse = A(p + "attn.lse", DType::kF32, {B, H, T});
     a.att = A(p + "attn", act, {r, I});
     a.h = A(p + "h", act, {r, d});
     if (decoder) {
       a.ln2 = A(p + "ln2", act, {r, d});
-      a.rstd2 = A(p + "ln2.rstd", st, {r});
+      a.rstd2 = A(p + "ln2.rstd", st_dt, {r});
       a.cq = A(p + "cross.q", act, {r, I});
       a.ckv = A(p + "cross.kv", act, {re, 2 * I});
       a.clse = A(p + "cross.lse", DType::kF32, {B, H, T});
@@ -198,33 +256,56 @@ Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecisi
       a.h2 = A(p + "h2", act, {r, d});
     }
     a.ln_ff = A(p + "ln_ff", act, {r, d});
-    a.rstd_ff = A(p + "ln_ff.rstd", st, {r});
+    a.rstd_ff = A(p + "ln_ff.rstd", st_dt, {r});
     a.pre = A(p + "ffn.pre", act, {r, wi});
     a.act = A(p + "ffn.act", act, {r, f});
     return a;
   };
-  for (int64_t l = 0; l < cfg.n_encoder_layers; ++l) {
-    b.enc_layers.push_back(layer(absl::StrCat("encoder.", l, "."), false));
+  const T5StageLayers st = shard.layers(cfg);
+  const bool has_enc = st.enc_end > st.enc_begin, has_dec = st.dec_end > st.dec_begin;
+  const bool ends_enc = has_enc && st.enc_end == cfg.n_encoder_layers;
+  const bool post = has_dec && st.dec_end == cfg.n_decoder_layers;
+  const bool pipelined = shard.pp > 1;
+  const int64_t rows = has_dec ? rd : re;  // of the stage's hidden
+  for (int64_t k = 0; k < shard.act_slots; ++k) {
+    SlotActs sa;
+    const std::string p = shard.act_slots > 1 ? absl::StrCat("slot ", k, " ") : "";
+    sa.enc_layers.resize(static_cast<size_t>(cfg.n_encoder_layers));
+    sa.dec_layers.resize(static_cast<size_t>(cfg.n_decoder_layers));
+    for (int64_t l = st.enc_begin; l < st.enc_end; ++l) {
+      sa.enc_layers[static_cast<size_t>(l)] = layer(absl::StrCat(p, "encoder.", l, "."), false);
+    }
+    for (int64_t l = st.dec_begin; l < st.dec_end; ++l) {
+      sa.dec_layers[static_cast<size_t>(l)] = layer(absl::StrCat(p, "decoder.", l, "."), true);
+    }
+    sa.enc_tokens = A(p + "encoder tokens", DType::kI32, {re});
+    sa.dec_tokens = A(p + "decoder tokens", DType::kI32, {rd});
+    sa.labels = A(p + "labels", DType::kI32, {rd});
+    sa.enc_lengths = A(p + "encoder lengths", DType::kI32, {B});
+    if (ends_enc) {
+      sa.x_enc = A(p + "encoder output sum", act, {re, d});
+      sa.enc_norm = A(p + "encoder final norm", act, {re, d});
+      sa.enc_rstd = A(p + "encoder final norm rstd", st_dt, {re});
+    }
+    if (ends_enc || has_dec) sa.enc = A(p + "encoder output", act, {re, d});
+    if (post) {
+      sa.x_dec = A(p + "decoder output sum", act, {rd, d});
+      sa.dec_norm = A(p + "decoder final norm", act, {rd, d});
+      sa.dec_rstd = A(p + "decoder final norm rstd", st_dt, {rd});
+      sa.dec = A(p + "decoder output", act, {rd, d});
+      sa.logits = A(p + "logits", act, {rd, cfg.padded() / tp});
+      sa.losses = A(p + "losses", st_dt, {rd});
+    }
+    // Received gradients: of the stage's output hidden, and of the encoder output.
+    if (pipelined && !post && !ends_enc) sa.dout = A(p + "grad stage output", act, {rows, d});
+    if (pipelined && (ends_enc || (has_dec && !post))) {
+      sa.denc_in = A(p + "grad encoder output (received)", act, {re, d});
+    }
+    b.slots.push_back(std::move(sa));
   }
-  for (int64_t l = 0; l < cfg.n_decoder_layers; ++l) {
-    b.dec_layers.push_back(layer(absl::StrCat("decoder.", l, "."), true));
-  }
-  b.enc_tokens = A("encoder tokens", DType::kI32, {re});
-  b.dec_tokens = A("decoder tokens", DType::kI32, {rd});
-  b.labels = A("labels", DType::kI32, {rd});
-  b.enc_lengths = A("encoder lengths", DType::kI32, {B});
   b.rel_buckets_enc = A("encoder relative buckets", DType::kI32, {2 * Te - 1});
   b.rel_buckets_dec = A("decoder relative buckets", DType::kI32, {2 * Td - 1});
-  b.x_enc = A("encoder output sum", act, {re, d});
-  b.enc_norm = A("encoder final norm", act, {re, d});
-  b.enc_rstd = A("encoder final norm rstd", st, {re});
-  b.enc = A("encoder output", act, {re, d});
-  b.x_dec = A("decoder output sum", act, {rd, d});
-  b.dec_norm = A("decoder final norm", act, {rd, d});
-  b.dec_rstd = A("decoder final norm rstd", st, {rd});
-  b.dec = A("decoder output", act, {rd, d});
-  b.logits = A("logits", act, {rd, cfg.padded() / tp});
-  b.losses = A("losses", st, {rd});
+  if (pipelined && !post && !ends_enc) b.out = A("stage output", act, {rows, d});
   b.proj = A("proj / dproj", act, {rmax, d});
   b.dres = A("grad residual", act, {rmax, d});
   b.dln = A("grad norm input", act, {rmax, std::max(d, I)});
@@ -236,7 +317,9 @@ Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecisi
   b.rel_f32 = A("relative tables (f32)", DType::kF32, {2, cfg.num_buckets, cfg.n_heads});
   b.drel_f32 = A("relative table grads (f32)", DType::kF32, {2, cfg.num_buckets, cfg.n_heads});
   b.rel_grad = A("relative table grad (grad dtype)", gdt, {nh});
-  if (tp > 1) b.ce = A("vocab-parallel ce stats", st, {3, rd});
+  if (tp > 1 && post) b.ce = A("vocab-parallel ce stats", st_dt, {3, rd});
+  // Zeros for the largest shared parameter this stage has no copy of (sum_shared_grads).
+  if (pipelined) b.shared_sum = A("shared grad stand-in", gdt, {shared_stand_in(cfg, shard)});
 
   size_t op_bytes = 0;
   if (cuda) {
@@ -259,8 +342,8 @@ Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecisi
 
   if (!carver.planning() && carver.status().ok()) {
     b.table.bind(b.value, b.master, b.grad, b.m, b.v);
-    b.w = weights_of(cfg, b.table, &Param::value);
-    b.g = weights_of(cfg, b.table, &Param::grad);
+    b.w = weights_of(cfg, st, b.table, &Param::value);
+    b.g = weights_of(cfg, st, b.table, &Param::grad);
   }
   return b;
 }

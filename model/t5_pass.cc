@@ -52,6 +52,19 @@ TensorView rel_slot(TensorView rel, int64_t k) {
   return flat_slice(rel, k * n, {rel.dim(1), rel.dim(2)});
 }
 
+// The last residual sum of a stack's local layers, h + Drop(proj) (proj: the last FFN output),
+// as the stage's output hidden out [rows, d].
+void stage_output(TensorView out, TensorView h, TensorView proj, engine::Stream& s) {
+  const int64_t n = h.numel();
+  engine::copy(out, h, s);
+  ops::axpy(1.0f, flat_slice(out, 0, {n}), flat_slice(proj, 0, {n}), s);
+}
+
+// y += x over all elements (same shapes).
+void add_into(TensorView y, TensorView x, engine::Stream& s) {
+  ops::axpy(1.0f, flat_slice(y, 0, {y.numel()}), flat_slice(x, 0, {x.numel()}), s);
+}
+
 }  // namespace
 
 void T5Model::Impl::set_batch(const T5Batch& batch, engine::Stream& s) {
@@ -69,8 +82,8 @@ void T5Model::Impl::set_batch(const T5Batch& batch, engine::Stream& s) {
   check_ids(batch.dec_tokens, rd, 0, "dec_tokens");
   check_ids(batch.labels, rd, -1, "labels");
   std::vector<int32_t> lengths(static_cast<size_t>(B), static_cast<int32_t>(shape.enc_len));
-  has_lengths = batch.enc_lengths != nullptr;
-  if (has_lengths) {
+  act().has_lengths = batch.enc_lengths != nullptr;
+  if (act().has_lengths) {
     for (int64_t b = 0; b < B; ++b) {
       const int32_t n = batch.enc_lengths[b];
       ANVIL_CHECK_MSG(n >= 1 && n <= shape.enc_len,
@@ -83,10 +96,10 @@ void T5Model::Impl::set_batch(const T5Batch& batch, engine::Stream& s) {
   auto put = [&](TensorView dst, const int32_t* src, int64_t n) {
     engine::copy(dst, engine::make_view(src, engine::DType::kI32, host, {n}), s);
   };
-  put(buf.enc_tokens, batch.enc_tokens, re);
-  put(buf.dec_tokens, batch.dec_tokens, rd);
-  put(buf.labels, batch.labels, rd);
-  put(buf.enc_lengths, lengths.data(), B);
+  put(act().enc_tokens, batch.enc_tokens, re);
+  put(act().dec_tokens, batch.dec_tokens, rd);
+  put(act().labels, batch.labels, rd);
+  put(act().enc_lengths, lengths.data(), B);
   s.synchronize();  // `lengths` is a local: the copy must be done before it goes away
 }
 
@@ -97,10 +110,10 @@ void T5Model::Impl::tp_all_reduce(TensorView x, engine::Stream& s) {
 void T5Model::Impl::cross_entropy(bool train, engine::Stream& s) {
   const int64_t rd = shape.micro_batch * shape.dec_len, cols = local_vocab();
   // Training: dlogits (grad_scale 1) replace the logits in place; evaluation keeps the logits.
-  const TensorView dlogits = train ? buf.logits : TensorView{};
+  const TensorView dlogits = train ? act().logits : TensorView{};
   if (shard.tp == 1) {
-    ops::softmax_cross_entropy({rd, cfg.vocab_size, cfg.padded(), 1.0f}, buf.losses, dlogits,
-                               buf.logits, buf.labels, s);
+    ops::softmax_cross_entropy({rd, cfg.vocab_size, cfg.padded(), 1.0f}, act().losses, dlogits,
+                               act().logits, act().labels, s);
     return;
   }
   // Vocab-parallel (as GPT's head): row max, then sum of exponentials and target logit, over TP.
@@ -109,12 +122,12 @@ void T5Model::Impl::cross_entropy(bool train, engine::Stream& s) {
   const TensorView sum_exp = flat_slice(buf.ce, rd, {rd});
   const TensorView target_logit = flat_slice(buf.ce, 2 * rd, {rd});
   const ops::VocabShardArgs va{rd, cfg.vocab_size, shard.tp_rank * cols, cols, 1.0f};
-  ops::vocab_shard_max(va, row_max, buf.logits, s);
+  ops::vocab_shard_max(va, row_max, act().logits, s);
   shard.tp_comm->all_reduce(row_max, parallel::ReduceOp::kMax, s);
-  ops::vocab_shard_sum_exp(va, sum_exp, target_logit, buf.logits, row_max, buf.labels, s);
+  ops::vocab_shard_sum_exp(va, sum_exp, target_logit, act().logits, row_max, act().labels, s);
   shard.tp_comm->all_reduce(sums, parallel::ReduceOp::kSum, s);
-  ops::vocab_shard_cross_entropy(va, buf.losses, dlogits, buf.logits, row_max, sum_exp,
-                                 target_logit, buf.labels, s);
+  ops::vocab_shard_cross_entropy(va, act().losses, dlogits, act().logits, row_max, sum_exp,
+                                 target_logit, act().labels, s);
 }
 
 void T5Model::Impl::dropout(TensorView x, bool train, int64_t site, engine::Stream& s) {
@@ -170,18 +183,18 @@ void T5Model::Impl::encoder_layer_forward(int64_t l, bool train, engine::Stream&
   const int64_t re = shape.micro_batch * shape.enc_len, d = cfg.d_model;
   const ops::RmsNormArgs rn{re, d, cfg.eps};
   const LayerWeights& w = buf.w.enc[static_cast<size_t>(l)];
-  LayerActs& a = buf.enc_layers[static_cast<size_t>(l)];
+  LayerActs& a = act().enc_layers[static_cast<size_t>(l)];
   TensorView proj = scratch(buf.proj, re, d);
-  if (l == 0) {
+  if (l == layers.enc_begin) {  // x: the embedding or the previous stage's hidden
     ops::rmsnorm_forward(rn, a.ln1, a.rstd1, a.x, w.ln1, s);
   } else {  // x = h' + Drop(ffn') of the previous layer
     ops::residual_rmsnorm_forward(rn, a.x, a.ln1, a.rstd1,
-                                  buf.enc_layers[static_cast<size_t>(l - 1)].h, proj, w.ln1, s);
+                                  act().enc_layers[static_cast<size_t>(l - 1)].h, proj, w.ln1, s);
   }
   linear(a.qkv, a.ln1, w.qkv, {}, s);
   const int64_t I = local_inner();
   ops::AttentionMasks m;
-  if (has_lengths) m.kv_lengths = buf.enc_lengths;
+  if (act().has_lengths) m.kv_lengths = act().enc_lengths;
   m.rel_buckets = buf.rel_buckets_enc;
   m.rel_table = rel_slot(buf.rel_f32, 0);
   const auto fa = t5_attention(cfg, shard, shape.micro_batch, shape.enc_len, shape.enc_len, false,
@@ -201,14 +214,14 @@ void T5Model::Impl::decoder_layer_forward(int64_t l, bool train, engine::Stream&
   const int64_t rd = B * Td, d = cfg.d_model, I = local_inner();
   const ops::RmsNormArgs rn{rd, d, cfg.eps};
   const LayerWeights& w = buf.w.dec[static_cast<size_t>(l)];
-  LayerActs& a = buf.dec_layers[static_cast<size_t>(l)];
+  LayerActs& a = act().dec_layers[static_cast<size_t>(l)];
   TensorView proj = scratch(buf.proj, rd, d);
   const float p = train ? cfg.dropout : 0.0f;
-  if (l == 0) {
+  if (l == layers.dec_begin) {
     ops::rmsnorm_forward(rn, a.ln1, a.rstd1, a.x, w.ln1, s);
   } else {
     ops::residual_rmsnorm_forward(rn, a.x, a.ln1, a.rstd1,
-                                  buf.dec_layers[static_cast<size_t>(l - 1)].h2, proj, w.ln1, s);
+                                  act().dec_layers[static_cast<size_t>(l - 1)].h2, proj, w.ln1, s);
   }
   // Causal self-attention with the decoder's (unidirectional) relative buckets.
   linear(a.qkv, a.ln1, w.qkv, {}, s);
@@ -225,9 +238,9 @@ void T5Model::Impl::decoder_layer_forward(int64_t l, bool train, engine::Stream&
   ops::residual_rmsnorm_forward(rn, a.h, a.ln2, a.rstd2, a.x, proj, w.ln2, s);
   // Cross-attention: queries from the decoder, keys and values from the encoder output.
   linear(a.cq, a.ln2, w.cq, {}, s);
-  linear(a.ckv, buf.enc, w.ckv, {}, s);
+  linear(a.ckv, act().enc, w.ckv, {}, s);
   ops::AttentionMasks cross;
-  if (has_lengths) cross.kv_lengths = buf.enc_lengths;
+  if (act().has_lengths) cross.kv_lengths = act().enc_lengths;
   ops::flash_attention_forward(
       t5_attention(cfg, shard, B, Td, Te, false, false, p, seed, site_offset(dec_site(l, 2))),
       a.catt, a.clse, a.cq, engine::slice_cols(a.ckv, 0, I), engine::slice_cols(a.ckv, I, 2 * I),
@@ -243,45 +256,65 @@ void T5Model::Impl::forward(bool train, engine::Stream& s) {
   ANVIL_CHECK_MSG(s.device() == prec.device,
                   "T5Model::forward: stream device differs from the model's");
   gpt_detail::GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
-  ready_for_backward = false;
-  const int64_t B = shape.micro_batch, re = B * shape.enc_len, rd = B * shape.dec_len;
-  const int64_t d = cfg.d_model, Le = cfg.n_encoder_layers, Ld = cfg.n_decoder_layers;
+  act().ready_for_backward = false;
   // The relative tables as the attention op takes them (f32).
-  ops::cast(rel_slot(buf.rel_f32, 0), buf.w.rel_enc, s);
-  ops::cast(rel_slot(buf.rel_f32, 1), buf.w.rel_dec, s);
+  if (has_enc()) ops::cast(rel_slot(buf.rel_f32, 0), buf.w.rel_enc, s);
+  if (has_dec()) ops::cast(rel_slot(buf.rel_f32, 1), buf.w.rel_dec, s);
+  if (has_enc()) encoder_forward(train, s);
+  if (has_dec()) decoder_forward(train, s);
+  act().ready_for_backward = train;
+}
 
-  // Encoder.
-  // Vocab-parallel: each rank's rows of its slice (others 0), summed over TP.
-  const ops::EmbeddingArgs ee{re, d, local_vocab(), 0, shard.tp_rank * local_vocab()};
-  ops::embedding_forward(ee, buf.enc_layers[0].x, buf.enc_tokens, {}, buf.w.shared, {}, s);
-  tp_all_reduce(buf.enc_layers[0].x, s);
-  dropout(buf.enc_layers[0].x, train, 0, s);
-  for (int64_t l = 0; l < Le; ++l) encoder_layer_forward(l, train, s);
-  ops::residual_rmsnorm_forward({re, d, cfg.eps}, buf.x_enc, buf.enc_norm, buf.enc_rstd,
-                                buf.enc_layers[static_cast<size_t>(Le - 1)].h,
-                                scratch(buf.proj, re, d), buf.w.enc_final, s);
-  ops::dropout_forward({train ? cfg.dropout : 0.0f, seed, site_offset(1 + 4 * Le)}, buf.enc,
-                       buf.enc_norm, s);
+void T5Model::Impl::encoder_forward(bool train, engine::Stream& s) {
+  const int64_t re = shape.micro_batch * shape.enc_len, d = cfg.d_model;
+  const int64_t Le = cfg.n_encoder_layers;
+  LayerActs& first = act().enc_layers[static_cast<size_t>(layers.enc_begin)];
+  if (embeds_enc()) {
+    // Vocab-parallel: each rank's rows of its slice (others 0), summed over TP.
+    const ops::EmbeddingArgs ee{re, d, local_vocab(), 0, shard.tp_rank * local_vocab()};
+    ops::embedding_forward(ee, first.x, act().enc_tokens, {}, buf.w.shared, {}, s);
+    tp_all_reduce(first.x, s);
+    dropout(first.x, train, 0, s);
+  }
+  for (int64_t l = layers.enc_begin; l < layers.enc_end; ++l) encoder_layer_forward(l, train, s);
+  const TensorView last_h = act().enc_layers[static_cast<size_t>(layers.enc_end - 1)].h;
+  if (!ends_enc()) {
+    stage_output(buf.out, last_h, scratch(buf.proj, re, d), s);
+    return;
+  }
+  ops::residual_rmsnorm_forward({re, d, cfg.eps}, act().x_enc, act().enc_norm, act().enc_rstd,
+                                last_h, scratch(buf.proj, re, d), buf.w.enc_final, s);
+  ops::dropout_forward({train ? cfg.dropout : 0.0f, seed, site_offset(1 + 4 * Le)}, act().enc,
+                       act().enc_norm, s);
+}
 
-  // Decoder.
-  const ops::EmbeddingArgs ed{rd, d, local_vocab(), 0, shard.tp_rank * local_vocab()};
-  ops::embedding_forward(ed, buf.dec_layers[0].x, buf.dec_tokens, {}, buf.w.shared, {}, s);
-  tp_all_reduce(buf.dec_layers[0].x, s);
-  dropout(buf.dec_layers[0].x, train, 2 + 4 * Le, s);
-  for (int64_t l = 0; l < Ld; ++l) decoder_layer_forward(l, train, s);
-  ops::residual_rmsnorm_forward({rd, d, cfg.eps}, buf.x_dec, buf.dec_norm, buf.dec_rstd,
-                                buf.dec_layers[static_cast<size_t>(Ld - 1)].h2,
-                                scratch(buf.proj, rd, d), buf.w.dec_final, s);
-  ops::dropout_forward({train ? cfg.dropout : 0.0f, seed, site_offset(n_sites() - 1)}, buf.dec,
-                       buf.dec_norm, s);
+void T5Model::Impl::decoder_forward(bool train, engine::Stream& s) {
+  const int64_t rd = shape.micro_batch * shape.dec_len, d = cfg.d_model;
+  const int64_t Le = cfg.n_encoder_layers;
+  LayerActs& first = act().dec_layers[static_cast<size_t>(layers.dec_begin)];
+  if (embeds_dec()) {
+    const ops::EmbeddingArgs ed{rd, d, local_vocab(), 0, shard.tp_rank * local_vocab()};
+    ops::embedding_forward(ed, first.x, act().dec_tokens, {}, buf.w.shared, {}, s);
+    tp_all_reduce(first.x, s);
+    dropout(first.x, train, 2 + 4 * Le, s);
+  }
+  for (int64_t l = layers.dec_begin; l < layers.dec_end; ++l) decoder_layer_forward(l, train, s);
+  const TensorView last_h2 = act().dec_layers[static_cast<size_t>(layers.dec_end - 1)].h2;
+  if (!post()) {
+    stage_output(buf.out, last_h2, scratch(buf.proj, rd, d), s);
+    return;
+  }
+  ops::residual_rmsnorm_forward({rd, d, cfg.eps}, act().x_dec, act().dec_norm, act().dec_rstd,
+                                last_h2, scratch(buf.proj, rd, d), buf.w.dec_final, s);
+  ops::dropout_forward({train ? cfg.dropout : 0.0f, seed, site_offset(n_sites() - 1)}, act().dec,
+                       act().dec_norm, s);
 
   // LM head (v1.0: tied, the input scaled by d^-1/2) and the loss; training keeps dlogits.
   ops::GemmArgs head{rd, local_vocab(), d};
   head.trans_b = true;
   head.alpha = cfg.tied() ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))) : 1.0f;
-  ops::gemm(head, buf.logits, buf.dec, buf.w.lm_head, {}, {}, s);
+  ops::gemm(head, act().logits, act().dec, buf.w.lm_head, {}, {}, s);
   cross_entropy(train, s);
-  ready_for_backward = train;
 }
 
 void T5Model::Impl::ffn_backward(const LayerWeights& w, const LayerWeights& g, const LayerActs& a,
@@ -309,7 +342,7 @@ void T5Model::Impl::encoder_layer_backward(int64_t l, engine::Stream& s) {
   const ops::RmsNormArgs rn{re, d, cfg.eps};
   const LayerWeights& w = buf.w.enc[static_cast<size_t>(l)];
   const LayerWeights& g = buf.g.enc[static_cast<size_t>(l)];
-  const LayerActs& a = buf.enc_layers[static_cast<size_t>(l)];
+  const LayerActs& a = act().enc_layers[static_cast<size_t>(l)];
   TensorView dres = scratch(buf.dres, re, d), proj = scratch(buf.proj, re, d);
   TensorView dln = scratch(buf.dln, re, d);
   // FFN: x' = h + Drop(ffn); dres holds d x'.
@@ -319,7 +352,7 @@ void T5Model::Impl::encoder_layer_backward(int64_t l, engine::Stream& s) {
                         buf.op_ws, s);
   // Self-attention: h = x + Drop(att o^T).
   ops::AttentionMasks m;
-  if (has_lengths) m.kv_lengths = buf.enc_lengths;
+  if (act().has_lengths) m.kv_lengths = act().enc_lengths;
   m.rel_buckets = buf.rel_buckets_enc;
   self_attention_backward(w, g, a, Te, /*causal=*/false, m, /*rel=*/0, enc_site(l, 0),
                           enc_site(l, 1), dres, s);
@@ -331,7 +364,7 @@ void T5Model::Impl::decoder_layer_backward(int64_t l, engine::Stream& s) {
   const ops::RmsNormArgs rn{rd, d, cfg.eps};
   const LayerWeights& w = buf.w.dec[static_cast<size_t>(l)];
   const LayerWeights& g = buf.g.dec[static_cast<size_t>(l)];
-  const LayerActs& a = buf.dec_layers[static_cast<size_t>(l)];
+  const LayerActs& a = act().dec_layers[static_cast<size_t>(l)];
   TensorView dres = scratch(buf.dres, rd, d), proj = scratch(buf.proj, rd, d);
   TensorView dln = scratch(buf.dln, rd, d);
   // FFN: y' = h2 + Drop(ffn).
@@ -346,14 +379,14 @@ void T5Model::Impl::decoder_layer_backward(int64_t l, engine::Stream& s) {
   input_grad(dcatt, proj, w.co, s);
   TensorView dq = scratch(buf.dbig, rd, I), dkv = scratch(buf.dbig, re, 2 * I, rd * I);
   ops::AttentionMasks cross;
-  if (has_lengths) cross.kv_lengths = buf.enc_lengths;
+  if (act().has_lengths) cross.kv_lengths = act().enc_lengths;
   ops::flash_attention_backward(
       t5_attention(cfg, shard, B, Td, Te, false, false, cfg.dropout, seed,
                    site_offset(dec_site(l, 2))),
       dq, engine::slice_cols(dkv, 0, I), engine::slice_cols(dkv, I, 2 * I), {}, dcatt, a.cq,
       engine::slice_cols(a.ckv, 0, I), engine::slice_cols(a.ckv, I, 2 * I), a.catt, a.clse, cross,
       buf.op_ws, s);
-  weight_grad(g.ckv, dkv, buf.enc, s);
+  weight_grad(g.ckv, dkv, act().enc, s);
   input_grad(buf.denc, dkv, w.ckv, s, 1.0f, 1.0f);  // d enc += dkv ckv
   weight_grad(g.cq, dq, a.ln2, s);
   input_grad(dln, dq, w.cq, s);
@@ -395,48 +428,76 @@ void T5Model::Impl::self_attention_backward(const LayerWeights& w, const LayerWe
 }
 
 void T5Model::Impl::backward(float grad_scale, engine::Stream& s) {
-  ANVIL_CHECK_MSG(ready_for_backward, "T5Model::backward needs a preceding training forward");
+  ANVIL_CHECK_MSG(act().ready_for_backward, "T5Model::backward needs a preceding training forward");
   ANVIL_CHECK_MSG(s.device() == prec.device,
                   "T5Model::backward: stream device differs from the model's");
   gpt_detail::GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
-  const int64_t B = shape.micro_batch, re = B * shape.enc_len, rd = B * shape.dec_len;
-  const int64_t d = cfg.d_model, Le = cfg.n_encoder_layers, Ld = cfg.n_decoder_layers;
   engine::fill_zero(buf.drel_f32, s);
-  engine::fill_zero(buf.denc, s);
+  if (has_dec()) decoder_backward(grad_scale, s);
+  if (has_enc()) encoder_backward(s);
+  add_relative_grads(s);
+}
 
-  // LM head: d head += alpha dlogits^T dec; d dec = alpha dlogits head.
-  const float alpha =
-      grad_scale *
-      (cfg.tied() ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))) : 1.0f);
-  weight_grad(buf.g.lm_head, buf.logits, buf.dec, s, alpha);
+void T5Model::Impl::decoder_backward(float grad_scale, engine::Stream& s) {
+  const int64_t rd = shape.micro_batch * shape.dec_len;
+  const int64_t d = cfg.d_model, Le = cfg.n_encoder_layers;
   TensorView dln = scratch(buf.dln, rd, d), dres = scratch(buf.dres, rd, d);
-  input_grad(dln, buf.logits, buf.w.lm_head, s, alpha);
-  tp_all_reduce(dln, s);  // each rank's vocabulary slice
-  dropout_grad(dln, dln, n_sites() - 1, s);
-  ops::rmsnorm_backward({rd, d, cfg.eps}, ops::Accumulate::kOverwrite, dres, buf.g.dec_final, dln,
-                        buf.x_dec, buf.w.dec_final, buf.dec_rstd, buf.op_ws, s);
-  for (int64_t l = Ld - 1; l >= 0; --l) decoder_layer_backward(l, s);
-  dropout_grad(dres, dres, 2 + 4 * Le, s);
-  ops::embedding_backward({rd, d, local_vocab(), 0, shard.tp_rank * local_vocab()}, buf.g.shared,
-                          {}, dres, buf.dec_tokens, {}, s);
-
-  // Encoder, from d enc (each decoder layer's k | v projection added a partial sum over TP).
+  if (post()) {
+    // LM head: d head += alpha dlogits^T dec; d dec = alpha dlogits head.
+    const float alpha =
+        grad_scale *
+        (cfg.tied() ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))) : 1.0f);
+    weight_grad(buf.g.lm_head, act().logits, act().dec, s, alpha);
+    input_grad(dln, act().logits, buf.w.lm_head, s, alpha);
+    tp_all_reduce(dln, s);  // each rank's vocabulary slice
+    dropout_grad(dln, dln, n_sites() - 1, s);
+    ops::rmsnorm_backward({rd, d, cfg.eps}, ops::Accumulate::kOverwrite, dres, buf.g.dec_final, dln,
+                          act().x_dec, buf.w.dec_final, act().dec_rstd, buf.op_ws, s);
+  } else {
+    engine::copy(dres, act().dout, s);  // d(stage output) from the next stage
+  }
+  // d enc: this stage's cross-attention k | v projections (each a partial sum over TP), then
+  // what the later decoder stages sent.
+  engine::fill_zero(buf.denc, s);
+  for (int64_t l = layers.dec_end - 1; l >= layers.dec_begin; --l) decoder_layer_backward(l, s);
   tp_all_reduce(buf.denc, s);
-  TensorView dln_e = scratch(buf.dln, re, d), dres_e = scratch(buf.dres, re, d);
-  dropout_grad(dln_e, buf.denc, 1 + 4 * Le, s);
-  ops::rmsnorm_backward({re, d, cfg.eps}, ops::Accumulate::kOverwrite, dres_e, buf.g.enc_final,
-                        dln_e, buf.x_enc, buf.w.enc_final, buf.enc_rstd, buf.op_ws, s);
-  for (int64_t l = Le - 1; l >= 0; --l) encoder_layer_backward(l, s);
-  dropout_grad(dres_e, dres_e, 0, s);
-  ops::embedding_backward({re, d, local_vocab(), 0, shard.tp_rank * local_vocab()}, buf.g.shared,
-                          {}, dres_e, buf.enc_tokens, {}, s);
+  if (!post()) add_into(buf.denc, act().denc_in, s);
+  if (embeds_dec()) {
+    dropout_grad(dres, dres, 2 + 4 * Le, s);
+    ops::embedding_backward({rd, d, local_vocab(), 0, shard.tp_rank * local_vocab()}, buf.g.shared,
+                            {}, dres, act().dec_tokens, {}, s);
+  }
+}
 
-  // The relative tables' gradients (each TP rank wrote its heads' columns), from f32 into the
-  // gradient dtype.
+void T5Model::Impl::encoder_backward(engine::Stream& s) {
+  const int64_t re = shape.micro_batch * shape.enc_len, d = cfg.d_model;
+  const int64_t Le = cfg.n_encoder_layers;
+  TensorView dln_e = scratch(buf.dln, re, d), dres_e = scratch(buf.dres, re, d);
+  if (ends_enc()) {
+    // From d enc: the decoder's on this stage (pp = 1) or the first decoder stage's.
+    if (pipelined()) engine::copy(buf.denc, act().denc_in, s);
+    dropout_grad(dln_e, buf.denc, 1 + 4 * Le, s);
+    ops::rmsnorm_backward({re, d, cfg.eps}, ops::Accumulate::kOverwrite, dres_e, buf.g.enc_final,
+                          dln_e, act().x_enc, buf.w.enc_final, act().enc_rstd, buf.op_ws, s);
+  } else {
+    engine::copy(dres_e, act().dout, s);
+  }
+  for (int64_t l = layers.enc_end - 1; l >= layers.enc_begin; --l) encoder_layer_backward(l, s);
+  if (embeds_enc()) {
+    dropout_grad(dres_e, dres_e, 0, s);
+    ops::embedding_backward({re, d, local_vocab(), 0, shard.tp_rank * local_vocab()}, buf.g.shared,
+                            {}, dres_e, act().enc_tokens, {}, s);
+  }
+}
+
+void T5Model::Impl::add_relative_grads(engine::Stream& s) {
+  // Each TP rank wrote its heads' columns; from f32 into the gradient dtype.
   tp_all_reduce(buf.drel_f32, s);
   const int64_t n = cfg.num_buckets * cfg.n_heads;
-  for (const auto& [k, grad] :
-       {std::pair<int64_t, TensorView>{0, buf.g.rel_enc}, {1, buf.g.rel_dec}}) {
+  for (const auto& [k, grad, held] :
+       {std::tuple<int64_t, TensorView, bool>{0, buf.g.rel_enc, has_enc()},
+        {1, buf.g.rel_dec, has_dec()}}) {
+    if (!held) continue;
     ops::cast(buf.rel_grad, flat_slice(buf.drel_f32, k * n, {n}), s);
     ops::axpy(1.0f, flat_slice(grad, 0, {n}), buf.rel_grad, s);
   }

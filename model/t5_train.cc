@@ -14,6 +14,8 @@
 #include "engine/status.h"
 #include "model/batch_schedule.h"
 #include "model/group_comm.h"
+#include "model/pipeline_runner.h"
+#include "model/t5_stage.h"
 #include "parallel/comm.h"
 #include "parallel/grid.h"
 #include "parallel/group_comms.h"
@@ -25,6 +27,31 @@ absl::StatusOr<engine::MemoryPlan> T5Trainer::plan(const TrainConfig& cfg, const
                                                    const T5Shard& shard) {
   return T5Model::plan(cfg.t5, {cfg.train.micro_batch, cfg.data.seq_len, cfg.data.decoder_seq_len},
                        prec, shard);
+}
+
+namespace {
+
+// 1F1B over the micro-batches of a step on one DP rank (one stage: F(0) B(0) F(1) B(1) ...).
+absl::StatusOr<parallel::PipelinePlan> step_plan(const TrainConfig& cfg, int pp_rank) {
+  return parallel::plan_pipeline(cfg.parallel.pp, pp_rank, 1,
+                                 static_cast<int>(cfg.train.accumulation_steps(cfg.parallel.dp)));
+}
+
+}  // namespace
+
+absl::StatusOr<T5Shard> T5Trainer::stage_shard(const TrainConfig& cfg,
+                                               const parallel::ProcessGrid* grid) {
+  const ParallelConfig& pc = cfg.parallel;
+  T5Shard shard;
+  shard.tp = pc.tp;
+  shard.tp_rank = grid ? grid->tp_rank() : 0;
+  shard.pp = pc.pp;
+  shard.pp_rank = grid ? grid->pp_rank() : 0;
+  shard.pp_split = pc.pp_split_rank;
+  ANVIL_ASSIGN_OR_RETURN(parallel::PipelinePlan plan, step_plan(cfg, shard.pp_rank));
+  shard.act_slots = pipeline_slots(plan, pc.pp, shard.pp_rank);
+  ANVIL_RETURN_IF_ERROR(shard.validate(cfg.t5));
+  return shard;
 }
 
 absl::StatusOr<std::unique_ptr<T5Trainer>> T5Trainer::create(const TrainConfig& cfg,
@@ -50,14 +77,14 @@ absl::StatusOr<std::unique_ptr<T5Trainer>> T5Trainer::create(const TrainConfig& 
   }
   const ParallelConfig& pc = cfg.parallel;
   const parallel::ProcessGrid* g = par.grid;
-  T5Shard shard;
-  shard.tp = pc.tp;
-  shard.tp_rank = g ? g->tp_rank() : 0;
+  ANVIL_ASSIGN_OR_RETURN(T5Shard shard, stage_shard(cfg, g));
   t->dp_ = pc.dp;
   t->dp_rank_ = g ? g->dp_rank() : 0;
-  if (pc.tp > 1 || pc.dp > 1) {
+  t->pp_ = pc.pp;
+  t->pp_rank_ = g ? g->pp_rank() : 0;
+  if (pc.tp > 1 || pc.dp > 1 || pc.pp > 1) {
     if (g == nullptr || par.comms == nullptr) {
-      return absl::FailedPreconditionError("T5Trainer: tp or dp > 1 needs the launcher's grid");
+      return absl::FailedPreconditionError("T5Trainer: tp, pp or dp > 1 needs the launcher's grid");
     }
     parallel::CommOptions copt;
     copt.timeout_s = pc.timeout_s;
@@ -69,6 +96,10 @@ absl::StatusOr<std::unique_ptr<T5Trainer>> T5Trainer::create(const TrainConfig& 
       ANVIL_ASSIGN_OR_RETURN(t->dp_comm_, group_comm(g->dp_group(), par.comms->dp.get(), par.store,
                                                      g->rank(), cuda, copt, "", &t->owned_comms_));
     }
+    if (pc.pp > 1) {
+      ANVIL_ASSIGN_OR_RETURN(t->pp_comm_, group_comm(g->pp_group(), par.comms->pp.get(), par.store,
+                                                     g->rank(), cuda, copt, "", &t->owned_comms_));
+    }
     if (cuda) {
       ANVIL_ASSIGN_OR_RETURN(t->scalar_arena_,
                              engine::Arena::create(prec.device, 256, "t5 trainer scalar"));
@@ -77,6 +108,8 @@ absl::StatusOr<std::unique_ptr<T5Trainer>> T5Trainer::create(const TrainConfig& 
     }
   }
   shard.tp_comm = t->tp_comm_;
+  ANVIL_ASSIGN_OR_RETURN(t->plan_, step_plan(cfg, t->pp_rank_));
+  t->slots_ = shard.act_slots;
   const int64_t B = cfg.train.micro_batch, Te = cfg.data.seq_len, Td = cfg.data.decoder_seq_len;
   ANVIL_ASSIGN_OR_RETURN(t->model_,
                          T5Model::create(cfg.t5, {B, Te, Td}, prec, cfg.train.seed, shard));
@@ -138,30 +171,45 @@ double T5Trainer::dp_sum(double v) {
   return parallel::all_reduce_scalar(*dp_comm_, v, parallel::ReduceOp::kSum, scalar_, *stream_);
 }
 
+double T5Trainer::pp_sum(double v) {
+  if (pp_comm_ == nullptr) return v;
+  return parallel::all_reduce_scalar(*pp_comm_, v, parallel::ReduceOp::kSum, scalar_, *stream_);
+}
+
 StepStats T5Trainer::step() {
   const int64_t G = cfg_.train.global_batch, B = cfg_.train.micro_batch;
   const int64_t accum = G / (B * dp_), total_micro = accum * dp_;  // on this rank, over DP
   engine::Stream& s = *stream_;
   model_->zero_grads(s);
-  double loss = 0.0;
   for (int64_t m = 0; m < accum; ++m) {
-    const int64_t counted = fill_batch(train_, sampler_index(step_ * G, B, dp_, dp_rank_, m), m);
-    model_->forward(host_batch(m), true, micro_batches_ + static_cast<uint64_t>(m * dp_ + dp_rank_),
-                    s);
-    if (counted == 0) continue;  // no label: no loss, no gradient
-    const double scale = 1.0 / (static_cast<double>(total_micro) * static_cast<double>(counted));
-    loss += model_->loss_sum(s) * scale;
-    model_->backward(static_cast<float>(scale), s);
+    fill_batch(train_, sampler_index(step_ * G, B, dp_, dp_rank_, m), m);
   }
+  // d(step loss) / d(token loss) of micro-batch m: 0 without a counted label.
+  auto scale = [&](int64_t m) {
+    const int64_t counted = counted_[static_cast<size_t>(m)];
+    return counted > 0 ? 1.0 / (static_cast<double>(total_micro) * static_cast<double>(counted))
+                       : 0.0;
+  };
+  PipelineStepFns fns;
+  fns.grad_scale = [&](int64_t m) { return static_cast<float>(scale(m)); };
+  fns.dropout_offset = [&](int64_t m) {
+    return micro_batches_ + static_cast<uint64_t>(m * dp_ + dp_rank_);
+  };
+  T5PipelineStage stage(*model_, slots_, [this](int64_t m) { return host_batch(m); });
+  const std::vector<double> losses =
+      run_pipeline_step(stage, plan_, pp_, pp_rank_, pp_comm_, fns, s);
+  double loss = 0.0;
+  for (int64_t m = 0; m < accum; ++m) loss += losses[static_cast<size_t>(m)] * scale(m);
   micro_batches_ += static_cast<uint64_t>(total_micro);
+  model_->sum_shared_grads(pp_comm_, s);
   if (dp_comm_ != nullptr) {
     dp_comm_->all_reduce(model_->flat_buffers().grad, parallel::ReduceOp::kSum, s);
   }
   StepStats st;
   st.step = ++step_;
   st.global_batch = G;
-  st.loss = dp_sum(loss);
-  st.grad_norm = model_->grad_norm(s);
+  st.loss = dp_sum(pp_sum(loss));  // the last stage's, over DP
+  st.grad_norm = std::sqrt(pp_sum(model_->grad_sum_squares(s)));
   st.lr = lr_.lr();
   const int64_t tokens_before = (step_ - 1) * G * cfg_.data.seq_len;
   if (!std::isfinite(st.grad_norm)) {
@@ -193,15 +241,16 @@ double T5Trainer::evaluate() {
   const int64_t G = cfg_.train.global_batch, B = cfg_.train.micro_batch;
   double sum = 0.0;
   int64_t micro = 0;
+  T5PipelineStage stage(*model_, slots_, [this](int64_t) { return host_batch(0); });
   for (int64_t i = 0; i < iters; ++i) {
     for (int64_t m = 0; m < G / B; ++m, ++micro) {
       const int64_t counted = fill_batch(valid_, consumed_valid_ + m * B, 0);
-      model_->forward(host_batch(0), false, 0, *stream_);
-      if (counted > 0) sum += model_->loss_sum(*stream_) / static_cast<double>(counted);
+      const double l = run_pipeline_forward(stage, pp_, pp_rank_, pp_comm_, *stream_);
+      if (counted > 0) sum += l / static_cast<double>(counted);
     }
     consumed_valid_ += G;
   }
-  return sum / static_cast<double>(micro);
+  return pp_sum(sum) / static_cast<double>(micro);  // the last stage's
 }
 
 TrainSummary T5Trainer::run() {

@@ -8,12 +8,15 @@
 // Logging every log_interval steps (loss, lr, grad norm, tokens/s counting encoder + decoder
 // tokens), evaluation before the first step, every eval_interval steps and at the end
 // (eval_iters global batches of the validation stream, continuing), a final summary line.
-// Tensor parallelism ([parallel] tp: T5Shard, model/t5.h) and data parallelism ([parallel] dp:
-// Megatron's sampler, micro-batch m of DP rank r holding samples C + (m * dp + r) * B + b,
-// dropout numbered by that global micro-batch, the flat gradient summed over DP after the last
-// backward, the loss summed over DP); evaluation runs the whole global batch on every rank.
-// Not yet: pipeline parallelism, ZeRO, checkpoints, batch ramp-up, skip_iterations
-// (train_config rejects them for t5).
+// Tensor parallelism ([parallel] tp: T5Shard, model/t5.h), pipeline parallelism ([parallel] pp,
+// pp_split_rank: the encoder on stages [0, split), the decoder on [split, pp), run by the
+// pipeline runner's 1F1B plan through T5PipelineStage, model/t5_stage.h; the copies of shared
+// parameters summed over the stages after the last backward; the loss from the last stage) and
+// data parallelism ([parallel] dp: Megatron's sampler, micro-batch m of DP rank r holding samples
+// C + (m * dp + r) * B + b, dropout numbered by that global micro-batch, the flat gradient summed
+// over DP after the last backward, the loss summed over DP); evaluation runs the whole global
+// batch on every pipeline (run_pipeline_forward).
+// Not yet: ZeRO, checkpoints, batch ramp-up, skip_iterations (train_config rejects them for t5).
 //
 // Sample record of T5 (what a SampleFn writes for one sample, int32):
 //   enc_tokens[Te] | dec_tokens[Td] | labels[Td] | enc_length[1]
@@ -33,6 +36,11 @@
 #include "model/t5.h"
 #include "model/train_config.h"
 #include "model/trainer.h"
+#include "parallel/pipeline_schedule.h"
+
+namespace anvil::parallel {
+class ProcessGrid;
+}
 
 namespace anvil::model {
 
@@ -46,6 +54,10 @@ class T5Trainer {
   // The model's memory plan (cfg.t5, micro_batch x seq_len / decoder_seq_len).
   static absl::StatusOr<engine::MemoryPlan> plan(const TrainConfig& cfg, const GptPrecision& prec,
                                                  const T5Shard& shard = {});
+  // This rank's part of the model on the launcher's grid (null: the whole model): its TP slice,
+  // pipeline stage and the activation slots of the step's 1F1B plan.
+  static absl::StatusOr<T5Shard> stage_shard(const TrainConfig& cfg,
+                                             const parallel::ProcessGrid* grid);
   // Creates the stream (CUDA device local_rank % device count), the TP / DP communicators
   // (model/group_comm.h; par as the GPT Trainer's) and the model (seeded with cfg.train.seed).
   // Evaluation reads the next eval_iters global batches of `valid` (null: no evaluation).
@@ -72,15 +84,18 @@ class T5Trainer {
   int64_t fill_batch(const SampleFn& fn, int64_t first, int64_t m);
   T5Batch host_batch(int64_t m) const;
 
-  // Sum over DP (no-op without DP).
+  // Sum over DP / over the pipeline (no-op without).
   double dp_sum(double v);
+  double pp_sum(double v);
 
   TrainConfig cfg_;
   GptPrecision prec_;
-  int dp_ = 1, dp_rank_ = 0;
+  int dp_ = 1, dp_rank_ = 0, pp_ = 1, pp_rank_ = 0;
+  parallel::PipelinePlan plan_;  // this stage's 1F1B rounds over a step's micro-batches
+  int64_t slots_ = 1;            // activation slots the plan needs
   // The communicators (null where the size is 1); NcclComms on CUDA are owned here, destroyed
   // before the stream and the model.
-  parallel::Comm *tp_comm_ = nullptr, *dp_comm_ = nullptr;
+  parallel::Comm *tp_comm_ = nullptr, *dp_comm_ = nullptr, *pp_comm_ = nullptr;
   std::vector<std::unique_ptr<parallel::Comm>> owned_comms_;
   engine::Arena scalar_arena_;  // CUDA: [1] f64 for the host-scalar reductions
   engine::TensorView scalar_;

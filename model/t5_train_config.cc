@@ -49,7 +49,11 @@ absl::Status parse_t5_config(const engine::Config& c, TrainConfig& t) {
                    absl::StrFormat("must be in [2, 2^31 - 1], got %d", t.data.decoder_seq_len));
   }
   const GptConfig& m = t.model;
-  if (!m.t5()) return absl::OkStatus();
+  const int64_t split = c.get_int("parallel", "pp_split_rank");
+  if (!m.t5()) {
+    if (split != 0) return c.error("parallel", "pp_split_rank", "is for [model] type = t5 only");
+    return absl::OkStatus();
+  }
   for (const char* key : {"decoder_layers", "d_kv"}) {
     if (c.get_int("model", key) < 0) {
       return c.error("model", key,
@@ -73,10 +77,25 @@ absl::Status parse_t5_config(const engine::Config& c, TrainConfig& t) {
   f.eps = m.ln_eps;
   if (absl::Status s = f.validate(); !s.ok())
     return c.error("model", "type", std::string(s.message()));
-  const ParallelConfig& p = t.parallel;
-  if (p.pp != 1) {
-    return c.error("parallel", "pp",
-                   absl::StrFormat("%d: [model] type = t5 has no pipeline parallelism yet", p.pp));
+  ParallelConfig& p = t.parallel;
+  if (p.virtual_stages != 1) {
+    return c.error("parallel", "virtual_stages",
+                   "[model] type = t5 runs one model chunk per pipeline stage (1F1B), got " +
+                       std::to_string(p.virtual_stages));
+  }
+  if (p.pp == 1 && split != 0) {
+    return c.error("parallel", "pp_split_rank",
+                   absl::StrFormat("%d needs pp > 1 (pp is 1)", split));
+  }
+  if (split < 0 || (p.pp > 1 && split >= p.pp)) {
+    return c.error("parallel", "pp_split_rank",
+                   absl::StrFormat("%d outside [1, pp - 1 = %d] (0 = pp / 2)", split, p.pp - 1));
+  }
+  p.pp_split_rank = p.pp > 1 && split == 0 ? p.pp / 2 : static_cast<int>(split);
+  for (int stage = 0; stage < p.pp; ++stage) {
+    if (absl::Status s = t5_stage_layers(f, p.pp, p.pp_split_rank, stage).status(); !s.ok()) {
+      return c.error("parallel", "pp_split_rank", std::string(s.message()));
+    }
   }
   if (p.sequence_parallel) {
     return c.error("parallel", "sequence_parallel", "is not supported with [model] type = t5 yet");

@@ -476,6 +476,7 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
   }
   ANVIL_ASSIGN_OR_RETURN(t.finetune, parse_finetune_config(c, tok.type));
   ANVIL_RETURN_IF_ERROR(parse_t5_config(c, t));
+  if (t.model.t5()) return t;  // its stacks split by pp_split_rank (parse_t5_config)
   const int64_t chunks = static_cast<int64_t>(pc.pp) * pc.virtual_stages;
   absl::StatusOr<std::vector<std::vector<int64_t>>> parts =
       partition_layers(t.model.n_layers, chunks, pc.pipeline_partition);

@@ -2,7 +2,8 @@
 # Multi-GPU validation (issue: NCCL TP/PP/DP/ZeRO on 2, 4, 8 GPUs of one host). Runs from the
 # repo root on the GPU machine with the bundle in .gpu/ (see scripts/gpu/check.sh):
 #   1. the parallel equivalence suite through NCCL: every layout of tests/parallel/
-#      gpt_parallel_test.cc for N ranks, one GPU each, against the single-rank GPU run;
+#      gpt_parallel_test.cc (and T5's of t5_trainer_parallel_test.cc) for N ranks, one GPU each,
+#      against the single-rank GPU run;
 #   2. NCCL bus bandwidth of all-reduce and all-gather from 1 MiB to 1 GiB (bench/comm_bench);
 #   3. the scaling runs: GPT 1.3B with DP, TP, PP and ZeRO 1/2/3 (tokens/s per GPU, MFU and
 #      memory per GPU from bin/train's log) against the same config on 1 GPU.
@@ -20,6 +21,10 @@ for np in 1 2 4 8; do
   echo "=== equivalence suite, $np GPU(s)"
   "${mpi[@]}" -np "$np" -x ANVIL_PARALLEL_GPU=1 .gpu/run gpt_parallel_test \
     --gtest_filter='GptParallelGpuTest.*' 2>&1 | grep -E "gpu bf16|PASSED|FAILED|Failure" \
+    | tee -a "$out/equivalence.txt"
+  # T5 through the pipeline runner: PP, TP x PP, PP x DP against one GPU's trainer.
+  "${mpi[@]}" -np "$np" -x ANVIL_PARALLEL_GPU=1 .gpu/run t5_trainer_parallel_test \
+    --gtest_filter='T5TrainerParallelGpu.*' 2>&1 | grep -E "PASSED|FAILED|Failure|Skipped" \
     | tee -a "$out/equivalence.txt"
 done
 

