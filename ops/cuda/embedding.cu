@@ -106,10 +106,6 @@ constexpr int kColumnThreads = 256;  // columns per block of the chunk kernels
 
 int64_t chunk_count(int64_t n) { return ceil_div(n, kChunk); }
 
-// Segment flags of a chunk position (smem): where a segment starts / ends, and what its sum is.
-constexpr uint8_t kSegStart = 1, kSegEnd = 2, kSegWhole = 4, kSegHead = 8;
-constexpr int kBatch = 8;  // positions whose loads are issued together (independent)
-
 // ids: [n] sorted ids; order: [n] their token indices (stable: increasing within a run);
 // dst: [rows, dim] f32 holding ids [row_start, row_start + rows); head, tail: [chunks, dim] f32.
 // Block (j, y) handles chunk j's sorted positions and columns [y * 256, y * 256 + 256). For each
@@ -117,68 +113,41 @@ constexpr int kBatch = 8;  // positions whose loads are issued together (indepen
 //   the whole run (it neither came from before nor goes on): dst[id] = ((dst[id] + d_m) + ...) (=)
 //   the run came from the previous chunk: head[j] = (d_m + ...) (=)
 //   the run starts here and goes on into the next chunk: tail[j] = (d_m + ...) (=)
-// The block first classifies the positions in smem; each thread then loads kBatch positions'
-// dout values (and a whole run's old dst value) at once, so short runs do not serialize on
-// memory latency.
 template <typename T>
 __global__ void embedding_bwd_chunk_segments(float* dst, float* head, float* tail, const T* dout,
                                              const int32_t* ids, const int32_t* order, int64_t n,
                                              int64_t dim, int64_t row_start, int64_t rows) {
   __shared__ int32_t s_ids[kChunk + 2];  // ids[begin - 1 .. end] (-1 past either end)
   __shared__ int32_t s_order[kChunk];
-  __shared__ int64_t s_row[kChunk];  // destination row, -1 outside this shard
-  __shared__ uint8_t s_flags[kChunk];
   const int64_t j = blockIdx.x;
-  const int64_t begin = j * kChunk, len = min(n, begin + kChunk) - begin;
+  const int64_t begin = j * kChunk, end = min(n, begin + kChunk), len = end - begin;
   for (int64_t i = threadIdx.x; i < len + 2; i += blockDim.x) {
     const int64_t m = begin - 1 + i;
     s_ids[i] = m >= 0 && m < n ? ids[m] : -1;
     if (i < len) s_order[i] = order[begin + i];
   }
   __syncthreads();
-  for (int64_t k = threadIdx.x; k < len; k += blockDim.x) {
-    const int32_t id = s_ids[k + 1];
-    const bool start = s_ids[k] != id, end = s_ids[k + 2] != id;
-    // The run's first / last positions in this chunk: from before, going on.
-    int64_t first = k, last = k;
-    while (first > 0 && s_ids[first] == id) --first;
-    while (last + 1 < len && s_ids[last + 2] == id) ++last;
-    const bool from_before = first == 0 && s_ids[0] == id;
-    const bool goes_on = last == len - 1 && s_ids[len + 1] == id;
-    const int64_t row = static_cast<int64_t>(id) - row_start;
-    s_row[k] = row >= 0 && row < rows ? row : -1;
-    s_flags[k] = (start ? kSegStart : 0) | (end ? kSegEnd : 0) |
-                 (!from_before && !goes_on ? kSegWhole : 0) | (from_before ? kSegHead : 0);
-  }
-  __syncthreads();
   const int64_t c = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
   if (c >= dim) return;
-  float acc = 0.0f;
-  for (int64_t m0 = 0; m0 < len; m0 += kBatch) {
-    float v[kBatch], old[kBatch];
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int64_t k = m0 + u;
-      const bool live = k < len && s_row[k] >= 0;
-      v[u] = live ? to_f32(dout[static_cast<int64_t>(s_order[k]) * dim + c]) : 0.0f;
-      const bool load_old = live && (s_flags[k] & kSegStart) && (s_flags[k] & kSegWhole);
-      old[u] = load_old ? dst[s_row[k] * dim + c] : 0.0f;
-    }
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int64_t k = m0 + u;
-      if (k >= len || s_row[k] < 0) continue;
-      const uint8_t f = s_flags[k];
-      if (f & kSegStart) acc = old[u];
-      acc += v[u];
-      if (f & kSegEnd) {
-        if (f & kSegWhole) {
-          dst[s_row[k] * dim + c] = acc;
-        } else {
-          ((f & kSegHead) ? head : tail)[j * dim + c] = acc;
-        }
+  for (int64_t m = 0; m < len;) {
+    const int32_t id = s_ids[m + 1];
+    int64_t e = m + 1;
+    while (e < len && s_ids[e + 1] == id) ++e;
+    const bool from_before = m == 0 && s_ids[0] == id;
+    const bool goes_on = e == len && s_ids[len + 1] == id;
+    const int64_t row = static_cast<int64_t>(id) - row_start;
+    if (row >= 0 && row < rows) {
+      const bool whole = !from_before && !goes_on;
+      float acc = whole ? dst[row * dim + c] : 0.0f;
+      for (int64_t k = m; k < e; ++k)
+        acc += to_f32(dout[static_cast<int64_t>(s_order[k]) * dim + c]);
+      if (whole) {
+        dst[row * dim + c] = acc;
+      } else {
+        (from_before ? head : tail)[j * dim + c] = acc;
       }
     }
+    m = e;
   }
 }
 
