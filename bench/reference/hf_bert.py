@@ -10,9 +10,9 @@ usage: hf_bert.py [--layers 24 --d 1024 --heads 16 --vocab 30522 --B 32 --T 512
                    --steps 10 --warmup 3 --modes eager,compile]
 """
 import argparse
-import time
 
 import torch
+from train_timing import hf_train_step, release, time_steps
 
 
 def run(mode, a):
@@ -32,29 +32,13 @@ def run(mode, a):
     labels = torch.where(torch.rand(a.B, a.T, device="cuda") < 0.15, ids, torch.full_like(ids, -100))
     nsp = torch.randint(0, 2, (a.B,), device="cuda")
 
-    def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = step_model(input_ids=ids, token_type_ids=types, attention_mask=mask,
-                              labels=labels, next_sentence_label=nsp).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss
-
-    for _ in range(a.warmup):
-        step()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(a.steps):
-        loss = step()
-    torch.cuda.synchronize()
-    dt = (time.perf_counter() - t0) / a.steps
-    mem = torch.cuda.max_memory_allocated() / 2**30
+    step = hf_train_step(step_model, opt, input_ids=ids, token_type_ids=types,
+                         attention_mask=mask, labels=labels, next_sentence_label=nsp)
+    dt, loss, mem = time_steps(step, a.warmup, a.steps)
     print(f"hf-bert-{mode}: {dt*1e3:.1f} ms/step  {a.B * a.T / dt:,.0f} tokens/s  "
-          f"peak mem {mem:.1f} GiB  loss {loss.item():.3f}", flush=True)
+          f"peak mem {mem:.1f} GiB  loss {loss:.3f}", flush=True)
     del model, opt, step_model
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
+    release()
 
 
 def main():

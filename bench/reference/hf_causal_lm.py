@@ -10,9 +10,9 @@ usage: hf_causal_lm.py --family bloom|llama [--layers 24 --d 1024 --heads 16 --f
                        --vocab 250880 --B 8 --T 2048 --steps 10 --warmup 3 --modes eager,compile]
 """
 import argparse
-import time
 
 import torch
+from train_timing import hf_train_step, release, time_steps
 
 
 def build(a):
@@ -42,35 +42,19 @@ def run(mode, a):
     step_model = torch.compile(model) if mode == "compile" else model
     idx = torch.randint(0, a.vocab, (a.B, a.T), device="cuda")
 
-    def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = step_model(input_ids=idx, labels=idx).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss
-
-    for _ in range(a.warmup):
-        step()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(a.steps):
-        loss = step()
-    torch.cuda.synchronize()
-    dt = (time.perf_counter() - t0) / a.steps
+    step = hf_train_step(step_model, opt, input_ids=idx, labels=idx)
+    dt, loss, mem = time_steps(step, a.warmup, a.steps)
     # Attention 4 d^2, MLP 2 d ffn (3 d ffn for LLaMA's gated MLP), embedding(s).
     mlp = 3 * a.d * ffn if a.family == "llama" else 2 * a.d * ffn
     n_matmul = (1 if tied else 2) * a.vocab * a.d + a.layers * (4 * a.d * a.d + mlp)
     flops_tok = 6 * n_matmul + 12 * a.layers * a.d * a.T
     tok_s = a.B * a.T / dt
     tflops = flops_tok * tok_s / 1e12
-    mem = torch.cuda.max_memory_allocated() / 2**30
     print(f"hf-{a.family}-{mode}: {dt*1e3:.1f} ms/step  {tok_s:,.0f} tokens/s  "
           f"{tflops:.1f} TFLOP/s  MFU {100*tflops/989:.1f}%  peak mem {mem:.1f} GiB  "
-          f"loss {loss.item():.3f}", flush=True)
+          f"loss {loss:.3f}", flush=True)
     del model, opt, step_model
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
+    release()
 
 
 def main():

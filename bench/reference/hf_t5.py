@@ -11,9 +11,9 @@ usage: hf_t5.py [--version 1.0|1.1 --layers 12 --d 768 --heads 12 --d_kv 64 --ff
                  --modes eager,compile]
 """
 import argparse
-import time
 
 import torch
+from train_timing import hf_train_step, release, time_steps
 
 
 def run(mode, a):
@@ -32,29 +32,13 @@ def run(mode, a):
     dec = torch.randint(0, a.vocab, (a.B, a.Td), device="cuda")
     labels = torch.randint(0, a.vocab, (a.B, a.Td), device="cuda")
 
-    def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = step_model(input_ids=enc, decoder_input_ids=dec, labels=labels).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss
-
-    for _ in range(a.warmup):
-        step()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(a.steps):
-        loss = step()
-    torch.cuda.synchronize()
-    dt = (time.perf_counter() - t0) / a.steps
+    step = hf_train_step(step_model, opt, input_ids=enc, decoder_input_ids=dec, labels=labels)
+    dt, loss, mem = time_steps(step, a.warmup, a.steps)
     tok_s = a.B * (a.Te + a.Td) / dt
-    mem = torch.cuda.max_memory_allocated() / 2**30
     print(f"hf-t5-v{a.version}-{mode}: {dt*1e3:.1f} ms/step  {tok_s:,.0f} tokens/s  "
-          f"peak mem {mem:.1f} GiB  loss {loss.item():.3f}", flush=True)
+          f"peak mem {mem:.1f} GiB  loss {loss:.3f}", flush=True)
     del model, opt, step_model
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
+    release()
 
 
 def main():
