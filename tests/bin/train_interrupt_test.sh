@@ -40,6 +40,8 @@ INI
 start() {
   local log=$1
   shift
+  # Truncate here, not in the background job: wait_for must never see an earlier run's lines.
+  : > "$log"
   python3 -c 'import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.execv(sys.argv[1], sys.argv[1:])' "$train" "$work/t.ini" "$@" > "$log" 2>&1 &
@@ -98,12 +100,13 @@ grep -qE "received SIGINT: stopping after step [0-9]+ \(no \[checkpoint\] save: 
 ended_by_second=0
 for delay in 0 0.02 0.1; do
   dir="$work/twice_$delay"
-  start "$work/c.log" checkpoint.save="$dir" checkpoint.save_interval=1
-  wait_for "$work/c.log" "saved checkpoint .* at step 3"
+  log="$work/c_$delay.log"
+  start "$log" checkpoint.save="$dir" checkpoint.save_interval=1
+  wait_for "$log" "saved checkpoint .* at step 3"
   kill -INT "$pid"
   # Signals are not queued: a second SIGINT sent while the first is still pending merges with
   # it. The message shows the first was handled (a person presses again after seeing it).
-  wait_for "$work/c.log" "interrupted: saving a checkpoint"
+  wait_for "$log" "interrupted: saving a checkpoint"
   sleep "$delay"
   kill -INT "$pid"
   SECONDS=0
@@ -114,7 +117,7 @@ for delay in 0 0.02 0.1; do
   # lands; that is correct. At least one delay must see the second one end the run with 130.
   if [[ $status == 130 ]]; then
     ended_by_second=$((ended_by_second + 1))
-  elif [[ $status != 0 ]] || ! grep -q "received SIGINT: stopping after step" "$work/c.log"; then
+  elif [[ $status != 0 ]] || ! grep -q "received SIGINT: stopping after step" "$log"; then
     fail "two SIGINTs (delay $delay): exit status $status, not 130"
   fi
   ((SECONDS < 5)) || fail "the second SIGINT took ${SECONDS}s to end the run"
