@@ -41,7 +41,8 @@
 
 namespace anvil::parallel {
 class Comm;
-}
+class ZeroPartition;
+}  // namespace anvil::parallel
 
 namespace anvil::model {
 
@@ -93,8 +94,16 @@ int32_t t5_relative_bucket(int64_t n, bool bidirectional, int64_t num_buckets,
 struct T5Shard {
   int tp = 1, tp_rank = 0;
   parallel::Comm* tp_comm = nullptr;
-  // InvalidArgument naming the numbers (heads, d_ff, padded vocabulary % tp); create() also
-  // needs tp_comm when tp > 1.
+  // ZeRO stage 1 (parallel/zero.h) over the DP group dp_comm (not owned; required when
+  // zero_stage > 0): the buckets (embeddings, each encoder and decoder block, final) split
+  // evenly over zero_dp ranks; the f32 master weights and AdamW moments hold this rank's pieces
+  // only, optimizer_step updates them and all-gathers the parameters. Gradients stay whole
+  // (the caller sums them over DP).
+  int zero_stage = 0;
+  int zero_dp = 1, zero_rank = 0;
+  parallel::Comm* dp_comm = nullptr;
+  // InvalidArgument naming the numbers (heads, d_ff, padded vocabulary % tp; zero_stage 0 or 1,
+  // zero_rank in [0, zero_dp)); create() also needs tp_comm when tp > 1, dp_comm with ZeRO.
   absl::Status validate(const T5Config& cfg) const;
 };
 
@@ -132,13 +141,18 @@ class T5Model {
 
   const T5Config& config() const;
   const T5RunShape& shape() const;
+  const T5Shard& shard() const;
   // HF names (shared.weight, encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight,
   // ...) except for three fused matrices: SelfAttention.qkv.weight = cat(q, k, v) [3 inner, d],
   // EncDecAttention.kv.weight = cat(k, v) [2 inner, d], and (v1.1) DenseReluDense.wi.weight =
   // cat(wi_0, wi_1) [2 d_ff, d] (rows stacked in that order). shared.weight has padded rows.
   // Under TP the local shards (tp_split_dim, tp_parts; model/param_table.h tp_global_index).
   ParamTable& params();
+  // Under ZeRO master, m and v are this rank's shard [flat_numel / zero_dp] (master: whole
+  // when it is the compute copy).
   GptModel::FlatBuffers flat_buffers();
+  // The ZeRO partition of the flat buffers (null without ZeRO).
+  const parallel::ZeroPartition* zero_partition() const;
 
   // Forward over one micro-batch; the loss sum is read by loss_sum(). train false: no dropout,
   // nothing kept for backward. dropout_offset numbers this forward (Philox), as GptModel.

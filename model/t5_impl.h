@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,7 @@
 #include "model/gpt_layout.h"  // Carver, GemmWorkspaceScope, stat_dtype
 #include "model/t5.h"
 #include "ops/flash_attention.h"
+#include "parallel/zero.h"
 
 namespace anvil::model::t5_detail {
 
@@ -100,6 +102,7 @@ struct T5Model::Impl {
   uint64_t seed = 0;
   std::vector<std::pair<std::string, engine::Arena>> arenas;
   t5_detail::Buffers buf;
+  std::optional<parallel::ZeroPartition> zero;  // with shard.zero_stage > 0
   bool ready_for_backward = false;
   bool has_lengths = false;  // the last batch gave enc_lengths
   uint64_t dropout_offset = 0;

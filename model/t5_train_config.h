@@ -16,9 +16,9 @@ void add_t5_schema(engine::ConfigSchema& schema);
 
 // After the rest of `t` is parsed: the T5 keys (every rank reads them, T5 or not), and with
 // [model] type = t5 t.t5 from the shared [model] keys plus the T5 ones, checked: no pipeline
-// or sequence parallelism, ZeRO or recomputation yet (tp and dp work), no checkpoints, [eval]
-// tasks, batch ramp-up or skip_iterations yet, a [tokenizer] with vocab_extra_ids. Errors name the
-// file, section and key.
+// or sequence parallelism, ZeRO stages 2-3 or recomputation yet (tp, dp, ZeRO 1 and
+// checkpoints work), no [eval] tasks, batch ramp-up or skip_iterations yet, a [tokenizer] with
+// vocab_extra_ids. Errors name the file, section and key.
 absl::Status parse_t5_config(const engine::Config& config, TrainConfig& t);
 
 }  // namespace anvil::model
