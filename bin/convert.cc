@@ -3,13 +3,14 @@
 //   build/bin/convert import HF_DIR CKPT_DIR          CKPT_DIR/step_00000000 (weights only)
 // export takes the checkpoint `latest` names (or STEP), its master weights, and writes them
 // under the HF names of the family its [model] settings make it (GPT2LMHeadModel,
-// BloomForCausalLM, LlamaForCausalLM; no vocabulary padding) with a config.json from [model].
+// BloomForCausalLM, LlamaForCausalLM, T5ForConditionalGeneration v1.0 / v1.1; no vocabulary
+// padding) with a config.json from [model].
 // With a [tokenizer] in the checkpoint's config, export also writes the HF tokenizer files from
 // the copy kept with the checkpoint (GPT2BPE: vocab.json, merges.txt; HF: tokenizer.json).
 // import reads model.safetensors (or the shards of model.safetensors.index.json) and
 // config.json, and writes a checkpoint that [checkpoint] load + finetune = true accepts; it
 // prints the [model] section to train it with. The name/layout rules are the family tables of
-// model/hf_gpt2.cc, hf_bloom.cc, hf_llama.cc (model/checkpoint_hf.h, model/hf_config.h).
+// model/hf_gpt2.cc, hf_bloom.cc, hf_llama.cc, hf_t5.cc (model/checkpoint_hf.h, hf_config.h).
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -133,7 +134,9 @@ absl::Status export_hf(const std::string& ckpt_dir, const std::string& hf_dir, i
   for (const auto& [key, text] : model::hf_config_fields(*f, cfg, schema)) {
     j[key] = json::parse(text);
   }
-  j["bos_token_id"] = j["eos_token_id"] = cfg.get_int("data", "eod_token");
+  // (T5 keeps HF's own pad 0 / eos 1 / decoder start 0: its tokenizer has no eod.)
+  if (f->model_type != "t5")
+    j["bos_token_id"] = j["eos_token_id"] = cfg.get_int("data", "eod_token");
   ANVIL_RETURN_IF_ERROR(io::write_file_atomic(hf_dir + "/config.json", j.dump(2) + "\n"));
   ANVIL_RETURN_IF_ERROR(export_tokenizer(c, cfg, hf_dir));
   std::printf("exported %zu tensors of %s to %s (%s: config.json, model.safetensors)\n",
@@ -163,9 +166,9 @@ absl::Status import_hf(const std::string& hf_dir, const std::string& ckpt_dir) {
   ANVIL_ASSIGN_OR_RETURN(std::string text, io::read_file(cpath));
   ANVIL_ASSIGN_OR_RETURN(json j, io::parse_json_text(text, cpath));
   ANVIL_ASSIGN_OR_RETURN(std::string type, io::json_string(j, "model_type", cpath));
-  ANVIL_ASSIGN_OR_RETURN(const model::HfFamily* f, model::hf_family(type));
   model::HfJsonFields fields;
   for (const auto& [key, value] : j.items()) fields[key] = value.dump();
+  ANVIL_ASSIGN_OR_RETURN(const model::HfFamily* f, model::hf_family(type, fields));
   ANVIL_ASSIGN_OR_RETURN(model::HfImportedModel m,
                          model::hf_import_model(*f, fields, model::train_config_schema(), cpath));
   std::vector<anvil::engine::HostSlice> hf;

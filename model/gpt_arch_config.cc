@@ -73,8 +73,8 @@ void add_gpt_arch_schema(engine::ConfigSchema& s) {
         "docs/models.md): n_layers encoder and decoder_layers decoder layers, d_model, n_heads, "
         "d_kv, ffn_hidden (d_ff), hidden_dropout (HF dropout_rate), ln_eps (1e-6), t5_version; "
         "span-corruption samples from sentence-split data with a WordPiece [tokenizer] and "
-        "vocab_extra_ids sentinels; tensor and data parallelism (no pipeline, ZeRO or "
-        "checkpoints yet).",
+        "vocab_extra_ids sentinels; tensor and data parallelism, ZeRO stage 1, checkpoints "
+        "and bin/convert (no pipeline, ZeRO 2-3 yet).",
         all_names(kTypeNames));
   s.add("model", "norm_placement", ConfigType::kString, "pre",
         "pre = x + f(LN(x)) with a final ln_f (GPT-2, Megatron); post = LN(x + f(x)) without "

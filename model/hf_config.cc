@@ -97,15 +97,19 @@ absl::StatusOr<std::string> ini_value(const HfConfigField& k, const std::string&
 
 absl::StatusOr<const HfFamily*> hf_family_of(const engine::Config& cfg,
                                              const engine::ConfigSchema& schema) {
-  // The families are decoder LMs; an encoder's options could otherwise match GPT-2's.
-  if (const std::string type = model_text(cfg, schema, "type"); !type.empty() && type != "gpt") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("[model] type ", type,
-                     ": no Hugging Face conversion yet (the converter knows the causal "
-                     "LM families gpt2, bloom, llama)"));
-  }
+  // Only the families of the checkpoint's [model] type: an encoder's options could otherwise
+  // match GPT-2's.
+  std::string type = model_text(cfg, schema, "type");
+  if (type.empty()) type = "gpt";
+  auto family_type = [](const HfFamily& f) {
+    for (const HfSetting& s : f.settings) {
+      if (s.key == "type") return s.value;
+    }
+    return std::string("gpt");
+  };
   std::vector<std::string> why;
   for (const HfFamily* f : hf_families()) {
+    if (family_type(*f) != type) continue;
     const HfSetting* differs = nullptr;
     for (const HfSetting& s : f->settings) {
       if (!same_value(model_text(cfg, schema, s.key), s.value)) {
@@ -116,6 +120,12 @@ absl::StatusOr<const HfFamily*> hf_family_of(const engine::Config& cfg,
     if (differs == nullptr) return f;
     why.push_back(absl::StrCat(f->model_type, " needs ", differs->key, " = ", differs->value,
                                ", got ", model_text(cfg, schema, differs->key)));
+  }
+  if (why.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("[model] type ", type,
+                     ": no Hugging Face conversion yet (the converter knows gpt2, bloom, llama "
+                     "and t5)"));
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "[model] is none of the Hugging Face families anvil converts: ", absl::StrJoin(why, "; ")));
@@ -128,6 +138,9 @@ HfJsonFields hf_config_fields(const HfFamily& f, const engine::Config& cfg,
     std::string v = model_text(cfg, schema, k.anvil_key);
     if (v == "0" && k.zero_is_null) v = "null";
     if (v == "0" && k.zero_is_4d) v = absl::StrCat(4 * cfg.get_int("model", "d_model"));
+    if (v == "0" && k.zero_is_per_head) {
+      v = absl::StrCat(cfg.get_int("model", "d_model") / cfg.get_int("model", "n_heads"));
+    }
     out[k.hf_key] = v;
   }
   for (const HfFixedField& k : f.fixed) out[k.hf_key] = k.json_value;
@@ -197,6 +210,9 @@ absl::StatusOr<HfImportedModel> hf_import_model(const HfFamily& f, const HfJsonF
   }
   const std::string* tie = find("tie_embeddings");
   m.tied = tie == nullptr || same_value(*tie, "true");
+  for (const HfFixedField& k : f.fixed) {  // T5 v1.1: an untied lm_head
+    if (k.hf_key == "tie_word_embeddings" && k.json_value == "false") m.tied = false;
+  }
   return m;
 }
 
