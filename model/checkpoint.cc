@@ -152,7 +152,8 @@ CheckpointModel gpt_checkpoint_model(GptModel& model, const parallel::ZeroPartit
   c.vocab_size = model.config().vocab_size;
   c.tp = sh.tp;
   c.tp_rank = sh.tp_rank;
-  c.saves_tied = sh.pre;
+  // The LM head's copy of the tied embedding is the first stage's.
+  c.writes = [pre = sh.pre](const Param& p) { return pre || !p.tied; };
   c.zero = part;
   c.loaded = [&model](engine::Stream& s) { model.params_loaded(s); };
   return c;
@@ -179,7 +180,7 @@ std::vector<engine::HostSlice> checkpoint_slices(const CheckpointModel& model, i
   if (!part && dp_rank != 0) return out;  // DP replicas: DP rank 0 writes
   for (const Param& p : table.all()) {
     if (tp > 1 && p.tp_split_dim < 0 && tp_rank != 0) continue;  // TP replica
-    if (p.tied && !model.saves_tied) continue;  // the LM head's copy of the tied embedding
+    if (model.writes && !model.writes(p)) continue;              // another stage's copy
     const std::vector<int64_t> shape = logical_shape(p, model.vocab_size, tp);
     const int64_t C = cols_of(p);
     for (const auto& [prefix, buf] : states) {

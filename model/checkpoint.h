@@ -46,14 +46,15 @@ inline std::vector<int64_t> logical_shape(const Param& p, const GptConfig& cfg, 
 
 // What the checkpoint code needs of one rank's model, whichever model it is (GPT, T5): its
 // parameter table and flat buffers (whole, or ZeRO shards of `zero`'s partition), its TP
-// coordinates, whether it saves the tied embedding (GPT: the first pipeline stage), and what
-// to run after a load overwrote the values (ZeRO-3: gather again; may be empty).
+// coordinates, which of its parameters it writes when several pipeline stages hold a copy
+// (GPT: the tied embedding on the first stage only; null: all), and what to run after a load
+// overwrote the values (ZeRO-3: gather again; may be empty).
 struct CheckpointModel {
   const ParamTable* table = nullptr;
   GptModel::FlatBuffers buffers;
   int64_t vocab_size = 0;
   int tp = 1, tp_rank = 0;
-  bool saves_tied = true;
+  std::function<bool(const Param&)> writes;
   const parallel::ZeroPartition* zero = nullptr;  // null without ZeRO
   std::function<void(engine::Stream&)> loaded;
 };

@@ -2,8 +2,8 @@
 // v1.1 (dropout on) trained 8 steps, and the same run saved at step 4, stopped and continued by
 // a fresh T5Trainer from the checkpoint, give bitwise the same losses for steps 5-8 (the
 // weights, AdamW moments, step counters, dropout counter, data position and lr schedule all
-// restored). finetune loads weights only. Another architecture, a GPT config or a truncated
-// tensor file is refused with a message naming the key or the file.
+// restored; on a GPU too, in bf16). finetune loads weights only. Another architecture, a GPT config
+// or a truncated tensor file is refused with a message naming the key or the file.
 #include "model/t5_checkpoint.h"
 
 #include <cstdint>
@@ -20,6 +20,7 @@
 #include "model/t5_train.h"
 #include "tests/io/io_test_util.h"
 #include "tests/parallel/tiny_t5_training.h"
+#include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {
 namespace {
@@ -27,10 +28,11 @@ namespace {
 using testing_parallel::hashed_t5_samples;
 using testing_parallel::tiny_t5_train_config;
 
-std::unique_ptr<T5Trainer> make_trainer(const TrainConfig& cfg) {
+std::unique_ptr<T5Trainer> make_trainer(const TrainConfig& cfg,
+                                        const GptPrecision& prec = GptPrecision{}) {
   auto t = T5Trainer::create(
-      cfg, GptPrecision{},
-      hashed_t5_samples(cfg.data.seq_len, cfg.data.decoder_seq_len, cfg.t5.vocab_size), {});
+      cfg, prec, hashed_t5_samples(cfg.data.seq_len, cfg.data.decoder_seq_len, cfg.t5.vocab_size),
+      {});
   EXPECT_TRUE(t.ok()) << t.status();
   return t.ok() ? std::move(*t) : nullptr;
 }
@@ -59,8 +61,9 @@ absl::Status load(T5Trainer& t, const TrainConfig& cfg, const std::string& dir, 
 }
 
 // Runs `cfg` and saves after step `at`, stopping there.
-void run_and_save(const TrainConfig& cfg, int64_t at, const std::string& dir) {
-  std::unique_ptr<T5Trainer> first = make_trainer(cfg);
+void run_and_save(const TrainConfig& cfg, int64_t at, const std::string& dir,
+                  const GptPrecision& prec = GptPrecision{}) {
+  std::unique_ptr<T5Trainer> first = make_trainer(cfg, prec);
   ASSERT_NE(first, nullptr);
   absl::Status saved;
   first->set_step_hook([&](const StepStats& st) {
@@ -72,17 +75,16 @@ void run_and_save(const TrainConfig& cfg, int64_t at, const std::string& dir) {
   ASSERT_TRUE(saved.ok()) << saved;
 }
 
-TEST(T5CheckpointTest, ContinuesBitwise) {
+void expect_continues_bitwise(const TrainConfig& cfg, const GptPrecision& prec) {
   io::testing::ScratchDir dir;
-  const TrainConfig cfg = tiny_t5_train_config(8);
-  std::unique_ptr<T5Trainer> whole = make_trainer(cfg);
+  std::unique_ptr<T5Trainer> whole = make_trainer(cfg, prec);
   ASSERT_NE(whole, nullptr);
   const std::vector<double> want = whole->run().losses;
   ASSERT_EQ(want.size(), 8u);
   EXPECT_NE(want[0], want[7]);  // it trains
 
-  run_and_save(cfg, 4, dir.path());
-  std::unique_ptr<T5Trainer> second = make_trainer(cfg);
+  run_and_save(cfg, 4, dir.path(), prec);
+  std::unique_ptr<T5Trainer> second = make_trainer(cfg, prec);
   ASSERT_NE(second, nullptr);
   const absl::Status loaded = load(*second, cfg, dir.path(), false);
   ASSERT_TRUE(loaded.ok()) << loaded;
@@ -92,6 +94,23 @@ TEST(T5CheckpointTest, ContinuesBitwise) {
   const std::vector<double> got = second->run().losses;
   ASSERT_EQ(got.size(), 4u);
   for (size_t i = 0; i < 4; ++i) EXPECT_EQ(got[i], want[4 + i]) << "step " << 5 + i;
+}
+
+TEST(T5CheckpointTest, ContinuesBitwise) {
+  expect_continues_bitwise(tiny_t5_train_config(8), GptPrecision{});
+}
+
+// On the GPU (bf16 compute copy rounded from the f32 master on load; flash attention needs
+// d_kv 64): the same, bitwise (the T5 kernels are deterministic).
+TEST(T5CheckpointTest, ContinuesBitwiseOnCuda) {
+  ANVIL_SKIP_WITHOUT_GPU();
+  TrainConfig cfg = tiny_t5_train_config(8);
+  cfg.t5.d_model = 64;
+  cfg.t5.d_kv = 64;
+  cfg.t5.n_heads = 2;
+  cfg.t5.d_ff = 96;
+  expect_continues_bitwise(
+      cfg, GptPrecision{engine::Device::kCuda, engine::DType::kBF16, engine::DType::kF32});
 }
 
 TEST(T5CheckpointTest, FinetuneLoadsWeightsOnly) {

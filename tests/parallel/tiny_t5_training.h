@@ -7,14 +7,15 @@
 
 #include "model/t5_train.h"
 #include "model/train_config.h"
+#include "tests/parallel/tiny_training.h"
 
 namespace anvil::model::testing_parallel {
 
 // vocab 37 (padded 128), d 16, 4 heads of 4, d_ff 24, 2 + 2 layers, 8 buckets; encoder 8 and
-// decoder 6 tokens, micro-batch 2, global batch 8, `steps` steps of cosine-decayed AdamW with
-// warmup 2, clipping at 1, on the CPU.
+// decoder 6 tokens, micro-batch 2, global batch 8, `steps` steps of tiny_train_config's
+// cosine-decayed AdamW with warmup 2, clipping at 1, on the CPU.
 inline TrainConfig tiny_t5_train_config(int64_t steps) {
-  TrainConfig c;
+  TrainConfig c = tiny_train_config();  // the loop's settings (the GPT [model] is unused)
   c.model.type = ModelType::kT5;
   T5Config& t = c.t5;
   t.vocab_size = 37;
@@ -31,20 +32,10 @@ inline TrainConfig tiny_t5_train_config(int64_t steps) {
   c.model.vocab_size = t.vocab_size;
   c.data.seq_len = 8;
   c.data.decoder_seq_len = 6;
-  c.train.micro_batch = 2;
   c.train.global_batch = 8;
   c.train.steps = steps;
-  c.train.seed = 5;
-  c.train.device = "cpu";
-  c.train.eval_iters = 0;
-  c.train.log_interval = 100;
-  c.optim.schedule.lr = 1e-2;
-  c.optim.schedule.min_lr = 1e-3;
   c.optim.schedule.warmup_steps = 2;
   c.optim.schedule.decay_steps = steps;
-  c.optim.schedule.style = DecayStyle::kCosine;
-  c.optim.weight_decay = 0.1;
-  c.optim.clip_grad = 1.0;
   return c;
 }
 
