@@ -3,12 +3,12 @@
 //    norms and parameters (every rank also trains the single-rank reference itself, in f64:
 //    the logic must be exact up to summation order, relative 1e-12 for losses and norms,
 //    1e-12 absolute for parameters); with zero 1 the AdamW moments are a 1/dp shard.
-//  - Checkpoints: under tp = world, and under dp = world with ZeRO 1, a run saved at step 3
-//    by every rank (bin/train's three phases with barriers) and resumed by fresh trainers gives
-//    bitwise the losses of steps 4-6 of the uninterrupted run (f32; dropout on under DP, off
-//    under TP, whose FFN-hidden masks differ from one rank's). The same checkpoint loaded by a
-//    single-rank trainer continues to those losses within 1e-5 relative (f32 sums over TP / DP
-//    run in another order than on one rank).
+//  - Checkpoints: under tp = world, dp = world with ZeRO 1 and (4 ranks) tp 2 x dp 2 with
+//    ZeRO 1, a run saved at step 3 by every rank (bin/train's three phases with barriers) and
+//    resumed by fresh trainers gives bitwise the losses of steps 4-6 of the uninterrupted run
+//    (f32; dropout on without TP, off with it: its FFN-hidden masks differ from one rank's). The
+//    same checkpoint loaded by a single-rank trainer continues to those losses within 1e-5 relative
+//    (f32 sums over TP / DP run in another order than on one rank).
 #include <mpi.h>
 
 #include <algorithm>
@@ -177,21 +177,35 @@ std::vector<double> run_steps(T5Trainer& t, int n) {
   return losses;
 }
 
-// (tp, zero_stage) as fractions of the world: tp = world, or dp = world with ZeRO 1.
-class T5ResumeTest : public ::testing::TestWithParam<bool> {};
+// The layouts: TP over the world; DP over the world with ZeRO 1; on 4 ranks TP 2 x DP 2 with
+// ZeRO 1 (each TP rank's ZeRO pieces of its shard).
+enum class Layout { kTp, kDpZero1, kTp2Dp2Zero1 };
+
+class T5ResumeTest : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(T5ResumeTest, ContinuesBitwiseAndLoadsOnOneRank) {
-  const bool tp = GetParam();
   const int world = world_size();
-  if (tp && 4 % world != 0) GTEST_SKIP() << "4 heads do not split over " << world;
-  std::unique_ptr<Launch> l = tp ? launch(world, 1) : launch(1, world);
+  int tp = 1;
+  switch (GetParam()) {
+    case Layout::kTp:
+      if (4 % world != 0) GTEST_SKIP() << "4 heads do not split over " << world;
+      tp = world;
+      break;
+    case Layout::kDpZero1:
+      break;
+    case Layout::kTp2Dp2Zero1:
+      if (world != 4) GTEST_SKIP() << "needs 4 ranks";
+      tp = 2;
+      break;
+  }
+  std::unique_ptr<Launch> l = launch(tp, world / tp);
   TrainConfig cfg = tiny_t5_train_config(6);
-  cfg.parallel.tp = tp ? world : 1;
-  cfg.parallel.dp = tp ? 1 : world;
-  cfg.parallel.zero_stage = tp ? 0 : 1;
+  cfg.parallel.tp = tp;
+  cfg.parallel.dp = world / tp;
+  cfg.parallel.zero_stage = GetParam() == Layout::kTp ? 0 : 1;
   // Under TP the FFN-hidden dropout masks are not one rank's (model/t5.h): no dropout there, so
   // that the single-rank continuation below follows the same function.
-  if (tp) cfg.t5.dropout = 0.0f;
+  if (tp > 1) cfg.t5.dropout = 0.0f;
   const engine::DType f32 = engine::DType::kF32;
   const std::vector<double> want = run_steps(*make_trainer(cfg, f32, l->par()), 6);
 
@@ -223,8 +237,21 @@ TEST_P(T5ResumeTest, ContinuesBitwiseAndLoadsOnOneRank) {
   MPI_Barrier(MPI_COMM_WORLD);  // every rank has read before rank 0 removes the directory
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, T5ResumeTest, ::testing::Values(true, false),
-                         [](const auto& info) { return info.param ? "Tp" : "DpZero1"; });
+std::string layout_name(const ::testing::TestParamInfo<Layout>& info) {
+  switch (info.param) {
+    case Layout::kTp:
+      return "Tp";
+    case Layout::kDpZero1:
+      return "DpZero1";
+    case Layout::kTp2Dp2Zero1:
+      return "Tp2Dp2Zero1";
+  }
+  return "";
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, T5ResumeTest,
+                         ::testing::Values(Layout::kTp, Layout::kDpZero1, Layout::kTp2Dp2Zero1),
+                         layout_name);
 
 }  // namespace
 }  // namespace anvil::model
