@@ -15,7 +15,6 @@
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -27,6 +26,7 @@
 #include "engine/status.h"
 #include "io/checkpoint.h"
 #include "io/durable_file.h"
+#include "io/hf_dir.h"
 #include "io/json_fields.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
@@ -144,23 +144,6 @@ absl::Status export_hf(const std::string& ckpt_dir, const std::string& hf_dir, i
   return absl::OkStatus();
 }
 
-// The safetensors files of an HF directory: the index's shards, or model.safetensors.
-absl::StatusOr<std::vector<std::string>> hf_files(const std::string& hf_dir) {
-  const std::string index = hf_dir + "/model.safetensors.index.json";
-  if (!std::filesystem::exists(index))
-    return std::vector<std::string>{hf_dir + "/model.safetensors"};
-  ANVIL_ASSIGN_OR_RETURN(std::string text, io::read_file(index));
-  ANVIL_ASSIGN_OR_RETURN(json j, io::parse_json_text(text, index));
-  ANVIL_ASSIGN_OR_RETURN(const json* map, io::json_field(j, "weight_map", index));
-  if (!map->is_object()) return absl::DataLossError(index + ": weight_map is not an object");
-  std::set<std::string> files;
-  for (const auto& [name, file] : map->items()) {
-    if (!file.is_string()) return absl::DataLossError(index + ": bad file of " + name);
-    files.insert(hf_dir + "/" + file.get<std::string>());
-  }
-  return std::vector<std::string>(files.begin(), files.end());
-}
-
 absl::Status import_hf(const std::string& hf_dir, const std::string& ckpt_dir) {
   const std::string cpath = hf_dir + "/config.json";
   ANVIL_ASSIGN_OR_RETURN(std::string text, io::read_file(cpath));
@@ -171,20 +154,7 @@ absl::Status import_hf(const std::string& hf_dir, const std::string& ckpt_dir) {
   ANVIL_ASSIGN_OR_RETURN(const model::HfFamily* f, model::hf_family(type, fields));
   ANVIL_ASSIGN_OR_RETURN(model::HfImportedModel m,
                          model::hf_import_model(*f, fields, model::train_config_schema(), cpath));
-  std::vector<anvil::engine::HostSlice> hf;
-  std::set<std::string> seen;
-  ANVIL_ASSIGN_OR_RETURN(std::vector<std::string> files, hf_files(hf_dir));
-  for (const std::string& path : files) {
-    ANVIL_ASSIGN_OR_RETURN(io::SafetensorsFile st, io::SafetensorsFile::open(path));
-    for (const auto& [hf_name, info] : st.tensors()) {
-      if (!seen.insert(hf_name).second) {
-        return absl::InvalidArgumentError(absl::StrCat(path, ": ", hf_name, " appears twice"));
-      }
-      ANVIL_ASSIGN_OR_RETURN(std::vector<float> data, st.read_f32(hf_name));
-      hf.push_back({hf_name, info.shape, std::vector<int64_t>(info.shape.size(), 0), info.shape,
-                    std::move(data)});
-    }
-  }
+  ANVIL_ASSIGN_OR_RETURN(std::vector<anvil::engine::HostSlice> hf, io::read_hf_tensors(hf_dir));
   ANVIL_ASSIGN_OR_RETURN(std::vector<anvil::engine::HostSlice> slices,
                          model::from_hf_tensors(*f, std::move(hf), m.dims, m.tied));
   for (anvil::engine::HostSlice& t : slices) t.tensor = model::kMasterState + t.tensor;

@@ -1,20 +1,26 @@
 // Hugging Face T5 conversion (model/hf_t5.cc through model/checkpoint_hf.h, hf_config.h):
 //   - a tiny T5Model's checkpoint tensors (v1.0 and v1.1) export to HF's T5 names and shapes
-//     (q, k, v; EncDecAttention k, v; v1.1 wi_0, wi_1 and lm_head) and import back bitwise;
-//   - a hand-built HF tensor set with known values imports to the fused tensors anvil expects
-//     (rows of qkv = q, k, v; kv = k, v; wi = wi_0, wi_1), skipping embed_tokens and a tied
-//     lm_head; a missing part is an error naming it;
+//     (q, k, v; EncDecAttention k, v; v1.1 wi_0, wi_1 and lm_head) and import back bitwise
+//     (v1.0: an lm_head in the HF file is the tied copy, skipped);
+//   - a hand-built HF model.safetensors with known values, read as bin/convert import reads an
+//     HF directory (io/hf_dir.h), imports to the fused tensors anvil expects
+//     (rows of qkv = q, k, v; kv = k, v; wi = wi_0, wi_1), skipping embed_tokens; a missing
+//     part is an error naming it;
 //   - config.json: feed_forward_proj picks the version, the fields become [model] and back.
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "io/hf_dir.h"
+#include "io/safetensors.h"
 #include "model/checkpoint_hf.h"
 #include "model/hf_config.h"
 #include "model/t5_checkpoint.h"
 #include "model/train_config.h"
+#include "tests/io/io_test_util.h"
 
 namespace anvil::model {
 namespace {
@@ -83,6 +89,12 @@ TEST_P(HfT5RoundTrip, ExportsHfNamesAndImportsBitwise) {
   EXPECT_EQ(shapes.count("lm_head.weight"), v11 ? 1u : 0u);
   EXPECT_EQ(shapes.count("encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"),
             0u);  // block 0 only
+  if (!v11) {     // HF files of tied models may hold lm_head (= shared): not imported
+    HostSlice head = *std::find_if(hf->begin(), hf->end(),
+                                   [](const HostSlice& t) { return t.tensor == "shared.weight"; });
+    head.tensor = "lm_head.weight";
+    hf->push_back(head);
+  }
   auto back = from_hf_tensors(f, *hf, {2}, !v11);
   ASSERT_TRUE(back.ok()) << back.status();
   ASSERT_EQ(back->size(), anvil.size());
@@ -138,11 +150,21 @@ std::vector<HostSlice> hand_built_v11() {
   return t;
 }
 
-TEST(HfT5Import, HandBuiltTensorsFuseAsAnvilExpects) {
-  const std::vector<HostSlice> hf = hand_built_v11();
+TEST(HfT5Import, HandBuiltFileFusesAsAnvilExpects) {
+  const std::vector<HostSlice> built = hand_built_v11();
   std::map<std::string, const HostSlice*> in;
-  for (const HostSlice& t : hf) in[t.tensor] = &t;
-  auto got = from_hf_tensors(t5_v11_hf_family(), hf, {1}, false);
+  for (const HostSlice& t : built) in[t.tensor] = &t;
+  // Through a file, as bin/convert import reads an HF directory.
+  io::testing::ScratchDir dir;
+  std::vector<io::StTensorRef> refs;
+  for (const HostSlice& t : built) {
+    refs.push_back({t.tensor, io::StDType::kF32, t.shape, t.data.data()});
+  }
+  ASSERT_TRUE(io::write_safetensors(dir.file("model.safetensors"), refs, {}).ok());
+  auto hf = io::read_hf_tensors(dir.path());
+  ASSERT_TRUE(hf.ok()) << hf.status();
+  ASSERT_EQ(hf->size(), built.size());
+  auto got = from_hf_tensors(t5_v11_hf_family(), *hf, {1}, false);
   ASSERT_TRUE(got.ok()) << got.status();
   std::map<std::string, HostSlice> out;
   for (const HostSlice& t : *got) out.emplace(t.tensor, t);
@@ -171,7 +193,7 @@ TEST(HfT5Import, HandBuiltTensorsFuseAsAnvilExpects) {
 
   // A missing part of a fused tensor is named.
   std::vector<HostSlice> partial;
-  for (const HostSlice& t : hf) {
+  for (const HostSlice& t : built) {
     if (t.tensor != "decoder.block.0.layer.2.DenseReluDense.wi_1.weight") partial.push_back(t);
   }
   const absl::Status s = from_hf_tensors(t5_v11_hf_family(), partial, {1}, false).status();
