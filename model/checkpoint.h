@@ -1,7 +1,8 @@
-// What a GPT rank puts into a checkpoint and takes out of one, in logical (unsharded) terms, so
-// a checkpoint saved under one (tp, pp, dp, zero_stage, virtual_stages, sequence_parallel)
-// layout loads into any other. The files are io/'s business (io/checkpoint.h); the two meet in
-// engine::HostSlice boxes and whole logical tensors.
+// What a GPT rank (and through CheckpointModel a T5 rank: model/t5_checkpoint.h) puts into a
+// checkpoint and takes out of one, in logical (unsharded) terms, so a checkpoint saved under
+// one (tp, pp, dp, zero_stage, virtual_stages, sequence_parallel) layout loads into any other. The
+// files are io/'s business (io/checkpoint.h); the two meet in engine::HostSlice boxes and whole
+// logical tensors.
 //
 // Tensors: "master/<name>", "exp_avg/<name>", "exp_avg_sq/<name>" (f32 master weights and
 // AdamW moments) for every parameter of the ParamTable, <name> the HF GPT-2 name
