@@ -121,9 +121,12 @@ if [[ -n ${MPIRUN:-} ]]; then
   echo "parallel.pp=2: the validation losses equal one rank's"
   # A checkpoint saved by two pipeline stages resumes on one rank.
   $MPIRUN -np 2 "$train" "$config" "${ck[@]}" parallel.pp=2 checkpoint.exit_interval=2 \
-    "checkpoint.save=$work/ck_pp" > "$work/two.log" 2>&1 || fail "pp = 2 save: $(tail -3 "$work/two.log")"
+    "checkpoint.save=$work/ck_pp" > "$work/two.log" 2>&1 ||
+    fail "pp = 2 save: $(tail -3 "$work/two.log")"
   "$train" "$config" "${ck[@]}" "checkpoint.load=$work/ck_pp" > "$work/resumed.log" 2>&1 ||
     fail "resume of the pp = 2 checkpoint: $(tail -3 "$work/resumed.log")"
+  grep -q 'saved with .*pp 2, pp_split_rank 1' "$work/resumed.log" ||
+    fail "the resume line does not name the pipeline layout: $(grep resuming "$work/resumed.log")"
   diff <(steps "$work/whole.log" | tail -2) <(steps "$work/resumed.log") ||
     fail "steps 3-4 resumed from the pp = 2 checkpoint differ from the uninterrupted run's"
   echo "parallel.pp=2: its checkpoint resumes on one rank with the uninterrupted run's steps"
