@@ -24,8 +24,10 @@
 // Pipeline parallelism (T5Shard pp) as Megatron's: the encoder's layers on stages [0, split), the
 // decoder's on [split, pp); each stage runs its part per activation slot (the stage API below,
 // driven by model/t5_stage.h). Data parallelism is the caller's: sum flat_buffers().grad over the
-// DP ranks. Precision as GptModel (gpt.h): on CUDA bf16 parameters/activations with f32 master
-// weights, gradients and AdamW state; on the CPU f32, or f64 for gradient checks.
+// DP ranks; with ZeRO stage 1 (T5Shard zero_stage) the optimizer state is sharded over them.
+// Checkpoints: model/t5_checkpoint.h. Precision as GptModel (gpt.h): on CUDA bf16
+// parameters/activations with f32 master weights, gradients and AdamW state; on the CPU f32, or f64
+// for gradient checks.
 #pragma once
 
 #include <cstdint>
