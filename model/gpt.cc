@@ -273,11 +273,8 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
   }
   std::vector<gpt_detail::InitTarget> targets;
   if (shard.zero_stage > 0) {
-    std::vector<parallel::ZeroBucket> zb;
-    for (const ParamTable::Bucket& k : b.table.buckets())
-      zb.push_back({k.begin, k.decay_end, k.end});
     ANVIL_ASSIGN_OR_RETURN(parallel::ZeroPartition part,
-                           parallel::ZeroPartition::create(zb, shard.zero_dp, shard.zero_rank));
+                           gpt_detail::zero_partition(b.table, shard.zero_dp, shard.zero_rank));
     impl->zero = std::move(part);
     if (shard.dp_comm == nullptr) {
       return absl::InvalidArgumentError("GptModel::create: ZeRO needs the DP group's Comm");
