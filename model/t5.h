@@ -20,7 +20,14 @@
 // Explicit forward/backward over ops/ with saved activations; gradients accumulate (+=) across
 // micro-batches. Tensor parallelism (T5Shard) as Megatron's: heads, d_ff and the padded
 // vocabulary split over the TP group (column-parallel qkv / cross q, kv / wi, row-parallel o /
-// wo, vocab-parallel embedding, LM head and cross-entropy); no sequence parallelism yet.
+// wo, vocab-parallel embedding, LM head and cross-entropy), with Megatron's sequence
+// parallelism as an option (T5Shard sequence_parallel, parallel/tensor_parallel.h): the residual
+// streams, RMSNorms and hidden dropouts on this rank's rows of B*Te and B*Td, all-gathered before
+// the column-parallel qkv / cross q / wi and before the LM head (the encoder output once, for
+// every cross k|v), reduce-scattered after o / co / wo; dropouts on rows are numbered as on one
+// rank, so losses equal those without it. Activation recomputation (T5Shard recompute) as GPT's:
+// full keeps each layer's input and reruns the layer's forward (same dropout masks) before its
+// backward; selective recomputes nothing (the flash attention keeps only its softmax statistics).
 // Pipeline parallelism (T5Shard pp) as Megatron's: the encoder's layers on stages [0, split), the
 // decoder's on [split, pp); each stage runs its part per activation slot (the stage API below,
 // driven by model/t5_stage.h). Data parallelism is the caller's: sum flat_buffers().grad over the
@@ -113,6 +120,10 @@ struct T5Shard {
   // stack it has layers of (those copies are summed over the pipeline: sum_shared_grads).
   int pp = 1, pp_rank = 0, pp_split = 0;
   int64_t act_slots = 1;  // activation sets: micro-batches in flight at once
+  // Sequence parallelism (tp > 1): B*Te and B*Td divisible by tp into row blocks of a multiple
+  // of 4 elements (check_t5_run). Pipeline transfers then carry this rank's rows only.
+  bool sequence_parallel = false;
+  Recompute recompute = Recompute::kNone;
   // InvalidArgument naming the numbers (heads, d_ff, padded vocabulary % tp, the stage layout);
   // create() also needs tp_comm when tp > 1.
   absl::Status validate(const T5Config& cfg) const;
@@ -183,6 +194,7 @@ class T5Model {
   //   last encoder stage -> first decoder stage:  encoder output [B*Te, d] (after the final
   //                                               encoder norm and dropout)
   //   decoder stage -> next decoder stage:  hidden [B*Td, d], encoder output [B*Te, d]
+  // (with sequence parallelism each of them is this TP rank's rows: [B*T / tp, d]),
   // and their gradients backwards (a decoder stage's encoder-output gradient sums those of all
   // later decoder stages' cross-attention).
   void set_batch(int64_t slot, const T5Batch& batch, engine::Stream& stream);
@@ -204,6 +216,10 @@ class T5Model {
   double grad_sum_squares(engine::Stream& stream);
 
   void zero_grads(engine::Stream& stream);
+  // After a step's last backward, before the gradients are read (DP sum, norm, update): with
+  // sequence parallelism sums the RMSNorm weight gradients (each rank's rows) over TP; else a
+  // no-op.
+  void finish_backward(engine::Stream& stream);
   // L2 norm of this stage's gradient (syncs; a TP collective: replicated parameters counted
   // once); with one stage the global norm: sqrt(grad_sum_squares).
   double grad_norm(engine::Stream& stream);

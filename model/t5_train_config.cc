@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "engine/checked_math.h"
@@ -97,8 +98,18 @@ absl::Status parse_t5_config(const engine::Config& c, TrainConfig& t) {
       return c.error("parallel", "pp_split_rank", std::string(s.message()));
     }
   }
-  if (p.sequence_parallel) {
-    return c.error("parallel", "sequence_parallel", "is not supported with [model] type = t5 yet");
+  if (p.sequence_parallel && p.tp > 1) {
+    // Each TP rank holds a row block of both streams (model/t5.h), of a multiple of 4 elements.
+    for (const auto& [what, len] : {std::pair<const char*, int64_t>{"seq_len", t.data.seq_len},
+                                    {"decoder_seq_len", t.data.decoder_seq_len}}) {
+      const int64_t rows = t.train.micro_batch * len;
+      if (rows % p.tp != 0 || rows / p.tp * f.d_model % 4 != 0) {
+        return c.error("parallel", "sequence_parallel",
+                       absl::StrFormat("t5 needs micro_batch * %s (%d) divisible by tp (%d) into "
+                                       "row blocks of a multiple of 4 elements (d_model %d)",
+                                       what, rows, p.tp, f.d_model));
+      }
+    }
   }
   if (!t.checkpoint.save.empty() || !t.checkpoint.load.empty()) {
     return c.error("model", "type", "t5 has no [checkpoint] save / load yet");
@@ -110,11 +121,8 @@ absl::Status parse_t5_config(const engine::Config& c, TrainConfig& t) {
       return c.error("train", key, "is not supported with [model] type = t5 yet");
     }
   }
-  if (p.zero_stage > 0 || p.recompute != "none" || p.reduce_single_rank) {
-    return c.error("parallel",
-                   p.zero_stage > 0        ? "zero_stage"
-                   : p.recompute != "none" ? "recompute"
-                                           : "reduce_single_rank",
+  if (p.zero_stage > 0 || p.reduce_single_rank) {
+    return c.error("parallel", p.zero_stage > 0 ? "zero_stage" : "reduce_single_rank",
                    "is not supported with [model] type = t5 yet");
   }
   // The T5 loop has no loss scaler, and its attention is flash attention (bf16 on CUDA).
