@@ -136,6 +136,11 @@ struct T5RunShape {
   int64_t dec_len;      // Td (decoder sequence length)
 };
 
+// Sequence parallelism's row split over tp ranks: InvalidArgument naming the numbers unless
+// B*Te and B*Td each split into tp row blocks of a multiple of 4 elements (the Philox counters
+// of a block's dropout start at a whole counter).
+absl::Status check_t5_row_split(const T5Config& cfg, const T5RunShape& shape, int tp);
+
 // One micro-batch's host inputs. enc_lengths may be null (every encoder token is real);
 // otherwise encoder tokens t >= enc_lengths[b] are padding (io/t5_dataset's enc_padding_mask is
 // a prefix of ones). labels < 0 are not counted (fold the loss mask in).

@@ -13,7 +13,8 @@
 //                  rstd2, cq [Rd, I], ckv [Re, 2I] (k | v of the encoder output),
 //                  clse [B, H, Td], catt [Rd, I], h2 [rd, d], ln3, rstd3, pre, act
 //                  With recompute full only x is kept per layer and slot; one set of the rest
-//                  per stack (recompute_enc, recompute_dec) serves every layer and slot.
+//                  per stack ("recompute.encoder.*", "recompute.decoder.*" in the plan) serves
+//                  every layer and slot.
 //   ends:          x_enc [re, d] (encoder's last residual sum), enc_norm [re, d] (= RMSf_enc,
 //                  before its dropout), enc [Re, d] (after it, gathered: what cross-attention
 //                  reads; on decoder stages the received copy), and the same three for the

@@ -179,6 +179,28 @@ ParamTable make_t5_param_table(const T5Config& cfg, const T5Shard& shard) {
   return t.build();
 }
 
+}  // namespace anvil::model::t5_detail
+
+namespace anvil::model {
+
+absl::Status check_t5_row_split(const T5Config& cfg, const T5RunShape& shape, int tp) {
+  for (const auto& [what, len] : {std::pair<const char*, int64_t>{"seq_len", shape.enc_len},
+                                  {"decoder_seq_len", shape.dec_len}}) {
+    const int64_t rows = shape.micro_batch * len;
+    if (rows % tp != 0 || rows / tp * cfg.d_model % 4 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "T5 sequence parallelism: micro_batch * ", what, " (", rows,
+          ") must be divisible by tp (", tp,
+          ") into row blocks of a multiple of 4 elements (d_model ", cfg.d_model, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace anvil::model
+
+namespace anvil::model::t5_detail {
+
 absl::Status check_t5_run(const T5Config& cfg, const T5RunShape& shape, const GptPrecision& prec,
                           const T5Shard& shard) {
   ANVIL_RETURN_IF_ERROR(cfg.validate());
@@ -191,7 +213,6 @@ absl::Status check_t5_run(const T5Config& cfg, const T5RunShape& shape, const Gp
     return bad("need micro_batch, enc_len, dec_len >= 1 (and < 2^31), got ", shape.micro_batch,
                ", ", shape.enc_len, ", ", shape.dec_len);
   }
-  const int64_t B = shape.micro_batch;
   const int64_t widest = std::max({cfg.padded(), 3 * cfg.inner(), cfg.wi_out(), cfg.d_model});
   const int64_t longest = std::max(shape.enc_len, shape.dec_len);
   if (!engine::product_within({shape.micro_batch, longest, widest}, engine::kMaxElements)) {
@@ -199,14 +220,7 @@ absl::Status check_t5_run(const T5Config& cfg, const T5RunShape& shape, const Gp
                " exceeds 2^44 elements of one tensor");
   }
   if (shard.sequence_parallel && shard.tp > 1) {
-    for (const auto& [what, rows] : {std::pair<const char*, int64_t>{"seq_len", B * shape.enc_len},
-                                     {"decoder_seq_len", B * shape.dec_len}}) {
-      if (rows % shard.tp != 0 || rows / shard.tp * cfg.d_model % 4 != 0) {
-        return bad("sequence parallelism: micro_batch * ", what, " (", rows,
-                   ") must be divisible by tp (", shard.tp,
-                   ") into row blocks of a multiple of 4 elements (d_model ", cfg.d_model, ")");
-      }
-    }
+    ANVIL_RETURN_IF_ERROR(check_t5_row_split(cfg, shape, shard.tp));
   }
   const std::string act(engine::dtype_name(prec.act)), grad(engine::dtype_name(prec.grad));
   if (prec.device == engine::Device::kCpu) {

@@ -3,7 +3,6 @@
 
 #include <cstdint>
 #include <string>
-#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "engine/checked_math.h"
@@ -99,16 +98,9 @@ absl::Status parse_t5_config(const engine::Config& c, TrainConfig& t) {
     }
   }
   if (p.sequence_parallel && p.tp > 1) {
-    // Each TP rank holds a row block of both streams (model/t5.h), of a multiple of 4 elements.
-    for (const auto& [what, len] : {std::pair<const char*, int64_t>{"seq_len", t.data.seq_len},
-                                    {"decoder_seq_len", t.data.decoder_seq_len}}) {
-      const int64_t rows = t.train.micro_batch * len;
-      if (rows % p.tp != 0 || rows / p.tp * f.d_model % 4 != 0) {
-        return c.error("parallel", "sequence_parallel",
-                       absl::StrFormat("t5 needs micro_batch * %s (%d) divisible by tp (%d) into "
-                                       "row blocks of a multiple of 4 elements (d_model %d)",
-                                       what, rows, p.tp, f.d_model));
-      }
+    const T5RunShape shape{t.train.micro_batch, t.data.seq_len, t.data.decoder_seq_len};
+    if (absl::Status s = check_t5_row_split(f, shape, p.tp); !s.ok()) {
+      return c.error("parallel", "sequence_parallel", std::string(s.message()));
     }
   }
   if (!t.checkpoint.save.empty() || !t.checkpoint.load.empty()) {
