@@ -48,6 +48,8 @@ absl::StatusOr<T5Shard> T5Trainer::stage_shard(const TrainConfig& cfg,
   shard.pp = pc.pp;
   shard.pp_rank = grid ? grid->pp_rank() : 0;
   shard.pp_split = pc.pp_split_rank;
+  shard.sequence_parallel = pc.sequence_parallel;
+  shard.recompute = recompute_from_name(pc.recompute);
   ANVIL_ASSIGN_OR_RETURN(parallel::PipelinePlan plan, step_plan(cfg, shard.pp_rank));
   shard.act_slots = pipeline_slots(plan, pc.pp, shard.pp_rank);
   if (pc.zero_stage > 0 && pc.dp > 1) {  // ZeRO over one rank is plain AdamW
@@ -217,6 +219,7 @@ StepStats T5Trainer::step() {
   double loss = 0.0;
   for (int64_t m = 0; m < accum; ++m) loss += losses[static_cast<size_t>(m)] * scale(m);
   micro_batches_ += static_cast<uint64_t>(total_micro);
+  model_->finish_backward(s);
   model_->sum_shared_grads(pp_comm_, s);
   if (dp_comm_ != nullptr) {
     dp_comm_->all_reduce(model_->flat_buffers().grad, parallel::ReduceOp::kSum, s);
