@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "engine/memory.h"
+#include "model/blocks/linear.h"
 #include "model/gpt_impl.h"
 #include "ops/activation.h"
 #include "ops/axpy.h"
@@ -15,11 +16,11 @@
 
 namespace anvil::model {
 
+using blocks::input_grad;
+using blocks::linear;
+using blocks::weight_bias_grad;
+using blocks::weight_grad;
 using engine::TensorView;
-using gpt_detail::input_grad;
-using gpt_detail::linear;
-using gpt_detail::weight_bias_grad;
-using gpt_detail::weight_grad;
 
 namespace {
 

@@ -81,7 +81,8 @@ struct GptModel::Impl {
                       engine::TensorView dres, engine::Stream& s);
   // The sub-blocks both norm placements share (gpt_pass.cc). Forward: the attention output
   // Drop(atty Wo^T + bo) from `in` [B*T, d] (= ln1 pre-LN, x post-LN), and the MLP output
-  // Drop(gelu Wp^T + bp) from a.ln2, each as the rows this rank holds (in buf.proj). Backward:
+  // Drop(gelu Wp^T + bp) from a.ln2 (blocks::mlp_forward, then the TP sum and the dropout
+  // here), each as the rows this rank holds (in buf.proj). Backward:
   // from d(output) in dres, parameter gradients (+=) and d(input) [rows, d] (in buf.dln, summed
   // over TP).
   void hidden_drop(const gpt_detail::SlotData& sd, engine::TensorView x, int64_t site, bool train,

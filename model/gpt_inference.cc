@@ -24,6 +24,8 @@
 #include "engine/cuda_check.h"
 #include "engine/memory.h"
 #include "engine/status.h"
+#include "model/blocks/linear.h"
+#include "model/blocks/mlp.h"
 #include "model/gpt_layout.h"
 #include "model/gpt_norm.h"
 #include "ops/cast.h"
@@ -54,8 +56,7 @@ struct Buffers {
   TensorView x, h, ln, proj;  // [R, d] act, R = B * L
   TensorView qkv;             // [R, 3d / tp] act
   TensorView atty;            // [R, d / tp] act
-  TensorView gelu;            // [R, ffn / tp] act
-  TensorView pre_gelu;        // [R, fc_out / tp] act (GLU: [g | u])
+  blocks::MlpActs mlp;        // pre [R, fc_out / tp] (GLU: [g | u]), act [R, ffn / tp]
   TensorView mean, rstd;      // [R] f32
   TensorView lse;             // [B, H / tp, L] f32
   TensorView last;            // [B, d] act
@@ -86,8 +87,11 @@ Buffers layout(const GptConfig& cfg, const InferenceShape& shape, const GptPreci
   }
   b.qkv = c.take("activations", "qkv", act, {R, 3 * dl});
   b.atty = c.take("activations", "atty", act, {R, dl});
-  b.gelu = c.take("activations", "gelu", act, {R, cfg.ffn() / tp});
-  b.pre_gelu = c.take("activations", "pre_gelu", act, {R, cfg.fc_out() / tp});
+  b.mlp = blocks::mlp_saved_acts(
+      gpt_detail::mlp_config(cfg, shard), R, act, "mlp.",
+      [&](const std::string& name, DType dt, const std::vector<int64_t>& shape) {
+        return c.take("activations", name, dt, shape);
+      });
   b.mean = c.take("activations", "ln mean", f32, {R});
   b.rstd = c.take("activations", "ln rstd", f32, {R});
   b.lse = c.take("activations", "attention lse", f32, {B, cfg.n_heads / tp, L});
@@ -179,6 +183,7 @@ void GptInference::Impl::pass(int64_t rows, int64_t n_cache, int64_t n_last, Att
   const int64_t R = shape.max_batch * shape.max_len, B = shape.max_batch, d = cfg.d_model;
   const int64_t tp = shard.tp, dl = d / tp, cols = cfg.padded() / tp;
   const bool rank0 = shard.tp_rank == 0;
+  const blocks::MlpConfig mlp = gpt_detail::mlp_config(cfg, shard);
   gpt_detail::GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
   engine::copy(buf.inputs,
                engine::make_view(host_in.data(), DType::kI32, engine::Device::kCpu,
@@ -211,7 +216,7 @@ void GptInference::Impl::pass(int64_t rows, int64_t n_cache, int64_t n_last, Att
     } else {
       gpt_detail::residual_norm_forward(na, x, ln, mean, rstd, h, proj, w.ln1_g, w.ln1_b, s);
     }
-    gpt_detail::linear(qkv, ln, w.qkv_w, w.qkv_b, s);
+    blocks::linear(qkv, ln, w.qkv_w, w.qkv_b, s);
     if (cfg.position_embedding == PositionEmbedding::kRotary) {  // q, k before the cache
       ops::rotary_forward(ra, engine::slice_cols(qkv, 0, dl), positions, s);
       ops::rotary_forward(ra, engine::slice_cols(qkv, dl, 2 * dl), positions, s);
@@ -219,11 +224,11 @@ void GptInference::Impl::pass(int64_t rows, int64_t n_cache, int64_t n_last, Att
     ops::copy_rows(cache_layer(l), engine::slice_cols(qkv, dl, 3 * dl), in(2 * R, n_cache),
                    in(3 * R, n_cache), s);
     attend(l, atty, qkv);
-    gpt_detail::row_linear(proj, atty, w.attn_proj_w, w.attn_proj_b, rank0, s);
+    blocks::row_linear(proj, atty, w.attn_proj_w, w.attn_proj_b, rank0, s);
     tp_sum(proj, s);
     gpt_detail::residual_norm_forward(na, h, ln, mean, rstd, x, proj, w.ln2_g, w.ln2_b, s);
-    gpt_detail::mlp_in(cfg, tp, rows_of(buf.gelu), rows_of(buf.pre_gelu), ln, w.fc_w, w.fc_b, s);
-    gpt_detail::row_linear(proj, rows_of(buf.gelu), w.mlp_proj_w, w.mlp_proj_b, rank0, s);
+    blocks::mlp_forward(mlp, proj, {rows_of(buf.mlp.pre), rows_of(buf.mlp.act)}, ln,
+                        gpt_detail::mlp_weights(w), /*train=*/false, {}, s);
     tp_sum(proj, s);
   }
   gpt_detail::residual_norm_forward(na, x, ln, mean, rstd, h, proj, buf.w.lnf_g, buf.w.lnf_b, s);

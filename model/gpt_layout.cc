@@ -329,6 +329,39 @@ bool uses_flash_attention(const GptConfig& cfg, const GptPrecision& prec) {
   return prec.act == DType::kBF16 && (cfg.head_dim() == 64 || cfg.head_dim() == 128);
 }
 
+namespace {
+
+blocks::MlpActivation mlp_activation(Activation a) {
+  switch (a) {
+    case Activation::kGelu:
+      return blocks::MlpActivation::kGeluTanh;
+    case Activation::kGeluErf:
+      return blocks::MlpActivation::kGeluErf;
+    case Activation::kSwiglu:
+      return blocks::MlpActivation::kSwiglu;
+    case Activation::kGeglu:
+      return blocks::MlpActivation::kGeglu;
+    case Activation::kReglu:
+      return blocks::MlpActivation::kReglu;
+    case Activation::kLiglu:
+      break;
+  }
+  return blocks::MlpActivation::kLiglu;
+}
+
+}  // namespace
+
+blocks::MlpConfig mlp_config(const GptConfig& cfg, const GptShard& shard) {
+  blocks::MlpConfig c;
+  c.d_model = cfg.d_model;
+  c.ffn = cfg.ffn();
+  c.activation = mlp_activation(cfg.activation);
+  c.bias = cfg.bias;
+  c.tp = shard.tp;
+  c.tp_rank = shard.tp_rank;
+  return c;
+}
+
 int64_t local_rows(const GptRunShape& shape, const GptShard& shard) {
   const int64_t bt = shape.micro_batch * shape.seq_len;
   return shard.sequence_parallel && shard.tp > 1 ? bt / shard.tp : bt;
@@ -373,8 +406,7 @@ LayerActs layer_acts(const std::string& h, const GptConfig& cfg, const GptRunSha
   a.ln2 = A("ln2", act, {bt, d});
   if (cfg.layernorm()) a.ln2_mean = A("ln2.mean", st, {rows});
   a.ln2_rstd = A("ln2.rstd", st, {rows});
-  a.pre_gelu = A("pre_gelu", act, {bt, cfg.fc_out() / tp});
-  a.gelu = A("gelu", act, {bt, cfg.ffn() / tp});
+  a.mlp = blocks::mlp_saved_acts(mlp_config(cfg, shard), bt, act, "mlp.", A);
   return a;
 }
 
@@ -474,7 +506,7 @@ LayerWeights layer_views(const Buffers& b, int64_t local, TensorView bucket_base
 
 Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrecision& prec,
                    const GptShard& shard, Carver& carver) {
-  const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model, f = cfg.ffn();
+  const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model;
   const int64_t T = shape.seq_len, tp = shard.tp, H = cfg.n_heads / tp;
   const int64_t rows = local_rows(shape, shard);
   const DType act = prec.act, gdt = prec.grad, st = stat_dtype(prec);
@@ -574,7 +606,8 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
   b.dres = A("grad residual", act, {rows, d});
   b.dln = A("grad ln input", act, {bt, d});
   b.dbig = A("grad mlp hidden / qkv", act, {bt * std::max(cfg.fc_out(), 3 * d) / tp});
-  if (cfg.glu()) b.dglu = A("grad glu output", act, {bt, f / tp});
+  const blocks::MlpConfig mlp = mlp_config(cfg, shard);
+  if (mlp.needs_dact()) b.dglu = A("grad glu output", act, {bt, mlp.local_ffn()});
   if (cfg.layernorm()) b.stat_mean = A("scratch ln mean", st, {rows});
   b.stat_rstd = A("scratch ln rstd", st, {rows});
   if (rows != bt) b.gathered = A("gathered rows (sequence parallel)", act, {bt, d});

@@ -7,7 +7,8 @@
 //   x = layer input (residual stream), ln1 (+ mean/rstd), qkv, the attention's softmax
 //   statistics lse [B, H, T] f32 (flash attention) or its probabilities [B, H, T, T] (the
 //   unfused path, see uses_flash_attention), atty, h = x + Drop(attn proj), ln2 (+ mean/rstd),
-//   pre_gelu [B*T, ffn] (GLU: [B*T, 2 ffn] = g | u) and gelu (the activation's output) [B*T, ffn].
+//   the MLP block's pre [B*T, ffn] (GLU: [B*T, 2 ffn] = g | u) and act (the activation's
+//   output) [B*T, ffn], named mlp.pre / mlp.act (model/blocks/mlp.h).
 // RMSNorm keeps no means (the mean fields stay empty). Post-LN layers (BERT) reuse the fields
 // (see LayerActs) and keep post_sum; BERT's heads keep theirs in HeadActs.
 // Each chunk has act_slots such sets (pipeline micro-batches in flight). Recomputation shares
@@ -26,9 +27,9 @@
 #include "engine/stream.h"
 #include "engine/tensor.h"
 #include "engine/workspace.h"
+#include "model/blocks/mlp.h"
 #include "model/gpt.h"
 #include "model/param_table.h"
-#include "ops/gemm.h"
 #include "parallel/zero.h"
 
 namespace anvil::model::gpt_detail {
@@ -69,13 +70,13 @@ struct Weights {
 
 // Saved activations of one layer for one micro-batch (TP: local heads / hidden units).
 struct LayerActs {
-  TensorView x, h;                                    // [rows, d] (sequence parallel: B*T/tp)
-  TensorView ln1, ln2;                                // [B*T, d]
-  TensorView qkv;                                     // [B*T, 3d / tp]
-  TensorView lse;                                     // [B, H / tp, T] f32 (flash)
-  TensorView probs;                                   // [B, H / tp, T, T] (unfused path)
-  TensorView atty;                                    // [B*T, d / tp]
-  TensorView pre_gelu, gelu;                          // [B*T, c_fc out / tp], [B*T, ffn / tp]
+  TensorView x, h;      // [rows, d] (sequence parallel: B*T/tp)
+  TensorView ln1, ln2;  // [B*T, d]
+  TensorView qkv;       // [B*T, 3d / tp]
+  TensorView lse;       // [B, H / tp, T] f32 (flash)
+  TensorView probs;     // [B, H / tp, T, T] (unfused path)
+  TensorView atty;      // [B*T, d / tp]
+  blocks::MlpActs mlp;  // pre [B*T, c_fc out / tp] (GLU: g | u), act [B*T, ffn / tp]
   TensorView ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;  // [rows] f32 (f64 with f64 activations)
   // Post-LN (model/gpt_post_ln.cc) reuses the fields: ln1 = x gathered (sequence parallel
   // only), h = x + Drop(attn) (LN1's input), ln2 = LN1(h) gathered (the MLP input), post_sum =
@@ -83,60 +84,14 @@ struct LayerActs {
   TensorView post_sum;
 };
 
-// y [rows, out] = x [rows, in] W^T (+ b unless b is empty), W: [out, in].
-inline void linear(TensorView y, engine::ConstTensorView x, engine::ConstTensorView w,
-                   engine::ConstTensorView b, engine::Stream& s) {
-  ops::GemmArgs g{x.dim(0), w.dim(0), w.dim(1)};
-  g.trans_b = true;
-  g.epilogue = b.empty() ? ops::Epilogue::kNone : ops::Epilogue::kBias;
-  ops::gemm(g, y, x, w, b, {}, s);
+// The MLP block (model/blocks/mlp.h) of every layer: c_fc = W_in, c_proj = W_out, the
+// activation and biases of cfg, this shard's TP split; no activation dropout (GPT drops the
+// block's output, on the residual stream).
+blocks::MlpConfig mlp_config(const GptConfig& cfg, const GptShard& shard);
+// A layer's MLP parameters (values or gradients) as the block takes them.
+inline blocks::MlpWeights mlp_weights(const LayerWeights& w) {
+  return {w.fc_w, w.fc_b, w.mlp_proj_w, w.mlp_proj_b};
 }
-
-// Row-parallel linear y [rows, out] = sum over TP of x [rows, in/tp] W^T [in/tp, out], + b once.
-inline void row_linear(TensorView y, engine::ConstTensorView x, engine::ConstTensorView w,
-                       engine::ConstTensorView b, bool add_bias, engine::Stream& s) {
-  linear(y, x, w, add_bias ? b : engine::ConstTensorView{}, s);
-}
-
-// dW [out, in] += dy^T x (f32 gradient); dy: [rows, out], x: [rows, in].
-inline void weight_grad(TensorView dw, engine::ConstTensorView dy, engine::ConstTensorView x,
-                        engine::Stream& s, float alpha = 1.0f) {
-  ops::GemmArgs g{dw.dim(0), dw.dim(1), dy.dim(0)};
-  g.trans_a = true;
-  g.alpha = alpha;
-  g.beta = 1.0f;
-  ops::gemm(g, dw, dy, x, {}, {}, s);
-}
-
-// dW [out, in] += dy^T x and db [out] += column sums of dy (f32), in one pass over dy; db
-// empty: a layer without bias (bias = false), dW only.
-inline void weight_bias_grad(TensorView dw, TensorView db, engine::ConstTensorView dy,
-                             engine::ConstTensorView x, engine::Stream& s) {
-  if (db.empty()) {
-    weight_grad(dw, dy, x, s);
-    return;
-  }
-  ops::GemmArgs g{dw.dim(0), dw.dim(1), dy.dim(0)};
-  g.trans_a = true;
-  g.beta = 1.0f;
-  ops::gemm_bias_grad(g, dw, db, dy, x, s);
-}
-
-// dx [rows, in] = alpha dy [rows, out] W [out, in] + beta dx (beta 0: =, 1: +=).
-inline void input_grad(TensorView dx, engine::ConstTensorView dy, engine::ConstTensorView w,
-                       engine::Stream& s, float alpha = 1.0f, float beta = 0.0f) {
-  ops::GemmArgs g{dy.dim(0), w.dim(1), w.dim(0)};
-  g.alpha = alpha;
-  g.beta = beta;
-  ops::gemm(g, dx, dy, w, {}, {}, s);
-}
-
-// The MLP's first half (model/gpt_pass.cc): GELU: pre_gelu = ln fc_w^T + fc_b (=), gelu =
-// gelu_tanh(pre_gelu) (=); GLU: pre_gelu = [g | u] (=), gelu = act(g) * u (=).
-// gelu: [rows, ffn / tp]; pre_gelu: [rows, fc_out / tp]; ln: [rows, d].
-void mlp_in(const GptConfig& cfg, int64_t tp, TensorView gelu, TensorView pre_gelu,
-            engine::ConstTensorView ln, engine::ConstTensorView fc_w, engine::ConstTensorView fc_b,
-            engine::Stream& s);
 
 // The cuBLASLt workspace a model attaches to its stream on CUDA (what cuBLASLt wants on Hopper).
 inline constexpr size_t kGemmWorkspaceBytes = 32u << 20;

@@ -4,7 +4,8 @@
 //   x_0 = Drop(wte[tok] + wpe[pos])
 //   per layer: ln1 = LN1(x) (fused with the residual sum x = h' + Drop(mlp') of the previous
 //   layer for l > 0); qkv = ln1 Wqkv^T + b; atty = attention(qkv); h = x + Drop(atty Wo^T + bo);
-//   ln2 = LN2(h) (fused); gelu = gelu_tanh(ln2 Wfc^T + bfc); mlp = gelu Wp^T + bp
+//   ln2 = LN2(h) (fused); gelu = gelu_tanh(ln2 Wfc^T + bfc); mlp = gelu Wp^T + bp (the shared
+//   MLP block, model/blocks/mlp.h: c_fc = W_in, c_proj = W_out)
 //   x_L = h + Drop(mlp) fused with lnf = LNf(x_L); logits = lnf wte^T; losses = CE(logits)
 // A training forward overwrites the logits with dlogits = softmax - onehot (grad_scale 1), so
 // backward never re-reads the logits: it folds grad_scale into the alpha of the two LM-head
@@ -35,18 +36,17 @@
 #include "engine/cuda_check.h"
 #include "engine/memory.h"
 #include "engine/status.h"
+#include "model/blocks/linear.h"
+#include "model/blocks/mlp.h"
 #include "model/gpt_impl.h"
 #include "model/gpt_norm.h"
-#include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/axpy.h"
 #include "ops/cross_entropy.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"
 #include "ops/flash_attention.h"
-#include "ops/gelu.h"
 #include "ops/gemm.h"
-#include "ops/glu.h"
 #include "ops/layernorm.h"
 #include "ops/rotary.h"
 #include "ops/vocab_parallel_cross_entropy.h"
@@ -56,14 +56,13 @@ namespace anvil::model {
 
 namespace {
 
+using blocks::input_grad;
+using blocks::linear;
+using blocks::row_linear;
+using blocks::weight_bias_grad;
+using blocks::weight_grad;
 using engine::ConstTensorView;
 using engine::TensorView;
-using gpt_detail::input_grad;
-using gpt_detail::linear;
-using gpt_detail::row_linear;
-using gpt_detail::weight_bias_grad;
-using gpt_detail::weight_grad;
-using ops::Epilogue;
 
 // q | k | v column blocks of a fused [B*T, 3*H*Dh] buffer.
 std::array<TensorView, 3> split_qkv(TensorView qkv) {
@@ -72,54 +71,11 @@ std::array<TensorView, 3> split_qkv(TensorView qkv) {
           engine::slice_cols(qkv, 2 * hd, 3 * hd)};
 }
 
-// The gated unit of a GLU activation (cfg.glu()).
-ops::GluKind glu_kind(Activation a) {
-  switch (a) {
-    case Activation::kSwiglu:
-      return ops::GluKind::kSwiglu;
-    case Activation::kGeglu:
-      return ops::GluKind::kGeglu;
-    case Activation::kReglu:
-      return ops::GluKind::kReglu;
-    case Activation::kLiglu:
-      return ops::GluKind::kLiglu;
-    case Activation::kGelu:
-    case Activation::kGeluErf:
-      break;
-  }
-  ANVIL_CHECK_MSG(false, "GPT: GELU is not a gated activation");
-  return ops::GluKind::kLiglu;
-}
-
 TensorView rows_view(TensorView flat, int64_t rows, int64_t cols) {
   return flat_slice(flat, 0, {rows, cols});
 }
 
 }  // namespace
-
-namespace gpt_detail {
-
-void mlp_in(const GptConfig& cfg, int64_t tp, TensorView gelu, TensorView pre_gelu,
-            engine::ConstTensorView ln, engine::ConstTensorView fc_w, engine::ConstTensorView fc_b,
-            engine::Stream& s) {
-  if (cfg.glu()) {  // pre_gelu = [g | u], gelu = act(g) * u
-    linear(pre_gelu, ln, fc_w, fc_b, s);
-    ops::glu_forward(glu_kind(cfg.activation), gelu, pre_gelu, s);
-  } else if (cfg.activation == Activation::kGeluErf) {  // no cuBLASLt epilogue for erf GELU
-    linear(pre_gelu, ln, fc_w, fc_b, s);
-    ops::activation_forward(ops::Activation::kGeluErf, gelu, pre_gelu, s);
-  } else if (fc_b.empty()) {
-    linear(pre_gelu, ln, fc_w, {}, s);
-    ops::gelu_forward(gelu, pre_gelu, s);
-  } else {
-    ops::GemmArgs fc{ln.dim(0), cfg.ffn() / tp, cfg.d_model};
-    fc.trans_b = true;
-    fc.epilogue = ops::Epilogue::kBiasGelu;
-    ops::gemm(fc, gelu, ln, fc_w, fc_b, pre_gelu, s);
-  }
-}
-
-}  // namespace gpt_detail
 
 void GptModel::Impl::sync_layernorm_grads(const gpt_detail::LayerWeights& g, engine::Stream& s) {
   tp.sum_row_grads({g.ln1_g, g.ln1_b, g.ln2_g, g.ln2_b}, s);
@@ -220,8 +176,8 @@ TensorView GptModel::Impl::mlp_block_forward(const gpt_detail::SlotData& sd,
                                              gpt_detail::LayerActs& a,
                                              const gpt_detail::LayerWeights& lw, int64_t l,
                                              bool train, engine::Stream& s) {
-  gpt_detail::mlp_in(cfg, shard.tp, a.gelu, a.pre_gelu, a.ln2, lw.fc_w, lw.fc_b, s);
-  row_linear(buf.proj, a.gelu, lw.mlp_proj_w, lw.mlp_proj_b, shard.tp_rank == 0, s);
+  blocks::mlp_forward(gpt_detail::mlp_config(cfg, shard), buf.proj, a.mlp, a.ln2,
+                      gpt_detail::mlp_weights(lw), train, {}, s);
   TensorView proj = tp.row_parallel_out(buf.proj, s);
   hidden_drop(sd, proj, 3 + 3 * l, train, s);
   return proj;
@@ -462,24 +418,13 @@ TensorView GptModel::Impl::mlp_block_backward(const gpt_detail::SlotData& sd,
                                               const gpt_detail::LayerWeights& lw,
                                               const gpt_detail::LayerWeights& lg, int64_t l,
                                               TensorView dres, engine::Stream& s) {
-  const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model, n_tp = shard.tp;
-  const TensorView dfc = rows_view(buf.dbig, bt, cfg.fc_out() / n_tp);
+  const blocks::MlpConfig mc = gpt_detail::mlp_config(cfg, shard);
+  const int64_t bt = shape.micro_batch * shape.seq_len;
+  const blocks::MlpScratch scratch{rows_view(buf.dbig, bt, mc.in_width()), buf.dglu};
   // MLP: out = Drop(gelu Wp^T + bp); dres holds d out.
   const TensorView dproj = drop_grad(sd, 3 + 3 * l, dres, s);
-  weight_bias_grad(lg.mlp_proj_w, lg.mlp_proj_b, dproj, a.gelu, s);
-  if (cfg.glu()) {  // dfc = d[g | u] from d(act(g) * u) = dproj Wp
-    input_grad(buf.dglu, dproj, lw.mlp_proj_w, s);
-    ops::glu_backward(glu_kind(cfg.activation), dfc, buf.dglu, a.pre_gelu, s);
-  } else if (cfg.activation == Activation::kGeluErf) {  // dfc = (dproj Wp) * gelu_erf'(pre)
-    input_grad(dfc, dproj, lw.mlp_proj_w, s);
-    ops::activation_backward(ops::Activation::kGeluErf, dfc, dfc, a.pre_gelu, s);
-  } else {
-    ops::GemmArgs dg{bt, cfg.ffn() / n_tp, d};
-    dg.epilogue = Epilogue::kDGelu;  // dfc = (dproj Wp) * gelu'(pre_gelu)
-    ops::gemm(dg, dfc, dproj, lw.mlp_proj_w, {}, a.pre_gelu, s);
-  }
-  weight_bias_grad(lg.fc_w, lg.fc_b, dfc, a.ln2, s);
-  input_grad(buf.dln, dfc, lw.fc_w, s);
+  blocks::mlp_backward(mc, buf.dln, gpt_detail::mlp_weights(lg), dproj, a.ln2, a.mlp,
+                       gpt_detail::mlp_weights(lw), {}, scratch, s);
   return tp.col_parallel_in_grad(buf.dln, s);
 }
 

@@ -7,8 +7,8 @@
 // lse: [B, H, T] f32; TP: I, H, d_ff, wi_out are this rank's; layers and ends of this pipeline
 // stage only):
 //   encoder layer: x (input) [re, d], ln1 [Re, d] (gathered), rstd1, qkv [Re, 3I], lse,
-//                  att [Re, I], h [re, d], ln2 [Re, d], rstd2, pre [Re, wi_out] (wi's output),
-//                  act [Re, d_ff] (activation output after its dropout: wo's input)
+//                  att [Re, I], h [re, d], ln2 [Re, d], rstd2, ffn.pre [Re, wi_out] (wi's output),
+//                  ffn.act [Re, d_ff] (activation output after its dropout: wo's input)
 //   decoder layer: x [rd, d], ln1 [Rd, d], rstd1, qkv [Rd, 3I], lse, att, h (= h1) [rd, d], ln2,
 //                  rstd2, cq [Rd, I], ckv [Re, 2I] (k | v of the encoder output),
 //                  clse [B, H, Td], catt [Rd, I], h2 [rd, d], ln3, rstd3, pre, act
@@ -22,12 +22,12 @@
 //   received grads: dout (d stage output) [r, d], denc_in (d enc of later decoder stages) [re, d]
 // Scratch: proj [max(Re, Rd), d] (a projection's output, or its gradient: the rows this rank
 // holds after the TP sum), dres [max local rows, d], dln [max rows, max(d, I)], dbig [max rows,
-// max(3I, wi_out)], dact [max rows, d_ff] (d of the FFN activation output), denc [Re, d] (d enc,
-// summed over the decoder layers), gathered [max rows, d] (sequence parallelism: a gradient's
-// rows gathered for a weight gradient), rel_f32 / drel_f32 [2, buckets, H] f32 (the relative
-// tables as the attention op takes them), rel_grad [buckets * H] grad dtype. out [r, d]: the
-// stage's output hidden (pipeline), shared_sum: zeros standing in for a shared parameter's
-// gradient this stage has no copy of (sum_shared_grads).
+// max(3I, wi_out)], dact [max rows, d_ff] (d of the FFN activation output; gated or with dropout
+// only), denc [Re, d] (d enc, summed over the decoder layers), gathered [max rows, d] (sequence
+// parallelism: a gradient's rows gathered for a weight gradient), rel_f32 / drel_f32 [2, buckets,
+// H] f32 (the relative tables as the attention op takes them), rel_grad [buckets * H] grad dtype.
+// out [r, d]: the stage's output hidden (pipeline), shared_sum: zeros standing in for a shared
+// parameter's gradient this stage has no copy of (sum_shared_grads).
 #pragma once
 
 #include <cstdint>
@@ -40,6 +40,7 @@
 #include "engine/status.h"
 #include "engine/tensor.h"
 #include "engine/workspace.h"
+#include "model/blocks/mlp.h"
 #include "model/gpt_layout.h"  // Carver, GemmWorkspaceScope, stat_dtype
 #include "model/t5.h"
 #include "ops/flash_attention.h"
@@ -51,12 +52,19 @@ namespace anvil::model::t5_detail {
 using engine::DType;
 using engine::TensorView;
 
+// The FFN (model/blocks/mlp.h) of every layer: wi = W_in, wo = W_out, no biases, ReLU (v1.0)
+// or gated tanh GELU (v1.1), the dropout on its activation output, this shard's TP split.
+blocks::MlpConfig ffn_config(const T5Config& cfg, const T5Shard& shard);
+
 // One block's parameters (values or gradients). Decoder-only fields stay empty in the encoder.
 struct LayerWeights {
   TensorView ln1, qkv, o;       // [d], [3I, d], [d, I]: self-attention
   TensorView ln2, cq, ckv, co;  // decoder: [d], [I, d], [2I, d], [d, I]: cross-attention
   TensorView ln_ff, wi, wo;     // [d], [wi_out, d], [d, d_ff]
 };
+
+// A layer's FFN parameters (values or gradients) as the block takes them.
+inline blocks::MlpWeights ffn_weights(const LayerWeights& w) { return {w.wi, {}, w.wo, {}}; }
 
 struct Weights {
   TensorView shared;     // [padded, d]
@@ -71,7 +79,8 @@ struct Weights {
 struct LayerActs {
   TensorView x, ln1, rstd1, qkv, lse, att, h;
   TensorView ln2, rstd2, cq, ckv, clse, catt, h2;  // decoder only
-  TensorView ln_ff, rstd_ff, pre, act;             // ln_ff/rstd_ff: ln2 (encoder) or ln3
+  TensorView ln_ff, rstd_ff;                       // ln2 (encoder) or ln3
+  blocks::MlpActs ffn;                             // the FFN block's pre, act
 };
 
 // One activation slot: a micro-batch's inputs, saved activations and received gradients.
@@ -135,12 +144,12 @@ struct T5Model::Impl {
   uint64_t seed = 0;
   std::vector<std::pair<std::string, engine::Arena>> arenas;
   t5_detail::Buffers buf;
-  parallel::TensorParallel tp;                  // the TP group's mappings; gathers into buf.gathered
-  T5StageLayers layers;                         // this pipeline stage's
-  int64_t slot = 0;                             // of the forward / backward running
-  int64_t last_forward = 0;                     // the slot of the last forward_stage
-  uint64_t dropout_offset = 0;                  // the running slot's
-  std::vector<t5_detail::SharedParam> shared;   // held by several stages (pipeline)
+  parallel::TensorParallel tp;                 // the TP group's mappings; gathers into buf.gathered
+  T5StageLayers layers;                        // this pipeline stage's
+  int64_t slot = 0;                            // of the forward / backward running
+  int64_t last_forward = 0;                    // the slot of the last forward_stage
+  uint64_t dropout_offset = 0;                 // the running slot's
+  std::vector<t5_detail::SharedParam> shared;  // held by several stages (pipeline)
   std::optional<parallel::ZeroPartition> zero;  // with shard.zero_stage > 0
   // Dropout sites per forward: encoder embedding, 4 per encoder layer (attention probabilities,
   // attention output, FFN hidden, FFN output), encoder final; decoder embedding, 6 per decoder

@@ -132,6 +132,17 @@ std::vector<SharedParam> pipeline_shared_params(const T5Config& cfg, const T5Sha
   return out;
 }
 
+blocks::MlpConfig ffn_config(const T5Config& cfg, const T5Shard& shard) {
+  blocks::MlpConfig c;
+  c.d_model = cfg.d_model;
+  c.ffn = cfg.d_ff;
+  c.activation = cfg.gated() ? blocks::MlpActivation::kGegluTanh : blocks::MlpActivation::kRelu;
+  c.act_dropout = cfg.dropout;
+  c.tp = shard.tp;
+  c.tp_rank = shard.tp_rank;
+  return c;
+}
+
 ParamTable make_t5_param_table(const T5Config& cfg, const T5Shard& shard) {
   const int tp = shard.tp;
   const int64_t d = cfg.d_model, i = cfg.inner() / tp, v = cfg.padded() / tp;
@@ -295,8 +306,7 @@ Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecisi
     }
     a.ln_ff = A(p + "ln_ff", act, {r, d});
     a.rstd_ff = A(p + "ln_ff.rstd", st_dt, {rl});
-    a.pre = A(p + "ffn.pre", act, {r, wi});
-    a.act = A(p + "ffn.act", act, {r, f});
+    a.ffn = blocks::mlp_saved_acts(ffn_config(cfg, shard), r, act, p + "ffn.", A);
     return a;
   };
   const T5StageLayers st = shard.layers(cfg);
@@ -358,7 +368,7 @@ Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecisi
   b.dres = A("grad residual", act, {std::max(re_l, rd_l), d});
   b.dln = A("grad norm input", act, {rmax, std::max(d, I)});
   b.dbig = A("grad qkv / ffn hidden", act, {rmax, std::max(3 * I, wi)});
-  b.dact = A("grad ffn activation", act, {rmax, f});
+  if (ffn_config(cfg, shard).needs_dact()) b.dact = A("grad ffn activation", act, {rmax, f});
   b.denc = A("grad encoder output", act, {re, d});
   if (sp) b.gathered = A("gathered rows (sequence parallel)", act, {rmax, d});
   // The relative tables hold every head (flash attention reads this rank's at head_offset).

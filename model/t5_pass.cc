@@ -25,15 +25,16 @@
 #include "absl/strings/str_cat.h"
 #include "engine/memory.h"
 #include "engine/status.h"
+#include "model/blocks/linear.h"
+#include "model/blocks/mlp.h"
 #include "model/t5_impl.h"
-#include "ops/activation.h"
 #include "ops/axpy.h"
 #include "ops/cast.h"
 #include "ops/cross_entropy.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"
 #include "ops/flash_attention.h"
-#include "ops/glu.h"
+#include "ops/gemm.h"
 #include "ops/rmsnorm.h"
 #include "ops/vocab_parallel_cross_entropy.h"
 #include "parallel/comm.h"
@@ -42,11 +43,11 @@ namespace anvil::model {
 
 namespace {
 
+using blocks::input_grad;
+using blocks::linear;
+using blocks::weight_grad;
 using engine::ConstTensorView;
 using engine::TensorView;
-using gpt_detail::input_grad;
-using gpt_detail::linear;
-using gpt_detail::weight_grad;
 using t5_detail::LayerActs;
 using t5_detail::LayerWeights;
 
@@ -182,16 +183,10 @@ ops::FlashAttentionArgs t5_attention(const T5Config& cfg, const T5Shard& sh, int
 
 void T5Model::Impl::ffn_forward(const LayerWeights& w, LayerActs& a, int64_t rows, bool train,
                                 int64_t site_hidden, engine::Stream& s) {
-  linear(a.pre, a.ln_ff, w.wi, {}, s);
-  if (cfg.gated()) {
-    ops::glu_forward(ops::GluKind::kGegluTanh, a.act, a.pre, s);
-  } else {
-    ops::activation_forward(ops::Activation::kRelu, a.act, a.pre, s);
-  }
   // The hidden's masks are numbered by this rank's [rows, d_ff / tp] columns (t5.h T5Shard).
-  dropout(a.act, train, site_offset(site_hidden), s);
   TensorView proj = scratch(buf.proj, rows, cfg.d_model);
-  linear(proj, a.act, w.wo, {}, s);
+  blocks::mlp_forward(t5_detail::ffn_config(cfg, shard), proj, a.ffn, a.ln_ff,
+                      t5_detail::ffn_weights(w), train, {seed, site_offset(site_hidden)}, s);
   project_out(proj, train, site_hidden + 1, s);  // row-parallel: the partial sums over TP
 }
 
@@ -356,20 +351,14 @@ void T5Model::Impl::decoder_forward(bool train, engine::Stream& s) {
 TensorView T5Model::Impl::ffn_backward(const LayerWeights& w, const LayerWeights& g,
                                        const LayerActs& a, int64_t rows, TensorView dout,
                                        int64_t site_hidden, engine::Stream& s) {
-  const int64_t d = cfg.d_model, f = cfg.d_ff / shard.tp;
-  weight_grad(g.wo, dout, a.act, s);
-  TensorView dact = scratch(buf.dact, rows, f);
-  input_grad(dact, dout, w.wo, s);
-  dropout_grad(dact, dact, site_offset(site_hidden), s);
-  TensorView dpre = scratch(buf.dbig, rows, cfg.wi_out() / shard.tp);
-  if (cfg.gated()) {
-    ops::glu_backward(ops::GluKind::kGegluTanh, dpre, dact, a.pre, s);
-  } else {
-    ops::activation_backward(ops::Activation::kRelu, dpre, dact, a.pre, s);
-  }
-  weight_grad(g.wi, dpre, a.ln_ff, s);
-  input_grad(scratch(buf.dln, rows, d), dpre, w.wi, s);
-  return tp.col_parallel_in_grad(scratch(buf.dln, rows, d), s);  // partial over TP
+  const blocks::MlpConfig c = t5_detail::ffn_config(cfg, shard);
+  const blocks::MlpScratch sc{
+      scratch(buf.dbig, rows, c.in_width()),
+      c.needs_dact() ? scratch(buf.dact, rows, c.local_ffn()) : TensorView{}};
+  const TensorView dln = scratch(buf.dln, rows, cfg.d_model);
+  blocks::mlp_backward(c, dln, t5_detail::ffn_weights(g), dout, a.ln_ff, a.ffn,
+                       t5_detail::ffn_weights(w), {seed, site_offset(site_hidden)}, sc, s);
+  return tp.col_parallel_in_grad(dln, s);  // partial over TP
 }
 
 void T5Model::Impl::encoder_layer_backward(int64_t l, engine::Stream& s) {
