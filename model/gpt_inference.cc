@@ -26,8 +26,8 @@
 #include "engine/status.h"
 #include "model/blocks/linear.h"
 #include "model/blocks/mlp.h"
+#include "model/blocks/norm.h"
 #include "model/gpt_layout.h"
-#include "model/gpt_norm.h"
 #include "ops/cast.h"
 #include "ops/copy_rows.h"
 #include "ops/embedding.h"
@@ -193,7 +193,7 @@ void GptInference::Impl::pass(int64_t rows, int64_t n_cache, int64_t n_last, Att
   const TensorView x = rows_of(buf.x), h = rows_of(buf.h), ln = rows_of(buf.ln);
   const TensorView qkv = rows_of(buf.qkv), atty = rows_of(buf.atty), proj = rows_of(buf.proj);
   const TensorView mean = rows_of(buf.mean), rstd = rows_of(buf.rstd);
-  const gpt_detail::NormArgs na{cfg.norm, rows, d, cfg.ln_eps};
+  const blocks::NormArgs na = gpt_detail::norm_args(cfg, rows);
   ops::EmbeddingArgs ea{rows, d, cols, cfg.learned_positions() ? cfg.max_seq_len : 0};
   ea.vocab_start = shard.tp_rank * cols;
   const TensorView positions = in(R, rows);
@@ -212,9 +212,9 @@ void GptInference::Impl::pass(int64_t rows, int64_t n_cache, int64_t n_last, Att
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
     const gpt_detail::LayerWeights& w = buf.w.layers[static_cast<size_t>(l)];
     if (l == 0) {
-      gpt_detail::norm_forward(na, ln, mean, rstd, x, w.ln1_g, w.ln1_b, s);
+      blocks::norm_forward(na, ln, mean, rstd, x, w.ln1_g, w.ln1_b, s);
     } else {
-      gpt_detail::residual_norm_forward(na, x, ln, mean, rstd, h, proj, w.ln1_g, w.ln1_b, s);
+      blocks::residual_norm_forward(na, x, ln, mean, rstd, h, proj, w.ln1_g, w.ln1_b, s);
     }
     blocks::linear(qkv, ln, w.qkv_w, w.qkv_b, s);
     if (cfg.position_embedding == PositionEmbedding::kRotary) {  // q, k before the cache
@@ -226,12 +226,12 @@ void GptInference::Impl::pass(int64_t rows, int64_t n_cache, int64_t n_last, Att
     attend(l, atty, qkv);
     blocks::row_linear(proj, atty, w.attn_proj_w, w.attn_proj_b, rank0, s);
     tp_sum(proj, s);
-    gpt_detail::residual_norm_forward(na, h, ln, mean, rstd, x, proj, w.ln2_g, w.ln2_b, s);
+    blocks::residual_norm_forward(na, h, ln, mean, rstd, x, proj, w.ln2_g, w.ln2_b, s);
     blocks::mlp_forward(mlp, proj, {rows_of(buf.mlp.pre), rows_of(buf.mlp.act)}, ln,
                         gpt_detail::mlp_weights(w), /*train=*/false, {}, s);
     tp_sum(proj, s);
   }
-  gpt_detail::residual_norm_forward(na, x, ln, mean, rstd, h, proj, buf.w.lnf_g, buf.w.lnf_b, s);
+  blocks::residual_norm_forward(na, x, ln, mean, rstd, h, proj, buf.w.lnf_g, buf.w.lnf_b, s);
   const TensorView last = engine::slice_rows(buf.last, 0, n_last);
   ops::copy_rows(last, ln, in(4 * R, n_last), in(4 * R + B, n_last), s);
   TensorView out = engine::slice_rows(buf.logits, 0, n_last);  // [n, padded / tp] f32

@@ -28,6 +28,7 @@
 #include "engine/tensor.h"
 #include "engine/workspace.h"
 #include "model/blocks/mlp.h"
+#include "model/blocks/norm.h"
 #include "model/gpt.h"
 #include "model/param_table.h"
 #include "parallel/zero.h"
@@ -88,6 +89,12 @@ struct LayerActs {
 // activation and biases of cfg, this shard's TP split; no activation dropout (GPT drops the
 // block's output, on the residual stream).
 blocks::MlpConfig mlp_config(const GptConfig& cfg, const GptShard& shard);
+// The norm block (model/blocks/norm.h) of cfg.norm over `rows` rows of the residual stream.
+inline blocks::NormArgs norm_args(const GptConfig& cfg, int64_t rows) {
+  return {cfg.layernorm() ? blocks::NormKind::kLayerNorm : blocks::NormKind::kRmsNorm, rows,
+          cfg.d_model, cfg.ln_eps};
+}
+
 // A layer's MLP parameters (values or gradients) as the block takes them.
 inline blocks::MlpWeights mlp_weights(const LayerWeights& w) {
   return {w.fc_w, w.fc_b, w.mlp_proj_w, w.mlp_proj_b};

@@ -38,8 +38,8 @@
 #include "engine/status.h"
 #include "model/blocks/linear.h"
 #include "model/blocks/mlp.h"
+#include "model/blocks/norm.h"
 #include "model/gpt_impl.h"
-#include "model/gpt_norm.h"
 #include "ops/attention.h"
 #include "ops/axpy.h"
 #include "ops/cross_entropy.h"
@@ -185,24 +185,23 @@ TensorView GptModel::Impl::mlp_block_forward(const gpt_detail::SlotData& sd,
 
 void GptModel::Impl::layer_forward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
                                    bool fused_input, bool train, engine::Stream& s) {
-  const int64_t d = cfg.d_model;
   const int64_t l = buf.layer_ids[static_cast<size_t>(local)];
-  const gpt_detail::NormArgs ln{cfg.norm, rows(), d, cfg.ln_eps};
+  const blocks::NormArgs ln = gpt_detail::norm_args(cfg, rows());
   gpt_detail::LayerActs& a = buf.act(slot, local);
   if (shard.zero_stage == 3) gather_layer(local, s);
   const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(local)];
   if (!fused_input) {
-    gpt_detail::norm_forward(ln, tp.local_rows(a.ln1), a.ln1_mean, a.ln1_rstd, a.x, lw.ln1_g,
-                             lw.ln1_b, s);
+    blocks::norm_forward(ln, tp.local_rows(a.ln1), a.ln1_mean, a.ln1_rstd, a.x, lw.ln1_g, lw.ln1_b,
+                         s);
   } else {  // x = h' + Drop(mlp') of the previous layer, fused with LN1
-    gpt_detail::residual_norm_forward(ln, a.x, tp.local_rows(a.ln1), a.ln1_mean, a.ln1_rstd,
-                                      buf.act(slot, local - 1).h, tp.local_rows(buf.proj), lw.ln1_g,
-                                      lw.ln1_b, s);
+    blocks::residual_norm_forward(ln, a.x, tp.local_rows(a.ln1), a.ln1_mean, a.ln1_rstd,
+                                  buf.act(slot, local - 1).h, tp.local_rows(buf.proj), lw.ln1_g,
+                                  lw.ln1_b, s);
   }
   tp.gather_rows(a.ln1, s);
   const TensorView proj = attention_block_forward(sd, a, lw, l, a.ln1, train, s);
-  gpt_detail::residual_norm_forward(ln, a.h, tp.local_rows(a.ln2), a.ln2_mean, a.ln2_rstd, a.x,
-                                    proj, lw.ln2_g, lw.ln2_b, s);
+  blocks::residual_norm_forward(ln, a.h, tp.local_rows(a.ln2), a.ln2_mean, a.ln2_rstd, a.x, proj,
+                                lw.ln2_g, lw.ln2_b, s);
   tp.gather_rows(a.ln2, s);
   mlp_block_forward(sd, a, lw, l, train, s);
 }
@@ -287,16 +286,16 @@ void GptModel::Impl::head_forward(const gpt_detail::SlotData& sd, int64_t slot, 
                                   bool train, engine::Stream& s) {
   const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model;
   gpt_detail::HeadActs& hd = buf.head[static_cast<size_t>(slot)];
-  const gpt_detail::NormArgs ln{cfg.norm, rows(), d, cfg.ln_eps};
+  const blocks::NormArgs ln = gpt_detail::norm_args(cfg, rows());
   if (cfg.post_ln()) {  // the last layer wrote x_final; the heads read it whole
     if (tp.sp()) {
       engine::copy(tp.local_rows(hd.lnf), hd.x_final, s);
       tp.gather_rows(hd.lnf, s);
     }
   } else {
-    gpt_detail::residual_norm_forward(ln, hd.x_final, tp.local_rows(hd.lnf), hd.lnf_mean,
-                                      hd.lnf_rstd, buf.act(slot, last_local).h,
-                                      tp.local_rows(buf.proj), buf.w.lnf_g, buf.w.lnf_b, s);
+    blocks::residual_norm_forward(ln, hd.x_final, tp.local_rows(hd.lnf), hd.lnf_mean, hd.lnf_rstd,
+                                  buf.act(slot, last_local).h, tp.local_rows(buf.proj), buf.w.lnf_g,
+                                  buf.w.lnf_b, s);
     tp.gather_rows(hd.lnf, s);
   }
   if (hidden_head) {  // a head outside reads lnf (GptModel::final_hidden): no loss here
@@ -368,18 +367,17 @@ void GptModel::Impl::forward_chunk(int64_t chunk, int64_t slot, bool train, uint
     // x = h + Drop(mlp) of the last layer; the residual add of the fused layernorm computes it
     // (its normalized output goes to scratch).
     const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(layers.back())];
-    gpt_detail::residual_norm_forward({cfg.norm, rows(), cfg.d_model, cfg.ln_eps}, buf.send_act,
-                                      tp.local_rows(buf.dln), buf.stat_mean, buf.stat_rstd,
-                                      buf.act(slot, layers.back()).h, tp.local_rows(buf.proj),
-                                      lw.ln2_g, lw.ln2_b, s);
+    blocks::residual_norm_forward(gpt_detail::norm_args(cfg, rows()), buf.send_act,
+                                  tp.local_rows(buf.dln), buf.stat_mean, buf.stat_rstd,
+                                  buf.act(slot, layers.back()).h, tp.local_rows(buf.proj), lw.ln2_g,
+                                  lw.ln2_b, s);
   }
   ready_for_backward[key] = train;
 }
 
 void GptModel::Impl::head_backward(int64_t slot, float grad_scale, engine::Stream& s) {
-  const int64_t d = cfg.d_model;
   const gpt_detail::HeadActs& hd = buf.head[static_cast<size_t>(slot)];
-  const gpt_detail::NormArgs ln{cfg.norm, rows(), d, cfg.ln_eps};
+  const blocks::NormArgs ln = gpt_detail::norm_args(cfg, rows());
   TensorView dlnf;  // d(head input), this rank's rows
   if (hidden_head) {
     // A head outside (set_hidden_head) left its whole, TP-replicated d(head input) in buf.dln.
@@ -399,8 +397,8 @@ void GptModel::Impl::head_backward(int64_t slot, float grad_scale, engine::Strea
     engine::copy(buf.dres, dlnf, s);
     return;
   }
-  gpt_detail::norm_backward(ln, ops::Accumulate::kOverwrite, buf.dres, buf.g.lnf_g, buf.g.lnf_b,
-                            dlnf, hd.x_final, buf.w.lnf_g, hd.lnf_mean, hd.lnf_rstd, buf.op_ws, s);
+  blocks::norm_backward(ln, ops::Accumulate::kOverwrite, buf.dres, buf.g.lnf_g, buf.g.lnf_b, dlnf,
+                        hd.x_final, buf.w.lnf_g, hd.lnf_mean, hd.lnf_rstd, buf.op_ws, s);
 }
 
 TensorView GptModel::Impl::drop_grad(const gpt_detail::SlotData& sd, int64_t site, TensorView dres,
@@ -469,9 +467,8 @@ void GptModel::Impl::layer_grads_done(int64_t local, const gpt_detail::LayerWeig
 
 void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
                                     TensorView dres, engine::Stream& s) {
-  const int64_t d = cfg.d_model;
   const int64_t l = buf.layer_ids[static_cast<size_t>(local)];
-  const gpt_detail::NormArgs ln{cfg.norm, rows(), d, cfg.ln_eps};
+  const blocks::NormArgs ln = gpt_detail::norm_args(cfg, rows());
   // Full recomputation: everything but x was overwritten by later layers; rerun the forward
   // from x (the same dropout masks: the slot keeps its dropout offset).
   if (shard.recompute == Recompute::kFull) {
@@ -486,13 +483,13 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
   // x_{l+1} = h + Drop(mlp); dres holds d x_{l+1}.
   TensorView dln = mlp_block_backward(sd, a, lw, lg, l, dres, s);
   // dres becomes d h = d x_{l+1} + LN2'(dln) (dproj, possibly aliasing dres, is consumed).
-  gpt_detail::norm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln2_g, lg.ln2_b, dln, a.h, lw.ln2_g,
-                            a.ln2_mean, a.ln2_rstd, buf.op_ws, s);
+  blocks::norm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln2_g, lg.ln2_b, dln, a.h, lw.ln2_g,
+                        a.ln2_mean, a.ln2_rstd, buf.op_ws, s);
   // h = x + Drop(attn).
   dln = attention_block_backward(sd, a, lw, lg, l, a.ln1, dres, s);
   // dres becomes d x_l.
-  gpt_detail::norm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln1_g, lg.ln1_b, dln, a.x, lw.ln1_g,
-                            a.ln1_mean, a.ln1_rstd, buf.op_ws, s);
+  blocks::norm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln1_g, lg.ln1_b, dln, a.x, lw.ln1_g,
+                        a.ln1_mean, a.ln1_rstd, buf.op_ws, s);
   layer_grads_done(local, lg, s);
 }
 

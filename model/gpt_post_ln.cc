@@ -8,8 +8,8 @@
 // Parameter gradients accumulate (+=). Saved (LayerActs): x, h, ln2 = y gathered, post_sum,
 // both norms' statistics (and ln1 = x gathered, with sequence parallelism only).
 #include "engine/memory.h"
+#include "model/blocks/norm.h"
 #include "model/gpt_impl.h"
-#include "model/gpt_norm.h"
 #include "ops/axpy.h"
 
 namespace anvil::model {
@@ -29,7 +29,7 @@ void add_into(TensorView y, engine::ConstTensorView x, engine::Stream& s) {
 void GptModel::Impl::post_layer_forward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
                                         TensorView out, bool train, engine::Stream& s) {
   const int64_t l = buf.layer_ids[static_cast<size_t>(local)];
-  const gpt_detail::NormArgs ln{cfg.norm, rows(), cfg.d_model, cfg.ln_eps};
+  const blocks::NormArgs ln = gpt_detail::norm_args(cfg, rows());
   gpt_detail::LayerActs& a = buf.act(slot, local);
   if (shard.zero_stage == 3) gather_layer(local, s);
   const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(local)];
@@ -40,18 +40,18 @@ void GptModel::Impl::post_layer_forward(const gpt_detail::SlotData& sd, int64_t 
   }
   const TensorView in = tp.sp() ? a.ln1 : a.x;
   TensorView proj = attention_block_forward(sd, a, lw, l, in, train, s);
-  gpt_detail::residual_norm_forward(ln, a.h, tp.local_rows(a.ln2), a.ln1_mean, a.ln1_rstd, a.x,
-                                    proj, lw.ln1_g, lw.ln1_b, s);
+  blocks::residual_norm_forward(ln, a.h, tp.local_rows(a.ln2), a.ln1_mean, a.ln1_rstd, a.x, proj,
+                                lw.ln1_g, lw.ln1_b, s);
   tp.gather_rows(a.ln2, s);
   proj = mlp_block_forward(sd, a, lw, l, train, s);
-  gpt_detail::residual_norm_forward(ln, a.post_sum, out, a.ln2_mean, a.ln2_rstd,
-                                    tp.local_rows(a.ln2), proj, lw.ln2_g, lw.ln2_b, s);
+  blocks::residual_norm_forward(ln, a.post_sum, out, a.ln2_mean, a.ln2_rstd, tp.local_rows(a.ln2),
+                                proj, lw.ln2_g, lw.ln2_b, s);
 }
 
 void GptModel::Impl::post_layer_backward(const gpt_detail::SlotData& sd, int64_t slot,
                                          int64_t local, TensorView dres, engine::Stream& s) {
   const int64_t l = buf.layer_ids[static_cast<size_t>(local)];
-  const gpt_detail::NormArgs ln{cfg.norm, rows(), cfg.d_model, cfg.ln_eps};
+  const blocks::NormArgs ln = gpt_detail::norm_args(cfg, rows());
   // Full recomputation reruns the forward from x; its output goes to scratch (the next
   // layer's input is still there, and the chunk output may be in flight).
   if (shard.recompute == Recompute::kFull) {
@@ -65,14 +65,14 @@ void GptModel::Impl::post_layer_backward(const gpt_detail::SlotData& sd, int64_t
   const gpt_detail::LayerWeights& lg = buf.g.layers[static_cast<size_t>(local)];
   const TensorView scratch = tp.local_rows(buf.dln);
   // dres = d post_sum = LN2'(d out) (through scratch: a norm backward writes apart from dy).
-  gpt_detail::norm_backward(ln, ops::Accumulate::kOverwrite, scratch, lg.ln2_g, lg.ln2_b, dres,
-                            a.post_sum, lw.ln2_g, a.ln2_mean, a.ln2_rstd, buf.op_ws, s);
+  blocks::norm_backward(ln, ops::Accumulate::kOverwrite, scratch, lg.ln2_g, lg.ln2_b, dres,
+                        a.post_sum, lw.ln2_g, a.ln2_mean, a.ln2_rstd, buf.op_ws, s);
   engine::copy(dres, scratch, s);
   // dres = d y = d post_sum + d(MLP input).
   add_into(dres, mlp_block_backward(sd, a, lw, lg, l, dres, s), s);
   // dres = d h = LN1'(d y).
-  gpt_detail::norm_backward(ln, ops::Accumulate::kOverwrite, scratch, lg.ln1_g, lg.ln1_b, dres, a.h,
-                            lw.ln1_g, a.ln1_mean, a.ln1_rstd, buf.op_ws, s);
+  blocks::norm_backward(ln, ops::Accumulate::kOverwrite, scratch, lg.ln1_g, lg.ln1_b, dres, a.h,
+                        lw.ln1_g, a.ln1_mean, a.ln1_rstd, buf.op_ws, s);
   engine::copy(dres, scratch, s);
   // dres = d x = d h + d(attention input).
   add_into(dres, attention_block_backward(sd, a, lw, lg, l, tp.sp() ? a.ln1 : a.x, dres, s), s);

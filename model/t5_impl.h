@@ -41,6 +41,7 @@
 #include "engine/tensor.h"
 #include "engine/workspace.h"
 #include "model/blocks/mlp.h"
+#include "model/blocks/norm.h"
 #include "model/gpt_layout.h"  // Carver, GemmWorkspaceScope, stat_dtype
 #include "model/t5.h"
 #include "ops/flash_attention.h"
@@ -252,6 +253,10 @@ struct T5Model::Impl {
   void cross_entropy(bool train, engine::Stream& s);
   void dropout_grad(engine::TensorView dx, engine::ConstTensorView dy, uint64_t offset,
                     engine::Stream& s);
+  // The norm block: T5's RMSNorm (no mean, no bias) over `rows` rows of width d_model.
+  blocks::NormArgs norm_args(int64_t rows) const {
+    return {blocks::NormKind::kRmsNorm, rows, cfg.d_model, cfg.eps};
+  }
   // Rows this rank holds of the encoder's / decoder's residual stream.
   int64_t enc_rows() const { return tp.local_rows(shape.micro_batch * shape.enc_len); }
   int64_t dec_rows() const { return tp.local_rows(shape.micro_batch * shape.dec_len); }

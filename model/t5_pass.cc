@@ -27,6 +27,7 @@
 #include "engine/status.h"
 #include "model/blocks/linear.h"
 #include "model/blocks/mlp.h"
+#include "model/blocks/norm.h"
 #include "model/t5_impl.h"
 #include "ops/axpy.h"
 #include "ops/cast.h"
@@ -35,7 +36,6 @@
 #include "ops/embedding.h"
 #include "ops/flash_attention.h"
 #include "ops/gemm.h"
-#include "ops/rmsnorm.h"
 #include "ops/vocab_parallel_cross_entropy.h"
 #include "parallel/comm.h"
 
@@ -192,16 +192,16 @@ void T5Model::Impl::ffn_forward(const LayerWeights& w, LayerActs& a, int64_t row
 
 void T5Model::Impl::encoder_layer_forward(int64_t l, bool train, bool from_x, engine::Stream& s) {
   const int64_t re = shape.micro_batch * shape.enc_len, d = cfg.d_model;
-  const ops::RmsNormArgs rn{enc_rows(), d, cfg.eps};
+  const blocks::NormArgs rn = norm_args(enc_rows());
   const LayerWeights& w = buf.w.enc[static_cast<size_t>(l)];
   LayerActs& a = act().enc_layers[static_cast<size_t>(l)];
   TensorView proj = scratch(buf.proj, re, d);
   if (from_x) {  // x: the embedding, the previous stage's hidden or kept for recomputation
-    ops::rmsnorm_forward(rn, tp.local_rows(a.ln1), a.rstd1, a.x, w.ln1, s);
+    blocks::norm_forward(rn, tp.local_rows(a.ln1), {}, a.rstd1, a.x, w.ln1, {}, s);
   } else {  // x = h' + Drop(ffn') of the previous layer
-    ops::residual_rmsnorm_forward(rn, a.x, tp.local_rows(a.ln1), a.rstd1,
+    blocks::residual_norm_forward(rn, a.x, tp.local_rows(a.ln1), {}, a.rstd1,
                                   act().enc_layers[static_cast<size_t>(l - 1)].h,
-                                  tp.local_rows(proj), w.ln1, s);
+                                  tp.local_rows(proj), w.ln1, {}, s);
   }
   tp.gather_rows(a.ln1, s);
   linear(a.qkv, a.ln1, w.qkv, {}, s);
@@ -217,7 +217,8 @@ void T5Model::Impl::encoder_layer_forward(int64_t l, bool train, bool from_x, en
                                engine::slice_cols(a.qkv, 2 * I, 3 * I), m, s);
   linear(proj, a.att, w.o, {}, s);
   const TensorView attn = project_out(proj, train, enc_site(l, 1), s);
-  ops::residual_rmsnorm_forward(rn, a.h, tp.local_rows(a.ln_ff), a.rstd_ff, a.x, attn, w.ln_ff, s);
+  blocks::residual_norm_forward(rn, a.h, tp.local_rows(a.ln_ff), {}, a.rstd_ff, a.x, attn, w.ln_ff,
+                                {}, s);
   tp.gather_rows(a.ln_ff, s);
   ffn_forward(w, a, re, train, enc_site(l, 2), s);
 }
@@ -225,17 +226,17 @@ void T5Model::Impl::encoder_layer_forward(int64_t l, bool train, bool from_x, en
 void T5Model::Impl::decoder_layer_forward(int64_t l, bool train, bool from_x, engine::Stream& s) {
   const int64_t B = shape.micro_batch, Te = shape.enc_len, Td = shape.dec_len;
   const int64_t rd = B * Td, d = cfg.d_model, I = local_inner();
-  const ops::RmsNormArgs rn{dec_rows(), d, cfg.eps};
+  const blocks::NormArgs rn = norm_args(dec_rows());
   const LayerWeights& w = buf.w.dec[static_cast<size_t>(l)];
   LayerActs& a = act().dec_layers[static_cast<size_t>(l)];
   TensorView proj = scratch(buf.proj, rd, d);
   const float p = train ? cfg.dropout : 0.0f;
   if (from_x) {
-    ops::rmsnorm_forward(rn, tp.local_rows(a.ln1), a.rstd1, a.x, w.ln1, s);
+    blocks::norm_forward(rn, tp.local_rows(a.ln1), {}, a.rstd1, a.x, w.ln1, {}, s);
   } else {
-    ops::residual_rmsnorm_forward(rn, a.x, tp.local_rows(a.ln1), a.rstd1,
+    blocks::residual_norm_forward(rn, a.x, tp.local_rows(a.ln1), {}, a.rstd1,
                                   act().dec_layers[static_cast<size_t>(l - 1)].h2,
-                                  tp.local_rows(proj), w.ln1, s);
+                                  tp.local_rows(proj), w.ln1, {}, s);
   }
   tp.gather_rows(a.ln1, s);
   // Causal self-attention with the decoder's (unidirectional) relative buckets.
@@ -249,7 +250,8 @@ void T5Model::Impl::decoder_layer_forward(int64_t l, bool train, bool from_x, en
       engine::slice_cols(a.qkv, 2 * I, 3 * I), self, s);
   linear(proj, a.att, w.o, {}, s);
   const TensorView attn = project_out(proj, train, dec_site(l, 1), s);
-  ops::residual_rmsnorm_forward(rn, a.h, tp.local_rows(a.ln2), a.rstd2, a.x, attn, w.ln2, s);
+  blocks::residual_norm_forward(rn, a.h, tp.local_rows(a.ln2), {}, a.rstd2, a.x, attn, w.ln2, {},
+                                s);
   tp.gather_rows(a.ln2, s);
   // Cross-attention: queries from the decoder, keys and values from the encoder output.
   linear(a.cq, a.ln2, w.cq, {}, s);
@@ -262,8 +264,8 @@ void T5Model::Impl::decoder_layer_forward(int64_t l, bool train, bool from_x, en
       cross, s);
   linear(proj, a.catt, w.co, {}, s);
   const TensorView cross_out = project_out(proj, train, dec_site(l, 3), s);
-  ops::residual_rmsnorm_forward(rn, a.h2, tp.local_rows(a.ln_ff), a.rstd_ff, a.h, cross_out,
-                                w.ln_ff, s);
+  blocks::residual_norm_forward(rn, a.h2, tp.local_rows(a.ln_ff), {}, a.rstd_ff, a.h, cross_out,
+                                w.ln_ff, {}, s);
   tp.gather_rows(a.ln_ff, s);
   ffn_forward(w, a, rd, train, dec_site(l, 4), s);
 }
@@ -314,8 +316,7 @@ void T5Model::Impl::embed(TensorView x, TensorView tokens, bool train, int64_t s
 void T5Model::Impl::final_norm(TensorView sum, TensorView norm, TensorView rstd, TensorView out,
                                TensorView h, TensorView proj, TensorView gamma, bool train,
                                int64_t site, engine::Stream& s) {
-  ops::residual_rmsnorm_forward({sum.dim(0), cfg.d_model, cfg.eps}, sum, norm, rstd, h, proj, gamma,
-                                s);
+  blocks::residual_norm_forward(norm_args(sum.dim(0)), sum, norm, {}, rstd, h, proj, gamma, {}, s);
   const TensorView mine = tp.local_rows(out);
   ops::dropout_forward({train ? cfg.dropout : 0.0f, seed, row_offset(site, mine)}, mine, norm, s);
 }
@@ -364,7 +365,7 @@ TensorView T5Model::Impl::ffn_backward(const LayerWeights& w, const LayerWeights
 void T5Model::Impl::encoder_layer_backward(int64_t l, engine::Stream& s) {
   const int64_t B = shape.micro_batch, Te = shape.enc_len, re = B * Te;
   const int64_t d = cfg.d_model;
-  const ops::RmsNormArgs rn{enc_rows(), d, cfg.eps};
+  const blocks::NormArgs rn = norm_args(enc_rows());
   if (recompute_full()) encoder_layer_forward(l, /*train=*/true, /*from_x=*/true, s);
   const LayerWeights& w = buf.w.enc[static_cast<size_t>(l)];
   const LayerWeights& g = buf.g.enc[static_cast<size_t>(l)];
@@ -373,8 +374,8 @@ void T5Model::Impl::encoder_layer_backward(int64_t l, engine::Stream& s) {
   // FFN: x' = h + Drop(ffn); dres holds d x'.
   const TensorView dffn = project_grad(re, dres, enc_site(l, 3), s);
   const TensorView dln = ffn_backward(w, g, a, re, dffn, enc_site(l, 2), s);
-  ops::rmsnorm_backward(rn, ops::Accumulate::kAdd, dres, g.ln_ff, dln, a.h, w.ln_ff, a.rstd_ff,
-                        buf.op_ws, s);
+  blocks::norm_backward(rn, ops::Accumulate::kAdd, dres, g.ln_ff, {}, dln, a.h, w.ln_ff, {},
+                        a.rstd_ff, buf.op_ws, s);
   // Self-attention: h = x + Drop(att o^T).
   ops::AttentionMasks m;
   if (act().has_lengths) m.kv_lengths = act().enc_lengths;
@@ -386,7 +387,7 @@ void T5Model::Impl::encoder_layer_backward(int64_t l, engine::Stream& s) {
 void T5Model::Impl::decoder_layer_backward(int64_t l, engine::Stream& s) {
   const int64_t B = shape.micro_batch, Te = shape.enc_len, Td = shape.dec_len;
   const int64_t re = B * Te, rd = B * Td, d = cfg.d_model, I = local_inner();
-  const ops::RmsNormArgs rn{dec_rows(), d, cfg.eps};
+  const blocks::NormArgs rn = norm_args(dec_rows());
   if (recompute_full()) decoder_layer_forward(l, /*train=*/true, /*from_x=*/true, s);
   const LayerWeights& w = buf.w.dec[static_cast<size_t>(l)];
   const LayerWeights& g = buf.g.dec[static_cast<size_t>(l)];
@@ -395,8 +396,8 @@ void T5Model::Impl::decoder_layer_backward(int64_t l, engine::Stream& s) {
   // FFN: y' = h2 + Drop(ffn).
   const TensorView dffn = project_grad(rd, dres, dec_site(l, 5), s);
   TensorView dln = ffn_backward(w, g, a, rd, dffn, dec_site(l, 4), s);
-  ops::rmsnorm_backward(rn, ops::Accumulate::kAdd, dres, g.ln_ff, dln, a.h2, w.ln_ff, a.rstd_ff,
-                        buf.op_ws, s);
+  blocks::norm_backward(rn, ops::Accumulate::kAdd, dres, g.ln_ff, {}, dln, a.h2, w.ln_ff, {},
+                        a.rstd_ff, buf.op_ws, s);
   // Cross-attention: h2 = h + Drop(catt co^T); q = ln2 cq^T, k | v = enc ckv^T.
   const TensorView dco = project_grad(rd, dres, dec_site(l, 3), s);
   weight_grad(g.co, dco, a.catt, s);
@@ -416,8 +417,8 @@ void T5Model::Impl::decoder_layer_backward(int64_t l, engine::Stream& s) {
   weight_grad(g.cq, dq, a.ln2, s);
   input_grad(scratch(buf.dln, rd, d), dq, w.cq, s);
   dln = tp.col_parallel_in_grad(scratch(buf.dln, rd, d), s);
-  ops::rmsnorm_backward(rn, ops::Accumulate::kAdd, dres, g.ln2, dln, a.h, w.ln2, a.rstd2, buf.op_ws,
-                        s);
+  blocks::norm_backward(rn, ops::Accumulate::kAdd, dres, g.ln2, {}, dln, a.h, w.ln2, {}, a.rstd2,
+                        buf.op_ws, s);
   // Causal self-attention: h = y + Drop(att o^T).
   ops::AttentionMasks self;
   self.rel_buckets = buf.rel_buckets_dec;
@@ -447,8 +448,8 @@ void T5Model::Impl::self_attention_backward(const LayerWeights& w, const LayerWe
   weight_grad(g.qkv, dqkv, a.ln1, s);
   input_grad(scratch(buf.dln, rows, d), dqkv, w.qkv, s);
   const TensorView dln = tp.col_parallel_in_grad(scratch(buf.dln, rows, d), s);
-  ops::rmsnorm_backward({dres.dim(0), d, cfg.eps}, ops::Accumulate::kAdd, dres, g.ln1, dln, a.x,
-                        w.ln1, a.rstd1, buf.op_ws, s);
+  blocks::norm_backward(norm_args(dres.dim(0)), ops::Accumulate::kAdd, dres, g.ln1, {}, dln, a.x,
+                        w.ln1, {}, a.rstd1, buf.op_ws, s);
 }
 
 void T5Model::Impl::backward(float grad_scale, engine::Stream& s) {
@@ -509,8 +510,8 @@ void T5Model::Impl::final_norm_backward(TensorView dres, TensorView dout, Tensor
                                         TensorView rstd, TensorView gamma, TensorView dgamma,
                                         int64_t site, engine::Stream& s) {
   dropout_grad(dout, dout, row_offset(site, dout), s);
-  ops::rmsnorm_backward({dres.dim(0), cfg.d_model, cfg.eps}, ops::Accumulate::kOverwrite, dres,
-                        dgamma, dout, sum, gamma, rstd, buf.op_ws, s);
+  blocks::norm_backward(norm_args(dres.dim(0)), ops::Accumulate::kOverwrite, dres, dgamma, {}, dout,
+                        sum, gamma, {}, rstd, buf.op_ws, s);
 }
 
 void T5Model::Impl::embed_backward(TensorView dres, TensorView tokens, int64_t site,

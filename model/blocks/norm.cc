@@ -1,14 +1,14 @@
-// LayerNorm / RMSNorm dispatch for the GPT blocks (see gpt_norm.h).
-#include "model/gpt_norm.h"
+// LayerNorm / RMSNorm dispatch of the norm block (see norm.h).
+#include "model/blocks/norm.h"
 
 #include "ops/rmsnorm.h"
 
-namespace anvil::model::gpt_detail {
+namespace anvil::model::blocks {
 
 void norm_forward(const NormArgs& a, engine::TensorView y, engine::TensorView mean,
                   engine::TensorView rstd, engine::ConstTensorView x, engine::ConstTensorView gamma,
                   engine::ConstTensorView beta, engine::Stream& s) {
-  if (a.norm == Norm::kLayerNorm) {
+  if (a.kind == NormKind::kLayerNorm) {
     ops::layernorm_forward({a.rows, a.cols, a.eps}, y, mean, rstd, x, gamma, beta, s);
   } else {
     ops::rmsnorm_forward({a.rows, a.cols, a.eps}, y, rstd, x, gamma, s);
@@ -20,7 +20,7 @@ void residual_norm_forward(const NormArgs& a, engine::TensorView sum, engine::Te
                            engine::ConstTensorView x, engine::ConstTensorView r,
                            engine::ConstTensorView gamma, engine::ConstTensorView beta,
                            engine::Stream& s) {
-  if (a.norm == Norm::kLayerNorm) {
+  if (a.kind == NormKind::kLayerNorm) {
     ops::residual_layernorm_forward({a.rows, a.cols, a.eps}, sum, y, mean, rstd, x, r, gamma, beta,
                                     s);
   } else {
@@ -33,7 +33,7 @@ void norm_backward(const NormArgs& a, ops::Accumulate acc, engine::TensorView dx
                    engine::ConstTensorView x, engine::ConstTensorView gamma,
                    engine::ConstTensorView mean, engine::ConstTensorView rstd, engine::Workspace ws,
                    engine::Stream& s) {
-  if (a.norm == Norm::kLayerNorm) {
+  if (a.kind == NormKind::kLayerNorm) {
     ops::layernorm_backward({a.rows, a.cols, a.eps}, acc, dx, dgamma, dbeta, dy, x, gamma, mean,
                             rstd, ws, s);
   } else {
@@ -41,4 +41,4 @@ void norm_backward(const NormArgs& a, ops::Accumulate acc, engine::TensorView dx
   }
 }
 
-}  // namespace anvil::model::gpt_detail
+}  // namespace anvil::model::blocks

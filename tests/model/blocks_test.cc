@@ -1,4 +1,5 @@
-// Tests of the shared MLP block (model/blocks/mlp.h) on the CPU in double:
+// Tests of the shared transformer blocks (model/blocks/) on the CPU in double.
+// MLP (model/blocks/mlp.h):
 //  - for every activation, with and without biases, with and without the activation dropout
 //    (fixed seed and offset): the gradients of L = sum(out * r) with respect to x, W_in, b_in,
 //    W_out and b_out against central finite differences; parameter gradients accumulate (+=),
@@ -7,12 +8,16 @@
 //  - tensor parallelism over 2 ranks: the ranks' partial outputs and input gradients sum to the
 //    one-rank values, each rank's parameter gradients are its slices of the one-rank ones;
 //  - the saved-activation plan: names and shapes.
+// Norm (model/blocks/norm.h), LayerNorm and RMSNorm: with L = sum(y * r) of the residual-fused
+// forward y = Norm(x + res), the backward's d(sum) (= and +=), dgamma and dbeta (+=) against
+// central finite differences; RMSNorm keeps no mean and has no beta.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "model/blocks/mlp.h"
+#include "model/blocks/norm.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model::blocks {
@@ -276,6 +281,78 @@ TEST(MlpBlock, SavedActivationPlan) {
   EXPECT_TRUE(config(MlpActivation::kSwiglu, false, 0.0f).needs_dact());
   EXPECT_TRUE(config(MlpActivation::kRelu, false, 0.1f).needs_dact());
   EXPECT_FALSE(config(MlpActivation::kGeluTanh, true, 0.0f).needs_dact());
+}
+
+constexpr int64_t kNormRows = 3, kNormCols = 5;
+
+TEST(NormBlock, GradientsMatchFiniteDifferences) {
+  TestStream stream(Device::kCpu);
+  TensorPool pool(Device::kCpu);
+  const std::vector<double> res = random(kNormRows * kNormCols, 1),
+                            r = random(kNormRows * kNormCols, 2);
+  const std::vector<double> x0 = random(kNormRows * kNormCols, 3), beta0 = random(kNormCols, 4);
+  std::vector<double> gamma0 = random(kNormCols, 5);
+  for (double& g : gamma0) g += 1.5;
+  for (NormKind kind : {NormKind::kLayerNorm, NormKind::kRmsNorm}) {
+    SCOPED_TRACE(kind == NormKind::kLayerNorm ? "layernorm" : "rmsnorm");
+    const bool ln = kind == NormKind::kLayerNorm;
+    const NormArgs a{kind, kNormRows, kNormCols, 1e-5f};
+    // Inputs flattened: x, gamma, beta (LayerNorm).
+    std::vector<double> theta = x0;
+    theta.insert(theta.end(), gamma0.begin(), gamma0.end());
+    if (ln) theta.insert(theta.end(), beta0.begin(), beta0.end());
+    struct Run {
+      TensorView sum, y, mean, rstd, gamma, beta;
+    };
+    auto forward = [&](const std::vector<double>& t) {
+      Run run;
+      const TensorView x =
+          pool.from_f64({t.begin(), t.begin() + kNormRows * kNormCols}, {kNormRows, kNormCols});
+      const auto g = t.begin() + kNormRows * kNormCols;
+      run.gamma = pool.from_f64({g, g + kNormCols}, {kNormCols});
+      if (ln) run.beta = pool.from_f64({g + kNormCols, g + 2 * kNormCols}, {kNormCols});
+      run.sum = pool.empty(DType::kF64, {kNormRows, kNormCols});
+      run.y = pool.empty(DType::kF64, {kNormRows, kNormCols});
+      if (ln) run.mean = pool.empty(DType::kF64, {kNormRows});
+      run.rstd = pool.empty(DType::kF64, {kNormRows});
+      residual_norm_forward(a, run.sum, run.y, run.mean, run.rstd, x,
+                            pool.from_f64(res, {kNormRows, kNormCols}), run.gamma, run.beta,
+                            stream);
+      return run;
+    };
+    auto loss = [&](const std::vector<double>& t) {
+      const std::vector<double> y = testing::to_host_f64(forward(t).y);
+      double s = 0.0;
+      for (size_t i = 0; i < y.size(); ++i) s += y[i] * r[i];
+      return s;
+    };
+    const Run run = forward(theta);
+    const double g0 = 0.25;  // dx (kAdd), dgamma, dbeta start here
+    auto filled = [&](int64_t n, std::vector<int64_t> shape) {
+      return pool.from_f64(std::vector<double>(static_cast<size_t>(n), g0), std::move(shape));
+    };
+    const TensorView dx = filled(kNormRows * kNormCols, {kNormRows, kNormCols});
+    const TensorView dx_new = pool.empty(DType::kF64, {kNormRows, kNormCols});
+    const TensorView dgamma = filled(kNormCols, {kNormCols});
+    const TensorView dbeta = ln ? filled(kNormCols, {kNormCols}) : TensorView{};
+    const TensorView dy = pool.from_f64(r, {kNormRows, kNormCols});
+    norm_backward(a, ops::Accumulate::kAdd, dx, dgamma, dbeta, dy, run.sum, run.gamma, run.mean,
+                  run.rstd, {}, stream);
+    // = into a fresh dx; the parameter gradients accumulate a second time.
+    norm_backward(a, ops::Accumulate::kOverwrite, dx_new, dgamma, dbeta, dy, run.sum, run.gamma,
+                  run.mean, run.rstd, {}, stream);
+    std::vector<double> got = minus(testing::to_host_f64(dx), g0);
+    const std::vector<double> dg = testing::to_host_f64(dgamma);
+    for (double v : dg) got.push_back((v - g0) / 2);
+    if (ln) {
+      for (double v : testing::to_host_f64(dbeta)) got.push_back((v - g0) / 2);
+    }
+    const std::vector<double> num = testing::numeric_gradient(loss, theta);
+    EXPECT_TRUE(testing::tensors_near(got, num, testing::Tol{1e-7, 1e-6}));
+    EXPECT_TRUE(testing::tensors_near(testing::to_host_f64(dx_new),
+                                      minus(testing::to_host_f64(dx), g0),
+                                      testing::Tol{1e-14, 1e-14}));
+  }
 }
 
 }  // namespace
