@@ -92,8 +92,7 @@ void GptModel::Impl::bert_head_backward(const gpt_detail::SlotData& sd, int64_t 
                           g.ln_b, buf.dln, hd.mlm_act, w.ln_g, hd.mlm_mean, hd.mlm_rstd, buf.op_ws,
                           s);
   ops::activation_backward(ops::Activation::kGeluErf, buf.proj, buf.proj, hd.mlm_pre, s);
-  weight_bias_grad(g.dense_w, g.dense_b, buf.proj, hd.lnf, s);
-  input_grad(buf.dln, buf.proj, w.dense_w, s);
+  blocks::linear_backward(buf.dln, g.dense_w, g.dense_b, buf.proj, hd.lnf, w.dense_w, s);
   if (!cfg.binary_head) return;
   // The binary loss enters the loss sum with weight counted / B (bert_head.h).
   const float weight = static_cast<float>(static_cast<double>(sd.counted) / static_cast<double>(B));

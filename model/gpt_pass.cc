@@ -59,7 +59,6 @@ namespace {
 using blocks::input_grad;
 using blocks::linear;
 using blocks::row_linear;
-using blocks::weight_bias_grad;
 using blocks::weight_grad;
 using engine::ConstTensorView;
 using engine::TensorView;
@@ -437,16 +436,14 @@ TensorView GptModel::Impl::attention_block_backward(const gpt_detail::SlotData& 
   const TensorView datty = rows_view(buf.dln, bt, d / n_tp);
   // Attention: out = Drop(atty Wo^T + bo); dres holds d out.
   const TensorView dproj = drop_grad(sd, 2 + 3 * l, dres, s);
-  weight_bias_grad(lg.attn_proj_w, lg.attn_proj_b, dproj, a.atty, s);
-  input_grad(datty, dproj, lw.attn_proj_w, s);
+  blocks::linear_backward(datty, lg.attn_proj_w, lg.attn_proj_b, dproj, a.atty, lw.attn_proj_w, s);
   attention_core_backward(sd, a, l, dqkv, datty, s);
   if (cfg.position_embedding == PositionEmbedding::kRotary) {  // d(q, k before the rotation)
     const auto [dq, dk, dv] = split_qkv(dqkv);
     ops::rotary_backward(rotary_args(), dq, sd.positions, s);
     ops::rotary_backward(rotary_args(), dk, sd.positions, s);
   }
-  weight_bias_grad(lg.qkv_w, lg.qkv_b, dqkv, in, s);
-  input_grad(buf.dln, dqkv, lw.qkv_w, s);
+  blocks::linear_backward(buf.dln, lg.qkv_w, lg.qkv_b, dqkv, in, lw.qkv_w, s);
   return tp.col_parallel_in_grad(buf.dln, s);
 }
 

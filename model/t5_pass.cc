@@ -400,9 +400,8 @@ void T5Model::Impl::decoder_layer_backward(int64_t l, engine::Stream& s) {
                         a.rstd_ff, buf.op_ws, s);
   // Cross-attention: h2 = h + Drop(catt co^T); q = ln2 cq^T, k | v = enc ckv^T.
   const TensorView dco = project_grad(rd, dres, dec_site(l, 3), s);
-  weight_grad(g.co, dco, a.catt, s);
   TensorView dcatt = scratch(buf.dln, rd, I);
-  input_grad(dcatt, dco, w.co, s);
+  blocks::linear_backward(dcatt, g.co, {}, dco, a.catt, w.co, s);
   TensorView dq = scratch(buf.dbig, rd, I), dkv = scratch(buf.dbig, re, 2 * I, rd * I);
   ops::AttentionMasks cross;
   if (act().has_lengths) cross.kv_lengths = act().enc_lengths;
@@ -414,8 +413,7 @@ void T5Model::Impl::decoder_layer_backward(int64_t l, engine::Stream& s) {
       buf.op_ws, s);
   weight_grad(g.ckv, dkv, act().enc, s);
   input_grad(buf.denc, dkv, w.ckv, s, 1.0f, 1.0f);  // d enc += dkv ckv (partial over TP)
-  weight_grad(g.cq, dq, a.ln2, s);
-  input_grad(scratch(buf.dln, rd, d), dq, w.cq, s);
+  blocks::linear_backward(scratch(buf.dln, rd, d), g.cq, {}, dq, a.ln2, w.cq, s);
   dln = tp.col_parallel_in_grad(scratch(buf.dln, rd, d), s);
   blocks::norm_backward(rn, ops::Accumulate::kAdd, dres, g.ln2, {}, dln, a.h, w.ln2, {}, a.rstd2,
                         buf.op_ws, s);
@@ -433,9 +431,8 @@ void T5Model::Impl::self_attention_backward(const LayerWeights& w, const LayerWe
                                             engine::Stream& s) {
   const int64_t B = shape.micro_batch, rows = B * len, d = cfg.d_model, I = local_inner();
   const TensorView dproj = project_grad(rows, dres, site_out, s);
-  weight_grad(g.o, dproj, a.att, s);
   TensorView datt = scratch(buf.dln, rows, I);
-  input_grad(datt, dproj, w.o, s);
+  blocks::linear_backward(datt, g.o, {}, dproj, a.att, w.o, s);
   TensorView dqkv = scratch(buf.dbig, rows, 3 * I);
   masks.rel_table = rel_slot(buf.rel_f32, rel);
   ops::flash_attention_backward(
@@ -445,8 +442,7 @@ void T5Model::Impl::self_attention_backward(const LayerWeights& w, const LayerWe
       engine::slice_cols(dqkv, 2 * I, 3 * I), rel_slot(buf.drel_f32, rel), datt,
       engine::slice_cols(a.qkv, 0, I), engine::slice_cols(a.qkv, I, 2 * I),
       engine::slice_cols(a.qkv, 2 * I, 3 * I), a.att, a.lse, masks, buf.op_ws, s);
-  weight_grad(g.qkv, dqkv, a.ln1, s);
-  input_grad(scratch(buf.dln, rows, d), dqkv, w.qkv, s);
+  blocks::linear_backward(scratch(buf.dln, rows, d), g.qkv, {}, dqkv, a.ln1, w.qkv, s);
   const TensorView dln = tp.col_parallel_in_grad(scratch(buf.dln, rows, d), s);
   blocks::norm_backward(norm_args(dres.dim(0)), ops::Accumulate::kAdd, dres, g.ln1, {}, dln, a.x,
                         w.ln1, {}, a.rstd1, buf.op_ws, s);

@@ -60,4 +60,13 @@ inline void input_grad(engine::TensorView dx, engine::ConstTensorView dy, engine
   ops::gemm(g, dx, dy, w, {}, {}, s);
 }
 
+// The backward of linear(): dW += dy^T x, db += column sums of dy (db empty: no bias), then
+// dx = dy W (=). dy: [rows, out]; x, dx: [rows, in].
+inline void linear_backward(engine::TensorView dx, engine::TensorView dw, engine::TensorView db,
+                            engine::ConstTensorView dy, engine::ConstTensorView x,
+                            engine::ConstTensorView w, engine::Stream& s) {
+  weight_bias_grad(dw, db, dy, x, s);
+  input_grad(dx, dy, w, s);
+}
+
 }  // namespace anvil::model::blocks

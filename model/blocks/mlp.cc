@@ -129,8 +129,7 @@ void mlp_backward(const MlpConfig& c, TensorView dx, const MlpWeights& grads, Co
     input_grad(dpre, dout, w.w_out, s);
     activate_backward(c, dpre, dpre, acts.pre, s);
   }
-  weight_bias_grad(grads.w_in, grads.b_in, dpre, x, s);
-  input_grad(dx, dpre, w.w_in, s);
+  linear_backward(dx, grads.w_in, grads.b_in, dpre, x, w.w_in, s);
 }
 
 MlpActs mlp_saved_acts(const MlpConfig& c, int64_t rows, engine::DType dtype,
