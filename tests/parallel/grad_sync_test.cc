@@ -15,8 +15,7 @@
 
 #include "engine/memory.h"
 #include "gtest/gtest.h"
-#include "parallel/grid.h"
-#include "parallel/mpi_comm.h"
+#include "tests/parallel/world_comm.h"
 
 namespace anvil::parallel {
 namespace {
@@ -47,13 +46,9 @@ class GradSyncTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(GradSyncTest, EveryStageEqualsTheUnshardedStep) {
   const int stage = GetParam();
-  int world = 1, rank = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  auto grid = ProcessGrid::create(world, rank, 1, 1);
-  ASSERT_TRUE(grid.ok());
-  auto comm = MpiComm::create(MPI_COMM_WORLD, grid->dp_group(), rank, CommOptions{});
-  ASSERT_TRUE(comm.ok());
+  auto w = testing::world_dp_comm();
+  ASSERT_TRUE(w.ok()) << w.status();
+  const int world = w->world, rank = w->rank;
   engine::Stream s = engine::Stream::cpu();
   const std::vector<SyncBucket> buckets = toy_buckets();
   const SyncLayout l = sync_layout(buckets, stage, world);
@@ -94,7 +89,7 @@ TEST_P(GradSyncTest, EveryStageEqualsTheUnshardedStep) {
   };
   GradSyncOptions o;
   o.stage = stage;
-  o.dp = comm->get();
+  o.dp = w->comm.get();
   auto sync = GradSync::create(buckets, {1, 2}, {0, 0}, b, o, bind);
   ASSERT_TRUE(sync.ok()) << sync.status();
   GradSync& g = **sync;
