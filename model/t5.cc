@@ -17,6 +17,7 @@
 #include "ops/grad_norm.h"
 #include "ops/init_normal.h"
 #include "parallel/comm.h"
+#include "parallel/zero.h"
 
 namespace anvil::model {
 
@@ -49,8 +50,8 @@ std::vector<std::pair<int64_t, double>> init_sigmas(const T5Config& cfg, const P
 
 // Every element from (seed, its offset in the whole single-rank model), so a TP shard holds the
 // single-rank values at its global elements (model/gpt_init.h).
-void init_params(const T5Config& cfg, const T5Shard& shard, const ParamTable& t, TensorView target,
-                 uint64_t seed, engine::Stream& s) {
+void init_params(const T5Config& cfg, const T5Shard& shard, const ParamTable& t,
+                 const gpt_detail::InitTarget& target, uint64_t seed, engine::Stream& s) {
   const ParamTable whole = t5_detail::make_t5_param_table(cfg);
   for (const Param& p : t.all()) {
     const std::vector<std::pair<int64_t, double>> pieces =
@@ -61,7 +62,7 @@ void init_params(const T5Config& cfg, const T5Shard& shard, const ParamTable& t,
     if (pieces.empty()) {
       a.kind = ops::InitKind::kConstant;
       a.value = 1.0f;
-      ops::init_normal(a, flat_slice(target, p.offset, {p.numel()}), s);
+      gpt_detail::init_range(target, p, 0, p.numel(), a, s);
       continue;
     }
     a.kind = ops::InitKind::kNormal;
@@ -72,8 +73,7 @@ void init_params(const T5Config& cfg, const T5Shard& shard, const ParamTable& t,
     int64_t row = 0;
     for (const auto& [rows, sigma] : pieces) {
       a.sigma = sigma;
-      a.first = row * cols;
-      ops::init_normal(a, flat_slice(target, p.offset + row * cols, {rows * cols}), s);
+      gpt_detail::init_range(target, p, row * cols, rows * cols, a, s);
       row += rows;
     }
   }
@@ -129,8 +129,18 @@ absl::StatusOr<std::unique_ptr<T5Model>> T5Model::create(const T5Config& cfg,
   }
   t5_detail::Buffers& b = impl->buf;
   for (TensorView v : {b.value, b.master, b.grad, b.m, b.v}) engine::fill_zero(v, stream);
-  init_params(cfg, shard, b.table, b.value, seed, stream);
-  if (b.master.data != b.value.data) init_params(cfg, shard, b.table, b.master, seed, stream);
+  if (shard.zero_stage > 0) {
+    if (shard.dp_comm == nullptr) {
+      return absl::InvalidArgumentError("T5Model::create: ZeRO needs the DP group's Comm");
+    }
+    ANVIL_ASSIGN_OR_RETURN(impl->zero,
+                           gpt_detail::zero_partition(b.table, shard.zero_dp, shard.zero_rank));
+  }
+  init_params(cfg, shard, b.table, {b.value, nullptr}, seed, stream);
+  if (b.master.data != b.value.data) {
+    const bool sharded = b.master.numel() != b.table.flat_numel();
+    init_params(cfg, shard, b.table, {b.master, sharded ? &*impl->zero : nullptr}, seed, stream);
+  }
   // Relative buckets of distances j - i, at j - i + Tq - 1 (ops/flash_attention.h).
   for (const auto& [dst, len, bidirectional] :
        {std::tuple<TensorView, int64_t, bool>{b.rel_buckets_enc, shape.enc_len, true},
@@ -152,7 +162,11 @@ absl::StatusOr<std::unique_ptr<T5Model>> T5Model::create(const T5Config& cfg,
 
 const T5Config& T5Model::config() const { return impl_->cfg; }
 const T5RunShape& T5Model::shape() const { return impl_->shape; }
+const T5Shard& T5Model::shard() const { return impl_->shard; }
 ParamTable& T5Model::params() { return impl_->buf.table; }
+const parallel::ZeroPartition* T5Model::zero_partition() const {
+  return impl_->zero ? &*impl_->zero : nullptr;
+}
 GptModel::FlatBuffers T5Model::flat_buffers() {
   const t5_detail::Buffers& b = impl_->buf;
   return GptModel::FlatBuffers{b.value, b.master, b.grad, b.m, b.v};
@@ -267,17 +281,20 @@ double T5Model::grad_sum_squares(engine::Stream& stream) {
     // Split parameters on every TP rank, the replicated ones (equal over TP) on rank 0 only;
     // a copy of a shared parameter on the first stage holding one.
     for (const Param& p : b.table.all()) {
-      bool counted = p.tp_split_dim >= 0 || sh.tp_rank == 0;
-      for (const t5_detail::SharedParam& sp : impl_->shared) {
-        if (sp.name == p.name && sp.stages.front() != sh.pp_rank) counted = false;
-      }
-      if (counted) {
+      if ((p.tp_split_dim >= 0 || sh.tp_rank == 0) && first_copy(p)) {
         ops::sum_squares(b.norm_out, flat_slice(p.grad, 0, {p.numel()}), b.op_ws, stream);
       }
     }
     impl_->tp_all_reduce(b.norm_out, stream);
   }
   return gpt_detail::read_back(b.norm_out, stream)[0];
+}
+
+bool T5Model::first_copy(const Param& p) const {
+  for (const t5_detail::SharedParam& sp : impl_->shared) {
+    if (sp.name == p.name) return sp.stages.front() == impl_->shard.pp_rank;
+  }
+  return true;
 }
 
 double T5Model::grad_norm(engine::Stream& stream) { return std::sqrt(grad_sum_squares(stream)); }
@@ -292,6 +309,20 @@ void T5Model::optimizer_step(const GptModel::OptimizerStep& s, engine::Stream& s
   a.eps = s.eps;
   a.step = s.step;
   a.grad_scale = s.grad_scale;
+  if (impl_->zero) {
+    // This rank's pieces, then every bucket's compute copy from its owners.
+    const parallel::ZeroPartition& part = *impl_->zero;
+    a.weight_decay = s.weight_decay;
+    parallel::zero_adamw(part, a, b.master, b.m, b.v, shared ? TensorView{} : b.value, b.grad,
+                         stream);
+    for (size_t i = 0; i < part.buckets().size(); ++i) {
+      const parallel::ZeroBucket& k = part.buckets()[i];
+      parallel::zero_all_gather(*impl_->shard.dp_comm, part, i,
+                                flat_slice(b.value, k.begin, {k.numel()}),
+                                parallel::zero_piece_view(part, i, b.value), stream);
+    }
+    return;
+  }
   // Per bucket: [begin, decay_end) with weight decay, the rest without.
   auto range = [&](int64_t begin, int64_t end, float weight_decay) {
     if (end <= begin) return;

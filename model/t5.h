@@ -43,7 +43,8 @@
 
 namespace anvil::parallel {
 class Comm;
-}
+class ZeroPartition;
+}  // namespace anvil::parallel
 
 namespace anvil::model {
 
@@ -113,8 +114,17 @@ struct T5Shard {
   // stack it has layers of (those copies are summed over the pipeline: sum_shared_grads).
   int pp = 1, pp_rank = 0, pp_split = 0;
   int64_t act_slots = 1;  // activation sets: micro-batches in flight at once
-  // InvalidArgument naming the numbers (heads, d_ff, padded vocabulary % tp, the stage layout);
-  // create() also needs tp_comm when tp > 1.
+  // ZeRO stage 1 (parallel/zero.h) over the DP group dp_comm (not owned; required when
+  // zero_stage > 0): this stage's buckets (embeddings, relative tables, each encoder and decoder
+  // block, final) split evenly over zero_dp ranks; the f32 master weights and AdamW moments
+  // hold this rank's pieces only, optimizer_step updates them and all-gathers the parameters.
+  // Gradients stay whole (the caller sums them over DP).
+  int zero_stage = 0;
+  int zero_dp = 1, zero_rank = 0;
+  parallel::Comm* dp_comm = nullptr;
+  // InvalidArgument naming the numbers (heads, d_ff, padded vocabulary % tp, the stage layout;
+  // zero_stage 0 or 1, zero_rank in [0, zero_dp)); create() also needs tp_comm when tp > 1,
+  // dp_comm with ZeRO.
   absl::Status validate(const T5Config& cfg) const;
   T5StageLayers layers(const T5Config& cfg) const;  // of a valid shard
 };
@@ -153,13 +163,18 @@ class T5Model {
 
   const T5Config& config() const;
   const T5RunShape& shape() const;
+  const T5Shard& shard() const;
   // HF names (shared.weight, encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight,
   // ...) except for three fused matrices: SelfAttention.qkv.weight = cat(q, k, v) [3 inner, d],
   // EncDecAttention.kv.weight = cat(k, v) [2 inner, d], and (v1.1) DenseReluDense.wi.weight =
   // cat(wi_0, wi_1) [2 d_ff, d] (rows stacked in that order). shared.weight has padded rows.
   // Under TP the local shards (tp_split_dim, tp_parts; model/param_table.h tp_global_index).
   ParamTable& params();
+  // Under ZeRO master, m and v are this rank's shard [flat_numel / zero_dp] (master: whole
+  // when it is the compute copy).
   GptModel::FlatBuffers flat_buffers();
+  // The ZeRO partition of the flat buffers (null without ZeRO).
+  const parallel::ZeroPartition* zero_partition() const;
 
   // The single-stage API: slot 0 of a model with one pipeline stage.
   // Forward over one micro-batch; the loss sum is read by loss_sum(). train false: no dropout,
@@ -202,6 +217,10 @@ class T5Model {
   // counting each model parameter once: TP-replicated ones on TP rank 0, the copies of shared
   // parameters on the first stage holding one. Sum it over the pipeline for the norm. Syncs.
   double grad_sum_squares(engine::Stream& stream);
+  // Whether this stage's p is the model's first copy: false where an earlier pipeline stage
+  // also holds p (the shared embedding, a relative table), whose copy then stands for all in
+  // the gradient norm and in checkpoints.
+  bool first_copy(const Param& p) const;
 
   void zero_grads(engine::Stream& stream);
   // L2 norm of this stage's gradient (syncs; a TP collective: replicated parameters counted

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +36,7 @@
 #include "model/gpt_layout.h"  // Carver, GemmWorkspaceScope, stat_dtype
 #include "model/t5.h"
 #include "ops/flash_attention.h"
+#include "parallel/zero.h"
 
 namespace anvil::model::t5_detail {
 
@@ -125,11 +127,12 @@ struct T5Model::Impl {
   uint64_t seed = 0;
   std::vector<std::pair<std::string, engine::Arena>> arenas;
   t5_detail::Buffers buf;
-  T5StageLayers layers;                        // this pipeline stage's
-  int64_t slot = 0;                            // of the forward / backward running
-  int64_t last_forward = 0;                    // the slot of the last forward_stage
-  uint64_t dropout_offset = 0;                 // the running slot's
-  std::vector<t5_detail::SharedParam> shared;  // held by several stages (pipeline)
+  T5StageLayers layers;                         // this pipeline stage's
+  int64_t slot = 0;                             // of the forward / backward running
+  int64_t last_forward = 0;                     // the slot of the last forward_stage
+  uint64_t dropout_offset = 0;                  // the running slot's
+  std::vector<t5_detail::SharedParam> shared;   // held by several stages (pipeline)
+  std::optional<parallel::ZeroPartition> zero;  // with shard.zero_stage > 0
   // Dropout sites per forward: encoder embedding, 4 per encoder layer (attention probabilities,
   // attention output, FFN hidden, FFN output), encoder final; decoder embedding, 6 per decoder
   // layer (+ cross-attention probabilities and output), decoder final.

@@ -12,6 +12,7 @@
 #include "ops/flash_attention.h"
 #include "ops/grad_norm.h"
 #include "ops/rmsnorm.h"
+#include "parallel/zero.h"
 
 namespace anvil::model::t5_detail {
 
@@ -176,7 +177,8 @@ ParamTable make_t5_param_table(const T5Config& cfg, const T5Shard& shard) {
     t.add("decoder.final_layer_norm.weight", {d}, false);
     if (!cfg.tied()) t.add("lm_head.weight", {v, d}, true, 0).vocab_rows = true;
   }
-  return t.build();
+  return t.build(shard.zero_stage > 0 ? parallel::zero_bucket_align(1, shard.zero_dp)
+                                      : ParamTable::kAlignElements);
 }
 
 absl::Status check_t5_run(const T5Config& cfg, const T5RunShape& shape, const GptPrecision& prec,
@@ -227,10 +229,11 @@ Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecisi
   Buffers b;
   b.table = make_t5_param_table(cfg, shard);
   const int64_t n = b.table.flat_numel();
+  const int64_t no = shard.zero_stage > 0 ? n / shard.zero_dp : n;  // optimizer-state elements
   b.value = carver.take("params", "params (compute copy)", act, {n});
-  b.master = act == gdt ? b.value : carver.take("master", "master weights", gdt, {n});
-  b.m = carver.take("optimizer", "adamw m", gdt, {n});
-  b.v = carver.take("optimizer", "adamw v", gdt, {n});
+  b.master = act == gdt ? b.value : carver.take("master", "master weights", gdt, {no});
+  b.m = carver.take("optimizer", "adamw m", gdt, {no});
+  b.v = carver.take("optimizer", "adamw v", gdt, {no});
   b.grad = carver.take("grads", "gradients", gdt, {n});
 
   auto A = [&](const std::string& name, DType dt, const std::vector<int64_t>& s) {
@@ -341,7 +344,9 @@ Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecisi
   b.norm_out = carver.take("workspace", "grad norm", gdt, {1});
 
   if (!carver.planning() && carver.status().ok()) {
-    b.table.bind(b.value, b.master, b.grad, b.m, b.v);
+    // Views into the buffers that hold every element (the ZeRO shards hold pieces only).
+    auto whole = [n](TensorView t) { return t.numel() == n ? t : TensorView{}; };
+    b.table.bind(b.value, whole(b.master), b.grad, whole(b.m), whole(b.v));
     b.w = weights_of(cfg, st, b.table, &Param::value);
     b.g = weights_of(cfg, st, b.table, &Param::grad);
   }

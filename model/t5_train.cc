@@ -50,6 +50,11 @@ absl::StatusOr<T5Shard> T5Trainer::stage_shard(const TrainConfig& cfg,
   shard.pp_split = pc.pp_split_rank;
   ANVIL_ASSIGN_OR_RETURN(parallel::PipelinePlan plan, step_plan(cfg, shard.pp_rank));
   shard.act_slots = pipeline_slots(plan, pc.pp, shard.pp_rank);
+  if (pc.zero_stage > 0 && pc.dp > 1) {  // ZeRO over one rank is plain AdamW
+    shard.zero_stage = pc.zero_stage;
+    shard.zero_dp = pc.dp;
+    shard.zero_rank = grid ? grid->dp_rank() : 0;
+  }
   ANVIL_RETURN_IF_ERROR(shard.validate(cfg.t5));
   return shard;
 }
@@ -108,6 +113,7 @@ absl::StatusOr<std::unique_ptr<T5Trainer>> T5Trainer::create(const TrainConfig& 
     }
   }
   shard.tp_comm = t->tp_comm_;
+  if (shard.zero_stage > 0) shard.dp_comm = t->dp_comm_;
   ANVIL_ASSIGN_OR_RETURN(t->plan_, step_plan(cfg, t->pp_rank_));
   t->slots_ = shard.act_slots;
   const int64_t B = cfg.train.micro_batch, Te = cfg.data.seq_len, Td = cfg.data.decoder_seq_len;
@@ -123,6 +129,16 @@ absl::StatusOr<std::unique_ptr<T5Trainer>> T5Trainer::create(const TrainConfig& 
   t->record_.assign(static_cast<size_t>(t5_record_width(Te, Td)), 0);
   t->counted_.assign(accum, 0);
   return t;
+}
+
+T5Trainer::~T5Trainer() = default;
+
+void T5Trainer::restore(const TrainerState& s) {
+  step_ = s.step;
+  optimizer_steps_ = s.optimizer_steps;
+  micro_batches_ = s.micro_batches;
+  consumed_valid_ = s.consumed_valid_samples;
+  lr_.restore(s.lr);
 }
 
 int64_t T5Trainer::fill_batch(const SampleFn& fn, int64_t first, int64_t m) {
@@ -279,6 +295,7 @@ TrainSummary T5Trainer::run() {
   run_eval();
   consumed_valid_ = at;
   int64_t consecutive_skipped = 0;
+  bool stopped = false;  // by the step hook
   while (step_ < L.steps) {
     const StepStats st = step();
     sum.steps++;
@@ -319,8 +336,12 @@ TrainSummary T5Trainer::run() {
       run_eval();
       interval_eval_s += t.seconds();
     }
+    if (step_hook_ && step_hook_(st)) {
+      stopped = true;
+      break;
+    }
   }
-  if (sum.status.ok()) run_eval();
+  if (sum.status.ok() && !stopped) run_eval();
   sum.test_loss = std::numeric_limits<double>::quiet_NaN();
   sum.tokens_per_second = sum.train_seconds > 0
                               ? step_tokens * static_cast<double>(sum.steps) / sum.train_seconds
