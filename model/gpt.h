@@ -25,6 +25,7 @@
 #include "engine/stream.h"
 #include "engine/tensor.h"
 #include "model/param_table.h"
+#include "ops/adamw.h"
 
 namespace anvil::parallel {
 class Comm;
@@ -302,6 +303,7 @@ class GptModel {
   struct OptimizerStep {
     float lr, beta1, beta2, eps, weight_decay, grad_scale;
     int64_t step;
+    ops::AdamWArgs adamw_args() const;  // the same as the op's arguments
   };
   void optimizer_step(const OptimizerStep& s, engine::Stream& stream);
 

@@ -114,16 +114,21 @@ struct T5Shard {
   // stack it has layers of (those copies are summed over the pipeline: sum_shared_grads).
   int pp = 1, pp_rank = 0, pp_split = 0;
   int64_t act_slots = 1;  // activation sets: micro-batches in flight at once
-  // ZeRO stage 1 (parallel/zero.h) over the DP group dp_comm (not owned; required when
-  // zero_stage > 0): this stage's buckets (embeddings, relative tables, each encoder and decoder
-  // block, final) split evenly over zero_dp ranks; the f32 master weights and AdamW moments
-  // hold this rank's pieces only, optimizer_step updates them and all-gathers the parameters.
-  // Gradients stay whole (the caller sums them over DP).
+  // Gradient sync over the DP group dp_comm (not owned; parallel/grad_sync.h), as GptShard's:
+  // without it the gradients stay local; zero_stage 0: reduce_gradients all-reduces them in
+  // buckets of dp_bucket_elems (0: one). ZeRO (dp_comm required): this stage's buckets
+  // (embeddings, relative tables, each encoder and decoder block, final) split evenly over
+  // zero_dp ranks. 1: the f32 master weights and AdamW moments hold this rank's pieces only;
+  // 2: also the gradients (each block's reduce-scattered right after its backward); 3: also the
+  // parameters (each block gathered before its forward and backward, the next one prefetched).
+  // Block 0 of each stack holds the relative table all its blocks use: it stays whole at 2, 3,
+  // as the embeddings and final norms do.
   int zero_stage = 0;
   int zero_dp = 1, zero_rank = 0;
   parallel::Comm* dp_comm = nullptr;
+  int64_t dp_bucket_elems = 0;
   // InvalidArgument naming the numbers (heads, d_ff, padded vocabulary % tp, the stage layout;
-  // zero_stage 0 or 1, zero_rank in [0, zero_dp)); create() also needs tp_comm when tp > 1,
+  // zero_stage in [0, 3], zero_rank in [0, zero_dp)); create() also needs tp_comm when tp > 1,
   // dp_comm with ZeRO.
   absl::Status validate(const T5Config& cfg) const;
   T5StageLayers layers(const T5Config& cfg) const;  // of a valid shard
@@ -171,7 +176,7 @@ class T5Model {
   // Under TP the local shards (tp_split_dim, tp_parts; model/param_table.h tp_global_index).
   ParamTable& params();
   // Under ZeRO master, m and v are this rank's shard [flat_numel / zero_dp] (master: whole
-  // when it is the compute copy).
+  // when it is the compute copy), from stage 2 grad is absent, at stage 3 value is a shard.
   GptModel::FlatBuffers flat_buffers();
   // The ZeRO partition of the flat buffers (null without ZeRO).
   const parallel::ZeroPartition* zero_partition() const;
@@ -215,7 +220,8 @@ class T5Model {
   void sum_shared_grads(parallel::Comm* pp, engine::Stream& stream);
   // Sum of squared gradients of this stage's parameters, over its TP group (a collective),
   // counting each model parameter once: TP-replicated ones on TP rank 0, the copies of shared
-  // parameters on the first stage holding one. Sum it over the pipeline for the norm. Syncs.
+  // parameters on the first stage holding one; under ZeRO the own pieces only (sum over DP).
+  // Sum it over the pipeline for the norm. Syncs.
   double grad_sum_squares(engine::Stream& stream);
   // Whether this stage's p is the model's first copy: false where an earlier pipeline stage
   // also holds p (the shared embedding, a relative table), whose copy then stands for all in
@@ -223,6 +229,16 @@ class T5Model {
   bool first_copy(const Param& p) const;
 
   void zero_grads(engine::Stream& stream);
+  // After the last backward of a step and sum_shared_grads, with dp_comm: plain DP sums the
+  // gradients over DP, ZeRO reduce-scatters those still whole onto their owners (stage 1: all;
+  // 2, 3: the embeddings, block 0 and the final norms). No-op without dp_comm.
+  void reduce_gradients(engine::Stream& stream);
+  // Plain DP: while on, each block's all-reduce starts right after its backward (set it for a
+  // step's last micro-batch only).
+  void set_overlap_grad_sync(bool on);
+  // After the caller overwrote this rank's parameter values in flat_buffers() (a checkpoint
+  // load): ZeRO-3 gathers again the buckets that stay whole; otherwise nothing.
+  void params_loaded(engine::Stream& stream);
   // L2 norm of this stage's gradient (syncs; a TP collective: replicated parameters counted
   // once); with one stage the global norm: sqrt(grad_sum_squares).
   double grad_norm(engine::Stream& stream);

@@ -107,11 +107,6 @@ absl::Status parse_t5_config(const engine::Config& c, TrainConfig& t) {
       return c.error("train", key, "is not supported with [model] type = t5 yet");
     }
   }
-  if (p.zero_stage > 1) {
-    return c.error(
-        "parallel", "zero_stage",
-        absl::StrFormat("%d: [model] type = t5 has ZeRO stage 1 only so far", p.zero_stage));
-  }
   if (p.recompute != "none" || p.reduce_single_rank) {
     return c.error("parallel", p.recompute != "none" ? "recompute" : "reduce_single_rank",
                    "is not supported with [model] type = t5 yet");
