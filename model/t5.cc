@@ -265,6 +265,10 @@ void T5Model::set_overlap_grad_sync(bool on) { impl_->sync->set_overlap(on); }
 
 void T5Model::params_loaded(engine::Stream& stream) { impl_->sync->params_loaded(stream); }
 
+void T5Model::gather_values(TensorView out, engine::Stream& stream) {
+  impl_->sync->gather_values(out, stream);
+}
+
 void T5Model::sum_shared_grads(parallel::Comm* pp, engine::Stream& stream) {
   if (pp == nullptr) return;
   for (const t5_detail::SharedParam& sp : impl_->shared) {

@@ -239,6 +239,9 @@ class T5Model {
   // After the caller overwrote this rank's parameter values in flat_buffers() (a checkpoint
   // load): ZeRO-3 gathers again the buckets that stay whole; otherwise nothing.
   void params_loaded(engine::Stream& stream);
+  // out [params().flat_numel()] (=, act dtype, on the model's device): this stage's parameter
+  // values whole (ZeRO-3 gathers them over DP: a collective).
+  void gather_values(engine::TensorView out, engine::Stream& stream);
   // L2 norm of this stage's gradient (syncs; a TP collective: replicated parameters counted
   // once); with one stage the global norm: sqrt(grad_sum_squares).
   double grad_norm(engine::Stream& stream);

@@ -1,14 +1,19 @@
-// T5 training state across ranks on the CPU under mpirun (np 1, 2, 4), through model::T5Trainer:
-//  - ZeRO: dp = world with zero_stage 0 and 1 trains to the single-rank run's losses, gradient
-//    norms and parameters (every rank also trains the single-rank reference itself, in f64:
-//    the logic must be exact up to summation order, relative 1e-12 for losses and norms,
-//    1e-12 absolute for parameters); with zero 1 the AdamW moments are a 1/dp shard.
-//  - Checkpoints: under tp = world, dp = world with ZeRO 1 and (4 ranks) tp 2 x dp 2 with
-//    ZeRO 1, a run saved at step 3 by every rank (bin/train's three phases with barriers) and
-//    resumed by fresh trainers gives bitwise the losses of steps 4-6 of the uninterrupted run
-//    (f32; dropout on without TP, off with it: its FFN-hidden masks differ from one rank's). The
-//    same checkpoint loaded by a single-rank trainer continues to those losses within 1e-5 relative
-//    (f32 sums over TP / DP run in another order than on one rank).
+// T5 training state across ranks on the CPU under mpirun (np 1, 2, 4, 8), through
+// model::T5Trainer:
+//  - ZeRO: dp = world with zero_stage 0-3, on 4 ranks tp 2 x dp 2 and pp 2 x dp 2 with ZeRO 2
+//    and 3, on 8 ranks pp 4 x dp 2 with ZeRO 2 and 3 (stages past block 0: the relative tables'
+//    copies), train to the single-rank run's losses, gradient norms and parameters (every rank
+//    also trains the single-rank reference itself, in f64: the logic must be exact up to
+//    summation order, relative 1e-12 for losses and norms, 1e-12 absolute for parameters
+//    matched by name and, under TP, global element; 1e-7 with pp 4, whose relative tables'
+//    gradients are rounded to f32 per stage); with ZeRO the AdamW moments are a 1/dp shard,
+//    from stage 2 the gradients and at 3 the parameters too.
+//  - Checkpoints: under tp = world, dp = world with ZeRO 1, 2 and 3 and (4 ranks) tp 2 x dp 2
+//    with ZeRO 1 and 3, a run saved at step 3 by every rank (bin/train's three phases with
+//    barriers) and resumed by fresh trainers gives bitwise the losses of steps 4-6 of the
+//    uninterrupted run (f32; dropout on without TP, off with it: its FFN-hidden masks differ
+//    from one rank's). The same checkpoint loaded by a single-rank trainer continues to those
+//    losses within 1e-5 relative (f32 sums over TP / DP run in another order than on one rank).
 #include <mpi.h>
 
 #include <algorithm>
@@ -19,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/status.h"
 #include "gtest/gtest.h"
 #include "io/checkpoint.h"
@@ -47,11 +53,11 @@ struct Launch {
   TrainerParallel par() const { return TrainerParallel{grid.get(), comms.get(), nullptr, 0}; }
 };
 
-std::unique_ptr<Launch> launch(int tp, int dp) {
+std::unique_ptr<Launch> launch(int tp, int dp, int pp = 1) {
   auto l = std::make_unique<Launch>();
   MPI_Comm_size(MPI_COMM_WORLD, &l->world);
   MPI_Comm_rank(MPI_COMM_WORLD, &l->rank);
-  auto grid = parallel::ProcessGrid::create(l->world, l->rank, tp, 1, dp);
+  auto grid = parallel::ProcessGrid::create(l->world, l->rank, tp, pp, dp);
   ANVIL_CHECK_OK(grid.status());
   l->grid = std::make_unique<parallel::ProcessGrid>(*grid);
   parallel::CommOptions opt;
@@ -78,54 +84,98 @@ std::unique_ptr<T5Trainer> make_trainer(const TrainConfig& cfg, engine::DType dt
   return std::move(*t);
 }
 
-// Every parameter's values in table order, without padding (ZeRO pads its buckets).
-std::vector<double> param_values(T5Model& m) {
-  const std::vector<double> flat = testing::to_host_f64(m.flat_buffers().value);
-  std::vector<double> out;
-  for (const Param& p : m.params().all()) {
-    out.insert(out.end(), flat.begin() + p.offset, flat.begin() + p.offset + p.numel());
-  }
-  return out;
+// Every parameter value this rank holds, gathered whole (ZeRO-3 holds a shard), flat layout.
+std::vector<double> flat_values(T5Model& m, engine::Stream& s) {
+  std::vector<double> flat(static_cast<size_t>(m.params().flat_numel()));
+  m.gather_values(engine::make_view(flat.data(), engine::DType::kF64, engine::Device::kCpu,
+                                    {m.params().flat_numel()}),
+                  s);
+  return flat;
 }
 
-class T5ZeroTest : public ::testing::TestWithParam<int> {};
+// max |parameter - the single-rank model's| over this rank's parameters, matched by name and,
+// under TP, by global element.
+double max_param_diff(T5Trainer& t, T5Trainer& ref, int tp, int tp_rank) {
+  const std::vector<double> got = flat_values(t.model(), t.stream());
+  const std::vector<double> want = flat_values(ref.model(), ref.stream());
+  double most = 0.0;
+  for (const Param& p : t.model().params().all()) {
+    const Param* q = ref.model().params().find(p.name);
+    EXPECT_NE(q, nullptr) << p.name;
+    if (q == nullptr) continue;
+    for (int64_t i = 0; i < p.numel(); ++i) {
+      const double w = want[static_cast<size_t>(q->offset + tp_global_index(p, i, tp, tp_rank))];
+      most = std::max(most, std::abs(got[static_cast<size_t>(p.offset + i)] - w));
+    }
+  }
+  return most;
+}
+
+// A (tp, pp, dp = the rest) layout with a ZeRO stage; the first half of the pp stages holds the
+// encoder.
+struct ZeroLayout {
+  int tp, pp, zero_stage;
+};
+
+class T5ZeroTest : public ::testing::TestWithParam<ZeroLayout> {};
 
 TEST_P(T5ZeroTest, EqualsOneRankWithTheSameGlobalBatch) {
-  const int zero_stage = GetParam();
-  const TrainConfig ref_cfg = tiny_t5_train_config(3);
-  std::unique_ptr<T5Trainer> ref = make_trainer(ref_cfg, engine::DType::kF64, {});
+  const auto [tp, pp, zero_stage] = GetParam();
   const int world = world_size();
-  std::unique_ptr<Launch> l = launch(1, world);
+  if (tp * pp > 1 && world != 2 * tp * pp) {
+    GTEST_SKIP() << "tp " << tp << " x pp " << pp << " runs with dp 2";
+  }
+  TrainConfig ref_cfg = tiny_t5_train_config(3);
+  // Under TP the FFN-hidden dropout masks are not one rank's (model/t5.h).
+  if (tp > 1) ref_cfg.t5.dropout = 0.0f;
+  std::unique_ptr<T5Trainer> ref = make_trainer(ref_cfg, engine::DType::kF64, {});
+  const int dp_size = world / (tp * pp);
+  if (ref_cfg.train.global_batch < ref_cfg.train.micro_batch * dp_size) {
+    GTEST_SKIP() << "a global batch of " << ref_cfg.train.global_batch << " over dp " << dp_size;
+  }
+  std::unique_ptr<Launch> l = launch(tp, dp_size, pp);
   TrainConfig cfg = ref_cfg;
-  cfg.parallel.dp = world;
+  cfg.parallel.tp = tp;
+  cfg.parallel.pp = pp;
+  cfg.parallel.pp_split_rank = pp / 2;  // pp 4: a stage per block, the relative-table copies
+  cfg.parallel.dp = dp_size;
   cfg.parallel.zero_stage = zero_stage;
   std::unique_ptr<T5Trainer> dp = make_trainer(cfg, engine::DType::kF64, l->par());
-  if (zero_stage > 0 && world > 1) {
+  if (zero_stage > 0 && dp_size > 1) {
     const int64_t n = dp->model().params().flat_numel();
-    EXPECT_EQ(dp->model().flat_buffers().m.numel(), n / world);  // the moments are a shard
+    const GptModel::FlatBuffers fb = dp->model().flat_buffers();
+    EXPECT_EQ(fb.m.numel(), n / dp_size);  // the moments are a shard
+    EXPECT_EQ(fb.grad.empty(), zero_stage >= 2);
+    EXPECT_EQ(fb.value.numel(), zero_stage == 3 ? n / dp_size : n);
   }
+  // A stack over several stages (pp 4) rounds each stage's part of its relative table's gradient
+  // to f32 (t5_pipeline_test): the run differs by ~1e-9 relative after three steps.
+  const double tol = pp > 2 ? 1e-7 : 1e-12;
   for (int i = 0; i < 3; ++i) {
     const StepStats r = ref->step(), d = dp->step();
-    EXPECT_NEAR(d.loss, r.loss, 1e-12 * r.loss) << "step " << i + 1;
-    EXPECT_NEAR(d.grad_norm, r.grad_norm, 1e-12 * r.grad_norm) << "step " << i + 1;
+    EXPECT_NEAR(d.loss, r.loss, tol * r.loss) << "step " << i + 1;
+    EXPECT_NEAR(d.grad_norm, r.grad_norm, tol * r.grad_norm) << "step " << i + 1;
   }
-  const std::vector<double> want = param_values(ref->model()), got = param_values(dp->model());
-  ASSERT_EQ(got.size(), want.size());
-  double max_diff = 0.0;
-  for (size_t i = 0; i < want.size(); ++i)
-    max_diff = std::max(max_diff, std::abs(got[i] - want[i]));
-  EXPECT_LE(max_diff, 1e-12);
+  EXPECT_LE(max_param_diff(*dp, *ref, tp, l->grid->tp_rank()), tol);
   // The parameters moved (not two untouched initializations).
   TrainConfig still = ref_cfg;
   still.train.steps = 0;
-  const std::vector<double> init =
-      param_values(make_trainer(still, engine::DType::kF64, {})->model());
-  double moved = 0.0;
-  for (size_t i = 0; i < want.size(); ++i) moved = std::max(moved, std::abs(want[i] - init[i]));
-  EXPECT_GT(moved, 1e-3);
+  EXPECT_GT(max_param_diff(*make_trainer(still, engine::DType::kF64, {}), *ref, 1, 0), 1e-3);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stages, T5ZeroTest, ::testing::Values(0, 1));
+std::string zero_layout_name(const ::testing::TestParamInfo<ZeroLayout>& info) {
+  const ZeroLayout& z = info.param;
+  return absl::StrCat(z.tp > 1 ? absl::StrCat("Tp", z.tp) : "",
+                      z.pp > 1 ? absl::StrCat("Pp", z.pp) : "", "DpZero", z.zero_stage);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, T5ZeroTest,
+                         ::testing::Values(ZeroLayout{1, 1, 0}, ZeroLayout{1, 1, 1},
+                                           ZeroLayout{1, 1, 2}, ZeroLayout{1, 1, 3},
+                                           ZeroLayout{2, 1, 2}, ZeroLayout{2, 1, 3},
+                                           ZeroLayout{1, 2, 2}, ZeroLayout{1, 2, 3},
+                                           ZeroLayout{1, 4, 2}, ZeroLayout{1, 4, 3}),
+                         zero_layout_name);
 
 // Rank 0's scratch directory, its path the same on every rank.
 std::string shared_dir(std::unique_ptr<io::testing::ScratchDir>& owned, int rank) {
@@ -177,9 +227,25 @@ std::vector<double> run_steps(T5Trainer& t, int n) {
   return losses;
 }
 
-// The layouts: TP over the world; DP over the world with ZeRO 1; on 4 ranks TP 2 x DP 2 with
-// ZeRO 1 (each TP rank's ZeRO pieces of its shard).
-enum class Layout { kTp, kDpZero1, kTp2Dp2Zero1 };
+// The layouts: TP over the world; DP over the world with ZeRO 1, 2, 3; on 4 ranks TP 2 x DP 2
+// with ZeRO 1 and 3 (each TP rank's ZeRO pieces of its shard).
+enum class Layout { kTp, kDpZero1, kDpZero2, kDpZero3, kTp2Dp2Zero1, kTp2Dp2Zero3 };
+
+int zero_stage_of(Layout l) {
+  switch (l) {
+    case Layout::kTp:
+      return 0;
+    case Layout::kDpZero1:
+    case Layout::kTp2Dp2Zero1:
+      return 1;
+    case Layout::kDpZero2:
+      return 2;
+    case Layout::kDpZero3:
+    case Layout::kTp2Dp2Zero3:
+      return 3;
+  }
+  return 0;
+}
 
 class T5ResumeTest : public ::testing::TestWithParam<Layout> {};
 
@@ -192,17 +258,23 @@ TEST_P(T5ResumeTest, ContinuesBitwiseAndLoadsOnOneRank) {
       tp = world;
       break;
     case Layout::kDpZero1:
+    case Layout::kDpZero2:
+    case Layout::kDpZero3:
       break;
     case Layout::kTp2Dp2Zero1:
+    case Layout::kTp2Dp2Zero3:
       if (world != 4) GTEST_SKIP() << "needs 4 ranks";
       tp = 2;
       break;
   }
-  std::unique_ptr<Launch> l = launch(tp, world / tp);
   TrainConfig cfg = tiny_t5_train_config(6);
+  if (cfg.train.global_batch < cfg.train.micro_batch * (world / tp)) {
+    GTEST_SKIP() << "a global batch of " << cfg.train.global_batch << " over dp " << world / tp;
+  }
+  std::unique_ptr<Launch> l = launch(tp, world / tp);
   cfg.parallel.tp = tp;
   cfg.parallel.dp = world / tp;
-  cfg.parallel.zero_stage = GetParam() == Layout::kTp ? 0 : 1;
+  cfg.parallel.zero_stage = zero_stage_of(GetParam());
   // Under TP the FFN-hidden dropout masks are not one rank's (model/t5.h): no dropout there, so
   // that the single-rank continuation below follows the same function.
   if (tp > 1) cfg.t5.dropout = 0.0f;
@@ -243,14 +315,22 @@ std::string layout_name(const ::testing::TestParamInfo<Layout>& info) {
       return "Tp";
     case Layout::kDpZero1:
       return "DpZero1";
+    case Layout::kDpZero2:
+      return "DpZero2";
+    case Layout::kDpZero3:
+      return "DpZero3";
     case Layout::kTp2Dp2Zero1:
       return "Tp2Dp2Zero1";
+    case Layout::kTp2Dp2Zero3:
+      return "Tp2Dp2Zero3";
   }
   return "";
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, T5ResumeTest,
-                         ::testing::Values(Layout::kTp, Layout::kDpZero1, Layout::kTp2Dp2Zero1),
+                         ::testing::Values(Layout::kTp, Layout::kDpZero1, Layout::kDpZero2,
+                                           Layout::kDpZero3, Layout::kTp2Dp2Zero1,
+                                           Layout::kTp2Dp2Zero3),
                          layout_name);
 
 }  // namespace
