@@ -93,6 +93,7 @@ if [[ -n ${MPIRUN:-} ]]; then
     train.micro_batch=4 train.device=cpu "data.cache_dir=$work")
   for layout in "parallel.tp=2 model.hidden_dropout=0" "parallel.dp=2 model.hidden_dropout=0.1" \
     "parallel.dp=2 model.hidden_dropout=0.1 parallel.zero_stage=1" \
+    "parallel.dp=2 model.hidden_dropout=0.1 parallel.zero_stage=3" \
     "parallel.pp=2 model.hidden_dropout=0.1"; do
     read -r -a extra <<< "${layout#* }"
     "$train" "$config" "${common[@]}" "${extra[@]}" > "$work/one.log" 2>&1 ||
