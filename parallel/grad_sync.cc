@@ -69,6 +69,12 @@ absl::StatusOr<std::unique_ptr<GradSync>> GradSync::create(std::vector<SyncBucke
   g->buf_ = buffers;
   g->options_ = options;
   g->bind_ = std::move(bind);
+  // The model carved its buffers for the same stage and DP size.
+  if (buffers.m.numel() != g->layout_.state_numel) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GradSync: optimizer state of ", buffers.m.numel(), " elements, stage ", options.stage,
+        " over ", g->layout_.dp, " ranks needs ", g->layout_.state_numel));
+  }
   if (options.stage == 0) {
     if (options.dp != nullptr) {
       DataParallelOptions dopt;
@@ -158,8 +164,8 @@ void GradSync::gather_layer(int64_t layer, engine::Stream& s) {
 
 void GradSync::zero_layer_grads(int64_t layer, engine::Stream& s) {
   if (stage() < 2) return;
-  const TensorView scratch =
-      span(buf_.grad_scratch, 0, buckets_[bucket_of(layer)].end - buckets_[bucket_of(layer)].begin);
+  const SyncBucket& b = buckets_[bucket_of(layer)];
+  const TensorView scratch = span(buf_.grad_scratch, 0, b.end - b.begin);
   engine::fill_zero(scratch, s);
   bind_(layer, LayerPart::kGrads, scratch);
 }

@@ -83,7 +83,8 @@ class GradSync {
 
   // layer_bucket[l]: the bucket of local layer l; layer_chain[l]: its chain (a model chunk):
   // a prefetch never crosses chains. InvalidArgument for buckets ZeroPartition rejects, a
-  // missing DP group at stages 1-3, or buffers DataParallel rejects.
+  // missing DP group at stages 1-3, buffers not of sync_layout(buckets, stage, DP size), or
+  // gradients DataParallel rejects.
   static absl::StatusOr<std::unique_ptr<GradSync>> create(std::vector<SyncBucket> buckets,
                                                           std::vector<int64_t> layer_bucket,
                                                           std::vector<int64_t> layer_chain,
