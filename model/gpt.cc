@@ -315,6 +315,7 @@ absl::Status GptModel::Impl::setup_grad_sync(engine::Device device) {
 const GptConfig& GptModel::config() const { return impl_->cfg; }
 const GptShard& GptModel::shard() const { return impl_->shard; }
 ParamTable& GptModel::params() { return impl_->buf.table; }
+const parallel::ZeroPartition* GptModel::zero_partition() const { return impl_->sync->partition(); }
 GptModel::FlatBuffers GptModel::flat_buffers() {
   const parallel::SyncBuffers& f = impl_->buf.flat;
   return FlatBuffers{f.value, f.master, f.grad, f.m, f.v};

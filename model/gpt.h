@@ -29,7 +29,8 @@
 
 namespace anvil::parallel {
 class Comm;
-}
+class ZeroPartition;
+}  // namespace anvil::parallel
 
 namespace anvil::model {
 
@@ -206,6 +207,8 @@ class GptModel {
   const GptConfig& config() const;
   const GptShard& shard() const;
   ParamTable& params();
+  // The ZeRO partition of the flat buffers (null without ZeRO; parallel/zero.h).
+  const parallel::ZeroPartition* zero_partition() const;
   // The flat buffers behind params(), [params().flat_numel()] each: compute copy (act dtype),
   // f32 master (the same memory as value when act == grad dtype), f32 gradients, AdamW moments.
   // Under ZeRO some are this rank's shard [flat_numel / zero_dp] instead (master, m, v from

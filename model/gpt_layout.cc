@@ -121,12 +121,6 @@ Weights weights_of(const ParamTable& t, TensorView Param::*field, const GptConfi
   return w;
 }
 
-absl::StatusOr<parallel::ZeroPartition> zero_partition(const ParamTable& t, int dp, int rank) {
-  std::vector<parallel::ZeroBucket> zb;
-  for (const ParamTable::Bucket& k : t.buckets()) zb.push_back({k.begin, k.decay_end, k.end});
-  return parallel::ZeroPartition::create(std::move(zb), dp, rank);
-}
-
 absl::StatusOr<std::vector<std::pair<std::string, engine::Arena>>> allocate_arenas(
     const engine::MemoryPlan& plan, engine::Device device, const std::string& what) {
   std::vector<std::pair<std::string, engine::Arena>> arenas;

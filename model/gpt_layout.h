@@ -30,7 +30,6 @@
 #include "model/param_table.h"
 #include "ops/gemm.h"
 #include "parallel/grad_sync.h"
-#include "parallel/zero.h"
 
 namespace anvil::model::gpt_detail {
 
@@ -275,10 +274,6 @@ class Carver {
 // Carver in creation mode carves the plan's views from).
 absl::StatusOr<std::vector<std::pair<std::string, engine::Arena>>> allocate_arenas(
     const engine::MemoryPlan& plan, engine::Device device, const std::string& what);
-
-// ZeRO over `t`'s buckets: rank `rank` of a DP group of `dp` (GPT and T5 build their tables
-// with zero_bucket_align units, so every bucket splits evenly).
-absl::StatusOr<parallel::ZeroPartition> zero_partition(const ParamTable& t, int dp, int rank);
 
 // The parameter table of `shard` (HF names with global layer numbers, local TP shapes, decay
 // group = matrices and embeddings); the default shard is the whole model.
