@@ -359,12 +359,14 @@ absl::StatusOr<TrainerState> trainer_state_from(const std::map<std::string, int6
 
 std::map<std::string, int64_t> checkpoint_layout(const TrainConfig& cfg) {
   const ParallelConfig& p = cfg.parallel;
-  return {{"tp", p.tp},
-          {"pp", p.pp},
-          {"dp", p.dp},
-          {"zero_stage", p.zero_stage},
-          {"virtual_stages", p.virtual_stages},
-          {"sequence_parallel", p.sequence_parallel ? 1 : 0}};
+  std::map<std::string, int64_t> out = {{"tp", p.tp},
+                                        {"pp", p.pp},
+                                        {"dp", p.dp},
+                                        {"zero_stage", p.zero_stage},
+                                        {"virtual_stages", p.virtual_stages},
+                                        {"sequence_parallel", p.sequence_parallel ? 1 : 0}};
+  if (cfg.model.t5() && p.pp > 1) out["pp_split_rank"] = p.pp_split_rank;
+  return out;
 }
 
 std::map<std::string, double> checkpoint_lr_schedule(const TrainConfig& cfg,

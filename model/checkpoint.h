@@ -102,10 +102,10 @@ std::map<std::string, int64_t> checkpoint_counters(const TrainerState& s, const 
 // eval_iters global batches; the lr position: the applied steps' samples).
 absl::StatusOr<TrainerState> trainer_state_from(const std::map<std::string, int64_t>& counters,
                                                 const TrainConfig& cfg);
-// The parallel layout (tp, pp, dp, zero_stage, virtual_stages, sequence_parallel) and the LR
-// schedule's parameters (in samples) with the lr the next step of `state` uses, for the
-// manifest (informative: loading works from any layout, and the schedule's position is one of
-// the counters).
+// The parallel layout (tp, pp, dp, zero_stage, virtual_stages, sequence_parallel; a pipelined
+// T5 also pp_split_rank) and the LR schedule's parameters (in samples) with the lr the next step
+// of `state` uses, for the manifest (informative: loading works from any layout, and the
+// schedule's position is one of the counters).
 std::map<std::string, int64_t> checkpoint_layout(const TrainConfig& cfg);
 std::map<std::string, double> checkpoint_lr_schedule(const TrainConfig& cfg,
                                                      const TrainerState& state);

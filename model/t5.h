@@ -25,9 +25,9 @@
 // decoder's on [split, pp); each stage runs its part per activation slot (the stage API below,
 // driven by model/t5_stage.h). Data parallelism and ZeRO 1-3 over T5Shard's DP group run in the
 // model's gradient sync (parallel/grad_sync.h; reduce_gradients once per step); without that
-// group the caller may sum flat_buffers().grad over DP itself. Precision as GptModel (gpt.h): on
-// CUDA bf16 parameters/activations with f32 master weights, gradients and AdamW state; on the CPU
-// f32, or f64 for gradient checks.
+// group the caller may sum flat_buffers().grad over DP itself. Checkpoints:
+// model/t5_checkpoint.h. Precision as GptModel (gpt.h): on CUDA bf16 parameters/activations with
+// f32 master weights, gradients and AdamW state; on the CPU f32, or f64 for gradient checks.
 #pragma once
 
 #include <cstdint>

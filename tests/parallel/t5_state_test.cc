@@ -1,19 +1,23 @@
 // T5 training state across ranks on the CPU under mpirun (np 1, 2, 4, 8), through
 // model::T5Trainer:
-//  - ZeRO: dp = world with zero_stage 0-3, on 4 ranks tp 2 x dp 2 and pp 2 x dp 2 with ZeRO 2
-//    and 3, on 8 ranks pp 4 x dp 2 with ZeRO 2 and 3 (stages past block 0: the relative tables'
-//    copies), train to the single-rank run's losses, gradient norms and parameters (every rank
-//    also trains the single-rank reference itself, in f64: the logic must be exact up to
-//    summation order, relative 1e-12 for losses and norms, 1e-12 absolute for parameters
-//    matched by name and, under TP, global element; 1e-7 with pp 4, whose relative tables'
-//    gradients are rounded to f32 per stage); with ZeRO the AdamW moments are a 1/dp shard,
-//    from stage 2 the gradients and at 3 the parameters too.
-//  - Checkpoints: under tp = world, dp = world with ZeRO 1, 2 and 3 and (4 ranks) tp 2 x dp 2
-//    with ZeRO 1 and 3, a run saved at step 3 by every rank (bin/train's three phases with
-//    barriers) and resumed by fresh trainers gives bitwise the losses of steps 4-6 of the
-//    uninterrupted run (f32; dropout on without TP, off with it: its FFN-hidden masks differ
-//    from one rank's). The same checkpoint loaded by a single-rank trainer continues to those
-//    losses within 1e-5 relative (f32 sums over TP / DP run in another order than on one rank).
+//  - ZeRO: dp = world (up to 4) with zero_stage 0-3, on 4 ranks tp 2 x dp 2 and pp 2 x dp 2
+//    with ZeRO 2 and 3, on 8 ranks pp 4 x dp 2 with ZeRO 2 and 3 (stages past block 0: the
+//    relative tables' copies), train to the single-rank run's losses, gradient norms and
+//    parameters (every rank also trains the single-rank reference itself, in f64: the logic must
+//    be exact up to summation order, relative 1e-12 for losses and norms, 1e-12 absolute for
+//    parameters matched by name and, under TP, global element; 1e-7 with pp 4, whose relative
+//    tables' gradients are rounded to f32 per stage); with ZeRO the AdamW moments are a 1/dp
+//    shard, from stage 2 the gradients and at 3 the parameters too.
+//  - Checkpoints, for every layout of the world (TP, DP with ZeRO 1, 2 and 3, PP2 with the
+//    encoder and the decoder on different stages, PP4 with each stack over two stages, TP2 x
+//    DP2 ZeRO 1 and 3, TP2 x PP2, PP2 x DP2 ZeRO 1 and 3, TP2 x PP2 x DP2 ZeRO 1 and 3; T5 v1.0
+//    where the tied LM head puts the shared embedding on the last stage too), as
+//    checkpoint_reshard_test does for GPT: a run saved at step 3 by every rank (bin/train's three
+//    phases with barriers) and resumed by fresh trainers of the layout gives bitwise the losses of
+//    steps 4-6 of its uninterrupted run (f32; dropout on without TP, off with it: its FFN-hidden
+//    masks differ from one rank's); the same checkpoint loaded by a single-rank trainer, and a
+//    single-rank checkpoint loaded into the layout, continue to the single-rank run's losses within
+//    1e-5 relative (f32 sums over TP / DP / stages run in another order than on one rank).
 #include <mpi.h>
 
 #include <algorithm>
@@ -25,6 +29,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "engine/status.h"
 #include "gtest/gtest.h"
 #include "io/checkpoint.h"
@@ -35,7 +40,6 @@
 #include "parallel/mpi_comm.h"
 #include "tests/io/io_test_util.h"
 #include "tests/parallel/tiny_t5_training.h"
-#include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {
 namespace {
@@ -45,7 +49,7 @@ using testing_parallel::tiny_t5_train_config;
 
 GptPrecision cpu(engine::DType dt) { return GptPrecision{engine::Device::kCpu, dt, dt}; }
 
-// The MPI world as a (tp, 1, dp) grid with its CPU communicators.
+// The MPI world as a (tp, pp, dp) grid with its CPU communicators.
 struct Launch {
   int world = 1, rank = 0;
   std::unique_ptr<parallel::ProcessGrid> grid;
@@ -53,7 +57,7 @@ struct Launch {
   TrainerParallel par() const { return TrainerParallel{grid.get(), comms.get(), nullptr, 0}; }
 };
 
-std::unique_ptr<Launch> launch(int tp, int dp, int pp = 1) {
+std::unique_ptr<Launch> launch(int tp, int pp, int dp) {
   auto l = std::make_unique<Launch>();
   MPI_Comm_size(MPI_COMM_WORLD, &l->world);
   MPI_Comm_rank(MPI_COMM_WORLD, &l->rank);
@@ -72,6 +76,12 @@ int world_size() {
   int w = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &w);
   return w;
+}
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
 }
 
 std::unique_ptr<T5Trainer> make_trainer(const TrainConfig& cfg, engine::DType dt,
@@ -133,7 +143,7 @@ TEST_P(T5ZeroTest, EqualsOneRankWithTheSameGlobalBatch) {
   if (ref_cfg.train.global_batch < ref_cfg.train.micro_batch * dp_size) {
     GTEST_SKIP() << "a global batch of " << ref_cfg.train.global_batch << " over dp " << dp_size;
   }
-  std::unique_ptr<Launch> l = launch(tp, dp_size, pp);
+  std::unique_ptr<Launch> l = launch(tp, pp, dp_size);
   TrainConfig cfg = ref_cfg;
   cfg.parallel.tp = tp;
   cfg.parallel.pp = pp;
@@ -177,10 +187,97 @@ INSTANTIATE_TEST_SUITE_P(Layouts, T5ZeroTest,
                                            ZeroLayout{1, 4, 2}, ZeroLayout{1, 4, 3}),
                          zero_layout_name);
 
+constexpr int kSaveStep = 3, kSteps = 6;
+
+// A layout: tp x pp x dp ranks (pp > 1 splits at pp / 2: the encoder's stages first), ZeRO
+// stage zero_stage; tied: T5 v1.0 (the shared embedding also on the last stage, as the LM
+// head), else v1.1; dropout on or off.
+struct Layout {
+  int tp = 1, pp = 1, dp = 1, zero_stage = 0;
+  bool tied = false, dropout = true;
+  int world() const { return tp * pp * dp; }
+  std::string name() const {
+    return absl::StrFormat("tp%d pp%d dp%d zero%d %s%s", tp, pp, dp, zero_stage,
+                           tied ? "v1.0" : "v1.1", dropout ? "" : " no dropout");
+  }
+};
+
+std::vector<Layout> layouts_for(int world) {
+  const std::vector<Layout> all = {
+      // one rank: the plain round trip
+      {1, 1, 1, 0},
+      {1, 1, 1, 0, true},
+      // 2 ranks: TP2, DP2 ZeRO-1, 2 and 3, PP2 (encoder | decoder; v1.0 and v1.1)
+      {2, 1, 1, 0},
+      {1, 1, 2, 1},
+      {1, 1, 2, 2},
+      {1, 1, 2, 3},
+      {1, 2, 1, 0, true},
+      {1, 2, 1, 0},
+      // 4 ranks: TP4, DP4 ZeRO-1, TP2xDP2 ZeRO-1 and 3, TP2xPP2, PP4 (each stack over two
+      // stages), PP2xDP2 ZeRO-1 and 3
+      {4, 1, 1, 0},
+      {1, 1, 4, 1},
+      {2, 1, 2, 1},
+      {2, 1, 2, 3},
+      {2, 2, 1, 0},
+      {1, 4, 1, 0, true},
+      {1, 2, 2, 1, true},
+      {1, 2, 2, 3, true},
+      // 8 ranks: TP2xPP2xDP2 ZeRO-1 and 3
+      {2, 2, 2, 1},
+      {2, 2, 2, 3},
+  };
+  std::vector<Layout> out;
+  for (Layout l : all) {
+    // Under TP the FFN-hidden dropout masks are not one rank's (model/t5.h): no dropout there,
+    // so that the single-rank runs follow the same function.
+    l.dropout = l.tp == 1;
+    if (l.world() == world) out.push_back(l);
+  }
+  return out;
+}
+
+TrainConfig config_for(const Layout& l) {
+  TrainConfig c = tiny_t5_train_config(kSteps);
+  if (l.tied) c.t5.version = T5Version::kV1_0;
+  if (!l.dropout) c.t5.dropout = 0.0f;
+  c.parallel.tp = l.tp;
+  c.parallel.pp = l.pp;
+  c.parallel.dp = l.dp;
+  c.parallel.pp_split_rank = l.pp / 2;
+  c.parallel.zero_stage = l.zero_stage;
+  c.parallel.timeout_s = 120;
+  return c;
+}
+
+// A trainer of layout l (one rank without communication when l.world() == 1).
+struct LayoutRun {
+  std::unique_ptr<Launch> mpi;  // null on one rank
+  std::unique_ptr<T5Trainer> trainer;
+  TrainConfig cfg;
+};
+
+LayoutRun make_run(const Layout& l) {
+  LayoutRun r;
+  r.cfg = config_for(l);
+  if (l.world() > 1) r.mpi = launch(l.tp, l.pp, l.dp);
+  r.trainer = make_trainer(r.cfg, engine::DType::kF32, r.mpi ? r.mpi->par() : TrainerParallel{});
+  return r;
+}
+
+// Layout l's model on one rank.
+Layout single(const Layout& l) {
+  Layout one;
+  one.tied = l.tied;
+  one.dropout = l.dropout;
+  return one;
+}
+
 // Rank 0's scratch directory, its path the same on every rank.
-std::string shared_dir(std::unique_ptr<io::testing::ScratchDir>& owned, int rank) {
+std::string shared_dir(std::unique_ptr<io::testing::ScratchDir>& owned) {
   std::array<char, 512> path{};
-  if (rank == 0) {
+  if (world_rank() == 0) {
     owned = std::make_unique<io::testing::ScratchDir>();
     std::snprintf(path.data(), path.size(), "%s", owned->path().c_str());
   }
@@ -188,150 +285,113 @@ std::string shared_dir(std::unique_ptr<io::testing::ScratchDir>& owned, int rank
   return path.data();
 }
 
-// bin/train's save on every rank: rank 0 begins, each rank writes its boxes, rank 0 finishes.
-absl::Status save_all(T5Trainer& t, const TrainConfig& cfg, const Launch& l,
-                      const std::string& dir) {
+// bin/train's save: rank 0 begins, every rank of the run writes its boxes, rank 0 finishes.
+absl::Status save(LayoutRun& r, const std::string& dir) {
+  T5Trainer& t = *r.trainer;
+  const int rank = r.mpi ? r.mpi->rank : 0, world = r.mpi ? r.mpi->world : 1;
+  auto barrier = [&] {
+    if (world > 1) MPI_Barrier(MPI_COMM_WORLD);
+  };
   const int64_t step = t.steps_done();
-  if (l.rank == 0) ANVIL_RETURN_IF_ERROR(io::begin_checkpoint(dir, step, "test"));
-  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) ANVIL_RETURN_IF_ERROR(io::begin_checkpoint(dir, step, "test"));
+  barrier();
   const std::string tmp = io::checkpoint_tmp_dir(dir, step, "test");
-  ANVIL_RETURN_IF_ERROR(io::write_checkpoint_shard(
-      tmp, l.rank, t5_checkpoint_slices(t.model(), l.grid->dp_rank(), t.stream())));
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (l.rank == 0) {
+  const int dp_rank = r.mpi ? r.mpi->grid->dp_rank() : 0;
+  ANVIL_RETURN_IF_ERROR(
+      io::write_checkpoint_shard(tmp, rank, t5_checkpoint_slices(t.model(), dp_rank, t.stream())));
+  barrier();
+  if (rank == 0) {
     io::CheckpointInfo info;
     info.step = step;
-    info.model = checkpoint_model_record(cfg);
-    info.state = checkpoint_counters(t.state(), cfg);
-    info.layout = checkpoint_layout(cfg);
-    info.lr_schedule = checkpoint_lr_schedule(cfg, t.state());
-    ANVIL_RETURN_IF_ERROR(io::finish_checkpoint(dir, tmp, l.world, info, 0));
+    info.model = checkpoint_model_record(r.cfg);
+    info.state = checkpoint_counters(t.state(), r.cfg);
+    info.layout = checkpoint_layout(r.cfg);
+    info.lr_schedule = checkpoint_lr_schedule(r.cfg, t.state());
+    ANVIL_RETURN_IF_ERROR(io::finish_checkpoint(dir, tmp, world, info, 0));
   }
-  MPI_Barrier(MPI_COMM_WORLD);
+  barrier();
   return absl::OkStatus();
 }
 
-absl::Status load(T5Trainer& t, const TrainConfig& cfg, const std::string& dir) {
+absl::Status load(LayoutRun& r, const std::string& dir) {
+  T5Trainer& t = *r.trainer;
   ANVIL_ASSIGN_OR_RETURN(io::Checkpoint c, io::open_newest_complete(dir, -1, [](const auto&) {}));
-  ANVIL_RETURN_IF_ERROR(check_checkpoint_model(c.info().model, cfg, c.dir()));
+  ANVIL_RETURN_IF_ERROR(check_checkpoint_model(c.info().model, r.cfg, c.dir()));
   ANVIL_RETURN_IF_ERROR(t5_load_checkpoint(
       t.model(), [&](const std::string& name) { return c.read(name); }, false, t.stream()));
-  ANVIL_ASSIGN_OR_RETURN(TrainerState s, trainer_state_from(c.info().state, cfg));
+  ANVIL_ASSIGN_OR_RETURN(TrainerState s, trainer_state_from(c.info().state, r.cfg));
   t.restore(s);
   return absl::OkStatus();
 }
 
-std::vector<double> run_steps(T5Trainer& t, int n) {
+std::vector<double> train_until(T5Trainer& t, int64_t step) {
   std::vector<double> losses;
-  for (int i = 0; i < n; ++i) losses.push_back(t.step().loss);
+  while (t.steps_done() < step) losses.push_back(t.step().loss);
   return losses;
 }
 
-// The layouts: TP over the world; DP over the world with ZeRO 1, 2, 3; on 4 ranks TP 2 x DP 2
-// with ZeRO 1 and 3 (each TP rank's ZeRO pieces of its shard).
-enum class Layout { kTp, kDpZero1, kDpZero2, kDpZero3, kTp2Dp2Zero1, kTp2Dp2Zero3 };
-
-int zero_stage_of(Layout l) {
-  switch (l) {
-    case Layout::kTp:
-      return 0;
-    case Layout::kDpZero1:
-    case Layout::kTp2Dp2Zero1:
-      return 1;
-    case Layout::kDpZero2:
-      return 2;
-    case Layout::kDpZero3:
-    case Layout::kTp2Dp2Zero3:
-      return 3;
+void expect_near_losses(const std::vector<double>& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.size(), static_cast<size_t>(kSteps - kSaveStep));
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_NEAR(got[i], want[kSaveStep + i], 1e-5 * want[kSaveStep + i])
+        << "step " << kSaveStep + 1 + i;
   }
-  return 0;
 }
 
-class T5ResumeTest : public ::testing::TestWithParam<Layout> {};
-
-TEST_P(T5ResumeTest, ContinuesBitwiseAndLoadsOnOneRank) {
+TEST(T5ResumeTest, EveryLayoutContinuesBitwiseAndReshardsBothWays) {
   const int world = world_size();
-  int tp = 1;
-  switch (GetParam()) {
-    case Layout::kTp:
-      if (4 % world != 0) GTEST_SKIP() << "4 heads do not split over " << world;
-      tp = world;
-      break;
-    case Layout::kDpZero1:
-    case Layout::kDpZero2:
-    case Layout::kDpZero3:
-      break;
-    case Layout::kTp2Dp2Zero1:
-    case Layout::kTp2Dp2Zero3:
-      if (world != 4) GTEST_SKIP() << "needs 4 ranks";
-      tp = 2;
-      break;
-  }
-  TrainConfig cfg = tiny_t5_train_config(6);
-  if (cfg.train.global_batch < cfg.train.micro_batch * (world / tp)) {
-    GTEST_SKIP() << "a global batch of " << cfg.train.global_batch << " over dp " << world / tp;
-  }
-  std::unique_ptr<Launch> l = launch(tp, world / tp);
-  cfg.parallel.tp = tp;
-  cfg.parallel.dp = world / tp;
-  cfg.parallel.zero_stage = zero_stage_of(GetParam());
-  // Under TP the FFN-hidden dropout masks are not one rank's (model/t5.h): no dropout there, so
-  // that the single-rank continuation below follows the same function.
-  if (tp > 1) cfg.t5.dropout = 0.0f;
-  const engine::DType f32 = engine::DType::kF32;
-  const std::vector<double> want = run_steps(*make_trainer(cfg, f32, l->par()), 6);
-
+  const std::vector<Layout> layouts = layouts_for(world);
+  if (layouts.empty()) GTEST_SKIP() << "no layout of " << world << " ranks";
   std::unique_ptr<io::testing::ScratchDir> owned;
-  const std::string dir = shared_dir(owned, l->rank);
-  {
-    std::unique_ptr<T5Trainer> first = make_trainer(cfg, f32, l->par());
-    run_steps(*first, 3);
-    const absl::Status saved = save_all(*first, cfg, *l, dir);
-    ASSERT_TRUE(saved.ok()) << saved;
-  }
-  std::unique_ptr<T5Trainer> second = make_trainer(cfg, f32, l->par());
-  const absl::Status loaded = load(*second, cfg, dir);
-  ASSERT_TRUE(loaded.ok()) << loaded;
-  EXPECT_EQ(second->steps_done(), 3);
-  const std::vector<double> got = run_steps(*second, 3);
-  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(got[i], want[3 + i]) << "step " << 4 + i;
-
-  // Another layout: one rank (no TP, DP or ZeRO) from the same files.
-  TrainConfig one = cfg;
-  one.parallel = ParallelConfig{};
-  std::unique_ptr<T5Trainer> single = make_trainer(one, f32, {});
-  const absl::Status resharded = load(*single, one, dir);
-  ASSERT_TRUE(resharded.ok()) << resharded;
-  const std::vector<double> alone = run_steps(*single, 3);
-  for (size_t i = 0; i < 3; ++i) {
-    EXPECT_NEAR(alone[i], want[3 + i], 1e-5 * want[3 + i]) << "step " << 4 + i;
+  const std::string dir = shared_dir(owned);
+  for (size_t k = 0; k < layouts.size(); ++k) {
+    const Layout& l = layouts[k];
+    SCOPED_TRACE(l.name());
+    const std::vector<double> want_one = train_until(*make_run(single(l)).trainer, kSteps);
+    const std::vector<double> want = train_until(*make_run(l).trainer, kSteps);
+    const std::string from_layout = absl::StrCat(dir, "/layout", k);
+    {
+      LayoutRun first = make_run(l);
+      train_until(*first.trainer, kSaveStep);
+      const absl::Status saved = save(first, from_layout);
+      ASSERT_TRUE(saved.ok()) << saved;
+    }
+    {
+      SCOPED_TRACE("resumed in the layout: bitwise");
+      LayoutRun second = make_run(l);
+      const absl::Status loaded = load(second, from_layout);
+      ASSERT_TRUE(loaded.ok()) << loaded;
+      EXPECT_EQ(second.trainer->steps_done(), kSaveStep);
+      const std::vector<double> got = train_until(*second.trainer, kSteps);
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i], want[kSaveStep + i]) << "step " << kSaveStep + 1 + i;
+      }
+    }
+    {
+      SCOPED_TRACE("saved by the layout, loaded into one rank");
+      LayoutRun one = make_run(single(l));
+      const absl::Status loaded = load(one, from_layout);
+      ASSERT_TRUE(loaded.ok()) << loaded;
+      expect_near_losses(train_until(*one.trainer, kSteps), want_one);
+    }
+    {
+      SCOPED_TRACE("saved by one rank, loaded into the layout");
+      const std::string from_one = absl::StrCat(dir, "/one", k);
+      if (world_rank() == 0) {
+        LayoutRun one = make_run(single(l));
+        train_until(*one.trainer, kSaveStep);
+        const absl::Status saved = save(one, from_one);
+        EXPECT_TRUE(saved.ok()) << saved;
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+      LayoutRun r = make_run(l);
+      const absl::Status loaded = load(r, from_one);
+      ASSERT_TRUE(loaded.ok()) << loaded;
+      expect_near_losses(train_until(*r.trainer, kSteps), want_one);
+    }
   }
   MPI_Barrier(MPI_COMM_WORLD);  // every rank has read before rank 0 removes the directory
 }
-
-std::string layout_name(const ::testing::TestParamInfo<Layout>& info) {
-  switch (info.param) {
-    case Layout::kTp:
-      return "Tp";
-    case Layout::kDpZero1:
-      return "DpZero1";
-    case Layout::kDpZero2:
-      return "DpZero2";
-    case Layout::kDpZero3:
-      return "DpZero3";
-    case Layout::kTp2Dp2Zero1:
-      return "Tp2Dp2Zero1";
-    case Layout::kTp2Dp2Zero3:
-      return "Tp2Dp2Zero3";
-  }
-  return "";
-}
-
-INSTANTIATE_TEST_SUITE_P(Layouts, T5ResumeTest,
-                         ::testing::Values(Layout::kTp, Layout::kDpZero1, Layout::kDpZero2,
-                                           Layout::kDpZero3, Layout::kTp2Dp2Zero1,
-                                           Layout::kTp2Dp2Zero3),
-                         layout_name);
 
 }  // namespace
 }  // namespace anvil::model

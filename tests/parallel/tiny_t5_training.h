@@ -1,6 +1,6 @@
-// Shared setup of the T5 training-state tests (t5_checkpoint_test, t5_state_test): a tiny T5
-// v1.1 (dropout on) for model::T5Trainer on the CPU, and a deterministic T5 record stream.
-// Header-only, as tiny_training.h.
+// Shared setup of the T5 training tests (t5_checkpoint_test, t5_state_test,
+// t5_trainer_parallel_test): a tiny T5 v1.1 (dropout on) for model::T5Trainer on the CPU, and a
+// deterministic T5 record stream. Header-only, as tiny_training.h.
 #pragma once
 
 #include <cstdint>
