@@ -3,7 +3,6 @@
 BUILD ?= build
 MODEL ?= gpt
 JOBS ?= $(shell nproc)
-MODEL ?= gpt
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 

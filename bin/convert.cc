@@ -3,19 +3,19 @@
 //   build/bin/convert import HF_DIR CKPT_DIR          CKPT_DIR/step_00000000 (weights only)
 // export takes the checkpoint `latest` names (or STEP), its master weights, and writes them
 // under the HF names of the family its [model] settings make it (GPT2LMHeadModel,
-// BloomForCausalLM, LlamaForCausalLM, BertForPreTraining; no vocabulary padding) with a
-// config.json from [model]. With a [tokenizer] in the checkpoint's config, export also writes
-// the HF tokenizer files from the copy kept with the checkpoint (GPT2BPE: vocab.json,
-// merges.txt; HF: tokenizer.json; BertWordPiece*: vocab.txt).
+// BloomForCausalLM, LlamaForCausalLM, BertForPreTraining, T5ForConditionalGeneration v1.0 /
+// v1.1; no vocabulary padding) with a config.json from [model]. With a [tokenizer] in the
+// checkpoint's config, export also writes the HF tokenizer files from the copy kept with the
+// checkpoint (GPT2BPE: vocab.json, merges.txt; HF: tokenizer.json; BertWordPiece*: vocab.txt).
 // import reads model.safetensors (or the shards of model.safetensors.index.json) and
 // config.json, and writes a checkpoint that [checkpoint] load + finetune = true accepts; it
 // prints the [model] section to train it with. The name/layout rules are the family tables of
-// model/hf_gpt2.cc, hf_bloom.cc, hf_llama.cc, hf_bert.cc (model/checkpoint_hf.h, hf_config.h).
+// model/hf_gpt2.cc, hf_bloom.cc, hf_llama.cc, hf_bert.cc, hf_t5.cc (model/checkpoint_hf.h,
+// hf_config.h).
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -27,6 +27,7 @@
 #include "engine/status.h"
 #include "io/checkpoint.h"
 #include "io/durable_file.h"
+#include "io/hf_dir.h"
 #include "io/json_fields.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
@@ -139,8 +140,9 @@ absl::Status export_hf(const std::string& ckpt_dir, const std::string& hf_dir, i
   for (const auto& [key, text] : model::hf_config_fields(*f, cfg, schema)) {
     j[key] = json::parse(text);
   }
-  // The causal LMs' document separator; BERT has none (BertConfig's pad_token_id 0 stays).
-  if (f->model_type != "bert") {
+  // The causal LMs' document separator; BERT has none (BertConfig's pad_token_id 0 stays), T5
+  // keeps HF's own pad 0 / eos 1 / decoder start 0 (its tokenizer has no eod).
+  if (f->model_type != "bert" && f->model_type != "t5") {
     j["bos_token_id"] = j["eos_token_id"] = cfg.get_int("data", "eod_token");
   }
   ANVIL_RETURN_IF_ERROR(io::write_file_atomic(hf_dir + "/config.json", j.dump(2) + "\n"));
@@ -150,47 +152,17 @@ absl::Status export_hf(const std::string& ckpt_dir, const std::string& hf_dir, i
   return absl::OkStatus();
 }
 
-// The safetensors files of an HF directory: the index's shards, or model.safetensors.
-absl::StatusOr<std::vector<std::string>> hf_files(const std::string& hf_dir) {
-  const std::string index = hf_dir + "/model.safetensors.index.json";
-  if (!std::filesystem::exists(index))
-    return std::vector<std::string>{hf_dir + "/model.safetensors"};
-  ANVIL_ASSIGN_OR_RETURN(std::string text, io::read_file(index));
-  ANVIL_ASSIGN_OR_RETURN(json j, io::parse_json_text(text, index));
-  ANVIL_ASSIGN_OR_RETURN(const json* map, io::json_field(j, "weight_map", index));
-  if (!map->is_object()) return absl::DataLossError(index + ": weight_map is not an object");
-  std::set<std::string> files;
-  for (const auto& [name, file] : map->items()) {
-    if (!file.is_string()) return absl::DataLossError(index + ": bad file of " + name);
-    files.insert(hf_dir + "/" + file.get<std::string>());
-  }
-  return std::vector<std::string>(files.begin(), files.end());
-}
-
 absl::Status import_hf(const std::string& hf_dir, const std::string& ckpt_dir) {
   const std::string cpath = hf_dir + "/config.json";
   ANVIL_ASSIGN_OR_RETURN(std::string text, io::read_file(cpath));
   ANVIL_ASSIGN_OR_RETURN(json j, io::parse_json_text(text, cpath));
   ANVIL_ASSIGN_OR_RETURN(std::string type, io::json_string(j, "model_type", cpath));
-  ANVIL_ASSIGN_OR_RETURN(const model::HfFamily* f, model::hf_family(type));
   model::HfJsonFields fields;
   for (const auto& [key, value] : j.items()) fields[key] = value.dump();
+  ANVIL_ASSIGN_OR_RETURN(const model::HfFamily* f, model::hf_family(type, fields));
   ANVIL_ASSIGN_OR_RETURN(model::HfImportedModel m,
                          model::hf_import_model(*f, fields, model::train_config_schema(), cpath));
-  std::vector<anvil::engine::HostSlice> hf;
-  std::set<std::string> seen;
-  ANVIL_ASSIGN_OR_RETURN(std::vector<std::string> files, hf_files(hf_dir));
-  for (const std::string& path : files) {
-    ANVIL_ASSIGN_OR_RETURN(io::SafetensorsFile st, io::SafetensorsFile::open(path));
-    for (const auto& [hf_name, info] : st.tensors()) {
-      if (!seen.insert(hf_name).second) {
-        return absl::InvalidArgumentError(absl::StrCat(path, ": ", hf_name, " appears twice"));
-      }
-      ANVIL_ASSIGN_OR_RETURN(std::vector<float> data, st.read_f32(hf_name));
-      hf.push_back({hf_name, info.shape, std::vector<int64_t>(info.shape.size(), 0), info.shape,
-                    std::move(data)});
-    }
-  }
+  ANVIL_ASSIGN_OR_RETURN(std::vector<anvil::engine::HostSlice> hf, io::read_hf_tensors(hf_dir));
   ANVIL_ASSIGN_OR_RETURN(std::vector<anvil::engine::HostSlice> slices,
                          model::from_hf_tensors(*f, std::move(hf), m.dims, m.tied));
   for (anvil::engine::HostSlice& t : slices) t.tensor = model::kMasterState + t.tensor;

@@ -1,4 +1,4 @@
-// bin/train: trains a GPT from an ini config on one GPU or the CPU, or on many ranks.
+// bin/train: trains a GPT (BERT, T5) from an ini config on one GPU or the CPU, or on many ranks.
 //   build/bin/train CONFIG.ini [section.key=value ...] [--dry-run]
 //   build/bin/train --print-config-docs      (docs/config.md)
 //   build/bin/train [CONFIG.ini] --print-device   ("cuda" or "cpu": what [train] device picks)
@@ -51,6 +51,8 @@
 #include "io/tokenizer.h"
 #include "model/checkpoint.h"
 #include "model/eval_suite.h"
+#include "model/t5_checkpoint.h"
+#include "model/t5_train.h"
 #include "model/train_config.h"
 #include "model/trainer.h"
 #include "parallel/comm.h"
@@ -172,11 +174,28 @@ std::map<std::string, std::string> tokenizer_attachments(const model::TokenizerC
   return out;
 }
 
+// The model's checkpoint boxes (model/checkpoint.h, model/t5_checkpoint.h) and their load.
+std::vector<anvil::engine::HostSlice> model_slices(model::Trainer& t, int dp_rank) {
+  return model::gpt_checkpoint_slices(t.model(), dp_rank, t.stream());
+}
+std::vector<anvil::engine::HostSlice> model_slices(model::T5Trainer& t, int dp_rank) {
+  return model::t5_checkpoint_slices(t.model(), dp_rank, t.stream());
+}
+absl::Status load_model_state(model::Trainer& t, const model::TensorLookup& lookup,
+                              bool weights_only) {
+  return model::gpt_load_checkpoint(t.model(), lookup, weights_only, t.stream());
+}
+absl::Status load_model_state(model::T5Trainer& t, const model::TensorLookup& lookup,
+                              bool weights_only) {
+  return model::t5_load_checkpoint(t.model(), lookup, weights_only, t.stream());
+}
+
 // Saves the trainer's state into cfg.checkpoint.save: rank 0 creates the temporary directory,
 // every rank writes its boxes, rank 0 writes the manifest and commits (barriers between), then
 // removes the temporary directories of earlier interrupted saves.
+template <typename TrainerT>
 absl::Status save_checkpoint(const model::TrainConfig& cfg, const std::string& config_text,
-                             model::Trainer& trainer, const anvil::parallel::ProcessGrid& grid,
+                             TrainerT& trainer, const anvil::parallel::ProcessGrid& grid,
                              anvil::parallel::Comm* world, const anvil::engine::LogContext& ctx) {
   anvil::engine::Stream cpu = anvil::engine::Stream::cpu();
   auto barrier = [&] {
@@ -195,14 +214,14 @@ absl::Status save_checkpoint(const model::TrainConfig& cfg, const std::string& c
   if (grid.rank() == 0) ANVIL_RETURN_IF_ERROR(anvil::io::begin_checkpoint(dir, step, tok));
   barrier();
   const std::string tmp = anvil::io::checkpoint_tmp_dir(dir, step, tok);
-  ANVIL_RETURN_IF_ERROR(anvil::io::write_checkpoint_shard(
-      tmp, grid.rank(),
-      model::gpt_checkpoint_slices(trainer.model(), grid.dp_rank(), trainer.stream())));
+  ANVIL_RETURN_IF_ERROR(
+      anvil::io::write_checkpoint_shard(tmp, grid.rank(), model_slices(trainer, grid.dp_rank())));
   barrier();
   if (grid.rank() == 0) {
     anvil::io::CheckpointInfo info;
     info.step = step;
     info.config = config_text;
+    info.model = model::checkpoint_model_record(cfg);
     info.state = model::checkpoint_counters(trainer.state(), cfg);
     info.layout = model::checkpoint_layout(cfg);
     info.lr_schedule = model::checkpoint_lr_schedule(cfg, trainer.state());
@@ -222,7 +241,8 @@ absl::Status save_checkpoint(const model::TrainConfig& cfg, const std::string& c
 
 // Loads [checkpoint] load into the trainer (weights only with finetune). A directory without
 // any checkpoint starts from scratch with a warning.
-absl::Status load_checkpoint(const model::TrainConfig& cfg, model::Trainer& trainer,
+template <typename TrainerT>
+absl::Status load_checkpoint(const model::TrainConfig& cfg, TrainerT& trainer,
                              const anvil::engine::LogContext& ctx) {
   const model::CheckpointConfig& k = cfg.checkpoint;
   absl::StatusOr<anvil::io::Checkpoint> c = anvil::io::open_newest_complete(
@@ -232,6 +252,7 @@ absl::Status load_checkpoint(const model::TrainConfig& cfg, model::Trainer& trai
     return absl::OkStatus();
   }
   ANVIL_RETURN_IF_ERROR(c.status());
+  ANVIL_RETURN_IF_ERROR(model::check_checkpoint_model(c->info().model, cfg, c->dir()));
   if (!k.finetune) {
     const std::vector<std::string> names = c->tensor_names();
     if (std::none_of(names.begin(), names.end(), [](const std::string& n) {
@@ -243,9 +264,8 @@ absl::Status load_checkpoint(const model::TrainConfig& cfg, model::Trainer& trai
                        "finetune = true"));
     }
   }
-  ANVIL_RETURN_IF_ERROR(model::gpt_load_checkpoint(
-      trainer.model(), [&](const std::string& name) { return c->read(name); }, k.finetune,
-      trainer.stream()));
+  ANVIL_RETURN_IF_ERROR(load_model_state(
+      trainer, [&](const std::string& name) { return c->read(name); }, k.finetune));
   std::string layout;
   for (const auto& [key, v] : c->info().layout) {
     absl::StrAppend(&layout, layout.empty() ? "; saved with " : ", ", key, " ", v);
@@ -318,6 +338,73 @@ absl::StatusOr<model::EvalSuite> load_eval_suite(const model::TrainConfig& cfg) 
     }
   }
   return suite;
+}
+
+// Loads [checkpoint] load, runs `tr` to the end saving every save_interval steps and when a
+// stop (signal, exit_interval, exit_duration_min) ends it, then saves the final state; bin/train's
+// exit status (fatal: a rank-local error that ends every rank).
+template <typename TrainerT, typename Fatal>
+int train_loop(const model::TrainConfig& cfg, const std::string& config_text, TrainerT& tr,
+               const anvil::parallel::ProcessGrid& grid, anvil::parallel::Comm* world,
+               const anvil::engine::LogContext& ctx, const anvil::engine::Timer& started,
+               const Fatal& fatal) {
+  const model::CheckpointConfig& ck = cfg.checkpoint;
+  if (!ck.load.empty()) {
+    if (absl::Status s = load_checkpoint(cfg, tr, ctx); !s.ok()) return fatal(s);
+  }
+  int64_t saved_step = ck.load.empty() ? -1 : tr.steps_done();
+  absl::Status save_status;
+  auto save = [&] {
+    save_status = save_checkpoint(cfg, config_text, tr, grid, world, ctx);
+    if (save_status.ok()) {
+      saved_step = tr.steps_done();
+      log_info(ctx,
+               absl::StrFormat("saved checkpoint %s at step %d",
+                               anvil::io::checkpoint_step_dir(ck.save, saved_step), saved_step));
+    }
+    return save_status.ok();
+  };
+  tr.set_step_hook([&](const model::StepStats& st) {
+    // From here a signal stops the run after the next step (and its message says so); one that
+    // came while step st.step was in flight stops it now. Announcing first, then reading, leaves
+    // no moment where the message and the stop disagree.
+    anvil::engine::set_step_in_flight(st.step + 1);
+    // Every rank must stop at the same step: the reasons are agreed on over the world.
+    const std::array<double, 2> why_stop = world_max<2>(
+        world,
+        {static_cast<double>(anvil::engine::stop_signal_due(st.step)),
+         ck.exit_duration_min > 0 && started.seconds() >= 60 * ck.exit_duration_min ? 1.0 : 0.0});
+    const int sig = static_cast<int>(why_stop[0]);
+    const bool out_of_time = why_stop[1] > 0;
+    const bool at_exit_interval = ck.exit_interval > 0 && st.step % ck.exit_interval == 0;
+    const bool stop = sig > 0 || out_of_time || at_exit_interval;
+    const bool periodic = ck.save_interval > 0 && st.step % ck.save_interval == 0;
+    if (!ck.save.empty() && (stop || periodic) && !save()) return true;
+    if (stop) {
+      const std::string why =
+          sig > 0 ? absl::StrCat("received ", anvil::engine::stop_signal_name(sig))
+          : out_of_time
+              ? absl::StrFormat("[checkpoint] exit_duration_min %g reached", ck.exit_duration_min)
+              : absl::StrFormat("[checkpoint] exit_interval %d reached", ck.exit_interval);
+      log_info(ctx,
+               absl::StrFormat("%s: stopping after step %d%s", why, st.step,
+                               ck.save.empty() ? " (no [checkpoint] save: nothing saved)" : ""));
+    }
+    return stop;
+  });
+  anvil::engine::set_step_in_flight(tr.steps_done() + 1);
+  const model::TrainSummary summary = tr.run();
+  anvil::engine::set_step_in_flight(tr.steps_done());  // the final save's step
+  if (!save_status.ok()) return fatal(save_status);
+  // A diverged run ends without a final save: the newest checkpoint stays the last good one.
+  // The gradient norm is the global batch's on every rank, so all ranks stop here together:
+  // rank 0 reports, and each exits 1 without aborting the job.
+  if (!summary.status.ok()) {
+    g_rank_local_errors = false;
+    return fail(summary.status);
+  }
+  if (!ck.save.empty() && saved_step != tr.steps_done() && !save()) return fatal(save_status);
+  return 0;
 }
 
 int run(int argc, char** argv) {
@@ -423,13 +510,15 @@ int run(int argc, char** argv) {
   };
 
   log_info(ctx, absl::StrFormat("config %s (effective values):\n%s", *config_path, raw.dump()));
-  if (cfg.model.t5()) {  // the encoder-decoder's own loop
+  if (cfg.model.t5()) {  // the encoder-decoder's own trainer
     const model::TrainerParallel t5_par{&(*rt)->grid(), &(*rt)->comms(), (*rt)->store(),
                                         launch->local_rank};
-    if (absl::Status s = anvil::train_t5::run_t5(cfg, *prec, ctx, dry_run, t5_par); !s.ok()) {
-      return fatal(s);
-    }
-    return 0;
+    absl::StatusOr<std::unique_ptr<model::T5Trainer>> t5 =
+        anvil::train_t5::make_t5_trainer(cfg, *prec, ctx, dry_run, t5_par);
+    if (!t5.ok()) return fatal(t5.status());
+    if (*t5 == nullptr) return 0;  // --dry-run
+    return train_loop(cfg, raw.dump(), **t5, (*rt)->grid(), (*rt)->comms().world.get(), ctx,
+                      started, fatal);
   }
   const model::GptConfig& m = cfg.model;
   const int64_t T = cfg.data.seq_len;
@@ -536,10 +625,6 @@ int run(int argc, char** argv) {
   model::Trainer& tr = **trainer;
   tr.set_held_out_sets(std::move(valid_fns), std::move(test_fns));
   if (tensorboard) tr.set_metrics_sink(tensorboard_sink(*tensorboard, ctx));
-  const model::CheckpointConfig& ck = cfg.checkpoint;
-  if (!ck.load.empty()) {
-    if (absl::Status s = load_checkpoint(cfg, tr, ctx); !s.ok()) return fatal(s);
-  }
   if (cfg.eval.any()) {
     absl::StatusOr<model::EvalSuite> suite = load_eval_suite(cfg);
     if (!suite.ok()) return fatal(suite.status());
@@ -549,61 +634,8 @@ int run(int argc, char** argv) {
       if (!s.ok()) log_warning(ctx, absl::StrCat("[eval]: ", s.message()));
     });
   }
-  anvil::parallel::Comm* world = (*rt)->comms().world.get();
-  const std::string config_text = raw.dump();
-  int64_t saved_step = ck.load.empty() ? -1 : tr.steps_done();
-  absl::Status save_status;
-  auto save = [&] {
-    save_status = save_checkpoint(cfg, config_text, tr, grid, world, ctx);
-    if (save_status.ok()) {
-      saved_step = tr.steps_done();
-      log_info(ctx,
-               absl::StrFormat("saved checkpoint %s at step %d",
-                               anvil::io::checkpoint_step_dir(ck.save, saved_step), saved_step));
-    }
-    return save_status.ok();
-  };
-  tr.set_step_hook([&](const model::StepStats& st) {
-    // From here a signal stops the run after the next step (and its message says so); one that
-    // came while step st.step was in flight stops it now. Announcing first, then reading, leaves
-    // no moment where the message and the stop disagree.
-    anvil::engine::set_step_in_flight(st.step + 1);
-    // Every rank must stop at the same step: the reasons are agreed on over the world.
-    const std::array<double, 2> why_stop = world_max<2>(
-        world,
-        {static_cast<double>(anvil::engine::stop_signal_due(st.step)),
-         ck.exit_duration_min > 0 && started.seconds() >= 60 * ck.exit_duration_min ? 1.0 : 0.0});
-    const int sig = static_cast<int>(why_stop[0]);
-    const bool out_of_time = why_stop[1] > 0;
-    const bool at_exit_interval = ck.exit_interval > 0 && st.step % ck.exit_interval == 0;
-    const bool stop = sig > 0 || out_of_time || at_exit_interval;
-    const bool periodic = ck.save_interval > 0 && st.step % ck.save_interval == 0;
-    if (!ck.save.empty() && (stop || periodic) && !save()) return true;
-    if (stop) {
-      const std::string why =
-          sig > 0 ? absl::StrCat("received ", anvil::engine::stop_signal_name(sig))
-          : out_of_time
-              ? absl::StrFormat("[checkpoint] exit_duration_min %g reached", ck.exit_duration_min)
-              : absl::StrFormat("[checkpoint] exit_interval %d reached", ck.exit_interval);
-      log_info(ctx,
-               absl::StrFormat("%s: stopping after step %d%s", why, st.step,
-                               ck.save.empty() ? " (no [checkpoint] save: nothing saved)" : ""));
-    }
-    return stop;
-  });
-  anvil::engine::set_step_in_flight(tr.steps_done() + 1);
-  const model::TrainSummary summary = tr.run();
-  anvil::engine::set_step_in_flight(tr.steps_done());  // the final save's step
-  if (!save_status.ok()) return fatal(save_status);
-  // A diverged run ends without a final save: the newest checkpoint stays the last good one.
-  // The gradient norm is the global batch's on every rank, so all ranks stop here together:
-  // rank 0 reports, and each exits 1 without aborting the job.
-  if (!summary.status.ok()) {
-    g_rank_local_errors = false;
-    return fail(summary.status);
-  }
-  if (!ck.save.empty() && saved_step != tr.steps_done() && !save()) return fatal(save_status);
-  return 0;
+  return train_loop(cfg, raw.dump(), tr, (*rt)->grid(), (*rt)->comms().world.get(), ctx, started,
+                    fatal);
 }
 
 }  // namespace

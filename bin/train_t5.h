@@ -2,8 +2,9 @@
 // span-corruption samples (io/t5_dataset.h) over the [data] split of one sentence-split corpus
 // (bin/preprocess --split-sentences with a WordPiece tokenizer and --vocab-extra-ids), written
 // as T5 records (model/t5_train.h) for model::T5Trainer (tensor, pipeline and data parallelism
-// over the launcher's grid). The memory plan of this rank (its stage) is printed and checked as for
-// GPT ([train] check_memory), --dry-run stops after it.
+// over the launcher's grid). The memory plan of this rank (its stage) is printed and checked as
+// for GPT ([train] check_memory), --dry-run stops after it; bin/train then runs the trainer with
+// the same checkpoint loop as GPT's.
 #pragma once
 
 #include <cstdint>
@@ -50,10 +51,11 @@ inline model::SampleFn t5_samples(std::shared_ptr<const io::T5Dataset> ds, int64
   };
 }
 
-// Trains cfg (type t5) on this rank of the grid: the status of the run (data, memory, divergence).
-inline absl::Status run_t5(const model::TrainConfig& cfg, const model::GptPrecision& prec,
-                           const engine::LogContext& ctx, bool dry_run,
-                           const model::TrainerParallel& par) {
+// The trainer of cfg (type t5) on this rank of the grid, over its data; null after a dry run
+// (the plan printed). bin/train runs it with its checkpoint loop.
+inline absl::StatusOr<std::unique_ptr<model::T5Trainer>> make_t5_trainer(
+    const model::TrainConfig& cfg, const model::GptPrecision& prec, const engine::LogContext& ctx,
+    bool dry_run, const model::TrainerParallel& par) {
   const model::T5Config& m = cfg.t5;
   const int64_t Te = cfg.data.seq_len, Td = cfg.data.decoder_seq_len;
   engine::log_info(
@@ -68,7 +70,7 @@ inline absl::Status run_t5(const model::TrainConfig& cfg, const model::GptPrecis
   engine::log_info(
       ctx, absl::StrCat("memory plan (micro_batch ", cfg.train.micro_batch, "):\n", plan.format()));
   if (cfg.train.check_memory) ANVIL_RETURN_IF_ERROR(model::Trainer::check_fits(plan, prec));
-  if (dry_run) return absl::OkStatus();
+  if (dry_run) return nullptr;
 
   if (cfg.data.sources.size() != 1 || cfg.data.weighted || !cfg.data.train_groups.empty()) {
     return absl::InvalidArgumentError(
@@ -112,10 +114,7 @@ inline absl::Status run_t5(const model::TrainConfig& cfg, const model::GptPrecis
                            "samples%s",
                            prefix, data->num_documents(), splits[0].first, splits[0].second,
                            train_ds->size(), valid_fn ? ", validation from the valid split" : ""));
-  ANVIL_ASSIGN_OR_RETURN(
-      std::unique_ptr<model::T5Trainer> trainer,
-      model::T5Trainer::create(cfg, prec, t5_samples(train_ds, Te, Td), valid_fn, ctx, par));
-  return trainer->run().status;
+  return model::T5Trainer::create(cfg, prec, t5_samples(train_ds, Te, Td), valid_fn, ctx, par);
 }
 
 }  // namespace anvil::train_t5

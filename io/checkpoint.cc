@@ -83,6 +83,7 @@ json info_json(const CheckpointInfo& info) {
          {"layout", info.layout},
          {"lr_schedule", info.lr_schedule}};
   if (!info.grad_scaler.empty()) j["grad_scaler"] = info.grad_scaler;
+  if (!info.model.empty()) j["model"] = info.model;
   return j;
 }
 
@@ -114,6 +115,12 @@ absl::StatusOr<CheckpointInfo> parse_info(const json& m, const std::string& wher
     if (!gs->is_object()) return absl::DataLossError(absl::StrCat(where, ": bad grad_scaler"));
     for (const auto& [k, v] : gs->items()) {
       ANVIL_ASSIGN_OR_RETURN(info.grad_scaler[k], json_number(*gs, k, where + ": grad_scaler"));
+    }
+  }
+  if (const auto mo = m.find("model"); mo != m.end()) {  // optional: older checkpoints lack it
+    if (!mo->is_object()) return absl::DataLossError(absl::StrCat(where, ": bad model"));
+    for (const auto& [k, v] : mo->items()) {
+      ANVIL_ASSIGN_OR_RETURN(info.model[k], json_string(*mo, k, where + ": model"));
     }
   }
   ANVIL_ASSIGN_OR_RETURN(const json* att, json_field(m, "attachments", where));

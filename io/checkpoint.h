@@ -2,8 +2,8 @@
 // each saved as boxes (engine::HostSlice) by whichever ranks hold them, plus the run's state.
 //
 //   DIR/latest                        text: the step of the newest complete checkpoint
-//   DIR/step_00000100/manifest.json   format version, step, config, trainer state, layout,
-//                                     LR schedule, files (bytes, CRC-32C), tensors (logical
+//   DIR/step_00000100/manifest.json   format version, step, config, model, trainer state,
+//                                     layout, LR schedule, files (bytes, CRC-32C), tensors (logical
 //                                     shape, pieces: file, key, offset, extent)
 //   DIR/step_00000100/rank_00003.safetensors   the boxes rank 3 wrote, F32, keys "<tensor>@<k>"
 //   DIR/step_00000100/tokenizer/...   attachments: files kept with the model (CheckpointInfo)
@@ -39,6 +39,9 @@ struct CheckpointInfo {
   std::map<std::string, int64_t> layout;      // the parallel layout it was saved from
   std::map<std::string, double> lr_schedule;  // the schedule's parameters and current lr
   std::map<std::string, double> grad_scaler;  // the loss scaler's state (empty: none, not saved)
+  // The model's type and architecture ("type": "t5", "d_model": "512" ...), checked on load
+  // (empty: not recorded, as in older checkpoints).
+  std::map<std::string, std::string> model;
   // Files kept with the checkpoint (the tokenizer's): name inside the step directory (may hold
   // a '/': "tokenizer/vocab.json") -> source path, copied by finish_checkpoint, checksummed
   // like the tensor files. Checkpoint::info() maps each name to its path in the checkpoint.

@@ -3,7 +3,6 @@
 #include "model/checkpoint.h"
 
 #include <algorithm>
-#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +11,7 @@
 #include "engine/memory.h"
 #include "engine/status.h"
 #include "model/batch_schedule.h"
+#include "model/gpt_layout.h"
 #include "model/lr_schedule.h"
 #include "parallel/zero.h"
 
@@ -68,19 +68,6 @@ std::vector<Box> boxes_of(const Param& p, int64_t lo, int64_t hi, int tp, int tp
     }
   }
   return out;
-}
-
-std::optional<parallel::ZeroPartition> partition_of(GptModel& model) {
-  const GptShard& sh = model.shard();
-  if (sh.zero_stage == 0) return std::nullopt;
-  std::vector<parallel::ZeroBucket> zb;
-  for (const ParamTable::Bucket& k : model.params().buckets()) {
-    zb.push_back({k.begin, k.decay_end, k.end});
-  }
-  absl::StatusOr<parallel::ZeroPartition> part =
-      parallel::ZeroPartition::create(zb, sh.zero_dp, sh.zero_rank);
-  ANVIL_CHECK_OK(part.status());
-  return std::move(*part);
 }
 
 // Where flat element range [lo, hi) (inside one bucket) lives in `buf`: a whole buffer holds
@@ -147,37 +134,52 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return absl::StrCat("[", absl::StrJoin(s, ", "), "]");
 }
 
+CheckpointModel gpt_checkpoint_model(GptModel& model) {
+  const GptShard& sh = model.shard();
+  CheckpointModel c;
+  c.table = &model.params();
+  c.buffers = model.flat_buffers();
+  c.vocab_size = model.config().vocab_size;
+  c.tp = sh.tp;
+  c.tp_rank = sh.tp_rank;
+  // The LM head's copy of the tied embedding is the first stage's.
+  c.writes = [pre = sh.pre](const Param& p) { return pre || !p.tied; };
+  c.zero = model.zero_partition();
+  c.loaded = [&model](engine::Stream& s) { model.params_loaded(s); };
+  return c;
+}
+
 }  // namespace
 
-std::vector<int64_t> logical_shape(const Param& p, const GptConfig& cfg, int tp) {
+std::vector<int64_t> logical_shape(const Param& p, int64_t vocab_size, int tp) {
   std::vector<int64_t> s = p.shape;
   if (p.tp_split_dim >= 0) s[static_cast<size_t>(p.tp_split_dim)] *= tp;
-  if (p.vocab_rows) s[0] = cfg.vocab_size;
+  if (p.vocab_rows) s[0] = vocab_size;
   return s;
 }
 
-std::vector<engine::HostSlice> gpt_checkpoint_slices(GptModel& model, int dp_rank,
-                                                     engine::Stream& stream) {
-  const GptShard& sh = model.shard();
-  const std::optional<parallel::ZeroPartition> part = partition_of(model);
-  const ParamTable& table = model.params();
-  const GptModel::FlatBuffers fb = model.flat_buffers();
+std::vector<engine::HostSlice> checkpoint_slices(const CheckpointModel& model, int dp_rank,
+                                                 engine::Stream& stream) {
+  const parallel::ZeroPartition* part = model.zero;
+  const ParamTable& table = *model.table;
+  const GptModel::FlatBuffers& fb = model.buffers;
+  const int tp = model.tp, tp_rank = model.tp_rank;
   const std::pair<const char*, engine::TensorView> states[] = {
       {kMasterState, fb.master}, {kExpAvgState, fb.m}, {kExpAvgSqState, fb.v}};
   std::vector<engine::HostSlice> out;
   if (!part && dp_rank != 0) return out;  // DP replicas: DP rank 0 writes
   for (const Param& p : table.all()) {
-    if (sh.tp > 1 && p.tp_split_dim < 0 && sh.tp_rank != 0) continue;  // TP replica
-    if (p.tied && !sh.pre) continue;  // the LM head's copy of the tied embedding
-    const std::vector<int64_t> shape = logical_shape(p, model.config(), sh.tp);
+    if (tp > 1 && p.tp_split_dim < 0 && tp_rank != 0) continue;  // TP replica
+    if (model.writes && !model.writes(p)) continue;              // another stage's copy
+    const std::vector<int64_t> shape = logical_shape(p, model.vocab_size, tp);
     const int64_t C = cols_of(p);
     for (const auto& [prefix, buf] : states) {
-      const Held h = held(buf, table.flat_numel(), part ? &*part : nullptr, p.offset,
-                          p.offset + p.numel(), /*own_only=*/true);
+      const Held h =
+          held(buf, table.flat_numel(), part, p.offset, p.offset + p.numel(), /*own_only=*/true);
       if (h.hi <= h.lo) continue;
       const std::vector<float> host = download(buf, h.at, h.hi - h.lo, stream);
       const int64_t base = h.lo - p.offset;  // local flat index of host[0]
-      for (const Box& b : boxes_of(p, base, h.hi - p.offset, sh.tp, sh.tp_rank, shape[0])) {
+      for (const Box& b : boxes_of(p, base, h.hi - p.offset, tp, tp_rank, shape[0])) {
         engine::HostSlice s;
         s.tensor = absl::StrCat(prefix, p.name);
         s.shape = shape;
@@ -200,12 +202,11 @@ std::vector<engine::HostSlice> gpt_checkpoint_slices(GptModel& model, int dp_ran
   return out;
 }
 
-absl::Status gpt_load_checkpoint(GptModel& model, const TensorLookup& lookup, bool weights_only,
-                                 engine::Stream& stream) {
-  const GptShard& sh = model.shard();
-  const std::optional<parallel::ZeroPartition> part = partition_of(model);
-  const ParamTable& table = model.params();
-  const GptModel::FlatBuffers fb = model.flat_buffers();
+absl::Status load_checkpoint_tensors(const CheckpointModel& model, const TensorLookup& lookup,
+                                     bool weights_only, engine::Stream& stream) {
+  const parallel::ZeroPartition* part = model.zero;
+  const ParamTable& table = *model.table;
+  const GptModel::FlatBuffers& fb = model.buffers;
   std::vector<std::pair<const char*, std::vector<engine::TensorView>>> states = {
       {kMasterState, {fb.value}}};
   if (fb.master.data != fb.value.data) states[0].second.push_back(fb.master);
@@ -214,12 +215,12 @@ absl::Status gpt_load_checkpoint(GptModel& model, const TensorLookup& lookup, bo
     states.push_back({kExpAvgSqState, {fb.v}});
   }
   for (const Param& p : table.all()) {
-    const std::vector<int64_t> shape = logical_shape(p, model.config(), sh.tp);
+    const std::vector<int64_t> shape = logical_shape(p, model.vocab_size, model.tp);
     const int64_t C = shape.size() == 2 ? shape[1] : 1;  // of the whole tensor
     // Source element of each local element in the whole tensor; -1: a padding row (0).
     std::vector<int64_t> src(static_cast<size_t>(p.numel()));
     for (int64_t i = 0; i < p.numel(); ++i) {
-      const int64_t g = tp_global_index(p, i, sh.tp, sh.tp_rank);
+      const int64_t g = tp_global_index(p, i, model.tp, model.tp_rank);
       src[static_cast<size_t>(i)] = g / C < shape[0] ? g : -1;
     }
     for (const auto& [prefix, bufs] : states) {
@@ -235,15 +236,63 @@ absl::Status gpt_load_checkpoint(GptModel& model, const TensorLookup& lookup, bo
         h[i] = src[i] < 0 ? 0.0f : t.data[static_cast<size_t>(src[i])];
       }
       for (engine::TensorView buf : bufs) {
-        const Held at = held(buf, table.flat_numel(), part ? &*part : nullptr, p.offset,
-                             p.offset + p.numel(), /*own_only=*/false);
+        const Held at =
+            held(buf, table.flat_numel(), part, p.offset, p.offset + p.numel(), /*own_only=*/false);
         if (at.hi <= at.lo) continue;
         upload(buf, at.at, h.data() + (at.lo - p.offset), at.hi - at.lo, stream);
       }
     }
   }
-  model.params_loaded(stream);
+  if (model.loaded) model.loaded(stream);
   stream.synchronize();
+  return absl::OkStatus();
+}
+
+std::vector<engine::HostSlice> gpt_checkpoint_slices(GptModel& model, int dp_rank,
+                                                     engine::Stream& stream) {
+  return checkpoint_slices(gpt_checkpoint_model(model), dp_rank, stream);
+}
+
+absl::Status gpt_load_checkpoint(GptModel& model, const TensorLookup& lookup, bool weights_only,
+                                 engine::Stream& stream) {
+  return load_checkpoint_tensors(gpt_checkpoint_model(model), lookup, weights_only, stream);
+}
+
+std::map<std::string, std::string> checkpoint_model_record(const TrainConfig& cfg) {
+  const GptConfig& m = cfg.model;
+  std::map<std::string, std::string> r{{"type", m.t5() ? "t5" : m.bert() ? "bert" : "gpt"}};
+  if (!m.t5()) return r;
+  const T5Config& t = cfg.t5;
+  r["t5_version"] = t.gated() ? "1.1" : "1.0";
+  for (const auto& [key, v] : {std::pair<const char*, int64_t>{"vocab_size", t.vocab_size},
+                               {"d_model", t.d_model},
+                               {"d_kv", t.d_kv},
+                               {"n_heads", t.n_heads},
+                               {"ffn_hidden", t.d_ff},
+                               {"n_layers", t.n_encoder_layers},
+                               {"decoder_layers", t.n_decoder_layers},
+                               {"relative_buckets", t.num_buckets},
+                               {"relative_max_distance", t.max_distance}}) {
+    r[key] = absl::StrCat(v);
+  }
+  return r;
+}
+
+absl::Status check_checkpoint_model(const std::map<std::string, std::string>& saved,
+                                    const TrainConfig& cfg, const std::string& where) {
+  const std::map<std::string, std::string> want = checkpoint_model_record(cfg);
+  auto check = [&](const std::string& key, const std::string& value) {
+    auto it = want.find(key);
+    const std::string have = it == want.end() ? "(none)" : it->second;
+    if (have == value) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, " was saved from a model with [model] ", key, " = ", value, ", the config has ",
+        have, ": a checkpoint loads into the same architecture only"));
+  };
+  if (auto type = saved.find("type"); type != saved.end()) {  // the family first
+    ANVIL_RETURN_IF_ERROR(check("type", type->second));
+  }
+  for (const auto& [key, value] : saved) ANVIL_RETURN_IF_ERROR(check(key, value));
   return absl::OkStatus();
 }
 
@@ -310,12 +359,14 @@ absl::StatusOr<TrainerState> trainer_state_from(const std::map<std::string, int6
 
 std::map<std::string, int64_t> checkpoint_layout(const TrainConfig& cfg) {
   const ParallelConfig& p = cfg.parallel;
-  return {{"tp", p.tp},
-          {"pp", p.pp},
-          {"dp", p.dp},
-          {"zero_stage", p.zero_stage},
-          {"virtual_stages", p.virtual_stages},
-          {"sequence_parallel", p.sequence_parallel ? 1 : 0}};
+  std::map<std::string, int64_t> out = {{"tp", p.tp},
+                                        {"pp", p.pp},
+                                        {"dp", p.dp},
+                                        {"zero_stage", p.zero_stage},
+                                        {"virtual_stages", p.virtual_stages},
+                                        {"sequence_parallel", p.sequence_parallel ? 1 : 0}};
+  if (cfg.model.t5() && p.pp > 1) out["pp_split_rank"] = p.pp_split_rank;
+  return out;
 }
 
 std::map<std::string, double> checkpoint_lr_schedule(const TrainConfig& cfg,

@@ -1,7 +1,8 @@
-// What a GPT rank puts into a checkpoint and takes out of one, in logical (unsharded) terms, so
-// a checkpoint saved under one (tp, pp, dp, zero_stage, virtual_stages, sequence_parallel)
-// layout loads into any other. The files are io/'s business (io/checkpoint.h); the two meet in
-// engine::HostSlice boxes and whole logical tensors.
+// What a GPT rank (and through CheckpointModel a T5 rank: model/t5_checkpoint.h) puts into a
+// checkpoint and takes out of one, in logical (unsharded) terms, so a checkpoint saved under
+// one (tp, pp, dp, zero_stage, virtual_stages, sequence_parallel) layout loads into any other. The
+// files are io/'s business (io/checkpoint.h); the two meet in engine::HostSlice boxes and whole
+// logical tensors.
 //
 // Tensors: "master/<name>", "exp_avg/<name>", "exp_avg_sq/<name>" (f32 master weights and
 // AdamW moments) for every parameter of the ParamTable, <name> the HF GPT-2 name
@@ -27,18 +28,43 @@
 #include "model/train_config.h"
 #include "model/trainer.h"
 
+namespace anvil::parallel {
+class ZeroPartition;
+}
+
 namespace anvil::model {
 
 inline constexpr char kMasterState[] = "master/";
 inline constexpr char kExpAvgState[] = "exp_avg/";
 inline constexpr char kExpAvgSqState[] = "exp_avg_sq/";
 
-// The logical shape of parameter `p` of a model with config `cfg`, p being a rank's shard
-// under TP degree `tp`.
-std::vector<int64_t> logical_shape(const Param& p, const GptConfig& cfg, int tp);
+// The logical shape of parameter `p` of a model with `vocab_size` tokens (the embedding's
+// logical rows), p being a rank's shard under TP degree `tp`.
+std::vector<int64_t> logical_shape(const Param& p, int64_t vocab_size, int tp);
+inline std::vector<int64_t> logical_shape(const Param& p, const GptConfig& cfg, int tp) {
+  return logical_shape(p, cfg.vocab_size, tp);
+}
+
+// What the checkpoint code needs of one rank's model, whichever model it is (GPT, T5): its
+// parameter table and flat buffers (whole, or ZeRO shards of `zero`'s partition), its TP
+// coordinates, which of its parameters it writes when several pipeline stages hold a copy
+// (GPT: the tied embedding on the first stage only; T5: the first stage holding the shared
+// embedding or a relative table; null: all; a load sets every copy), and what to run after a load
+// overwrote the values (ZeRO-3: gather again; may be empty).
+struct CheckpointModel {
+  const ParamTable* table = nullptr;
+  GptModel::FlatBuffers buffers;
+  int64_t vocab_size = 0;
+  int tp = 1, tp_rank = 0;
+  std::function<bool(const Param&)> writes;
+  const parallel::ZeroPartition* zero = nullptr;  // null without ZeRO
+  std::function<void(engine::Stream&)> loaded;
+};
 
 // The boxes of master weights and AdamW moments this rank writes (see the file comment).
 // dp_rank: this rank's DP coordinate (decides who writes DP replicas without ZeRO). Syncs.
+std::vector<engine::HostSlice> checkpoint_slices(const CheckpointModel& model, int dp_rank,
+                                                 engine::Stream& stream);
 std::vector<engine::HostSlice> gpt_checkpoint_slices(GptModel& model, int dp_rank,
                                                      engine::Stream& stream);
 
@@ -49,8 +75,20 @@ using TensorLookup = std::function<absl::StatusOr<engine::HostSlice>(const std::
 // Sets every master weight this rank holds (and the compute copy, rounded to its dtype), and
 // unless weights_only the AdamW moments, from the whole logical tensors. InvalidArgument
 // naming the tensor when a shape differs from the model's. Syncs.
+absl::Status load_checkpoint_tensors(const CheckpointModel& model, const TensorLookup& lookup,
+                                     bool weights_only, engine::Stream& stream);
 absl::Status gpt_load_checkpoint(GptModel& model, const TensorLookup& lookup, bool weights_only,
                                  engine::Stream& stream);
+
+// The model a checkpoint records (io::CheckpointInfo::model), values as text: "type" (gpt,
+// bert, t5) and for t5 its architecture under the [model] keys (t5_version, vocab_size,
+// d_model, d_kv, n_heads, ffn_hidden, n_layers, decoder_layers, relative_buckets,
+// relative_max_distance; d_kv and decoder_layers resolved).
+std::map<std::string, std::string> checkpoint_model_record(const TrainConfig& cfg);
+// InvalidArgument naming `where` (the checkpoint), the key and both values when the record
+// differs from cfg's; keys the record lacks are not checked (older checkpoints).
+absl::Status check_checkpoint_model(const std::map<std::string, std::string>& saved,
+                                    const TrainConfig& cfg, const std::string& where);
 
 // The run counters a checkpoint keeps: the TrainerState (step, optimizer steps, micro-batches,
 // consumed training and validation samples, the lr scheduler's position), train_samples
@@ -64,10 +102,10 @@ std::map<std::string, int64_t> checkpoint_counters(const TrainerState& s, const 
 // eval_iters global batches; the lr position: the applied steps' samples).
 absl::StatusOr<TrainerState> trainer_state_from(const std::map<std::string, int64_t>& counters,
                                                 const TrainConfig& cfg);
-// The parallel layout (tp, pp, dp, zero_stage, virtual_stages, sequence_parallel) and the LR
-// schedule's parameters (in samples) with the lr the next step of `state` uses, for the
-// manifest (informative: loading works from any layout, and the schedule's position is one of
-// the counters).
+// The parallel layout (tp, pp, dp, zero_stage, virtual_stages, sequence_parallel; a pipelined
+// T5 also pp_split_rank) and the LR schedule's parameters (in samples) with the lr the next step
+// of `state` uses, for the manifest (informative: loading works from any layout, and the
+// schedule's position is one of the counters).
 std::map<std::string, int64_t> checkpoint_layout(const TrainConfig& cfg);
 std::map<std::string, double> checkpoint_lr_schedule(const TrainConfig& cfg,
                                                      const TrainerState& state);

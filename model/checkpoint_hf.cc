@@ -112,20 +112,36 @@ absl::StatusOr<HostSlice> concat_rows(std::vector<HostSlice> parts,
 }  // namespace
 
 const std::vector<const HfFamily*>& hf_families() {
-  static const std::vector<const HfFamily*> all = {&gpt2_hf_family(), &bloom_hf_family(),
-                                                   &llama_hf_family(), &bert_hf_family()};
+  static const std::vector<const HfFamily*> all = {&gpt2_hf_family(),   &bloom_hf_family(),
+                                                   &llama_hf_family(),  &bert_hf_family(),
+                                                   &t5_v10_hf_family(), &t5_v11_hf_family()};
   return all;
 }
 
-absl::StatusOr<const HfFamily*> hf_family(const std::string& model_type) {
+absl::StatusOr<const HfFamily*> hf_family(const std::string& model_type,
+                                          const std::map<std::string, std::string>& fields) {
   std::vector<std::string> names;
+  std::vector<const HfFamily*> of_type;
   for (const HfFamily* f : hf_families()) {
-    if (f->model_type == model_type) return f;
-    names.push_back(f->model_type);
+    if (!listed(names, f->model_type)) names.push_back(f->model_type);
+    if (f->model_type == model_type) of_type.push_back(f);
   }
-  return absl::NotFoundError(
-      absl::StrCat("model_type \"", model_type,
-                   "\" is not supported (supported: ", absl::StrJoin(names, ", "), ")"));
+  if (of_type.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("model_type \"", model_type,
+                     "\" is not supported (supported: ", absl::StrJoin(names, ", "), ")"));
+  }
+  // The first whose fixed fields `fields` does not contradict; none: the first, whose import
+  // then names the field that differs.
+  for (const HfFamily* f : of_type) {
+    if (std::none_of(f->fixed.begin(), f->fixed.end(), [&](const HfFixedField& k) {
+          auto it = fields.find(k.hf_key);
+          return it != fields.end() && it->second != k.json_value;
+        })) {
+      return f;
+    }
+  }
+  return of_type[0];
 }
 
 absl::StatusOr<std::vector<HostSlice>> to_hf_tensors(const HfFamily& f,

@@ -1,8 +1,8 @@
 // Hugging Face layouts of anvil's models for bin/convert, one table per model family
-// (model/hf_gpt2.cc, model/hf_bloom.cc, model/hf_llama.cc, model/hf_bert.cc): the [model]
-// settings (a "type" setting names the model type; without one the family is a gpt) that make a
-// model that family, how config.json fields map to [model] keys (model/hf_config.h), and how
-// each anvil tensor is stored in HF: renamed, transposed, split into several HF tensors
+// (model/hf_gpt2.cc, model/hf_bloom.cc, model/hf_llama.cc, model/hf_bert.cc, model/hf_t5.cc):
+// the [model] settings (a "type" setting names the model type; without one the family is a gpt)
+// that make a model that family, how config.json fields map to [model] keys (model/hf_config.h),
+// and how each anvil tensor is stored in HF: renamed, transposed, split into several HF tensors
 // (LLaMA's q/k/v and gate/up projections), or with its heads interleaved (BLOOM's fused qkv).
 // The anvil side is the logical tensors of model/checkpoint.h without "master/": HF GPT-2 names,
 // weights [out, in], the embedding without vocabulary padding. Parameter names live with the
@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,13 +22,15 @@ namespace anvil::model {
 
 // A config.json field that is a [model] key: hf_key's value is anvil_key's (type: the ini
 // key's). zero_is_null: anvil's 0 ("default") is JSON null in HF (GPT-2's n_inner);
-// zero_is_4d: anvil's 0 means 4 * d_model, which HF needs written out (intermediate_size).
+// zero_is_4d: anvil's 0 means 4 * d_model, which HF needs written out (intermediate_size);
+// zero_is_per_head likewise d_model / n_heads.
 // Several fields may name one anvil key: export writes each, import requires them to agree.
 struct HfConfigField {
   std::string hf_key, anvil_key;
   engine::ConfigType type;
   bool zero_is_null = false;
   bool zero_is_4d = false;
+  bool zero_is_per_head = false;  // anvil's 0 means d_model / n_heads (T5's d_kv)
 };
 
 // A config.json field with a fixed value (JSON text), written on export and checked on import
@@ -76,7 +79,7 @@ struct HfFamily {
   std::vector<HfConfigField> config;
   std::vector<HfFixedField> fixed;
   // [model] settings of the family: written on import, required on export (they pick the
-  // family of a checkpoint).
+  // family of a checkpoint; a family without a "type" setting is for [model] type gpt).
   std::vector<HfSetting> settings;
   // [model] values written on import when no config.json field gives them (BLOOM has no
   // maximum sequence length: ALiBi).
@@ -87,10 +90,15 @@ const HfFamily& gpt2_hf_family();
 const HfFamily& bloom_hf_family();
 const HfFamily& llama_hf_family();
 const HfFamily& bert_hf_family();
+const HfFamily& t5_v10_hf_family();  // model/hf_t5.cc
+const HfFamily& t5_v11_hf_family();
 // Every family, GPT-2 first.
 const std::vector<const HfFamily*>& hf_families();
-// The family of a config.json "model_type"; NotFound naming the supported ones.
-absl::StatusOr<const HfFamily*> hf_family(const std::string& model_type);
+// The family of a config.json "model_type"; among several of one type (T5 v1.0, v1.1) the
+// first whose fixed fields agree with those in `fields` (config.json's, as JSON text:
+// feed_forward_proj), else the first. NotFound naming the supported ones.
+absl::StatusOr<const HfFamily*> hf_family(const std::string& model_type,
+                                          const std::map<std::string, std::string>& fields = {});
 
 // What the layouts need to know of the model.
 struct HfDims {

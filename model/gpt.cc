@@ -315,6 +315,7 @@ absl::Status GptModel::Impl::setup_grad_sync(engine::Device device) {
 const GptConfig& GptModel::config() const { return impl_->cfg; }
 const GptShard& GptModel::shard() const { return impl_->shard; }
 ParamTable& GptModel::params() { return impl_->buf.table; }
+const parallel::ZeroPartition* GptModel::zero_partition() const { return impl_->sync->partition(); }
 GptModel::FlatBuffers GptModel::flat_buffers() {
   const parallel::SyncBuffers& f = impl_->buf.flat;
   return FlatBuffers{f.value, f.master, f.grad, f.m, f.v};
@@ -469,16 +470,20 @@ double GptModel::grad_sum_squares(engine::Stream& stream) {
   return read_back(b.norm_out, stream)[0];
 }
 
-void GptModel::optimizer_step(const OptimizerStep& s, engine::Stream& stream) {
+ops::AdamWArgs GptModel::OptimizerStep::adamw_args() const {
   ops::AdamWArgs a;
-  a.lr = s.lr;
-  a.beta1 = s.beta1;
-  a.beta2 = s.beta2;
-  a.eps = s.eps;
-  a.weight_decay = s.weight_decay;
-  a.step = s.step;
-  a.grad_scale = s.grad_scale;
-  impl_->sync->optimizer_step(a, stream);
+  a.lr = lr;
+  a.beta1 = beta1;
+  a.beta2 = beta2;
+  a.eps = eps;
+  a.weight_decay = weight_decay;
+  a.step = step;
+  a.grad_scale = grad_scale;
+  return a;
+}
+
+void GptModel::optimizer_step(const OptimizerStep& s, engine::Stream& stream) {
+  impl_->sync->optimizer_step(s.adamw_args(), stream);
 }
 
 size_t GptModel::arena_bytes() const {

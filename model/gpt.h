@@ -25,10 +25,12 @@
 #include "engine/stream.h"
 #include "engine/tensor.h"
 #include "model/param_table.h"
+#include "ops/adamw.h"
 
 namespace anvil::parallel {
 class Comm;
-}
+class ZeroPartition;
+}  // namespace anvil::parallel
 
 namespace anvil::model {
 
@@ -205,6 +207,8 @@ class GptModel {
   const GptConfig& config() const;
   const GptShard& shard() const;
   ParamTable& params();
+  // The ZeRO partition of the flat buffers (null without ZeRO; parallel/zero.h).
+  const parallel::ZeroPartition* zero_partition() const;
   // The flat buffers behind params(), [params().flat_numel()] each: compute copy (act dtype),
   // f32 master (the same memory as value when act == grad dtype), f32 gradients, AdamW moments.
   // Under ZeRO some are this rank's shard [flat_numel / zero_dp] instead (master, m, v from
@@ -302,6 +306,7 @@ class GptModel {
   struct OptimizerStep {
     float lr, beta1, beta2, eps, weight_decay, grad_scale;
     int64_t step;
+    ops::AdamWArgs adamw_args() const;  // the same as the op's arguments
   };
   void optimizer_step(const OptimizerStep& s, engine::Stream& stream);
 

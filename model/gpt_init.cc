@@ -29,6 +29,26 @@ ops::TpSplit tp_split(const Param& p, int tp, int tp_rank) {
   return s;
 }
 
+void init_range(const InitTarget& t, const Param& p, int64_t first, int64_t count,
+                ops::InitNormalArgs args, engine::Stream& stream) {
+  const int64_t begin = p.offset + first, end = begin + count;
+  // The parameter's elements from flat position lo on fill `dst`.
+  auto put = [&](engine::TensorView dst, int64_t lo) {
+    args.first = lo - p.offset;
+    ops::init_normal(args, dst, stream);
+  };
+  if (t.part == nullptr) {
+    put(flat_slice(t.buf, begin, {count}), begin);
+    return;
+  }
+  for (size_t b = 0; b < t.part->buckets().size(); ++b) {
+    const parallel::ZeroPiece piece = t.part->piece(b);
+    const int64_t lo = std::max(begin, piece.begin), hi = std::min(end, piece.end);
+    if (hi <= lo) continue;
+    put(flat_slice(t.buf, piece.shard_offset + lo - piece.begin, {hi - lo}), lo);
+  }
+}
+
 void init_params(const GptConfig& cfg, const GptShard& shard, const ParamTable& table,
                  const std::vector<InitTarget>& targets, uint64_t seed, engine::Stream& stream) {
   const double resid_std = cfg.init_std / std::sqrt(2.0 * static_cast<double>(cfg.n_layers));
@@ -57,24 +77,7 @@ void init_params(const GptConfig& cfg, const GptShard& shard, const ParamTable& 
       // Padded vocabulary rows stay 0: no token uses them and their logits are ignored.
       args.valid = p.vocab_rows ? cfg.vocab_size * cfg.d_model : global->numel();
     }
-    // The parameter's elements from flat position lo on fill `dst`.
-    auto put = [&](engine::TensorView dst, int64_t lo) {
-      args.first = lo - p.offset;
-      ops::init_normal(args, dst, stream);
-    };
-    for (const InitTarget& t : targets) {
-      if (t.part == nullptr) {
-        put(flat_slice(t.buf, p.offset, {p.numel()}), p.offset);
-        continue;
-      }
-      for (size_t b = 0; b < t.part->buckets().size(); ++b) {
-        const parallel::ZeroPiece piece = t.part->piece(b);
-        const int64_t lo = std::max(p.offset, piece.begin);
-        const int64_t hi = std::min(p.offset + p.numel(), piece.end);
-        if (hi <= lo) continue;
-        put(flat_slice(t.buf, piece.shard_offset + lo - piece.begin, {hi - lo}), lo);
-      }
-    }
+    for (const InitTarget& t : targets) init_range(t, p, 0, p.numel(), args, stream);
   }
 }
 

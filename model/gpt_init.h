@@ -37,6 +37,12 @@ struct InitTarget {
 // model::tp_global_index).
 ops::TpSplit tp_split(const Param& p, int tp, int tp_rank);
 
+// Elements [first, first + count) of parameter p (first counted from p's start) drawn with
+// `args` (args.first is set here) into target t: at their flat positions, or (t.part) those
+// inside this rank's ZeRO pieces at their shard offsets.
+void init_range(const InitTarget& t, const Param& p, int64_t first, int64_t count,
+                ops::InitNormalArgs args, engine::Stream& stream);
+
 // Writes every parameter's elements into every target (the flat buffers must already be zero,
 // so padding stays 0). Shards (TP, PP) get the values of the whole model at their global
 // elements. Only enqueues work on the stream: no host synchronization.

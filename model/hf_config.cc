@@ -136,6 +136,9 @@ HfJsonFields hf_config_fields(const HfFamily& f, const engine::Config& cfg,
     std::string v = model_text(cfg, schema, k.anvil_key);
     if (v == "0" && k.zero_is_null) v = "null";
     if (v == "0" && k.zero_is_4d) v = absl::StrCat(4 * cfg.get_int("model", "d_model"));
+    if (v == "0" && k.zero_is_per_head) {
+      v = absl::StrCat(cfg.get_int("model", "d_model") / cfg.get_int("model", "n_heads"));
+    }
     out[k.hf_key] = v;
   }
   for (const HfFixedField& k : f.fixed) out[k.hf_key] = k.json_value;
@@ -205,6 +208,9 @@ absl::StatusOr<HfImportedModel> hf_import_model(const HfFamily& f, const HfJsonF
   }
   const std::string* tie = find("tie_embeddings");
   m.tied = tie == nullptr || same_value(*tie, "true");
+  for (const HfFixedField& k : f.fixed) {  // T5 v1.1: an untied lm_head
+    if (k.hf_key == "tie_word_embeddings" && k.json_value == "false") m.tied = false;
+  }
   return m;
 }
 

@@ -17,6 +17,7 @@
 #include "ops/grad_norm.h"
 #include "ops/init_normal.h"
 #include "parallel/comm.h"
+#include "parallel/zero.h"
 
 namespace anvil::model {
 
@@ -49,8 +50,8 @@ std::vector<std::pair<int64_t, double>> init_sigmas(const T5Config& cfg, const P
 
 // Every element from (seed, its offset in the whole single-rank model), so a TP shard holds the
 // single-rank values at its global elements (model/gpt_init.h).
-void init_params(const T5Config& cfg, const T5Shard& shard, const ParamTable& t, TensorView target,
-                 uint64_t seed, engine::Stream& s) {
+void init_params(const T5Config& cfg, const T5Shard& shard, const ParamTable& t,
+                 const gpt_detail::InitTarget& target, uint64_t seed, engine::Stream& s) {
   const ParamTable whole = t5_detail::make_t5_param_table(cfg);
   for (const Param& p : t.all()) {
     const std::vector<std::pair<int64_t, double>> pieces =
@@ -61,7 +62,7 @@ void init_params(const T5Config& cfg, const T5Shard& shard, const ParamTable& t,
     if (pieces.empty()) {
       a.kind = ops::InitKind::kConstant;
       a.value = 1.0f;
-      ops::init_normal(a, flat_slice(target, p.offset, {p.numel()}), s);
+      gpt_detail::init_range(target, p, 0, p.numel(), a, s);
       continue;
     }
     a.kind = ops::InitKind::kNormal;
@@ -72,8 +73,7 @@ void init_params(const T5Config& cfg, const T5Shard& shard, const ParamTable& t,
     int64_t row = 0;
     for (const auto& [rows, sigma] : pieces) {
       a.sigma = sigma;
-      a.first = row * cols;
-      ops::init_normal(a, flat_slice(target, p.offset + row * cols, {rows * cols}), s);
+      gpt_detail::init_range(target, p, row * cols, rows * cols, a, s);
       row += rows;
     }
   }
@@ -128,9 +128,21 @@ absl::StatusOr<std::unique_ptr<T5Model>> T5Model::create(const T5Config& cfg,
     ANVIL_ASSIGN_OR_RETURN(stream, engine::Stream::cuda(device));
   }
   t5_detail::Buffers& b = impl->buf;
-  for (TensorView v : {b.value, b.master, b.grad, b.m, b.v}) engine::fill_zero(v, stream);
-  init_params(cfg, shard, b.table, b.value, seed, stream);
-  if (b.master.data != b.value.data) init_params(cfg, shard, b.table, b.master, seed, stream);
+  const parallel::SyncBuffers& f = b.flat;
+  for (TensorView v :
+       {f.value, f.master, f.grad, f.m, f.v, f.grad_shard, f.persist_grad, f.persist_value}) {
+    if (!v.empty()) engine::fill_zero(v, stream);
+  }
+  ANVIL_RETURN_IF_ERROR(impl->setup_grad_sync());
+  // Into every buffer of values: at flat positions, or a shard's own pieces.
+  const int64_t n = b.table.flat_numel();
+  auto target = [&](TensorView v) {
+    return gpt_detail::InitTarget{v, v.numel() == n ? nullptr : impl->sync->partition()};
+  };
+  init_params(cfg, shard, b.table, target(f.value), seed, stream);
+  if (f.master.data != f.value.data)
+    init_params(cfg, shard, b.table, target(f.master), seed, stream);
+  impl->sync->params_loaded(stream);  // ZeRO-3: gathers the buckets that stay whole
   // Relative buckets of distances j - i, at j - i + Tq - 1 (ops/flash_attention.h).
   for (const auto& [dst, len, bidirectional] :
        {std::tuple<TensorView, int64_t, bool>{b.rel_buckets_enc, shape.enc_len, true},
@@ -152,10 +164,12 @@ absl::StatusOr<std::unique_ptr<T5Model>> T5Model::create(const T5Config& cfg,
 
 const T5Config& T5Model::config() const { return impl_->cfg; }
 const T5RunShape& T5Model::shape() const { return impl_->shape; }
+const T5Shard& T5Model::shard() const { return impl_->shard; }
 ParamTable& T5Model::params() { return impl_->buf.table; }
+const parallel::ZeroPartition* T5Model::zero_partition() const { return impl_->sync->partition(); }
 GptModel::FlatBuffers T5Model::flat_buffers() {
-  const t5_detail::Buffers& b = impl_->buf;
-  return GptModel::FlatBuffers{b.value, b.master, b.grad, b.m, b.v};
+  const parallel::SyncBuffers& f = impl_->buf.flat;
+  return GptModel::FlatBuffers{f.value, f.master, f.grad, f.m, f.v};
 }
 
 void T5Model::forward(const T5Batch& batch, bool train, uint64_t dropout_offset,
@@ -243,7 +257,17 @@ std::vector<TensorView> T5Model::stage_input_grads() {
   return {flat_slice(m.buf.dres, 0, {B * m.shape.dec_len, d}), m.buf.denc};
 }
 
-void T5Model::zero_grads(engine::Stream& stream) { engine::fill_zero(impl_->buf.grad, stream); }
+void T5Model::zero_grads(engine::Stream& stream) { impl_->sync->zero_grads(stream); }
+
+void T5Model::reduce_gradients(engine::Stream& stream) { impl_->sync->reduce_gradients(stream); }
+
+void T5Model::set_overlap_grad_sync(bool on) { impl_->sync->set_overlap(on); }
+
+void T5Model::params_loaded(engine::Stream& stream) { impl_->sync->params_loaded(stream); }
+
+void T5Model::gather_values(TensorView out, engine::Stream& stream) {
+  impl_->sync->gather_values(out, stream);
+}
 
 void T5Model::sum_shared_grads(parallel::Comm* pp, engine::Stream& stream) {
   if (pp == nullptr) return;
@@ -260,51 +284,90 @@ double T5Model::grad_sum_squares(engine::Stream& stream) {
   const t5_detail::Buffers& b = impl_->buf;
   const T5Shard& sh = impl_->shard;
   engine::fill_zero(b.norm_out, stream);
+  // Flat elements [lo, hi): of the whole gradient, or (ZeRO) the own pieces of the reduced one.
+  auto add = [&](int64_t lo, int64_t hi) {
+    impl_->sync->add_grad_squares(b.norm_out, lo, hi, b.op_ws, stream);
+  };
   if (sh.tp == 1 && impl_->shared.empty()) {
     // Padding between parameters holds zero gradients: one sum over the whole buffer.
-    ops::sum_squares(b.norm_out, b.grad, b.op_ws, stream);
+    add(0, b.table.flat_numel());
   } else {
     // Split parameters on every TP rank, the replicated ones (equal over TP) on rank 0 only;
     // a copy of a shared parameter on the first stage holding one.
     for (const Param& p : b.table.all()) {
-      bool counted = p.tp_split_dim >= 0 || sh.tp_rank == 0;
-      for (const t5_detail::SharedParam& sp : impl_->shared) {
-        if (sp.name == p.name && sp.stages.front() != sh.pp_rank) counted = false;
-      }
-      if (counted) {
-        ops::sum_squares(b.norm_out, flat_slice(p.grad, 0, {p.numel()}), b.op_ws, stream);
-      }
+      if ((p.tp_split_dim >= 0 || sh.tp_rank == 0) && first_copy(p))
+        add(p.offset, p.offset + p.numel());
     }
     impl_->tp_all_reduce(b.norm_out, stream);
   }
   return gpt_detail::read_back(b.norm_out, stream)[0];
 }
 
+bool T5Model::first_copy(const Param& p) const {
+  for (const t5_detail::SharedParam& sp : impl_->shared) {
+    if (sp.name == p.name) return sp.stages.front() == impl_->shard.pp_rank;
+  }
+  return true;
+}
+
 double T5Model::grad_norm(engine::Stream& stream) { return std::sqrt(grad_sum_squares(stream)); }
 
 void T5Model::optimizer_step(const GptModel::OptimizerStep& s, engine::Stream& stream) {
-  const t5_detail::Buffers& b = impl_->buf;
-  const bool shared = b.master.data == b.value.data;
-  ops::AdamWArgs a;
-  a.lr = s.lr;
-  a.beta1 = s.beta1;
-  a.beta2 = s.beta2;
-  a.eps = s.eps;
-  a.step = s.step;
-  a.grad_scale = s.grad_scale;
-  // Per bucket: [begin, decay_end) with weight decay, the rest without.
-  auto range = [&](int64_t begin, int64_t end, float weight_decay) {
-    if (end <= begin) return;
-    ops::AdamWArgs r = a;
-    r.weight_decay = weight_decay;
-    auto sl = [&](TensorView flat) { return flat_slice(flat, begin, {end - begin}); };
-    ops::adamw_update(r, sl(b.master), sl(b.m), sl(b.v), shared ? TensorView{} : sl(b.value),
-                      sl(b.grad), stream);
-  };
-  for (const ParamTable::Bucket& k : b.table.buckets()) {
-    range(k.begin, k.decay_end, s.weight_decay);
-    range(k.decay_end, k.end, 0.0f);
+  impl_->sync->optimizer_step(s.adamw_args(), stream);
+}
+
+absl::Status T5Model::Impl::setup_grad_sync() {
+  std::vector<int64_t> layer_bucket;
+  for (const auto& [decoder, buckets] :
+       {std::pair<bool, const std::vector<int64_t>*>{false, &buf.enc_bucket},
+        {true, &buf.dec_bucket}}) {
+    for (size_t l = 0; l < buckets->size(); ++l) {
+      if ((*buckets)[l] < 0) continue;
+      sync_layers.push_back({decoder, static_cast<int64_t>(l)});
+      layer_bucket.push_back((*buckets)[l]);
+    }
   }
+  parallel::GradSyncOptions o;
+  o.stage = shard.zero_stage;
+  o.dp = shard.dp_comm;
+  o.dp_bucket_elems = shard.dp_bucket_elems;
+  if (prec.device == engine::Device::kCuda) ANVIL_CUDA_CHECK(cudaGetDevice(&o.cuda_device));
+  auto bind = [this](int64_t k, parallel::LayerPart part, TensorView bucket) {
+    const auto [decoder, l] = sync_layers[static_cast<size_t>(k)];
+    t5_detail::Weights& w = part == parallel::LayerPart::kValues ? buf.w : buf.g;
+    const std::vector<int64_t>& buckets = decoder ? buf.dec_bucket : buf.enc_bucket;
+    (decoder ? w.dec : w.enc)[static_cast<size_t>(l)] = t5_detail::bucket_layer_views(
+        buf.table, decoder, l, buckets[static_cast<size_t>(l)], bucket);
+  };
+  // One chain: the blocks run encoder then decoder forward, and in reverse backward.
+  const std::vector<int64_t> chain(layer_bucket.size(), 0);
+  ANVIL_ASSIGN_OR_RETURN(
+      sync, parallel::GradSync::create(buf.sync_buckets, layer_bucket, chain, buf.flat, o, bind));
+  return absl::OkStatus();
+}
+
+int64_t T5Model::Impl::sync_layer(bool decoder, int64_t l) const {
+  for (size_t k = 0; k < sync_layers.size(); ++k) {
+    if (sync_layers[k] == std::pair<bool, int64_t>{decoder, l}) return static_cast<int64_t>(k);
+  }
+  return -1;
+}
+
+void T5Model::Impl::before_layer_forward(bool decoder, int64_t l, engine::Stream& s) {
+  const int64_t k = sync_layer(decoder, l);
+  if (k >= 0) sync->gather_layer(k, s);
+}
+
+void T5Model::Impl::before_layer_backward(bool decoder, int64_t l, engine::Stream& s) {
+  const int64_t k = sync_layer(decoder, l);
+  if (k < 0) return;
+  sync->gather_layer(k, s);
+  sync->zero_layer_grads(k, s);
+}
+
+void T5Model::Impl::after_layer_backward(bool decoder, int64_t l, engine::Stream& s) {
+  const int64_t k = sync_layer(decoder, l);
+  if (k >= 0) sync->layer_grads_done(k, s);
 }
 
 size_t T5Model::arena_bytes(const std::string& category) const {

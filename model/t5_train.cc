@@ -50,6 +50,11 @@ absl::StatusOr<T5Shard> T5Trainer::stage_shard(const TrainConfig& cfg,
   shard.pp_split = pc.pp_split_rank;
   ANVIL_ASSIGN_OR_RETURN(parallel::PipelinePlan plan, step_plan(cfg, shard.pp_rank));
   shard.act_slots = pipeline_slots(plan, pc.pp, shard.pp_rank);
+  if (pc.zero_stage > 0 && pc.dp > 1) {  // ZeRO over one rank is plain AdamW
+    shard.zero_stage = pc.zero_stage;
+    shard.zero_dp = pc.dp;
+    shard.zero_rank = grid ? grid->dp_rank() : 0;
+  }
   ANVIL_RETURN_IF_ERROR(shard.validate(cfg.t5));
   return shard;
 }
@@ -108,6 +113,9 @@ absl::StatusOr<std::unique_ptr<T5Trainer>> T5Trainer::create(const TrainConfig& 
     }
   }
   shard.tp_comm = t->tp_comm_;
+  // The model reduces its gradients over DP itself (parallel/grad_sync.h).
+  shard.dp_comm = t->dp_comm_;
+  shard.dp_bucket_elems = pc.bucket_mb > 0 ? pc.bucket_elems() : 0;
   ANVIL_ASSIGN_OR_RETURN(t->plan_, step_plan(cfg, t->pp_rank_));
   t->slots_ = shard.act_slots;
   const int64_t B = cfg.train.micro_batch, Te = cfg.data.seq_len, Td = cfg.data.decoder_seq_len;
@@ -123,6 +131,16 @@ absl::StatusOr<std::unique_ptr<T5Trainer>> T5Trainer::create(const TrainConfig& 
   t->record_.assign(static_cast<size_t>(t5_record_width(Te, Td)), 0);
   t->counted_.assign(accum, 0);
   return t;
+}
+
+T5Trainer::~T5Trainer() = default;
+
+void T5Trainer::restore(const TrainerState& s) {
+  step_ = s.step;
+  optimizer_steps_ = s.optimizer_steps;
+  micro_batches_ = s.micro_batches;
+  consumed_valid_ = s.consumed_valid_samples;
+  lr_.restore(s.lr);
 }
 
 int64_t T5Trainer::fill_batch(const SampleFn& fn, int64_t first, int64_t m) {
@@ -195,21 +213,27 @@ StepStats T5Trainer::step() {
   fns.dropout_offset = [&](int64_t m) {
     return micro_batches_ + static_cast<uint64_t>(m * dp_ + dp_rank_);
   };
+  // Plain DP overlap: during the last micro-batch's backward each block's all-reduce starts as
+  // soon as its backward is queued.
+  if (dp_comm_ != nullptr) {
+    fns.before_backward = [&](int64_t m) { model_->set_overlap_grad_sync(m == accum - 1); };
+  }
   T5PipelineStage stage(*model_, slots_, [this](int64_t m) { return host_batch(m); });
   const std::vector<double> losses =
       run_pipeline_step(stage, plan_, pp_, pp_rank_, pp_comm_, fns, s);
+  model_->set_overlap_grad_sync(false);
   double loss = 0.0;
   for (int64_t m = 0; m < accum; ++m) loss += losses[static_cast<size_t>(m)] * scale(m);
   micro_batches_ += static_cast<uint64_t>(total_micro);
   model_->sum_shared_grads(pp_comm_, s);
-  if (dp_comm_ != nullptr) {
-    dp_comm_->all_reduce(model_->flat_buffers().grad, parallel::ReduceOp::kSum, s);
-  }
+  model_->reduce_gradients(s);  // over DP: what the backward has not reduced yet
   StepStats st;
   st.step = ++step_;
   st.global_batch = G;
   st.loss = dp_sum(pp_sum(loss));  // the last stage's, over DP
-  st.grad_norm = std::sqrt(pp_sum(model_->grad_sum_squares(s)));
+  // ZeRO: each DP rank holds its pieces of the reduced gradient.
+  const double squares = model_->grad_sum_squares(s);
+  st.grad_norm = std::sqrt(pp_sum(model_->shard().zero_stage > 0 ? dp_sum(squares) : squares));
   st.lr = lr_.lr();
   const int64_t tokens_before = (step_ - 1) * G * cfg_.data.seq_len;
   if (!std::isfinite(st.grad_norm)) {
@@ -279,6 +303,7 @@ TrainSummary T5Trainer::run() {
   run_eval();
   consumed_valid_ = at;
   int64_t consecutive_skipped = 0;
+  bool stopped = false;  // by the step hook
   while (step_ < L.steps) {
     const StepStats st = step();
     sum.steps++;
@@ -319,8 +344,12 @@ TrainSummary T5Trainer::run() {
       run_eval();
       interval_eval_s += t.seconds();
     }
+    if (step_hook_ && step_hook_(st)) {
+      stopped = true;
+      break;
+    }
   }
-  if (sum.status.ok()) run_eval();
+  if (sum.status.ok() && !stopped) run_eval();
   sum.test_loss = std::numeric_limits<double>::quiet_NaN();
   sum.tokens_per_second = sum.train_seconds > 0
                               ? step_tokens * static_cast<double>(sum.steps) / sum.train_seconds

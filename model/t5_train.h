@@ -14,9 +14,18 @@
 // parameters summed over the stages after the last backward; the loss from the last stage) and
 // data parallelism ([parallel] dp: Megatron's sampler, micro-batch m of DP rank r holding samples
 // C + (m * dp + r) * B + b, dropout numbered by that global micro-batch, the flat gradient summed
-// over DP after the last backward, the loss summed over DP); evaluation runs the whole global
-// batch on every pipeline (run_pipeline_forward).
-// Not yet: ZeRO, checkpoints, batch ramp-up, skip_iterations (train_config rejects them for t5).
+// over DP by the model's gradient sync (parallel/grad_sync.h: bucketed all-reduces, each
+// block's started during the last micro-batch's backward), the loss summed over DP); evaluation
+// runs the whole global batch on every pipeline (run_pipeline_forward).
+// ZeRO ([parallel] zero_stage 1-3, dp > 1; T5Shard): each stage's optimizer state sharded over
+// its DP group (1), also its gradients (2: each block's reduce-scattered after its backward),
+// also its parameters (3: each block gathered before use); the norm sums the pieces over DP.
+// Checkpoints: state() / restore() are the GPT Trainer's TrainerState (step, AdamW updates,
+// micro-batches = the dropout counter, consumed samples, the lr scheduler), the model's tensors
+// go through model/t5_checkpoint.h (each stage its own parameters, a shared parameter's copies
+// written by the first stage holding one); a step hook (as the GPT Trainer's) lets bin/train
+// save and stop after any step.
+// Not yet: batch ramp-up, skip_iterations (train_config rejects them for t5).
 //
 // Sample record of T5 (what a SampleFn writes for one sample, int32):
 //   enc_tokens[Te] | dec_tokens[Td] | labels[Td] | enc_length[1]
@@ -26,6 +35,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -55,7 +66,8 @@ class T5Trainer {
   static absl::StatusOr<engine::MemoryPlan> plan(const TrainConfig& cfg, const GptPrecision& prec,
                                                  const T5Shard& shard = {});
   // This rank's part of the model on the launcher's grid (null: the whole model): its TP slice,
-  // pipeline stage and the activation slots of the step's 1F1B plan.
+  // pipeline stage, the activation slots of the step's 1F1B plan and its ZeRO rank (dp_comm is
+  // create()'s).
   static absl::StatusOr<T5Shard> stage_shard(const TrainConfig& cfg,
                                              const parallel::ProcessGrid* grid);
   // Creates the stream (CUDA device local_rank % device count), the TP / DP communicators
@@ -67,11 +79,25 @@ class T5Trainer {
                                                            engine::LogContext log = {},
                                                            const TrainerParallel& par = {});
 
+  ~T5Trainer();  // (out of line: the owned communicators' type is incomplete here)
+
   StepStats step();
   // Mean token loss over the next eval_iters global batches of `valid` (NaN without).
   double evaluate();
   // Steps until cfg.train.steps with logging and evaluation, then a summary line.
   TrainSummary run();
+
+  TrainerState state() const {
+    return TrainerState{
+        step_,           optimizer_steps_, micro_batches_, step_ * cfg_.train.global_batch,
+        consumed_valid_, lr_.state(),      std::nullopt};
+  }
+  // Continues a run from `s` (a checkpoint's; the model's state loaded separately).
+  void restore(const TrainerState& s);
+  int64_t steps_done() const { return step_; }
+  // Called by run() after each step (after its log line and evaluation); true ends the run
+  // there, without the final evaluation.
+  void set_step_hook(StepHook hook) { step_hook_ = std::move(hook); }
 
   T5Model& model() { return *model_; }
   engine::Stream& stream() { return *stream_; }
@@ -109,6 +135,7 @@ class T5Trainer {
   std::vector<int64_t> counted_;
   int64_t step_ = 0, optimizer_steps_ = 0, consumed_valid_ = 0;
   uint64_t micro_batches_ = 0;  // dropout numbering
+  StepHook step_hook_;
 };
 
 }  // namespace anvil::model

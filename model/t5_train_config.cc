@@ -100,9 +100,6 @@ absl::Status parse_t5_config(const engine::Config& c, TrainConfig& t) {
   if (p.sequence_parallel) {
     return c.error("parallel", "sequence_parallel", "is not supported with [model] type = t5 yet");
   }
-  if (!t.checkpoint.save.empty() || !t.checkpoint.load.empty()) {
-    return c.error("model", "type", "t5 has no [checkpoint] save / load yet");
-  }
   if (t.eval.any()) return c.error("model", "type", "t5 has no [eval] tasks");
   // Not in the T5 loop yet: each is refused, naming its key.
   for (const char* key : {"rampup_batch_size", "skip_iterations"}) {
@@ -110,11 +107,8 @@ absl::Status parse_t5_config(const engine::Config& c, TrainConfig& t) {
       return c.error("train", key, "is not supported with [model] type = t5 yet");
     }
   }
-  if (p.zero_stage > 0 || p.recompute != "none" || p.reduce_single_rank) {
-    return c.error("parallel",
-                   p.zero_stage > 0        ? "zero_stage"
-                   : p.recompute != "none" ? "recompute"
-                                           : "reduce_single_rank",
+  if (p.recompute != "none" || p.reduce_single_rank) {
+    return c.error("parallel", p.recompute != "none" ? "recompute" : "reduce_single_rank",
                    "is not supported with [model] type = t5 yet");
   }
   // The T5 loop has no loss scaler, and its attention is flash attention (bf16 on CUDA).

@@ -101,8 +101,8 @@ TEST(CheckpointHfTest, Gpt2) {
   ASSERT_TRUE(anvil2.ok()) << anvil2.status();
   EXPECT_EQ(by_name(*anvil2).at("h.0.attn.c_attn.weight").data, w.data);
   EXPECT_EQ(hf_family("gpt2").value(), &f);
-  EXPECT_THAT(std::string(hf_family("t5").status().message()),
-              HasSubstr("supported: gpt2, bloom, llama"));
+  EXPECT_THAT(std::string(hf_family("mamba").status().message()),
+              HasSubstr("supported: gpt2, bloom, llama, bert, t5"));
 }
 
 // BLOOM: d 6, 2 heads of 3, 2 layers, vocab 7.

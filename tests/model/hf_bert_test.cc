@@ -264,11 +264,13 @@ TEST(HfBert, ConfigImportAndExport) {
     EXPECT_THAT(std::string(hf_family_of(*other, schema).status().message()),
                 HasSubstr(absl::StrCat("bert needs ", key, " = ", was, ", got ", now)));
   }
-  // GPT-2's options under type bert are not GPT-2; type t5 has no family (yet).
+  // GPT-2's options under type bert are not GPT-2; type t5 picks a T5 family, not BERT's.
   absl::StatusOr<engine::Config> t5 =
       engine::Config::load_string("[model]\ntype = t5\n", "t5", schema);
   ASSERT_TRUE(t5.ok()) << t5.status();
-  EXPECT_FALSE(hf_family_of(*t5, schema).ok());
+  absl::StatusOr<const HfFamily*> t5_family = hf_family_of(*t5, schema);
+  ASSERT_TRUE(t5_family.ok()) << t5_family.status();
+  EXPECT_EQ((*t5_family)->model_type, "t5");
 }
 
 }  // namespace

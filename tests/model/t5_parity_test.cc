@@ -1,7 +1,9 @@
 // Parity with Hugging Face T5ForConditionalGeneration (run by scripts/gpu/t5_parity.sh): with
-// ANVIL_T5_PARITY_DIR set to a directory written by tests/parity/hf_t5_parity.py, loads HF's
-// weights and batch into T5Model and compares the mean token loss and the gradient norm with
-// HF's (computed in float64 on the CPU; HF's norms and softmax run in f32 even then):
+// ANVIL_T5_PARITY_DIR set to a directory written by tests/parity/hf_t5_parity.py (HF's
+// save_pretrained layout plus batch.safetensors), loads HF's weights through the converter's
+// import path (io/hf_dir.h, model/hf_t5.cc, model/t5_checkpoint.h) and the batch into T5Model and
+// compares the mean token loss and the gradient norm with HF's (computed in float64 on the CPU;
+// HF's norms and softmax run in f32 even then):
 //   CPU f64: within 1e-5 relative;  CPU f32: within 1e-4;  CUDA bf16 (when a GPU is present):
 //   loss within 2% + 0.02, gradient norm within 5%.
 // Skips when the variable is unset (CI has no torch).
@@ -9,18 +11,20 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "engine/memory.h"
 #include "engine/stream.h"
 #include "gtest/gtest.h"
+#include "io/hf_dir.h"
 #include "io/safetensors.h"
+#include "model/checkpoint_hf.h"
 #include "model/t5.h"
+#include "model/t5_checkpoint.h"
 #include "nlohmann/json.hpp"
-#include "ops/cast.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {
@@ -83,24 +87,23 @@ std::pair<double, double> run(const Reference& r, const std::string& dir, Device
   const DType grad = dev == Device::kCuda ? DType::kF32 : act;
   auto m = T5Model::create(r.cfg, r.shape, {dev, act, grad}, 1);
   EXPECT_TRUE(m.ok()) << m.status();
-  auto weights = io::SafetensorsFile::open(dir + "/weights.safetensors");
-  EXPECT_TRUE(weights.ok()) << weights.status();
-  for (Param& p : (*m)->params().all()) {
-    auto v = weights->read_f32(p.name);
-    EXPECT_TRUE(v.ok()) << v.status();
-    EXPECT_EQ(static_cast<int64_t>(v->size()), p.numel()) << p.name;
-    const engine::ConstTensorView host =
-        engine::make_view(v->data(), DType::kF32, Device::kCpu, {p.numel()});
-    // The master (f32 or f64) from the file, the compute copy cast from it.
-    const engine::TensorView master = flat_slice(p.master, 0, {p.numel()});
-    if (master.device == Device::kCpu) {
-      ops::cast(master, host, *s);
-    } else {
-      engine::copy(master, host, *s);  // f32 to the device
-      s->synchronize();
-    }
-    if (p.value.data != p.master.data) ops::cast(flat_slice(p.value, 0, {p.numel()}), master, *s);
-  }
+  // HF's directory through bin/convert's import path: its tensors, the T5 family's names.
+  auto hf = io::read_hf_tensors(dir);
+  EXPECT_TRUE(hf.ok()) << hf.status();
+  const HfFamily& f = r.cfg.tied() ? t5_v10_hf_family() : t5_v11_hf_family();
+  auto tensors = from_hf_tensors(f, std::move(*hf), {r.cfg.n_heads}, r.cfg.tied());
+  EXPECT_TRUE(tensors.ok()) << tensors.status();
+  std::map<std::string, engine::HostSlice> by_name;
+  for (engine::HostSlice& t : *tensors) by_name[kMasterState + t.tensor] = std::move(t);
+  const absl::Status loaded = t5_load_checkpoint(
+      **m,
+      [&](const std::string& name) -> absl::StatusOr<engine::HostSlice> {
+        auto it = by_name.find(name);
+        if (it == by_name.end()) return absl::NotFoundError(name);
+        return it->second;
+      },
+      /*weights_only=*/true, *s);
+  EXPECT_TRUE(loaded.ok()) << loaded;
   const T5Batch b{r.enc.data(), r.dec.data(), r.labels.data(), r.lengths.data()};
   double counted = 0;
   for (int32_t t : r.labels) counted += t >= 0;

@@ -25,6 +25,7 @@
 #include "parallel/grid.h"
 #include "parallel/group_comms.h"
 #include "parallel/mpi_comm.h"
+#include "tests/parallel/tiny_t5_training.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {
@@ -67,29 +68,6 @@ TrainConfig t5_config(float dropout) {
   return c;
 }
 
-// T5 record i (model/t5_train.h), depending on i only: encoder length in [Te/2, Te], some labels
-// not counted.
-SampleFn t5_samples() {
-  return [](int64_t index, int32_t* out) {
-    uint64_t x = 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(index + 3);
-    auto next = [&x] {
-      x ^= x >> 31;
-      x *= 0xbf58476d1ce4e5b9ull;
-      x ^= x >> 27;
-      return x;
-    };
-    const int32_t length = static_cast<int32_t>(kTe / 2 + next() % (kTe / 2 + 1));
-    for (int64_t t = 0; t < kTe; ++t) {
-      out[t] = t < length ? static_cast<int32_t>(next() % kVocab) : 0;
-    }
-    for (int64_t t = 0; t < kTd; ++t) out[kTe + t] = static_cast<int32_t>(next() % kVocab);
-    for (int64_t t = 0; t < kTd; ++t) {
-      out[kTe + kTd + t] = next() % 4 == 0 ? -1 : static_cast<int32_t>(next() % kVocab);
-    }
-    out[kTe + 2 * kTd] = length;
-  };
-}
-
 struct Layout {
   int tp = 1, pp = 1, dp = 1, split = 0;
   int64_t enc_layers = 2;
@@ -116,7 +94,8 @@ struct Run {
 
 Run train(const TrainConfig& cfg, const GptPrecision& prec, const TrainerParallel& par) {
   Run r;
-  auto t = T5Trainer::create(cfg, prec, t5_samples(), {}, engine::LogContext{}, par);
+  auto t = T5Trainer::create(cfg, prec, testing_parallel::hashed_t5_samples(kTe, kTd, kVocab), {},
+                             engine::LogContext{}, par);
   EXPECT_TRUE(t.ok()) << t.status();
   if (!t.ok()) return r;
   r.trainer = std::move(*t);

@@ -5,10 +5,8 @@
 
 builds a small T5 with random weights (HF's own initialization, seed 0; d_kv 64 so anvil's GPU
 flash attention runs it), a random batch with encoder padding and ignored labels, and writes
-  OUT_DIR/weights.safetensors  the parameters under anvil's names (model/t5.h: fused
-                               SelfAttention.qkv = cat(q, k, v), EncDecAttention.kv = cat(k, v),
-                               v1.1 DenseReluDense.wi = cat(wi_0, wi_1); shared / lm_head padded
-                               with zero rows to a multiple of 128)
+  OUT_DIR/config.json, model.safetensors   HF's save_pretrained: the weights under HF's names
+                               (anvil reads them as bin/convert import does: model/hf_t5.cc)
   OUT_DIR/batch.safetensors    enc_tokens, dec_tokens, labels (-1: ignored), enc_lengths (i32)
 with metadata: the T5 config (JSON), HF's mean token loss and the gradient norm of that loss
 over all parameters, both in float64 on the CPU. tests/model/t5_parity_test.cc reads them.
@@ -49,48 +47,14 @@ def make(out, version):
     norm = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters()
                           if p.grad is not None)).item()
 
-    sd = {k: v.detach().float() for k, v in model.state_dict().items()}
-    padded = (VOCAB + 127) // 128 * 128
-
-    def pad(w):
-        return torch.cat([w, torch.zeros(padded - w.shape[0], w.shape[1])], 0)
-
-    w = {"shared.weight": pad(sd["shared.weight"])}
-    if v11:
-        w["lm_head.weight"] = pad(sd["lm_head.weight"])
-    for stack in ("encoder", "decoder"):
-        w[f"{stack}.final_layer_norm.weight"] = sd[f"{stack}.final_layer_norm.weight"]
-        for l in range(LAYERS):
-            p = f"{stack}.block.{l}."
-            sa = p + "layer.0.SelfAttention."
-            w[sa + "qkv.weight"] = torch.cat([sd[sa + "q.weight"], sd[sa + "k.weight"],
-                                              sd[sa + "v.weight"]], 0)
-            w[sa + "o.weight"] = sd[sa + "o.weight"]
-            if l == 0:
-                w[sa + "relative_attention_bias.weight"] = sd[sa + "relative_attention_bias.weight"]
-            w[p + "layer.0.layer_norm.weight"] = sd[p + "layer.0.layer_norm.weight"]
-            ff = 1
-            if stack == "decoder":
-                ca = p + "layer.1.EncDecAttention."
-                w[ca + "q.weight"] = sd[ca + "q.weight"]
-                w[ca + "kv.weight"] = torch.cat([sd[ca + "k.weight"], sd[ca + "v.weight"]], 0)
-                w[ca + "o.weight"] = sd[ca + "o.weight"]
-                w[p + "layer.1.layer_norm.weight"] = sd[p + "layer.1.layer_norm.weight"]
-                ff = 2
-            dd = f"{p}layer.{ff}.DenseReluDense."
-            w[dd + "wi.weight"] = (torch.cat([sd[dd + "wi_0.weight"], sd[dd + "wi_1.weight"]], 0)
-                                   if v11 else sd[dd + "wi.weight"])
-            w[dd + "wo.weight"] = sd[dd + "wo.weight"]
-            w[f"{p}layer.{ff}.layer_norm.weight"] = sd[f"{p}layer.{ff}.layer_norm.weight"]
+    os.makedirs(out, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True)  # config.json, model.safetensors (f64)
     anvil_cfg = {"version": version, "vocab_size": VOCAB, "d_model": D, "d_kv": DKV,
                  "n_heads": HEADS, "d_ff": DFF, "n_encoder_layers": LAYERS,
                  "n_decoder_layers": LAYERS, "num_buckets": 32, "max_distance": 128,
                  "micro_batch": B, "enc_len": TE, "dec_len": TD}
     meta = {"config": json.dumps(anvil_cfg), "hf_loss": repr(out_hf.loss.item()),
             "hf_grad_norm": repr(norm)}
-    os.makedirs(out, exist_ok=True)
-    save_file({k: v.contiguous() for k, v in w.items()}, os.path.join(out, "weights.safetensors"),
-              metadata=meta)
     lab = labels.clone()
     lab[lab < 0] = -1
     batch = {"enc_tokens": enc.int().reshape(-1), "dec_tokens": dec.int().reshape(-1),
