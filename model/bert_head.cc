@@ -85,7 +85,7 @@ void GptModel::Impl::bert_head_backward(const gpt_detail::SlotData& sd, int64_t 
   scaled_weight_bias_grad(buf.g.lm_head, g.out_b, hd.logits, hd.mlm_ln, buf.bias_sums, grad_scale,
                           s);
   input_grad(buf.dln, hd.logits, buf.w.lm_head, s, grad_scale);  // d u, partial over the vocab
-  tp_all_reduce(buf.dln, s);
+  tp.all_reduce(buf.dln, s);
   // d(gelu output) into proj, through the GELU in place, then the dense layer: d X into dln.
   ops::layernorm_backward({bt, d, cfg.ln_eps}, ops::Accumulate::kOverwrite, buf.proj, g.ln_g,
                           g.ln_b, buf.dln, hd.mlm_act, w.ln_g, hd.mlm_mean, hd.mlm_rstd, buf.op_ws,

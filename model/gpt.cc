@@ -246,6 +246,7 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
   ANVIL_ASSIGN_OR_RETURN(impl->arenas, gpt_detail::allocate_arenas(plan, prec.device, "gpt"));
   gpt_detail::Carver carver(&impl->arenas);
   impl->buf = gpt_detail::gpt_layout(cfg, shape, prec, shard, carver);
+  impl->tp = {shard.tp_comm, shard.tp, shard.tp_rank, shard.sequence_parallel, impl->buf.gathered};
   impl->ready_for_backward.assign(static_cast<size_t>(impl->n_chunks() * shard.act_slots), false);
   ANVIL_RETURN_IF_ERROR(carver.status());
   for (const auto& [cat, a] : impl->arenas) {
@@ -419,14 +420,14 @@ engine::TensorView GptModel::chunk_input_grad() { return impl_->last_input_grad;
 void GptModel::zero_grads(engine::Stream& stream) { impl_->sync->zero_grads(stream); }
 
 void GptModel::finish_backward(engine::Stream& stream) {
-  if (!impl_->sp()) return;
+  if (!impl_->tp.sp()) return;
   const gpt_detail::Buffers& b = impl_->buf;
   // ZeRO 2/3 summed each layer's scratch already (the layer buckets are not whole here).
   if (impl_->shard.zero_stage < 2) {
     for (const gpt_detail::LayerWeights& g : b.g.layers) impl_->sync_layernorm_grads(g, stream);
   }
   for (engine::TensorView v : {b.g.lnf_g, b.g.lnf_b, b.g.wte_ln_g, b.g.wte_ln_b}) {
-    if (!v.empty()) impl_->tp_all_reduce(v, stream);
+    if (!v.empty()) impl_->tp.all_reduce(v, stream);
   }
 }
 

@@ -129,6 +129,12 @@ struct GptPrecision {
 // attention core (probabilities) in backward instead of saving them; kFull saves only each
 // layer's input and reruns the whole layer forward in backward.
 enum class Recompute { kNone, kSelective, kFull };
+// [parallel] recompute's value ("none", "selective", "full"; validated by the config) as the enum.
+inline Recompute recompute_from_name(const std::string& name) {
+  return name == "full"        ? Recompute::kFull
+         : name == "selective" ? Recompute::kSelective
+                               : Recompute::kNone;
+}
 
 // The part of the model one rank holds (DESIGN.md §5). Tensor parallelism (tp > 1) splits the
 // heads, the MLP hidden units and the padded vocabulary over the TP group (Megatron's column /

@@ -15,6 +15,7 @@
 #include "ops/embedding.h"
 #include "ops/rotary.h"
 #include "parallel/grad_sync.h"
+#include "parallel/tensor_parallel.h"
 
 namespace anvil::model {
 
@@ -26,6 +27,8 @@ struct GptModel::Impl {
   uint64_t seed = 0;                                          // parameter init and dropout key
   std::vector<std::pair<std::string, engine::Arena>> arenas;  // by plan category
   gpt_detail::Buffers buf;
+  // The TP group's mappings (sequence parallelism included); gathers into buf.gathered.
+  parallel::TensorParallel tp;
 
   // Dropout sites per forward: the embedding, then per layer attention probabilities,
   // attention output, MLP output. Each owns `site_stride` Philox counters.
@@ -121,25 +124,8 @@ struct GptModel::Impl {
   void attention_core_backward(const gpt_detail::SlotData& sd, const gpt_detail::LayerActs& a,
                                int64_t layer, engine::TensorView dqkv, engine::TensorView datty,
                                engine::Stream& s);
-  // Sum over the TP group, in place (the g mapping of Megatron; no-op without TP).
-  void tp_all_reduce(engine::TensorView x, engine::Stream& s);
-  // Sequence parallelism (sp()): this rank's rows [r0, r0 + rows) of the [B*T, ...] tensors.
-  bool sp() const { return shard.sequence_parallel && shard.tp > 1; }
-  int64_t rows() const { return gpt_detail::local_rows(shape, shard); }
-  engine::TensorView local_rows(engine::TensorView full) const;
-  // Philox offset shift of this rank's rows for dropout on [rows, d] (0 without sp()).
-  uint64_t row_shift() const;
-  // After a row-parallel linear wrote its partial sum [B*T, d] into `full`: the sum over TP
-  // (all-reduce, or with sp() reduce-scatter) as the rows this rank holds.
-  engine::TensorView row_parallel_out(engine::TensorView full, engine::Stream& s);
-  // After a column-parallel input gradient (partial over TP) in `full`: the same for gradients.
-  engine::TensorView col_parallel_in_grad(engine::TensorView full, engine::Stream& s) {
-    return row_parallel_out(full, s);
-  }
-  // With sp(): `full` [B*T, d] whose own rows are written gets every rank's rows (all-gather).
-  void gather_rows(engine::TensorView full, engine::Stream& s);
-  // A [rows, d] gradient as [B*T, d]: all-gathered into buf.gathered with sp(), else itself.
-  engine::TensorView gather_grad(engine::TensorView local, engine::Stream& s);
+  // Rows of the [B*T, d] residual stream this rank holds (B*T / tp with sequence parallelism).
+  int64_t rows() const { return tp.local_rows(shape.micro_batch * shape.seq_len); }
   // sp(): sums the layernorm gradients of a layer (or ln_f) over TP.
   void sync_layernorm_grads(const gpt_detail::LayerWeights& g, engine::Stream& s);
 };

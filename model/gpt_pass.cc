@@ -120,46 +120,8 @@ void mlp_in(const GptConfig& cfg, int64_t tp, TensorView gelu, TensorView pre_ge
 
 }  // namespace gpt_detail
 
-void GptModel::Impl::tp_all_reduce(TensorView x, engine::Stream& s) {
-  if (shard.tp > 1) shard.tp_comm->all_reduce(x, parallel::ReduceOp::kSum, s);
-}
-
-TensorView GptModel::Impl::local_rows(TensorView full) const {
-  if (!sp()) return full;
-  return engine::slice_rows(full, shard.tp_rank * rows(), (shard.tp_rank + 1) * rows());
-}
-
-uint64_t GptModel::Impl::row_shift() const {
-  // Element r0 * d of a [B*T, d] tensor is Philox counter r0 * d / 4 (4 values per counter).
-  return sp() ? static_cast<uint64_t>(shard.tp_rank * rows() * cfg.d_model / 4) : 0;
-}
-
-TensorView GptModel::Impl::row_parallel_out(TensorView full, engine::Stream& s) {
-  if (!sp()) {
-    tp_all_reduce(full, s);
-    return full;
-  }
-  TensorView mine = local_rows(full);
-  shard.tp_comm->reduce_scatter(mine, full, parallel::ReduceOp::kSum, s);  // in place
-  return mine;
-}
-
-void GptModel::Impl::gather_rows(TensorView full, engine::Stream& s) {
-  if (sp()) shard.tp_comm->all_gather(full, local_rows(full), s);  // in place
-}
-
-TensorView GptModel::Impl::gather_grad(TensorView local, engine::Stream& s) {
-  if (!sp()) return local;
-  engine::copy(local_rows(buf.gathered), local, s);
-  gather_rows(buf.gathered, s);
-  return buf.gathered;
-}
-
 void GptModel::Impl::sync_layernorm_grads(const gpt_detail::LayerWeights& g, engine::Stream& s) {
-  if (!sp()) return;
-  for (TensorView v : {g.ln1_g, g.ln1_b, g.ln2_g, g.ln2_b}) {
-    if (!v.empty()) tp_all_reduce(v, s);
-  }
+  tp.sum_row_grads({g.ln1_g, g.ln1_b, g.ln2_g, g.ln2_b}, s);
 }
 
 void GptModel::Impl::set_batch(int64_t chunk, int64_t slot, const GptBatch& batch,
@@ -207,7 +169,7 @@ void GptModel::Impl::embed(int64_t slot, bool train, engine::Stream& s) {  // ch
   const gpt_detail::EmbedActs* eln =
       buf.embed.empty() ? nullptr : &buf.embed[static_cast<size_t>(slot)];
   const TensorView sum = eln != nullptr ? eln->sum : x;
-  const TensorView e = sp() ? buf.proj : sum;
+  const TensorView e = tp.sp() ? buf.proj : sum;
   ops::embedding_forward(ea, e, sd.tokens, sd.positions, buf.w.wte,
                          shard.tp_rank == 0 ? buf.w.wpe : TensorView{}, s);
   if (!buf.w.tte.empty() && shard.tp_rank == 0) {  // BERT: + tte[type], once before the TP sum
@@ -215,18 +177,14 @@ void GptModel::Impl::embed(int64_t slot, bool train, engine::Stream& s) {  // ch
     ops::embedding_forward(token_type_args(), t, sd.token_types, {}, buf.w.tte, {}, s);
     ops::axpy(1.0f, flat_slice(e, 0, {bt * d}), flat_slice(t, 0, {bt * d}), s);
   }
-  if (sp()) {
-    shard.tp_comm->reduce_scatter(sum, e, parallel::ReduceOp::kSum, s);
-  } else {
-    tp_all_reduce(sum, s);
-  }
+  tp.reduce_rows_into(sum, e, s);
   if (eln != nullptr) {
     ops::layernorm_forward({rows(), d, cfg.ln_eps}, x, eln->mean, eln->rstd, sum, buf.w.wte_ln_g,
                            buf.w.wte_ln_b, s);
   }
   if (train && cfg.hidden_dropout > 0.0f) {
     ops::dropout_forward(
-        {cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, 0) + row_shift()}, x, x, s);
+        {cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, 0) + tp.row_shift(x)}, x, x, s);
   }
 }
 
@@ -234,7 +192,8 @@ void GptModel::Impl::hidden_drop(const gpt_detail::SlotData& sd, TensorView x, i
                                  bool train, engine::Stream& s) {
   if (train && cfg.hidden_dropout > 0.0f) {  // in place, on this rank's rows
     ops::dropout_forward(
-        {cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, site) + row_shift()}, x, x, s);
+        {cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, site) + tp.row_shift(x)}, x, x,
+        s);
   }
 }
 
@@ -251,7 +210,7 @@ TensorView GptModel::Impl::attention_block_forward(const gpt_detail::SlotData& s
   }
   attention_core_forward(sd, a, l, train, s);
   row_linear(buf.proj, a.atty, lw.attn_proj_w, lw.attn_proj_b, shard.tp_rank == 0, s);
-  TensorView proj = row_parallel_out(buf.proj, s);
+  TensorView proj = tp.row_parallel_out(buf.proj, s);
   hidden_drop(sd, proj, 2 + 3 * l, train, s);
   return proj;
 }
@@ -262,7 +221,7 @@ TensorView GptModel::Impl::mlp_block_forward(const gpt_detail::SlotData& sd,
                                              bool train, engine::Stream& s) {
   gpt_detail::mlp_in(cfg, shard.tp, a.gelu, a.pre_gelu, a.ln2, lw.fc_w, lw.fc_b, s);
   row_linear(buf.proj, a.gelu, lw.mlp_proj_w, lw.mlp_proj_b, shard.tp_rank == 0, s);
-  TensorView proj = row_parallel_out(buf.proj, s);
+  TensorView proj = tp.row_parallel_out(buf.proj, s);
   hidden_drop(sd, proj, 3 + 3 * l, train, s);
   return proj;
 }
@@ -276,18 +235,18 @@ void GptModel::Impl::layer_forward(const gpt_detail::SlotData& sd, int64_t slot,
   sync->gather_layer(local, s);  // ZeRO-3
   const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(local)];
   if (!fused_input) {
-    gpt_detail::norm_forward(ln, local_rows(a.ln1), a.ln1_mean, a.ln1_rstd, a.x, lw.ln1_g, lw.ln1_b,
-                             s);
+    gpt_detail::norm_forward(ln, tp.local_rows(a.ln1), a.ln1_mean, a.ln1_rstd, a.x, lw.ln1_g,
+                             lw.ln1_b, s);
   } else {  // x = h' + Drop(mlp') of the previous layer, fused with LN1
-    gpt_detail::residual_norm_forward(ln, a.x, local_rows(a.ln1), a.ln1_mean, a.ln1_rstd,
-                                      buf.act(slot, local - 1).h, local_rows(buf.proj), lw.ln1_g,
+    gpt_detail::residual_norm_forward(ln, a.x, tp.local_rows(a.ln1), a.ln1_mean, a.ln1_rstd,
+                                      buf.act(slot, local - 1).h, tp.local_rows(buf.proj), lw.ln1_g,
                                       lw.ln1_b, s);
   }
-  gather_rows(a.ln1, s);
+  tp.gather_rows(a.ln1, s);
   const TensorView proj = attention_block_forward(sd, a, lw, l, a.ln1, train, s);
-  gpt_detail::residual_norm_forward(ln, a.h, local_rows(a.ln2), a.ln2_mean, a.ln2_rstd, a.x, proj,
-                                    lw.ln2_g, lw.ln2_b, s);
-  gather_rows(a.ln2, s);
+  gpt_detail::residual_norm_forward(ln, a.h, tp.local_rows(a.ln2), a.ln2_mean, a.ln2_rstd, a.x,
+                                    proj, lw.ln2_g, lw.ln2_b, s);
+  tp.gather_rows(a.ln2, s);
   mlp_block_forward(sd, a, lw, l, train, s);
 }
 
@@ -373,15 +332,15 @@ void GptModel::Impl::head_forward(const gpt_detail::SlotData& sd, int64_t slot, 
   gpt_detail::HeadActs& hd = buf.head[static_cast<size_t>(slot)];
   const gpt_detail::NormArgs ln{cfg.norm, rows(), d, cfg.ln_eps};
   if (cfg.post_ln()) {  // the last layer wrote x_final; the heads read it whole
-    if (sp()) {
-      engine::copy(local_rows(hd.lnf), hd.x_final, s);
-      gather_rows(hd.lnf, s);
+    if (tp.sp()) {
+      engine::copy(tp.local_rows(hd.lnf), hd.x_final, s);
+      tp.gather_rows(hd.lnf, s);
     }
   } else {
-    gpt_detail::residual_norm_forward(ln, hd.x_final, local_rows(hd.lnf), hd.lnf_mean, hd.lnf_rstd,
-                                      buf.act(slot, last_local).h, local_rows(buf.proj),
-                                      buf.w.lnf_g, buf.w.lnf_b, s);
-    gather_rows(hd.lnf, s);
+    gpt_detail::residual_norm_forward(ln, hd.x_final, tp.local_rows(hd.lnf), hd.lnf_mean,
+                                      hd.lnf_rstd, buf.act(slot, last_local).h,
+                                      tp.local_rows(buf.proj), buf.w.lnf_g, buf.w.lnf_b, s);
+    tp.gather_rows(hd.lnf, s);
   }
   if (hidden_head) {  // a head outside reads lnf (GptModel::final_hidden): no loss here
     engine::fill_zero(hd.losses, s);
@@ -453,8 +412,8 @@ void GptModel::Impl::forward_chunk(int64_t chunk, int64_t slot, bool train, uint
     // (its normalized output goes to scratch).
     const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(layers.back())];
     gpt_detail::residual_norm_forward({cfg.norm, rows(), cfg.d_model, cfg.ln_eps}, buf.send_act,
-                                      local_rows(buf.dln), buf.stat_mean, buf.stat_rstd,
-                                      buf.act(slot, layers.back()).h, local_rows(buf.proj),
+                                      tp.local_rows(buf.dln), buf.stat_mean, buf.stat_rstd,
+                                      buf.act(slot, layers.back()).h, tp.local_rows(buf.proj),
                                       lw.ln2_g, lw.ln2_b, s);
   }
   ready_for_backward[key] = train;
@@ -467,17 +426,17 @@ void GptModel::Impl::head_backward(int64_t slot, float grad_scale, engine::Strea
   TensorView dlnf;  // d(head input), this rank's rows
   if (hidden_head) {
     // A head outside (set_hidden_head) left its whole, TP-replicated d(head input) in buf.dln.
-    dlnf = local_rows(buf.dln);
+    dlnf = tp.local_rows(buf.dln);
   } else if (cfg.bert()) {
     // d(head input) is whole on every TP rank (the heads are replicated): keep the own rows.
     bert_head_backward(buf.slot_data(n_chunks() - 1, slot), slot, grad_scale, s);
-    dlnf = local_rows(buf.dln);
+    dlnf = tp.local_rows(buf.dln);
   } else {
     // LM head (wte when tied): dhead += grad_scale dlogits^T lnf;  dlnf = grad_scale dlogits
     // head (summed over TP: each rank holds a vocabulary slice).
     weight_grad(buf.g.lm_head, hd.logits, hd.lnf, s, grad_scale);
     input_grad(buf.dln, hd.logits, buf.w.lm_head, s, grad_scale);
-    dlnf = col_parallel_in_grad(buf.dln, s);
+    dlnf = tp.col_parallel_in_grad(buf.dln, s);
   }
   if (cfg.post_ln()) {
     engine::copy(buf.dres, dlnf, s);
@@ -489,12 +448,12 @@ void GptModel::Impl::head_backward(int64_t slot, float grad_scale, engine::Strea
 
 TensorView GptModel::Impl::drop_grad(const gpt_detail::SlotData& sd, int64_t site, TensorView dres,
                                      engine::Stream& s) {
-  if (cfg.hidden_dropout <= 0.0f) return gather_grad(dres, s);
-  const TensorView local = local_rows(buf.proj);
+  if (cfg.hidden_dropout <= 0.0f) return tp.gather_grad(dres, s);
+  const TensorView local = tp.local_rows(buf.proj);
   ops::dropout_backward(
-      {cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, site) + row_shift()}, local, dres,
-      s);
-  return gather_grad(local, s);
+      {cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, site) + tp.row_shift(local)}, local,
+      dres, s);
+  return tp.gather_grad(local, s);
 }
 
 TensorView GptModel::Impl::mlp_block_backward(const gpt_detail::SlotData& sd,
@@ -502,8 +461,8 @@ TensorView GptModel::Impl::mlp_block_backward(const gpt_detail::SlotData& sd,
                                               const gpt_detail::LayerWeights& lw,
                                               const gpt_detail::LayerWeights& lg, int64_t l,
                                               TensorView dres, engine::Stream& s) {
-  const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model, tp = shard.tp;
-  const TensorView dfc = rows_view(buf.dbig, bt, cfg.fc_out() / tp);
+  const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model, n_tp = shard.tp;
+  const TensorView dfc = rows_view(buf.dbig, bt, cfg.fc_out() / n_tp);
   // MLP: out = Drop(gelu Wp^T + bp); dres holds d out.
   const TensorView dproj = drop_grad(sd, 3 + 3 * l, dres, s);
   weight_bias_grad(lg.mlp_proj_w, lg.mlp_proj_b, dproj, a.gelu, s);
@@ -514,13 +473,13 @@ TensorView GptModel::Impl::mlp_block_backward(const gpt_detail::SlotData& sd,
     input_grad(dfc, dproj, lw.mlp_proj_w, s);
     ops::activation_backward(ops::Activation::kGeluErf, dfc, dfc, a.pre_gelu, s);
   } else {
-    ops::GemmArgs dg{bt, cfg.ffn() / tp, d};
+    ops::GemmArgs dg{bt, cfg.ffn() / n_tp, d};
     dg.epilogue = Epilogue::kDGelu;  // dfc = (dproj Wp) * gelu'(pre_gelu)
     ops::gemm(dg, dfc, dproj, lw.mlp_proj_w, {}, a.pre_gelu, s);
   }
   weight_bias_grad(lg.fc_w, lg.fc_b, dfc, a.ln2, s);
   input_grad(buf.dln, dfc, lw.fc_w, s);
-  return col_parallel_in_grad(buf.dln, s);
+  return tp.col_parallel_in_grad(buf.dln, s);
 }
 
 TensorView GptModel::Impl::attention_block_backward(const gpt_detail::SlotData& sd,
@@ -529,9 +488,9 @@ TensorView GptModel::Impl::attention_block_backward(const gpt_detail::SlotData& 
                                                     const gpt_detail::LayerWeights& lg, int64_t l,
                                                     ConstTensorView in, TensorView dres,
                                                     engine::Stream& s) {
-  const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model, tp = shard.tp;
-  const TensorView dqkv = rows_view(buf.dbig, bt, 3 * d / tp);
-  const TensorView datty = rows_view(buf.dln, bt, d / tp);
+  const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model, n_tp = shard.tp;
+  const TensorView dqkv = rows_view(buf.dbig, bt, 3 * d / n_tp);
+  const TensorView datty = rows_view(buf.dln, bt, d / n_tp);
   // Attention: out = Drop(atty Wo^T + bo); dres holds d out.
   const TensorView dproj = drop_grad(sd, 2 + 3 * l, dres, s);
   weight_bias_grad(lg.attn_proj_w, lg.attn_proj_b, dproj, a.atty, s);
@@ -544,7 +503,7 @@ TensorView GptModel::Impl::attention_block_backward(const gpt_detail::SlotData& 
   }
   weight_bias_grad(lg.qkv_w, lg.qkv_b, dqkv, in, s);
   input_grad(buf.dln, dqkv, lw.qkv_w, s);
-  return col_parallel_in_grad(buf.dln, s);
+  return tp.col_parallel_in_grad(buf.dln, s);
 }
 
 void GptModel::Impl::layer_grads_done(int64_t local, const gpt_detail::LayerWeights& lg,
@@ -615,19 +574,20 @@ void GptModel::Impl::backward_chunk(int64_t chunk, int64_t slot, float grad_scal
   if (!(shard.pre && chunk == 0)) return;
   if (cfg.hidden_dropout > 0.0f) {
     ops::dropout_backward(
-        {cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, 0) + row_shift()}, dres, dres, s);
+        {cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, 0) + tp.row_shift(dres)}, dres,
+        dres, s);
   }
   if (!buf.embed.empty()) {  // dres becomes d(word embedding) through the embedding LayerNorm
     const gpt_detail::EmbedActs& e = buf.embed[static_cast<size_t>(slot)];
     ops::layernorm_backward({rows(), cfg.d_model, cfg.ln_eps}, ops::Accumulate::kOverwrite,
-                            local_rows(buf.dln), buf.g.wte_ln_g, buf.g.wte_ln_b, dres, e.sum,
+                            tp.local_rows(buf.dln), buf.g.wte_ln_g, buf.g.wte_ln_b, dres, e.sum,
                             buf.w.wte_ln_g, e.mean, e.rstd, buf.op_ws, s);
-    dres = local_rows(buf.dln);
+    dres = tp.local_rows(buf.dln);
   }
   const int64_t vrows = cfg.padded() / shard.tp;
   ops::EmbeddingArgs ea{shape.micro_batch * shape.seq_len, cfg.d_model, vrows, cfg.max_seq_len};
   ea.vocab_start = shard.tp_rank * vrows;
-  const TensorView demb = gather_grad(dres, s);
+  const TensorView demb = tp.gather_grad(dres, s);
   ops::embedding_backward(ea, buf.g.wte, buf.g.wpe, demb, sd.tokens, sd.positions, s);
   if (!buf.g.tte.empty()) {
     ops::embedding_backward(token_type_args(), buf.g.tte, {}, demb, sd.token_types, {}, s);

@@ -34,18 +34,18 @@ void GptModel::Impl::post_layer_forward(const gpt_detail::SlotData& sd, int64_t 
   sync->gather_layer(local, s);  // ZeRO-3
   const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(local)];
   // The attention reads all B*T rows of x: gathered into ln1 with sequence parallelism.
-  if (sp()) {
-    engine::copy(local_rows(a.ln1), a.x, s);
-    gather_rows(a.ln1, s);
+  if (tp.sp()) {
+    engine::copy(tp.local_rows(a.ln1), a.x, s);
+    tp.gather_rows(a.ln1, s);
   }
-  const TensorView in = sp() ? a.ln1 : a.x;
+  const TensorView in = tp.sp() ? a.ln1 : a.x;
   TensorView proj = attention_block_forward(sd, a, lw, l, in, train, s);
-  gpt_detail::residual_norm_forward(ln, a.h, local_rows(a.ln2), a.ln1_mean, a.ln1_rstd, a.x, proj,
-                                    lw.ln1_g, lw.ln1_b, s);
-  gather_rows(a.ln2, s);
+  gpt_detail::residual_norm_forward(ln, a.h, tp.local_rows(a.ln2), a.ln1_mean, a.ln1_rstd, a.x,
+                                    proj, lw.ln1_g, lw.ln1_b, s);
+  tp.gather_rows(a.ln2, s);
   proj = mlp_block_forward(sd, a, lw, l, train, s);
-  gpt_detail::residual_norm_forward(ln, a.post_sum, out, a.ln2_mean, a.ln2_rstd, local_rows(a.ln2),
-                                    proj, lw.ln2_g, lw.ln2_b, s);
+  gpt_detail::residual_norm_forward(ln, a.post_sum, out, a.ln2_mean, a.ln2_rstd,
+                                    tp.local_rows(a.ln2), proj, lw.ln2_g, lw.ln2_b, s);
 }
 
 void GptModel::Impl::post_layer_backward(const gpt_detail::SlotData& sd, int64_t slot,
@@ -55,7 +55,7 @@ void GptModel::Impl::post_layer_backward(const gpt_detail::SlotData& sd, int64_t
   // Full recomputation reruns the forward from x; its output goes to scratch (the next
   // layer's input is still there, and the chunk output may be in flight).
   if (shard.recompute == Recompute::kFull) {
-    post_layer_forward(sd, slot, local, local_rows(buf.dln), /*train=*/true, s);
+    post_layer_forward(sd, slot, local, tp.local_rows(buf.dln), /*train=*/true, s);
   } else {
     sync->gather_layer(local, s);  // ZeRO-3
   }
@@ -63,7 +63,7 @@ void GptModel::Impl::post_layer_backward(const gpt_detail::SlotData& sd, int64_t
   const gpt_detail::LayerActs& a = buf.act(slot, local);
   const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(local)];
   const gpt_detail::LayerWeights& lg = buf.g.layers[static_cast<size_t>(local)];
-  const TensorView scratch = local_rows(buf.dln);
+  const TensorView scratch = tp.local_rows(buf.dln);
   // dres = d post_sum = LN2'(d out) (through scratch: a norm backward writes apart from dy).
   gpt_detail::norm_backward(ln, ops::Accumulate::kOverwrite, scratch, lg.ln2_g, lg.ln2_b, dres,
                             a.post_sum, lw.ln2_g, a.ln2_mean, a.ln2_rstd, buf.op_ws, s);
@@ -75,7 +75,7 @@ void GptModel::Impl::post_layer_backward(const gpt_detail::SlotData& sd, int64_t
                             lw.ln1_g, a.ln1_mean, a.ln1_rstd, buf.op_ws, s);
   engine::copy(dres, scratch, s);
   // dres = d x = d h + d(attention input).
-  add_into(dres, attention_block_backward(sd, a, lw, lg, l, sp() ? a.ln1 : a.x, dres, s), s);
+  add_into(dres, attention_block_backward(sd, a, lw, lg, l, tp.sp() ? a.ln1 : a.x, dres, s), s);
   layer_grads_done(local, lg, s);
 }
 

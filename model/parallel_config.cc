@@ -37,12 +37,13 @@ void add_parallel_schema(engine::ConfigSchema& s) {
         "Activation recomputation (--recompute-granularity): none, selective (attention "
         "probabilities recomputed in backward; with flash attention, which keeps only the "
         "[B, H, T] softmax statistics, there is nothing to recompute and it equals none) or "
-        "full (only each layer's input kept).");
+        "full (only each layer's input kept). T5 (flash attention only): selective equals "
+        "none.");
   s.add("parallel", "sequence_parallel", kBool, "false",
         "Megatron's sequence parallelism (--sequence-parallel, with tp > 1): layernorms, dropout "
         "and the residual stream hold 1/tp of the tokens per TP rank; all-gathers and "
-        "reduce-scatters replace the TP all-reduces. micro_batch * seq_len must be divisible by "
-        "tp. No effect with tp = 1.");
+        "reduce-scatters replace the TP all-reduces. micro_batch * seq_len (T5: and micro_batch "
+        "* decoder_seq_len) must be divisible by tp. No effect with tp = 1.");
   s.add("parallel", "dp", kInt, "0",
         "Data-parallel size; 0 = launched ranks / (tp * pp). Each DP rank runs global_batch / dp "
         "samples per step in micro-batches of [train] micro_batch; the gradients are summed over "

@@ -114,6 +114,7 @@ absl::StatusOr<std::unique_ptr<T5Model>> T5Model::create(const T5Config& cfg,
   gpt_detail::Carver carver(&impl->arenas);
   impl->buf = t5_detail::t5_layout(cfg, shape, prec, shard, carver);
   ANVIL_RETURN_IF_ERROR(carver.status());
+  impl->tp = {shard.tp_comm, shard.tp, shard.tp_rank, shard.sequence_parallel, impl->buf.gathered};
   // Largest dropout site: attention probabilities [B, H, Tq, Tk] or a hidden [rows, max(d, ff)].
   const uint64_t B = static_cast<uint64_t>(shape.micro_batch);
   const uint64_t T = static_cast<uint64_t>(std::max(shape.enc_len, shape.dec_len));
@@ -220,19 +221,22 @@ std::vector<TensorView> T5Model::stage_inputs(int64_t slot) {
     if (m.embeds_enc()) return {};
     return {a.enc_layers[static_cast<size_t>(m.layers.enc_begin)].x};
   }
-  if (m.embeds_dec()) return {a.enc};
-  return {a.dec_layers[static_cast<size_t>(m.layers.dec_begin)].x, a.enc};
+  // The encoder output arrives as this rank's rows (decoder_forward gathers them).
+  const TensorView enc = m.tp.local_rows(a.enc);
+  if (m.embeds_dec()) return {enc};
+  return {a.dec_layers[static_cast<size_t>(m.layers.dec_begin)].x, enc};
 }
 
 std::vector<TensorView> T5Model::stage_outputs() {
   const Impl& m = *impl_;
   const t5_detail::SlotActs& a = m.buf.slots[static_cast<size_t>(m.last_forward)];
+  const TensorView enc = m.tp.local_rows(a.enc);
   if (m.has_enc()) {
-    if (m.ends_enc()) return {a.enc};
+    if (m.ends_enc()) return {enc};
     return {m.buf.out};
   }
   if (m.post()) return {};
-  return {m.buf.out, a.enc};
+  return {m.buf.out, enc};
 }
 
 std::vector<TensorView> T5Model::stage_output_grads(int64_t slot) {
@@ -248,13 +252,14 @@ std::vector<TensorView> T5Model::stage_output_grads(int64_t slot) {
 
 std::vector<TensorView> T5Model::stage_input_grads() {
   const Impl& m = *impl_;
-  const int64_t B = m.shape.micro_batch, d = m.cfg.d_model;
+  const int64_t d = m.cfg.d_model;
+  const TensorView denc = m.tp.local_rows(m.buf.denc);
   if (m.has_enc()) {
     if (m.embeds_enc()) return {};
-    return {flat_slice(m.buf.dres, 0, {B * m.shape.enc_len, d})};
+    return {flat_slice(m.buf.dres, 0, {m.enc_rows(), d})};
   }
-  if (m.embeds_dec()) return {m.buf.denc};
-  return {flat_slice(m.buf.dres, 0, {B * m.shape.dec_len, d}), m.buf.denc};
+  if (m.embeds_dec()) return {denc};
+  return {flat_slice(m.buf.dres, 0, {m.dec_rows(), d}), denc};
 }
 
 void T5Model::zero_grads(engine::Stream& stream) { impl_->sync->zero_grads(stream); }
@@ -267,6 +272,19 @@ void T5Model::params_loaded(engine::Stream& stream) { impl_->sync->params_loaded
 
 void T5Model::gather_values(TensorView out, engine::Stream& stream) {
   impl_->sync->gather_values(out, stream);
+}
+
+void T5Model::finish_backward(engine::Stream& stream) {
+  const t5_detail::Weights& g = impl_->buf.g;
+  impl_->tp.sum_row_grads({g.enc_final, g.dec_final}, stream);
+  for (const bool decoder : {false, true}) {
+    const std::vector<t5_detail::LayerWeights>& stack = decoder ? g.dec : g.enc;
+    for (size_t l = 0; l < stack.size(); ++l) {
+      // ZeRO 2/3 summed a sharded block's right after its backward (after_layer_backward).
+      if (impl_->reduced_per_layer(decoder, static_cast<int64_t>(l))) continue;
+      impl_->tp.sum_row_grads({stack[l].ln1, stack[l].ln2, stack[l].ln_ff}, stream);
+    }
+  }
 }
 
 void T5Model::sum_shared_grads(parallel::Comm* pp, engine::Stream& stream) {
@@ -298,7 +316,7 @@ double T5Model::grad_sum_squares(engine::Stream& stream) {
       if ((p.tp_split_dim >= 0 || sh.tp_rank == 0) && first_copy(p))
         add(p.offset, p.offset + p.numel());
     }
-    impl_->tp_all_reduce(b.norm_out, stream);
+    impl_->tp.all_reduce(b.norm_out, stream);
   }
   return gpt_detail::read_back(b.norm_out, stream)[0];
 }
@@ -367,7 +385,14 @@ void T5Model::Impl::before_layer_backward(bool decoder, int64_t l, engine::Strea
 
 void T5Model::Impl::after_layer_backward(bool decoder, int64_t l, engine::Stream& s) {
   const int64_t k = sync_layer(decoder, l);
-  if (k >= 0) sync->layer_grads_done(k, s);
+  if (k < 0) return;
+  // ZeRO 2/3 reduce this micro-batch's scratch now: with sequence parallelism its norms'
+  // gradients are summed over TP first (finish_backward does the others once per step).
+  if (reduced_per_layer(decoder, l)) {
+    const t5_detail::LayerWeights& g = (decoder ? buf.g.dec : buf.g.enc)[static_cast<size_t>(l)];
+    tp.sum_row_grads({g.ln1, g.ln2, g.ln_ff}, s);
+  }
+  sync->layer_grads_done(k, s);
 }
 
 size_t T5Model::arena_bytes(const std::string& category) const {

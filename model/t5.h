@@ -20,7 +20,14 @@
 // Explicit forward/backward over ops/ with saved activations; gradients accumulate (+=) across
 // micro-batches. Tensor parallelism (T5Shard) as Megatron's: heads, d_ff and the padded
 // vocabulary split over the TP group (column-parallel qkv / cross q, kv / wi, row-parallel o /
-// wo, vocab-parallel embedding, LM head and cross-entropy); no sequence parallelism yet.
+// wo, vocab-parallel embedding, LM head and cross-entropy), with Megatron's sequence
+// parallelism as an option (T5Shard sequence_parallel, parallel/tensor_parallel.h): the residual
+// streams, RMSNorms and hidden dropouts on this rank's rows of B*Te and B*Td, all-gathered before
+// the column-parallel qkv / cross q / wi and before the LM head (the encoder output once, for
+// every cross k|v), reduce-scattered after o / co / wo; dropouts on rows are numbered as on one
+// rank, so losses equal those without it. Activation recomputation (T5Shard recompute) as GPT's:
+// full keeps each layer's input and reruns the layer's forward (same dropout masks) before its
+// backward; selective recomputes nothing (the flash attention keeps only its softmax statistics).
 // Pipeline parallelism (T5Shard pp) as Megatron's: the encoder's layers on stages [0, split), the
 // decoder's on [split, pp); each stage runs its part per activation slot (the stage API below,
 // driven by model/t5_stage.h). Data parallelism and ZeRO 1-3 over T5Shard's DP group run in the
@@ -129,6 +136,10 @@ struct T5Shard {
   int zero_dp = 1, zero_rank = 0;
   parallel::Comm* dp_comm = nullptr;
   int64_t dp_bucket_elems = 0;
+  // Sequence parallelism (tp > 1): B*Te and B*Td divisible by tp into row blocks of a multiple
+  // of 4 elements (check_t5_run). Pipeline transfers then carry this rank's rows only.
+  bool sequence_parallel = false;
+  Recompute recompute = Recompute::kNone;
   // InvalidArgument naming the numbers (heads, d_ff, padded vocabulary % tp, the stage layout;
   // zero_stage in [0, 3], zero_rank in [0, zero_dp)); create() also needs tp_comm when tp > 1,
   // dp_comm with ZeRO.
@@ -141,6 +152,11 @@ struct T5RunShape {
   int64_t enc_len;      // Te (encoder sequence length)
   int64_t dec_len;      // Td (decoder sequence length)
 };
+
+// Sequence parallelism's row split over tp ranks: InvalidArgument naming the numbers unless
+// B*Te and B*Td each split into tp row blocks of a multiple of 4 elements (the Philox counters
+// of a block's dropout start at a whole counter).
+absl::Status check_t5_row_split(const T5Config& cfg, const T5RunShape& shape, int tp);
 
 // One micro-batch's host inputs. enc_lengths may be null (every encoder token is real);
 // otherwise encoder tokens t >= enc_lengths[b] are padding (io/t5_dataset's enc_padding_mask is
@@ -205,6 +221,7 @@ class T5Model {
   //   last encoder stage -> first decoder stage:  encoder output [B*Te, d] (after the final
   //                                               encoder norm and dropout)
   //   decoder stage -> next decoder stage:  hidden [B*Td, d], encoder output [B*Te, d]
+  // (with sequence parallelism each of them is this TP rank's rows: [B*T / tp, d]),
   // and their gradients backwards (a decoder stage's encoder-output gradient sums those of all
   // later decoder stages' cross-attention).
   void set_batch(int64_t slot, const T5Batch& batch, engine::Stream& stream);
@@ -244,6 +261,10 @@ class T5Model {
   // out [params().flat_numel()] (=, act dtype, on the model's device): this stage's parameter
   // values whole (ZeRO-3 gathers them over DP: a collective).
   void gather_values(engine::TensorView out, engine::Stream& stream);
+  // After a step's last backward, before the gradients are read (DP sum, norm, update): with
+  // sequence parallelism sums the RMSNorm weight gradients (each rank's rows) over TP; else a
+  // no-op.
+  void finish_backward(engine::Stream& stream);
   // L2 norm of this stage's gradient (syncs; a TP collective: replicated parameters counted
   // once); with one stage the global norm: sqrt(grad_sum_squares).
   double grad_norm(engine::Stream& stream);

@@ -2,25 +2,32 @@
 // forward/backward). Not part of the public API.
 //
 // Saved activations (per activation slot: one micro-batch in flight; Re = B*Te encoder rows,
-// Rd = B*Td decoder rows; act dtype unless noted; rstd: [rows] stat dtype; lse: [B, H, T] f32;
-// layers and ends of this pipeline stage only):
-//   encoder layer: x (input), ln1, rstd1, qkv [Re, 3I], lse, att [Re, I], h, ln2, rstd2,
-//                  pre [Re, wi_out] (wi's output), act [Re, d_ff] (activation output after its
-//                  dropout: wo's input)
-//   decoder layer: x, ln1, rstd1, qkv [Rd, 3I], lse, att, h (= h1), ln2, rstd2, cq [Rd, I],
-//                  ckv [Re, 2I] (k | v of the encoder output), clse [B, H, Td], catt [Rd, I],
-//                  h2, ln3, rstd3, pre, act
-//   ends:          x_enc (encoder's last residual sum), enc_norm (= RMSf_enc, before its
-//                  dropout), enc (after it: what cross-attention reads; on decoder stages the
-//                  received copy), and the same three for the decoder (dec is the LM head's
-//                  input), logits, losses [Rd] stat dtype
-//   received grads: dout (d stage output) [R, d], denc_in (d enc of later decoder stages) [Re, d]
-// Scratch: proj [max(Re, Rd), d] (a projection's output, or its gradient), dres, dln
-// [max rows, max(d, I)], dbig [max rows, max(3I, wi_out)], dact [max rows, d_ff] (d of the FFN
-// activation output), denc [Re, d] (d enc, summed over the decoder layers), rel_f32 / drel_f32 [2,
-// buckets, H] f32 (the relative tables as the attention op takes them), rel_grad [buckets * H] grad
-// dtype. out [R, d]: the stage's output hidden (pipeline), shared_sum: zeros standing in for a
-// shared parameter's gradient this stage has no copy of (sum_shared_grads).
+// Rd = B*Td decoder rows, re / rd = the rows this TP rank holds of them: Re / tp, Rd / tp with
+// sequence parallelism, else Re, Rd; act dtype unless noted; rstd: [local rows] stat dtype;
+// lse: [B, H, T] f32; TP: I, H, d_ff, wi_out are this rank's; layers and ends of this pipeline
+// stage only):
+//   encoder layer: x (input) [re, d], ln1 [Re, d] (gathered), rstd1, qkv [Re, 3I], lse,
+//                  att [Re, I], h [re, d], ln2 [Re, d], rstd2, pre [Re, wi_out] (wi's output),
+//                  act [Re, d_ff] (activation output after its dropout: wo's input)
+//   decoder layer: x [rd, d], ln1 [Rd, d], rstd1, qkv [Rd, 3I], lse, att, h (= h1) [rd, d], ln2,
+//                  rstd2, cq [Rd, I], ckv [Re, 2I] (k | v of the encoder output),
+//                  clse [B, H, Td], catt [Rd, I], h2 [rd, d], ln3, rstd3, pre, act
+//                  With recompute full only x is kept per layer and slot; one set of the rest
+//                  per stack ("recompute.encoder.*", "recompute.decoder.*" in the plan) serves
+//                  every layer and slot.
+//   ends:          x_enc [re, d] (encoder's last residual sum), enc_norm [re, d] (= RMSf_enc,
+//                  before its dropout), enc [Re, d] (after it, gathered: what cross-attention
+//                  reads; on decoder stages the received copy), and the same three for the
+//                  decoder (dec [Rd, d] is the LM head's input), logits, losses [Rd] stat dtype
+//   received grads: dout (d stage output) [r, d], denc_in (d enc of later decoder stages) [re, d]
+// Scratch: proj [max(Re, Rd), d] (a projection's output, or its gradient: the rows this rank
+// holds after the TP sum), dres [max local rows, d], dln [max rows, max(d, I)], dbig [max rows,
+// max(3I, wi_out)], dact [max rows, d_ff] (d of the FFN activation output), denc [Re, d] (d enc,
+// summed over the decoder layers), gathered [max rows, d] (sequence parallelism: a gradient's
+// rows gathered for a weight gradient), rel_f32 / drel_f32 [2, buckets, H] f32 (the relative
+// tables as the attention op takes them), rel_grad [buckets * H] grad dtype. out [r, d]: the
+// stage's output hidden (pipeline), shared_sum: zeros standing in for a shared parameter's
+// gradient this stage has no copy of (sum_shared_grads).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +44,7 @@
 #include "model/t5.h"
 #include "ops/flash_attention.h"
 #include "parallel/grad_sync.h"
+#include "parallel/tensor_parallel.h"
 
 namespace anvil::model::t5_detail {
 
@@ -95,7 +103,7 @@ struct Buffers {
   std::vector<SlotActs> slots;
   TensorView rel_buckets_enc, rel_buckets_dec;  // [2Te - 1], [2Td - 1] i32
   TensorView out, shared_sum;
-  TensorView proj, dres, dln, dbig, dact, denc;
+  TensorView proj, dres, dln, dbig, dact, denc, gathered;
   TensorView rel_f32, drel_f32, rel_grad;
   TensorView ce;  // [3, Rd] stat dtype: row max, sum of exponentials, target logit (tp > 1)
   engine::Workspace op_ws, gemm_ws;
@@ -138,6 +146,7 @@ struct T5Model::Impl {
   uint64_t seed = 0;
   std::vector<std::pair<std::string, engine::Arena>> arenas;
   t5_detail::Buffers buf;
+  parallel::TensorParallel tp;                 // the TP group's mappings; gathers into buf.gathered
   T5StageLayers layers;                        // this pipeline stage's
   int64_t slot = 0;                            // of the forward / backward running
   int64_t last_forward = 0;                    // the slot of the last forward_stage
@@ -183,46 +192,87 @@ struct T5Model::Impl {
   void decoder_forward(bool train, engine::Stream& s);
   void decoder_backward(float grad_scale, engine::Stream& s);
   void encoder_backward(engine::Stream& s);
+  // x [rows, d] (=, this rank's rows) = Drop(shared[tokens]) summed over TP (vocab-parallel);
+  // tokens: [R] i32 of all rows.
+  void embed(engine::TensorView x, engine::TensorView tokens, bool train, int64_t site,
+             engine::Stream& s);
+  // Its backward from d x in dres (through the dropout in place): shared's gradient (+=).
+  void embed_backward(engine::TensorView dres, engine::TensorView tokens, int64_t site,
+                      engine::Stream& s);
+  // A stack's end: sum = h + proj (=), norm = RMS(sum) (=), this rank's rows of out [R, d] (=)
+  // = Drop(norm) (the caller gathers out where all rows are read); all but out [rows, d].
+  void final_norm(engine::TensorView sum, engine::TensorView norm, engine::TensorView rstd,
+                  engine::TensorView out, engine::TensorView h, engine::TensorView proj,
+                  engine::TensorView gamma, bool train, int64_t site, engine::Stream& s);
+  // Its backward: from d(this rank's rows of out) in dout (through the dropout in place), dres
+  // (=) = d sum, dgamma (+=).
+  void final_norm_backward(engine::TensorView dres, engine::TensorView dout, engine::TensorView sum,
+                           engine::TensorView rstd, engine::TensorView gamma,
+                           engine::TensorView dgamma, int64_t site, engine::Stream& s);
   // The relative tables' f32 gradients into the parameter gradients this stage holds.
   void add_relative_grads(engine::Stream& s);
   // Creates `sync` over buf's buckets.
   absl::Status setup_grad_sync();
   // The sync's index of block l of the decoder or encoder, -1 for a whole (block 0) bucket.
   int64_t sync_layer(bool decoder, int64_t l) const;
+  // Whether block l's gradients are reduced after each backward (ZeRO 2/3, a layer bucket).
+  bool reduced_per_layer(bool decoder, int64_t l) const {
+    return shard.zero_stage >= 2 && sync_layer(decoder, l) >= 0;
+  }
   // The gradient sync's layer hooks around block l's forward (gather) and backward (gather,
   // zeroed gradient scratch; after: reduce).
   void before_layer_forward(bool decoder, int64_t l, engine::Stream& s);
   void before_layer_backward(bool decoder, int64_t l, engine::Stream& s);
   void after_layer_backward(bool decoder, int64_t l, engine::Stream& s);
-  void encoder_layer_forward(int64_t l, bool train, engine::Stream& s);
-  void decoder_layer_forward(int64_t l, bool train, engine::Stream& s);
+  // Layer l's forward. from_x: its input x is already there (the stage's first layer, or full
+  // recomputation); else x = h + Drop(proj) of layer l - 1, fused with RMS1.
+  void encoder_layer_forward(int64_t l, bool train, bool from_x, engine::Stream& s);
+  void decoder_layer_forward(int64_t l, bool train, bool from_x, engine::Stream& s);
+  bool recompute_full() const { return shard.recompute == Recompute::kFull; }
   void encoder_layer_backward(int64_t l, engine::Stream& s);
   void decoder_layer_backward(int64_t l, engine::Stream& s);
-  // act = Drop(act_fn(ln_ff wi^T)) then proj = act wo^T (dropped at `site_out`).
+  // act = Drop(act_fn(ln_ff wi^T)) then proj = act wo^T summed over TP, dropped at
+  // site_hidden + 1: this rank's rows of it in tp.local_rows(buf.proj).
   void ffn_forward(const t5_detail::LayerWeights& w, t5_detail::LayerActs& a, int64_t rows,
                    bool train, int64_t site_hidden, engine::Stream& s);
+  // After a row-parallel projection's partial sum in proj [rows, d]: the sum over TP (this
+  // rank's rows, returned) through the dropout at `site`.
+  engine::TensorView project_out(engine::TensorView proj, bool train, int64_t site,
+                                 engine::Stream& s);
+  // Backward of project_out: d(dropout output) of this rank's rows in dres to d proj, all rows
+  // (in buf.proj, or gathered with sequence parallelism).
+  engine::TensorView project_grad(int64_t rows, engine::TensorView dres, int64_t site,
+                                  engine::Stream& s);
   // From d(FFN output) (already through its dropout) in `dout` [rows, d]: gradients of wi, wo;
-  // returns d ln_ff in buf.dln.
-  void ffn_backward(const t5_detail::LayerWeights& w, const t5_detail::LayerWeights& g,
-                    const t5_detail::LayerActs& a, int64_t rows, engine::TensorView dout,
-                    int64_t site_hidden, engine::Stream& s);
+  // returns d ln_ff (summed over TP: this rank's rows, in buf.dln).
+  engine::TensorView ffn_backward(const t5_detail::LayerWeights& w,
+                                  const t5_detail::LayerWeights& g, const t5_detail::LayerActs& a,
+                                  int64_t rows, engine::TensorView dout, int64_t site_hidden,
+                                  engine::Stream& s);
   // Self-attention backward of one layer (h = x + Drop(att o^T), qkv = ln1 qkv^T) over `len`
   // positions per sample: gradients of o, qkv, ln1 and relative table `rel`; dres += d x.
   void self_attention_backward(const t5_detail::LayerWeights& w, const t5_detail::LayerWeights& g,
                                const t5_detail::LayerActs& a, int64_t len, bool causal,
                                ops::AttentionMasks masks, int64_t rel, int64_t site_probs,
                                int64_t site_out, engine::TensorView dres, engine::Stream& s);
-  void dropout(engine::TensorView x, bool train, int64_t site, engine::Stream& s);
-  // Sum over the TP group, in place (no-op without TP).
-  void tp_all_reduce(engine::TensorView x, engine::Stream& s);
+  // Philox offset of dropout site `site` on `x`: with sequence parallelism x holds this rank's
+  // rows of the site's tensor (row_offset) and is numbered as those rows on one rank.
+  uint64_t row_offset(int64_t site, engine::ConstTensorView x) const {
+    return site_offset(site) + tp.row_shift(x);
+  }
+  // In place, train only, at Philox offset `offset`.
+  void dropout(engine::TensorView x, bool train, uint64_t offset, engine::Stream& s);
   int64_t local_heads() const { return cfg.n_heads / shard.tp; }
   int64_t local_inner() const { return cfg.inner() / shard.tp; }
   int64_t local_vocab() const { return cfg.padded() / shard.tp; }
   // The LM head's loss (and, training, dlogits in place of the logits) over this rank's
   // vocabulary slice.
   void cross_entropy(bool train, engine::Stream& s);
-  void dropout_grad(engine::TensorView dx, engine::ConstTensorView dy, int64_t site,
+  void dropout_grad(engine::TensorView dx, engine::ConstTensorView dy, uint64_t offset,
                     engine::Stream& s);
+  // Rows this rank holds of the encoder's / decoder's residual stream.
+  int64_t enc_rows() const { return tp.local_rows(shape.micro_batch * shape.enc_len); }
+  int64_t dec_rows() const { return tp.local_rows(shape.micro_batch * shape.dec_len); }
 };
 
 }  // namespace anvil::model

@@ -217,6 +217,28 @@ ParamTable make_t5_param_table(const T5Config& cfg, const T5Shard& shard) {
                                       : ParamTable::kAlignElements);
 }
 
+}  // namespace anvil::model::t5_detail
+
+namespace anvil::model {
+
+absl::Status check_t5_row_split(const T5Config& cfg, const T5RunShape& shape, int tp) {
+  for (const auto& [what, len] : {std::pair<const char*, int64_t>{"seq_len", shape.enc_len},
+                                  {"decoder_seq_len", shape.dec_len}}) {
+    const int64_t rows = shape.micro_batch * len;
+    if (rows % tp != 0 || rows / tp * cfg.d_model % 4 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "T5 sequence parallelism: micro_batch * ", what, " (", rows,
+          ") must be divisible by tp (", tp,
+          ") into row blocks of a multiple of 4 elements (d_model ", cfg.d_model, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace anvil::model
+
+namespace anvil::model::t5_detail {
+
 absl::Status check_t5_run(const T5Config& cfg, const T5RunShape& shape, const GptPrecision& prec,
                           const T5Shard& shard) {
   ANVIL_RETURN_IF_ERROR(cfg.validate());
@@ -234,6 +256,9 @@ absl::Status check_t5_run(const T5Config& cfg, const T5RunShape& shape, const Gp
   if (!engine::product_within({shape.micro_batch, longest, widest}, engine::kMaxElements)) {
     return bad("micro_batch ", shape.micro_batch, " x sequence ", longest, " x width ", widest,
                " exceeds 2^44 elements of one tensor");
+  }
+  if (shard.sequence_parallel && shard.tp > 1) {
+    ANVIL_RETURN_IF_ERROR(check_t5_row_split(cfg, shape, shard.tp));
   }
   const std::string act(engine::dtype_name(prec.act)), grad(engine::dtype_name(prec.grad));
   if (prec.device == engine::Device::kCpu) {
@@ -256,6 +281,9 @@ Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecisi
                   const T5Shard& shard, gpt_detail::Carver& carver) {
   const int64_t B = shape.micro_batch, Te = shape.enc_len, Td = shape.dec_len;
   const int64_t re = B * Te, rd = B * Td, rmax = std::max(re, rd);
+  // Rows of the residual streams this rank holds (sequence parallelism: a 1/tp share).
+  const bool sp = shard.sequence_parallel && shard.tp > 1;
+  const int64_t re_l = sp ? re / shard.tp : re, rd_l = sp ? rd / shard.tp : rd;
   // Local widths: this rank's heads, inner, d_ff and wi outputs.
   const int tp = shard.tp;
   const int64_t d = cfg.d_model, I = cfg.inner() / tp, H = cfg.n_heads / tp, f = cfg.d_ff / tp;
@@ -270,27 +298,34 @@ Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecisi
   auto A = [&](const std::string& name, DType dt, const std::vector<int64_t>& s) {
     return carver.take("activations", name, dt, s);
   };
-  auto layer = [&](const std::string& p, bool decoder) {
-    const int64_t r = decoder ? rd : re, T = decoder ? Td : Te;
+  // One layer's activations; with `shared` (full recomputation) only x, the rest from shared.
+  auto layer = [&](const std::string& p, bool decoder, const LayerActs* shared) {
+    const int64_t r = decoder ? rd : re, T = decoder ? Td : Te, rl = decoder ? rd_l : re_l;
     LayerActs a;
-    a.x = A(p + "x", act, {r, d});
+    a.x = A(p + "x", act, {rl, d});
+    if (shared != nullptr) {
+      const TensorView x = a.x;
+      a = *shared;
+      a.x = x;
+      return a;
+    }
     a.ln1 = A(p + "ln1", act, {r, d});
-    a.rstd1 = A(p + "ln1.rstd", st_dt, {r});
+    a.rstd1 = A(p + "ln1.rstd", st_dt, {rl});
     a.qkv = A(p + "qkv", act, {r, 3 * I});
     a.lse = A(p + "attn.lse", DType::kF32, {B, H, T});
     a.att = A(p + "attn", act, {r, I});
-    a.h = A(p + "h", act, {r, d});
+    a.h = A(p + "h", act, {rl, d});
     if (decoder) {
       a.ln2 = A(p + "ln2", act, {r, d});
-      a.rstd2 = A(p + "ln2.rstd", st_dt, {r});
+      a.rstd2 = A(p + "ln2.rstd", st_dt, {rl});
       a.cq = A(p + "cross.q", act, {r, I});
       a.ckv = A(p + "cross.kv", act, {re, 2 * I});
       a.clse = A(p + "cross.lse", DType::kF32, {B, H, T});
       a.catt = A(p + "cross.attn", act, {r, I});
-      a.h2 = A(p + "h2", act, {r, d});
+      a.h2 = A(p + "h2", act, {rl, d});
     }
     a.ln_ff = A(p + "ln_ff", act, {r, d});
-    a.rstd_ff = A(p + "ln_ff.rstd", st_dt, {r});
+    a.rstd_ff = A(p + "ln_ff.rstd", st_dt, {rl});
     a.pre = A(p + "ffn.pre", act, {r, wi});
     a.act = A(p + "ffn.act", act, {r, f});
     return a;
@@ -300,32 +335,42 @@ Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecisi
   const bool ends_enc = has_enc && st.enc_end == cfg.n_encoder_layers;
   const bool post = has_dec && st.dec_end == cfg.n_decoder_layers;
   const bool pipelined = shard.pp > 1;
-  const int64_t rows = has_dec ? rd : re;  // of the stage's hidden
+  const int64_t rows = has_dec ? rd_l : re_l;  // of the stage's hidden, this rank's
+  // Full recomputation: one set of each stack's recomputed activations serves every layer and
+  // slot (selective: flash attention keeps only lse, so there is nothing to drop).
+  const bool full = shard.recompute == Recompute::kFull;
+  LayerActs shared_enc, shared_dec;
+  if (full && has_enc) shared_enc = layer("recompute.encoder.", false, nullptr);
+  if (full && has_dec) shared_dec = layer("recompute.decoder.", true, nullptr);
+  const LayerActs* enc_set = full ? &shared_enc : nullptr;
+  const LayerActs* dec_set = full ? &shared_dec : nullptr;
   for (int64_t k = 0; k < shard.act_slots; ++k) {
     SlotActs sa;
     const std::string p = shard.act_slots > 1 ? absl::StrCat("slot ", k, " ") : "";
     sa.enc_layers.resize(static_cast<size_t>(cfg.n_encoder_layers));
     sa.dec_layers.resize(static_cast<size_t>(cfg.n_decoder_layers));
     for (int64_t l = st.enc_begin; l < st.enc_end; ++l) {
-      sa.enc_layers[static_cast<size_t>(l)] = layer(absl::StrCat(p, "encoder.", l, "."), false);
+      sa.enc_layers[static_cast<size_t>(l)] =
+          layer(absl::StrCat(p, "encoder.", l, "."), false, enc_set);
     }
     for (int64_t l = st.dec_begin; l < st.dec_end; ++l) {
-      sa.dec_layers[static_cast<size_t>(l)] = layer(absl::StrCat(p, "decoder.", l, "."), true);
+      sa.dec_layers[static_cast<size_t>(l)] =
+          layer(absl::StrCat(p, "decoder.", l, "."), true, dec_set);
     }
     sa.enc_tokens = A(p + "encoder tokens", DType::kI32, {re});
     sa.dec_tokens = A(p + "decoder tokens", DType::kI32, {rd});
     sa.labels = A(p + "labels", DType::kI32, {rd});
     sa.enc_lengths = A(p + "encoder lengths", DType::kI32, {B});
     if (ends_enc) {
-      sa.x_enc = A(p + "encoder output sum", act, {re, d});
-      sa.enc_norm = A(p + "encoder final norm", act, {re, d});
-      sa.enc_rstd = A(p + "encoder final norm rstd", st_dt, {re});
+      sa.x_enc = A(p + "encoder output sum", act, {re_l, d});
+      sa.enc_norm = A(p + "encoder final norm", act, {re_l, d});
+      sa.enc_rstd = A(p + "encoder final norm rstd", st_dt, {re_l});
     }
     if (ends_enc || has_dec) sa.enc = A(p + "encoder output", act, {re, d});
     if (post) {
-      sa.x_dec = A(p + "decoder output sum", act, {rd, d});
-      sa.dec_norm = A(p + "decoder final norm", act, {rd, d});
-      sa.dec_rstd = A(p + "decoder final norm rstd", st_dt, {rd});
+      sa.x_dec = A(p + "decoder output sum", act, {rd_l, d});
+      sa.dec_norm = A(p + "decoder final norm", act, {rd_l, d});
+      sa.dec_rstd = A(p + "decoder final norm rstd", st_dt, {rd_l});
       sa.dec = A(p + "decoder output", act, {rd, d});
       sa.logits = A(p + "logits", act, {rd, cfg.padded() / tp});
       sa.losses = A(p + "losses", st_dt, {rd});
@@ -333,7 +378,7 @@ Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecisi
     // Received gradients: of the stage's output hidden, and of the encoder output.
     if (pipelined && !post && !ends_enc) sa.dout = A(p + "grad stage output", act, {rows, d});
     if (pipelined && (ends_enc || (has_dec && !post))) {
-      sa.denc_in = A(p + "grad encoder output (received)", act, {re, d});
+      sa.denc_in = A(p + "grad encoder output (received)", act, {re_l, d});
     }
     b.slots.push_back(std::move(sa));
   }
@@ -341,11 +386,12 @@ Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecisi
   b.rel_buckets_dec = A("decoder relative buckets", DType::kI32, {2 * Td - 1});
   if (pipelined && !post && !ends_enc) b.out = A("stage output", act, {rows, d});
   b.proj = A("proj / dproj", act, {rmax, d});
-  b.dres = A("grad residual", act, {rmax, d});
+  b.dres = A("grad residual", act, {std::max(re_l, rd_l), d});
   b.dln = A("grad norm input", act, {rmax, std::max(d, I)});
   b.dbig = A("grad qkv / ffn hidden", act, {rmax, std::max(3 * I, wi)});
   b.dact = A("grad ffn activation", act, {rmax, f});
   b.denc = A("grad encoder output", act, {re, d});
+  if (sp) b.gathered = A("gathered rows (sequence parallel)", act, {rmax, d});
   // The relative tables hold every head (flash attention reads this rank's at head_offset).
   const int64_t nh = cfg.num_buckets * cfg.n_heads;
   b.rel_f32 = A("relative tables (f32)", DType::kF32, {2, cfg.num_buckets, cfg.n_heads});

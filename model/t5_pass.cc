@@ -9,6 +9,14 @@
 // k|v projection; the relative tables' gradients are summed in f32 (drel_f32, +=, as the
 // attention op gives them) and added to the parameter gradients at the end. Parameter
 // gradients accumulate (+=).
+// TP and sequence parallelism through parallel/tensor_parallel.h (tp): with sequence
+// parallelism the residual streams (x, h, h2, dres), RMSNorm statistics and the dropouts on them
+// are this rank's rows (numbered as those rows on one rank: row_offset); each norm's output is
+// all-gathered (gather_rows) before the column-parallel GEMM that reads it, each row-parallel
+// output reduce-scattered (project_out), and backward mirrors that (gather_grad before the
+// weight gradients, reduce-scatter of the input gradients). The encoder output enc is gathered
+// once per forward and read by every cross k|v; d enc is reduce-scattered after the decoder.
+// Full recomputation reruns a layer's forward from its kept input before its backward.
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -103,10 +111,6 @@ void T5Model::Impl::set_batch(const T5Batch& batch, engine::Stream& s) {
   s.synchronize();  // `lengths` is a local: the copy must be done before it goes away
 }
 
-void T5Model::Impl::tp_all_reduce(TensorView x, engine::Stream& s) {
-  if (shard.tp > 1) shard.tp_comm->all_reduce(x, parallel::ReduceOp::kSum, s);
-}
-
 void T5Model::Impl::cross_entropy(bool train, engine::Stream& s) {
   const int64_t rd = shape.micro_batch * shape.dec_len, cols = local_vocab();
   // Training: dlogits (grad_scale 1) replace the logits in place; evaluation keeps the logits.
@@ -130,15 +134,27 @@ void T5Model::Impl::cross_entropy(bool train, engine::Stream& s) {
                                  target_logit, act().labels, s);
 }
 
-void T5Model::Impl::dropout(TensorView x, bool train, int64_t site, engine::Stream& s) {
-  if (train && cfg.dropout > 0.0f) {
-    ops::dropout_forward({cfg.dropout, seed, site_offset(site)}, x, x, s);
-  }
+void T5Model::Impl::dropout(TensorView x, bool train, uint64_t offset, engine::Stream& s) {
+  if (train && cfg.dropout > 0.0f) ops::dropout_forward({cfg.dropout, seed, offset}, x, x, s);
 }
 
-void T5Model::Impl::dropout_grad(TensorView dx, ConstTensorView dy, int64_t site,
+void T5Model::Impl::dropout_grad(TensorView dx, ConstTensorView dy, uint64_t offset,
                                  engine::Stream& s) {
-  ops::dropout_backward({cfg.dropout, seed, site_offset(site)}, dx, dy, s);
+  ops::dropout_backward({cfg.dropout, seed, offset}, dx, dy, s);
+}
+
+TensorView T5Model::Impl::project_out(TensorView proj, bool train, int64_t site,
+                                      engine::Stream& s) {
+  const TensorView mine = tp.row_parallel_out(proj, s);
+  dropout(mine, train, row_offset(site, mine), s);
+  return mine;
+}
+
+TensorView T5Model::Impl::project_grad(int64_t rows, TensorView dres, int64_t site,
+                                       engine::Stream& s) {
+  const TensorView mine = tp.local_rows(scratch(buf.proj, rows, cfg.d_model));
+  dropout_grad(mine, dres, row_offset(site, mine), s);
+  return tp.gather_grad(mine, s);
 }
 
 namespace {
@@ -172,26 +188,28 @@ void T5Model::Impl::ffn_forward(const LayerWeights& w, LayerActs& a, int64_t row
   } else {
     ops::activation_forward(ops::Activation::kRelu, a.act, a.pre, s);
   }
-  dropout(a.act, train, site_hidden, s);
+  // The hidden's masks are numbered by this rank's [rows, d_ff / tp] columns (t5.h T5Shard).
+  dropout(a.act, train, site_offset(site_hidden), s);
   TensorView proj = scratch(buf.proj, rows, cfg.d_model);
   linear(proj, a.act, w.wo, {}, s);
-  tp_all_reduce(proj, s);  // row-parallel: the partial sums over TP
-  dropout(proj, train, site_hidden + 1, s);
+  project_out(proj, train, site_hidden + 1, s);  // row-parallel: the partial sums over TP
 }
 
-void T5Model::Impl::encoder_layer_forward(int64_t l, bool train, engine::Stream& s) {
+void T5Model::Impl::encoder_layer_forward(int64_t l, bool train, bool from_x, engine::Stream& s) {
   before_layer_forward(/*decoder=*/false, l, s);
   const int64_t re = shape.micro_batch * shape.enc_len, d = cfg.d_model;
-  const ops::RmsNormArgs rn{re, d, cfg.eps};
+  const ops::RmsNormArgs rn{enc_rows(), d, cfg.eps};
   const LayerWeights& w = buf.w.enc[static_cast<size_t>(l)];
   LayerActs& a = act().enc_layers[static_cast<size_t>(l)];
   TensorView proj = scratch(buf.proj, re, d);
-  if (l == layers.enc_begin) {  // x: the embedding or the previous stage's hidden
-    ops::rmsnorm_forward(rn, a.ln1, a.rstd1, a.x, w.ln1, s);
+  if (from_x) {  // x: the embedding, the previous stage's hidden or kept for recomputation
+    ops::rmsnorm_forward(rn, tp.local_rows(a.ln1), a.rstd1, a.x, w.ln1, s);
   } else {  // x = h' + Drop(ffn') of the previous layer
-    ops::residual_rmsnorm_forward(rn, a.x, a.ln1, a.rstd1,
-                                  act().enc_layers[static_cast<size_t>(l - 1)].h, proj, w.ln1, s);
+    ops::residual_rmsnorm_forward(rn, a.x, tp.local_rows(a.ln1), a.rstd1,
+                                  act().enc_layers[static_cast<size_t>(l - 1)].h,
+                                  tp.local_rows(proj), w.ln1, s);
   }
+  tp.gather_rows(a.ln1, s);
   linear(a.qkv, a.ln1, w.qkv, {}, s);
   const int64_t I = local_inner();
   ops::AttentionMasks m;
@@ -204,27 +222,29 @@ void T5Model::Impl::encoder_layer_forward(int64_t l, bool train, engine::Stream&
                                engine::slice_cols(a.qkv, I, 2 * I),
                                engine::slice_cols(a.qkv, 2 * I, 3 * I), m, s);
   linear(proj, a.att, w.o, {}, s);
-  tp_all_reduce(proj, s);
-  dropout(proj, train, enc_site(l, 1), s);
-  ops::residual_rmsnorm_forward(rn, a.h, a.ln_ff, a.rstd_ff, a.x, proj, w.ln_ff, s);
+  const TensorView attn = project_out(proj, train, enc_site(l, 1), s);
+  ops::residual_rmsnorm_forward(rn, a.h, tp.local_rows(a.ln_ff), a.rstd_ff, a.x, attn, w.ln_ff, s);
+  tp.gather_rows(a.ln_ff, s);
   ffn_forward(w, a, re, train, enc_site(l, 2), s);
 }
 
-void T5Model::Impl::decoder_layer_forward(int64_t l, bool train, engine::Stream& s) {
+void T5Model::Impl::decoder_layer_forward(int64_t l, bool train, bool from_x, engine::Stream& s) {
   before_layer_forward(/*decoder=*/true, l, s);
   const int64_t B = shape.micro_batch, Te = shape.enc_len, Td = shape.dec_len;
   const int64_t rd = B * Td, d = cfg.d_model, I = local_inner();
-  const ops::RmsNormArgs rn{rd, d, cfg.eps};
+  const ops::RmsNormArgs rn{dec_rows(), d, cfg.eps};
   const LayerWeights& w = buf.w.dec[static_cast<size_t>(l)];
   LayerActs& a = act().dec_layers[static_cast<size_t>(l)];
   TensorView proj = scratch(buf.proj, rd, d);
   const float p = train ? cfg.dropout : 0.0f;
-  if (l == layers.dec_begin) {
-    ops::rmsnorm_forward(rn, a.ln1, a.rstd1, a.x, w.ln1, s);
+  if (from_x) {
+    ops::rmsnorm_forward(rn, tp.local_rows(a.ln1), a.rstd1, a.x, w.ln1, s);
   } else {
-    ops::residual_rmsnorm_forward(rn, a.x, a.ln1, a.rstd1,
-                                  act().dec_layers[static_cast<size_t>(l - 1)].h2, proj, w.ln1, s);
+    ops::residual_rmsnorm_forward(rn, a.x, tp.local_rows(a.ln1), a.rstd1,
+                                  act().dec_layers[static_cast<size_t>(l - 1)].h2,
+                                  tp.local_rows(proj), w.ln1, s);
   }
+  tp.gather_rows(a.ln1, s);
   // Causal self-attention with the decoder's (unidirectional) relative buckets.
   linear(a.qkv, a.ln1, w.qkv, {}, s);
   ops::AttentionMasks self;
@@ -235,9 +255,9 @@ void T5Model::Impl::decoder_layer_forward(int64_t l, bool train, engine::Stream&
       a.lse, engine::slice_cols(a.qkv, 0, I), engine::slice_cols(a.qkv, I, 2 * I),
       engine::slice_cols(a.qkv, 2 * I, 3 * I), self, s);
   linear(proj, a.att, w.o, {}, s);
-  tp_all_reduce(proj, s);
-  dropout(proj, train, dec_site(l, 1), s);
-  ops::residual_rmsnorm_forward(rn, a.h, a.ln2, a.rstd2, a.x, proj, w.ln2, s);
+  const TensorView attn = project_out(proj, train, dec_site(l, 1), s);
+  ops::residual_rmsnorm_forward(rn, a.h, tp.local_rows(a.ln2), a.rstd2, a.x, attn, w.ln2, s);
+  tp.gather_rows(a.ln2, s);
   // Cross-attention: queries from the decoder, keys and values from the encoder output.
   linear(a.cq, a.ln2, w.cq, {}, s);
   linear(a.ckv, act().enc, w.ckv, {}, s);
@@ -248,9 +268,10 @@ void T5Model::Impl::decoder_layer_forward(int64_t l, bool train, engine::Stream&
       a.catt, a.clse, a.cq, engine::slice_cols(a.ckv, 0, I), engine::slice_cols(a.ckv, I, 2 * I),
       cross, s);
   linear(proj, a.catt, w.co, {}, s);
-  tp_all_reduce(proj, s);
-  dropout(proj, train, dec_site(l, 3), s);
-  ops::residual_rmsnorm_forward(rn, a.h2, a.ln_ff, a.rstd_ff, a.h, proj, w.ln_ff, s);
+  const TensorView cross_out = project_out(proj, train, dec_site(l, 3), s);
+  ops::residual_rmsnorm_forward(rn, a.h2, tp.local_rows(a.ln_ff), a.rstd_ff, a.h, cross_out,
+                                w.ln_ff, s);
+  tp.gather_rows(a.ln_ff, s);
   ffn_forward(w, a, rd, train, dec_site(l, 4), s);
 }
 
@@ -272,45 +293,60 @@ void T5Model::Impl::encoder_forward(bool train, engine::Stream& s) {
   const int64_t re = shape.micro_batch * shape.enc_len, d = cfg.d_model;
   const int64_t Le = cfg.n_encoder_layers;
   LayerActs& first = act().enc_layers[static_cast<size_t>(layers.enc_begin)];
-  if (embeds_enc()) {
-    // Vocab-parallel: each rank's rows of its slice (others 0), summed over TP.
-    const ops::EmbeddingArgs ee{re, d, local_vocab(), 0, shard.tp_rank * local_vocab()};
-    ops::embedding_forward(ee, first.x, act().enc_tokens, {}, buf.w.shared, {}, s);
-    tp_all_reduce(first.x, s);
-    dropout(first.x, train, 0, s);
+  if (embeds_enc()) embed(first.x, act().enc_tokens, train, 0, s);
+  for (int64_t l = layers.enc_begin; l < layers.enc_end; ++l) {
+    encoder_layer_forward(l, train, l == layers.enc_begin, s);
   }
-  for (int64_t l = layers.enc_begin; l < layers.enc_end; ++l) encoder_layer_forward(l, train, s);
   const TensorView last_h = act().enc_layers[static_cast<size_t>(layers.enc_end - 1)].h;
+  const TensorView last_proj = tp.local_rows(scratch(buf.proj, re, d));
   if (!ends_enc()) {
-    stage_output(buf.out, last_h, scratch(buf.proj, re, d), s);
+    stage_output(buf.out, last_h, last_proj, s);
     return;
   }
-  ops::residual_rmsnorm_forward({re, d, cfg.eps}, act().x_enc, act().enc_norm, act().enc_rstd,
-                                last_h, scratch(buf.proj, re, d), buf.w.enc_final, s);
-  ops::dropout_forward({train ? cfg.dropout : 0.0f, seed, site_offset(1 + 4 * Le)}, act().enc,
-                       act().enc_norm, s);
+  final_norm(act().x_enc, act().enc_norm, act().enc_rstd, act().enc, last_h, last_proj,
+             buf.w.enc_final, train, 1 + 4 * Le, s);
+}
+
+void T5Model::Impl::embed(TensorView x, TensorView tokens, bool train, int64_t site,
+                          engine::Stream& s) {
+  // Vocab-parallel: each rank's rows of its slice (others 0), summed over TP (with sequence
+  // parallelism reduce-scattered into this rank's rows x).
+  const int64_t rows = tokens.numel(), d = cfg.d_model;
+  const ops::EmbeddingArgs ea{rows, d, local_vocab(), 0, shard.tp_rank * local_vocab()};
+  const TensorView e = tp.sp() ? scratch(buf.proj, rows, d) : x;
+  ops::embedding_forward(ea, e, tokens, {}, buf.w.shared, {}, s);
+  tp.reduce_rows_into(x, e, s);
+  dropout(x, train, row_offset(site, x), s);
+}
+
+void T5Model::Impl::final_norm(TensorView sum, TensorView norm, TensorView rstd, TensorView out,
+                               TensorView h, TensorView proj, TensorView gamma, bool train,
+                               int64_t site, engine::Stream& s) {
+  ops::residual_rmsnorm_forward({sum.dim(0), cfg.d_model, cfg.eps}, sum, norm, rstd, h, proj, gamma,
+                                s);
+  const TensorView mine = tp.local_rows(out);
+  ops::dropout_forward({train ? cfg.dropout : 0.0f, seed, row_offset(site, mine)}, mine, norm, s);
 }
 
 void T5Model::Impl::decoder_forward(bool train, engine::Stream& s) {
   const int64_t rd = shape.micro_batch * shape.dec_len, d = cfg.d_model;
   const int64_t Le = cfg.n_encoder_layers;
   LayerActs& first = act().dec_layers[static_cast<size_t>(layers.dec_begin)];
-  if (embeds_dec()) {
-    const ops::EmbeddingArgs ed{rd, d, local_vocab(), 0, shard.tp_rank * local_vocab()};
-    ops::embedding_forward(ed, first.x, act().dec_tokens, {}, buf.w.shared, {}, s);
-    tp_all_reduce(first.x, s);
-    dropout(first.x, train, 2 + 4 * Le, s);
+  // The encoder output: this rank's rows (from the encoder or the previous stage) to all rows.
+  tp.gather_rows(act().enc, s);
+  if (embeds_dec()) embed(first.x, act().dec_tokens, train, 2 + 4 * Le, s);
+  for (int64_t l = layers.dec_begin; l < layers.dec_end; ++l) {
+    decoder_layer_forward(l, train, l == layers.dec_begin, s);
   }
-  for (int64_t l = layers.dec_begin; l < layers.dec_end; ++l) decoder_layer_forward(l, train, s);
   const TensorView last_h2 = act().dec_layers[static_cast<size_t>(layers.dec_end - 1)].h2;
+  const TensorView last_proj = tp.local_rows(scratch(buf.proj, rd, d));
   if (!post()) {
-    stage_output(buf.out, last_h2, scratch(buf.proj, rd, d), s);
+    stage_output(buf.out, last_h2, last_proj, s);
     return;
   }
-  ops::residual_rmsnorm_forward({rd, d, cfg.eps}, act().x_dec, act().dec_norm, act().dec_rstd,
-                                last_h2, scratch(buf.proj, rd, d), buf.w.dec_final, s);
-  ops::dropout_forward({train ? cfg.dropout : 0.0f, seed, site_offset(n_sites() - 1)}, act().dec,
-                       act().dec_norm, s);
+  final_norm(act().x_dec, act().dec_norm, act().dec_rstd, act().dec, last_h2, last_proj,
+             buf.w.dec_final, train, n_sites() - 1, s);
+  tp.gather_rows(act().dec, s);
 
   // LM head (v1.0: tied, the input scaled by d^-1/2) and the loss; training keeps dlogits.
   ops::GemmArgs head{rd, local_vocab(), d};
@@ -320,14 +356,14 @@ void T5Model::Impl::decoder_forward(bool train, engine::Stream& s) {
   cross_entropy(train, s);
 }
 
-void T5Model::Impl::ffn_backward(const LayerWeights& w, const LayerWeights& g, const LayerActs& a,
-                                 int64_t rows, TensorView dout, int64_t site_hidden,
-                                 engine::Stream& s) {
+TensorView T5Model::Impl::ffn_backward(const LayerWeights& w, const LayerWeights& g,
+                                       const LayerActs& a, int64_t rows, TensorView dout,
+                                       int64_t site_hidden, engine::Stream& s) {
   const int64_t d = cfg.d_model, f = cfg.d_ff / shard.tp;
   weight_grad(g.wo, dout, a.act, s);
   TensorView dact = scratch(buf.dact, rows, f);
   input_grad(dact, dout, w.wo, s);
-  dropout_grad(dact, dact, site_hidden, s);
+  dropout_grad(dact, dact, site_offset(site_hidden), s);
   TensorView dpre = scratch(buf.dbig, rows, cfg.wi_out() / shard.tp);
   if (cfg.gated()) {
     ops::glu_backward(ops::GluKind::kGegluTanh, dpre, dact, a.pre, s);
@@ -336,22 +372,22 @@ void T5Model::Impl::ffn_backward(const LayerWeights& w, const LayerWeights& g, c
   }
   weight_grad(g.wi, dpre, a.ln_ff, s);
   input_grad(scratch(buf.dln, rows, d), dpre, w.wi, s);
-  tp_all_reduce(scratch(buf.dln, rows, d), s);  // column-parallel: partial over TP
+  return tp.col_parallel_in_grad(scratch(buf.dln, rows, d), s);  // partial over TP
 }
 
 void T5Model::Impl::encoder_layer_backward(int64_t l, engine::Stream& s) {
   before_layer_backward(/*decoder=*/false, l, s);
   const int64_t B = shape.micro_batch, Te = shape.enc_len, re = B * Te;
   const int64_t d = cfg.d_model;
-  const ops::RmsNormArgs rn{re, d, cfg.eps};
+  const ops::RmsNormArgs rn{enc_rows(), d, cfg.eps};
+  if (recompute_full()) encoder_layer_forward(l, /*train=*/true, /*from_x=*/true, s);
   const LayerWeights& w = buf.w.enc[static_cast<size_t>(l)];
   const LayerWeights& g = buf.g.enc[static_cast<size_t>(l)];
   const LayerActs& a = act().enc_layers[static_cast<size_t>(l)];
-  TensorView dres = scratch(buf.dres, re, d), proj = scratch(buf.proj, re, d);
-  TensorView dln = scratch(buf.dln, re, d);
+  TensorView dres = scratch(buf.dres, enc_rows(), d);
   // FFN: x' = h + Drop(ffn); dres holds d x'.
-  dropout_grad(proj, dres, enc_site(l, 3), s);
-  ffn_backward(w, g, a, re, proj, enc_site(l, 2), s);
+  const TensorView dffn = project_grad(re, dres, enc_site(l, 3), s);
+  const TensorView dln = ffn_backward(w, g, a, re, dffn, enc_site(l, 2), s);
   ops::rmsnorm_backward(rn, ops::Accumulate::kAdd, dres, g.ln_ff, dln, a.h, w.ln_ff, a.rstd_ff,
                         buf.op_ws, s);
   // Self-attention: h = x + Drop(att o^T).
@@ -367,22 +403,22 @@ void T5Model::Impl::decoder_layer_backward(int64_t l, engine::Stream& s) {
   before_layer_backward(/*decoder=*/true, l, s);
   const int64_t B = shape.micro_batch, Te = shape.enc_len, Td = shape.dec_len;
   const int64_t re = B * Te, rd = B * Td, d = cfg.d_model, I = local_inner();
-  const ops::RmsNormArgs rn{rd, d, cfg.eps};
+  const ops::RmsNormArgs rn{dec_rows(), d, cfg.eps};
+  if (recompute_full()) decoder_layer_forward(l, /*train=*/true, /*from_x=*/true, s);
   const LayerWeights& w = buf.w.dec[static_cast<size_t>(l)];
   const LayerWeights& g = buf.g.dec[static_cast<size_t>(l)];
   const LayerActs& a = act().dec_layers[static_cast<size_t>(l)];
-  TensorView dres = scratch(buf.dres, rd, d), proj = scratch(buf.proj, rd, d);
-  TensorView dln = scratch(buf.dln, rd, d);
+  TensorView dres = scratch(buf.dres, dec_rows(), d);
   // FFN: y' = h2 + Drop(ffn).
-  dropout_grad(proj, dres, dec_site(l, 5), s);
-  ffn_backward(w, g, a, rd, proj, dec_site(l, 4), s);
+  const TensorView dffn = project_grad(rd, dres, dec_site(l, 5), s);
+  TensorView dln = ffn_backward(w, g, a, rd, dffn, dec_site(l, 4), s);
   ops::rmsnorm_backward(rn, ops::Accumulate::kAdd, dres, g.ln_ff, dln, a.h2, w.ln_ff, a.rstd_ff,
                         buf.op_ws, s);
   // Cross-attention: h2 = h + Drop(catt co^T); q = ln2 cq^T, k | v = enc ckv^T.
-  dropout_grad(proj, dres, dec_site(l, 3), s);
-  weight_grad(g.co, proj, a.catt, s);
+  const TensorView dco = project_grad(rd, dres, dec_site(l, 3), s);
+  weight_grad(g.co, dco, a.catt, s);
   TensorView dcatt = scratch(buf.dln, rd, I);
-  input_grad(dcatt, proj, w.co, s);
+  input_grad(dcatt, dco, w.co, s);
   TensorView dq = scratch(buf.dbig, rd, I), dkv = scratch(buf.dbig, re, 2 * I, rd * I);
   ops::AttentionMasks cross;
   if (act().has_lengths) cross.kv_lengths = act().enc_lengths;
@@ -393,10 +429,10 @@ void T5Model::Impl::decoder_layer_backward(int64_t l, engine::Stream& s) {
       engine::slice_cols(a.ckv, 0, I), engine::slice_cols(a.ckv, I, 2 * I), a.catt, a.clse, cross,
       buf.op_ws, s);
   weight_grad(g.ckv, dkv, act().enc, s);
-  input_grad(buf.denc, dkv, w.ckv, s, 1.0f, 1.0f);  // d enc += dkv ckv
+  input_grad(buf.denc, dkv, w.ckv, s, 1.0f, 1.0f);  // d enc += dkv ckv (partial over TP)
   weight_grad(g.cq, dq, a.ln2, s);
-  input_grad(dln, dq, w.cq, s);
-  tp_all_reduce(dln, s);
+  input_grad(scratch(buf.dln, rd, d), dq, w.cq, s);
+  dln = tp.col_parallel_in_grad(scratch(buf.dln, rd, d), s);
   ops::rmsnorm_backward(rn, ops::Accumulate::kAdd, dres, g.ln2, dln, a.h, w.ln2, a.rstd2, buf.op_ws,
                         s);
   // Causal self-attention: h = y + Drop(att o^T).
@@ -413,11 +449,10 @@ void T5Model::Impl::self_attention_backward(const LayerWeights& w, const LayerWe
                                             int64_t site_probs, int64_t site_out, TensorView dres,
                                             engine::Stream& s) {
   const int64_t B = shape.micro_batch, rows = B * len, d = cfg.d_model, I = local_inner();
-  TensorView proj = scratch(buf.proj, rows, d), dln = scratch(buf.dln, rows, d);
-  dropout_grad(proj, dres, site_out, s);
-  weight_grad(g.o, proj, a.att, s);
+  const TensorView dproj = project_grad(rows, dres, site_out, s);
+  weight_grad(g.o, dproj, a.att, s);
   TensorView datt = scratch(buf.dln, rows, I);
-  input_grad(datt, proj, w.o, s);
+  input_grad(datt, dproj, w.o, s);
   TensorView dqkv = scratch(buf.dbig, rows, 3 * I);
   masks.rel_table = rel_slot(buf.rel_f32, rel);
   ops::flash_attention_backward(
@@ -428,10 +463,10 @@ void T5Model::Impl::self_attention_backward(const LayerWeights& w, const LayerWe
       engine::slice_cols(a.qkv, 0, I), engine::slice_cols(a.qkv, I, 2 * I),
       engine::slice_cols(a.qkv, 2 * I, 3 * I), a.att, a.lse, masks, buf.op_ws, s);
   weight_grad(g.qkv, dqkv, a.ln1, s);
-  input_grad(dln, dqkv, w.qkv, s);
-  tp_all_reduce(dln, s);
-  ops::rmsnorm_backward({rows, d, cfg.eps}, ops::Accumulate::kAdd, dres, g.ln1, dln, a.x, w.ln1,
-                        a.rstd1, buf.op_ws, s);
+  input_grad(scratch(buf.dln, rows, d), dqkv, w.qkv, s);
+  const TensorView dln = tp.col_parallel_in_grad(scratch(buf.dln, rows, d), s);
+  ops::rmsnorm_backward({dres.dim(0), d, cfg.eps}, ops::Accumulate::kAdd, dres, g.ln1, dln, a.x,
+                        w.ln1, a.rstd1, buf.op_ws, s);
 }
 
 void T5Model::Impl::backward(float grad_scale, engine::Stream& s) {
@@ -449,18 +484,17 @@ void T5Model::Impl::backward(float grad_scale, engine::Stream& s) {
 void T5Model::Impl::decoder_backward(float grad_scale, engine::Stream& s) {
   const int64_t rd = shape.micro_batch * shape.dec_len;
   const int64_t d = cfg.d_model, Le = cfg.n_encoder_layers;
-  TensorView dln = scratch(buf.dln, rd, d), dres = scratch(buf.dres, rd, d);
+  TensorView dres = scratch(buf.dres, dec_rows(), d);
   if (post()) {
-    // LM head: d head += alpha dlogits^T dec; d dec = alpha dlogits head.
+    // LM head: d head += alpha dlogits^T dec; d dec = alpha dlogits head (each rank's
+    // vocabulary slice: partial over TP).
     const float alpha =
         grad_scale *
         (cfg.tied() ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))) : 1.0f);
     weight_grad(buf.g.lm_head, act().logits, act().dec, s, alpha);
-    input_grad(dln, act().logits, buf.w.lm_head, s, alpha);
-    tp_all_reduce(dln, s);  // each rank's vocabulary slice
-    dropout_grad(dln, dln, n_sites() - 1, s);
-    ops::rmsnorm_backward({rd, d, cfg.eps}, ops::Accumulate::kOverwrite, dres, buf.g.dec_final, dln,
-                          act().x_dec, buf.w.dec_final, act().dec_rstd, buf.op_ws, s);
+    input_grad(scratch(buf.dln, rd, d), act().logits, buf.w.lm_head, s, alpha);
+    final_norm_backward(dres, tp.col_parallel_in_grad(scratch(buf.dln, rd, d), s), act().x_dec,
+                        act().dec_rstd, buf.w.dec_final, buf.g.dec_final, n_sites() - 1, s);
   } else {
     engine::copy(dres, act().dout, s);  // d(stage output) from the next stage
   }
@@ -468,39 +502,47 @@ void T5Model::Impl::decoder_backward(float grad_scale, engine::Stream& s) {
   // what the later decoder stages sent.
   engine::fill_zero(buf.denc, s);
   for (int64_t l = layers.dec_end - 1; l >= layers.dec_begin; --l) decoder_layer_backward(l, s);
-  tp_all_reduce(buf.denc, s);
-  if (!post()) add_into(buf.denc, act().denc_in, s);
-  if (embeds_dec()) {
-    dropout_grad(dres, dres, 2 + 4 * Le, s);
-    ops::embedding_backward({rd, d, local_vocab(), 0, shard.tp_rank * local_vocab()}, buf.g.shared,
-                            {}, dres, act().dec_tokens, {}, s);
-  }
+  const TensorView denc = tp.row_parallel_out(buf.denc, s);
+  if (!post()) add_into(denc, act().denc_in, s);
+  if (embeds_dec()) embed_backward(dres, act().dec_tokens, 2 + 4 * Le, s);
 }
 
 void T5Model::Impl::encoder_backward(engine::Stream& s) {
-  const int64_t re = shape.micro_batch * shape.enc_len, d = cfg.d_model;
-  const int64_t Le = cfg.n_encoder_layers;
-  TensorView dln_e = scratch(buf.dln, re, d), dres_e = scratch(buf.dres, re, d);
+  const int64_t d = cfg.d_model, Le = cfg.n_encoder_layers;
+  TensorView dres = scratch(buf.dres, enc_rows(), d);
   if (ends_enc()) {
-    // From d enc: the decoder's on this stage (pp = 1) or the first decoder stage's.
-    if (pipelined()) engine::copy(buf.denc, act().denc_in, s);
-    dropout_grad(dln_e, buf.denc, 1 + 4 * Le, s);
-    ops::rmsnorm_backward({re, d, cfg.eps}, ops::Accumulate::kOverwrite, dres_e, buf.g.enc_final,
-                          dln_e, act().x_enc, buf.w.enc_final, act().enc_rstd, buf.op_ws, s);
+    // From d enc (this rank's rows): the decoder's on this stage (pp = 1) or the first decoder
+    // stage's.
+    const TensorView denc = tp.local_rows(buf.denc);
+    if (pipelined()) engine::copy(denc, act().denc_in, s);
+    final_norm_backward(dres, denc, act().x_enc, act().enc_rstd, buf.w.enc_final, buf.g.enc_final,
+                        1 + 4 * Le, s);
   } else {
-    engine::copy(dres_e, act().dout, s);
+    engine::copy(dres, act().dout, s);
   }
   for (int64_t l = layers.enc_end - 1; l >= layers.enc_begin; --l) encoder_layer_backward(l, s);
-  if (embeds_enc()) {
-    dropout_grad(dres_e, dres_e, 0, s);
-    ops::embedding_backward({re, d, local_vocab(), 0, shard.tp_rank * local_vocab()}, buf.g.shared,
-                            {}, dres_e, act().enc_tokens, {}, s);
-  }
+  if (embeds_enc()) embed_backward(dres, act().enc_tokens, 0, s);
+}
+
+void T5Model::Impl::final_norm_backward(TensorView dres, TensorView dout, TensorView sum,
+                                        TensorView rstd, TensorView gamma, TensorView dgamma,
+                                        int64_t site, engine::Stream& s) {
+  dropout_grad(dout, dout, row_offset(site, dout), s);
+  ops::rmsnorm_backward({dres.dim(0), cfg.d_model, cfg.eps}, ops::Accumulate::kOverwrite, dres,
+                        dgamma, dout, sum, gamma, rstd, buf.op_ws, s);
+}
+
+void T5Model::Impl::embed_backward(TensorView dres, TensorView tokens, int64_t site,
+                                   engine::Stream& s) {
+  dropout_grad(dres, dres, row_offset(site, dres), s);
+  ops::embedding_backward(
+      {tokens.numel(), cfg.d_model, local_vocab(), 0, shard.tp_rank * local_vocab()}, buf.g.shared,
+      {}, tp.gather_grad(dres, s), tokens, {}, s);
 }
 
 void T5Model::Impl::add_relative_grads(engine::Stream& s) {
   // Each TP rank wrote its heads' columns; from f32 into the gradient dtype.
-  tp_all_reduce(buf.drel_f32, s);
+  tp.all_reduce(buf.drel_f32, s);
   const int64_t n = cfg.num_buckets * cfg.n_heads;
   for (const auto& [k, grad, held] :
        {std::tuple<int64_t, TensorView, bool>{0, buf.g.rel_enc, has_enc()},

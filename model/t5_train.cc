@@ -48,6 +48,8 @@ absl::StatusOr<T5Shard> T5Trainer::stage_shard(const TrainConfig& cfg,
   shard.pp = pc.pp;
   shard.pp_rank = grid ? grid->pp_rank() : 0;
   shard.pp_split = pc.pp_split_rank;
+  shard.sequence_parallel = pc.sequence_parallel;
+  shard.recompute = recompute_from_name(pc.recompute);
   ANVIL_ASSIGN_OR_RETURN(parallel::PipelinePlan plan, step_plan(cfg, shard.pp_rank));
   shard.act_slots = pipeline_slots(plan, pc.pp, shard.pp_rank);
   if (pc.zero_stage > 0 && pc.dp > 1) {  // ZeRO over one rank is plain AdamW
@@ -214,8 +216,9 @@ StepStats T5Trainer::step() {
     return micro_batches_ + static_cast<uint64_t>(m * dp_ + dp_rank_);
   };
   // Plain DP overlap: during the last micro-batch's backward each block's all-reduce starts as
-  // soon as its backward is queued.
-  if (dp_comm_ != nullptr) {
+  // soon as its backward is queued (not with sequence parallelism: finish_backward sums the
+  // norms' gradients over TP in place, which an all-reduce in flight must not overlap).
+  if (dp_comm_ != nullptr && !cfg_.parallel.sequence_parallel) {
     fns.before_backward = [&](int64_t m) { model_->set_overlap_grad_sync(m == accum - 1); };
   }
   T5PipelineStage stage(*model_, slots_, [this](int64_t m) { return host_batch(m); });
@@ -225,6 +228,7 @@ StepStats T5Trainer::step() {
   double loss = 0.0;
   for (int64_t m = 0; m < accum; ++m) loss += losses[static_cast<size_t>(m)] * scale(m);
   micro_batches_ += static_cast<uint64_t>(total_micro);
+  model_->finish_backward(s);
   model_->sum_shared_grads(pp_comm_, s);
   model_->reduce_gradients(s);  // over DP: what the backward has not reduced yet
   StepStats st;

@@ -97,8 +97,11 @@ absl::Status parse_t5_config(const engine::Config& c, TrainConfig& t) {
       return c.error("parallel", "pp_split_rank", std::string(s.message()));
     }
   }
-  if (p.sequence_parallel) {
-    return c.error("parallel", "sequence_parallel", "is not supported with [model] type = t5 yet");
+  if (p.sequence_parallel && p.tp > 1) {
+    const T5RunShape shape{t.train.micro_batch, t.data.seq_len, t.data.decoder_seq_len};
+    if (absl::Status s = check_t5_row_split(f, shape, p.tp); !s.ok()) {
+      return c.error("parallel", "sequence_parallel", std::string(s.message()));
+    }
   }
   if (t.eval.any()) return c.error("model", "type", "t5 has no [eval] tasks");
   // Not in the T5 loop yet: each is refused, naming its key.
@@ -107,9 +110,8 @@ absl::Status parse_t5_config(const engine::Config& c, TrainConfig& t) {
       return c.error("train", key, "is not supported with [model] type = t5 yet");
     }
   }
-  if (p.recompute != "none" || p.reduce_single_rank) {
-    return c.error("parallel", p.recompute != "none" ? "recompute" : "reduce_single_rank",
-                   "is not supported with [model] type = t5 yet");
+  if (p.reduce_single_rank) {
+    return c.error("parallel", "reduce_single_rank", "is not supported with [model] type = t5 yet");
   }
   // The T5 loop has no loss scaler, and its attention is flash attention (bf16 on CUDA).
   const std::string precision = c.get_string("train", "precision");

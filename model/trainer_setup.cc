@@ -41,9 +41,7 @@ absl::StatusOr<GptShard> Trainer::shard_for(const TrainConfig& cfg, int tp_rank,
       parallel::plan_pipeline(pc.pp, pp_rank, static_cast<int>(v),
                               static_cast<int>(cfg.train.accumulation_steps(pc.dp))));
   sh.act_slots = pipeline_slots(plan, pc.pp, pp_rank);
-  sh.recompute = pc.recompute == "full"        ? Recompute::kFull
-                 : pc.recompute == "selective" ? Recompute::kSelective
-                                               : Recompute::kNone;
+  sh.recompute = recompute_from_name(pc.recompute);
   // ZeRO shards over the DP group whenever there is one (dp > 1, or reduce_single_rank).
   if (pc.zero_stage > 0 && (pc.dp > 1 || pc.reduce_single_rank)) {
     sh.zero_stage = pc.zero_stage;

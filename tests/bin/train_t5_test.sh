@@ -2,11 +2,12 @@
 # bin/train with [model] type = t5 (ctest train_t5_test): configs/tiny_t5_cpu.ini trains 24
 # steps on the T5 demo corpus (MODEL=t5 scripts/prepare-demo-data.sh: the Bible split into
 # sentences, BERT WordPiece + 100 sentinels) and the validation loss falls by more than 1.5 nats
-# from the untrained one (about ln(30624) = 10.3); --dry-run prints the memory plan and stops;
-# a run saved at step 2 and resumed logs the uninterrupted run's later steps, and a config of
-# another T5 version refuses its checkpoint; bin/convert exports the checkpoint to HF and
-# imports it back (export again: the same bytes), and the import finetunes; with MPIRUN set
-# (mpirun and its flags), tp = 2 (dropout off: the FFN-hidden masks are per TP slice), dp = 2,
+# from the untrained one (about ln(30624) = 10.3); --dry-run prints the memory plan and stops
+# (smaller activations with recompute = full); a run saved at step 2 and resumed logs the
+# uninterrupted run's later steps, and a config of another T5 version refuses its checkpoint;
+# bin/convert exports the checkpoint to HF and imports it back (export again: the same bytes),
+# and the import finetunes; with MPIRUN set (mpirun and its flags), tp = 2 (dropout off: the
+# FFN-hidden masks are per TP slice; also with sequence parallelism and full recompute), dp = 2,
 # dp = 2 with ZeRO stage 1 and pp = 2 (encoder on stage 0, decoder on stage 1; dropout on) log
 # the single-rank run's losses and gradient norms, pp = 2 its validation losses, and a pp = 2
 # checkpoint resumes on one rank with the uninterrupted run's later steps.
@@ -35,6 +36,14 @@ config=configs/tiny_t5_cpu.ini
 grep -q 'model: T5 v1.0, 2 encoder + 2 decoder layers' "$work/dry.log" || fail "no model line"
 grep -q 'memory plan' "$work/dry.log" || fail "no memory plan in --dry-run"
 grep -q 'val loss' "$work/dry.log" && fail "--dry-run trained"
+# recompute = full keeps one layer's activations per stack: a smaller activation arena.
+#   activations          1.2 MiB   40.1%
+arena() { sed -n 's/^ *activations *\([0-9.]*\) MiB.*/\1/p' "$1" | head -1; }
+"$train" "$config" --dry-run train.device=cpu parallel.recompute=full > "$work/dry_full.log" 2>&1 ||
+  fail "--dry-run recompute=full: $(tail -3 "$work/dry_full.log")"
+awk -v a="$(arena "$work/dry.log")" -v f="$(arena "$work/dry_full.log")" \
+  'BEGIN { exit !(f > 0 && f < a) }' ||
+  fail "recompute=full: activations $(arena "$work/dry_full.log") MiB, not below $(arena "$work/dry.log")"
 
 # Checkpoints: 4 steps saving at step 2, then a run resumed from that checkpoint logs the
 # uninterrupted run's steps 3 and 4; a v1.1 config refuses the v1.0 checkpoint naming the key.
@@ -95,7 +104,8 @@ if [[ -n ${MPIRUN:-} ]]; then
   for layout in "parallel.tp=2 model.hidden_dropout=0" "parallel.dp=2 model.hidden_dropout=0.1" \
     "parallel.dp=2 model.hidden_dropout=0.1 parallel.zero_stage=1" \
     "parallel.dp=2 model.hidden_dropout=0.1 parallel.zero_stage=3" \
-    "parallel.pp=2 model.hidden_dropout=0.1"; do
+    "parallel.pp=2 model.hidden_dropout=0.1" \
+    "parallel.tp=2 parallel.sequence_parallel=true parallel.recompute=full model.hidden_dropout=0"; do
     read -r -a extra <<< "${layout#* }"
     "$train" "$config" "${common[@]}" "${extra[@]}" > "$work/one.log" 2>&1 ||
       fail "one rank ($layout): $(tail -3 "$work/one.log")"

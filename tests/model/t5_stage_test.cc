@@ -170,5 +170,26 @@ TEST(T5StageLayers, PpSplitRankConfig) {
   EXPECT_THAT(c.status().message(), HasSubstr("one model chunk per pipeline stage"));
 }
 
+TEST(T5StageLayers, SequenceParallelAndRecomputeConfig) {
+  absl::StatusOr<TrainConfig> c =
+      load({"parallel.tp=2", "parallel.sequence_parallel=true", "parallel.recompute=full"}, 2);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->parallel.sequence_parallel);
+  EXPECT_EQ(c->parallel.recompute, "full");
+  ASSERT_TRUE(load({"parallel.recompute=selective"}, 1).ok());
+  // 1 * 3 decoder rows over 2 TP ranks.
+  c = load({"parallel.tp=2", "parallel.sequence_parallel=true", "data.decoder_seq_len=3",
+            "train.micro_batch=1", "train.global_batch=2"},
+           2);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("sequence_parallel")) << c.status();
+  EXPECT_THAT(c.status().message(), HasSubstr("decoder_seq_len (3)")) << c.status();
+  // Still refused for t5, naming the key.
+  ASSERT_TRUE(load({"parallel.dp=2", "parallel.zero_stage=1"}, 2).ok());
+  c = load({"parallel.dp=2", "parallel.zero_stage=2"}, 2);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("zero_stage")) << c.status();
+}
+
 }  // namespace
 }  // namespace anvil::model

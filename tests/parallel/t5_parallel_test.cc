@@ -23,6 +23,7 @@
 #include "parallel/grid.h"
 #include "parallel/group_comms.h"
 #include "parallel/mpi_comm.h"
+#include "tests/parallel/t5_testing.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {
@@ -31,60 +32,22 @@ namespace {
 using engine::DType;
 using engine::TensorView;
 
+using testing_t5::Batch;
+using testing_t5::World;
+
 T5Config tiny_config(T5Version v, float dropout) {
-  T5Config c;
-  c.vocab_size = 37;  // padded to 128: divisible by every tp here
-  c.d_model = 16;
-  c.d_kv = 4;
-  c.n_heads = 4;
-  c.d_ff = 24;
-  c.n_encoder_layers = 2;
-  c.n_decoder_layers = 2;
-  c.num_buckets = 8;
-  c.max_distance = 6;
-  c.dropout = dropout;
-  c.version = v;
-  return c;
+  return testing_t5::tiny_config(v, dropout, 2, 2);
 }
 
 constexpr T5RunShape kShape{2, 7, 5};
 
-struct Batch {
-  std::vector<int32_t> enc, dec, labels, lengths;
-  int64_t counted = 0;
-  T5Batch view() const { return {enc.data(), dec.data(), labels.data(), lengths.data()}; }
-};
-
-Batch make_batch(uint64_t seed) {
-  Batch b;
-  b.enc = testing::random_ints(kShape.micro_batch * kShape.enc_len, seed, 0, 37);
-  b.dec = testing::random_ints(kShape.micro_batch * kShape.dec_len, seed + 1, 0, 37);
-  b.labels = testing::random_ints(kShape.micro_batch * kShape.dec_len, seed + 2, 0, 37);
-  b.labels[3] = -1;
-  b.lengths = {7, 5};
-  for (int32_t t : b.labels) b.counted += t >= 0;
-  return b;
-}
-
-struct World {
-  int size = 1, rank = 0;
-  std::unique_ptr<parallel::GroupComms> comms;
-};
+Batch make_batch(uint64_t seed) { return testing_t5::make_batch(kShape, seed, {7, 5}); }
 
 // The whole world as one TP group (tp) or one DP group.
 World make_world(bool tp) {
-  World w;
-  MPI_Comm_size(MPI_COMM_WORLD, &w.size);
-  MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
-  auto grid = tp ? parallel::ProcessGrid::create(w.size, w.rank, w.size, 1, 1)
-                 : parallel::ProcessGrid::create(w.size, w.rank, 1, 1, w.size);
-  EXPECT_TRUE(grid.ok()) << grid.status();
-  parallel::CommOptions opt;
-  opt.timeout_s = 120;
-  auto comms = parallel::create_mpi_group_comms(*grid, opt);
-  EXPECT_TRUE(comms.ok()) << comms.status();
-  w.comms = std::make_unique<parallel::GroupComms>(std::move(*comms));
-  return w;
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return tp ? testing_t5::make_world(size, 1, 1) : testing_t5::make_world(1, 1, size);
 }
 
 const GptPrecision kF64{engine::Device::kCpu, DType::kF64, DType::kF64};

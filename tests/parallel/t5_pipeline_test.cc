@@ -16,6 +16,9 @@
 //    bias gradient in f32, t5_impl.h drel_f32) before the f64 sum over the stages, where one
 //    rank rounds the whole sum once: those gradients differ by ~1e-7 relative, and the
 //    parameters they update after that; there the tolerance is 1e-5 relative.
+//  - Sequence parallelism (TP2, TP2 x PP2, TP2 x PP2 x DP2; stage transfers of this TP rank's
+//    rows, RMSNorm gradients summed by T5Model::finish_backward) and full recomputation (PP2
+//    with dropout on; with sequence parallelism under TP2 x PP2 x DP2) give the same.
 //  - Evaluation through run_pipeline_forward gives the reference's loss.
 //  - Initial parameters of every stage (shared copies included) equal the reference's.
 #include <mpi.h>
@@ -36,6 +39,7 @@
 #include "parallel/group_comms.h"
 #include "parallel/mpi_comm.h"
 #include "parallel/pipeline_schedule.h"
+#include "tests/parallel/t5_testing.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {
@@ -46,65 +50,26 @@ using engine::TensorView;
 
 constexpr int64_t kMicro = 3;  // micro-batches per DP rank and step
 
+using testing_t5::Batch;
+using testing_t5::World;
+
 T5Config tiny_config(T5Version v, float dropout, int64_t layers) {
-  T5Config c;
-  c.vocab_size = 37;  // padded to 128
-  c.d_model = 16;
-  c.d_kv = 4;
-  c.n_heads = 4;
-  c.d_ff = 24;
-  c.n_encoder_layers = layers;
-  c.n_decoder_layers = layers;
-  c.num_buckets = 8;
-  c.max_distance = 6;
-  c.dropout = dropout;
-  c.version = v;
-  return c;
+  return testing_t5::tiny_config(v, dropout, layers, layers);
 }
 
 constexpr T5RunShape kShape{2, 7, 5};
 
-struct Batch {
-  std::vector<int32_t> enc, dec, labels, lengths;
-  int64_t counted = 0;
-  T5Batch view() const { return {enc.data(), dec.data(), labels.data(), lengths.data()}; }
-};
-
 Batch make_batch(uint64_t seed) {
-  Batch b;
-  b.enc = testing::random_ints(kShape.micro_batch * kShape.enc_len, seed, 0, 37);
-  b.dec = testing::random_ints(kShape.micro_batch * kShape.dec_len, seed + 1, 0, 37);
-  b.labels = testing::random_ints(kShape.micro_batch * kShape.dec_len, seed + 2, 0, 37);
-  b.labels[3] = -1;
-  b.lengths = {7, static_cast<int32_t>(3 + seed % 4)};
-  for (int32_t t : b.labels) b.counted += t >= 0;
-  return b;
+  return testing_t5::make_batch(kShape, seed, {7, static_cast<int32_t>(3 + seed % 4)});
 }
 
 struct Layout {
   int tp = 1, pp = 1, dp = 1, split = 1;
+  bool sequence_parallel = false;
+  Recompute recompute = Recompute::kNone;
 };
 
-struct World {
-  int size = 1, rank = 0;
-  std::unique_ptr<parallel::ProcessGrid> grid;
-  std::unique_ptr<parallel::GroupComms> comms;
-};
-
-World make_world(const Layout& l) {
-  World w;
-  MPI_Comm_size(MPI_COMM_WORLD, &w.size);
-  MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
-  auto grid = parallel::ProcessGrid::create(w.size, w.rank, l.tp, l.pp, l.dp);
-  EXPECT_TRUE(grid.ok()) << grid.status();
-  w.grid = std::make_unique<parallel::ProcessGrid>(*grid);
-  parallel::CommOptions opt;
-  opt.timeout_s = 120;
-  auto comms = parallel::create_mpi_group_comms(*grid, opt);
-  EXPECT_TRUE(comms.ok()) << comms.status();
-  w.comms = std::make_unique<parallel::GroupComms>(std::move(*comms));
-  return w;
-}
+World make_world(const Layout& l) { return testing_t5::make_world(l.tp, l.pp, l.dp); }
 
 const GptPrecision kF64{engine::Device::kCpu, DType::kF64, DType::kF64};
 
@@ -165,6 +130,8 @@ void check_pipeline(const Layout& l, T5Version v, float dropout, int64_t layers,
   shard.pp_rank = g.pp_rank();
   shard.pp_split = l.split;
   shard.act_slots = pipeline_slots(*plan, l.pp, g.pp_rank());
+  shard.sequence_parallel = l.sequence_parallel;
+  shard.recompute = l.recompute;
   auto ref = T5Model::create(cfg, kShape, kF64, 5);
   auto pp = T5Model::create(cfg, kShape, kF64, 5, shard);
   ASSERT_TRUE(ref.ok()) << ref.status();
@@ -194,6 +161,7 @@ void check_pipeline(const Layout& l, T5Version v, float dropout, int64_t layers,
         stage, *plan, l.pp, g.pp_rank(), l.pp > 1 ? w.comms->pp.get() : nullptr, fns, s);
     double loss = 0.0;
     for (int64_t m = 0; m < kMicro; ++m) loss += losses[static_cast<size_t>(m)] * scale(m);
+    (*pp)->finish_backward(s);
     (*pp)->sum_shared_grads(l.pp > 1 ? w.comms->pp.get() : nullptr, s);
     if (l.dp > 1) w.comms->dp->all_reduce((*pp)->flat_buffers().grad, parallel::ReduceOp::kSum, s);
     // Losses of the last stage (zeros elsewhere) over the DP ranks; norms over the stages.
@@ -238,6 +206,18 @@ TEST(T5Pipeline, Tp2Pp2EqualsSingleRank) {
 }
 TEST(T5Pipeline, Tp2Pp2Dp2EqualsSingleRank) {
   check_pipeline({2, 2, 2, 1}, T5Version::kV1_0, 0.0f, 2);
+}
+TEST(T5Pipeline, Tp2SequenceParallelEqualsSingleRank) {
+  check_pipeline({2, 1, 1, 0, true}, T5Version::kV1_1, 0.0f, 2);
+}
+TEST(T5Pipeline, Tp2Pp2SequenceParallelEqualsSingleRank) {
+  check_pipeline({2, 2, 1, 1, true}, T5Version::kV1_0, 0.0f, 2);
+}
+TEST(T5Pipeline, Pp2RecomputeFullEqualsSingleRank) {
+  check_pipeline({1, 2, 1, 1, false, Recompute::kFull}, T5Version::kV1_1, 0.1f, 2);
+}
+TEST(T5Pipeline, Tp2Pp2Dp2SequenceParallelRecomputeEqualsSingleRank) {
+  check_pipeline({2, 2, 2, 1, true, Recompute::kFull}, T5Version::kV1_1, 0.0f, 2);
 }
 
 }  // namespace

@@ -1,13 +1,13 @@
 // T5 training state across ranks on the CPU under mpirun (np 1, 2, 4, 8), through
 // model::T5Trainer:
-//  - ZeRO: dp = world (up to 4) with zero_stage 0-3, on 4 ranks tp 2 x dp 2 and pp 2 x dp 2
-//    with ZeRO 2 and 3, on 8 ranks pp 4 x dp 2 with ZeRO 2 and 3 (stages past block 0: the
-//    relative tables' copies), train to the single-rank run's losses, gradient norms and
-//    parameters (every rank also trains the single-rank reference itself, in f64: the logic must
-//    be exact up to summation order, relative 1e-12 for losses and norms, 1e-12 absolute for
-//    parameters matched by name and, under TP, global element; 1e-7 with pp 4, whose relative
-//    tables' gradients are rounded to f32 per stage); with ZeRO the AdamW moments are a 1/dp
-//    shard, from stage 2 the gradients and at 3 the parameters too.
+//  - ZeRO: dp = world (up to 4) with zero_stage 0-3, on 4 ranks tp 2 x dp 2 (also with sequence
+//    parallelism and full recomputation) and pp 2 x dp 2 with ZeRO 2 and 3, on 8 ranks pp 4 x dp 2
+//    with ZeRO 2 and 3 (stages past block 0: the relative tables' copies), train to the single-rank
+//    run's losses, gradient norms and parameters (every rank also trains the single-rank reference
+//    itself, in f64: the logic must be exact up to summation order, relative 1e-12 for losses and
+//    norms, 1e-12 absolute for parameters matched by name and, under TP, global element; 1e-7 with
+//    pp 4, whose relative tables' gradients are rounded to f32 per stage); with ZeRO the AdamW
+//    moments are a 1/dp shard, from stage 2 the gradients and at 3 the parameters too.
 //  - Checkpoints, for every layout of the world (TP, DP with ZeRO 1, 2 and 3, PP2 with the
 //    encoder and the decoder on different stages, PP4 with each stack over two stages, TP2 x
 //    DP2 ZeRO 1 and 3, TP2 x PP2, PP2 x DP2 ZeRO 1 and 3, TP2 x PP2 x DP2 ZeRO 1 and 3; T5 v1.0
@@ -125,12 +125,13 @@ double max_param_diff(T5Trainer& t, T5Trainer& ref, int tp, int tp_rank) {
 // encoder.
 struct ZeroLayout {
   int tp, pp, zero_stage;
+  bool sp_recompute = false;  // sequence parallelism (tp > 1) and full recomputation
 };
 
 class T5ZeroTest : public ::testing::TestWithParam<ZeroLayout> {};
 
 TEST_P(T5ZeroTest, EqualsOneRankWithTheSameGlobalBatch) {
-  const auto [tp, pp, zero_stage] = GetParam();
+  const auto [tp, pp, zero_stage, sp_recompute] = GetParam();
   const int world = world_size();
   if (tp * pp > 1 && world != 2 * tp * pp) {
     GTEST_SKIP() << "tp " << tp << " x pp " << pp << " runs with dp 2";
@@ -150,6 +151,10 @@ TEST_P(T5ZeroTest, EqualsOneRankWithTheSameGlobalBatch) {
   cfg.parallel.pp_split_rank = pp / 2;  // pp 4: a stage per block, the relative-table copies
   cfg.parallel.dp = dp_size;
   cfg.parallel.zero_stage = zero_stage;
+  if (sp_recompute) {
+    cfg.parallel.sequence_parallel = true;
+    cfg.parallel.recompute = "full";
+  }
   std::unique_ptr<T5Trainer> dp = make_trainer(cfg, engine::DType::kF64, l->par());
   if (zero_stage > 0 && dp_size > 1) {
     const int64_t n = dp->model().params().flat_numel();
@@ -176,13 +181,15 @@ TEST_P(T5ZeroTest, EqualsOneRankWithTheSameGlobalBatch) {
 std::string zero_layout_name(const ::testing::TestParamInfo<ZeroLayout>& info) {
   const ZeroLayout& z = info.param;
   return absl::StrCat(z.tp > 1 ? absl::StrCat("Tp", z.tp) : "",
-                      z.pp > 1 ? absl::StrCat("Pp", z.pp) : "", "DpZero", z.zero_stage);
+                      z.pp > 1 ? absl::StrCat("Pp", z.pp) : "", "DpZero", z.zero_stage,
+                      z.sp_recompute ? "SpRecompute" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, T5ZeroTest,
                          ::testing::Values(ZeroLayout{1, 1, 0}, ZeroLayout{1, 1, 1},
                                            ZeroLayout{1, 1, 2}, ZeroLayout{1, 1, 3},
                                            ZeroLayout{2, 1, 2}, ZeroLayout{2, 1, 3},
+                                           ZeroLayout{2, 1, 2, true}, ZeroLayout{2, 1, 3, true},
                                            ZeroLayout{1, 2, 2}, ZeroLayout{1, 2, 3},
                                            ZeroLayout{1, 4, 2}, ZeroLayout{1, 4, 3}),
                          zero_layout_name);

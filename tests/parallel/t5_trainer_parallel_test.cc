@@ -4,8 +4,9 @@
 // norms of every step and, by global element, this rank's parameters afterwards.
 //  - CPU in double (mpirun np 1, 2, 4, 8): PP2, PP2 x DP2, PP4 (split 2 and split 1), TP2 x PP2,
 //    TP2 x PP2 x DP2 (dropout on without TP; off with TP, whose FFN-hidden masks are numbered
-//    per TP slice). Within 1e-9 relative, or 1e-5 where a stack spans several stages (each
-//    stage rounds its part of a relative table's gradient to f32 before the sum: see
+//    per TP slice); sequence parallelism with TP2 (+ full recompute), TP2 x PP2 (+ full
+//    recompute) and TP2 x PP2 x DP2. Within 1e-9 relative, or 1e-5 where a stack spans several
+//    stages (each stage rounds its part of a relative table's gradient to f32 before the sum: see
 //    t5_pipeline_test.cc).
 //  - GPUs through NCCL (ANVIL_PARALLEL_GPU=1, one GPU per rank): the same layouts in bf16 against
 //    the single-GPU trainer, losses and norms within 2e-2 relative.
@@ -71,15 +72,25 @@ TrainConfig t5_config(float dropout) {
 struct Layout {
   int tp = 1, pp = 1, dp = 1, split = 0;
   int64_t enc_layers = 2;
+  bool sequence_parallel = false;
+  std::string recompute = "none";
   std::string name() const {
-    return absl::StrFormat("tp%d pp%d (split %d, %d + %d layers) dp%d", tp, pp, split, enc_layers,
-                           enc_layers, dp);
+    return absl::StrFormat("tp%d pp%d (split %d, %d + %d layers) dp%d%s recompute %s", tp, pp,
+                           split, enc_layers, enc_layers, dp, sequence_parallel ? " sp" : "",
+                           recompute);
   }
 };
 
 std::vector<Layout> layouts(int world) {
-  const std::vector<Layout> all = {{1, 2, 1, 1, 2}, {1, 2, 2, 1, 2}, {1, 4, 1, 2, 2},
-                                   {1, 4, 1, 1, 3}, {2, 2, 1, 1, 2}, {2, 2, 2, 1, 2}};
+  const std::vector<Layout> all = {{1, 2, 1, 1, 2},
+                                   {1, 2, 2, 1, 2},
+                                   {1, 4, 1, 2, 2},
+                                   {1, 4, 1, 1, 3},
+                                   {2, 2, 1, 1, 2},
+                                   {2, 2, 2, 1, 2},
+                                   {2, 1, 1, 0, 2, true, "full"},
+                                   {2, 2, 1, 1, 2, true, "full"},
+                                   {2, 2, 2, 1, 2, true}};
   std::vector<Layout> out;
   for (const Layout& l : all) {
     if (l.tp * l.pp * l.dp == world) out.push_back(l);
@@ -124,6 +135,8 @@ void check_layouts(const GptPrecision& prec, double rtol, double rtol_split, boo
     cfg.parallel.pp = l.pp;
     cfg.parallel.dp = l.dp;
     cfg.parallel.pp_split_rank = l.split;
+    cfg.parallel.sequence_parallel = l.sequence_parallel;
+    cfg.parallel.recompute = l.recompute;
     cfg.parallel.timeout_s = 120;
     auto grid = parallel::ProcessGrid::create(world, rank, l.tp, l.pp, l.dp);
     ASSERT_TRUE(grid.ok()) << grid.status();
