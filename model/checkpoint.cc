@@ -3,7 +3,6 @@
 #include "model/checkpoint.h"
 
 #include <algorithm>
-#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -135,16 +134,7 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return absl::StrCat("[", absl::StrJoin(s, ", "), "]");
 }
 
-std::optional<parallel::ZeroPartition> partition_of(GptModel& model) {
-  const GptShard& sh = model.shard();
-  if (sh.zero_stage == 0) return std::nullopt;
-  absl::StatusOr<parallel::ZeroPartition> part =
-      gpt_detail::zero_partition(model.params(), sh.zero_dp, sh.zero_rank);
-  ANVIL_CHECK_OK(part.status());
-  return std::move(*part);
-}
-
-CheckpointModel gpt_checkpoint_model(GptModel& model, const parallel::ZeroPartition* part) {
+CheckpointModel gpt_checkpoint_model(GptModel& model) {
   const GptShard& sh = model.shard();
   CheckpointModel c;
   c.table = &model.params();
@@ -154,7 +144,7 @@ CheckpointModel gpt_checkpoint_model(GptModel& model, const parallel::ZeroPartit
   c.tp_rank = sh.tp_rank;
   // The LM head's copy of the tied embedding is the first stage's.
   c.writes = [pre = sh.pre](const Param& p) { return pre || !p.tied; };
-  c.zero = part;
+  c.zero = model.zero_partition();
   c.loaded = [&model](engine::Stream& s) { model.params_loaded(s); };
   return c;
 }
@@ -260,15 +250,12 @@ absl::Status load_checkpoint_tensors(const CheckpointModel& model, const TensorL
 
 std::vector<engine::HostSlice> gpt_checkpoint_slices(GptModel& model, int dp_rank,
                                                      engine::Stream& stream) {
-  const std::optional<parallel::ZeroPartition> part = partition_of(model);
-  return checkpoint_slices(gpt_checkpoint_model(model, part ? &*part : nullptr), dp_rank, stream);
+  return checkpoint_slices(gpt_checkpoint_model(model), dp_rank, stream);
 }
 
 absl::Status gpt_load_checkpoint(GptModel& model, const TensorLookup& lookup, bool weights_only,
                                  engine::Stream& stream) {
-  const std::optional<parallel::ZeroPartition> part = partition_of(model);
-  return load_checkpoint_tensors(gpt_checkpoint_model(model, part ? &*part : nullptr), lookup,
-                                 weights_only, stream);
+  return load_checkpoint_tensors(gpt_checkpoint_model(model), lookup, weights_only, stream);
 }
 
 std::map<std::string, std::string> checkpoint_model_record(const TrainConfig& cfg) {

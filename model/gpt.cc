@@ -268,32 +268,22 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
     ANVIL_ASSIGN_OR_RETURN(stream, engine::Stream::cuda(device));
   }
   gpt_detail::Buffers& b = impl->buf;
+  const parallel::SyncBuffers& f = b.flat;
   for (engine::TensorView v :
-       {b.value, b.master, b.grad, b.m, b.v, b.grad_shard, b.persist_grad, b.persist_value}) {
+       {f.value, f.master, f.grad, f.m, f.v, f.grad_shard, f.persist_grad, f.persist_value}) {
     if (!v.empty()) engine::fill_zero(v, stream);
   }
-  std::vector<gpt_detail::InitTarget> targets;
-  if (shard.zero_stage > 0) {
-    ANVIL_ASSIGN_OR_RETURN(parallel::ZeroPartition part,
-                           gpt_detail::zero_partition(b.table, shard.zero_dp, shard.zero_rank));
-    impl->zero = std::move(part);
-    if (shard.dp_comm == nullptr) {
-      return absl::InvalidArgumentError("GptModel::create: ZeRO needs the DP group's Comm");
-    }
-  }
-  const parallel::ZeroPartition* part = impl->zero ? &*impl->zero : nullptr;
+  ANVIL_RETURN_IF_ERROR(impl->setup_grad_sync(prec.device));
+  const parallel::ZeroPartition* part = impl->sync->partition();
   const int64_t n = b.table.flat_numel();
   auto target = [&](engine::TensorView v) {
     return gpt_detail::InitTarget{v, v.numel() == n ? nullptr : part};
   };
-  targets.push_back(target(b.value));
-  if (b.master.data != b.value.data) targets.push_back(target(b.master));
+  std::vector<gpt_detail::InitTarget> targets{target(f.value)};
+  if (f.master.data != f.value.data) targets.push_back(target(f.master));
   gpt_detail::init_params(cfg, shard, b.table, targets, seed, stream);
   bert_head_setup(cfg, shape, b, stream);
-  if (shard.zero_stage == 3) {
-    ANVIL_RETURN_IF_ERROR(impl->setup_prefetch());
-    impl->gather_persistent(stream);
-  }
+  impl->sync->params_loaded(stream);  // ZeRO-3: gathers the embedding and final-LN buckets
   stream.synchronize();
 
   std::unique_ptr<GptModel> model(new GptModel());
@@ -301,16 +291,35 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
   return model;
 }
 
-void GptModel::params_loaded(engine::Stream& stream) {
-  if (impl_->shard.zero_stage == 3) impl_->gather_persistent(stream);
+void GptModel::params_loaded(engine::Stream& stream) { impl_->sync->params_loaded(stream); }
+
+absl::Status GptModel::Impl::setup_grad_sync(engine::Device device) {
+  // Prefetch stays inside a chunk: the next layer of the pass may belong to another stage.
+  std::vector<int64_t> chain(buf.layer_ids.size(), 0);
+  for (size_t c = 0; c < buf.chunk_layers.size(); ++c) {
+    for (int64_t l : buf.chunk_layers[c]) chain[static_cast<size_t>(l)] = static_cast<int64_t>(c);
+  }
+  parallel::GradSyncOptions o;
+  o.stage = shard.zero_stage;
+  o.dp = shard.dp_comm;
+  o.dp_bucket_elems = shard.dp_bucket_elems;
+  if (device == engine::Device::kCuda) ANVIL_CUDA_CHECK(cudaGetDevice(&o.cuda_device));
+  auto bind = [this](int64_t local, parallel::LayerPart part, engine::TensorView bucket) {
+    gpt_detail::Weights& w = part == parallel::LayerPart::kValues ? buf.w : buf.g;
+    w.layers[static_cast<size_t>(local)] = gpt_detail::layer_views(buf, local, bucket);
+  };
+  ANVIL_ASSIGN_OR_RETURN(sync, parallel::GradSync::create(buf.sync_buckets, buf.layer_bucket,
+                                                          std::move(chain), buf.flat, o, bind));
+  return absl::OkStatus();
 }
 
 const GptConfig& GptModel::config() const { return impl_->cfg; }
 const GptShard& GptModel::shard() const { return impl_->shard; }
 ParamTable& GptModel::params() { return impl_->buf.table; }
+const parallel::ZeroPartition* GptModel::zero_partition() const { return impl_->sync->partition(); }
 GptModel::FlatBuffers GptModel::flat_buffers() {
-  const gpt_detail::Buffers& b = impl_->buf;
-  return FlatBuffers{b.value, b.master, b.grad, b.m, b.v};
+  const parallel::SyncBuffers& f = impl_->buf.flat;
+  return FlatBuffers{f.value, f.master, f.grad, f.m, f.v};
 }
 
 void GptModel::forward(const int32_t* tokens, const int32_t* positions, const int32_t* targets,
@@ -378,7 +387,7 @@ engine::TensorView GptModel::final_hidden_grad() {
   return impl_->buf.dln;
 }
 
-void GptModel::set_grad_ready_hook(GradReadyHook hook) { impl_->grad_ready_hook = std::move(hook); }
+void GptModel::set_overlap_grad_sync(bool on) { impl_->sync->set_overlap(on); }
 
 void GptModel::set_batch(int64_t chunk, int64_t slot, const GptBatch& batch,
                          engine::Stream& stream) {
@@ -408,12 +417,7 @@ engine::TensorView GptModel::chunk_output_grad(int64_t chunk, int64_t slot) {
 
 engine::TensorView GptModel::chunk_input_grad() { return impl_->last_input_grad; }
 
-void GptModel::zero_grads(engine::Stream& stream) {
-  const gpt_detail::Buffers& b = impl_->buf;
-  for (engine::TensorView v : {b.grad, b.grad_shard, b.persist_grad}) {
-    if (!v.empty()) engine::fill_zero(v, stream);
-  }
-}
+void GptModel::zero_grads(engine::Stream& stream) { impl_->sync->zero_grads(stream); }
 
 void GptModel::finish_backward(engine::Stream& stream) {
   if (!impl_->tp.sp()) return;
@@ -428,41 +432,10 @@ void GptModel::finish_backward(engine::Stream& stream) {
 }
 
 void GptModel::gather_values(engine::TensorView out, engine::Stream& stream) {
-  const gpt_detail::Buffers& b = impl_->buf;
-  ANVIL_CHECK_MSG(out.numel() == b.table.flat_numel() && out.dtype == b.value.dtype,
-                  "GptModel::gather_values: out must be [flat_numel] of the compute dtype, got " +
-                      engine::describe(out));
-  if (impl_->shard.zero_stage < 3) {
-    engine::copy(out, b.value, stream);
-    return;
-  }
-  const parallel::ZeroPartition& part = *impl_->zero;
-  for (size_t i = 0; i < part.buckets().size(); ++i) {
-    const parallel::ZeroBucket& k = part.buckets()[i];
-    parallel::zero_all_gather(*impl_->shard.dp_comm, part, i,
-                              engine::slice_rows(out, k.begin, k.end),
-                              parallel::zero_piece_view(part, i, b.value), stream);
-  }
+  impl_->sync->gather_values(out, stream);
 }
 
-void GptModel::reduce_gradients(engine::Stream& stream) {
-  if (!impl_->zero) return;
-  const gpt_detail::Buffers& b = impl_->buf;
-  const std::vector<ParamTable::Bucket>& buckets = b.table.buckets();
-  for (size_t i = 0; i < buckets.size(); ++i) {
-    engine::TensorView whole;
-    if (!b.grad.empty()) {
-      whole = engine::slice_rows(b.grad, buckets[i].begin, buckets[i].end);
-    } else if (b.persist_offset[i] >= 0) {
-      const int64_t at = b.persist_offset[i];
-      whole = engine::slice_rows(b.persist_grad, at, at + buckets[i].end - buckets[i].begin);
-    } else {
-      continue;  // a layer bucket: reduced during the backward
-    }
-    parallel::zero_reduce_scatter(*impl_->shard.dp_comm, *impl_->zero, i, b.grad_shard, whole,
-                                  stream);
-  }
-}
+void GptModel::reduce_gradients(engine::Stream& stream) { impl_->sync->reduce_gradients(stream); }
 
 double GptModel::grad_norm(engine::Stream& stream) { return std::sqrt(grad_sum_squares(stream)); }
 
@@ -473,17 +446,7 @@ double GptModel::grad_sum_squares(engine::Stream& stream) {
   // The flat elements [lo, hi) of a counted parameter: in the whole gradient, or in the own
   // pieces of the reduced shard.
   auto add = [&](int64_t lo, int64_t hi) {
-    if (!impl_->zero) {
-      ops::sum_squares(b.norm_out, flat_slice(b.grad, lo, {hi - lo}), b.op_ws, stream);
-      return;
-    }
-    for (size_t i = 0; i < impl_->zero->buckets().size(); ++i) {
-      const parallel::ZeroPiece p = impl_->zero->piece(i);
-      const int64_t a = std::max(lo, p.begin), e = std::min(hi, p.end);
-      if (e <= a) continue;
-      ops::sum_squares(b.norm_out, flat_slice(b.grad_shard, p.shard_offset + a - p.begin, {e - a}),
-                       b.op_ws, stream);
-    }
+    impl_->sync->add_grad_squares(b.norm_out, lo, hi, b.op_ws, stream);
   };
   // Runs of counted parameters in flat order, one sum_squares each (one for a whole single-rank
   // model): the alignment padding between parameters holds zero gradients (zero_grads clears the
@@ -508,53 +471,20 @@ double GptModel::grad_sum_squares(engine::Stream& stream) {
   return read_back(b.norm_out, stream)[0];
 }
 
-void GptModel::optimizer_step(const OptimizerStep& s, engine::Stream& stream) {
-  const gpt_detail::Buffers& b = impl_->buf;
-  const bool shared = b.master.data == b.value.data;  // no separate compute copy to refresh
+ops::AdamWArgs GptModel::OptimizerStep::adamw_args() const {
   ops::AdamWArgs a;
-  a.lr = s.lr;
-  a.beta1 = s.beta1;
-  a.beta2 = s.beta2;
-  a.eps = s.eps;
-  a.weight_decay = s.weight_decay;
-  a.step = s.step;
-  a.grad_scale = s.grad_scale;
-  if (impl_->zero) {
-    const parallel::ZeroPartition& part = *impl_->zero;
-    parallel::zero_adamw(part, a, b.master, b.m, b.v, shared ? engine::TensorView{} : b.value,
-                         b.grad_shard, stream);
-    if (impl_->shard.zero_stage == 3) {
-      // The gathered layers are stale now: forget them (after any prefetch still writing).
-      for (int k = 0; k < 2; ++k) {
-        if (impl_->side && impl_->slot_pending[k]) impl_->slot_ready[k].wait(stream);
-        impl_->slot_pending[k] = false;
-        impl_->slot_layer[k] = -1;
-      }
-      impl_->gather_persistent(stream);
-      return;
-    }
-    // Stages 1, 2: every rank gets every updated parameter back, bucket by bucket, in place.
-    for (size_t i = 0; i < part.buckets().size(); ++i) {
-      const parallel::ZeroBucket& k = part.buckets()[i];
-      parallel::zero_all_gather(*impl_->shard.dp_comm, part, i,
-                                engine::slice_rows(b.value, k.begin, k.end),
-                                parallel::zero_piece_view(part, i, b.value), stream);
-    }
-    return;
-  }
-  // Per bucket: [begin, decay_end) with weight decay, the rest without.
-  auto range = [&](int64_t begin, int64_t end, float weight_decay) {
-    if (end <= begin) return;
-    ops::AdamWArgs r = a;
-    r.weight_decay = weight_decay;
-    auto sl = [&](engine::TensorView flat) { return flat_slice(flat, begin, {end - begin}); };
-    ops::adamw_update(r, sl(b.master), sl(b.m), sl(b.v),
-                      shared ? engine::TensorView{} : sl(b.value), sl(b.grad), stream);
-  };
-  for (const ParamTable::Bucket& k : b.table.buckets()) {
-    range(k.begin, k.decay_end, s.weight_decay);
-    range(k.decay_end, k.end, 0.0f);
-  }
+  a.lr = lr;
+  a.beta1 = beta1;
+  a.beta2 = beta2;
+  a.eps = eps;
+  a.weight_decay = weight_decay;
+  a.step = step;
+  a.grad_scale = grad_scale;
+  return a;
+}
+
+void GptModel::optimizer_step(const OptimizerStep& s, engine::Stream& stream) {
+  impl_->sync->optimizer_step(s.adamw_args(), stream);
 }
 
 size_t GptModel::arena_bytes() const {

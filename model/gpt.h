@@ -16,7 +16,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,10 +25,12 @@
 #include "engine/stream.h"
 #include "engine/tensor.h"
 #include "model/param_table.h"
+#include "ops/adamw.h"
 
 namespace anvil::parallel {
 class Comm;
-}
+class ZeroPartition;
+}  // namespace anvil::parallel
 
 namespace anvil::model {
 
@@ -155,14 +156,17 @@ struct GptShard {
   // all-gathers before the column-parallel linears and reduce-scatters after the row-parallel
   // ones replace the all-reduces. Needs B*T % tp == 0.
   bool sequence_parallel = false;
-  // ZeRO (parallel/zero.h) over the DP group dp_comm (not owned; required when zero_stage > 0):
-  // every bucket (embeddings, each layer, final LayerNorm) split evenly over zero_dp ranks.
+  // Gradient sync over the DP group dp_comm (not owned; parallel/grad_sync.h). Without it the
+  // gradients stay local. zero_stage 0: reduce_gradients all-reduces them (plain DP, buckets of
+  // dp_bucket_elems elements, 0: one). ZeRO (parallel/zero.h; dp_comm required): every bucket
+  // (embeddings, each layer, final LayerNorm) split evenly over zero_dp ranks.
   // 1: f32 master (when separate) and AdamW moments hold this rank's pieces only; 2: also the
   // gradients (reduce-scattered layer by layer in backward); 3: also the parameters (gathered
   // layer by layer before use; the embedding and final-LN buckets stay gathered).
   int zero_stage = 0;
   int zero_dp = 1, zero_rank = 0;
   parallel::Comm* dp_comm = nullptr;
+  int64_t dp_bucket_elems = 0;
   Recompute recompute = Recompute::kNone;
 
   // InvalidArgument naming the numbers (heads % tp, ffn % tp, padded vocab % tp, layer ranges).
@@ -209,6 +213,8 @@ class GptModel {
   const GptConfig& config() const;
   const GptShard& shard() const;
   ParamTable& params();
+  // The ZeRO partition of the flat buffers (null without ZeRO; parallel/zero.h).
+  const parallel::ZeroPartition* zero_partition() const;
   // The flat buffers behind params(), [params().flat_numel()] each: compute copy (act dtype),
   // f32 master (the same memory as value when act == grad dtype), f32 gradients, AdamW moments.
   // Under ZeRO some are this rank's shard [flat_numel / zero_dp] instead (master, m, v from
@@ -250,11 +256,10 @@ class GptModel {
   // d(ln_f output) for a hidden-head backward: [B*T, d] act dtype on the model's device.
   engine::TensorView final_hidden_grad();
 
-  // Data-parallel overlap: when set, called with a layer bucket's flat range [begin, end) of
-  // the gradient buffer right after that layer's backward has queued its last gradient
-  // update (no ZeRO). The trainer sets it for each step's last micro-batch only.
-  using GradReadyHook = std::function<void(int64_t begin, int64_t end, engine::Stream&)>;
-  void set_grad_ready_hook(GradReadyHook hook);
+  // Data-parallel overlap (plain DP: shard.dp_comm without ZeRO): while on, each layer's
+  // gradient all-reduce starts right after that layer's backward has queued its last gradient
+  // update (parallel/grad_sync.h). The trainer sets it for each step's last micro-batch only.
+  void set_overlap_grad_sync(bool on);
 
   // Pipeline stage API (forward/backward above are these for slot 0 over every chunk).
   // set_batch copies a micro-batch's inputs into (chunk, slot). forward_chunk runs
@@ -288,9 +293,10 @@ class GptModel {
   // After a step's last backward: with sequence parallelism, sums the layernorm gradients (each
   // TP rank saw its rows only) over TP; otherwise nothing.
   void finish_backward(engine::Stream& stream);
-  // ZeRO: after the last backward of a step (and the embedding group's sum), the gradients
-  // still whole on this rank are reduce-scattered onto their owners (stage 1: all; 2, 3: the
-  // embedding and final-LN buckets). No-op without ZeRO.
+  // After the last backward of a step (and the embedding group's sum), with dp_comm: plain DP
+  // sums the gradients not reduced early over DP; ZeRO reduce-scatters those still whole on
+  // this rank onto their owners (stage 1: all; 2, 3: the embedding and final-LN buckets).
+  // No-op without dp_comm.
   void reduce_gradients(engine::Stream& stream);
   // sqrt(sum of squared gradients) (syncs) of this rank's parameters. With tp > 1 or pp it
   // is the local part only: use grad_sum_squares and reduce over the model-parallel ranks.
@@ -306,6 +312,7 @@ class GptModel {
   struct OptimizerStep {
     float lr, beta1, beta2, eps, weight_decay, grad_scale;
     int64_t step;
+    ops::AdamWArgs adamw_args() const;  // the same as the op's arguments
   };
   void optimizer_step(const OptimizerStep& s, engine::Stream& stream);
 

@@ -74,7 +74,7 @@ void add_gpt_arch_schema(engine::ConfigSchema& s) {
         "d_kv, ffn_hidden (d_ff), hidden_dropout (HF dropout_rate), ln_eps (1e-6), t5_version; "
         "span-corruption samples from sentence-split data with a WordPiece [tokenizer] and "
         "vocab_extra_ids sentinels; tensor, pipeline ([parallel] pp_split_rank) and data "
-        "parallelism, ZeRO stage 1, checkpoints and bin/convert (no ZeRO 2-3 yet).",
+        "parallelism, ZeRO stages 1-3, checkpoints and bin/convert.",
         all_names(kTypeNames));
   s.add("model", "norm_placement", ConfigType::kString, "pre",
         "pre = x + f(LN(x)) with a final ln_f (GPT-2, Megatron); post = LN(x + f(x)) without "

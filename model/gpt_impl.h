@@ -3,7 +3,6 @@
 #pragma once
 
 #include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,8 +14,8 @@
 #include "ops/attention.h"
 #include "ops/embedding.h"
 #include "ops/rotary.h"
+#include "parallel/grad_sync.h"
 #include "parallel/tensor_parallel.h"
-#include "parallel/zero.h"
 
 namespace anvil::model {
 
@@ -36,20 +35,11 @@ struct GptModel::Impl {
   uint64_t site_stride = 0;
   int64_t n_sites() const { return 1 + 3 * cfg.n_layers; }
   // Backward of (chunk, slot) needs its training forward first.
-  std::vector<bool> ready_for_backward;         // [chunks * slots]
-  engine::TensorView last_input_grad;           // d(input) of the last backward_chunk
-  std::optional<parallel::ZeroPartition> zero;  // with shard.zero_stage > 0
-  // ZeRO-3 prefetch: the local layer each of the two gather buffers holds (-1: none). While a
-  // layer computes, the next one (in the pass's direction, same chunk) is all-gathered into the
-  // other buffer: on CUDA on a side stream (ordered by events), on the CPU right away.
-  int64_t slot_layer[2] = {-1, -1};
-  bool slot_pending[2] = {false, false};  // CUDA: a prefetch into the buffer may still run
-  int prefetch_dir = 1;                   // +1 in forward, -1 in backward
-  std::unique_ptr<engine::Stream> side;   // CUDA only
-  std::vector<engine::Event> slot_ready;  // CUDA: [2], recorded after each prefetch
-  std::unique_ptr<engine::Event> compute_mark;
-  std::vector<int64_t> chunk_of_local;  // chunk index of each local layer
-  GptModel::GradReadyHook grad_ready_hook;
+  std::vector<bool> ready_for_backward;  // [chunks * slots]
+  engine::TensorView last_input_grad;    // d(input) of the last backward_chunk
+  // Gradient sync over DP (parallel/grad_sync.h): plain DP or ZeRO 1-3 over the layout's
+  // buckets; it binds buf.w.layers / buf.g.layers of a layer to gathered values or scratch.
+  std::unique_ptr<parallel::GradSync> sync;
   bool hidden_head = false;  // GptModel::set_hidden_head
 
   uint64_t site_offset(uint64_t dropout_offset, int64_t site) const {
@@ -62,8 +52,8 @@ struct GptModel::Impl {
   void forward_chunk(int64_t chunk, int64_t slot, bool train, uint64_t dropout_offset,
                      engine::Stream& stream);
   void backward_chunk(int64_t chunk, int64_t slot, float grad_scale, engine::Stream& stream);
-  // ZeRO-3: gathers the embedding and final-LN buckets (after init and every update).
-  void gather_persistent(engine::Stream& s);
+  // Creates `sync` over buf's buckets (one chain per chunk).
+  absl::Status setup_grad_sync(engine::Device device);
 
   void embed(int64_t slot, bool train, engine::Stream& s);
   void layer_forward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local, bool fused_input,
@@ -109,7 +99,8 @@ struct GptModel::Impl {
                                               const gpt_detail::LayerWeights& lg, int64_t l,
                                               engine::ConstTensorView in, engine::TensorView dres,
                                               engine::Stream& s);
-  // After a layer's backward: ZeRO 2/3 reduction of its gradients, the DP overlap hook.
+  // After a layer's backward: its layernorm gradients summed over TP (sequence parallelism,
+  // ZeRO 2/3), then the gradient sync's after-layer hook.
   void layer_grads_done(int64_t local, const gpt_detail::LayerWeights& lg, engine::Stream& s);
   // Post-LN layers (gpt_post_ln.cc): forward writes LN2's output into `out` [rows, d] (the next
   // layer's x, x_final or the chunk output); backward takes d(out) in dres and leaves d x there.
@@ -138,14 +129,6 @@ struct GptModel::Impl {
   int64_t rows() const { return tp.local_rows(shape.micro_batch * shape.seq_len); }
   // sp(): sums the layernorm gradients of a layer (or ln_f) over TP.
   void sync_layernorm_grads(const gpt_detail::LayerWeights& g, engine::Stream& s);
-  // ZeRO-3: gathers local layer `local`'s parameters and points buf.w.layers[local] at them.
-  // ZeRO-2/3: zero_layer_grads points buf.g.layers[local] at zeroed scratch; reduce_layer_grads
-  // sums the scratch over DP onto the owners (+= into grad_shard).
-  void gather_layer(int64_t local, engine::Stream& s);
-  void gather_into(int slot, int64_t local, engine::Stream& on);
-  absl::Status setup_prefetch();
-  void zero_layer_grads(int64_t local, engine::Stream& s);
-  void reduce_layer_grads(int64_t local, engine::Stream& s);
 };
 
 }  // namespace anvil::model

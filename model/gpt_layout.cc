@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/checked_math.h"
 #include "engine/status.h"
+#include "model/sync_layout.h"
 #include "ops/attention.h"
 #include "ops/flash_attention.h"
 #include "ops/grad_norm.h"
@@ -118,12 +119,6 @@ Weights weights_of(const ParamTable& t, TensorView Param::*field, const GptConfi
     }
   }
   return w;
-}
-
-absl::StatusOr<parallel::ZeroPartition> zero_partition(const ParamTable& t, int dp, int rank) {
-  std::vector<parallel::ZeroBucket> zb;
-  for (const ParamTable::Bucket& k : t.buckets()) zb.push_back({k.begin, k.decay_end, k.end});
-  return parallel::ZeroPartition::create(std::move(zb), dp, rank);
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, engine::Arena>>> allocate_arenas(
@@ -414,79 +409,23 @@ LayerActs layer_acts(const std::string& h, const GptConfig& cfg, const GptRunSha
 
 namespace {
 
-int64_t max_layer_bucket(const Buffers& b) {
-  int64_t most = 0;
-  for (int64_t i : b.layer_bucket)
-    most = std::max(most, b.table.buckets()[i].end - b.table.buckets()[i].begin);
-  return most;
-}
-
-// The parameter buffers (see Buffers) for the ZeRO stage.
-void carve_params(const GptConfig& cfg, const GptShard& shard, const GptPrecision& prec,
-                  Carver& carver, Buffers& b) {
-  (void)cfg;
-  const DType act = prec.act, gdt = prec.grad;
-  const std::vector<ParamTable::Bucket>& buckets = b.table.buckets();
-  const int64_t n = b.table.flat_numel(), z = shard.zero_stage;
-  const int64_t no = z > 0 ? n / shard.zero_dp : n;  // optimizer-state elements
-  // Which buckets are layers, where each layer's parameters start (the first parameter, in
-  // definition order, past the previous buckets), the persistent buckets.
-  size_t param = 0;
-  b.persist_offset.assign(buckets.size(), -1);
-  int64_t persist = 0;
+// The parameter buffers (see Buffers) for the ZeRO stage, and where each layer's parameters
+// start in the table (the first parameter, in definition order, past the previous buckets).
+void carve_params(const GptShard& shard, const GptPrecision& prec, Carver& carver, Buffers& b) {
+  auto is_layer = [](const std::string& name) { return absl::StartsWith(name, "h."); };
+  b.sync_buckets = sync_buckets(b.table, is_layer);
+  const std::vector<parallel::SyncBucket>& buckets = b.sync_buckets;
   for (size_t i = 0; i < buckets.size(); ++i) {
-    if (absl::StartsWith(buckets[i].name, "h.")) {
-      b.layer_bucket.push_back(static_cast<int64_t>(i));
-    } else {
-      b.persist_offset[i] = persist;
-      persist += buckets[i].end - buckets[i].begin;
-    }
+    if (buckets[i].layer) b.layer_bucket.push_back(static_cast<int64_t>(i));
   }
   const std::vector<Param>& params = b.table.all();
+  size_t param = 0;
   for (int64_t k : b.layer_bucket) {
     while (params[param].offset < buckets[static_cast<size_t>(k)].begin) ++param;
     b.layer_param.push_back(param);
   }
-  const int64_t layer_max = max_layer_bucket(b);
-
-  b.value =
-      carver.take("params", z == 3 ? "params (compute copy, own shard)" : "params (compute copy)",
-                  act, {z == 3 ? no : n});
-  b.master = act == gdt ? b.value : carver.take("master", "master weights", gdt, {no});
-  b.m = carver.take("optimizer", "adamw m", gdt, {no});
-  b.v = carver.take("optimizer", "adamw v", gdt, {no});
-  if (z < 2) b.grad = carver.take("grads", "gradients", gdt, {n});
-  if (z > 0) b.grad_shard = carver.take("grads", "gradients (own shard, reduced)", gdt, {no});
-  if (z >= 2) {
-    b.persist_grad = carver.take("grads", "gradients (embedding, final LN)", gdt, {persist});
-    b.grad_scratch = carver.take("grads", "gradients (one layer)", gdt, {layer_max});
-    b.grad_piece =
-        carver.take("grads", "gradients (one layer, own piece)", gdt, {layer_max / shard.zero_dp});
-  }
-  if (z == 3) {
-    b.persist_value = carver.take("params", "params (embedding, final LN)", act, {persist});
-    b.gather = carver.take("params", "params (gathered layers)", act, {2, layer_max});
-  }
-}
-
-// Points every parameter's views at the buffers that hold it whole (if any).
-void bind_params(Buffers& b) {
-  const int64_t n = b.table.flat_numel();
-  auto whole = [&](TensorView v) { return v.numel() == n ? v : TensorView{}; };
-  b.table.bind(whole(b.value), b.master.data == b.value.data ? whole(b.value) : whole(b.master),
-               b.grad, whole(b.m), whole(b.v));
-  // ZeRO 2/3: the persistent buckets' gradients (and values) live in persist_*.
-  const std::vector<ParamTable::Bucket>& buckets = b.table.buckets();
-  for (Param& p : b.table.all()) {
-    for (size_t i = 0; i < buckets.size(); ++i) {
-      if (p.offset < buckets[i].begin || p.offset >= buckets[i].end || b.persist_offset[i] < 0) {
-        continue;
-      }
-      const int64_t at = b.persist_offset[i] + p.offset - buckets[i].begin;
-      if (!b.persist_grad.empty()) p.grad = flat_slice(b.persist_grad, at, p.shape);
-      if (!b.persist_value.empty()) p.value = flat_slice(b.persist_value, at, p.shape);
-    }
-  }
+  b.sync_layout = parallel::sync_layout(buckets, shard.zero_stage, shard.zero_dp);
+  b.flat = carve_sync_buffers(b.sync_layout, prec.act, prec.grad, carver);
 }
 
 }  // namespace
@@ -516,7 +455,7 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
   for (const LayerParam& p : layer_param_list(cfg, shard.tp)) b.layer_fields.push_back(p.field);
   const int64_t n = b.table.flat_numel();
 
-  carve_params(cfg, shard, prec, carver, b);
+  carve_params(shard, prec, carver, b);
 
   auto A = [&](const std::string& name, DType dt, const std::vector<int64_t>& s) {
     return carver.take("activations", name, dt, s);
@@ -641,7 +580,7 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
   b.norm_out = carver.take("workspace", "grad norm", gdt, {1});
 
   if (!carver.planning() && carver.status().ok()) {
-    bind_params(b);
+    bind_sync_buffers(b.table, b.flat, b.sync_layout);
     b.w = weights_of(b, &Param::value);
     b.g = weights_of(b, &Param::grad);
   }

@@ -31,7 +31,7 @@
 #include "model/blocks/norm.h"
 #include "model/gpt.h"
 #include "model/param_table.h"
-#include "parallel/zero.h"
+#include "parallel/grad_sync.h"
 
 namespace anvil::model::gpt_detail {
 
@@ -162,18 +162,15 @@ struct EmbedActs {
 
 struct Buffers {
   ParamTable table;
-  // Flat [flat_numel] parameter buffers; master == value when act == grad dtype. Under ZeRO
-  // (stage z, dp ranks) master, m, v (z >= 1) and value (z == 3) are shards [flat_numel / dp]
-  // and grad (z >= 2) is empty; grad_shard [flat_numel / dp] receives the reduced gradients.
-  TensorView value, master, grad, m, v, grad_shard;
-  // ZeRO 2/3: the buckets that are not layers (embeddings, final LN) are kept whole in
-  // persist_grad (and, z == 3, persist_value), back to back; layer buckets use scratch: one
-  // layer's gradients (grad_scratch [max layer bucket] f32, reduced into the shard through
-  // grad_piece [max layer bucket / dp]) and gathered parameters (gather [2, max layer bucket]).
-  TensorView persist_value, persist_grad, grad_scratch, grad_piece, gather;
-  std::vector<int64_t> persist_offset;  // per bucket: offset in persist_* or -1
-  std::vector<int64_t> layer_bucket;    // bucket index of each local layer
-  std::vector<size_t> layer_param;      // index in table.all() of each local layer's first param
+  // The flat parameter buffers and the ZeRO scratch (parallel/grad_sync.h; model/sync_layout.h):
+  // value, master, grad, m, v [flat_numel], or under ZeRO stage z over dp ranks shards
+  // [flat_numel / dp] (master, m, v from z = 1, value at z = 3; grad absent from z = 2, the
+  // reduced gradients in grad_shard).
+  std::vector<parallel::SyncBucket> sync_buckets;  // the table's buckets ("h.*": layers)
+  parallel::SyncLayout sync_layout;
+  parallel::SyncBuffers flat;
+  std::vector<int64_t> layer_bucket;  // bucket index of each local layer
+  std::vector<size_t> layer_param;    // index in table.all() of each local layer's first param
   std::vector<TensorView LayerWeights::*> layer_fields;  // a layer's parameters, in table order
   Weights w;                                             // views of value
   Weights g;                                             // views of grad
@@ -239,10 +236,6 @@ class Carver {
 // Carver in creation mode carves the plan's views from).
 absl::StatusOr<std::vector<std::pair<std::string, engine::Arena>>> allocate_arenas(
     const engine::MemoryPlan& plan, engine::Device device, const std::string& what);
-
-// ZeRO over `t`'s buckets: rank `rank` of a DP group of `dp` (GPT and T5 build their tables
-// with zero_bucket_align units, so every bucket splits evenly).
-absl::StatusOr<parallel::ZeroPartition> zero_partition(const ParamTable& t, int dp, int rank);
 
 // The parameter table of `shard` (HF names with global layer numbers, local TP shapes, decay
 // group = matrices and embeddings); the default shard is the whole model.

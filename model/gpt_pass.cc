@@ -33,7 +33,6 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "engine/cuda_check.h"
 #include "engine/memory.h"
 #include "engine/status.h"
 #include "model/blocks/linear.h"
@@ -187,7 +186,7 @@ void GptModel::Impl::layer_forward(const gpt_detail::SlotData& sd, int64_t slot,
   const int64_t l = buf.layer_ids[static_cast<size_t>(local)];
   const blocks::NormArgs ln = gpt_detail::norm_args(cfg, rows());
   gpt_detail::LayerActs& a = buf.act(slot, local);
-  if (shard.zero_stage == 3) gather_layer(local, s);
+  sync->gather_layer(local, s);  // ZeRO-3
   const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(local)];
   if (!fused_input) {
     blocks::norm_forward(ln, tp.local_rows(a.ln1), a.ln1_mean, a.ln1_rstd, a.x, lw.ln1_g, lw.ln1_b,
@@ -346,7 +345,7 @@ void GptModel::Impl::forward_chunk(int64_t chunk, int64_t slot, bool train, uint
   ready_for_backward[key] = false;
   gpt_detail::SlotData& sd = buf.slot_data(chunk, slot);
   sd.dropout_offset = dropout_offset;
-  prefetch_dir = 1;
+  sync->start_pass(parallel::PassDirection::kForward);
   const std::vector<int64_t>& layers = buf.chunk_layers[static_cast<size_t>(chunk)];
   if (shard.pre && chunk == 0) embed(slot, train, s);
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -451,15 +450,8 @@ void GptModel::Impl::layer_grads_done(int64_t local, const gpt_detail::LayerWeig
                                       engine::Stream& s) {
   // ZeRO 2/3 reduce this micro-batch's scratch now: sum its layernorm gradients over TP first
   // (the whole-buffer stages do it once per step, finish_backward).
-  if (shard.zero_stage >= 2) {
-    sync_layernorm_grads(lg, s);
-    reduce_layer_grads(local, s);
-  }
-  if (grad_ready_hook) {
-    const ParamTable::Bucket& k =
-        buf.table.buckets()[static_cast<size_t>(buf.layer_bucket[static_cast<size_t>(local)])];
-    grad_ready_hook(k.begin, k.end, s);
-  }
+  if (shard.zero_stage >= 2) sync_layernorm_grads(lg, s);
+  sync->layer_grads_done(local, s);
 }
 
 void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
@@ -470,10 +462,10 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
   // from x (the same dropout masks: the slot keeps its dropout offset).
   if (shard.recompute == Recompute::kFull) {
     layer_forward(sd, slot, local, /*fused_input=*/false, /*train=*/true, s);
-  } else if (shard.zero_stage == 3) {
-    gather_layer(local, s);
+  } else {
+    sync->gather_layer(local, s);  // ZeRO-3
   }
-  if (shard.zero_stage >= 2) zero_layer_grads(local, s);
+  sync->zero_layer_grads(local, s);  // ZeRO 2/3: the layer's gradients in zeroed scratch
   const gpt_detail::LayerActs& a = buf.act(slot, local);
   const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(local)];
   const gpt_detail::LayerWeights& lg = buf.g.layers[static_cast<size_t>(local)];
@@ -490,104 +482,6 @@ void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot
   layer_grads_done(local, lg, s);
 }
 
-void GptModel::Impl::gather_into(int slot, int64_t local, engine::Stream& on) {
-  const size_t bucket = static_cast<size_t>(buf.layer_bucket[static_cast<size_t>(local)]);
-  TensorView dst =
-      flat_slice(buf.gather, slot * buf.gather.dim(1), {zero->buckets()[bucket].numel()});
-  parallel::zero_all_gather(*shard.dp_comm, *zero, bucket, dst,
-                            parallel::zero_piece_view(*zero, bucket, buf.value), on);
-  slot_layer[slot] = local;
-}
-
-void GptModel::Impl::gather_layer(int64_t local, engine::Stream& s) {
-  const bool cuda = side != nullptr;
-  int slot = slot_layer[0] == local ? 0 : slot_layer[1] == local ? 1 : -1;
-  if (slot >= 0) {
-    if (cuda && slot_pending[slot]) slot_ready[static_cast<size_t>(slot)].wait(s);
-  } else {
-    // Not prefetched: gather now, into a buffer no prefetch is still writing.
-    slot = slot_layer[0] == -1 || slot_layer[1] != -1 ? 0 : 1;
-    if (cuda && slot_pending[slot]) slot_ready[static_cast<size_t>(slot)].wait(s);
-    gather_into(slot, local, s);
-  }
-  slot_pending[slot] = false;
-  const size_t bucket = static_cast<size_t>(buf.layer_bucket[static_cast<size_t>(local)]);
-  buf.w.layers[static_cast<size_t>(local)] = gpt_detail::layer_views(
-      buf, local,
-      flat_slice(buf.gather, slot * buf.gather.dim(1), {zero->buckets()[bucket].numel()}));
-  // Prefetch the pass's next layer of this chunk into the other buffer, once the work queued so
-  // far (the previous layer's reads of that buffer included) is done.
-  const int64_t next = local + prefetch_dir;
-  const int other = 1 - slot;
-  if (next < 0 || next >= static_cast<int64_t>(chunk_of_local.size()) ||
-      chunk_of_local[static_cast<size_t>(next)] != chunk_of_local[static_cast<size_t>(local)]) {
-    return;
-  }
-  if (slot_layer[other] == next) return;
-  if (!cuda) {
-    gather_into(other, next, s);
-    return;
-  }
-  if (slot_pending[other]) slot_ready[static_cast<size_t>(other)].wait(s);
-  compute_mark->record(s);
-  compute_mark->wait(*side);
-  gather_into(other, next, *side);
-  slot_ready[static_cast<size_t>(other)].record(*side);
-  slot_pending[other] = true;
-}
-
-absl::Status GptModel::Impl::setup_prefetch() {
-  for (size_t c = 0; c < buf.chunk_layers.size(); ++c) {
-    for (int64_t l : buf.chunk_layers[c]) {
-      if (static_cast<int64_t>(chunk_of_local.size()) <= l) {
-        chunk_of_local.resize(static_cast<size_t>(l + 1), -1);
-      }
-      chunk_of_local[static_cast<size_t>(l)] = static_cast<int64_t>(c);
-    }
-  }
-  if (prec.device != engine::Device::kCuda) return absl::OkStatus();
-  int device = 0;
-  ANVIL_CUDA_CHECK(cudaGetDevice(&device));
-  ANVIL_ASSIGN_OR_RETURN(engine::Stream st, engine::Stream::cuda(device));
-  side = std::make_unique<engine::Stream>(std::move(st));
-  for (int i = 0; i < 2; ++i) {
-    ANVIL_ASSIGN_OR_RETURN(engine::Event e, engine::Event::create());
-    slot_ready.push_back(std::move(e));
-  }
-  ANVIL_ASSIGN_OR_RETURN(engine::Event m, engine::Event::create());
-  compute_mark = std::make_unique<engine::Event>(std::move(m));
-  return absl::OkStatus();
-}
-
-void GptModel::Impl::zero_layer_grads(int64_t local, engine::Stream& s) {
-  const size_t bucket = static_cast<size_t>(buf.layer_bucket[static_cast<size_t>(local)]);
-  TensorView scratch = flat_slice(buf.grad_scratch, 0, {zero->buckets()[bucket].numel()});
-  engine::fill_zero(scratch, s);
-  buf.g.layers[static_cast<size_t>(local)] = gpt_detail::layer_views(buf, local, scratch);
-}
-
-void GptModel::Impl::reduce_layer_grads(int64_t local, engine::Stream& s) {
-  const size_t bucket = static_cast<size_t>(buf.layer_bucket[static_cast<size_t>(local)]);
-  const int64_t len = zero->buckets()[bucket].numel();
-  // The layer's gradient of this micro-batch, summed over DP onto its owners, added to theirs.
-  TensorView piece = flat_slice(buf.grad_piece, 0, {len / zero->dp()});
-  shard.dp_comm->reduce_scatter(piece, flat_slice(buf.grad_scratch, 0, {len}),
-                                parallel::ReduceOp::kSum, s);
-  ops::axpy(1.0f, parallel::zero_piece_view(*zero, bucket, buf.grad_shard), piece, s);
-}
-
-void GptModel::Impl::gather_persistent(engine::Stream& s) {
-  const std::vector<ParamTable::Bucket>& buckets = buf.table.buckets();
-  for (size_t i = 0; i < buckets.size(); ++i) {
-    const int64_t at = buf.persist_offset[i];
-    if (at < 0) continue;
-    parallel::zero_all_gather(
-        *shard.dp_comm, *zero, i,
-        flat_slice(buf.persist_value, at, {buckets[i].end - buckets[i].begin}),
-        parallel::zero_piece_view(*zero, i, buf.value), s);
-  }
-}
-
 void GptModel::Impl::backward_chunk(int64_t chunk, int64_t slot, float grad_scale,
                                     engine::Stream& s) {
   ANVIL_CHECK_MSG(chunk >= 0 && chunk < n_chunks() && slot >= 0 && slot < buf.slots,
@@ -598,7 +492,7 @@ void GptModel::Impl::backward_chunk(int64_t chunk, int64_t slot, float grad_scal
   ANVIL_CHECK_MSG(s.device() == prec.device,
                   "GptModel::backward: stream device differs from the model's");
   gpt_detail::GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
-  prefetch_dir = -1;
+  sync->start_pass(parallel::PassDirection::kBackward);
   const std::vector<int64_t>& layers = buf.chunk_layers[static_cast<size_t>(chunk)];
   TensorView dres = buf.out_grad.empty()
                         ? TensorView{}

@@ -31,7 +31,7 @@ void GptModel::Impl::post_layer_forward(const gpt_detail::SlotData& sd, int64_t 
   const int64_t l = buf.layer_ids[static_cast<size_t>(local)];
   const blocks::NormArgs ln = gpt_detail::norm_args(cfg, rows());
   gpt_detail::LayerActs& a = buf.act(slot, local);
-  if (shard.zero_stage == 3) gather_layer(local, s);
+  sync->gather_layer(local, s);  // ZeRO-3
   const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(local)];
   // The attention reads all B*T rows of x: gathered into ln1 with sequence parallelism.
   if (tp.sp()) {
@@ -56,10 +56,10 @@ void GptModel::Impl::post_layer_backward(const gpt_detail::SlotData& sd, int64_t
   // layer's input is still there, and the chunk output may be in flight).
   if (shard.recompute == Recompute::kFull) {
     post_layer_forward(sd, slot, local, tp.local_rows(buf.dln), /*train=*/true, s);
-  } else if (shard.zero_stage == 3) {
-    gather_layer(local, s);
+  } else {
+    sync->gather_layer(local, s);  // ZeRO-3
   }
-  if (shard.zero_stage >= 2) zero_layer_grads(local, s);
+  sync->zero_layer_grads(local, s);  // ZeRO 2/3: the layer's gradients in zeroed scratch
   const gpt_detail::LayerActs& a = buf.act(slot, local);
   const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(local)];
   const gpt_detail::LayerWeights& lg = buf.g.layers[static_cast<size_t>(local)];

@@ -129,19 +129,21 @@ absl::StatusOr<std::unique_ptr<T5Model>> T5Model::create(const T5Config& cfg,
     ANVIL_ASSIGN_OR_RETURN(stream, engine::Stream::cuda(device));
   }
   t5_detail::Buffers& b = impl->buf;
-  for (TensorView v : {b.value, b.master, b.grad, b.m, b.v}) engine::fill_zero(v, stream);
-  if (shard.zero_stage > 0) {
-    if (shard.dp_comm == nullptr) {
-      return absl::InvalidArgumentError("T5Model::create: ZeRO needs the DP group's Comm");
-    }
-    ANVIL_ASSIGN_OR_RETURN(impl->zero,
-                           gpt_detail::zero_partition(b.table, shard.zero_dp, shard.zero_rank));
+  const parallel::SyncBuffers& f = b.flat;
+  for (TensorView v :
+       {f.value, f.master, f.grad, f.m, f.v, f.grad_shard, f.persist_grad, f.persist_value}) {
+    if (!v.empty()) engine::fill_zero(v, stream);
   }
-  init_params(cfg, shard, b.table, {b.value, nullptr}, seed, stream);
-  if (b.master.data != b.value.data) {
-    const bool sharded = b.master.numel() != b.table.flat_numel();
-    init_params(cfg, shard, b.table, {b.master, sharded ? &*impl->zero : nullptr}, seed, stream);
-  }
+  ANVIL_RETURN_IF_ERROR(impl->setup_grad_sync());
+  // Into every buffer of values: at flat positions, or a shard's own pieces.
+  const int64_t n = b.table.flat_numel();
+  auto target = [&](TensorView v) {
+    return gpt_detail::InitTarget{v, v.numel() == n ? nullptr : impl->sync->partition()};
+  };
+  init_params(cfg, shard, b.table, target(f.value), seed, stream);
+  if (f.master.data != f.value.data)
+    init_params(cfg, shard, b.table, target(f.master), seed, stream);
+  impl->sync->params_loaded(stream);  // ZeRO-3: gathers the buckets that stay whole
   // Relative buckets of distances j - i, at j - i + Tq - 1 (ops/flash_attention.h).
   for (const auto& [dst, len, bidirectional] :
        {std::tuple<TensorView, int64_t, bool>{b.rel_buckets_enc, shape.enc_len, true},
@@ -165,12 +167,10 @@ const T5Config& T5Model::config() const { return impl_->cfg; }
 const T5RunShape& T5Model::shape() const { return impl_->shape; }
 const T5Shard& T5Model::shard() const { return impl_->shard; }
 ParamTable& T5Model::params() { return impl_->buf.table; }
-const parallel::ZeroPartition* T5Model::zero_partition() const {
-  return impl_->zero ? &*impl_->zero : nullptr;
-}
+const parallel::ZeroPartition* T5Model::zero_partition() const { return impl_->sync->partition(); }
 GptModel::FlatBuffers T5Model::flat_buffers() {
-  const t5_detail::Buffers& b = impl_->buf;
-  return GptModel::FlatBuffers{b.value, b.master, b.grad, b.m, b.v};
+  const parallel::SyncBuffers& f = impl_->buf.flat;
+  return GptModel::FlatBuffers{f.value, f.master, f.grad, f.m, f.v};
 }
 
 void T5Model::forward(const T5Batch& batch, bool train, uint64_t dropout_offset,
@@ -262,14 +262,27 @@ std::vector<TensorView> T5Model::stage_input_grads() {
   return {flat_slice(m.buf.dres, 0, {m.dec_rows(), d}), denc};
 }
 
-void T5Model::zero_grads(engine::Stream& stream) { engine::fill_zero(impl_->buf.grad, stream); }
+void T5Model::zero_grads(engine::Stream& stream) { impl_->sync->zero_grads(stream); }
+
+void T5Model::reduce_gradients(engine::Stream& stream) { impl_->sync->reduce_gradients(stream); }
+
+void T5Model::set_overlap_grad_sync(bool on) { impl_->sync->set_overlap(on); }
+
+void T5Model::params_loaded(engine::Stream& stream) { impl_->sync->params_loaded(stream); }
+
+void T5Model::gather_values(TensorView out, engine::Stream& stream) {
+  impl_->sync->gather_values(out, stream);
+}
 
 void T5Model::finish_backward(engine::Stream& stream) {
   const t5_detail::Weights& g = impl_->buf.g;
   impl_->tp.sum_row_grads({g.enc_final, g.dec_final}, stream);
-  for (const std::vector<t5_detail::LayerWeights>* stack : {&g.enc, &g.dec}) {
-    for (const t5_detail::LayerWeights& l : *stack) {
-      impl_->tp.sum_row_grads({l.ln1, l.ln2, l.ln_ff}, stream);
+  for (const bool decoder : {false, true}) {
+    const std::vector<t5_detail::LayerWeights>& stack = decoder ? g.dec : g.enc;
+    for (size_t l = 0; l < stack.size(); ++l) {
+      // ZeRO 2/3 summed a sharded block's right after its backward (after_layer_backward).
+      if (impl_->reduced_per_layer(decoder, static_cast<int64_t>(l))) continue;
+      impl_->tp.sum_row_grads({stack[l].ln1, stack[l].ln2, stack[l].ln_ff}, stream);
     }
   }
 }
@@ -289,16 +302,19 @@ double T5Model::grad_sum_squares(engine::Stream& stream) {
   const t5_detail::Buffers& b = impl_->buf;
   const T5Shard& sh = impl_->shard;
   engine::fill_zero(b.norm_out, stream);
+  // Flat elements [lo, hi): of the whole gradient, or (ZeRO) the own pieces of the reduced one.
+  auto add = [&](int64_t lo, int64_t hi) {
+    impl_->sync->add_grad_squares(b.norm_out, lo, hi, b.op_ws, stream);
+  };
   if (sh.tp == 1 && impl_->shared.empty()) {
     // Padding between parameters holds zero gradients: one sum over the whole buffer.
-    ops::sum_squares(b.norm_out, b.grad, b.op_ws, stream);
+    add(0, b.table.flat_numel());
   } else {
     // Split parameters on every TP rank, the replicated ones (equal over TP) on rank 0 only;
     // a copy of a shared parameter on the first stage holding one.
     for (const Param& p : b.table.all()) {
-      if ((p.tp_split_dim >= 0 || sh.tp_rank == 0) && first_copy(p)) {
-        ops::sum_squares(b.norm_out, flat_slice(p.grad, 0, {p.numel()}), b.op_ws, stream);
-      }
+      if ((p.tp_split_dim >= 0 || sh.tp_rank == 0) && first_copy(p))
+        add(p.offset, p.offset + p.numel());
     }
     impl_->tp.all_reduce(b.norm_out, stream);
   }
@@ -315,42 +331,68 @@ bool T5Model::first_copy(const Param& p) const {
 double T5Model::grad_norm(engine::Stream& stream) { return std::sqrt(grad_sum_squares(stream)); }
 
 void T5Model::optimizer_step(const GptModel::OptimizerStep& s, engine::Stream& stream) {
-  const t5_detail::Buffers& b = impl_->buf;
-  const bool shared = b.master.data == b.value.data;
-  ops::AdamWArgs a;
-  a.lr = s.lr;
-  a.beta1 = s.beta1;
-  a.beta2 = s.beta2;
-  a.eps = s.eps;
-  a.step = s.step;
-  a.grad_scale = s.grad_scale;
-  if (impl_->zero) {
-    // This rank's pieces, then every bucket's compute copy from its owners.
-    const parallel::ZeroPartition& part = *impl_->zero;
-    a.weight_decay = s.weight_decay;
-    parallel::zero_adamw(part, a, b.master, b.m, b.v, shared ? TensorView{} : b.value, b.grad,
-                         stream);
-    for (size_t i = 0; i < part.buckets().size(); ++i) {
-      const parallel::ZeroBucket& k = part.buckets()[i];
-      parallel::zero_all_gather(*impl_->shard.dp_comm, part, i,
-                                flat_slice(b.value, k.begin, {k.numel()}),
-                                parallel::zero_piece_view(part, i, b.value), stream);
+  impl_->sync->optimizer_step(s.adamw_args(), stream);
+}
+
+absl::Status T5Model::Impl::setup_grad_sync() {
+  std::vector<int64_t> layer_bucket;
+  for (const auto& [decoder, buckets] :
+       {std::pair<bool, const std::vector<int64_t>*>{false, &buf.enc_bucket},
+        {true, &buf.dec_bucket}}) {
+    for (size_t l = 0; l < buckets->size(); ++l) {
+      if ((*buckets)[l] < 0) continue;
+      sync_layers.push_back({decoder, static_cast<int64_t>(l)});
+      layer_bucket.push_back((*buckets)[l]);
     }
-    return;
   }
-  // Per bucket: [begin, decay_end) with weight decay, the rest without.
-  auto range = [&](int64_t begin, int64_t end, float weight_decay) {
-    if (end <= begin) return;
-    ops::AdamWArgs r = a;
-    r.weight_decay = weight_decay;
-    auto sl = [&](TensorView flat) { return flat_slice(flat, begin, {end - begin}); };
-    ops::adamw_update(r, sl(b.master), sl(b.m), sl(b.v), shared ? TensorView{} : sl(b.value),
-                      sl(b.grad), stream);
+  parallel::GradSyncOptions o;
+  o.stage = shard.zero_stage;
+  o.dp = shard.dp_comm;
+  o.dp_bucket_elems = shard.dp_bucket_elems;
+  if (prec.device == engine::Device::kCuda) ANVIL_CUDA_CHECK(cudaGetDevice(&o.cuda_device));
+  auto bind = [this](int64_t k, parallel::LayerPart part, TensorView bucket) {
+    const auto [decoder, l] = sync_layers[static_cast<size_t>(k)];
+    t5_detail::Weights& w = part == parallel::LayerPart::kValues ? buf.w : buf.g;
+    const std::vector<int64_t>& buckets = decoder ? buf.dec_bucket : buf.enc_bucket;
+    (decoder ? w.dec : w.enc)[static_cast<size_t>(l)] = t5_detail::bucket_layer_views(
+        buf.table, decoder, l, buckets[static_cast<size_t>(l)], bucket);
   };
-  for (const ParamTable::Bucket& k : b.table.buckets()) {
-    range(k.begin, k.decay_end, s.weight_decay);
-    range(k.decay_end, k.end, 0.0f);
+  // One chain: the blocks run encoder then decoder forward, and in reverse backward.
+  const std::vector<int64_t> chain(layer_bucket.size(), 0);
+  ANVIL_ASSIGN_OR_RETURN(
+      sync, parallel::GradSync::create(buf.sync_buckets, layer_bucket, chain, buf.flat, o, bind));
+  return absl::OkStatus();
+}
+
+int64_t T5Model::Impl::sync_layer(bool decoder, int64_t l) const {
+  for (size_t k = 0; k < sync_layers.size(); ++k) {
+    if (sync_layers[k] == std::pair<bool, int64_t>{decoder, l}) return static_cast<int64_t>(k);
   }
+  return -1;
+}
+
+void T5Model::Impl::before_layer_forward(bool decoder, int64_t l, engine::Stream& s) {
+  const int64_t k = sync_layer(decoder, l);
+  if (k >= 0) sync->gather_layer(k, s);
+}
+
+void T5Model::Impl::before_layer_backward(bool decoder, int64_t l, engine::Stream& s) {
+  const int64_t k = sync_layer(decoder, l);
+  if (k < 0) return;
+  sync->gather_layer(k, s);
+  sync->zero_layer_grads(k, s);
+}
+
+void T5Model::Impl::after_layer_backward(bool decoder, int64_t l, engine::Stream& s) {
+  const int64_t k = sync_layer(decoder, l);
+  if (k < 0) return;
+  // ZeRO 2/3 reduce this micro-batch's scratch now: with sequence parallelism its norms'
+  // gradients are summed over TP first (finish_backward does the others once per step).
+  if (reduced_per_layer(decoder, l)) {
+    const t5_detail::LayerWeights& g = (decoder ? buf.g.dec : buf.g.enc)[static_cast<size_t>(l)];
+    tp.sum_row_grads({g.ln1, g.ln2, g.ln_ff}, s);
+  }
+  sync->layer_grads_done(k, s);
 }
 
 size_t T5Model::arena_bytes(const std::string& category) const {

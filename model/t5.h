@@ -30,11 +30,11 @@
 // backward; selective recomputes nothing (the flash attention keeps only its softmax statistics).
 // Pipeline parallelism (T5Shard pp) as Megatron's: the encoder's layers on stages [0, split), the
 // decoder's on [split, pp); each stage runs its part per activation slot (the stage API below,
-// driven by model/t5_stage.h). Data parallelism is the caller's: sum flat_buffers().grad over the
-// DP ranks; with ZeRO stage 1 (T5Shard zero_stage) the optimizer state is sharded over them.
-// Checkpoints: model/t5_checkpoint.h. Precision as GptModel (gpt.h): on CUDA bf16
-// parameters/activations with f32 master weights, gradients and AdamW state; on the CPU f32, or f64
-// for gradient checks.
+// driven by model/t5_stage.h). Data parallelism and ZeRO 1-3 over T5Shard's DP group run in the
+// model's gradient sync (parallel/grad_sync.h; reduce_gradients once per step); without that
+// group the caller may sum flat_buffers().grad over DP itself. Checkpoints:
+// model/t5_checkpoint.h. Precision as GptModel (gpt.h): on CUDA bf16 parameters/activations with
+// f32 master weights, gradients and AdamW state; on the CPU f32, or f64 for gradient checks.
 #pragma once
 
 #include <cstdint>
@@ -123,20 +123,25 @@ struct T5Shard {
   // stack it has layers of (those copies are summed over the pipeline: sum_shared_grads).
   int pp = 1, pp_rank = 0, pp_split = 0;
   int64_t act_slots = 1;  // activation sets: micro-batches in flight at once
-  // ZeRO stage 1 (parallel/zero.h) over the DP group dp_comm (not owned; required when
-  // zero_stage > 0): this stage's buckets (embeddings, relative tables, each encoder and decoder
-  // block, final) split evenly over zero_dp ranks; the f32 master weights and AdamW moments
-  // hold this rank's pieces only, optimizer_step updates them and all-gathers the parameters.
-  // Gradients stay whole (the caller sums them over DP).
+  // Gradient sync over the DP group dp_comm (not owned; parallel/grad_sync.h), as GptShard's:
+  // without it the gradients stay local; zero_stage 0: reduce_gradients all-reduces them in
+  // buckets of dp_bucket_elems (0: one). ZeRO (dp_comm required): this stage's buckets
+  // (embeddings, relative tables, each encoder and decoder block, final) split evenly over
+  // zero_dp ranks. 1: the f32 master weights and AdamW moments hold this rank's pieces only;
+  // 2: also the gradients (each block's reduce-scattered right after its backward); 3: also the
+  // parameters (each block gathered before its forward and backward, the next one prefetched).
+  // Block 0 of each stack holds the relative table all its blocks use: it stays whole at 2, 3,
+  // as the embeddings and final norms do.
   int zero_stage = 0;
   int zero_dp = 1, zero_rank = 0;
   parallel::Comm* dp_comm = nullptr;
+  int64_t dp_bucket_elems = 0;
   // Sequence parallelism (tp > 1): B*Te and B*Td divisible by tp into row blocks of a multiple
   // of 4 elements (check_t5_run). Pipeline transfers then carry this rank's rows only.
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
   // InvalidArgument naming the numbers (heads, d_ff, padded vocabulary % tp, the stage layout;
-  // zero_stage 0 or 1, zero_rank in [0, zero_dp)); create() also needs tp_comm when tp > 1,
+  // zero_stage in [0, 3], zero_rank in [0, zero_dp)); create() also needs tp_comm when tp > 1,
   // dp_comm with ZeRO.
   absl::Status validate(const T5Config& cfg) const;
   T5StageLayers layers(const T5Config& cfg) const;  // of a valid shard
@@ -189,7 +194,7 @@ class T5Model {
   // Under TP the local shards (tp_split_dim, tp_parts; model/param_table.h tp_global_index).
   ParamTable& params();
   // Under ZeRO master, m and v are this rank's shard [flat_numel / zero_dp] (master: whole
-  // when it is the compute copy).
+  // when it is the compute copy), from stage 2 grad is absent, at stage 3 value is a shard.
   GptModel::FlatBuffers flat_buffers();
   // The ZeRO partition of the flat buffers (null without ZeRO).
   const parallel::ZeroPartition* zero_partition() const;
@@ -234,7 +239,8 @@ class T5Model {
   void sum_shared_grads(parallel::Comm* pp, engine::Stream& stream);
   // Sum of squared gradients of this stage's parameters, over its TP group (a collective),
   // counting each model parameter once: TP-replicated ones on TP rank 0, the copies of shared
-  // parameters on the first stage holding one. Sum it over the pipeline for the norm. Syncs.
+  // parameters on the first stage holding one; under ZeRO the own pieces only (sum over DP).
+  // Sum it over the pipeline for the norm. Syncs.
   double grad_sum_squares(engine::Stream& stream);
   // Whether this stage's p is the model's first copy: false where an earlier pipeline stage
   // also holds p (the shared embedding, a relative table), whose copy then stands for all in
@@ -242,6 +248,19 @@ class T5Model {
   bool first_copy(const Param& p) const;
 
   void zero_grads(engine::Stream& stream);
+  // After the last backward of a step and sum_shared_grads, with dp_comm: plain DP sums the
+  // gradients over DP, ZeRO reduce-scatters those still whole onto their owners (stage 1: all;
+  // 2, 3: the embeddings, block 0 and the final norms). No-op without dp_comm.
+  void reduce_gradients(engine::Stream& stream);
+  // Plain DP: while on, each block's all-reduce starts right after its backward (set it for a
+  // step's last micro-batch only).
+  void set_overlap_grad_sync(bool on);
+  // After the caller overwrote this rank's parameter values in flat_buffers() (a checkpoint
+  // load): ZeRO-3 gathers again the buckets that stay whole; otherwise nothing.
+  void params_loaded(engine::Stream& stream);
+  // out [params().flat_numel()] (=, act dtype, on the model's device): this stage's parameter
+  // values whole (ZeRO-3 gathers them over DP: a collective).
+  void gather_values(engine::TensorView out, engine::Stream& stream);
   // After a step's last backward, before the gradients are read (DP sum, norm, update): with
   // sequence parallelism sums the RMSNorm weight gradients (each rank's rows) over TP; else a
   // no-op.

@@ -15,6 +15,7 @@ CheckpointModel t5_checkpoint_model(T5Model& model) {
   // A parameter several pipeline stages hold is written by the first; a load sets every copy.
   c.writes = [&model](const Param& p) { return model.first_copy(p); };
   c.zero = model.zero_partition();
+  c.loaded = [&model](engine::Stream& s) { model.params_loaded(s); };  // ZeRO-3: regather
   return c;
 }
 

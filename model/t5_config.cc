@@ -77,7 +77,7 @@ absl::Status T5Shard::validate(const T5Config& cfg) const {
     if (n % tp != 0) return bad(what, " (", n, ") is not divisible by tp (", tp, ")");
   }
   if (act_slots < 1) return bad("act_slots ", act_slots, " (need >= 1)");
-  if (zero_stage < 0 || zero_stage > 1) return bad("ZeRO stage ", zero_stage, ": T5 has 0 or 1");
+  if (zero_stage < 0 || zero_stage > 3) return bad("ZeRO stage ", zero_stage, " outside [0, 3]");
   if (zero_dp < 1 || zero_rank < 0 || zero_rank >= zero_dp) {
     return bad("ZeRO rank ", zero_rank, " outside a DP group of ", zero_dp);
   }

@@ -31,7 +31,7 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,8 +45,8 @@
 #include "model/gpt_layout.h"  // Carver, GemmWorkspaceScope, stat_dtype
 #include "model/t5.h"
 #include "ops/flash_attention.h"
+#include "parallel/grad_sync.h"
 #include "parallel/tensor_parallel.h"
-#include "parallel/zero.h"
 
 namespace anvil::model::t5_detail {
 
@@ -100,8 +100,16 @@ struct SlotActs {
 
 struct Buffers {
   ParamTable table;
-  TensorView value, master, grad, m, v;  // flat [flat_numel]
-  Weights w, g;                          // views of value, grad
+  // The flat parameter buffers and the ZeRO scratch (parallel/grad_sync.h, model/sync_layout.h):
+  // [flat_numel] each, or under ZeRO stage z shards (master, m, v from 1, value at 3; grad
+  // replaced by the reduced own pieces and one layer's scratch from 2). The layer buckets are
+  // the blocks but each stack's block 0, which holds the relative table all blocks read (and
+  // whose gradient is added after the stack's backward): it stays whole, as the embeddings.
+  std::vector<parallel::SyncBucket> sync_buckets;
+  parallel::SyncLayout sync_layout;
+  parallel::SyncBuffers flat;
+  std::vector<int64_t> enc_bucket, dec_bucket;  // per block: its layer bucket, or -1
+  Weights w, g;  // views of the values, the gradients (a sharded layer's: bound by the sync)
   std::vector<SlotActs> slots;
   TensorView rel_buckets_enc, rel_buckets_dec;  // [2Te - 1], [2Td - 1] i32
   TensorView out, shared_sum;
@@ -126,6 +134,9 @@ struct SharedParam {
   std::vector<int> stages;
 };
 std::vector<SharedParam> pipeline_shared_params(const T5Config& cfg, const T5Shard& shard);
+// Block l's views inside `base`, a flat view of its bucket `bucket` of table t.
+LayerWeights bucket_layer_views(const ParamTable& t, bool decoder, int64_t l, int64_t bucket,
+                                TensorView base);
 // Walks the whole layout through `carver`; when creating, also binds the parameter views.
 Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecision& prec,
                   const T5Shard& shard, gpt_detail::Carver& carver);
@@ -151,7 +162,10 @@ struct T5Model::Impl {
   int64_t last_forward = 0;                    // the slot of the last forward_stage
   uint64_t dropout_offset = 0;                 // the running slot's
   std::vector<t5_detail::SharedParam> shared;  // held by several stages (pipeline)
-  std::optional<parallel::ZeroPartition> zero;  // with shard.zero_stage > 0
+  // Gradient sync over DP (plain DP or ZeRO 1-3); its layers: encoder blocks, then decoder
+  // blocks, of this stage with a layer bucket (sync_layer).
+  std::unique_ptr<parallel::GradSync> sync;
+  std::vector<std::pair<bool, int64_t>> sync_layers;  // (decoder, block) of each sync layer
   // Dropout sites per forward: encoder embedding, 4 per encoder layer (attention probabilities,
   // attention output, FFN hidden, FFN output), encoder final; decoder embedding, 6 per decoder
   // layer (+ cross-attention probabilities and output), decoder final.
@@ -207,6 +221,19 @@ struct T5Model::Impl {
                            engine::TensorView dgamma, int64_t site, engine::Stream& s);
   // The relative tables' f32 gradients into the parameter gradients this stage holds.
   void add_relative_grads(engine::Stream& s);
+  // Creates `sync` over buf's buckets.
+  absl::Status setup_grad_sync();
+  // The sync's index of block l of the decoder or encoder, -1 for a whole (block 0) bucket.
+  int64_t sync_layer(bool decoder, int64_t l) const;
+  // Whether block l's gradients are reduced after each backward (ZeRO 2/3, a layer bucket).
+  bool reduced_per_layer(bool decoder, int64_t l) const {
+    return shard.zero_stage >= 2 && sync_layer(decoder, l) >= 0;
+  }
+  // The gradient sync's layer hooks around block l's forward (gather) and backward (gather,
+  // zeroed gradient scratch; after: reduce).
+  void before_layer_forward(bool decoder, int64_t l, engine::Stream& s);
+  void before_layer_backward(bool decoder, int64_t l, engine::Stream& s);
+  void after_layer_backward(bool decoder, int64_t l, engine::Stream& s);
   // Layer l's forward. from_x: its input x is already there (the stage's first layer, or full
   // recomputation); else x = h + Drop(proj) of layer l - 1, fused with RMS1.
   void encoder_layer_forward(int64_t l, bool train, bool from_x, engine::Stream& s);

@@ -2,12 +2,15 @@
 // arenas, walked once for planning and once for creation, so the plan equals what create()
 // allocates by construction.
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/checked_math.h"
 #include "engine/status.h"
+#include "model/sync_layout.h"
 #include "model/t5_impl.h"
 #include "ops/flash_attention.h"
 #include "ops/grad_norm.h"
@@ -45,16 +48,15 @@ void add_ffn(const T5Config& cfg, ParamTableBuilder& t, const std::string& prefi
   t.add(p + "layer_norm.weight", {cfg.d_model}, false);
 }
 
-TensorView find_view(const ParamTable& t, const std::string& name, TensorView Param::*field) {
-  const Param* p = t.find(name);
-  ANVIL_CHECK_MSG(p != nullptr, "T5: no parameter " + name);
-  return p->*field;
-}
-
-LayerWeights layer_of(const T5Config& cfg, const ParamTable& t, TensorView Param::*field,
-                      bool decoder, int64_t l) {
+// Block l's views, each parameter's from view(p).
+LayerWeights layer_of(const ParamTable& t, bool decoder, int64_t l,
+                      const std::function<TensorView(const Param&)>& view) {
   const std::string pre = decoder ? dec_name(l, "") : enc_name(l, "");
-  auto v = [&](const std::string& rest) { return find_view(t, pre + rest, field); };
+  auto v = [&](const std::string& rest) {
+    const Param* p = t.find(pre + rest);
+    ANVIL_CHECK_MSG(p != nullptr, "T5: no parameter " + pre + rest);
+    return view(*p);
+  };
   LayerWeights w;
   w.ln1 = v("layer.0.layer_norm.weight");
   w.qkv = v("layer.0.SelfAttention.qkv.weight");
@@ -69,7 +71,6 @@ LayerWeights layer_of(const T5Config& cfg, const ParamTable& t, TensorView Param
   w.ln_ff = v(ff + "layer_norm.weight");
   w.wi = v(ff + "DenseReluDense.wi.weight");
   w.wo = v(ff + "DenseReluDense.wo.weight");
-  (void)cfg;
   return w;
 }
 
@@ -89,13 +90,14 @@ Weights weights_of(const T5Config& cfg, const T5StageLayers& st, const ParamTabl
   w.rel_dec = view_if(t, dec_name(0, kRelName), field);
   w.enc_final = view_if(t, "encoder.final_layer_norm.weight", field);
   w.dec_final = view_if(t, "decoder.final_layer_norm.weight", field);
+  auto of_field = [field](const Param& p) { return p.*field; };
   w.enc.resize(static_cast<size_t>(cfg.n_encoder_layers));
   w.dec.resize(static_cast<size_t>(cfg.n_decoder_layers));
   for (int64_t l = st.enc_begin; l < st.enc_end; ++l) {
-    w.enc[static_cast<size_t>(l)] = layer_of(cfg, t, field, false, l);
+    w.enc[static_cast<size_t>(l)] = layer_of(t, false, l, of_field);
   }
   for (int64_t l = st.dec_begin; l < st.dec_end; ++l) {
-    w.dec[static_cast<size_t>(l)] = layer_of(cfg, t, field, true, l);
+    w.dec[static_cast<size_t>(l)] = layer_of(t, true, l, of_field);
   }
   return w;
 }
@@ -111,7 +113,41 @@ int64_t shared_stand_in(const T5Config& cfg, const T5Shard& shard) {
   return most;
 }
 
+// The parameter buffers for the ZeRO stage (model/sync_layout.h) and each block's layer bucket.
+void carve_params(const T5Config& cfg, const T5Shard& shard, const GptPrecision& prec,
+                  gpt_detail::Carver& carver, Buffers& b) {
+  // A block's bucket is a layer's but for block 0, whose relative table every block reads.
+  auto is_layer = [](const std::string& name) {
+    return (absl::StartsWith(name, "encoder.block.") || absl::StartsWith(name, "decoder.block.")) &&
+           !absl::EndsWith(name, ".block.0.");
+  };
+  b.sync_buckets = sync_buckets(b.table, is_layer);
+  b.enc_bucket.assign(static_cast<size_t>(cfg.n_encoder_layers), -1);
+  b.dec_bucket.assign(static_cast<size_t>(cfg.n_decoder_layers), -1);
+  const std::vector<ParamTable::Bucket>& buckets = b.table.buckets();
+  for (size_t k = 0; k < buckets.size(); ++k) {
+    if (!b.sync_buckets[k].layer) continue;
+    for (int64_t l = 0; l < cfg.n_encoder_layers; ++l) {
+      if (buckets[k].name == enc_name(l, ""))
+        b.enc_bucket[static_cast<size_t>(l)] = static_cast<int64_t>(k);
+    }
+    for (int64_t l = 0; l < cfg.n_decoder_layers; ++l) {
+      if (buckets[k].name == dec_name(l, ""))
+        b.dec_bucket[static_cast<size_t>(l)] = static_cast<int64_t>(k);
+    }
+  }
+  b.sync_layout = parallel::sync_layout(b.sync_buckets, shard.zero_stage, shard.zero_dp);
+  b.flat = carve_sync_buffers(b.sync_layout, prec.act, prec.grad, carver);
+}
+
 }  // namespace
+
+LayerWeights bucket_layer_views(const ParamTable& t, bool decoder, int64_t l, int64_t bucket,
+                                TensorView base) {
+  const int64_t begin = t.buckets()[static_cast<size_t>(bucket)].begin;
+  return layer_of(t, decoder, l,
+                  [&](const Param& p) { return flat_slice(base, p.offset - begin, p.shape); });
+}
 
 std::vector<SharedParam> pipeline_shared_params(const T5Config& cfg, const T5Shard& shard) {
   std::vector<SharedParam> out;
@@ -268,12 +304,7 @@ Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecisi
   Buffers b;
   b.table = make_t5_param_table(cfg, shard);
   const int64_t n = b.table.flat_numel();
-  const int64_t no = shard.zero_stage > 0 ? n / shard.zero_dp : n;  // optimizer-state elements
-  b.value = carver.take("params", "params (compute copy)", act, {n});
-  b.master = act == gdt ? b.value : carver.take("master", "master weights", gdt, {no});
-  b.m = carver.take("optimizer", "adamw m", gdt, {no});
-  b.v = carver.take("optimizer", "adamw v", gdt, {no});
-  b.grad = carver.take("grads", "gradients", gdt, {n});
+  carve_params(cfg, shard, prec, carver, b);
 
   auto A = [&](const std::string& name, DType dt, const std::vector<int64_t>& s) {
     return carver.take("activations", name, dt, s);
@@ -400,9 +431,7 @@ Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecisi
   b.norm_out = carver.take("workspace", "grad norm", gdt, {1});
 
   if (!carver.planning() && carver.status().ok()) {
-    // Views into the buffers that hold every element (the ZeRO shards hold pieces only).
-    auto whole = [n](TensorView t) { return t.numel() == n ? t : TensorView{}; };
-    b.table.bind(b.value, whole(b.master), b.grad, whole(b.m), whole(b.v));
+    bind_sync_buffers(b.table, b.flat, b.sync_layout);
     b.w = weights_of(cfg, st, b.table, &Param::value);
     b.g = weights_of(cfg, st, b.table, &Param::grad);
   }

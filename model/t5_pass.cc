@@ -191,6 +191,7 @@ void T5Model::Impl::ffn_forward(const LayerWeights& w, LayerActs& a, int64_t row
 }
 
 void T5Model::Impl::encoder_layer_forward(int64_t l, bool train, bool from_x, engine::Stream& s) {
+  before_layer_forward(/*decoder=*/false, l, s);
   const int64_t re = shape.micro_batch * shape.enc_len, d = cfg.d_model;
   const blocks::NormArgs rn = norm_args(enc_rows());
   const LayerWeights& w = buf.w.enc[static_cast<size_t>(l)];
@@ -224,6 +225,7 @@ void T5Model::Impl::encoder_layer_forward(int64_t l, bool train, bool from_x, en
 }
 
 void T5Model::Impl::decoder_layer_forward(int64_t l, bool train, bool from_x, engine::Stream& s) {
+  before_layer_forward(/*decoder=*/true, l, s);
   const int64_t B = shape.micro_batch, Te = shape.enc_len, Td = shape.dec_len;
   const int64_t rd = B * Td, d = cfg.d_model, I = local_inner();
   const blocks::NormArgs rn = norm_args(dec_rows());
@@ -275,6 +277,7 @@ void T5Model::Impl::forward(bool train, engine::Stream& s) {
                   "T5Model::forward: stream device differs from the model's");
   gpt_detail::GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
   act().ready_for_backward = false;
+  sync->start_pass(parallel::PassDirection::kForward);
   // The relative tables as the attention op takes them (f32).
   if (has_enc()) ops::cast(rel_slot(buf.rel_f32, 0), buf.w.rel_enc, s);
   if (has_dec()) ops::cast(rel_slot(buf.rel_f32, 1), buf.w.rel_dec, s);
@@ -363,6 +366,7 @@ TensorView T5Model::Impl::ffn_backward(const LayerWeights& w, const LayerWeights
 }
 
 void T5Model::Impl::encoder_layer_backward(int64_t l, engine::Stream& s) {
+  before_layer_backward(/*decoder=*/false, l, s);
   const int64_t B = shape.micro_batch, Te = shape.enc_len, re = B * Te;
   const int64_t d = cfg.d_model;
   const blocks::NormArgs rn = norm_args(enc_rows());
@@ -382,9 +386,11 @@ void T5Model::Impl::encoder_layer_backward(int64_t l, engine::Stream& s) {
   m.rel_buckets = buf.rel_buckets_enc;
   self_attention_backward(w, g, a, Te, /*causal=*/false, m, /*rel=*/0, enc_site(l, 0),
                           enc_site(l, 1), dres, s);
+  after_layer_backward(/*decoder=*/false, l, s);
 }
 
 void T5Model::Impl::decoder_layer_backward(int64_t l, engine::Stream& s) {
+  before_layer_backward(/*decoder=*/true, l, s);
   const int64_t B = shape.micro_batch, Te = shape.enc_len, Td = shape.dec_len;
   const int64_t re = B * Te, rd = B * Td, d = cfg.d_model, I = local_inner();
   const blocks::NormArgs rn = norm_args(dec_rows());
@@ -422,6 +428,7 @@ void T5Model::Impl::decoder_layer_backward(int64_t l, engine::Stream& s) {
   self.rel_buckets = buf.rel_buckets_dec;
   self_attention_backward(w, g, a, Td, /*causal=*/true, self, /*rel=*/1, dec_site(l, 0),
                           dec_site(l, 1), dres, s);
+  after_layer_backward(/*decoder=*/true, l, s);
 }
 
 void T5Model::Impl::self_attention_backward(const LayerWeights& w, const LayerWeights& g,
@@ -454,6 +461,7 @@ void T5Model::Impl::backward(float grad_scale, engine::Stream& s) {
                   "T5Model::backward: stream device differs from the model's");
   gpt_detail::GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
   engine::fill_zero(buf.drel_f32, s);
+  sync->start_pass(parallel::PassDirection::kBackward);
   if (has_dec()) decoder_backward(grad_scale, s);
   if (has_enc()) encoder_backward(s);
   add_relative_grads(s);

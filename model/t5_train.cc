@@ -115,7 +115,9 @@ absl::StatusOr<std::unique_ptr<T5Trainer>> T5Trainer::create(const TrainConfig& 
     }
   }
   shard.tp_comm = t->tp_comm_;
-  if (shard.zero_stage > 0) shard.dp_comm = t->dp_comm_;
+  // The model reduces its gradients over DP itself (parallel/grad_sync.h).
+  shard.dp_comm = t->dp_comm_;
+  shard.dp_bucket_elems = pc.bucket_mb > 0 ? pc.bucket_elems() : 0;
   ANVIL_ASSIGN_OR_RETURN(t->plan_, step_plan(cfg, t->pp_rank_));
   t->slots_ = shard.act_slots;
   const int64_t B = cfg.train.micro_batch, Te = cfg.data.seq_len, Td = cfg.data.decoder_seq_len;
@@ -213,22 +215,29 @@ StepStats T5Trainer::step() {
   fns.dropout_offset = [&](int64_t m) {
     return micro_batches_ + static_cast<uint64_t>(m * dp_ + dp_rank_);
   };
+  // Plain DP overlap: during the last micro-batch's backward each block's all-reduce starts as
+  // soon as its backward is queued (not with sequence parallelism: finish_backward sums the
+  // norms' gradients over TP in place, which an all-reduce in flight must not overlap).
+  if (dp_comm_ != nullptr && !cfg_.parallel.sequence_parallel) {
+    fns.before_backward = [&](int64_t m) { model_->set_overlap_grad_sync(m == accum - 1); };
+  }
   T5PipelineStage stage(*model_, slots_, [this](int64_t m) { return host_batch(m); });
   const std::vector<double> losses =
       run_pipeline_step(stage, plan_, pp_, pp_rank_, pp_comm_, fns, s);
+  model_->set_overlap_grad_sync(false);
   double loss = 0.0;
   for (int64_t m = 0; m < accum; ++m) loss += losses[static_cast<size_t>(m)] * scale(m);
   micro_batches_ += static_cast<uint64_t>(total_micro);
   model_->finish_backward(s);
   model_->sum_shared_grads(pp_comm_, s);
-  if (dp_comm_ != nullptr) {
-    dp_comm_->all_reduce(model_->flat_buffers().grad, parallel::ReduceOp::kSum, s);
-  }
+  model_->reduce_gradients(s);  // over DP: what the backward has not reduced yet
   StepStats st;
   st.step = ++step_;
   st.global_batch = G;
   st.loss = dp_sum(pp_sum(loss));  // the last stage's, over DP
-  st.grad_norm = std::sqrt(pp_sum(model_->grad_sum_squares(s)));
+  // ZeRO: each DP rank holds its pieces of the reduced gradient.
+  const double squares = model_->grad_sum_squares(s);
+  st.grad_norm = std::sqrt(pp_sum(model_->shard().zero_stage > 0 ? dp_sum(squares) : squares));
   st.lr = lr_.lr();
   const int64_t tokens_before = (step_ - 1) * G * cfg_.data.seq_len;
   if (!std::isfinite(st.grad_norm)) {

@@ -14,16 +14,18 @@
 // parameters summed over the stages after the last backward; the loss from the last stage) and
 // data parallelism ([parallel] dp: Megatron's sampler, micro-batch m of DP rank r holding samples
 // C + (m * dp + r) * B + b, dropout numbered by that global micro-batch, the flat gradient summed
-// over DP after the last backward, the loss summed over DP); evaluation runs the whole global
-// batch on every pipeline (run_pipeline_forward).
-// ZeRO stage 1 ([parallel] zero_stage = 1, dp > 1): each stage's optimizer state sharded over
-// its DP group (T5Shard), the gradients still summed whole.
+// over DP by the model's gradient sync (parallel/grad_sync.h: bucketed all-reduces, each
+// block's started during the last micro-batch's backward), the loss summed over DP); evaluation
+// runs the whole global batch on every pipeline (run_pipeline_forward).
+// ZeRO ([parallel] zero_stage 1-3, dp > 1; T5Shard): each stage's optimizer state sharded over
+// its DP group (1), also its gradients (2: each block's reduce-scattered after its backward),
+// also its parameters (3: each block gathered before use); the norm sums the pieces over DP.
 // Checkpoints: state() / restore() are the GPT Trainer's TrainerState (step, AdamW updates,
 // micro-batches = the dropout counter, consumed samples, the lr scheduler), the model's tensors
 // go through model/t5_checkpoint.h (each stage its own parameters, a shared parameter's copies
 // written by the first stage holding one); a step hook (as the GPT Trainer's) lets bin/train
 // save and stop after any step.
-// Not yet: ZeRO 2-3, batch ramp-up, skip_iterations (train_config rejects them for t5).
+// Not yet: batch ramp-up, skip_iterations (train_config rejects them for t5).
 //
 // Sample record of T5 (what a SampleFn writes for one sample, int32):
 //   enc_tokens[Te] | dec_tokens[Td] | labels[Td] | enc_length[1]

@@ -110,14 +110,8 @@ absl::Status parse_t5_config(const engine::Config& c, TrainConfig& t) {
       return c.error("train", key, "is not supported with [model] type = t5 yet");
     }
   }
-  if (p.zero_stage > 1) {
-    return c.error(
-        "parallel", "zero_stage",
-        absl::StrFormat("%d: [model] type = t5 has ZeRO stage 1 only so far", p.zero_stage));
-  }
   if (p.reduce_single_rank) {
-    return c.error("parallel", "reduce_single_rank",
-                   "is not supported with [model] type = t5 yet");
+    return c.error("parallel", "reduce_single_rank", "is not supported with [model] type = t5 yet");
   }
   // The T5 loop has no loss scaler, and its attention is flash attention (bf16 on CUDA).
   const std::string precision = c.get_string("train", "precision");

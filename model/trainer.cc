@@ -17,7 +17,6 @@
 #include "model/pipeline_runner.h"
 #include "model/sample_record.h"
 #include "parallel/comm.h"
-#include "parallel/data_parallel.h"
 #include "parallel/grid.h"
 #include "parallel/mpi_comm.h"
 #include "parallel/nccl_comm.h"
@@ -180,7 +179,10 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
   }
   ANVIL_RETURN_IF_ERROR(t->setup_parallel(par, cuda_device));
   shard.tp_comm = t->tp_comm_;
-  if (shard.zero_stage > 0) shard.dp_comm = t->dp_comm_;
+  // The model reduces its gradients over DP (parallel/grad_sync.h): plain DP's bucketed
+  // all-reduce, or ZeRO's reduce-scatters.
+  shard.dp_comm = t->dp_comm_;
+  shard.dp_bucket_elems = pc.bucket_mb > 0 ? pc.bucket_elems() : 0;
   t->zero_ = shard.zero_stage > 0;
   const int64_t B = cfg.train.micro_batch, T = cfg.data.seq_len;
   ANVIL_ASSIGN_OR_RETURN(
@@ -198,15 +200,6 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
     t->types_.assign(n, 0);
     t->lengths_.assign(n / static_cast<size_t>(T), 0);
     t->binary_.assign(n / static_cast<size_t>(T), 0);
-  }
-
-  // Data parallelism without ZeRO: the bucketed gradient all-reduce.
-  if (t->dp_comm_ != nullptr && !t->zero_) {
-    parallel::DataParallelOptions dopt;
-    dopt.bucket_elems = pc.bucket_mb > 0 ? pc.bucket_elems() : 0;
-    dopt.cuda_device = cuda_device;
-    ANVIL_ASSIGN_OR_RETURN(
-        t->dp_, parallel::DataParallel::create(t->model_->flat_buffers().grad, t->dp_comm_, dopt));
   }
   return t;
 }
@@ -366,16 +359,8 @@ StepStats Trainer::step() {
   // all-reduce starts at once on the communication stream.
   // (Not with sequence parallelism: its layernorm gradients are summed over TP after the
   // backward, before the DP reduction may read them.)
-  if (dp_ && !cfg_.parallel.sequence_parallel) {
-    fns.before_backward = [&](int64_t m) {
-      if (m != accum - 1) {
-        model_->set_grad_ready_hook(nullptr);
-        return;
-      }
-      model_->set_grad_ready_hook([this](int64_t begin, int64_t end, engine::Stream& cs) {
-        dp_->reduce_early(begin, end, cs);
-      });
-    };
+  if (dp_comm_ != nullptr && !zero_ && !cfg_.parallel.sequence_parallel) {
+    fns.before_backward = [&](int64_t m) { model_->set_overlap_grad_sync(m == accum - 1); };
   }
   // BERT: the micro-batches' binary losses, each a mean over its samples, for the loss's parts
   // (a micro-batch without masked tokens is left out of the loss, masked_scale).
@@ -388,7 +373,7 @@ StepStats Trainer::step() {
   }
   const std::vector<double> losses =
       run_pipeline_step(*model_, plan_, pp_size_, pp_rank_, pp_comm_, fns, s);
-  model_->set_grad_ready_hook(nullptr);
+  model_->set_overlap_grad_sync(false);
   model_->finish_backward(s);
   double loss_sum = 0.0, masked_loss = 0.0;
   for (int64_t m = 0; m < accum; ++m) {
@@ -403,14 +388,9 @@ StepStats Trainer::step() {
       if (p.tied) embedding_comm_->all_reduce(p.grad, parallel::ReduceOp::kSum, s);
     }
   }
-  // One gradient reduction per step, after the last backward (ZeRO: reduce-scatters of what
-  // the backward has not reduced yet).
-  if (zero_) {
-    model_->reduce_gradients(s);
-  } else if (dp_) {
-    dp_->start_grad_sync(s);
-    dp_->finish_grad_sync(s);
-  }
+  // One gradient reduction per step, after the last backward, of what the backward has not
+  // reduced yet (plain DP: all-reduces; ZeRO: reduce-scatters).
+  model_->reduce_gradients(s);
   // The loss lives on the last stage: sum over PP (zeros elsewhere), then over DP.
   if (pp_comm_ != nullptr) {
     loss_sum =

@@ -26,12 +26,13 @@
 // a final summary.
 // model/ must not read data formats: samples come from callbacks that bin/train wires to io/.
 //
-// Data parallelism ([parallel] dp > 1, parallel/data_parallel.h): DP rank r runs
+// Data parallelism ([parallel] dp > 1, parallel/grad_sync.h): DP rank r runs
 // global_batch / (micro_batch * dp) micro-batches per step, micro-batch m holding samples
 // C + (m * dp + r) * B + b (Megatron's sampler, C the samples consumed before the step) with
 // dropout offset of that global micro-batch number, so the step equals the single-rank step.
-// After the last backward the flat gradient buffer is summed over DP (bucketed all-reduce);
-// with ZeRO (zero_stage 1-3, parallel/zero.h) the model reduce-scatters bucket by bucket,
+// After the last backward the model sums its flat gradient buffer over DP (bucketed all-reduce,
+// each layer's started during the last micro-batch's backward); with ZeRO (zero_stage 1-3,
+// parallel/zero.h) it reduce-scatters bucket by bucket,
 // updates its own pieces and gathers the parameters back; loss and grad norm are those of the
 // global batch on every rank. Evaluation reads its global batches by the same sampler.
 //
@@ -66,7 +67,6 @@
 
 namespace anvil::parallel {
 class Comm;
-class DataParallel;
 struct GroupComms;
 class ProcessGrid;
 class TcpStore;
@@ -294,9 +294,8 @@ class Trainer {
   std::vector<std::unique_ptr<parallel::Comm>> owned_comms_;
   engine::Arena scalar_arena_;  // [1] f64 on the device for host-scalar reductions
   engine::TensorView scalar_;
-  // Data parallelism without ZeRO (null on a single rank without reduce_single_rank); with
-  // ZeRO the model reduces and updates its shards itself (GptShard::zero_stage).
-  std::unique_ptr<parallel::DataParallel> dp_;
+  // The model reduces its gradients over dp_comm_ itself (GptShard::dp_comm, parallel/
+  // grad_sync.h); with ZeRO its gradient norm covers its own pieces only (summed over DP).
   bool zero_ = false;
 };
 

@@ -17,7 +17,8 @@
 // every bucket's all-reduce there; finish_grad_sync makes the compute stream wait for an event
 // recorded after the last one. No host or device synchronization. Overlap with the backward:
 // reduce_early(begin, end) launches the all-reduce of a range as soon as the backward has
-// finished it (the model reports each layer's bucket during the last micro-batch's backward);
+// finished it (parallel/grad_sync.h, which owns this class for plain DP, reports each layer's
+// bucket during the last micro-batch's backward);
 // start_grad_sync then reduces only what was not reduced early. On the CPU (MpiComm, TcpComm) the
 // reductions complete inside these calls.
 #pragma once

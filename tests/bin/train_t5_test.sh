@@ -103,6 +103,7 @@ if [[ -n ${MPIRUN:-} ]]; then
     train.micro_batch=4 train.device=cpu "data.cache_dir=$work")
   for layout in "parallel.tp=2 model.hidden_dropout=0" "parallel.dp=2 model.hidden_dropout=0.1" \
     "parallel.dp=2 model.hidden_dropout=0.1 parallel.zero_stage=1" \
+    "parallel.dp=2 model.hidden_dropout=0.1 parallel.zero_stage=3" \
     "parallel.pp=2 model.hidden_dropout=0.1" \
     "parallel.tp=2 parallel.sequence_parallel=true parallel.recompute=full model.hidden_dropout=0"; do
     read -r -a extra <<< "${layout#* }"

@@ -1,0 +1,33 @@
+// The model side of parallel::GradSync (parallel/grad_sync.h), shared by GPT and T5: a
+// ParamTable's buckets as SyncBuckets, the flat buffers a ZeRO stage needs carved from the
+// model's arenas (or recorded in its memory plan), and the parameter views bound to them.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/dtype.h"
+#include "model/gpt_layout.h"  // Carver
+#include "model/param_table.h"
+#include "parallel/grad_sync.h"
+
+namespace anvil::model {
+
+// The table's buckets in order; is_layer(name) marks a layer's bucket (gathered and reduced per
+// layer at ZeRO 2, 3), the others stay whole (embeddings, final norms).
+std::vector<parallel::SyncBucket> sync_buckets(
+    const ParamTable& t, const std::function<bool(const std::string&)>& is_layer);
+
+// Carves layout's buffers (categories "params", "master", "optimizer", "grads"): the compute
+// copy in act, the rest in grad dtype; master is value when the two dtypes are equal.
+parallel::SyncBuffers carve_sync_buffers(const parallel::SyncLayout& layout, engine::DType act,
+                                         engine::DType grad, gpt_detail::Carver& carver);
+
+// Points every parameter's views at the buffers holding it whole (value, master, grad, m, v
+// where [flat_numel]; the persistent buckets' values and gradients in persist_* at stages 2,
+// 3); the rest stay empty (a layer's views come from GradSync's BindLayer).
+void bind_sync_buffers(ParamTable& t, const parallel::SyncBuffers& b,
+                       const parallel::SyncLayout& layout);
+
+}  // namespace anvil::model
