@@ -5,8 +5,14 @@
 //   --text FILE       WikiText-style perplexity: detokenized, tokenized whole, overlapping
 //                     windows; loss, per-token and Megatron's adjusted (per-word) perplexity
 //   --lambada FILE    LAMBADA accuracy (JSONL {"text": ...}): greedy last word
+// Under mpirun / srun / torchrun the model is laid out over the launch's ranks as Megatron's
+// --tensor-model-parallel-size / --pipeline-model-parallel-size: --tp N --pp M, and the other
+// factor dp = world / (N * M) splits the windows and examples; the numbers are those of one
+// rank (model/eval_tasks.h), printed by rank 0. The checkpoint may come from any layout.
 // The libraries do the work: io/eval_text (text, detokenizer, LAMBADA splits), model/eval_tasks
 // (windows, forward passes, metrics). Here: flags, the checkpoint's model and tokenizer, output.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +26,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/log.h"
 #include "engine/status.h"
 #include "engine/stream.h"
 #include "io/checkpoint.h"
@@ -28,14 +35,20 @@
 #include "model/checkpoint.h"
 #include "model/eval_tasks.h"
 #include "model/gpt.h"
+#include "model/group_comm.h"
+#include "model/parallel_config.h"
 #include "model/train_config.h"
 #include "nlohmann/json.hpp"
+#include "parallel/grid.h"
+#include "parallel/launch_env.h"
+#include "parallel/runtime.h"
 
 namespace {
 
 using json = nlohmann::json;
 namespace model = anvil::model;
 namespace io = anvil::io;
+namespace parallel = anvil::parallel;
 
 constexpr char kUsage[] =
     "usage: eval CKPT_DIR TASK... [options]\n"
@@ -52,13 +65,15 @@ constexpr char kUsage[] =
     "  --strict-lambada     LAMBADA target = the whole last word (default: the last token)\n"
     "  --batch N            windows / examples per forward (default 8)\n"
     "  --device D           auto (default) | cpu | cuda\n"
+    "  --tp N, --pp M       under mpirun / srun / torchrun: tensor and pipeline parallel\n"
+    "                       sizes (default 1); the launch's other ranks split the data\n"
     "  --tokenizer-type T --vocab-file F [--merge-file F]\n"
     "                       a tokenizer instead of the one kept with the checkpoint\n"
     "  --json               also print the results as one JSON line (last line of stdout)\n";
 
 struct Flags {
   std::string ckpt, data, text, lambada, detokenize = "wikitext", device = "auto";
-  int64_t step = -1, seq_len = 0, stride = 0, batch = 8;
+  int64_t step = -1, seq_len = 0, stride = 0, batch = 8, tp = 1, pp = 1;
   bool strict = false, json = false;
   io::TokenizerOptions tokenizer;
 };
@@ -73,10 +88,9 @@ absl::StatusOr<Flags> parse_flags(int argc, char** argv) {
                                                  {"--tokenizer-type", &f.tokenizer.type},
                                                  {"--vocab-file", &f.tokenizer.vocab_file},
                                                  {"--merge-file", &f.tokenizer.merge_file}};
-  std::map<std::string, int64_t*> ints = {{"--step", &f.step},
-                                          {"--seq-len", &f.seq_len},
-                                          {"--stride", &f.stride},
-                                          {"--batch", &f.batch}};
+  std::map<std::string, int64_t*> ints = {{"--step", &f.step},     {"--seq-len", &f.seq_len},
+                                          {"--stride", &f.stride}, {"--batch", &f.batch},
+                                          {"--tp", &f.tp},         {"--pp", &f.pp}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") {
@@ -106,6 +120,7 @@ absl::StatusOr<Flags> parse_flags(int argc, char** argv) {
     return absl::InvalidArgumentError("no task: give --data, --text and/or --lambada");
   }
   if (f.batch < 1) return absl::InvalidArgumentError("--batch must be >= 1");
+  if (f.tp < 1 || f.pp < 1) return absl::InvalidArgumentError("--tp and --pp must be >= 1");
   return f;
 }
 
@@ -164,12 +179,61 @@ std::string lm_line(const std::string& what, const model::LmReport& r) {
   return s;
 }
 
+// This rank's part of a --tp x --pp layout over the launch (dp = world / (tp * pp)): the
+// model shard with its TP communicator, and the layout of the evaluation.
+struct Layout {
+  model::GptShard shard;
+  model::EvalParallel par;
+  std::vector<std::unique_ptr<parallel::Comm>> owned;  // NCCL communicators on CUDA
+};
+
+absl::StatusOr<std::unique_ptr<Layout>> make_layout(const Flags& f, const model::GptConfig& mc,
+                                                    parallel::ParallelRuntime& rt, int rank,
+                                                    bool cuda) {
+  auto l = std::make_unique<Layout>();
+  const parallel::ProcessGrid& grid = rt.grid();
+  l->shard.tp = static_cast<int>(f.tp);
+  l->shard.tp_rank = grid.tp_rank();
+  ANVIL_ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> parts,
+                         model::partition_layers(mc.n_layers, f.pp, "balanced"));
+  l->shard.chunks = {parts[static_cast<size_t>(grid.pp_rank())]};
+  l->shard.pre = grid.is_first_stage();
+  l->shard.post = grid.is_last_stage();
+  parallel::GroupComms& cpu = rt.comms();
+  const parallel::CommOptions opt;
+  parallel::Comm* pp_device = nullptr;
+  if (f.tp > 1) {
+    ANVIL_ASSIGN_OR_RETURN(l->shard.tp_comm,
+                           model::group_comm(grid.tp_group(), cpu.tp.get(), rt.store(), rank, cuda,
+                                             opt, "", &l->owned));
+  }
+  if (f.pp > 1) {
+    ANVIL_ASSIGN_OR_RETURN(pp_device, model::group_comm(grid.pp_group(), cpu.pp.get(), rt.store(),
+                                                        rank, cuda, opt, "", &l->owned));
+  }
+  ANVIL_RETURN_IF_ERROR(l->shard.validate(mc));
+  l->par = model::eval_parallel(grid, cpu, pp_device);
+  return l;
+}
+
 absl::Status run(const Flags& f) {
+  ANVIL_ASSIGN_OR_RETURN(parallel::LaunchInfo launch,
+                         parallel::launch_info_from_env(parallel::env_map(environ)));
+  anvil::engine::set_process_rank(launch.rank);
+  if (launch.world % (f.tp * f.pp) != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--tp %d x --pp %d does not divide the launch's %d ranks", f.tp, f.pp, launch.world));
+  }
+  ANVIL_ASSIGN_OR_RETURN(
+      std::unique_ptr<parallel::ParallelRuntime> rt,
+      parallel::ParallelRuntime::start(launch, static_cast<int>(f.tp), static_cast<int>(f.pp),
+                                       static_cast<int>(launch.world / (f.tp * f.pp)), {}));
+  const bool rank0 = launch.rank == 0;
   ANVIL_ASSIGN_OR_RETURN(io::Checkpoint c,
-                         io::open_newest_complete(f.ckpt, f.step, [](const std::string& w) {
-                           std::fprintf(stderr, "eval: warning: %s\n", w.c_str());
+                         io::open_newest_complete(f.ckpt, f.step, [&](const std::string& w) {
+                           if (rank0) std::fprintf(stderr, "eval: warning: %s\n", w.c_str());
                          }));
-  // The saved config parses against the world it was saved from; the model runs on one rank.
+  // The saved config parses against the world it was saved from; the model takes --tp, --pp.
   int world = 1;
   for (const char* k : {"tp", "pp", "dp"}) {
     auto it = c.info().layout.find(k);
@@ -180,7 +244,8 @@ absl::Status run(const Flags& f) {
       model::load_train_config_string(c.info().config, c.dir() + "/manifest.json (config)", {},
                                       nullptr, world));
   model::GptConfig mc = cfg.model;
-  mc.vocab_multiple = 128;  // tp 1 here (the checkpoint has no padding rows)
+  // Megatron's make-vocab-size-divisible-by x TP (the checkpoint has no padding rows).
+  mc.vocab_multiple = 128 * f.tp;
   const int64_t T = f.seq_len > 0 ? f.seq_len : cfg.data.seq_len;
   if (T > mc.max_seq_len) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -196,35 +261,47 @@ absl::Status run(const Flags& f) {
   }
   const int32_t pad = static_cast<int32_t>(cfg.data.eod_token);  // Megatron pads with eod
   const model::GptRunShape shape{f.batch, T};
+  const bool cuda = prec.device == anvil::engine::Device::kCuda;
   anvil::engine::Stream stream = anvil::engine::Stream::cpu();
-  if (prec.device == anvil::engine::Device::kCuda) {
-    ANVIL_ASSIGN_OR_RETURN(stream, anvil::engine::Stream::cuda(0));
+  if (cuda) {
+    ANVIL_ASSIGN_OR_RETURN(stream, anvil::engine::Stream::cuda(launch.local_rank %
+                                                               anvil::engine::cuda_device_count()));
   }
+  ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<Layout> layout,
+                         make_layout(f, mc, *rt, launch.rank, cuda));
   ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<model::GptModel> m,
-                         model::GptModel::create(mc, shape, prec, /*seed=*/0));
+                         model::GptModel::create(mc, shape, prec, /*seed=*/0, layout->shard));
   ANVIL_RETURN_IF_ERROR(model::gpt_load_checkpoint(
       *m, [&](const std::string& name) { return c.read(name); }, /*weights_only=*/true, stream));
-  const bool cuda = prec.device == anvil::engine::Device::kCuda;
-  std::printf(
-      "checkpoint %s (step %lld): GPT %lld layers, d_model %lld, vocab %lld; %s; "
-      "tokenizer %s; seq_len %lld, batch %lld\n",
-      c.dir().c_str(), static_cast<long long>(c.info().step), static_cast<long long>(mc.n_layers),
-      static_cast<long long>(mc.d_model), static_cast<long long>(mc.vocab_size),
-      cuda ? "cuda (bf16)" : "cpu (f32)", tok->name().c_str(), static_cast<long long>(T),
-      static_cast<long long>(f.batch));
+  const model::EvalParallel& par = layout->par;
+  // Rank 0 prints; the others compute their part.
+  auto print = [rank0](const std::string& line) {
+    if (rank0) std::printf("%s\n", line.c_str());
+  };
+  auto progress_of = [rank0](const std::string& task, const char* unit) {
+    return rank0 ? progress(task, unit) : model::EvalProgress();
+  };
+  print(absl::StrFormat(
+      "checkpoint %s (step %d): GPT %d layers, d_model %d, vocab %d; %s; tokenizer %s; seq_len "
+      "%d, batch %d; tp %d, pp %d, dp %d",
+      c.dir(), c.info().step, mc.n_layers, mc.d_model, mc.vocab_size,
+      cuda ? "cuda (bf16)" : "cpu (f32)", tok->name(), T, f.batch, f.tp, f.pp, par.dp));
   json out = {{"checkpoint", c.dir()},
               {"step", c.info().step},
               {"seq_len", T},
-              {"device", cuda ? "cuda" : "cpu"}};
+              {"device", cuda ? "cuda" : "cpu"},
+              {"tp", f.tp},
+              {"pp", f.pp},
+              {"dp", par.dp}};
 
   if (!f.data.empty()) {
     ANVIL_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, io::read_all_tokens(f.data));
     const int64_t stride = f.stride > 0 ? f.stride : T;
-    ANVIL_ASSIGN_OR_RETURN(
-        model::LmEvalResult r,
-        model::evaluate_lm(*m, shape, tokens, stride, pad, stream, progress("data", "windows")));
+    ANVIL_ASSIGN_OR_RETURN(model::LmEvalResult r,
+                           model::evaluate_lm(*m, shape, tokens, stride, pad, stream, par,
+                                              progress_of("data", "windows")));
     const model::LmReport rep = model::lm_report(r, 0);
-    std::printf("%s\n", lm_line("data " + f.data, rep).c_str());
+    print(lm_line("data " + f.data, rep));
     out["data"] = lm_json(rep, stride);
     out["data"]["path"] = f.data;
   }
@@ -232,15 +309,17 @@ absl::Status run(const Flags& f) {
     ANVIL_ASSIGN_OR_RETURN(io::Detokenizer d, io::parse_detokenizer(f.detokenize));
     ANVIL_ASSIGN_OR_RETURN(io::EvalText text, io::load_eval_text(f.text, *tok, d));
     const int64_t stride = f.stride > 0 ? f.stride : std::min<int64_t>(32, T);
-    std::fprintf(stderr, "eval: text %s: %lld words, %lld tokens (%s detokenizer), stride %lld\n",
-                 f.text.c_str(), static_cast<long long>(text.words),
-                 static_cast<long long>(text.tokens.size()), f.detokenize.c_str(),
-                 static_cast<long long>(stride));
+    if (rank0) {
+      std::fprintf(stderr, "eval: text %s: %lld words, %lld tokens (%s detokenizer), stride %lld\n",
+                   f.text.c_str(), static_cast<long long>(text.words),
+                   static_cast<long long>(text.tokens.size()), f.detokenize.c_str(),
+                   static_cast<long long>(stride));
+    }
     ANVIL_ASSIGN_OR_RETURN(model::LmEvalResult r,
-                           model::evaluate_lm(*m, shape, text.tokens, stride, pad, stream,
-                                              progress("text", "windows")));
+                           model::evaluate_lm(*m, shape, text.tokens, stride, pad, stream, par,
+                                              progress_of("text", "windows")));
     const model::LmReport rep = model::lm_report(r, text.words);
-    std::printf("%s\n", lm_line("text " + f.text, rep).c_str());
+    print(lm_line("text " + f.text, rep));
     out["text"] = lm_json(rep, stride);
     out["text"]["path"] = f.text;
     out["text"]["detokenizer"] = f.detokenize;
@@ -252,22 +331,21 @@ absl::Status run(const Flags& f) {
     for (io::LambadaExample& e : ex) {
       examples.push_back({std::move(e.context), std::move(e.target)});
     }
-    ANVIL_ASSIGN_OR_RETURN(
-        model::ClozeResult r,
-        model::evaluate_cloze(*m, shape, examples, pad, stream, progress("lambada", "examples")));
+    ANVIL_ASSIGN_OR_RETURN(model::ClozeResult r,
+                           model::evaluate_cloze(*m, shape, examples, pad, stream, par,
+                                                 progress_of("lambada", "examples")));
     const double target_loss = r.target_loss_sum / static_cast<double>(r.target_tokens);
-    std::printf(
-        "lambada %s | accuracy %.4f (%lld/%lld) | target loss %.4f (ppl %.4f) | %s | "
-        "truncated %lld\n",
-        f.lambada.c_str(), r.accuracy(), static_cast<long long>(r.correct),
-        static_cast<long long>(r.total), target_loss, std::exp(target_loss),
-        f.strict ? "strict" : "non-strict", static_cast<long long>(r.truncated));
+    print(absl::StrFormat(
+        "lambada %s | accuracy %.4f (%d/%d) | target loss %.4f (ppl %.4f) | %s | truncated %d",
+        f.lambada, r.accuracy(), r.correct, r.total, target_loss, std::exp(target_loss),
+        f.strict ? "strict" : "non-strict", r.truncated));
     out["lambada"] = {{"path", f.lambada},          {"accuracy", r.accuracy()},
                       {"correct", r.correct},       {"total", r.total},
                       {"target_loss", target_loss}, {"target_tokens", r.target_tokens},
                       {"strict", f.strict},         {"truncated", r.truncated}};
   }
-  if (f.json) std::printf("%s\n", out.dump().c_str());
+  if (f.json) print(out.dump());
+  stream.synchronize();  // transfers in flight use the model's buffers: done before they go
   return absl::OkStatus();
 }
 

@@ -136,29 +136,31 @@ std::pair<size_t, int> host_plan_bytes(anvil::parallel::Comm& world, int rank, i
   return {static_cast<size_t>(std::min(bytes, 0x1p63)), ranks};
 }
 
-// [model] vocab_size and [data] eod_token from the [tokenizer] (overrides for the keys the
-// config leaves at their defaults); InvalidArgument when an explicit value disagrees.
-absl::StatusOr<std::vector<std::string>> tokenizer_overrides(const model::TrainConfig& cfg,
-                                                             const anvil::engine::Config& raw) {
-  const model::TokenizerConfig& t = cfg.tokenizer;
-  ANVIL_ASSIGN_OR_RETURN(
-      std::unique_ptr<anvil::io::Tokenizer> tok,
-      anvil::io::make_tokenizer({t.type, t.vocab_file, t.merge_file, t.vocab_extra_ids}));
+// [model] vocab_size and [data] eod_token from the [tokenizer] of the unparsed config (overrides
+// for the keys the config leaves at their defaults, adopted before the model keys that depend on
+// them, such as padded_vocab, are validated); InvalidArgument when an explicit value disagrees.
+absl::StatusOr<std::vector<std::string>> tokenizer_overrides(const anvil::engine::Config& raw) {
+  const std::string type = raw.get_string("tokenizer", "type");
+  const std::string vocab = raw.get_string("tokenizer", "vocab_file");
+  ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<anvil::io::Tokenizer> tok,
+                         anvil::io::make_tokenizer(
+                             {type, vocab, raw.get_string("tokenizer", "merge_file"),
+                              static_cast<int>(raw.get_int("tokenizer", "vocab_extra_ids"))}));
   std::vector<std::string> out;
-  auto adopt = [&](const char* section, const char* key, int64_t have,
-                   int64_t want) -> absl::Status {
+  auto adopt = [&](const char* section, const char* key, int64_t want) -> absl::Status {
     if (raw.origin(section, key) == "default") {
       out.push_back(absl::StrCat(section, ".", key, "=", want));
       return absl::OkStatus();
     }
+    const int64_t have = raw.get_int(section, key);
     if (have == want) return absl::OkStatus();
     return raw.error(section, key,
                      absl::StrFormat("%d differs from the tokenizer's %d ([tokenizer] %s %s)", have,
-                                     want, t.type, t.vocab_file));
+                                     want, type, vocab));
   };
-  ANVIL_RETURN_IF_ERROR(adopt("model", "vocab_size", cfg.model.vocab_size, tok->vocab_size()));
+  ANVIL_RETURN_IF_ERROR(adopt("model", "vocab_size", tok->vocab_size()));
   if (tok->special().eod >= 0) {
-    ANVIL_RETURN_IF_ERROR(adopt("data", "eod_token", cfg.data.eod_token, tok->special().eod));
+    ANVIL_RETURN_IF_ERROR(adopt("data", "eod_token", tok->special().eod));
   }
   return out;
 }
@@ -467,20 +469,25 @@ int run(int argc, char** argv) {
   g_world = launch->world;
   anvil::engine::set_process_rank(launch->rank);
 
+  // The tokenizer's vocabulary and EOD first (as overrides), then the whole config parsed.
+  absl::StatusOr<anvil::engine::Config> unparsed =
+      anvil::engine::Config::load_file(*config_path, model::train_config_schema(), overrides);
+  if (!unparsed.ok()) return fail(unparsed.status());
+  std::vector<std::string> all = overrides;
+  if (!unparsed->get_string("tokenizer", "type").empty()) {
+    absl::StatusOr<std::vector<std::string>> more = tokenizer_overrides(*unparsed);
+    if (!more.ok()) {
+      // A [tokenizer] error the parser words better (a missing vocab_file) comes first.
+      absl::Status parsed =
+          model::load_train_config(*config_path, overrides, nullptr, launch->world).status();
+      return fail(parsed.ok() ? more.status() : parsed);
+    }
+    all.insert(all.end(), more->begin(), more->end());
+  }
   anvil::engine::Config raw;
   absl::StatusOr<model::TrainConfig> loaded =
-      model::load_train_config(*config_path, overrides, &raw, launch->world);
+      model::load_train_config(*config_path, all, &raw, launch->world);
   if (!loaded.ok()) return fail(loaded.status());
-  if (!loaded->tokenizer.type.empty()) {
-    absl::StatusOr<std::vector<std::string>> more = tokenizer_overrides(*loaded, raw);
-    if (!more.ok()) return fail(more.status());
-    if (!more->empty()) {
-      std::vector<std::string> all = overrides;
-      all.insert(all.end(), more->begin(), more->end());
-      loaded = model::load_train_config(*config_path, all, &raw, launch->world);
-      if (!loaded.ok()) return fail(loaded.status());
-    }
-  }
   const model::TrainConfig& cfg = *loaded;
   anvil::engine::set_interrupt_message(launch->rank == 0, !cfg.checkpoint.save.empty());
   absl::StatusOr<model::GptPrecision> prec =
@@ -628,9 +635,11 @@ int run(int argc, char** argv) {
   if (cfg.eval.any()) {
     absl::StatusOr<model::EvalSuite> suite = load_eval_suite(cfg);
     if (!suite.ok()) return fatal(suite.status());
-    tr.set_eval_hook([&, suite = *std::move(suite)](int64_t step) {
+    const model::EvalParallel ep =
+        model::eval_parallel((*rt)->grid(), (*rt)->comms(), tr.pipeline_comm());
+    tr.set_eval_hook([&, ep, suite = *std::move(suite)](int64_t step) {
       const absl::Status s = model::run_eval_suite(suite, tr.model(), {cfg.train.micro_batch, T},
-                                                   tr.stream(), ctx, step, cfg.train.steps);
+                                                   ep, tr.stream(), ctx, step, cfg.train.steps);
       if (!s.ok()) log_warning(ctx, absl::StrCat("[eval]: ", s.message()));
     });
   }

@@ -7,10 +7,11 @@ namespace anvil::model {
 
 void add_eval_schema(engine::ConfigSchema& s) {
   using engine::ConfigType;
-  s.add("eval", "text", ConfigType::kString, "",
-        "A WikiText-style text file whose perplexity is logged at every evaluation (loss, "
-        "per-token and per-word adjusted perplexity, Megatron's zero-shot WIKITEXT103 task; "
-        "docs/eval.md); empty = none. Needs [tokenizer], tp = 1 and pp = 1.");
+  s.add(
+      "eval", "text", ConfigType::kString, "",
+      "A WikiText-style text file whose perplexity is logged at every evaluation (loss, "
+      "per-token and per-word adjusted perplexity, Megatron's zero-shot WIKITEXT103 task; "
+      "docs/eval.md); empty = none. Needs [tokenizer]; runs on the training layout (TP, PP, DP).");
   s.add("eval", "text_detokenizer", ConfigType::kString, "wikitext",
         "Detokenizer applied to [eval] text before tokenizing: wikitext (Megatron's) | none.");
   s.add("eval", "text_stride", ConfigType::kInt, "32",
@@ -18,14 +19,14 @@ void add_eval_schema(engine::ConfigSchema& s) {
         "(seq_len = disjoint windows).");
   s.add("eval", "lambada", ConfigType::kString, "",
         "A LAMBADA JSONL file ({\"text\": ...} per line) whose last-word accuracy is logged at "
-        "every evaluation; empty = none. Needs [tokenizer], tp = 1 and pp = 1.");
+        "every evaluation; empty = none. Needs [tokenizer]; runs on the training layout (TP, PP, "
+        "DP).");
   s.add("eval", "strict_lambada", ConfigType::kBool, "false",
         "LAMBADA target = the whole last word (--strict-lambada); false = the last token.");
 }
 
 absl::StatusOr<EvalConfig> parse_eval_config(const engine::Config& c, int64_t seq_len,
-                                             const std::string& tokenizer_type,
-                                             const ParallelConfig& parallel) {
+                                             const std::string& tokenizer_type) {
   EvalConfig e;
   e.text = c.get_string("eval", "text");
   e.text_detokenizer = c.get_string("eval", "text_detokenizer");
@@ -45,14 +46,6 @@ absl::StatusOr<EvalConfig> parse_eval_config(const engine::Config& c, int64_t se
   const char* key = e.text.empty() ? "lambada" : "text";
   if (e.any() && tokenizer_type.empty()) {
     return c.error("eval", key, "needs a [tokenizer] (type, vocab_file) to tokenize the text");
-  }
-  if (e.any() && (parallel.tp != 1 || parallel.pp != 1)) {
-    return c.error(
-        "eval", key,
-        absl::StrFormat("zero-shot evaluation during training supports tp = 1 and pp = 1 only "
-                        "(the whole model on each rank), not tp %d, pp %d; evaluate the saved "
-                        "checkpoints with bin/eval instead",
-                        parallel.tp, parallel.pp));
   }
   return e;
 }

@@ -10,7 +10,6 @@
 
 #include "absl/status/statusor.h"
 #include "engine/config.h"
-#include "model/parallel_config.h"
 
 namespace anvil::model {
 
@@ -28,10 +27,8 @@ struct EvalConfig {
 void add_eval_schema(engine::ConfigSchema& schema);
 
 // Reads and validates [eval] of a loaded config: the detokenizer's name, 1 <= text_stride <=
-// seq_len (with a text), a [tokenizer] (`tokenizer_type` non-empty) and tp = pp = 1 when a task is
-// set.
+// seq_len (with a text) and a [tokenizer] (`tokenizer_type` non-empty) when a task is set.
 absl::StatusOr<EvalConfig> parse_eval_config(const engine::Config& c, int64_t seq_len,
-                                             const std::string& tokenizer_type,
-                                             const ParallelConfig& parallel);
+                                             const std::string& tokenizer_type);
 
 }  // namespace anvil::model

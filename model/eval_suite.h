@@ -26,10 +26,11 @@ struct EvalSuite {
   int32_t pad = 0;  // padding token (eod)
 };
 
-// Runs the suite's tasks on `model` (created with `shape`, tp = 1, one stage) and logs a line
-// per task for `step` of `steps`. Errors of evaluate_lm / evaluate_cloze.
+// Runs the suite's tasks on `model` (created with `shape`, laid out as `par`: every rank of the
+// run calls) and logs a line per task for `step` of `steps`. Errors of evaluate_lm /
+// evaluate_cloze.
 absl::Status run_eval_suite(const EvalSuite& suite, GptModel& model, const GptRunShape& shape,
-                            engine::Stream& stream, const engine::LogContext& log, int64_t step,
-                            int64_t steps);
+                            const EvalParallel& par, engine::Stream& stream,
+                            const engine::LogContext& log, int64_t step, int64_t steps);
 
 }  // namespace anvil::model

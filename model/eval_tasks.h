@@ -22,7 +22,18 @@
 // (Megatron would fail; counted in `truncated`). The loss of the target tokens is summed too.
 //
 // Both run the model's forward with train = false (no dropout) over micro-batches of the
-// model's shape, one rank holding the whole model (tp = 1, one pipeline stage).
+// model's shape, on one rank or on the model's parallel layout (EvalParallel):
+//   - pipeline: each micro-batch runs through the stages (run_pipeline_forward); the last stage
+//     holds the losses and predictions, summed over the pipeline group so every rank returns
+//     the same result;
+//   - tensor: the loss is the vocab-parallel cross-entropy (the same on every TP rank); the
+//     greedy prediction is each TP rank's best (value, index) over its vocabulary slice,
+//     all-gathered and combined in vocabulary order (ties: the smaller index; NaN: larger than
+//     any number, as ops::row_argmax);
+//   - data: micro-batch k runs on DP rank k % dp and the results are summed over DP. Every
+//     rank runs the same number of forwards (an empty micro-batch past the end), so the
+//     collectives inside the model (a ZeRO-3 gather over DP) stay in step.
+// A result is the same for every layout (to rounding of the parallel sums).
 #pragma once
 
 #include <cstdint>
@@ -34,7 +45,30 @@
 #include "engine/stream.h"
 #include "model/gpt.h"
 
+namespace anvil::parallel {
+class Comm;
+class ProcessGrid;
+struct GroupComms;
+}  // namespace anvil::parallel
+
 namespace anvil::model {
+
+// The model's parallel layout for an evaluation (default: one rank with the whole model). The
+// host communicators are CPU ones (MPI or TCP); pp_comm carries activations on the model's
+// device. Each is null where its group has one rank.
+struct EvalParallel {
+  int pp = 1, stage = 0;
+  parallel::Comm* pp_comm = nullptr;  // activations between the stages
+  parallel::Comm* pp_host = nullptr;  // the last stage's sums to every stage
+  parallel::Comm* tp_host = nullptr;  // the greedy candidates of the vocabulary slices
+  int dp = 1, dp_rank = 0;
+  parallel::Comm* dp_host = nullptr;  // the DP ranks' shares summed
+};
+
+// The layout of a rank of `grid`: its groups' CPU communicators from `cpu` and `pp_device`, the
+// pipeline group's communicator on the model's device (null with one stage).
+EvalParallel eval_parallel(const parallel::ProcessGrid& grid, parallel::GroupComms& cpu,
+                           parallel::Comm* pp_device);
 
 // Megatron's _LMDataset windows over a stream of num_tokens tokens.
 class LmWindows {
@@ -66,11 +100,14 @@ struct LmEvalResult {
 };
 
 // `shape`: the (micro_batch, seq_len) the model was created with; `pad`: the padding token
-// (Megatron's eod). FailedPrecondition when the model is not one whole rank (tp > 1 or a
-// pipeline stage); InvalidArgument for a token id outside the vocabulary.
+// (Megatron's eod); `par`: the model's layout (every rank of it calls, with the same
+// arguments). FailedPrecondition when `par` lacks a communicator the model's shard needs;
+// InvalidArgument for a token id outside the vocabulary. `progress` counts every DP rank's
+// windows.
 absl::StatusOr<LmEvalResult> evaluate_lm(GptModel& model, const GptRunShape& shape,
                                          absl::Span<const int32_t> tokens, int64_t stride,
                                          int32_t pad, engine::Stream& stream,
+                                         const EvalParallel& par = {},
                                          const EvalProgress& progress = {});
 
 struct LmReport {
@@ -102,7 +139,7 @@ struct ClozeResult {
 // longer than seq_len, or an id outside the vocabulary (naming the example).
 absl::StatusOr<ClozeResult> evaluate_cloze(GptModel& model, const GptRunShape& shape,
                                            const std::vector<ClozeExample>& examples, int32_t pad,
-                                           engine::Stream& stream,
+                                           engine::Stream& stream, const EvalParallel& par = {},
                                            const EvalProgress& progress = {});
 
 }  // namespace anvil::model

@@ -15,18 +15,10 @@
 #include "model/pipeline_runner.h"
 #include "parallel/comm.h"
 #include "parallel/pipeline_schedule.h"
+#include "parallel/scalar_reduce.h"
 
 namespace anvil::model {
 namespace {
-
-// Sum of `v` over the host communicator (in place; no-op without one).
-void sum_over(parallel::Comm* host, std::vector<double>& v) {
-  if (host == nullptr || v.empty()) return;
-  engine::Stream cpu = engine::Stream::cpu();
-  const engine::TensorView t = engine::make_view(
-      v.data(), engine::DType::kF64, engine::Device::kCpu, {static_cast<int64_t>(v.size())});
-  host->all_reduce(t, t, parallel::ReduceOp::kSum, cpu);
-}
 
 // The sequences of an example: its choices (multiple choice) or its tokens; with their token
 // types (empty: all 0).
@@ -208,8 +200,8 @@ double ClsTask::grad_sum_squares(GptModel& model, const ClsParallel& par, engine
   // The head: trained on the last stage, the same on every TP rank there (counted on rank 0).
   const bool head = head_ && model.shard().post && model.shard().tp_rank == 0;
   std::vector<double> sq{model.grad_sum_squares(s) + (head ? head_->grad_sum_squares() : 0.0)};
-  sum_over(par.tp_host, sq);
-  sum_over(par.pp_host, sq);
+  parallel::sum_host_values(par.tp_host, absl::MakeSpan(sq));
+  parallel::sum_host_values(par.pp_host, absl::MakeSpan(sq));
   return sq[0];
 }
 
@@ -284,8 +276,8 @@ double ClsTask::train_step(GptModel& model, const GptRunShape& shape,
     }
   }
   reduce_gradients(model, par, stream);
-  sum_over(par.pp_host, sums);
-  sum_over(par.host, sums);
+  parallel::sum_host_values(par.pp_host, absl::MakeSpan(sums));
+  parallel::sum_host_values(par.host, absl::MakeSpan(sums));
   const double norm = std::sqrt(grad_sum_squares(model, par, stream));
   if (grad_norm != nullptr) *grad_norm = norm;
   if (!std::isfinite(norm)) return sums[0] * scale;
@@ -323,11 +315,11 @@ ClsResult ClsTask::evaluate(GptModel& model, const GptRunShape& shape,
     }
   }
   if (!labels.empty()) {  // every TP rank of the last stage holds examples alike
-    sum_over(par.tp_host, words);
+    parallel::sum_host_values(par.tp_host, absl::MakeSpan(words));
     sums[0] += static_cast<double>(cls_correct(words, labels));
   }
-  sum_over(par.pp_host, sums);
-  sum_over(par.host, sums);
+  parallel::sum_host_values(par.pp_host, absl::MakeSpan(sums));
+  parallel::sum_host_values(par.host, absl::MakeSpan(sums));
   return ClsResult{static_cast<int64_t>(sums[0]), static_cast<int64_t>(sums[1]), sums[2]};
 }
 

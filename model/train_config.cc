@@ -469,7 +469,7 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
   ANVIL_RETURN_IF_ERROR(split("n_heads", t.model.n_heads));
   ANVIL_RETURN_IF_ERROR(split("ffn_hidden", t.model.ffn()));
   ANVIL_RETURN_IF_ERROR(split("padded_vocab", t.model.padded()));
-  ANVIL_ASSIGN_OR_RETURN(t.eval, parse_eval_config(c, t.data.seq_len, tok.type, pc));
+  ANVIL_ASSIGN_OR_RETURN(t.eval, parse_eval_config(c, t.data.seq_len, tok.type));
   if (t.model.bert() && t.eval.any()) {
     return c.error("model", "type",
                    "bert: the [eval] zero-shot tasks score a causal LM; remove them for BERT");

@@ -232,6 +232,8 @@ class Trainer {
 
   GptModel& model() { return *model_; }
   engine::Stream& stream() { return *stream_; }
+  // The pipeline group's communicator on the model's device (null with one stage).
+  parallel::Comm* pipeline_comm() const { return pp_comm_; }
   int64_t steps_done() const { return step_; }
 
  private:

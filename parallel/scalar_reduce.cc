@@ -23,4 +23,14 @@ double all_reduce_scalar(Comm& comm, double local, ReduceOp op, TensorView scrat
   return v;
 }
 
+void sum_host_values(Comm* host, absl::Span<double> v) {
+  if (host == nullptr || v.empty()) return;
+  ANVIL_CHECK_MSG(host->device() == engine::Device::kCpu,
+                  "sum_host_values: the communicator must be a CPU one");
+  engine::Stream cpu = engine::Stream::cpu();
+  const TensorView t = engine::make_view(v.data(), engine::DType::kF64, engine::Device::kCpu,
+                                         {static_cast<int64_t>(v.size())});
+  host->all_reduce(t, t, ReduceOp::kSum, cpu);
+}
+
 }  // namespace anvil::parallel

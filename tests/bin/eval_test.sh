@@ -8,9 +8,14 @@
 #   4. --lambada: strict and non-strict run; a context the model learnt predicts its last word
 #      (accuracy 1), a shuffled last word is wrong (accuracy 0);
 #   4b. [eval] in bin/train: text and LAMBADA lines at every evaluation;
+#   4c. with $MPIRUN: bin/eval --tp 2, --pp 2, dp 2 (2 ranks) and --tp 2 --pp 2 (4 ranks) give
+#       the one-rank loss (f32 sums in another order: 1e-5 relative), windows and LAMBADA
+#       accuracy; bin/train's [eval] under TP2, PP2 and DP2 with ZeRO-3 (the DP ranks split
+#       the windows, their forwards gather parameters together) logs the one-rank step-0 loss;
 #   5. bad input: no task, a missing checkpoint, bad JSONL (file:line), stride > seq_len,
 #      --seq-len above max_seq_len, invalid UTF-8: exit status 1 or 2 with a message.
-# usage: eval_test.sh BUILD/bin/eval BUILD/bin/train BUILD/bin/preprocess (from the repo root)
+# usage: [MPIRUN="mpirun ..."] eval_test.sh BUILD/bin/eval BUILD/bin/train BUILD/bin/preprocess
+#        (from the repo root)
 set -euo pipefail
 eval_bin=$1
 train=$2
@@ -133,6 +138,44 @@ for st in " 0/20" "10/20" "20/20"; do
   grep -qE "step $st \| eval lambada $work/good.jsonl: accuracy [0-9.]+ \([01]/1\)" \
     "$work/tr_eval.log" || fail "no [eval] lambada line at step $st"
 done
+
+# 4c. Parallel layouts (needs mpirun).
+if [[ -n ${MPIRUN:-} ]]; then
+  for layout in "2 --tp 2" "2 --pp 2" "2" "4 --tp 2 --pp 2"; do
+    read -r np flags <<< "$layout"
+    # shellcheck disable=SC2086
+    $MPIRUN -np "$np" "$eval_bin" "$work/ck" --text "$work/one.txt" --detokenize none --stride 8 \
+      --lambada "$work/good.jsonl" --json $flags > "$work/p.out" 2> "$work/p.err" \
+      || fail "eval np $np $flags: $(tail -5 "$work/p.err")"
+    tail -1 "$work/p.out" | grep -o '"text":{[^}]*}' > "$work/p.json"
+    [[ $(num windows "$work/p.json") == 10 && $(num tokens "$work/p.json") == $((${#text} - 1)) ]] \
+      || fail "np $np $flags: $(cat "$work/p.json")"
+    awk -v a="$(num loss "$work/p.json")" -v b="$(num loss "$work/t.json")" \
+      'BEGIN { d = a - b; exit !(d < 1e-5 * b && -d < 1e-5 * b) }' \
+      || fail "np $np $flags: loss $(num loss "$work/p.json"), one rank $(num loss "$work/t.json")"
+    [[ $(tail -1 "$work/p.out" | grep -oE '"accuracy":[0-9.]+' | cut -d: -f2) == 1.0 ]] \
+      || fail "np $np $flags: LAMBADA $(tail -1 "$work/p.out")"
+    [[ $(grep -c '^checkpoint' "$work/p.out") == 1 ]] || fail "np $np: more than rank 0 printed"
+  done
+  # [eval] during training: the step-0 numbers of one rank (the same initial weights: the
+  # one-rank padded vocabulary of the 257 byte tokens, 384, kept under TP).
+  step0() { grep -oE "step +0/20 \| eval text [^:]*: loss [0-9.]+" "$1" | grep -oE '[0-9.]+$'; }
+  for layout in parallel.tp=2 parallel.pp=2 "parallel.zero_stage=3 train.micro_batch=2"; do
+    # shellcheck disable=SC2086
+    $MPIRUN -np 2 "$train" "$work/t.ini" $layout model.padded_vocab=384 train.steps=20 \
+      train.eval_interval=10 \
+      eval.text="$work/one.txt" eval.text_detokenizer=none eval.text_stride=8 \
+      eval.lambada="$work/good.jsonl" > "$work/tr_p.log" 2>&1 \
+      || fail "train $layout with [eval]: $(tail -5 "$work/tr_p.log")"
+    grep -qE "step 20/20 \| eval lambada $work/good.jsonl: accuracy [0-9.]+ \([01]/1\)" \
+      "$work/tr_p.log" || fail "$layout: no [eval] lambada line at step 20"
+    awk -v a="$(step0 "$work/tr_p.log")" -v b="$(step0 "$work/tr_eval.log")" \
+      'BEGIN { d = a - b; exit !(a > 0 && d < 2e-4 && -d < 2e-4) }' \
+      || fail "$layout: step-0 [eval] loss $(step0 "$work/tr_p.log"), one rank $(step0 "$work/tr_eval.log")"
+  done
+else
+  echo "eval_test: MPIRUN not set: the parallel layouts (4c) are not checked"
+fi
 
 # 5. Bad input.
 expect_error() {  # STATUS PATTERN ARGS...

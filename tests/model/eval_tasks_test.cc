@@ -128,7 +128,7 @@ TEST(EvaluateLm, EqualsPerWindowForwardsWithTestBuiltMasks) {
   ASSERT_TRUE(model.ok());
   int64_t calls = 0;
   auto r =
-      evaluate_lm(**model, {3, T}, tok, stride, /*pad=*/3, s, [&](int64_t done, int64_t total) {
+      evaluate_lm(**model, {3, T}, tok, stride, /*pad=*/3, s, {}, [&](int64_t done, int64_t total) {
         ++calls;
         EXPECT_LE(done, total);
       });
