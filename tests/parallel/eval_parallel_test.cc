@@ -25,6 +25,7 @@
 #include "ops/argmax.h"
 #include "parallel/grid.h"
 #include "parallel/mpi_comm.h"
+#include "tests/parallel/world_comm.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {
@@ -164,12 +165,8 @@ TEST(EvalParallel, LayoutsEqualOneRank) {
   if (world == 4) layouts = {{2, 2, 1}, {2, 1, 2}, {1, 2, 2}};
   if (layouts.empty()) GTEST_SKIP() << "no parallel layout of " << world << " ranks";
   for (const Layout& l : layouts) {
-    auto grid = parallel::ProcessGrid::create(world, rank, l.tp, l.pp, l.dp);
-    ASSERT_TRUE(grid.ok()) << grid.status();
-    parallel::CommOptions opt;
-    opt.timeout_s = 120;
-    auto comms = parallel::create_mpi_group_comms(*grid, opt);
-    ASSERT_TRUE(comms.ok()) << comms.status();
+    auto lc = parallel::testing::layout_comms(l.tp, l.pp, l.dp);
+    ASSERT_TRUE(lc.ok()) << lc.status();
     for (int64_t multiple : {16, 128}) {
       SCOPED_TRACE(absl::StrFormat("%s, vocabulary padded to %d", l.name(), multiple));
       const Results ref = run(multiple, {1, 1, 1}, nullptr, nullptr);
@@ -180,7 +177,7 @@ TEST(EvalParallel, LayoutsEqualOneRank) {
       ASSERT_EQ(ref.every.total, 5 * 29);
       ASSERT_EQ(ref.every.truncated, 29);
       ASSERT_GT(ref.lm.loss_sum, 0.0);
-      const Results got = run(multiple, l, &*grid, &*comms);
+      const Results got = run(multiple, l, &(*lc)->grid, &(*lc)->comms);
       EXPECT_EQ(got.lm.counted, ref.lm.counted);
       EXPECT_EQ(got.lm.windows, ref.lm.windows);
       EXPECT_NEAR(got.lm.loss_sum, ref.lm.loss_sum, 1e-12 * ref.lm.loss_sum);

@@ -24,6 +24,7 @@
 #include "model/finetune_cls.h"
 #include "parallel/grid.h"
 #include "parallel/mpi_comm.h"
+#include "tests/parallel/world_comm.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {
@@ -176,16 +177,12 @@ TEST(FinetuneModelParallel, TensorAndPipelineParallelEqualOneRank) {
   if (layouts.empty()) GTEST_SKIP() << "no model-parallel layout of " << world << " ranks";
   for (const Layout& l : layouts) {
     SCOPED_TRACE(l.name());
-    auto grid = parallel::ProcessGrid::create(world, rank, l.tp, l.pp, l.dp);
-    ASSERT_TRUE(grid.ok()) << grid.status();
-    parallel::CommOptions opt;
-    opt.timeout_s = 120;
-    auto comms = parallel::create_mpi_group_comms(*grid, opt);
-    ASSERT_TRUE(comms.ok()) << comms.status();
+    auto lc = parallel::testing::layout_comms(l.tp, l.pp, l.dp);
+    ASSERT_TRUE(lc.ok()) << lc.status();
     for (Kind kind : {Kind::kLinear, Kind::kMultipleChoice, Kind::kLabelWords, Kind::kBertLinear}) {
       SCOPED_TRACE(static_cast<int>(kind));
       const RunResult ref = train(kind, {1, 1, 1}, {});
-      const RunResult run = train(kind, l, {&*grid, &*comms});
+      const RunResult run = train(kind, l, {&(*lc)->grid, &(*lc)->comms});
       expect_near(run.losses, ref.losses, 1e-6, 0.0, "loss");
       expect_near(run.norms, ref.norms, 1e-6, 0.0, "grad norm");
       if (!run.head.empty()) expect_near(run.head, ref.head, 0.0, 1e-4, "head parameter");

@@ -41,6 +41,7 @@
 #include "parallel/grid.h"
 #include "parallel/mpi_comm.h"
 #include "tests/parallel/tiny_training.h"
+#include "tests/parallel/world_comm.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {
@@ -233,15 +234,11 @@ void check_layouts(const TrainConfig& base, const std::vector<Layout>& candidate
     cfg.parallel.reduce_single_rank = l.zero_stage > 0 && l.dp == 1;
     cfg.parallel.bucket_mb = 0.01;
     cfg.parallel.timeout_s = 120;
-    auto grid = parallel::ProcessGrid::create(world, rank, l.tp, l.pp, l.dp);
-    ASSERT_TRUE(grid.ok()) << grid.status();
-    parallel::CommOptions opt;
-    opt.timeout_s = 120;
-    auto comms = parallel::create_mpi_group_comms(*grid, opt);
-    ASSERT_TRUE(comms.ok()) << comms.status();
+    auto lc = parallel::testing::layout_comms(l.tp, l.pp, l.dp);
+    ASSERT_TRUE(lc.ok()) << lc.status();
     TrainerParallel par;
-    par.grid = &*grid;
-    par.comms = &*comms;
+    par.grid = &(*lc)->grid;
+    par.comms = &(*lc)->comms;
     par.local_rank = rank;
     RunResult run = train(cfg, dt, par);
     ASSERT_EQ(run.losses.size(), ref.losses.size());
@@ -282,7 +279,7 @@ void check_layouts(const TrainConfig& base, const std::vector<Layout>& candidate
     }
     int64_t compared = 0;
     const double diff =
-        max_param_diff(*run.trainer, *ref.trainer, l.tp, grid->tp_rank(), &compared);
+        max_param_diff(*run.trainer, *ref.trainer, l.tp, (*lc)->grid.tp_rank(), &compared);
     EXPECT_GT(compared, 0);
     if (exact) {
       EXPECT_EQ(diff, 0.0);

@@ -27,6 +27,7 @@
 #include "parallel/group_comms.h"
 #include "parallel/mpi_comm.h"
 #include "tests/parallel/tiny_t5_training.h"
+#include "tests/parallel/world_comm.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {
@@ -138,15 +139,11 @@ void check_layouts(const GptPrecision& prec, double rtol, double rtol_split, boo
     cfg.parallel.sequence_parallel = l.sequence_parallel;
     cfg.parallel.recompute = l.recompute;
     cfg.parallel.timeout_s = 120;
-    auto grid = parallel::ProcessGrid::create(world, rank, l.tp, l.pp, l.dp);
-    ASSERT_TRUE(grid.ok()) << grid.status();
-    parallel::CommOptions opt;
-    opt.timeout_s = 120;
-    auto comms = parallel::create_mpi_group_comms(*grid, opt);
-    ASSERT_TRUE(comms.ok()) << comms.status();
+    auto lc = parallel::testing::layout_comms(l.tp, l.pp, l.dp);
+    ASSERT_TRUE(lc.ok()) << lc.status();
     TrainerParallel par;
-    par.grid = &*grid;
-    par.comms = &*comms;
+    par.grid = &(*lc)->grid;
+    par.comms = &(*lc)->comms;
     par.local_rank = rank;
     Run run = train(cfg, prec, par);
     ASSERT_TRUE(ref.trainer && run.trainer);
@@ -164,7 +161,8 @@ void check_layouts(const GptPrecision& prec, double rtol, double rtol_split, boo
       const std::vector<double> whole = testing::to_host_f64(q->value);
       std::vector<double> want;
       for (int64_t i = 0; i < p.numel(); ++i) {
-        want.push_back(whole[static_cast<size_t>(tp_global_index(p, i, l.tp, grid->tp_rank()))]);
+        want.push_back(
+            whole[static_cast<size_t>(tp_global_index(p, i, l.tp, (*lc)->grid.tp_rank()))]);
       }
       EXPECT_TRUE(testing::tensors_near(testing::to_host_f64(p.value), want,
                                         {tol, 10 * tol, tol * tol}, true))
