@@ -10,7 +10,11 @@
 #   2. greedy next tokens under teacher forcing: bin/eval --lambada (non-strict: the target is
 #      each line's last token) over 200 lines of README.md vs HF's argmax after the same
 #      context: the same correct count on cpu (f32; at most 1 example apart for near-ties), at
-#      most 2% of the examples apart on cuda (bf16 logits).
+#      most 2% of the examples apart on cuda (bf16 logits);
+#   3. data parallelism on the GPU: `mpirun -np 2 bin/eval` (dp 2, both processes on the one
+#      GPU, each evaluating half of the windows and examples) gives the one-process CUDA numbers
+#      (perplexity to 1e-6 relative: the same kernels, the sums in another order; the same
+#      greedy count).
 #   scripts/gpu/eval_parity.sh
 set -euo pipefail
 py=tests/parity/hf_eval_parity.py
@@ -65,6 +69,7 @@ for device in cuda cpu; do
     --lambada "$work/lambada.jsonl" --device "$device" --batch 16 --json 2> "$work/eval.err" |
     tail -1) || { cat "$work/eval.err"; exit 1; }
   echo "anvil $device: $out"
+  if [[ $device == cuda ]]; then one_gpu=$out; fi
   python3 - "$out" "$hf_ppl" "$hf_lam" "$device" <<'PY' || fail "eval parity on $device"
 import json, sys
 a, h, hl, device = json.loads(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4]
@@ -84,4 +89,20 @@ ok &= diff <= limit
 sys.exit(0 if ok else 1)
 PY
 done
+if [[ -x .gpu/run ]]; then evalbin=(.gpu/run eval); else evalbin=("${BUILD:-build}/bin/eval"); fi
+dp=$(mpirun --allow-run-as-root -np 2 "${evalbin[@]}" "$work/ck" --text README.md --detokenize none \
+  --seq-len 128 --stride 32 --lambada "$work/lambada.jsonl" --device cuda --batch 16 --json \
+  2> "$work/eval_dp.err" | tail -1) || { cat "$work/eval_dp.err"; exit 1; }
+echo "anvil cuda dp 2: $dp"
+python3 - "$dp" "$one_gpu" <<'PY' || fail "dp 2 on the GPU"
+import json, sys
+a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+rel = abs(a["text"]["ppl"] - b["text"]["ppl"]) / b["text"]["ppl"]
+print(f"cuda dp 2: ppl {a['text']['ppl']:.6f} vs one process {b['text']['ppl']:.6f} (rel {rel:.1e}); "
+      f"greedy correct {a['lambada']['correct']} vs {b['lambada']['correct']}; dp {a['dp']}")
+la, lb = a["lambada"], b["lambada"]
+same = la["correct"] == lb["correct"] and la["total"] == lb["total"]
+same &= abs(la["target_loss"] - lb["target_loss"]) <= 1e-6 * abs(lb["target_loss"])
+sys.exit(0 if rel <= 1e-6 and same and a["dp"] == 2 else 1)
+PY
 echo "PASS eval_parity"
