@@ -14,9 +14,11 @@ over all parameters, both in float64 on the CPU. tests/model/t5_parity_test.cc r
 import argparse
 import json
 import os
+import sys
 
 import torch
 from safetensors.torch import save_file
+import transformers
 from transformers import T5Config, T5ForConditionalGeneration
 
 VOCAB, D, DKV, HEADS, DFF, LAYERS = 1000, 256, 64, 4, 512, 2
@@ -33,7 +35,19 @@ def make(out, version):
                    dropout_rate=0.0, layer_norm_epsilon=1e-6,
                    feed_forward_proj="gated-gelu" if v11 else "relu",
                    tie_word_embeddings=not v11, decoder_start_token_id=0, pad_token_id=0)
+    # transformers 5 keeps its default (tied) for the keyword: set it on the config, and check
+    # that v1.1's head is its own tensor (else HF computes, and saves, a tied v1.1).
+    cfg.tie_word_embeddings = not v11
     model = T5ForConditionalGeneration(cfg).double().eval()
+    # With tie_word_embeddings False transformers 5 also unties the stacks' embed_tokens from
+    # `shared`; T5 (and anvil) embed both stacks with the one `shared` matrix.
+    model.encoder.embed_tokens = model.shared
+    model.decoder.embed_tokens = model.shared
+    tied = model.lm_head.weight.data_ptr() == model.shared.weight.data_ptr()
+    if tied == v11:
+        sys.exit(f"hf_t5_parity: T5 v{version}'s lm_head is {'' if tied else 'not '}tied to shared "
+                 f"(transformers {transformers.__version__}, tie_word_embeddings "
+                 f"{model.config.tie_word_embeddings})")
     enc = torch.randint(0, VOCAB, (B, TE))
     mask = torch.zeros(B, TE, dtype=torch.long)
     for b, n in enumerate(LENGTHS):
