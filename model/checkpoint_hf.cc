@@ -185,12 +185,40 @@ absl::StatusOr<std::vector<HostSlice>> to_hf_tensors(const HfFamily& f,
   return out;
 }
 
+namespace {
+
+// InvalidArgument naming both when a copy (HfFamily::copies) differs from its original.
+absl::Status check_copies(const HfFamily& f, const std::vector<HostSlice>& hf) {
+  auto find = [&](const std::string& name) -> const HostSlice* {
+    for (const HostSlice& t : hf) {
+      if (t.tensor == name) return &t;
+    }
+    return nullptr;
+  };
+  for (const auto& [copy, original] : f.copies) {
+    const HostSlice* c = find(copy);
+    const HostSlice* o = find(original);
+    if (c != nullptr && o != nullptr && (c->shape != o->shape || c->data != o->data)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(copy, " differs from ", original, ": anvil's ", f.architecture,
+                       " keeps one tensor for both (the checkpoint's model has them untied)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<HostSlice>> from_hf_tensors(const HfFamily& f, std::vector<HostSlice> hf,
                                                        const HfDims& dims, bool tied) {
+  ANVIL_RETURN_IF_ERROR(check_copies(f, hf));
   // By canonical name (family prefix removed), skipping what anvil does not keep.
   std::map<std::string, HostSlice> by_name;
   for (HostSlice& t : hf) {
-    if (listed(f.ignored_names, t.tensor) || (tied && listed(f.tied_head_names, t.tensor)) ||
+    const bool copy = std::any_of(f.copies.begin(), f.copies.end(),
+                                  [&](const auto& c) { return c.first == t.tensor; });
+    if (copy || listed(f.ignored_names, t.tensor) ||
+        (tied && listed(f.tied_head_names, t.tensor)) ||
         std::any_of(f.ignored_suffixes.begin(), f.ignored_suffixes.end(),
                     [&](const std::string& s) { return absl::EndsWith(t.tensor, s); })) {
       continue;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -76,6 +77,10 @@ struct HfFamily {
   std::vector<std::string> ignored_names, ignored_suffixes;
   // ... and the LM head of a tied model (equal to the embedding).
   std::vector<std::string> tied_head_names;
+  // HF tensors that repeat another one, {copy, original} (T5's encoder/decoder embed_tokens are
+  // `shared`): skipped on import when equal to the original, an error when not (anvil keeps one
+  // tensor for both).
+  std::vector<std::pair<std::string, std::string>> copies;
   std::vector<HfConfigField> config;
   std::vector<HfFixedField> fixed;
   // [model] settings of the family: written on import, required on export (they pick the

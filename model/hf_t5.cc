@@ -3,7 +3,8 @@
 // (gated-gelu, an untied lm_head). anvil's names are HF's except its three fused matrices, whose
 // rows are HF tensors stacked: SelfAttention.qkv = [q; k; v], EncDecAttention.kv = [k; v] and
 // (v1.1) DenseReluDense.wi = [wi_0; wi_1]. HF's encoder/decoder embed_tokens are `shared` again
-// and are not imported; v1.0's lm_head.weight (tied) neither.
+// and are not imported (an error when they differ from it: transformers 5 unties them in a fresh
+// model with tie_word_embeddings false); v1.0's lm_head.weight (tied) neither.
 #include <string>
 
 #include "model/checkpoint_hf.h"
@@ -55,7 +56,8 @@ HfFamily t5_family(bool v11) {
   if (v11) f.tensors.push_back({"lm_head.weight", {"lm_head.weight"}, same});
   add_stack(f, "encoder", v11);
   add_stack(f, "decoder", v11);
-  f.ignored_names = {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"};
+  f.copies = {{"encoder.embed_tokens.weight", "shared.weight"},
+              {"decoder.embed_tokens.weight", "shared.weight"}};
   if (!v11) f.tied_head_names = {"lm_head.weight"};
   f.config = {{"vocab_size", "vocab_size", ConfigType::kInt},
               {"d_model", "d_model", ConfigType::kInt},

@@ -118,7 +118,7 @@ HostSlice filled(const std::string& name, std::vector<int64_t> shape, float base
 }
 
 // A v1.1 model with one encoder and one decoder block as HF stores it: d 2, inner 2, d_ff 1,
-// vocab 3, 2 buckets; tensor k holds k + 0.001 i.
+// vocab 3, 2 buckets; tensor k holds k + 0.001 i (the stacks' embed_tokens: copies of shared).
 std::vector<HostSlice> hand_built_v11() {
   std::vector<HostSlice> t;
   float k = 1;
@@ -126,8 +126,10 @@ std::vector<HostSlice> hand_built_v11() {
     t.push_back(filled(name, shape, k++));
   };
   add("shared.weight", {3, 2});
-  add("encoder.embed_tokens.weight", {3, 2});  // = shared: skipped
-  add("decoder.embed_tokens.weight", {3, 2});
+  for (const char* e : {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"}) {
+    t.push_back(t.front());  // = shared (as HF writes it): skipped
+    t.back().tensor = e;
+  }
   add("lm_head.weight", {3, 2});
   for (const char* s : {"encoder", "decoder"}) {
     const std::string b = std::string(s) + ".block.0.";
@@ -190,6 +192,15 @@ TEST(HfT5Import, HandBuiltFileFusesAsAnvilExpects) {
   // shared, lm_head, 2 final norms; encoder qkv, o, rel, ln, wi, wo, ln; decoder the same
   // with cross-attention's q, kv, o, ln.
   EXPECT_EQ(out.size(), 4u + 7u + 11u);
+
+  // HF's stacks' embed_tokens (equal to shared above, and skipped) are refused when they differ.
+  std::vector<HostSlice> untied = built;
+  for (HostSlice& t : untied) {
+    if (t.tensor == "decoder.embed_tokens.weight") t.data[0] += 1.0f;
+  }
+  const absl::Status s_untied = from_hf_tensors(t5_v11_hf_family(), untied, {1}, false).status();
+  EXPECT_THAT(std::string(s_untied.message()),
+              HasSubstr("decoder.embed_tokens.weight differs from shared.weight"));
 
   // A missing part of a fused tensor is named.
   std::vector<HostSlice> partial;
