@@ -13,7 +13,8 @@
 #       accuracy; bin/train's [eval] under TP2, PP2 and DP2 with ZeRO-3 (the DP ranks split
 #       the windows, their forwards gather parameters together) logs the one-rank step-0 loss;
 #   5. bad input: no task, a missing checkpoint, bad JSONL (file:line), stride > seq_len,
-#      --seq-len above max_seq_len, invalid UTF-8: exit status 1 or 2 with a message.
+#      --seq-len above max_seq_len, invalid UTF-8, --tp 0, a layout larger than the launch:
+#      exit status 1 or 2 with a message.
 # usage: [MPIRUN="mpirun ..."] eval_test.sh BUILD/bin/eval BUILD/bin/train BUILD/bin/preprocess
 #        (from the repo root)
 set -euo pipefail
@@ -187,6 +188,9 @@ expect_error() {  # STATUS PATTERN ARGS...
 }
 expect_error 2 "no task" "$work/ck"
 expect_error 2 "unknown flag --bogus" "$work/ck" --bogus
+expect_error 2 "--tp and --pp must be >= 1" "$work/ck" --text "$work/one.txt" --tp 0
+expect_error 1 "--tp 2 x --pp 1 does not divide the launch's 1 ranks" "$work/ck" \
+  --text "$work/one.txt" --tp 2
 expect_error 1 "eval: error: .*$work/nothing" "$work/nothing" --data "$work/d_text_document"
 printf '{"text": "a b"}\n{"txt": "a b"}\n' > "$work/broken.jsonl"
 expect_error 1 "broken.jsonl:2" "$work/ck" --lambada "$work/broken.jsonl"
