@@ -2,6 +2,7 @@
 #include "model/generation.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +21,34 @@ const char* finish_reason_name(FinishReason r) {
   }
   return "";
 }
+
+namespace {
+
+// log_softmax(logits)[token] and the k largest entries (id, log p), most likely first (ties:
+// the smaller id), into e.
+void score(const std::vector<float>& logits, int32_t token, int64_t k, GenerationEvent* e) {
+  double mx = -INFINITY;
+  for (float x : logits) mx = std::max(mx, static_cast<double>(x));
+  double sum = 0.0;
+  for (float x : logits) sum += std::exp(static_cast<double>(x) - mx);
+  const double lse = mx + std::log(sum);
+  e->logprob = static_cast<double>(logits[static_cast<size_t>(token)]) - lse;
+  std::vector<int32_t> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  const size_t n = std::min(ids.size(), static_cast<size_t>(std::max<int64_t>(k, 0)));
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(),
+                    [&](int32_t a, int32_t b) {
+                      const float la = logits[static_cast<size_t>(a)];
+                      const float lb = logits[static_cast<size_t>(b)];
+                      return la > lb || (la == lb && a < b);
+                    });
+  e->top.clear();
+  for (size_t i = 0; i < n; ++i) {
+    e->top.emplace_back(ids[i], static_cast<double>(logits[static_cast<size_t>(ids[i])]) - lse);
+  }
+}
+
+}  // namespace
 
 Generator::Generator(GptInference& model, int32_t eod, Detokenize detokenize)
     : model_(model), eod_(eod), detokenize_(std::move(detokenize)) {}
@@ -50,12 +79,25 @@ bool Generator::cancel(int64_t id) {
 GenerationEvent Generator::advance(Seq& s, std::vector<float> logits) {
   GenerationEvent e;
   e.id = s.id;
+  if (s.forced > 0) {  // echo: score the next prompt token and feed it
+    const int32_t p = s.req.prompt[s.forced];
+    e.prompt_token = true;
+    e.token = p;
+    score(logits, p, s.req.logprobs, &e);
+    s.input = p;
+    s.forced = s.forced + 1 < s.req.prompt.size() ? s.forced + 1 : 0;
+    return e;
+  }
+  std::vector<float> raw;
+  if (s.req.logprobs >= 0) raw = logits;  // the sampler changes them in place
   const int32_t t = s.sampler.next(logits, s.context);
+  if (s.req.logprobs >= 0) score(raw, t, s.req.logprobs, &e);
   if (t == eod_) {
     e.finished = FinishReason::kStop;
   } else {
     e.has_token = true;
     e.token = t;
+    s.input = t;
     s.out.push_back(t);
     s.context.push_back(t);
   }
@@ -96,6 +138,10 @@ absl::StatusOr<std::vector<GenerationEvent>> Generator::start(
     }
     absl::Status ok = r.sampling.validate();
     if (!ok.ok()) return bad("request ", id, ": ", ok.message());
+    if (r.logprobs < -1 || r.logprobs > kMaxTopLogprobs) {
+      return bad("request ", id, ": logprobs must be -1 (none) to ", kMaxTopLogprobs, ", got ",
+                 r.logprobs);
+    }
     if (!r.stop.empty() && !detokenize_) {
       return bad("request ", id, ": stop strings need a tokenizer to decode the output");
     }
@@ -111,9 +157,11 @@ absl::StatusOr<std::vector<GenerationEvent>> Generator::start(
   for (const auto& [id, r] : requests) {
     const int64_t slot = std::find(used.begin(), used.end(), false) - used.begin();
     used[static_cast<size_t>(slot)] = true;
-    seqs_.push_back(Seq{id, slot, r, Sampler(r.sampling), r.prompt, {}});
+    // echo: prefill the first token only; the others are scored and fed one per step.
+    const bool echo = r.echo && r.prompt.size() > 1;
+    seqs_.push_back(Seq{id, slot, r, Sampler(r.sampling), r.prompt, {}, echo ? size_t{1} : 0});
     slots.push_back(slot);
-    prompts.push_back(r.prompt);
+    prompts.push_back(echo ? std::vector<int32_t>{r.prompt[0]} : r.prompt);
   }
   std::vector<GenerationEvent> events;
   if (requests.empty()) return events;
@@ -139,7 +187,7 @@ absl::StatusOr<std::vector<GenerationEvent>> Generator::step(engine::Stream& str
     if (s.slot < 0) continue;
     run.push_back(&s);
     slots.push_back(s.slot);
-    tokens.push_back(s.out.back());
+    tokens.push_back(s.input);
   }
   std::vector<GenerationEvent> events;
   if (run.empty()) return events;

@@ -7,11 +7,19 @@
 //                                    finished, "stop", the text cut before the stop string
 //   output has max_new_tokens     -> finished, "length"
 //   the slot's cache is full      -> finished, "length" (prompt + output = max_len)
+// Log-probabilities (OpenAI's logprobs, for scoring clients such as lm-evaluation-harness):
+// a request with logprobs = k >= 0 gets, with each token, log p(token) and the k most likely
+// tokens with theirs, from log_softmax of the model's logits (before temperature, top-k/p and
+// the repetition penalty). With echo the prompt is scored too: only its first token is
+// prefilled, and the others are fed one per step as forced tokens (teacher forcing in the decode
+// batch), each reported as a prompt-token event with its log-probability given the tokens
+// before it; the output then starts after the whole prompt.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -21,11 +29,15 @@
 
 namespace anvil::model {
 
+inline constexpr int64_t kMaxTopLogprobs = 20;  // alternatives per token (OpenAI allows 5)
+
 struct GenerationRequest {
   std::vector<int32_t> prompt;  // token ids, 1 .. max_len of them
   int64_t max_new_tokens = 16;  // >= 1
   SamplingParams sampling;
   std::vector<std::string> stop;  // stop strings (need a detokenizer)
+  int64_t logprobs = -1;          // -1: none; k >= 0: log p and the top k alternatives per token
+  bool echo = false;              // score the prompt tokens after the first (prompt events)
 };
 
 enum class FinishReason { kNone, kStop, kLength };
@@ -34,8 +46,13 @@ const char* finish_reason_name(FinishReason r);  // "", "stop", "length"
 // What one request did in a start() or step(): at most one new token.
 struct GenerationEvent {
   int64_t id = 0;
-  bool has_token = false;  // a token was appended to the output
+  bool has_token = false;     // a token was appended to the output
+  bool prompt_token = false;  // echo: `token` is the next prompt token, scored (not output)
   int32_t token = 0;
+  // With logprobs >= 0 (or a prompt token): log p(token | the tokens before it), and the top
+  // alternatives (id, log p), most likely first.
+  double logprob = 0.0;
+  std::vector<std::pair<int32_t, double>> top;
   FinishReason finished = FinishReason::kNone;
   std::string text;  // the whole output text so far (with a detokenizer; cut at a stop string)
 };
@@ -70,6 +87,8 @@ class Generator {
     Sampler sampler;
     std::vector<int32_t> context;  // prompt + output (the repetition penalty's ids)
     std::vector<int32_t> out;
+    size_t forced = 0;  // echo: prompt[forced] is the next prompt token to score (0: none left)
+    int32_t input = 0;  // the token the next decode step appends
   };
   // Samples from `logits` for s and fills its event; frees the slot when it finishes.
   GenerationEvent advance(Seq& s, std::vector<float> logits);

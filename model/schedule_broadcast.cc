@@ -60,6 +60,7 @@ void encode_request(const GenerationRequest& r, std::vector<int64_t>* out) {
     out->push_back(static_cast<int64_t>(s.size()));
     for (char c : s) out->push_back(static_cast<unsigned char>(c));
   }
+  out->insert(out->end(), {r.logprobs, r.echo ? 1 : 0});
 }
 
 GenerationRequest decode_request(Reader& in) {
@@ -79,6 +80,8 @@ GenerationRequest decode_request(Reader& in) {
     s.resize(in.count("stop string length"));
     for (char& c : s) c = static_cast<char>(in.next("stop string"));
   }
+  r.logprobs = in.next("logprobs");
+  r.echo = in.next("echo") != 0;
   return r;
 }
 

@@ -4,7 +4,7 @@
 // int64:
 //   [stop, idle, #cancelled, ids..., #start, per request: id, #prompt, prompt ids...,
 //    max_new_tokens, greedy, temperature bits, top_k, top_p bits, repetition_penalty bits, seed,
-//    #stop strings, per string: #bytes, bytes...]
+//    #stop strings, per string: #bytes, bytes..., logprobs, echo]
 // (floats by their bit patterns: the replicas sample with exactly rank 0's parameters), sent as
 // two broadcasts from group rank 0: its length, then the record.
 #pragma once

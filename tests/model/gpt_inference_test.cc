@@ -14,10 +14,16 @@
 //     join as slots free up) give the tokens of each prompt alone;
 //   - concurrent requests from several threads through the GenerationScheduler (one batch per
 //     step) give each request's tokens alone; a cancelled request ends without harming others;
+//   - echo with logprobs: each prompt token's log-probability (and the top 3) equals
+//     log_softmax of GptModel's forward logits at the position before it; the output tokens
+//     of an echo request equal those of the same request without echo, and a greedy token's
+//     logprob is its top alternative's;
 //   - the memory plan's KV cache is layers * batch * max_len * 2 * d elements;
 //   - bad prompts, slots and checkpoint tensors are InvalidArgument / NotFound naming them.
 #include "model/gpt_inference.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <string>
@@ -297,6 +303,69 @@ TEST_P(GptInferenceTest, StopsAtEodAndAtTheContext) {
   Generator g2(*m, -1, nullptr);
   ASSERT_TRUE(generate_all(g2, {r}, &out, *stream_).ok());
   EXPECT_EQ(out[0], free_run);
+}
+
+TEST_P(GptInferenceTest, EchoScoresThePromptAsAForward) {
+  const bool cpu = GetParam().device == Device::kCpu;
+  const int64_t T = 8;
+  const std::vector<int32_t> prompt = testing::random_ints(T, 21, 0, kVocab);
+  std::vector<int32_t> positions(T), targets(T, -1), pad(T * 3, 0);
+  std::copy(prompt.begin(), prompt.end(), pad.begin());
+  for (int64_t i = 0; i < T; ++i) positions[i] = static_cast<int32_t>(i);
+  std::vector<int32_t> pos3, tg3(T * 3, -1);
+  for (int64_t i = 0; i < 3 * T; ++i) pos3.push_back(static_cast<int32_t>(i % T));
+  ref_->forward(pad.data(), pos3.data(), tg3.data(), false, 0, *stream_);
+  const std::vector<float> ref = testing::to_host(ref_->last_logits());  // [3*T, 128]
+
+  GenerationRequest r;
+  r.prompt = prompt;
+  r.max_new_tokens = 4;
+  r.sampling.greedy = true;
+  r.logprobs = 3;
+  GenerationRequest echo = r;
+  echo.echo = true;
+  std::unique_ptr<GptInference> m = make(2);
+  ASSERT_NE(m, nullptr);
+  Generator gen(*m, -1, nullptr);
+  std::vector<GenerationEvent> events;
+  std::vector<std::vector<int32_t>> out;
+  ASSERT_TRUE(generate_all(gen, {echo, r}, &out, *stream_, [&](const GenerationEvent& e) {
+                events.push_back(e);
+              }).ok());
+  if (cpu) {
+    EXPECT_EQ(out[0], out[1]);  // echo changes what is fed, not what is generated
+  }
+  int64_t scored = 0, generated = 0;
+  for (const GenerationEvent& e : events) {
+    if (e.id != 0) continue;
+    ASSERT_EQ(e.top.size(), 3u);
+    if (e.prompt_token) {  // prompt[p + 1] given prompt[0 .. p]
+      const int64_t p = scored++;
+      ASSERT_EQ(e.token, prompt[static_cast<size_t>(p + 1)]);
+      const float* row = ref.data() + p * 128;
+      double mx = -1e30, sum = 0.0;
+      for (int64_t v = 0; v < kVocab; ++v) mx = std::max(mx, static_cast<double>(row[v]));
+      for (int64_t v = 0; v < kVocab; ++v) sum += std::exp(row[v] - mx);
+      const double want = row[e.token] - mx - std::log(sum);
+      EXPECT_NEAR(e.logprob, want, cpu ? 1e-4 : 5e-2) << "prompt token " << p + 1;
+      std::vector<int32_t> order(kVocab);
+      for (int32_t v = 0; v < kVocab; ++v) order[v] = v;
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+      if (cpu) {
+        for (size_t k = 0; k < 3; ++k)
+          EXPECT_EQ(e.top[k].first, order[k]) << "prompt token " << p + 1;
+      }
+      EXPECT_GE(e.top[0].second, e.logprob - 1e-12);
+    } else if (e.has_token) {
+      ++generated;
+      EXPECT_EQ(e.top[0].first, e.token);  // greedy: the most likely token
+      EXPECT_NEAR(e.top[0].second, e.logprob, 1e-12);
+      EXPECT_LT(e.logprob, 0.0);
+    }
+  }
+  EXPECT_EQ(scored, T - 1);
+  EXPECT_EQ(generated, 4);
 }
 
 // Tokens of a scheduler job, to its end.

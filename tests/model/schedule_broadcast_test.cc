@@ -1,6 +1,7 @@
 // The ScheduleStep record of tensor-parallel serving (model/schedule_broadcast.h): a step with
 // cancellations and requests (prompts, every sampling parameter, stop strings with non-ASCII
-// bytes) decodes to the same step; keep-alive and stop steps too; a cut record aborts.
+// bytes, logprobs and echo) decodes to the same step; keep-alive and stop steps too; a cut record
+// aborts.
 #include "model/schedule_broadcast.h"
 
 #include "gtest/gtest.h"
@@ -25,6 +26,8 @@ void expect_same(const ScheduleStep& a, const ScheduleStep& b) {
     EXPECT_EQ(x.sampling.repetition_penalty, y.sampling.repetition_penalty);
     EXPECT_EQ(x.sampling.seed, y.sampling.seed);
     EXPECT_EQ(x.stop, y.stop);
+    EXPECT_EQ(x.logprobs, y.logprobs);
+    EXPECT_EQ(x.echo, y.echo);
   }
 }
 
@@ -43,6 +46,8 @@ TEST(ScheduleBroadcast, RecordRoundTrips) {
   GenerationRequest b;
   b.prompt = {1};
   b.sampling.greedy = true;
+  b.logprobs = 5;
+  b.echo = true;
   step.start = {{42, a}, {43, b}};
   expect_same(decode_schedule_step(encode_schedule_step(step)), step);
 
