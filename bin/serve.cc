@@ -1,10 +1,13 @@
 // bin/serve: an OpenAI-style completions endpoint over a checkpoint (docs/eval.md#generation).
 //   serve CKPT [--port N (0: any free port)] [--host H] [--device D] [--batch-size B]
 //         [--max-len L] [--tokenizer-type T --vocab-file F [--merge-file F]]
-// POST /v1/completions with a JSON body: prompt (string or list of strings), max_tokens
-// (default 16, capped so prompt + completion fit the context), temperature (1), top_p (1),
-// top_k (0: off), repetition_penalty (1), stop (string or list), seed (default: random),
-// stream (false). The response is a text_completion object; with stream = true, server-sent
+// POST /v1/completions with a JSON body: prompt (a string, a list of strings, a list of token
+// ids or a list of such lists), max_tokens (default 16, capped so prompt + completion fit the
+// context; 0 only with echo), temperature (1), top_p (1), top_k (0: off), repetition_penalty
+// (1), stop (string or list), seed (default: random), logprobs (null, or k: each token's log
+// probability and its k likeliest alternatives, bin/openai_logprobs.h), echo (false: the prompt
+// is returned, and scored with logprobs), stream (false; not with logprobs or echo). The
+// response is a text_completion object; with stream = true, server-sent
 // events `data: {...}` carry the text as it grows, then `data: [DONE]`. Bad requests get a 4xx
 // {"error": {"message": ..., "type": "invalid_request_error"}}. GET /health answers "ok".
 // Requests from all connections are batched: one scheduler thread (model/
@@ -31,6 +34,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "bin/inference_setup.h"
+#include "bin/openai_logprobs.h"
 #include "engine/status.h"
 #include "model/generation.h"
 #include "model/generation_scheduler.h"
@@ -46,6 +50,10 @@ namespace model = anvil::model;
 constexpr char kUsage[] =
     "usage: serve CKPT [--port N] [--host H] [--device auto|cpu|cuda] [--batch-size B]\n"
     "         [--max-len L] [--tokenizer-type T --vocab-file F [--merge-file F]]\n";
+
+// Stop strings per request: OpenAI's limit is 4; lm-evaluation-harness may send more.
+constexpr size_t kMaxStops = 16;
+constexpr char kStopShape[] = "'stop' must be a string or a list of up to 16 strings";
 
 struct Flags {
   anvil::bin::InferenceOptions inf;
@@ -116,13 +124,13 @@ class Server {
         scheduler_(gen_, *s_.stream, std::move(observer)) {}
 
   void completions(const httplib::Request& req, httplib::Response& res) {
-    std::vector<std::string> prompts;
-    std::vector<model::GenerationRequest> reqs;
-    bool stream = false;
-    if (const std::optional<std::string> bad = parse_request(req.body, &prompts, &reqs, &stream)) {
+    Parsed p;
+    if (const std::optional<std::string> bad = parse_request(req.body, &p)) {
       send_error(res, 400, *bad);
       return;
     }
+    std::vector<model::GenerationRequest>& reqs = p.reqs;
+    const bool stream = p.stream;
     const std::string id = absl::StrCat("cmpl-", ++counter_);
     const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
@@ -143,8 +151,13 @@ class Server {
       int64_t prompt_tokens = 0, completion_tokens = 0;
       for (size_t i = 0; i < jobs.size(); ++i) {
         model::GenerationEvent e, last;
+        anvil::bin::ChoiceLogprobs lp([this](int32_t t) { return token_text(t); });
+        if (p.echo) lp.add_first(reqs[i].prompt[0]);
+        int64_t generated = 0;
         while (jobs[i]->next(&e)) {
           completion_tokens += e.has_token;
+          generated += e.has_token;
+          if (e.prompt_token || e.has_token) lp.add(e);
           last = e;
         }
         if (!jobs[i]->status().ok()) {
@@ -153,8 +166,17 @@ class Server {
           return;
         }
         prompt_tokens += static_cast<int64_t>(reqs[i].prompt.size());
-        choices.push_back(
-            chunk(i, last.text, model::finish_reason_name(last.finished))["choices"][0]);
+        std::string text = last.text;
+        if (p.zero_tokens) {  // echo of the prompt only: the one generated token is not returned
+          text.clear();
+          completion_tokens -= generated;
+          if (generated > 0) lp.drop_last();
+        }
+        if (p.echo) text = p.prompt_texts[i] + text;
+        json c = chunk(i, text, model::finish_reason_name(last.finished))["choices"][0];
+        if (p.zero_tokens) c["finish_reason"] = "length";
+        if (p.logprobs >= 0) c["logprobs"] = lp.json();
+        choices.push_back(std::move(c));
       }
       json out = chunk(0, "", nullptr);
       out["choices"] = choices;
@@ -219,43 +241,110 @@ class Server {
   }
 
  private:
+  struct Parsed {
+    std::vector<model::GenerationRequest> reqs;
+    std::vector<std::string> prompt_texts;  // each prompt as text (echo)
+    bool stream = false, echo = false;
+    bool zero_tokens = false;  // max_tokens 0 (echo only)
+    int64_t logprobs = -1;
+  };
+
+  // The text of one token (for logprobs; bytes that are not UTF-8 on their own become U+FFFD
+  // when the JSON is written).
+  std::string token_text(int32_t t) const {
+    absl::StatusOr<std::string> s = s_.tokenizer->decode({t});
+    return s.ok() ? *s : std::string();
+  }
+
+  // The prompts of the body: strings, or token ids (checked against the vocabulary) with their
+  // decoded text; the error message of a bad one.
+  std::optional<std::string> parse_prompts(const json& p, Parsed* out) {
+    auto bad = [](const std::string& m) { return std::optional<std::string>(m); };
+    const int64_t vocab = s_.model->config().vocab_size;
+    auto ids = [&](const json& a, size_t i) -> std::optional<std::string> {
+      std::vector<int32_t> t;
+      for (const json& x : a) {
+        if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= vocab) {
+          return bad(
+              absl::StrCat("prompt ", i, ": token ids must be integers in [0, ", vocab, ")"));
+        }
+        t.push_back(x.get<int32_t>());
+      }
+      absl::StatusOr<std::string> text = s_.tokenizer->decode(t);
+      out->prompt_texts.push_back(text.ok() ? *text : std::string());
+      out->reqs.emplace_back().prompt = std::move(t);
+      return std::nullopt;
+    };
+    auto text = [&](const std::string& t) {
+      out->prompt_texts.push_back(t);
+      out->reqs.emplace_back().prompt = s_.tokenizer->encode(t);
+    };
+    const char* kShapes =
+        "'prompt' must be a string, a list of strings, a list of token ids or a list of such lists";
+    if (p.is_string()) {
+      text(p.get<std::string>());
+    } else if (p.is_array() && !p.empty() && p[0].is_number()) {
+      if (auto e = ids(p, 0)) return e;
+    } else if (p.is_array() && !p.empty()) {
+      for (const json& x : p) {
+        if (x.is_string()) {
+          text(x.get<std::string>());
+        } else if (x.is_array()) {
+          if (auto e = ids(x, out->reqs.size())) return e;
+        } else {
+          return bad(kShapes);
+        }
+      }
+    } else {
+      return bad(kShapes);
+    }
+    if (out->reqs.size() > 64) return bad("at most 64 prompts per request");
+    return std::nullopt;
+  }
+
   // Validates the body into requests; returns the error message of a bad one.
-  std::optional<std::string> parse_request(const std::string& body,
-                                           std::vector<std::string>* prompts,
-                                           std::vector<model::GenerationRequest>* reqs,
-                                           bool* stream) {
+  std::optional<std::string> parse_request(const std::string& body, Parsed* out) {
     auto bad = [](const std::string& m) { return std::optional<std::string>(m); };
     const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return bad("the request body is not valid JSON");
     if (!j.is_object()) return bad("the request body must be a JSON object");
     if (!j.contains("prompt")) return bad("'prompt' is required");
-    const json& p = j["prompt"];
-    if (p.is_string()) {
-      prompts->push_back(p.get<std::string>());
-    } else if (p.is_array() && !p.empty()) {
-      for (const json& x : p) {
-        if (!x.is_string()) return bad("'prompt' must be a string or a list of strings");
-        prompts->push_back(x.get<std::string>());
-      }
-    } else {
-      return bad("'prompt' must be a string or a non-empty list of strings");
-    }
-    if (prompts->size() > 64) return bad("at most 64 prompts per request");
-    auto number = [&](const char* key, double lo, double hi, double def, double* out) {
+    if (auto e = parse_prompts(j["prompt"], out)) return e;
+    auto number = [&](const char* key, double lo, double hi, double def, double* v) {
       if (!j.contains(key) || j[key].is_null()) {
-        *out = def;
+        *v = def;
         return true;
       }
       if (!j[key].is_number()) return false;
-      *out = j[key].get<double>();
-      return *out >= lo && *out <= hi;
+      *v = j[key].get<double>();
+      return *v >= lo && *v <= hi;
     };
-    double max_tokens, temperature, top_p, top_k, penalty, n;
-    if (!number("max_tokens", 1, 1e18, 16, &max_tokens) ||
+    auto flag = [&](const char* key, bool* v) {
+      if (!j.contains(key) || j[key].is_null()) return true;
+      if (!j[key].is_boolean()) return false;
+      *v = j[key].get<bool>();
+      return true;
+    };
+    if (!flag("stream", &out->stream)) return bad("'stream' must be true or false");
+    if (!flag("echo", &out->echo)) return bad("'echo' must be true or false");
+    double max_tokens, temperature, top_p, top_k, penalty, n, logprobs;
+    if (!number("logprobs", 0, static_cast<double>(model::kMaxTopLogprobs), -1, &logprobs) ||
+        (j.contains("logprobs") && !j["logprobs"].is_null() &&
+         !j["logprobs"].is_number_integer())) {
+      return bad(
+          absl::StrCat("'logprobs' must be null or an integer in 0 .. ", model::kMaxTopLogprobs));
+    }
+    out->logprobs = static_cast<int64_t>(logprobs);
+    if (out->stream && (out->echo || out->logprobs >= 0)) {
+      return bad("'echo' and 'logprobs' are not supported with 'stream'");
+    }
+    if (!number("max_tokens", out->echo ? 0 : 1, 1e18, 16, &max_tokens) ||
         (j.contains("max_tokens") && !j["max_tokens"].is_number_integer() &&
          !j["max_tokens"].is_null())) {
-      return bad("'max_tokens' must be an integer >= 1");
+      return bad(out->echo ? "'max_tokens' must be an integer >= 0"
+                           : "'max_tokens' must be an integer >= 1 (0 only with 'echo')");
     }
+    out->zero_tokens = max_tokens == 0;
     if (!number("temperature", 0, 1e6, 1, &temperature)) {
       return bad("'temperature' must be a number >= 0");
     }
@@ -275,37 +364,34 @@ class Server {
       const json& s = j["stop"];
       if (s.is_string()) {
         stop.push_back(s.get<std::string>());
-      } else if (s.is_array() && s.size() <= 4) {
+      } else if (s.is_array() && s.size() <= kMaxStops) {
         for (const json& x : s) {
-          if (!x.is_string()) return bad("'stop' must be a string or a list of up to 4 strings");
+          if (!x.is_string()) return bad(kStopShape);
           stop.push_back(x.get<std::string>());
         }
       } else {
-        return bad("'stop' must be a string or a list of up to 4 strings");
+        return bad(kStopShape);
       }
     }
-    if (j.contains("stream") && !j["stream"].is_null()) {
-      if (!j["stream"].is_boolean()) return bad("'stream' must be true or false");
-      *stream = j["stream"].get<bool>();
-    }
-    for (size_t i = 0; i < prompts->size(); ++i) {
-      model::GenerationRequest r;
-      r.prompt = s_.tokenizer->encode((*prompts)[i]);
+    for (size_t i = 0; i < out->reqs.size(); ++i) {
+      model::GenerationRequest& r = out->reqs[i];
       const int64_t len = static_cast<int64_t>(r.prompt.size());
       if (len == 0) return bad(absl::StrCat("prompt ", i, " is empty"));
       if (len >= max_len_) {
         return bad(absl::StrCat("prompt ", i, " has ", len, " tokens; the context holds ", max_len_,
                                 " (prompt + at least one new token)"));
       }
-      // Capped by the context: prompt + completion <= max_len.
-      r.max_new_tokens = std::min(static_cast<int64_t>(max_tokens), max_len_ - len);
+      // Capped by the context: prompt + completion <= max_len (max_tokens 0: one, not returned).
+      r.max_new_tokens =
+          std::min(std::max(static_cast<int64_t>(max_tokens), int64_t{1}), max_len_ - len);
       r.sampling.temperature = static_cast<float>(temperature);
       r.sampling.top_p = static_cast<float>(top_p);
       r.sampling.top_k = static_cast<int64_t>(top_k);
       r.sampling.repetition_penalty = static_cast<float>(penalty);
       r.sampling.seed = seed + i;
       r.stop = stop;
-      reqs->push_back(std::move(r));
+      r.logprobs = out->logprobs;
+      r.echo = out->echo;
     }
     return std::nullopt;
   }

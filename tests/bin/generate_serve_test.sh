@@ -11,11 +11,15 @@
 #      fields (400 with an invalid_request_error), huge max_tokens (capped by the context), an
 #      empty prompt, concurrent requests (batched: each equals its request alone), and a client
 #      that disconnects mid-stream: the server survives everything and still answers.
+#   3b. logprobs and echo (lm-evaluation-harness's requests): prompts of token ids scored, the
+#      generated tokens' scores equal with and without echo, greedy tokens their top
+#      alternative, max_tokens 0 returns the prompt only; bad logprobs requests are 400s.
 #   4. a checkpoint imported from Hugging Face (bin/convert: no tokenizer kept) generates the
 #      same text with --tokenizer-type/--vocab-file/--merge-file, and says so without them.
 #   5. with MPIRUN set (mpirun and its flags), on the CPU: bin/generate tensor-parallel over 2
 #      ranks gives the single-rank greedy text, printed once; bin/serve over 2 ranks answers a
-#      greedy request and concurrent sampled ones with the single-rank server's texts.
+#      greedy request and concurrent sampled ones with the single-rank server's texts, and an
+#      echo request with its scores.
 # usage: generate_serve_test.sh BUILD/bin/train BUILD/bin/preprocess BUILD/bin/generate
 #        BUILD/bin/serve BUILD/bin/convert (from the repository root; DEVICE=cuda runs
 #        generation on a GPU)
@@ -198,6 +202,60 @@ code=$(post '{"prompt": "In the beginning", "max_tokens": 6, "temperature": 0}')
 [[ $code == 200 ]] || fail "after the disconnect: $code"
 kill -0 "$server_pid" || fail "server died"
 
+# 3b. Log-probabilities, as lm-evaluation-harness's local-completions model asks for them: a
+# prompt of token ids with echo and logprobs scores every prompt token after the first; the
+# generated tokens of an echo request have the scores of the same request without echo (the
+# prompt fed by teacher forcing instead of prefill); greedy tokens are their top alternative;
+# max_tokens 0 returns the prompt only, with the same scores; bad logprobs requests are 400s.
+ids='[818, 262, 3726, 2727, 1793, 262]'  # GPT-2 ids: "In the beginning God created the"
+for name in echo gen zero; do
+  case $name in
+    echo) body="{\"prompt\": $ids, \"max_tokens\": 3, \"temperature\": 0, \"logprobs\": 2, \"echo\": true}" ;;
+    gen) body="{\"prompt\": $ids, \"max_tokens\": 3, \"temperature\": 0, \"logprobs\": 2}" ;;
+    zero) body="{\"prompt\": [$ids, $ids], \"max_tokens\": 0, \"logprobs\": 1, \"echo\": true}" ;;
+  esac
+  code=$(post "$body")
+  [[ $code == 200 ]] || fail "logprobs request $name: $code $(cat "$work/body")"
+  cp "$work/body" "$work/lp_$name.json"
+done
+python3 - "$work/lp_echo.json" "$work/lp_gen.json" "$work/lp_zero.json" "$exact" <<'PY' \
+  || fail "logprobs: $(cat "$work/lp_echo.json" "$work/lp_gen.json")"
+import json, math, sys
+echo, gen, zero = (json.load(open(f)) for f in sys.argv[1:4])
+tol = 1e-4 if sys.argv[4] == "1" else 0.1  # prefill vs teacher-forced decode: f32 / bf16
+e = echo["choices"][0]
+lp = e["logprobs"]
+n = len(lp["tokens"])
+assert n == 6 + 3 and len(lp["token_logprobs"]) == n and len(lp["top_logprobs"]) == n, lp
+assert lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None, lp
+for t, top in zip(lp["token_logprobs"][1:], lp["top_logprobs"][1:]):
+    assert math.isfinite(t) and t <= 1e-9 and 1 <= len(top) <= 2, (t, top)
+    assert max(top.values()) >= t - 1e-6, (t, top)
+assert e["text"] == "".join(lp["tokens"]), (e["text"], lp["tokens"])
+assert lp["text_offset"] == sorted(lp["text_offset"]) and lp["text_offset"][0] == 0, lp
+g = gen["choices"][0]["logprobs"]
+assert g["tokens"] == lp["tokens"][6:], (g["tokens"], lp["tokens"])
+for a, b, top in zip(g["token_logprobs"], lp["token_logprobs"][6:], g["top_logprobs"]):
+    assert abs(a - b) <= tol, (a, b)
+    assert abs(max(top.values()) - a) <= 1e-9, (a, top)  # greedy: the top alternative
+# lm-evaluation-harness: loglikelihood of the continuation after a 3-token context.
+assert math.isfinite(sum(lp["token_logprobs"][3:-1]))
+assert len(zero["choices"]) == 2 and zero["usage"]["completion_tokens"] == 0, zero
+for c in zero["choices"]:
+    z = c["logprobs"]
+    assert c["finish_reason"] == "length" and c["text"] == "".join(lp["tokens"][:6]), c
+    assert z["tokens"] == lp["tokens"][:6], z
+    for a, b in zip(z["token_logprobs"][1:], lp["token_logprobs"][1:6]):
+        assert abs(a - b) <= 1e-9, (a, b)  # the same teacher-forced path
+PY
+for body in '{"prompt": "x", "logprobs": 1, "stream": true}' '{"prompt": [1, 99999999]}' \
+    '{"prompt": "x", "max_tokens": 0}' '{"prompt": "x", "logprobs": 50}' \
+    '{"prompt": [[1, 2], 3]}' '{"prompt": "x", "echo": 1}'; do
+  code=$(post "$body")
+  [[ $code == 400 ]] || fail "expected 400 for $body, got $code: $(cat "$work/body")"
+done
+alive "logprobs requests"
+
 # 4. Through Hugging Face and back: the weights come without a tokenizer.
 "$convert" export "$work/ck" "$work/hf" > /dev/null 2>&1 || fail "convert export"
 "$convert" import "$work/hf" "$work/imported" > /dev/null 2>&1 || fail "convert import"
@@ -238,6 +296,16 @@ if [[ -n ${MPIRUN:-} && $device == cpu ]]; then
     python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); assert a["choices"]==b["choices"], (a, b)' \
       "$work/c$i.json" "$work/t$i.json" || fail "TP 2 serve: concurrent request $i differs from one rank's"
   done
+  # An echo request (rank 1 replays the teacher-forced prompt): the one-rank scores.
+  code=$(post "{\"prompt\": $ids, \"max_tokens\": 3, \"temperature\": 0, \"logprobs\": 2, \"echo\": true}")
+  [[ $code == 200 ]] || fail "TP 2 serve echo: $code $(cat "$work/body")"
+  python3 - "$work/lp_echo.json" "$work/body" <<'PY' || fail "TP 2 serve echo: other scores than one rank's"
+import json, sys
+a, b = (json.load(open(f))["choices"][0]["logprobs"] for f in sys.argv[1:3])
+assert a["tokens"] == b["tokens"], (a["tokens"], b["tokens"])
+for x, y in zip(a["token_logprobs"][1:], b["token_logprobs"][1:]):
+    assert abs(x - y) <= 1e-4, (x, y)
+PY
   kill "$server_pid" 2>/dev/null || true
   server_pid=
 fi
