@@ -153,11 +153,12 @@ class Server {
         model::GenerationEvent e, last;
         anvil::bin::ChoiceLogprobs lp([this](int32_t t) { return token_text(t); });
         if (p.echo) lp.add_first(reqs[i].prompt[0]);
-        int64_t generated = 0;
+        int64_t generated = 0, scored = 0;  // output tokens; output entries of lp (with EOD)
         while (jobs[i]->next(&e)) {
           completion_tokens += e.has_token;
           generated += e.has_token;
-          if (e.prompt_token || e.has_token) lp.add(e);
+          if (e.prompt_token || e.has_token || e.eod_token) lp.add(e);
+          scored += e.has_token || e.eod_token;
           last = e;
         }
         if (!jobs[i]->status().ok()) {
@@ -170,7 +171,7 @@ class Server {
         if (p.zero_tokens) {  // echo of the prompt only: the one generated token is not returned
           text.clear();
           completion_tokens -= generated;
-          if (generated > 0) lp.drop_last();
+          if (scored > 0) lp.drop_last();
         }
         if (p.echo) text = p.prompt_texts[i] + text;
         json c = chunk(i, text, model::finish_reason_name(last.finished))["choices"][0];

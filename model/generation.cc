@@ -94,6 +94,10 @@ GenerationEvent Generator::advance(Seq& s, std::vector<float> logits) {
   if (s.req.logprobs >= 0) score(raw, t, s.req.logprobs, &e);
   if (t == eod_) {
     e.finished = FinishReason::kStop;
+    // Scored like any token (OpenAI's logprobs list it; lm-evaluation-harness drops the last
+    // entry as the generated one).
+    e.eod_token = s.req.logprobs >= 0;
+    e.token = t;
   } else {
     e.has_token = true;
     e.token = t;

@@ -48,6 +48,7 @@ struct GenerationEvent {
   int64_t id = 0;
   bool has_token = false;     // a token was appended to the output
   bool prompt_token = false;  // echo: `token` is the next prompt token, scored (not output)
+  bool eod_token = false;     // with logprobs: `token` is the EOD that ended it (not output)
   int32_t token = 0;
   // With logprobs >= 0 (or a prompt token): log p(token | the tokens before it), and the top
   // alternatives (id, log p), most likely first.

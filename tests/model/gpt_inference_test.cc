@@ -16,8 +16,8 @@
 //     step) give each request's tokens alone; a cancelled request ends without harming others;
 //   - echo with logprobs: each prompt token's log-probability (and the top 3) equals
 //     log_softmax of GptModel's forward logits at the position before it; the output tokens
-//     of an echo request equal those of the same request without echo, and a greedy token's
-//     logprob is its top alternative's;
+//     of an echo request equal those of the same request without echo, a greedy token's
+//     logprob is its top alternative's, and an EOD that ends a request is scored too;
 //   - the memory plan's KV cache is layers * batch * max_len * 2 * d elements;
 //   - bad prompts, slots and checkpoint tensors are InvalidArgument / NotFound naming them.
 #include "model/gpt_inference.h"
@@ -366,6 +366,19 @@ TEST_P(GptInferenceTest, EchoScoresThePromptAsAForward) {
   }
   EXPECT_EQ(scored, T - 1);
   EXPECT_EQ(generated, 4);
+
+  // A request ended by EOD (here: its greedy first token) still scores that token.
+  if (!cpu) return;
+  Generator stops(*m, /*eod=*/out[1][0], nullptr);
+  events.clear();
+  ASSERT_TRUE(generate_all(stops, {r}, &out, *stream_, [&](const GenerationEvent& e) {
+                events.push_back(e);
+              }).ok());
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_TRUE(events[0].eod_token);
+  EXPECT_EQ(events[0].finished, FinishReason::kStop);
+  EXPECT_EQ(events[0].token, events[0].top[0].first);
+  EXPECT_NEAR(events[0].logprob, events[0].top[0].second, 1e-12);
 }
 
 // Tokens of a scheduler job, to its end.
