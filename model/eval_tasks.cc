@@ -49,6 +49,10 @@ int64_t batch_of_round(int64_t round, int64_t batches, const EvalParallel& par) 
   return k < batches ? k : -1;
 }
 
+// Whether v replaces the best value so far: larger, or NaN (NaN beats every number and the first
+// NaN stays: torch.argmax's rule).
+bool beats(double v, double best) { return !std::isnan(best) && (std::isnan(v) || v > best); }
+
 // The greedy candidates of this rank's vocabulary slice for rows `rows` of the last forward's
 // logits: [rows.size(), 2] as (value, vocabulary index); index -1 where the slice has no real
 // column (a TP rank's slice may be all padding).
@@ -64,8 +68,7 @@ std::vector<double> slice_best(const GptModel& model, const std::vector<int64_t>
     const double* row = x.data() + r * static_cast<size_t>(ld);
     int64_t at = -1;
     for (int64_t c = 0; c < real; ++c) {
-      // NaN beats every number and the first NaN stays (torch.argmax's rule).
-      if (at < 0 || (!std::isnan(row[at]) && (std::isnan(row[c]) || row[c] > row[at]))) at = c;
+      if (at < 0 || beats(row[c], row[at])) at = c;
     }
     if (at >= 0) {
       best[2 * r] = row[at];
@@ -97,7 +100,7 @@ std::vector<int32_t> greedy_tokens(const GptModel& model, const std::vector<int6
       const double v = all[(static_cast<size_t>(k) * rows.size() + r) * 2];
       const double i = all[(static_cast<size_t>(k) * rows.size() + r) * 2 + 1];
       if (i < 0) continue;
-      if (out[r] < 0 || (!std::isnan(value) && (std::isnan(v) || v > value))) {
+      if (out[r] < 0 || beats(v, value)) {
         value = v;
         out[r] = static_cast<int32_t>(i);
       }
