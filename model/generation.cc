@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "engine/status.h"
 
 namespace anvil::model {
@@ -26,7 +27,7 @@ namespace {
 
 // log_softmax(logits)[token] and the k largest entries (id, log p), most likely first (ties:
 // the smaller id), into e.
-void score(const std::vector<float>& logits, int32_t token, int64_t k, GenerationEvent* e) {
+void score_token(absl::Span<const float> logits, int32_t token, int64_t k, GenerationEvent* e) {
   double mx = -INFINITY;
   for (float x : logits) mx = std::max(mx, static_cast<double>(x));
   double sum = 0.0;
@@ -79,19 +80,10 @@ bool Generator::cancel(int64_t id) {
 GenerationEvent Generator::advance(Seq& s, std::vector<float> logits) {
   GenerationEvent e;
   e.id = s.id;
-  if (s.forced > 0) {  // echo: score the next prompt token and feed it
-    const int32_t p = s.req.prompt[s.forced];
-    e.prompt_token = true;
-    e.token = p;
-    score(logits, p, s.req.logprobs, &e);
-    s.input = p;
-    s.forced = s.forced + 1 < s.req.prompt.size() ? s.forced + 1 : 0;
-    return e;
-  }
   std::vector<float> raw;
   if (s.req.logprobs >= 0) raw = logits;  // the sampler changes them in place
   const int32_t t = s.sampler.next(logits, s.context);
-  if (s.req.logprobs >= 0) score(raw, t, s.req.logprobs, &e);
+  if (s.req.logprobs >= 0) score_token(raw, t, s.req.logprobs, &e);
   if (t == eod_) {
     e.finished = FinishReason::kStop;
     // Scored like any token (OpenAI's logprobs list it; lm-evaluation-harness drops the last
@@ -101,7 +93,6 @@ GenerationEvent Generator::advance(Seq& s, std::vector<float> logits) {
   } else {
     e.has_token = true;
     e.token = t;
-    s.input = t;
     s.out.push_back(t);
     s.context.push_back(t);
   }
@@ -157,26 +148,37 @@ absl::StatusOr<std::vector<GenerationEvent>> Generator::start(
   for (const Seq& s : seqs_) used[static_cast<size_t>(s.slot)] = true;
   std::vector<int64_t> slots;
   std::vector<std::vector<int32_t>> prompts;
+  std::vector<bool> score;
   const size_t first = seqs_.size();
   for (const auto& [id, r] : requests) {
     const int64_t slot = std::find(used.begin(), used.end(), false) - used.begin();
     used[static_cast<size_t>(slot)] = true;
-    // echo: prefill the first token only; the others are scored and fed one per step.
-    const bool echo = r.echo && r.prompt.size() > 1;
-    seqs_.push_back(Seq{id, slot, r, Sampler(r.sampling), r.prompt, {}, echo ? size_t{1} : 0});
+    seqs_.push_back(Seq{id, slot, r, Sampler(r.sampling), r.prompt, {}});
     slots.push_back(slot);
-    prompts.push_back(echo ? std::vector<int32_t>{r.prompt[0]} : r.prompt);
+    prompts.push_back(r.prompt);
+    score.push_back(r.echo);
   }
   std::vector<GenerationEvent> events;
   if (requests.empty()) return events;
   std::vector<float> logits;
-  absl::Status st = model_.prefill(slots, prompts, &logits, stream);
+  const size_t v = static_cast<size_t>(model_.config().vocab_size);
+  // echo: prompt token p + 1 scored from the logits after position p, per request in order.
+  std::vector<std::vector<GenerationEvent>> prompt_events(requests.size());
+  absl::Status st = model_.prefill(
+      slots, prompts, &logits, stream, score, [&](int64_t i, int64_t p, const float* row) {
+        const GenerationRequest& r = requests[static_cast<size_t>(i)].second;
+        GenerationEvent& e = prompt_events[static_cast<size_t>(i)].emplace_back();
+        e.id = requests[static_cast<size_t>(i)].first;
+        e.prompt_token = true;
+        e.token = r.prompt[static_cast<size_t>(p + 1)];
+        score_token(absl::MakeConstSpan(row, v), e.token, r.logprobs, &e);
+      });
   if (!st.ok()) {
     seqs_.erase(seqs_.begin() + static_cast<std::ptrdiff_t>(first), seqs_.end());
     return st;
   }
-  const size_t v = static_cast<size_t>(model_.config().vocab_size);
   for (size_t i = 0; i < requests.size(); ++i) {
+    for (GenerationEvent& e : prompt_events[i]) events.push_back(std::move(e));
     events.push_back(advance(seqs_[first + i], std::vector<float>(logits.begin() + i * v,
                                                                   logits.begin() + (i + 1) * v)));
   }
@@ -191,7 +193,7 @@ absl::StatusOr<std::vector<GenerationEvent>> Generator::step(engine::Stream& str
     if (s.slot < 0) continue;
     run.push_back(&s);
     slots.push_back(s.slot);
-    tokens.push_back(s.input);
+    tokens.push_back(s.out.back());
   }
   std::vector<GenerationEvent> events;
   if (run.empty()) return events;

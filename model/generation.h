@@ -10,10 +10,10 @@
 // Log-probabilities (OpenAI's logprobs, for scoring clients such as lm-evaluation-harness):
 // a request with logprobs = k >= 0 gets, with each token, log p(token) and the k most likely
 // tokens with theirs, from log_softmax of the model's logits (before temperature, top-k/p and
-// the repetition penalty). With echo the prompt is scored too: only its first token is
-// prefilled, and the others are fed one per step as forced tokens (teacher forcing in the decode
-// batch), each reported as a prompt-token event with its log-probability given the tokens
-// before it; the output then starts after the whole prompt.
+// the repetition penalty). With echo the prompt is scored too: its prefill reads out the logits
+// of every position (GptInference::prefill's score), and start() reports each prompt token
+// after the first as a prompt-token event with its log-probability given the tokens before it,
+// before the request's first output token.
 #pragma once
 
 #include <cstdint>

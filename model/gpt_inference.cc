@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <set>
 #include <string>
 #include <utility>
@@ -155,11 +156,16 @@ struct GptInference::Impl {
   std::vector<int32_t> host_in;  // staging of buf.inputs
 
   // A pass over `rows` token rows whose inputs are in host_in (n_cache rows to store in the
-  // cache, n_last sequences to read out); attend(layer, atty, qkv) writes atty (=) from the
-  // layer's qkv and cache. logits (=): [n_last, vocab_size] f32 host. Syncs.
+  // cache); attend(layer, atty, qkv) writes atty (=) from the layer's qkv and cache. The final
+  // hidden rows `readout` go through the LM head in chunks of up to max_batch rows, and
+  // sink(k, logits) sees readout[k]'s [vocab_size] f32 host logits, in order. Syncs.
+  using RowSink = std::function<void(int64_t k, const float* logits)>;
   template <typename Attend>
-  void pass(int64_t rows, int64_t n_cache, int64_t n_last, Attend&& attend,
-            std::vector<float>* logits, engine::Stream& s);
+  void pass(int64_t rows, int64_t n_cache, const std::vector<int32_t>& readout, Attend&& attend,
+            const RowSink& sink, engine::Stream& s);
+  // The LM head on rows `src` (< max_batch of them) of `ln` into sink(first + k, logits).
+  void head(TensorView ln, const std::vector<int32_t>& readout, int64_t first, int64_t k,
+            const RowSink& sink, engine::Stream& s);
   TensorView cache_layer(int64_t l) const {  // [B * L, 2d / tp]
     const int64_t r = shape.max_batch * shape.max_len, w = 2 * cfg.d_model / shard.tp;
     return flat_slice(engine::reshape(buf.cache, {buf.cache.numel()}), l * r * w, {r, w});
@@ -178,8 +184,8 @@ struct GptInference::Impl {
 };
 
 template <typename Attend>
-void GptInference::Impl::pass(int64_t rows, int64_t n_cache, int64_t n_last, Attend&& attend,
-                              std::vector<float>* logits, engine::Stream& s) {
+void GptInference::Impl::pass(int64_t rows, int64_t n_cache, const std::vector<int32_t>& readout,
+                              Attend&& attend, const RowSink& sink, engine::Stream& s) {
   const int64_t R = shape.max_batch * shape.max_len, B = shape.max_batch, d = cfg.d_model;
   const int64_t tp = shard.tp, dl = d / tp, cols = cfg.padded() / tp;
   const bool rank0 = shard.tp_rank == 0;
@@ -232,28 +238,43 @@ void GptInference::Impl::pass(int64_t rows, int64_t n_cache, int64_t n_last, Att
     tp_sum(proj, s);
   }
   blocks::residual_norm_forward(na, x, ln, mean, rstd, h, proj, buf.w.lnf_g, buf.w.lnf_b, s);
-  const TensorView last = engine::slice_rows(buf.last, 0, n_last);
-  ops::copy_rows(last, ln, in(4 * R, n_last), in(4 * R + B, n_last), s);
-  TensorView out = engine::slice_rows(buf.logits, 0, n_last);  // [n, padded / tp] f32
-  ops::GemmArgs head{n_last, cols, d};
-  head.trans_b = true;
-  ops::gemm(head, out, last, buf.w.lm_head, {}, {}, s);
-  if (tp > 1) {  // [tp, n, cols]: rank r's vocabulary columns [r * cols, (r + 1) * cols)
-    const TensorView all = flat_slice(buf.gathered, 0, {tp * n_last * cols});
-    shard.tp_comm->all_gather(all, engine::reshape(out, {n_last * cols}), s);
+  const int64_t total = static_cast<int64_t>(readout.size());
+  for (int64_t at = 0; at < total; at += B) head(ln, readout, at, std::min(B, total - at), sink, s);
+}
+
+void GptInference::Impl::head(TensorView ln, const std::vector<int32_t>& readout, int64_t first,
+                              int64_t k, const RowSink& sink, engine::Stream& s) {
+  const int64_t R = shape.max_batch * shape.max_len, B = shape.max_batch, d = cfg.d_model;
+  const int64_t tp = shard.tp, cols = cfg.padded() / tp, v = cfg.vocab_size;
+  // last_dst = 0 .. k-1, last_src = the chunk's rows (the layers no longer read these inputs).
+  for (int64_t i = 0; i < k; ++i) {
+    host_in[static_cast<size_t>(4 * R + i)] = static_cast<int32_t>(i);
+    host_in[static_cast<size_t>(4 * R + B + i)] = readout[static_cast<size_t>(first + i)];
+  }
+  engine::copy(
+      in(4 * R, 2 * B),
+      engine::make_view(host_in.data() + 4 * R, DType::kI32, engine::Device::kCpu, {2 * B}), s);
+  const TensorView last = engine::slice_rows(buf.last, 0, k);
+  ops::copy_rows(last, ln, in(4 * R, k), in(4 * R + B, k), s);
+  TensorView out = engine::slice_rows(buf.logits, 0, k);  // [k, padded / tp] f32
+  ops::GemmArgs lm{k, cols, d};
+  lm.trans_b = true;
+  ops::gemm(lm, out, last, buf.w.lm_head, {}, {}, s);
+  if (tp > 1) {  // [tp, k, cols]: rank r's vocabulary columns [r * cols, (r + 1) * cols)
+    const TensorView all = flat_slice(buf.gathered, 0, {tp * k * cols});
+    shard.tp_comm->all_gather(all, engine::reshape(out, {k * cols}), s);
     out = all;
   }
-  std::vector<float> host(static_cast<size_t>(out.numel()));
+  std::vector<float> host(static_cast<size_t>(out.numel())), row(static_cast<size_t>(v));
   engine::copy(engine::make_view(host.data(), DType::kF32, engine::Device::kCpu, {out.numel()}),
                engine::reshape(out, {out.numel()}), s);
   s.synchronize();
-  const int64_t v = cfg.vocab_size;
-  logits->resize(static_cast<size_t>(n_last * v));
-  for (int64_t i = 0; i < n_last; ++i) {
+  for (int64_t i = 0; i < k; ++i) {
     for (int64_t r = 0; r < tp && r * cols < v; ++r) {
-      const auto from = host.begin() + (r * n_last + i) * cols;
-      std::copy(from, from + std::min(cols, v - r * cols), logits->begin() + i * v + r * cols);
+      const auto from = host.begin() + (r * k + i) * cols;
+      std::copy(from, from + std::min(cols, v - r * cols), row.begin() + r * cols);
     }
+    sink(first + i, row.data());
   }
 }
 
@@ -354,7 +375,9 @@ absl::Status GptInference::load(const TensorLookup& lookup, engine::Stream& stre
 
 absl::Status GptInference::prefill(const std::vector<int64_t>& slots,
                                    const std::vector<std::vector<int32_t>>& prompts,
-                                   std::vector<float>* logits, engine::Stream& stream) {
+                                   std::vector<float>* logits, engine::Stream& stream,
+                                   const std::vector<bool>& score,
+                                   const PositionLogits& on_position) {
   Impl& m = *impl_;
   const int64_t B = m.shape.max_batch, L = m.shape.max_len, R = B * L;
   const int64_t n = static_cast<int64_t>(slots.size());
@@ -381,6 +404,9 @@ absl::Status GptInference::prefill(const std::vector<int64_t>& slots,
     }
     T = std::max(T, len);
   }
+  if (std::find(score.begin(), score.end(), true) != score.end() && !on_position) {
+    return bad("prefill: scored prompts need on_position");
+  }
   // Prompt i occupies rows [i*T, i*T + T), right-padded with token 0.
   std::vector<int32_t>& in = m.host_in;
   std::fill(in.begin(), in.end(), 0);
@@ -396,8 +422,19 @@ absl::Status GptInference::prefill(const std::vector<int64_t>& slots,
       in[2 * R + stored] = static_cast<int32_t>(slots[i] * L + t);
       in[3 * R + stored] = static_cast<int32_t>(i * T + t);
     }
-    in[4 * R + i] = static_cast<int32_t>(i);
-    in[4 * R + B + i] = static_cast<int32_t>(i * T + len - 1);
+  }
+  // Read out: each prompt's last position, then every earlier position of the scored prompts.
+  std::vector<int32_t> readout;
+  std::vector<std::pair<int64_t, int64_t>> scored;  // (prompt, position) of readout[n + j]
+  for (int64_t i = 0; i < n; ++i) {
+    readout.push_back(static_cast<int32_t>(i * T + prompts[i].size() - 1));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (static_cast<size_t>(i) >= score.size() || !score[i]) continue;
+    for (int64_t p = 0; p + 1 < static_cast<int64_t>(prompts[i].size()); ++p) {
+      readout.push_back(static_cast<int32_t>(i * T + p));
+      scored.emplace_back(i, p);
+    }
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(m.cfg.head_dim()));
   const int64_t d = m.cfg.d_model / m.shard.tp, heads = m.cfg.n_heads / m.shard.tp;
@@ -410,7 +447,19 @@ absl::Status GptInference::prefill(const std::vector<int64_t>& slots,
                                  engine::slice_cols(qkv, 0, d), engine::slice_cols(qkv, d, 2 * d),
                                  engine::slice_cols(qkv, 2 * d, 3 * d), {}, stream);
   };
-  m.pass(n * T, stored, n, attend, logits, stream);
+  const size_t v = static_cast<size_t>(m.cfg.vocab_size);
+  logits->resize(static_cast<size_t>(n) * v);
+  m.pass(
+      n * T, stored, readout, attend,
+      [&](int64_t k, const float* row) {
+        if (k < n) {
+          std::copy(row, row + v, logits->begin() + static_cast<std::ptrdiff_t>(k * v));
+        } else {
+          const auto [i, p] = scored[static_cast<size_t>(k - n)];
+          on_position(i, p, row);
+        }
+      },
+      stream);
   for (int64_t i = 0; i < n; ++i) {
     m.lengths[static_cast<size_t>(slots[i])] = static_cast<int64_t>(prompts[i].size());
   }
@@ -452,8 +501,6 @@ absl::Status GptInference::decode(const std::vector<int64_t>& slots,
     in[R + b] = static_cast<int32_t>(len);
     in[2 * R + i] = static_cast<int32_t>(b * L + len);
     in[3 * R + i] = static_cast<int32_t>(b);
-    in[4 * R + i] = static_cast<int32_t>(i);
-    in[4 * R + B + i] = static_cast<int32_t>(b);
     in[4 * R + 2 * B + b] = static_cast<int32_t>(len + 1);
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(m.cfg.head_dim()));
@@ -470,7 +517,15 @@ absl::Status GptInference::decode(const std::vector<int64_t>& slots,
                                  engine::slice_cols(qkv, 0, d), engine::slice_cols(cache, 0, d),
                                  engine::slice_cols(cache, d, 2 * d), masks, stream);
   };
-  m.pass(B, n, n, attend, logits, stream);
+  std::vector<int32_t> readout(slots.begin(), slots.end());  // row b is slot b
+  const size_t v = static_cast<size_t>(m.cfg.vocab_size);
+  logits->resize(static_cast<size_t>(n) * v);
+  m.pass(
+      B, n, readout, attend,
+      [&](int64_t k, const float* row) {
+        std::copy(row, row + v, logits->begin() + static_cast<std::ptrdiff_t>(k * v));
+      },
+      stream);
   for (int64_t i = 0; i < n; ++i) ++m.lengths[static_cast<size_t>(slots[i])];
   return absl::OkStatus();
 }

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -67,12 +68,18 @@ class GptInference {
   // Positions held by `slot` (0 after create; prefill sets it, decode adds 1).
   int64_t length(int64_t slot) const;
 
+  // Logits ([vocab_size] f32 host) after position `position` of prompt `prompt` of a prefill.
+  using PositionLogits = std::function<void(int64_t prompt, int64_t position, const float* logits)>;
   // Starts slots[i] over with prompts[i] (1 <= length <= max_len, ids in [0, vocab_size),
   // distinct slots in [0, max_batch)); logits (=, resized): [n, vocab_size] f32 host, row i of
-  // prompt i's last position. InvalidArgument naming the prompt and the limit otherwise. Syncs.
+  // prompt i's last position. With score[i] set, on_position(i, p, logits) also sees the logits
+  // after every earlier position p of prompt i (those predicting token p + 1: scoring a prompt,
+  // read out max_batch rows at a time). InvalidArgument naming the prompt and the limit
+  // otherwise. Syncs.
   absl::Status prefill(const std::vector<int64_t>& slots,
                        const std::vector<std::vector<int32_t>>& prompts, std::vector<float>* logits,
-                       engine::Stream& stream);
+                       engine::Stream& stream, const std::vector<bool>& score = {},
+                       const PositionLogits& on_position = nullptr);
   // Appends tokens[i] at position length(slots[i]) (< max_len) of slots[i]; logits as prefill's,
   // of the appended positions. Syncs.
   absl::Status decode(const std::vector<int64_t>& slots, const std::vector<int32_t>& tokens,

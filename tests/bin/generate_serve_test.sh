@@ -205,7 +205,8 @@ kill -0 "$server_pid" || fail "server died"
 # 3b. Log-probabilities, as lm-evaluation-harness's local-completions model asks for them: a
 # prompt of token ids with echo and logprobs scores every prompt token after the first; the
 # generated tokens of an echo request have the scores of the same request without echo (the
-# prompt fed by teacher forcing instead of prefill); greedy tokens are their top alternative;
+# prefill reads out every position's logits besides the last); greedy tokens are their top
+# alternative;
 # max_tokens 0 returns the prompt only, with the same scores; bad logprobs requests are 400s.
 ids='[818, 262, 3726, 2727, 1793, 262]'  # GPT-2 ids: "In the beginning God created the"
 for name in echo gen zero; do
@@ -222,7 +223,7 @@ python3 - "$work/lp_echo.json" "$work/lp_gen.json" "$work/lp_zero.json" "$exact"
   || fail "logprobs: $(cat "$work/lp_echo.json" "$work/lp_gen.json")"
 import json, math, sys
 echo, gen, zero = (json.load(open(f)) for f in sys.argv[1:4])
-tol = 1e-4 if sys.argv[4] == "1" else 0.1  # prefill vs teacher-forced decode: f32 / bf16
+tol = 1e-4 if sys.argv[4] == "1" else 0.1  # LM-head GEMMs of other row counts: f32 / bf16
 e = echo["choices"][0]
 lp = e["logprobs"]
 n = len(lp["tokens"])
@@ -246,7 +247,7 @@ for c in zero["choices"]:
     assert c["finish_reason"] == "length" and c["text"] == "".join(lp["tokens"][:6]), c
     assert z["tokens"] == lp["tokens"][:6], z
     for a, b in zip(z["token_logprobs"][1:], lp["token_logprobs"][1:6]):
-        assert abs(a - b) <= 1e-9, (a, b)  # the same teacher-forced path
+        assert abs(a - b) <= tol, (a, b)  # the same prefill (other LM-head chunks)
 PY
 for body in '{"prompt": "x", "logprobs": 1, "stream": true}' '{"prompt": [1, 99999999]}' \
     '{"prompt": "x", "max_tokens": 0}' '{"prompt": "x", "logprobs": 50}' \
@@ -296,7 +297,7 @@ if [[ -n ${MPIRUN:-} && $device == cpu ]]; then
     python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); assert a["choices"]==b["choices"], (a, b)' \
       "$work/c$i.json" "$work/t$i.json" || fail "TP 2 serve: concurrent request $i differs from one rank's"
   done
-  # An echo request (rank 1 replays the teacher-forced prompt): the one-rank scores.
+  # An echo request (rank 1 replays the scored prefill): the one-rank scores.
   code=$(post "{\"prompt\": $ids, \"max_tokens\": 3, \"temperature\": 0, \"logprobs\": 2, \"echo\": true}")
   [[ $code == 200 ]] || fail "TP 2 serve echo: $code $(cat "$work/body")"
   python3 - "$work/lp_echo.json" "$work/body" <<'PY' || fail "TP 2 serve echo: other scores than one rank's"
