@@ -11,7 +11,9 @@
 // holds); each context followed by every token of the vocabulary (exactly one correct per
 // context); random two- and three-token targets. The vocabulary (29 tokens) is padded to 32
 // (each TP rank holds real columns) and to 128 (TP rank 1 holds only padding). A TP or PP
-// model without the communicators it needs is refused.
+// model without the communicators it needs is refused. Ties: with every parameter zero all
+// logits are equal, and the greedy token is 0 (the smallest index) on one rank and over TP2's
+// slices alike (a combine that let a later slice win a tie would pick 16).
 #include <mpi.h>
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "engine/memory.h"
 #include "gtest/gtest.h"
 #include "model/eval_tasks.h"
 #include "ops/argmax.h"
@@ -192,6 +195,38 @@ TEST(EvalParallel, LayoutsEqualOneRank) {
             static_cast<long long>(got.longer.correct), static_cast<long long>(got.longer.total));
       }
     }
+  }
+}
+
+TEST(EvalParallel, TiesGoToTheSmallestIndexOverTheSlices) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (world != 2) GTEST_SKIP() << "runs with 2 ranks (TP2)";
+  auto lc = parallel::testing::layout_comms(2, 1, 1);
+  ASSERT_TRUE(lc.ok()) << lc.status();
+  const std::vector<ClozeExample> ex = {{{5, 6}, {0}}, {{7}, {0}}, {{5, 6}, {16}}, {{7}, {1}}};
+  for (bool tp : {false, true}) {
+    SCOPED_TRACE(tp ? "tp2" : "one rank");
+    const GptConfig cfg = tiny(16);  // padded 32: TP rank 1 holds tokens 16-28
+    GptShard sh;
+    if (tp) {
+      sh.tp = 2;
+      sh.tp_rank = (*lc)->grid.tp_rank();
+      sh.tp_comm = (*lc)->comms.tp.get();
+    }
+    engine::Stream s = engine::Stream::cpu();
+    auto m =
+        GptModel::create(cfg, {kBatch, kSeq},
+                         {engine::Device::kCpu, engine::DType::kF64, engine::DType::kF64}, 11, sh);
+    ASSERT_TRUE(m.ok()) << m.status();
+    for (const Param& p : (*m)->params().all()) engine::fill_zero(p.value, s);
+    EvalParallel par;
+    if (tp) par = eval_parallel((*lc)->grid, (*lc)->comms, nullptr);
+    auto r = evaluate_cloze(**m, {kBatch, kSeq}, ex, 0, s, par);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->correct, 2);  // the two targets 0
+    EXPECT_EQ(r->total, 4);
   }
 }
 
