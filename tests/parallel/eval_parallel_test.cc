@@ -13,10 +13,12 @@
 // (each TP rank holds real columns) and to 128 (TP rank 1 holds only padding). A TP or PP
 // model without the communicators it needs is refused. Ties: with every parameter zero all
 // logits are equal, and the greedy token is 0 (the smallest index) on one rank and over TP2's
-// slices alike (a combine that let a later slice win a tie would pick 16).
+// slices alike (a combine that let a later slice win a tie would pick 16); NaN logits win, the
+// smallest-index NaN first, as torch.argmax.
 #include <mpi.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -198,7 +200,7 @@ TEST(EvalParallel, LayoutsEqualOneRank) {
   }
 }
 
-TEST(EvalParallel, TiesGoToTheSmallestIndexOverTheSlices) {
+TEST(EvalParallel, GreedyTiesAndNanOverTheSlices) {
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -227,6 +229,21 @@ TEST(EvalParallel, TiesGoToTheSmallestIndexOverTheSlices) {
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->correct, 2);  // the two targets 0
     EXPECT_EQ(r->total, 4);
+    // NaN logits (wte rows 9 and 20, the tied LM head: 0 * NaN) win, the first one (9) over
+    // the other slice's (torch.argmax's rule); the contexts hold neither token.
+    for (const Param& p : (*m)->params().all()) {
+      if (p.name != "wte.weight") continue;
+      const int64_t rows = p.value.shape[0], first = tp ? sh.tp_rank * rows : 0;
+      for (int64_t row : {9, 20}) {
+        if (row < first || row >= first + rows) continue;
+        double* w = static_cast<double*>(p.value.data) + (row - first) * cfg.d_model;
+        for (int64_t j = 0; j < cfg.d_model; ++j) w[j] = std::nan("");
+      }
+    }
+    const std::vector<ClozeExample> nan_ex = {{{5, 6}, {9}}, {{7}, {9}}, {{7}, {20}}, {{7}, {0}}};
+    auto n = evaluate_cloze(**m, {kBatch, kSeq}, nan_ex, 0, s, par);
+    ASSERT_TRUE(n.ok()) << n.status();
+    EXPECT_EQ(n->correct, 2);  // the two targets 9
   }
 }
 
