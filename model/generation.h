@@ -2,7 +2,8 @@
 // (prefill, together) whenever slots are free, and every step decodes one token of every running
 // sequence in one batch, so a request that arrives while others run joins at the next step.
 // Per request, after each sampled token t (model/sampling.h):
-//   t == eod                      -> finished, "stop" (t is not part of the output)
+//   t == eod                      -> finished, "stop" (t is not part of the output; with
+//                                    logprobs its event still carries t and its score)
 //   else t is appended; when a stop string occurs in the output text (detokenize(output)),
 //                                    finished, "stop", the text cut before the stop string
 //   output has max_new_tokens     -> finished, "length"

@@ -7,7 +7,8 @@
 //   prefill(prompts): the prompts of some cache slots, right-padded to their longest length T,
 //     run as one [n*T, d] batch with causal attention (the padding lies after every real
 //     position, so real queries never see it); each prompt's keys/values go to its slot's cache
-//     rows [0, len); the logits of each prompt's last position come back.
+//     rows [0, len); the logits of each prompt's last position come back (and, to score a
+//     prompt, those of its earlier positions: the LM head reads out max_batch rows at a time).
 //   decode(tokens): one token per given slot at position len(slot); every slot's row runs (the
 //     others are masked: no cache write, kv_length 0); attention of the new query over the
 //     cached keys [0, len] (flash attention with causal = false and kv_lengths = len + 1).
