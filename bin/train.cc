@@ -142,10 +142,10 @@ std::pair<size_t, int> host_plan_bytes(anvil::parallel::Comm& world, int rank, i
 absl::StatusOr<std::vector<std::string>> tokenizer_overrides(const anvil::engine::Config& raw) {
   const std::string type = raw.get_string("tokenizer", "type");
   const std::string vocab = raw.get_string("tokenizer", "vocab_file");
-  ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<anvil::io::Tokenizer> tok,
-                         anvil::io::make_tokenizer(
-                             {type, vocab, raw.get_string("tokenizer", "merge_file"),
-                              static_cast<int>(raw.get_int("tokenizer", "vocab_extra_ids"))}));
+  ANVIL_ASSIGN_OR_RETURN(
+      std::unique_ptr<anvil::io::Tokenizer> tok,
+      anvil::io::make_tokenizer({type, vocab, raw.get_string("tokenizer", "merge_file"),
+                                 static_cast<int>(raw.get_int("tokenizer", "vocab_extra_ids"))}));
   std::vector<std::string> out;
   auto adopt = [&](const char* section, const char* key, int64_t want) -> absl::Status {
     if (raw.origin(section, key) == "default") {
