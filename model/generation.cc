@@ -34,16 +34,17 @@ void score_token(absl::Span<const float> logits, int32_t token, int64_t k, Gener
   for (float x : logits) sum += std::exp(static_cast<double>(x) - mx);
   const double lse = mx + std::log(sum);
   e->logprob = static_cast<double>(logits[static_cast<size_t>(token)]) - lse;
+  e->top.clear();
+  const size_t n = std::min(logits.size(), static_cast<size_t>(std::max<int64_t>(k, 0)));
+  if (n == 0) return;  // echo without logprobs: the token's log p only
   std::vector<int32_t> ids(logits.size());
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
-  const size_t n = std::min(ids.size(), static_cast<size_t>(std::max<int64_t>(k, 0)));
   std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(),
                     [&](int32_t a, int32_t b) {
                       const float la = logits[static_cast<size_t>(a)];
                       const float lb = logits[static_cast<size_t>(b)];
                       return la > lb || (la == lb && a < b);
                     });
-  e->top.clear();
   for (size_t i = 0; i < n; ++i) {
     e->top.emplace_back(ids[i], static_cast<double>(logits[static_cast<size_t>(ids[i])]) - lse);
   }

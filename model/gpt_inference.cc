@@ -163,9 +163,13 @@ struct GptInference::Impl {
   template <typename Attend>
   void pass(int64_t rows, int64_t n_cache, const std::vector<int32_t>& readout, Attend&& attend,
             const RowSink& sink, engine::Stream& s);
-  // The LM head on rows `src` (< max_batch of them) of `ln` into sink(first + k, logits).
+  // Writes last_dst = 0 .. k-1 and last_src = readout[first, first + k) into host_in.
+  void stage_readout(const std::vector<int32_t>& readout, int64_t first, int64_t k);
+  // The LM head on rows readout[first, first + k) (k <= max_batch) of `ln` into
+  // sink(first + i, logits); `staged`: their indices already reached the device with the
+  // pass's inputs (the first chunk: a decode step copies its inputs once).
   void head(TensorView ln, const std::vector<int32_t>& readout, int64_t first, int64_t k,
-            const RowSink& sink, engine::Stream& s);
+            bool staged, const RowSink& sink, engine::Stream& s);
   TensorView cache_layer(int64_t l) const {  // [B * L, 2d / tp]
     const int64_t r = shape.max_batch * shape.max_len, w = 2 * cfg.d_model / shard.tp;
     return flat_slice(engine::reshape(buf.cache, {buf.cache.numel()}), l * r * w, {r, w});
@@ -191,6 +195,8 @@ void GptInference::Impl::pass(int64_t rows, int64_t n_cache, const std::vector<i
   const bool rank0 = shard.tp_rank == 0;
   const blocks::MlpConfig mlp = gpt_detail::mlp_config(cfg, shard);
   gpt_detail::GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
+  const int64_t total = static_cast<int64_t>(readout.size());
+  stage_readout(readout, 0, std::min(B, total));
   engine::copy(buf.inputs,
                engine::make_view(host_in.data(), DType::kI32, engine::Device::kCpu,
                                  {static_cast<int64_t>(host_in.size())}),
@@ -238,22 +244,30 @@ void GptInference::Impl::pass(int64_t rows, int64_t n_cache, const std::vector<i
     tp_sum(proj, s);
   }
   blocks::residual_norm_forward(na, x, ln, mean, rstd, h, proj, buf.w.lnf_g, buf.w.lnf_b, s);
-  const int64_t total = static_cast<int64_t>(readout.size());
-  for (int64_t at = 0; at < total; at += B) head(ln, readout, at, std::min(B, total - at), sink, s);
+  for (int64_t at = 0; at < total; at += B) {
+    head(ln, readout, at, std::min(B, total - at), /*staged=*/at == 0, sink, s);
+  }
 }
 
-void GptInference::Impl::head(TensorView ln, const std::vector<int32_t>& readout, int64_t first,
-                              int64_t k, const RowSink& sink, engine::Stream& s) {
-  const int64_t R = shape.max_batch * shape.max_len, B = shape.max_batch, d = cfg.d_model;
-  const int64_t tp = shard.tp, cols = cfg.padded() / tp, v = cfg.vocab_size;
-  // last_dst = 0 .. k-1, last_src = the chunk's rows (the layers no longer read these inputs).
+void GptInference::Impl::stage_readout(const std::vector<int32_t>& readout, int64_t first,
+                                       int64_t k) {
+  const int64_t R = shape.max_batch * shape.max_len, B = shape.max_batch;
   for (int64_t i = 0; i < k; ++i) {
     host_in[static_cast<size_t>(4 * R + i)] = static_cast<int32_t>(i);
     host_in[static_cast<size_t>(4 * R + B + i)] = readout[static_cast<size_t>(first + i)];
   }
-  engine::copy(
-      in(4 * R, 2 * B),
-      engine::make_view(host_in.data() + 4 * R, DType::kI32, engine::Device::kCpu, {2 * B}), s);
+}
+
+void GptInference::Impl::head(TensorView ln, const std::vector<int32_t>& readout, int64_t first,
+                              int64_t k, bool staged, const RowSink& sink, engine::Stream& s) {
+  const int64_t R = shape.max_batch * shape.max_len, B = shape.max_batch, d = cfg.d_model;
+  const int64_t tp = shard.tp, cols = cfg.padded() / tp, v = cfg.vocab_size;
+  if (!staged) {  // a later chunk of a scored prefill (the layers no longer read these inputs)
+    stage_readout(readout, first, k);
+    engine::copy(
+        in(4 * R, 2 * B),
+        engine::make_view(host_in.data() + 4 * R, DType::kI32, engine::Device::kCpu, {2 * B}), s);
+  }
   const TensorView last = engine::slice_rows(buf.last, 0, k);
   ops::copy_rows(last, ln, in(4 * R, k), in(4 * R + B, k), s);
   TensorView out = engine::slice_rows(buf.logits, 0, k);  // [k, padded / tp] f32
