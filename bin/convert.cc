@@ -10,7 +10,7 @@
 // import reads model.safetensors (or the shards of model.safetensors.index.json) and
 // config.json, and writes a checkpoint that [checkpoint] load + finetune = true accepts; it
 // prints the [model] section to train it with. The name/layout rules are the family tables of
-// model/hf_gpt2.cc, hf_bloom.cc, hf_llama.cc, hf_bert.cc, hf_t5.cc (model/checkpoint_hf.h,
+// model/gpt/hf_gpt2.cc, hf_bloom.cc, hf_llama.cc, hf_bert.cc, hf_t5.cc (model/checkpoint_hf.h,
 // hf_config.h).
 #include <cstdio>
 #include <filesystem>
@@ -31,10 +31,10 @@
 #include "io/json_fields.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
-#include "model/checkpoint.h"
 #include "model/checkpoint_hf.h"
 #include "model/hf_config.h"
-#include "model/train_config.h"
+#include "model/train/checkpoint.h"
+#include "model/train/train_config.h"
 #include "nlohmann/json.hpp"
 
 namespace {

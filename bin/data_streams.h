@@ -3,7 +3,7 @@
 // read them for as long as the trainer runs). open_gpt_data fills it with Megatron's GPT
 // datasets (blends, named groups, a separate validation set); open_bert_data with BERT's
 // (io/bert_corpus.h: one prefix or a weighted blend, a separate validation set) over the
-// sentence-split [data] paths, each sample written as model/sample_record.h's BERT record.
+// sentence-split [data] paths, each sample written as model/train/sample_record.h's BERT record.
 #pragma once
 
 #include <array>
@@ -24,9 +24,9 @@
 #include "io/gpt_dataset.h"
 #include "io/masked_lm.h"
 #include "io/tokenizer.h"
-#include "model/sample_record.h"
-#include "model/train_config.h"
-#include "model/trainer.h"
+#include "model/train/sample_record.h"
+#include "model/train/train_config.h"
+#include "model/train/trainer.h"
 
 namespace anvil::bin {
 
@@ -221,7 +221,7 @@ inline absl::Status open_gpt_data(const model::TrainConfig& cfg, const std::arra
   return absl::OkStatus();
 }
 
-// Writes BERT sample i % size of `ds` as a record of seq_len T (model/sample_record.h); a
+// Writes BERT sample i % size of `ds` as a record of seq_len T (model/train/sample_record.h); a
 // held-out set wraps around (one warning), the training set must not (CHECK: Megatron sizes it
 // for the run).
 inline model::SampleFn bert_stream(const io::BertSamples& ds, int64_t T, const std::string& what,

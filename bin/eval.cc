@@ -8,7 +8,7 @@
 // Under mpirun / srun / torchrun the model is laid out over the launch's ranks as Megatron's
 // --tensor-model-parallel-size / --pipeline-model-parallel-size: --tp N --pp M, and the other
 // factor dp = world / (N * M) splits the windows and examples; the numbers are those of one
-// rank (model/eval_tasks.h), printed by rank 0. The checkpoint may come from any layout.
+// rank (model/tasks/eval_tasks.h), printed by rank 0. The checkpoint may come from any layout.
 // The libraries do the work: io/eval_text (text, detokenizer, LAMBADA splits), model/eval_tasks
 // (windows, forward passes, metrics). Here: flags, the checkpoint's model and tokenizer, output.
 #include <unistd.h>
@@ -32,12 +32,12 @@
 #include "io/checkpoint.h"
 #include "io/eval_text.h"
 #include "io/tokenizer.h"
-#include "model/checkpoint.h"
-#include "model/eval_tasks.h"
-#include "model/gpt.h"
+#include "model/gpt/gpt.h"
 #include "model/group_comm.h"
 #include "model/parallel_config.h"
-#include "model/train_config.h"
+#include "model/tasks/eval_tasks.h"
+#include "model/train/checkpoint.h"
+#include "model/train/train_config.h"
 #include "nlohmann/json.hpp"
 #include "parallel/grid.h"
 #include "parallel/launch_env.h"

@@ -1,5 +1,5 @@
 // bin/finetune: classification and multiple-choice finetuning of a GPT at its last token
-// (docs/eval.md, model/finetune_cls.h) from an ini config with a [finetune] section:
+// (docs/eval.md, model/tasks/finetune_cls.h) from an ini config with a [finetune] section:
 //   build/bin/finetune CONFIG [section.key=value ...]
 //   mpirun -np N build/bin/finetune CONFIG        (N = tp * pp * dp ranks of [parallel])
 // Starts from [checkpoint] load (weights only, and the classifier of a linear head when the
@@ -10,8 +10,8 @@
 // save. Without train_data it only evaluates the dev sets with the weights (and classifier)
 // of [checkpoint] load. The example order is its own (a
 // shuffle per epoch seeded by [data] seed), the same for every number of ranks.
-// [parallel] tp, pp and dp shard the model as bin/train does (model/finetune_cls.h: the head on
-// the last pipeline stage, replicated over TP); the checkpoint loaded may come from any layout.
+// [parallel] tp, pp and dp shard the model as bin/train does (model/tasks/finetune_cls.h: the head
+// on the last pipeline stage, replicated over TP); the checkpoint loaded may come from any layout.
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,13 +31,13 @@
 #include "io/checkpoint.h"
 #include "io/task_data.h"
 #include "io/tokenizer.h"
-#include "model/checkpoint.h"
-#include "model/cls_head.h"
-#include "model/finetune_cls.h"
-#include "model/gpt.h"
+#include "model/gpt/gpt.h"
 #include "model/group_comm.h"
 #include "model/parallel_config.h"
-#include "model/train_config.h"
+#include "model/tasks/cls_head.h"
+#include "model/tasks/finetune_cls.h"
+#include "model/train/checkpoint.h"
+#include "model/train/train_config.h"
 #include "parallel/grid.h"
 #include "parallel/launch_env.h"
 #include "parallel/runtime.h"

@@ -23,7 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "bin/inference_setup.h"
 #include "engine/status.h"
-#include "model/generation.h"
+#include "model/infer/generation.h"
 #include "nlohmann/json.hpp"
 
 namespace {

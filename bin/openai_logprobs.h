@@ -1,5 +1,5 @@
 // bin/serve's OpenAI-style `logprobs` object of a completion choice (header only: bin/*.cc are the
-// programs), from the Generator's events (model/generation.h): with echo, every prompt token
+// programs), from the Generator's events (model/infer/generation.h): with echo, every prompt token
 // (the first has no log-probability: null), then the completion's tokens:
 //   {"tokens": [text of each token], "token_logprobs": [log p or null],
 //    "top_logprobs": [{text: log p} of the top alternatives, or null], "text_offset": [byte
@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/generation.h"
+#include "model/infer/generation.h"
 #include "nlohmann/json.hpp"
 
 namespace anvil::bin {

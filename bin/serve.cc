@@ -14,8 +14,8 @@
 // generation_scheduler.h) decodes every running request in one batch per step.
 // Under mpirun / srun the model is split over all ranks (tensor parallelism, as bin/generate):
 // rank 0 serves HTTP, and its scheduler's decisions of each iteration (cancellations, requests
-// started, a decode step) are broadcast to the other ranks (model/schedule_broadcast.h), which
-// replay them: every rank runs the same prefills and decode steps on the same all-gathered
+// started, a decode step) are broadcast to the other ranks (model/infer/schedule_broadcast.h),
+// which replay them: every rank runs the same prefills and decode steps on the same all-gathered
 // logits, so all sample the same tokens.
 #include <httplib.h>
 
@@ -36,9 +36,9 @@
 #include "bin/inference_setup.h"
 #include "bin/openai_logprobs.h"
 #include "engine/status.h"
-#include "model/generation.h"
-#include "model/generation_scheduler.h"
-#include "model/schedule_broadcast.h"
+#include "model/infer/generation.h"
+#include "model/infer/generation_scheduler.h"
+#include "model/infer/schedule_broadcast.h"
 #include "nlohmann/json.hpp"
 #include "parallel/comm.h"
 

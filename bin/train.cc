@@ -49,12 +49,12 @@
 #include "io/indexed_dataset.h"
 #include "io/tensorboard_writer.h"
 #include "io/tokenizer.h"
-#include "model/checkpoint.h"
-#include "model/eval_suite.h"
-#include "model/t5_checkpoint.h"
-#include "model/t5_train.h"
-#include "model/train_config.h"
-#include "model/trainer.h"
+#include "model/tasks/eval_suite.h"
+#include "model/train/checkpoint.h"
+#include "model/train/t5_checkpoint.h"
+#include "model/train/t5_train.h"
+#include "model/train/train_config.h"
+#include "model/train/trainer.h"
 #include "parallel/comm.h"
 #include "parallel/launch_env.h"
 #include "parallel/runtime.h"
@@ -176,7 +176,8 @@ std::map<std::string, std::string> tokenizer_attachments(const model::TokenizerC
   return out;
 }
 
-// The model's checkpoint boxes (model/checkpoint.h, model/t5_checkpoint.h) and their load.
+// The model's checkpoint boxes (model/train/checkpoint.h, model/train/t5_checkpoint.h) and their
+// load.
 std::vector<anvil::engine::HostSlice> model_slices(model::Trainer& t, int dp_rank) {
   return model::gpt_checkpoint_slices(t.model(), dp_rank, t.stream());
 }

@@ -1,10 +1,10 @@
 // bin/train's path for [model] type = t5 (included by bin/train.cc only): Megatron's T5
 // span-corruption samples (io/t5_dataset.h) over the [data] split of one sentence-split corpus
 // (bin/preprocess --split-sentences with a WordPiece tokenizer and --vocab-extra-ids), written
-// as T5 records (model/t5_train.h) for model::T5Trainer (tensor, pipeline and data parallelism
-// over the launcher's grid). The memory plan of this rank (its stage) is printed and checked as
-// for GPT ([train] check_memory), --dry-run stops after it; bin/train then runs the trainer with
-// the same checkpoint loop as GPT's.
+// as T5 records (model/train/t5_train.h) for model::T5Trainer (tensor, pipeline and data
+// parallelism over the launcher's grid). The memory plan of this rank (its stage) is printed and
+// checked as for GPT ([train] check_memory), --dry-run stops after it; bin/train then runs the
+// trainer with the same checkpoint loop as GPT's.
 #pragma once
 
 #include <cstdint>
@@ -22,9 +22,9 @@
 #include "io/masked_lm.h"
 #include "io/t5_dataset.h"
 #include "io/tokenizer.h"
-#include "model/t5_train.h"
-#include "model/train_config.h"
-#include "model/trainer.h"
+#include "model/train/t5_train.h"
+#include "model/train/train_config.h"
+#include "model/train/trainer.h"
 #include "parallel/grid.h"
 
 namespace anvil::train_t5 {

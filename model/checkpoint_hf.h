@@ -1,12 +1,12 @@
 // Hugging Face layouts of anvil's models for bin/convert, one table per model family
-// (model/hf_gpt2.cc, model/hf_bloom.cc, model/hf_llama.cc, model/hf_bert.cc, model/hf_t5.cc):
-// the [model] settings (a "type" setting names the model type; without one the family is a gpt)
-// that make a model that family, how config.json fields map to [model] keys (model/hf_config.h),
-// and how each anvil tensor is stored in HF: renamed, transposed, split into several HF tensors
-// (LLaMA's q/k/v and gate/up projections), or with its heads interleaved (BLOOM's fused qkv).
-// The anvil side is the logical tensors of model/checkpoint.h without "master/": HF GPT-2 names,
-// weights [out, in], the embedding without vocabulary padding. Parameter names live with the
-// model (model/gpt_layout); the tables here only refer to them.
+// (model/gpt/hf_gpt2.cc, model/gpt/hf_bloom.cc, model/gpt/hf_llama.cc, model/bert/hf_bert.cc,
+// model/t5/hf_t5.cc): the [model] settings (a "type" setting names the model type; without one the
+// family is a gpt) that make a model that family, how config.json fields map to [model] keys
+// (model/hf_config.h), and how each anvil tensor is stored in HF: renamed, transposed, split into
+// several HF tensors (LLaMA's q/k/v and gate/up projections), or with its heads interleaved
+// (BLOOM's fused qkv). The anvil side is the logical tensors of model/train/checkpoint.h without
+// "master/": HF GPT-2 names, weights [out, in], the embedding without vocabulary padding. Parameter
+// names live with the model (model/gpt_layout); the tables here only refer to them.
 #pragma once
 
 #include <cstdint>
@@ -95,7 +95,7 @@ const HfFamily& gpt2_hf_family();
 const HfFamily& bloom_hf_family();
 const HfFamily& llama_hf_family();
 const HfFamily& bert_hf_family();
-const HfFamily& t5_v10_hf_family();  // model/hf_t5.cc
+const HfFamily& t5_v10_hf_family();  // model/t5/hf_t5.cc
 const HfFamily& t5_v11_hf_family();
 // Every family, GPT-2 first.
 const std::vector<const HfFamily*>& hf_families();

@@ -2,7 +2,7 @@
 #include "model/parallel_config.h"
 
 #include "absl/strings/str_format.h"
-#include "model/gpt.h"
+#include "model/gpt/gpt.h"
 
 namespace anvil::model {
 namespace {

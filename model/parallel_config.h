@@ -27,7 +27,7 @@ struct ParallelConfig {
   std::string recompute = "none";   // none | selective | full
   bool sequence_parallel = false;   // Megatron's sequence parallelism (with tp > 1)
   std::string pipeline_partition = "balanced";  // or "type:transformer|embedding"
-  int pp_split_rank = 0;  // T5: stages [0, split) hold the encoder (resolved; model/t5.h)
+  int pp_split_rank = 0;  // T5: stages [0, split) hold the encoder (resolved; model/t5/t5.h)
 
   int64_t bucket_elems() const { return static_cast<int64_t>(bucket_mb * (1 << 20) / 4); }
 };

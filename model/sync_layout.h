@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "engine/dtype.h"
-#include "model/gpt_layout.h"  // Carver
+#include "model/gpt/gpt_layout.h"  // Carver
 #include "model/param_table.h"
 #include "parallel/grad_sync.h"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hugging Face T5ForConditionalGeneration parity of anvil's T5 (model/t5.h), on the GPU machine
+# Hugging Face T5ForConditionalGeneration parity of anvil's T5 (model/t5/t5.h), on the GPU machine
 # from the repo root (needs torch, transformers, safetensors; the test binary through .gpu/run
 # when the bundle is there, else from $BUILD/tests):
 #   for T5 v1.0 (ReLU, tied head scaled by d^-1/2) and v1.1 (gated tanh GELU, untied head):
@@ -7,7 +7,7 @@
 #   layers, 32 buckets, max distance 128) with HF's random init, a batch of 4 with encoder
 #   padding (lengths 64, 50, 33, 10) and ignored labels, and writes the model (save_pretrained),
 #   the batch, HF's mean loss and gradient norm (float64); t5_parity_test loads the weights as
-#   bin/convert import does (model/hf_t5.cc) and compares: CPU f64 within 1e-5, CPU f32 within 1e-4, CUDA bf16 loss within 2% + 0.02 and
+#   bin/convert import does (model/t5/hf_t5.cc) and compares: CPU f64 within 1e-5, CPU f32 within 1e-4, CUDA bf16 loss within 2% + 0.02 and
 #   gradient norm within 5%.
 #   scripts/gpu/t5_parity.sh
 set -euo pipefail

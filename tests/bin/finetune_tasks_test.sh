@@ -102,7 +102,7 @@ if [[ -n ${MPIRUN:-} ]]; then
     awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; exit !(a != "" && d < 1e-4 && d > -1e-4) }' ||
       fail "step $s loss on 2 ranks $b, on one $a"
   done
-  # Tensor and pipeline parallelism: the same losses (model/finetune_cls.h) on TP2, PP2 and
+  # Tensor and pipeline parallelism: the same losses (model/tasks/finetune_cls.h) on TP2, PP2 and
   # TP2 x PP2; a checkpoint saved on one rank evaluates alike on TP2 x PP2 (any layout loads),
   # and one saved by TP2 x PP2 on one rank.
   same_losses() {  # LOG

@@ -7,9 +7,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "model/gpt_inference.h"
-#include "model/sample_record.h"
-#include "model/train_config.h"
+#include "model/infer/gpt_inference.h"
+#include "model/train/sample_record.h"
+#include "model/train/train_config.h"
 
 namespace anvil::model {
 namespace {

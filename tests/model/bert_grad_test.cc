@@ -1,10 +1,10 @@
 // Tiny BERT (type bert) on the CPU in double: the analytic gradient of Megatron's BERT loss
-// (masked-LM mean over the masked tokens + binary-head mean over the samples, model/bert_head.h)
-// against central finite differences, for every coordinate of every parameter (token types,
-// the MLM head's dense / LayerNorm / output bias, pooler, binary head, post-LN layers, the
-// embedding LayerNorm), for the HF layout (post-LN, GELU-erf, embedding LayerNorm), Megatron's
-// (pre-LN with ln_f, tanh GELU), without the binary head, and with dropout (fixed masks).
-// Also, independently of the implementation: the binary term equals the closed-form
+// (masked-LM mean over the masked tokens + binary-head mean over the samples,
+// model/gpt/bert_head.h) against central finite differences, for every coordinate of every
+// parameter (token types, the MLM head's dense / LayerNorm / output bias, pooler, binary head,
+// post-LN layers, the embedding LayerNorm), for the HF layout (post-LN, GELU-erf, embedding
+// LayerNorm), Megatron's (pre-LN with ln_f, tanh GELU), without the binary head, and with dropout
+// (fixed masks). Also, independently of the implementation: the binary term equals the closed-form
 // cross-entropy of a binary head with zero weights and bias (0, c), weighted as Megatron's
 // mean; padding tokens change nothing (the key-padding mask); attention is bidirectional (a
 // later token changes an earlier position's loss); backward twice doubles the gradients; the
@@ -17,7 +17,7 @@
 
 #include "engine/stream.h"
 #include "gtest/gtest.h"
-#include "model/gpt.h"
+#include "model/gpt/gpt.h"
 #include "tests/parallel/tiny_training.h"
 #include "tests/testing/tensor_testing.h"
 

@@ -4,7 +4,7 @@
 // from 100 to 128 with zero rows / bias entries), runs HF's batch and compares the masked-LM loss
 // (mean over the labelled tokens) and the next-sentence loss (mean over the samples) with HF's:
 // on the CPU in f32 within 1e-4 relative, on the GPU (when present) in bf16 within 0.02 + 2%.
-// The weights load through bin/convert's HF table (model/hf_bert.cc); the binary loss is
+// The weights load through bin/convert's HF table (model/bert/hf_bert.cc); the binary loss is
 // GptModel::binary_loss_sum over the samples. Skips without the variable.
 #include <cmath>
 #include <cstdint>
@@ -22,7 +22,7 @@
 #include "gtest/gtest.h"
 #include "io/safetensors.h"
 #include "model/checkpoint_hf.h"
-#include "model/gpt.h"
+#include "model/gpt/gpt.h"
 #include "ops/cast.h"
 #include "tests/parallel/tiny_training.h"
 
@@ -57,7 +57,7 @@ std::vector<int32_t> ints(const io::SafetensorsFile& f, const std::string& name)
 }
 
 // Every parameter from the HF file through bin/convert's BertForPreTraining table
-// (model/hf_bert.cc: HF names, q/k/v into c_attn), zero padding past the HF vocabulary rows.
+// (model/bert/hf_bert.cc: HF names, q/k/v into c_attn), zero padding past the HF vocabulary rows.
 void load_hf(GptModel& m, const io::SafetensorsFile& f, engine::Stream& s) {
   std::vector<engine::HostSlice> hf;
   for (const auto& [name, info] : f.tensors()) {
@@ -122,7 +122,7 @@ Losses anvil_losses(Device dev, DType act, const io::SafetensorsFile& f) {
   b.binary_labels = nsp.data();
   (*m)->forward(b, /*train=*/false, 0, *s);
   const double total = (*m)->loss_sum(*s), binary = (*m)->binary_loss_sum(0, *s);
-  // loss_sum = mlm sum + (counted / B) * binary sum (model/bert_head.h).
+  // loss_sum = mlm sum + (counted / B) * binary sum (model/gpt/bert_head.h).
   return {total / static_cast<double>(counted) - binary / kB, binary / kB};
 }
 

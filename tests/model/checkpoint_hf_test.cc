@@ -15,7 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/hf_config.h"
-#include "model/train_config.h"
+#include "model/train/train_config.h"
 #include "tests/model/hf_test_tensors.h"
 #include "tests/testing/tensor_testing.h"
 

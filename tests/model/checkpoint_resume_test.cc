@@ -11,8 +11,8 @@
 #include "engine/status.h"
 #include "gtest/gtest.h"
 #include "io/checkpoint.h"
-#include "model/checkpoint.h"
-#include "model/trainer.h"
+#include "model/train/checkpoint.h"
+#include "model/train/trainer.h"
 #include "tests/io/io_test_util.h"
 #include "tests/parallel/tiny_training.h"
 

@@ -1,5 +1,5 @@
-// Tests of the linear classification heads (model/cls_head.h) and of ClsTask with them
-// (model/finetune_cls.h):
+// Tests of the linear classification heads (model/tasks/cls_head.h) and of ClsTask with them
+// (model/tasks/finetune_cls.h):
 //   - logits equal W h + b computed here (classification and multiple choice);
 //   - the head's gradients (W, b and d hidden, with dropout on: the mask is fixed by its
 //     Philox counters) equal central finite differences of the loss computed by forward +
@@ -14,7 +14,7 @@
 //   - GPU (skipped without one): the bf16 CUDA model (GPT, and BERT with the pooler head) gives
 //     the CPU model's evaluation loss and its first training step's gradient norm within bf16
 //     tolerance (2% and 5%).
-#include "model/cls_head.h"
+#include "model/tasks/cls_head.h"
 
 #include <cmath>
 #include <map>
@@ -24,8 +24,8 @@
 #include "engine/memory.h"
 #include "engine/stream.h"
 #include "gtest/gtest.h"
-#include "model/finetune_cls.h"
-#include "model/gpt.h"
+#include "model/gpt/gpt.h"
+#include "model/tasks/finetune_cls.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {

@@ -1,6 +1,6 @@
 // [data] *_weighted_split_paths groups, Megatron-DeepSpeed's "NAME: W START:END PREFIX, ..."
 // (several groups separated by ';'): parsed fields, and one-line errors for malformed groups.
-#include "model/data_groups.h"
+#include "model/train/data_groups.h"
 
 #include <string>
 

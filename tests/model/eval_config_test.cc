@@ -1,4 +1,4 @@
-// Tests of bin/train's [eval] section (model/eval_config.h) through load_train_config_string:
+// Tests of bin/train's [eval] section (model/train/eval_config.h) through load_train_config_string:
 // defaults (no task, stride 32 = Megatron's --overlapping-eval), values parsed, and the errors
 // naming the key: an unknown detokenizer, a stride outside 1 .. seq_len, a task without a
 // [tokenizer]; a task under tp = 2, pp = 2 or dp = 2 is accepted (it runs on the layout).
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model/train_config.h"
+#include "model/train/train_config.h"
 
 namespace anvil::model {
 namespace {

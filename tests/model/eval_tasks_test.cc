@@ -1,4 +1,4 @@
-// Tests of zero-shot evaluation (model/eval_tasks.h).
+// Tests of zero-shot evaluation (model/tasks/eval_tasks.h).
 // Windows: Megatron's _LMDataset arithmetic on the hand-worked case of 10 tokens, seq_len 4,
 // stride 2 (which target is counted in which window), stride = seq_len (disjoint windows), and
 // bad arguments. evaluate_lm: on a random tiny model, the loss sum equals one independently
@@ -13,7 +13,7 @@
 // a direct forward and ops::row_argmax: all correct through evaluate_cloze on the CPU, none with
 // the target shifted, a CPU test of the packing) are at least 90% correct on the GPU
 // (random-model logits have near-ties that bf16 may flip); the last micro-batch is partial.
-#include "model/eval_tasks.h"
+#include "model/tasks/eval_tasks.h"
 
 #include <algorithm>
 #include <cmath>
@@ -22,7 +22,7 @@
 
 #include "engine/stream.h"
 #include "gtest/gtest.h"
-#include "model/gpt.h"
+#include "model/gpt/gpt.h"
 #include "ops/argmax.h"
 #include "tests/testing/tensor_testing.h"
 

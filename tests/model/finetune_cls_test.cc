@@ -1,4 +1,4 @@
-// Tests of classification through the last token (model/finetune_cls.h).
+// Tests of classification through the last token (model/tasks/finetune_cls.h).
 // Evaluation against a direct computation: for a random model, each example's prediction is the
 // argmax of the label tokens' logits at its last position and its loss -log softmax of the label
 // token there, both computed by the test from a forward per example (micro-batch 1) and the
@@ -6,7 +6,7 @@
 // Training: a tiny model learns "does the text contain token 7" (balanced, random texts) from
 // scratch to a dev accuracy above 0.9 (chance 0.5), with gradient accumulation over micro-batches.
 // Argument errors name the example.
-#include "model/finetune_cls.h"
+#include "model/tasks/finetune_cls.h"
 
 #include <cmath>
 #include <cstdint>
@@ -14,7 +14,7 @@
 
 #include "engine/stream.h"
 #include "gtest/gtest.h"
-#include "model/gpt.h"
+#include "model/gpt/gpt.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {

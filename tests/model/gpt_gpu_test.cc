@@ -15,7 +15,7 @@
 
 #include "engine/stream.h"
 #include "gtest/gtest.h"
-#include "model/gpt.h"
+#include "model/gpt/gpt.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {

@@ -1,5 +1,6 @@
-// GptInference and Generator (model/gpt_inference.h, model/generation.h) on a tiny random GPT,
-// on the CPU (f32) and, when a GPU is present, on CUDA (bf16; skipped cleanly otherwise):
+// GptInference and Generator (model/infer/gpt_inference.h, model/infer/generation.h) on a tiny
+// random GPT, on the CPU (f32) and, when a GPU is present, on CUDA (bf16; skipped cleanly
+// otherwise):
 //   - prefill logits of right-padded prompts of different lengths equal GptModel's evaluation
 //     forward logits (train = false) at each prompt's last position, for the same weights
 //     (loaded from the master tensors GptModel would checkpoint);
@@ -20,7 +21,7 @@
 //     logprob is its top alternative's, and an EOD that ends a request is scored too;
 //   - the memory plan's KV cache is layers * batch * max_len * 2 * d elements;
 //   - bad prompts, slots and checkpoint tensors are InvalidArgument / NotFound naming them.
-#include "model/gpt_inference.h"
+#include "model/infer/gpt_inference.h"
 
 #include <algorithm>
 #include <cmath>
@@ -33,10 +34,10 @@
 
 #include "engine/dtype.h"
 #include "gtest/gtest.h"
-#include "model/checkpoint.h"
-#include "model/generation.h"
-#include "model/generation_scheduler.h"
-#include "model/gpt.h"
+#include "model/gpt/gpt.h"
+#include "model/infer/generation.h"
+#include "model/infer/generation_scheduler.h"
+#include "model/train/checkpoint.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {
@@ -49,7 +50,7 @@ constexpr int64_t kVocab = 50;  // padded to 128
 constexpr int64_t kMaxLen = 24;
 
 // GPT-2, and the BLOOM (ALiBi, embedding LayerNorm) and LLaMA (rotary, RMSNorm, SwiGLU, no
-// biases, untied head) architectures of model/gpt.h.
+// biases, untied head) architectures of model/gpt/gpt.h.
 enum class Arch { kGpt2, kBloom, kLlama };
 
 struct Case {

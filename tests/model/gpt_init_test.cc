@@ -1,4 +1,4 @@
-// Tests of the GPT-2 initialization (model/gpt_init.h) into the targets GptModel::create uses:
+// Tests of the GPT-2 initialization (model/gpt/gpt_init.h) into the targets GptModel::create uses:
 // the compute copy (act dtype, whole flat buffer) and the f32 master (whole, or a ZeRO shard),
 // for whole models, TP shards (both ranks of TP 2), a pipeline stage and a ZeRO partition.
 // CPU: bit for bit the values of the original host initialization (kept below, verbatim, as
@@ -7,7 +7,7 @@
 // double log/cos, see gpt_init.h): the test counts them (printed) and fails on anything more.
 // Buffers are poisoned (NaN) first: every element outside the parameters must stay poisoned
 // (init never writes padding) and every element inside must be written.
-#include "model/gpt_init.h"
+#include "model/gpt/gpt_init.h"
 
 #include <algorithm>
 #include <cmath>
@@ -24,7 +24,7 @@
 #include "engine/dtype.h"
 #include "engine/philox.h"
 #include "gtest/gtest.h"
-#include "model/gpt_layout.h"
+#include "model/gpt/gpt_layout.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model::gpt_detail {

@@ -1,4 +1,4 @@
-// Hugging Face BertForPreTraining conversion (model/hf_bert.cc), against HF's names typed out
+// Hugging Face BertForPreTraining conversion (model/bert/hf_bert.cc), against HF's names typed out
 // here (transformers' modeling_bert.py):
 //   a hand-built tiny HF BERT (2 layers, d 4, 2 heads, ffn 8, vocab 7) imports to anvil's
 //   tensors, each checked element by element against its HF source: c_attn = [query; key;
@@ -18,9 +18,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/checkpoint_hf.h"
-#include "model/gpt.h"
+#include "model/gpt/gpt.h"
 #include "model/hf_config.h"
-#include "model/train_config.h"
+#include "model/train/train_config.h"
 #include "tests/model/hf_test_tensors.h"
 #include "tests/parallel/tiny_training.h"
 #include "tests/testing/tensor_testing.h"

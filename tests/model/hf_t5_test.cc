@@ -1,4 +1,4 @@
-// Hugging Face T5 conversion (model/hf_t5.cc through model/checkpoint_hf.h, hf_config.h):
+// Hugging Face T5 conversion (model/t5/hf_t5.cc through model/checkpoint_hf.h, hf_config.h):
 //   - a tiny T5Model's checkpoint tensors (v1.0 and v1.1) export to HF's T5 names and shapes
 //     (q, k, v; EncDecAttention k, v; v1.1 wi_0, wi_1 and lm_head) and import back bitwise
 //     (v1.0: an lm_head in the HF file is the tied copy, skipped);
@@ -18,8 +18,8 @@
 #include "io/safetensors.h"
 #include "model/checkpoint_hf.h"
 #include "model/hf_config.h"
-#include "model/t5_checkpoint.h"
-#include "model/train_config.h"
+#include "model/train/t5_checkpoint.h"
+#include "model/train/train_config.h"
 #include "tests/io/io_test_util.h"
 
 namespace anvil::model {

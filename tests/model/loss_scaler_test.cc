@@ -1,16 +1,16 @@
-// Megatron's grad scalers (model/loss_scaler.h) against sequences derived by hand from
+// Megatron's grad scalers (model/train/loss_scaler.h) against sequences derived by hand from
 // DynamicGradScaler.update: hysteresis before the first backoff, every further overflow halving
 // until a growth restores it, growth after `window` clean steps, the min_scale clamp; static and
 // no scaling; the [train] keys' mapping per precision and their errors; the checkpoint map.
-#include "model/loss_scaler.h"
+#include "model/train/loss_scaler.h"
 
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "model/precision_config.h"
-#include "model/train_config.h"
+#include "model/train/precision_config.h"
+#include "model/train/train_config.h"
 
 namespace anvil::model {
 namespace {

@@ -1,6 +1,6 @@
 // LrSchedule against its closed forms: warmup endpoints, cosine midpoint = (lr + min_lr) / 2,
 // linear decay, constant, the floor after the decay, and validation of bad combinations.
-#include "model/lr_schedule.h"
+#include "model/train/lr_schedule.h"
 
 #include <cmath>
 

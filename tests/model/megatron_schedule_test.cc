@@ -17,10 +17,10 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "model/batch_schedule.h"
-#include "model/checkpoint.h"
-#include "model/lr_schedule.h"
-#include "model/trainer.h"
+#include "model/train/batch_schedule.h"
+#include "model/train/checkpoint.h"
+#include "model/train/lr_schedule.h"
+#include "model/train/trainer.h"
 
 namespace anvil::model {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "model/train_config.h"
+#include "model/train/train_config.h"
 
 namespace anvil::model {
 namespace {

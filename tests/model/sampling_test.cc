@@ -1,17 +1,17 @@
-// Sampler (model/sampling.h) against closed forms: the repetition penalty divides positive and
-// multiplies negative logits of context ids once each; greedy is the argmax (lowest id on ties);
-// draws follow softmax(logits / T) restricted by top-k and top-p (frequencies over 40000 draws
-// within 0.01 of the renormalized probabilities computed here); a seed replays its tokens;
-// bad parameters are named. stable_prefix (model/generation.h) holds back a possible stop
+// Sampler (model/infer/sampling.h) against closed forms: the repetition penalty divides positive
+// and multiplies negative logits of context ids once each; greedy is the argmax (lowest id on
+// ties); draws follow softmax(logits / T) restricted by top-k and top-p (frequencies over 40000
+// draws within 0.01 of the renormalized probabilities computed here); a seed replays its tokens;
+// bad parameters are named. stable_prefix (model/infer/generation.h) holds back a possible stop
 // string start and an incomplete UTF-8 sequence.
-#include "model/sampling.h"
+#include "model/infer/sampling.h"
 
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model/generation.h"
+#include "model/infer/generation.h"
 
 namespace anvil::model {
 namespace {

@@ -1,8 +1,8 @@
-// The ScheduleStep record of tensor-parallel serving (model/schedule_broadcast.h): a step with
-// cancellations and requests (prompts, every sampling parameter, stop strings with non-ASCII
+// The ScheduleStep record of tensor-parallel serving (model/infer/schedule_broadcast.h): a step
+// with cancellations and requests (prompts, every sampling parameter, stop strings with non-ASCII
 // bytes, logprobs and echo) decodes to the same step; keep-alive and stop steps too; a cut record
 // aborts.
-#include "model/schedule_broadcast.h"
+#include "model/infer/schedule_broadcast.h"
 
 #include "gtest/gtest.h"
 

@@ -11,7 +11,7 @@
 
 #include "engine/stream.h"
 #include "gtest/gtest.h"
-#include "model/t5.h"
+#include "model/t5/t5.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {

@@ -10,9 +10,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "model/t5.h"
-#include "model/t5_impl.h"
-#include "model/train_config.h"
+#include "model/t5/t5.h"
+#include "model/t5/t5_impl.h"
+#include "model/train/train_config.h"
 
 namespace anvil::model {
 namespace {

@@ -1,7 +1,7 @@
 // bin/train's config: defaults, overrides, one-line errors naming the problem for malformed ini,
 // unknown keys, bad values and inconsistent combinations; the missing-data error; every file in
 // configs/ validates; docs/config.md equals the generated schema documentation.
-#include "model/train_config.h"
+#include "model/train/train_config.h"
 
 #include <filesystem>
 #include <fstream>

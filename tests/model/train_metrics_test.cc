@@ -2,7 +2,7 @@
 // of Megatron-DeepSpeed's megatron/training.py (BigScience fork) typed out here, the x axes
 // step, step * global_batch and step * global_batch * seq_len, the ppl cap exp(20), and one
 // flush per log interval and per evaluation (none per step).
-#include "model/train_metrics.h"
+#include "model/train/train_metrics.h"
 
 #include <cmath>
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model/trainer.h"
+#include "model/train/trainer.h"
 
 namespace anvil::model {
 namespace {

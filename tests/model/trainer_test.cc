@@ -2,7 +2,7 @@
 // learns it (the loss falls well below its start); gradient accumulation over micro-batches
 // gives the same step as one big micro-batch; evaluation and run() report what they did; eod
 // loss masking and position resets.
-#include "model/trainer.h"
+#include "model/train/trainer.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
-// Zero-shot evaluation on a parallel layout (model/eval_tasks.h, EvalParallel) under mpirun on
-// the CPU: with 2 ranks TP2, PP2 and DP2, with 4 ranks TP2xPP2, TP2xDP2 and PP2xDP2. A tiny GPT
+// Zero-shot evaluation on a parallel layout (model/tasks/eval_tasks.h, EvalParallel) under mpirun
+// on the CPU: with 2 ranks TP2, PP2 and DP2, with 4 ranks TP2xPP2, TP2xDP2 and PP2xDP2. A tiny GPT
 // in double (the same weights on every layout: initialization is per logical parameter)
 // evaluates a token stream (evaluate_lm: overlapping windows, the last micro-batch partial, DP
 // ranks with an empty last round) and cloze examples (evaluate_cloze), and every number must
@@ -26,7 +26,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/memory.h"
 #include "gtest/gtest.h"
-#include "model/eval_tasks.h"
+#include "model/tasks/eval_tasks.h"
 #include "ops/argmax.h"
 #include "parallel/grid.h"
 #include "parallel/mpi_comm.h"

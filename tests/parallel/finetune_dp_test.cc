@@ -1,4 +1,4 @@
-// Data-parallel finetuning (model/finetune_cls.h, ClsParallel) under mpirun with 1, 2 and 4
+// Data-parallel finetuning (model/tasks/finetune_cls.h, ClsParallel) under mpirun with 1, 2 and 4
 // ranks on the CPU: 3 steps with dp = world size give the losses, gradient norms, model and
 // head parameters and the dev accuracy / loss of the single-rank run on the same global batch,
 // for the linear classification head, the multiple-choice head (with dropout on: the masks are
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model/finetune_cls.h"
+#include "model/tasks/finetune_cls.h"
 #include "parallel/grid.h"
 #include "parallel/mpi_comm.h"
 #include "tests/testing/tensor_testing.h"

@@ -1,4 +1,4 @@
-// Finetuning with tensor and pipeline parallelism (model/finetune_cls.h, ClsParallel) under
+// Finetuning with tensor and pipeline parallelism (model/tasks/finetune_cls.h, ClsParallel) under
 // mpirun on the CPU: with 2 ranks TP2 (also with sequence parallelism) and PP2, with 4 ranks
 // TP2xPP2, TP2xDP2 and PP2xDP2. A
 // tiny GPT (linear classification head, label-word head, multiple-choice head with dropout on)
@@ -21,7 +21,7 @@
 
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
-#include "model/finetune_cls.h"
+#include "model/tasks/finetune_cls.h"
 #include "parallel/grid.h"
 #include "parallel/mpi_comm.h"
 #include "tests/parallel/world_comm.h"

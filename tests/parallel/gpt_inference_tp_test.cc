@@ -1,5 +1,5 @@
-// Tensor-parallel inference (model/gpt_inference.h with GptShard tp = world) under mpirun on the
-// CPU (np 1, 2, 4): from the same master weights, every TP rank's logits equal the single-rank
+// Tensor-parallel inference (model/infer/gpt_inference.h with GptShard tp = world) under mpirun on
+// the CPU (np 1, 2, 4): from the same master weights, every TP rank's logits equal the single-rank
 // model's (f32 rounding: the row-parallel sums are reordered), for prefill of three prompts of
 // different lengths and eight decode steps with forced tokens (some steps decoding only some
 // slots), and greedy and sampled generation gives the single-rank tokens on every rank.
@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model/checkpoint.h"
-#include "model/generation.h"
-#include "model/gpt.h"
-#include "model/gpt_inference.h"
+#include "model/gpt/gpt.h"
+#include "model/infer/generation.h"
+#include "model/infer/gpt_inference.h"
+#include "model/train/checkpoint.h"
 #include "parallel/grid.h"
 #include "parallel/mpi_comm.h"
 #include "parallel/nccl_comm.h"

@@ -1,7 +1,7 @@
 // T5 tensor and data parallelism on the CPU under mpirun (np 1, 2, 4), in double: every rank
 // also builds the single-rank reference (no communication) from the same seed.
 //  - TP over the whole world (v1.0 and v1.1, encoder padding, dropout off: the FFN-hidden masks
-//    are numbered per TP slice, see model/t5.h): the initial
+//    are numbered per TP slice, see model/t5/t5.h): the initial
 //    parameters equal the reference's at the same global elements (model/param_table.h
 //    tp_global_index), and over 3 AdamW steps on a fixed batch the losses, gradient norms,
 //    every parameter's gradient and the updated parameters equal the reference's to 1e-10.
@@ -18,7 +18,7 @@
 
 #include "engine/stream.h"
 #include "gtest/gtest.h"
-#include "model/t5.h"
+#include "model/t5/t5.h"
 #include "parallel/comm.h"
 #include "parallel/grid.h"
 #include "parallel/group_comms.h"

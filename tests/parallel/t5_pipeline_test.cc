@@ -6,7 +6,7 @@
 //    PP4 with split 2 (2 encoder + 2 decoder layers: one per stage), PP4 with split 1 (3 + 3
 //    layers: the encoder output crosses three decoder stages), TP2 x PP2
 //    (dropout off: the FFN-hidden masks are per TP slice) and TP2 x PP2 x DP2: 3 micro-batches
-//    per DP rank through the runner's 1F1B plan (model/pipeline_runner.h, T5PipelineStage),
+//    per DP rank through the runner's 1F1B plan (model/train/pipeline_runner.h, T5PipelineStage),
 //    the shared parameters' copies summed over the stages (T5Model::sum_shared_grads), the
 //    gradients over DP; over 3 AdamW steps the loss (from the last stage), the gradient norm
 //    (over all stages, shared parameters once), every parameter's gradient and the updated
@@ -31,9 +31,9 @@
 
 #include "engine/stream.h"
 #include "gtest/gtest.h"
-#include "model/pipeline_runner.h"
-#include "model/t5.h"
-#include "model/t5_stage.h"
+#include "model/t5/t5.h"
+#include "model/train/pipeline_runner.h"
+#include "model/train/t5_stage.h"
 #include "parallel/comm.h"
 #include "parallel/grid.h"
 #include "parallel/group_comms.h"

@@ -20,7 +20,7 @@
 
 #include "engine/stream.h"
 #include "gtest/gtest.h"
-#include "model/t5.h"
+#include "model/t5/t5.h"
 #include "parallel/comm.h"
 #include "parallel/grid.h"
 #include "parallel/group_comms.h"

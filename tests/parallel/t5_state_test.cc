@@ -33,9 +33,9 @@
 #include "engine/status.h"
 #include "gtest/gtest.h"
 #include "io/checkpoint.h"
-#include "model/checkpoint.h"
-#include "model/t5_checkpoint.h"
-#include "model/t5_train.h"
+#include "model/train/checkpoint.h"
+#include "model/train/t5_checkpoint.h"
+#include "model/train/t5_train.h"
 #include "parallel/grid.h"
 #include "parallel/mpi_comm.h"
 #include "tests/io/io_test_util.h"
@@ -137,7 +137,7 @@ TEST_P(T5ZeroTest, EqualsOneRankWithTheSameGlobalBatch) {
     GTEST_SKIP() << "tp " << tp << " x pp " << pp << " runs with dp 2";
   }
   TrainConfig ref_cfg = tiny_t5_train_config(3);
-  // Under TP the FFN-hidden dropout masks are not one rank's (model/t5.h).
+  // Under TP the FFN-hidden dropout masks are not one rank's (model/t5/t5.h).
   if (tp > 1) ref_cfg.t5.dropout = 0.0f;
   std::unique_ptr<T5Trainer> ref = make_trainer(ref_cfg, engine::DType::kF64, {});
   const int dp_size = world / (tp * pp);
@@ -237,7 +237,7 @@ std::vector<Layout> layouts_for(int world) {
   };
   std::vector<Layout> out;
   for (Layout l : all) {
-    // Under TP the FFN-hidden dropout masks are not one rank's (model/t5.h): no dropout there,
+    // Under TP the FFN-hidden dropout masks are not one rank's (model/t5/t5.h): no dropout there,
     // so that the single-rank runs follow the same function.
     l.dropout = l.tp == 1;
     if (l.world() == world) out.push_back(l);

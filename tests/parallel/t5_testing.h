@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model/t5.h"
+#include "model/t5/t5.h"
 #include "parallel/grid.h"
 #include "parallel/group_comms.h"
 #include "parallel/mpi_comm.h"

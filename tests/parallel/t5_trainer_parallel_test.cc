@@ -1,4 +1,4 @@
-// T5Trainer (model/t5_train.h) under every parallel layout of the world size against the
+// T5Trainer (model/train/t5_train.h) under every parallel layout of the world size against the
 // single-rank trainer on the same global batches: 3 steps of a tiny T5 (cosine-decayed AdamW,
 // clipping, 4 micro-batches per step on one rank), comparing the logged losses and gradient
 // norms of every step and, by global element, this rank's parameters afterwards.
@@ -22,7 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/device.h"
 #include "gtest/gtest.h"
-#include "model/t5_train.h"
+#include "model/train/t5_train.h"
 #include "parallel/grid.h"
 #include "parallel/group_comms.h"
 #include "parallel/mpi_comm.h"

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "model/sample_record.h"
-#include "model/trainer.h"
+#include "model/train/sample_record.h"
+#include "model/train/trainer.h"
 
 namespace anvil::model::testing_parallel {
 
@@ -65,8 +65,8 @@ inline SampleFn hashed_samples(int64_t seq_len, int64_t vocab) {
   };
 }
 
-// BERT record i (model/sample_record.h), depending on i only: L = T/2 + (hash % (T/2 + 1)) real
-// tokens in [1, vocab), types 0 for the first half of them and 1 after, labels at position 1
+// BERT record i (model/train/sample_record.h), depending on i only: L = T/2 + (hash % (T/2 + 1))
+// real tokens in [1, vocab), types 0 for the first half of them and 1 after, labels at position 1
 // and at about a fifth of the other real positions, padding after L, is_random = hash & 1.
 inline SampleFn hashed_bert_samples(int64_t seq_len, int64_t vocab) {
   return [seq_len, vocab](int64_t index, int32_t* out) {

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Hugging Face T5ForConditionalGeneration reference for anvil's T5 (model/t5.h).
+"""Hugging Face T5ForConditionalGeneration reference for anvil's T5 (model/t5/t5.h).
 
   hf_t5_parity.py make OUT_DIR --version 1.0|1.1
 
 builds a small T5 with random weights (HF's own initialization, seed 0; d_kv 64 so anvil's GPU
 flash attention runs it), a random batch with encoder padding and ignored labels, and writes
   OUT_DIR/config.json, model.safetensors   HF's save_pretrained: the weights under HF's names
-                               (anvil reads them as bin/convert import does: model/hf_t5.cc)
+                               (anvil reads them as bin/convert import does: model/t5/hf_t5.cc)
   OUT_DIR/batch.safetensors    enc_tokens, dec_tokens, labels (-1: ignored), enc_lengths (i32)
 with metadata: the T5 config (JSON), HF's mean token loss and the gradient norm of that loss
 over all parameters, both in float64 on the CPU. tests/model/t5_parity_test.cc reads them.

@@ -1,0 +1,331 @@
+// GPT-2 (DESIGN.md §4): learned token + position embeddings, L pre-LN blocks
+//   h = x + Drop(Attn(LN1(x)));  x' = h + Drop(MLP(LN2(h))),  MLP = W2 gelu_tanh(W1 . + b1) + b2
+// final LN, LM head tied to the token embedding (logits = LNf(x) wte^T over the padded vocab),
+// mean cross-entropy over counted tokens. GptConfig's architecture options turn it into the
+// BigScience variants and LLaMA (docs/models.md): ALiBi, rotary or no position embedding, a
+// LayerNorm after the word embedding (BLOOM), gated MLPs (SwiGLU ...), RMSNorm, no linear
+// biases, an untied LM head (lm_head.weight). type kBert makes it BERT (docs/models.md,
+// model/gpt/bert_head.h): bidirectional attention with a key-padding mask, token-type embeddings,
+// post-LN blocks (norm_placement kPost: x = LN1(x + attn(x)), x = LN2(x + mlp(x)), no ln_f),
+// the MLM head (dense, GELU-erf, LayerNorm, tied decoder + output bias) and the binary head
+// (pooler dense + tanh on [CLS], then a 2-way linear) for NSP / sentence order. Explicit
+// forward/backward over ops/ with saved activations; gradients accumulate (+=) across micro-batches
+// into f32 buffers. Precision: on CUDA, bf16 parameters/activations with f32 master weights,
+// gradients and AdamW state; on the CPU everything f32 (or f64 for gradient checks: act_dtype =
+// kF64).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/arena.h"
+#include "engine/stream.h"
+#include "engine/tensor.h"
+#include "model/param_table.h"
+#include "ops/adamw.h"
+
+namespace anvil::parallel {
+class Comm;
+class ZeroPartition;
+}  // namespace anvil::parallel
+
+namespace anvil::model {
+
+// Transformer layers of one model at most (planning and the parameter table walk every layer;
+// the largest published models have about 100-200).
+inline constexpr int64_t kMaxLayers = int64_t{1} << 16;
+
+// How attention sees token positions: a learned table wpe added to the embedding (GPT-2), the
+// ALiBi bias of BLOOM in the attention logits (ops/flash_attention.h), rotary embeddings of q
+// and k (LLaMA; ops/rotary.h), or nothing.
+enum class PositionEmbedding { kLearned, kAlibi, kRotary, kNone };
+// The MLP's nonlinearity: GELU (tanh approximation, GPT-2/BLOOM) on c_fc's ffn outputs, or a
+// gated unit act(g) * u on c_fc's 2 * ffn outputs [g | u] (ops/glu.h; SwiGLU: LLaMA).
+// kGeluErf: the exact erf GELU (HF BERT's "gelu", ops/activation.h) on c_fc's ffn outputs.
+enum class Activation { kGelu, kSwiglu, kGeglu, kReglu, kLiglu, kGeluErf };
+// The normalization of the blocks and of ln_f: LayerNorm (gamma, beta) or RMSNorm (gamma).
+enum class Norm { kLayerNorm, kRmsNorm };
+// Where the blocks normalize: kPre (GPT-2, Megatron's BERT): x + f(LN(x)), a final ln_f;
+// kPost (original BERT, HF BertModel): LN(x + f(x)), no ln_f.
+enum class NormPlacement { kPre, kPost };
+// The model family ([model] type): its sample record (model/train/sample_record.h), heads and loss.
+// kGpt: causal LM. kBert: masked LM + optional binary (NSP / sentence-order) head. kT5: the
+// encoder-decoder of model/t5/t5.h (its own model; TrainConfig::t5 holds its configuration).
+enum class ModelType { kGpt, kBert, kT5 };
+
+struct GptConfig {
+  int64_t vocab_size = 50257;    // real vocabulary
+  int64_t padded_vocab = 0;      // 0: round vocab_size up to a multiple of vocab_multiple
+  int64_t vocab_multiple = 128;  // Megatron's make-vocab-size-divisible-by (x TP: 128 * tp)
+  int64_t max_seq_len = 1024;    // rows of the position embedding
+  int64_t d_model = 768;
+  int64_t n_heads = 12;
+  int64_t n_layers = 12;
+  int64_t ffn_hidden = 0;  // 0: 4 * d_model
+  float hidden_dropout = 0.0f;
+  float attention_dropout = 0.0f;
+  float ln_eps = 1e-5f;
+  float init_std = 0.02f;
+  // Architecture options; the defaults are GPT-2.
+  PositionEmbedding position_embedding = PositionEmbedding::kLearned;
+  float rotary_base = 10000.0f;  // kRotary: inv_freq_i = base^(-2i / rot_dim)
+  float rotary_percent = 1.0f;   // kRotary: rot_dim = rotary_percent * head_dim (even)
+  bool embed_layernorm = false;  // BLOOM: LayerNorm wte_ln right after the word embedding
+  Activation activation = Activation::kGelu;
+  Norm norm = Norm::kLayerNorm;
+  bool bias = true;            // biases of every linear layer
+  bool tie_embeddings = true;  // LM head = wte; false: a separate lm_head.weight
+  // Model family and the encoder options it brings (BERT: type kBert, causal false).
+  ModelType type = ModelType::kGpt;
+  bool causal = true;  // false: every key visible (bidirectional), up to the sample's length
+  NormPlacement norm_placement = NormPlacement::kPre;
+  int64_t type_vocab_size = 0;  // rows of the token-type embedding (BERT 2); 0: none
+  bool binary_head = false;     // BERT: pooler + 2-way head (Megatron's default; off with
+                                // --bert-no-binary-head)
+
+  bool learned_positions() const { return position_embedding == PositionEmbedding::kLearned; }
+  bool glu() const { return activation != Activation::kGelu && activation != Activation::kGeluErf; }
+  bool bert() const { return type == ModelType::kBert; }
+  bool t5() const { return type == ModelType::kT5; }
+  bool post_ln() const { return norm_placement == NormPlacement::kPost; }
+  bool layernorm() const { return norm == Norm::kLayerNorm; }
+  // c_fc's output width: ffn, or 2 * ffn (g | u) with a gated activation (Megatron-DeepSpeed's
+  // --glu-activation sizing: ffn_hidden is the width after the gate).
+  int64_t fc_out() const { return glu() ? 2 * ffn() : ffn(); }
+  int64_t rotary_dim() const {
+    return static_cast<int64_t>(static_cast<double>(rotary_percent) * head_dim());
+  }
+
+  int64_t padded() const {
+    return padded_vocab ? padded_vocab
+                        : (vocab_size + vocab_multiple - 1) / vocab_multiple * vocab_multiple;
+  }
+  int64_t ffn() const { return ffn_hidden ? ffn_hidden : 4 * d_model; }
+  int64_t head_dim() const { return d_model / n_heads; }
+  // InvalidArgument naming the numbers (d_model % n_heads, padded < vocab, ...) and the size
+  // bounds: every dimension <= engine::kMaxDimension, n_layers <= kMaxLayers, every weight and
+  // the whole model <= engine::kMaxElements elements (engine/checked_math.h).
+  absl::Status validate() const;
+  // Parameters in GEMMs incl. the tied embedding (for MFU: 6N + 12 L d T FLOPs per token).
+  int64_t matmul_params() const;
+  int64_t total_params() const;
+};
+
+struct GptRunShape {
+  int64_t micro_batch;  // B
+  int64_t seq_len;      // T <= max_seq_len
+};
+
+struct GptPrecision {
+  engine::Device device = engine::Device::kCpu;
+  engine::DType act = engine::DType::kF32;   // params (compute copy) and activations
+  engine::DType grad = engine::DType::kF32;  // gradients, master weights, optimizer state
+};
+
+// Activation recomputation (Megatron's --recompute-granularity): kSelective recomputes the
+// attention core (probabilities) in backward instead of saving them; kFull saves only each
+// layer's input and reruns the whole layer forward in backward.
+enum class Recompute { kNone, kSelective, kFull };
+// [parallel] recompute's value ("none", "selective", "full"; validated by the config) as the enum.
+inline Recompute recompute_from_name(const std::string& name) {
+  return name == "full"        ? Recompute::kFull
+         : name == "selective" ? Recompute::kSelective
+                               : Recompute::kNone;
+}
+
+// The part of the model one rank holds (DESIGN.md §5). Tensor parallelism (tp > 1) splits the
+// heads, the MLP hidden units and the padded vocabulary over the TP group (Megatron's column /
+// row-parallel linears and vocab-parallel embedding and cross-entropy; padded_vocab % tp == 0);
+// pipeline parallelism gives each rank model chunks of consecutive layers. Parameter names and
+// dropout masks use global layer and head numbers, and parameters are initialized from their
+// global element index, so every layout computes what the single-rank model computes.
+struct GptShard {
+  int tp = 1, tp_rank = 0;
+  parallel::Comm* tp_comm = nullptr;  // the TP group (not owned); required when tp > 1
+  // Global layer indices of each model chunk held here, in forward order (interleaved pipeline:
+  // several chunks). Empty: one chunk with all layers.
+  std::vector<std::vector<int64_t>> chunks;
+  bool pre = true;        // chunk 0 starts the model: token + position embedding
+  bool post = true;       // the last chunk ends it: final LN, tied LM head, loss
+  int64_t act_slots = 1;  // activation sets per chunk: micro-batches in flight at once
+  // Megatron's sequence parallelism (tp > 1): outside the TP-split layers (layernorms, dropout,
+  // residual stream) each TP rank holds B*T/tp consecutive rows of the [B*T, d] activations;
+  // all-gathers before the column-parallel linears and reduce-scatters after the row-parallel
+  // ones replace the all-reduces. Needs B*T % tp == 0.
+  bool sequence_parallel = false;
+  // Gradient sync over the DP group dp_comm (not owned; parallel/grad_sync.h). Without it the
+  // gradients stay local. zero_stage 0: reduce_gradients all-reduces them (plain DP, buckets of
+  // dp_bucket_elems elements, 0: one). ZeRO (parallel/zero.h; dp_comm required): every bucket
+  // (embeddings, each layer, final LayerNorm) split evenly over zero_dp ranks.
+  // 1: f32 master (when separate) and AdamW moments hold this rank's pieces only; 2: also the
+  // gradients (reduce-scattered layer by layer in backward); 3: also the parameters (gathered
+  // layer by layer before use; the embedding and final-LN buckets stay gathered).
+  int zero_stage = 0;
+  int zero_dp = 1, zero_rank = 0;
+  parallel::Comm* dp_comm = nullptr;
+  int64_t dp_bucket_elems = 0;
+  Recompute recompute = Recompute::kNone;
+
+  // InvalidArgument naming the numbers (heads % tp, ffn % tp, padded vocab % tp, layer ranges).
+  absl::Status validate(const GptConfig& cfg) const;
+  // The chunks, with the default (all layers) filled in.
+  std::vector<std::vector<int64_t>> layer_chunks(const GptConfig& cfg) const;
+};
+
+// One micro-batch's host inputs, [B*T] i32 each. targets < 0 are not counted; segments (may be
+// null: plain causal attention) number the documents of each sample for a document-aware
+// causal mask (Megatron's reset_attention_mask; see ops/attention.h).
+// BERT (cfg.bert()) also takes token_types [B*T] (< type_vocab_size), lengths [B] (the real
+// tokens of each sample: keys at or past it are padding) and, with the binary head,
+// binary_labels [B] (0/1; < 0: not counted).
+struct GptBatch {
+  const int32_t* tokens = nullptr;
+  const int32_t* positions = nullptr;
+  const int32_t* targets = nullptr;
+  const int32_t* segments = nullptr;
+  const int32_t* token_types = nullptr;
+  const int32_t* lengths = nullptr;
+  const int32_t* binary_labels = nullptr;
+};
+
+class GptModel {
+ public:
+  // Bytes per category ("params", "master", "grads", "optimizer", "activations", "workspace")
+  // this configuration needs, computed without allocating; create() allocates exactly this.
+  // "master" is absent when act == grad dtype (the compute copy is the master). "workspace"
+  // includes, on CUDA, the 32 MiB cuBLASLt workspace that forward/backward attach to the
+  // caller's stream for their duration (the stream's own workspace is restored afterwards).
+  static absl::StatusOr<engine::MemoryPlan> plan(const GptConfig& cfg, const GptRunShape& shape,
+                                                 const GptPrecision& prec,
+                                                 const GptShard& shard = {});
+  // Allocates one arena per category and initializes parameters as GPT-2 does: N(0, init_std),
+  // residual output projections N(0, init_std / sqrt(2 L)), biases 0, LN gamma 1 beta 0
+  // (deterministic for `seed`, identical on CPU and GPU).
+  static absl::StatusOr<std::unique_ptr<GptModel>> create(const GptConfig& cfg,
+                                                          const GptRunShape& shape,
+                                                          const GptPrecision& prec, uint64_t seed,
+                                                          const GptShard& shard = {});
+  ~GptModel();
+
+  const GptConfig& config() const;
+  const GptShard& shard() const;
+  ParamTable& params();
+  // The ZeRO partition of the flat buffers (null without ZeRO; parallel/zero.h).
+  const parallel::ZeroPartition* zero_partition() const;
+  // The flat buffers behind params(), [params().flat_numel()] each: compute copy (act dtype),
+  // f32 master (the same memory as value when act == grad dtype), f32 gradients, AdamW moments.
+  // Under ZeRO some are this rank's shard [flat_numel / zero_dp] instead (master, m, v from
+  // stage 1, value from stage 3) or absent (grad from stage 2).
+  // Data parallelism all-reduces `grad` in place; ZeRO updates and gathers shards of them.
+  struct FlatBuffers {
+    engine::TensorView value, master, grad, m, v;
+  };
+  FlatBuffers flat_buffers();
+
+  // Forward over one micro-batch. tokens, targets, positions: [B*T] i32 host arrays (targets < 0
+  // are not counted). Returns nothing; the loss sum is read by loss_sum(). With `train` false
+  // no activations for backward are kept and dropout is off.
+  // dropout_offset numbers this forward (e.g. training micro-batches so far): dropout site s
+  // uses Philox offset dropout_offset * dropout_offset_span() + s * stride, so distinct values
+  // never share random numbers; the same value replays the same masks.
+  // grad_scale = d(total loss)/d(loss of one token), e.g. 1 / tokens counted in the whole step.
+  void forward(const int32_t* tokens, const int32_t* positions, const int32_t* targets, bool train,
+               uint64_t dropout_offset, engine::Stream& stream);
+  // The same from a whole GptBatch (BERT's token types, lengths and binary labels).
+  void forward(const GptBatch& batch, bool train, uint64_t dropout_offset, engine::Stream& stream);
+  // Backward of the last forward; parameter gradients accumulate (+=) into grads().
+  void backward(float grad_scale, engine::Stream& stream);
+  // Sum of per-token losses of the last forward (syncs the stream). BERT: the masked tokens'
+  // losses + (counted / B) * the binary losses (model/gpt/bert_head.h).
+  double loss_sum(engine::Stream& stream);
+  // The LM-head logits of the last forward (slot 0) with train = false, [B*T, padded / tp] act
+  // dtype on the model's device, for greedy predictions (a training forward leaves dlogits
+  // there). Only where shard().post.
+  engine::ConstTensorView last_logits() const;
+
+  // Heads on the final hidden state instead of the LM head (model/tasks/cls_head.h; post only):
+  // with `on`, a final-chunk forward stops after ln_f (no logits; loss_sum 0) and its backward
+  // takes d(ln_f output) from final_hidden_grad(), which the caller writes (=, all B*T rows, the
+  // same on every TP rank) after that forward and right before the backward.
+  void set_hidden_head(bool on);
+  // ln_f output of the slot's last forward: [B*T, d] act dtype on the model's device (post only).
+  engine::ConstTensorView final_hidden(int64_t slot = 0) const;
+  // d(ln_f output) for a hidden-head backward: [B*T, d] act dtype on the model's device.
+  engine::TensorView final_hidden_grad();
+
+  // Data-parallel overlap (plain DP: shard.dp_comm without ZeRO): while on, each layer's
+  // gradient all-reduce starts right after that layer's backward has queued its last gradient
+  // update (parallel/grad_sync.h). The trainer sets it for each step's last micro-batch only.
+  void set_overlap_grad_sync(bool on);
+
+  // Pipeline stage API (forward/backward above are these for slot 0 over every chunk).
+  // set_batch copies a micro-batch's inputs into (chunk, slot). forward_chunk runs
+  // chunk `chunk` on that slot: its input is the embedding (chunk 0 with shard.pre) or what
+  // the caller placed in chunk_input(chunk, slot); without post on the last chunk its output is
+  // chunk_output() until the next forward_chunk. backward_chunk takes d(output) from the loss
+  // (post, last chunk) or from chunk_output_grad(chunk, slot); afterwards chunk_input_grad()
+  // holds d(input) (unless chunk 0 with pre) until the next backward_chunk.
+  void set_batch(int64_t chunk, int64_t slot, const GptBatch& batch, engine::Stream& stream);
+  void forward_chunk(int64_t chunk, int64_t slot, bool train, uint64_t dropout_offset,
+                     engine::Stream& stream);
+  void backward_chunk(int64_t chunk, int64_t slot, float grad_scale, engine::Stream& stream);
+  engine::TensorView chunk_input(int64_t chunk, int64_t slot);        // [B*T, d] act
+  engine::TensorView chunk_output();                                  // [B*T, d] act
+  engine::TensorView chunk_output_grad(int64_t chunk, int64_t slot);  // [B*T, d] act
+  engine::TensorView chunk_input_grad();                              // [B*T, d] act
+  // Loss sum of the slot's last forward (post only; 0 elsewhere). Syncs.
+  double loss_sum(int64_t slot, engine::Stream& stream);
+  // BERT: the sum over the samples of the binary head's cross-entropy in the slot's last
+  // forward (Megatron's sop loss times B), a part of loss_sum (bert_head.h). 0 without a
+  // binary head and where not post. Syncs.
+  double binary_loss_sum(int64_t slot, engine::Stream& stream);
+
+  void zero_grads(engine::Stream& stream);
+  // After the caller overwrote this rank's parameter values in flat_buffers() (a checkpoint
+  // load): ZeRO-3 gathers again the buckets that stay gathered; otherwise nothing.
+  void params_loaded(engine::Stream& stream);
+  // out [params().flat_numel()] (=, act dtype, on the model's device): every parameter value
+  // this rank holds a part of, whole (ZeRO-3 gathers its buckets over DP: collective).
+  void gather_values(engine::TensorView out, engine::Stream& stream);
+  // After a step's last backward: with sequence parallelism, sums the layernorm gradients (each
+  // TP rank saw its rows only) over TP; otherwise nothing.
+  void finish_backward(engine::Stream& stream);
+  // After the last backward of a step (and the embedding group's sum), with dp_comm: plain DP
+  // sums the gradients not reduced early over DP; ZeRO reduce-scatters those still whole on
+  // this rank onto their owners (stage 1: all; 2, 3: the embedding and final-LN buckets).
+  // No-op without dp_comm.
+  void reduce_gradients(engine::Stream& stream);
+  // sqrt(sum of squared gradients) (syncs) of this rank's parameters. With tp > 1 or pp it
+  // is the local part only: use grad_sum_squares and reduce over the model-parallel ranks.
+  double grad_norm(engine::Stream& stream);
+  // Sum of squared gradients this rank holds, counting each model parameter once over the
+  // model-parallel ranks: parameters replicated over TP count on TP rank 0 only, the LM head's
+  // copy of the tied embedding (post without pre) not at all; under ZeRO only the own pieces
+  // (sum over DP next). Syncs.
+  double grad_sum_squares(engine::Stream& stream);
+  // One AdamW step on all parameters this rank updates (no decay on biases and LayerNorms; see
+  // ParamTable), under ZeRO on the own pieces, then the parameters gathered back (stages 1, 2:
+  // every bucket; 3: the buckets that stay gathered).
+  struct OptimizerStep {
+    float lr, beta1, beta2, eps, weight_decay, grad_scale;
+    int64_t step;
+    ops::AdamWArgs adamw_args() const;  // the same as the op's arguments
+  };
+  void optimizer_step(const OptimizerStep& s, engine::Stream& stream);
+
+  // Bytes actually held by the model's arenas, in total and for one plan category.
+  size_t arena_bytes() const;
+  size_t arena_bytes(const std::string& category) const;
+  // Philox counters one forward may consume (see forward's dropout_offset).
+  uint64_t dropout_offset_span() const;
+
+ private:
+  GptModel();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace anvil::model

@@ -1,0 +1,148 @@
+// [model] architecture keys: schema entries (with the Megatron-DeepSpeed flag each matches) and
+// their parsing into GptConfig.
+#include "model/gpt/gpt_arch_config.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace anvil::model {
+
+namespace {
+
+constexpr std::pair<PositionEmbedding, const char*> kPositionNames[] = {
+    {PositionEmbedding::kLearned, "learned"},
+    {PositionEmbedding::kAlibi, "alibi"},
+    {PositionEmbedding::kRotary, "rotary"},
+    {PositionEmbedding::kNone, "none"},
+};
+
+constexpr std::pair<Activation, const char*> kActivationNames[] = {
+    {Activation::kGelu, "gelu"},   {Activation::kSwiglu, "swiglu"},
+    {Activation::kGeglu, "geglu"}, {Activation::kReglu, "reglu"},
+    {Activation::kLiglu, "liglu"}, {Activation::kGeluErf, "gelu_erf"},
+};
+
+constexpr std::pair<ModelType, const char*> kTypeNames[] = {
+    {ModelType::kGpt, "gpt"},
+    {ModelType::kBert, "bert"},
+    {ModelType::kT5, "t5"},
+};
+
+constexpr std::pair<NormPlacement, const char*> kPlacementNames[] = {
+    {NormPlacement::kPre, "pre"},
+    {NormPlacement::kPost, "post"},
+};
+
+constexpr std::pair<Norm, const char*> kNormNames[] = {
+    {Norm::kLayerNorm, "layernorm"},
+    {Norm::kRmsNorm, "rmsnorm"},
+};
+
+// The enum value named `name` (the schema admits only listed names).
+template <typename E, size_t N>
+E from_name(const std::pair<E, const char*> (&names)[N], const std::string& name) {
+  for (const auto& [value, n] : names) {
+    if (name == n) return value;
+  }
+  return names[0].first;
+}
+
+template <typename E, size_t N>
+std::vector<std::string> all_names(const std::pair<E, const char*> (&names)[N]) {
+  std::vector<std::string> out;
+  for (const auto& [value, n] : names) out.push_back(n);
+  return out;
+}
+
+}  // namespace
+
+void add_gpt_arch_schema(engine::ConfigSchema& s) {
+  using engine::ConfigType;
+  s.add("model", "type", ConfigType::kString, "gpt",
+        "Model family: gpt = causal LM (pretrain_gpt.py); bert = masked LM (pretrain_bert.py): "
+        "bidirectional attention with the samples' key-padding mask, token-type embeddings, "
+        "the MLM head (dense, GELU-erf, LayerNorm, tied decoder + output bias) and, with "
+        "bert_binary_head, the pooler and the sentence-order head; the loss is Megatron's "
+        "masked-LM mean over the masked tokens plus the binary cross-entropy, per micro-batch. "
+        "BERT reads sentence-split data (bin/preprocess --split-sentences) with a WordPiece "
+        "[tokenizer]. HF BertForPreTraining numerics: norm_placement post, activation gelu_erf, "
+        "embed_layernorm true, ln_eps 1e-12 (configs/bert_base.ini); Megatron's BERT: pre, "
+        "gelu (its fused bias-GELU is the tanh approximation), no embedding LayerNorm. t5 = "
+        "the encoder-decoder (pretrain_t5.py; HF T5ForConditionalGeneration numerics, "
+        "docs/models.md): n_layers encoder and decoder_layers decoder layers, d_model, n_heads, "
+        "d_kv, ffn_hidden (d_ff), hidden_dropout (HF dropout_rate), ln_eps (1e-6), t5_version; "
+        "span-corruption samples from sentence-split data with a WordPiece [tokenizer] and "
+        "vocab_extra_ids sentinels; tensor, pipeline ([parallel] pp_split_rank) and data "
+        "parallelism, ZeRO stages 1-3, checkpoints and bin/convert.",
+        all_names(kTypeNames));
+  s.add("model", "norm_placement", ConfigType::kString, "pre",
+        "pre = x + f(LN(x)) with a final ln_f (GPT-2, Megatron); post = LN(x + f(x)) without "
+        "ln_f (original BERT / HF BertModel; Megatron-DeepSpeed has no such option).",
+        all_names(kPlacementNames));
+  s.add("model", "type_vocab_size", ConfigType::kInt, "2",
+        "type bert: rows of the token-type embedding tokentype_embeddings.weight "
+        "(--num-tokentypes; the segment ids A = 0, B = 1). Ignored by gpt.");
+  s.add("model", "bert_binary_head", ConfigType::kBool, "true",
+        "type bert: the pooler (dense + tanh on [CLS]) and the 2-way binary head trained on the "
+        "sentence-order label (Megatron's default; false = --bert-no-binary-head: the data then "
+        "makes single-segment samples).");
+  s.add("model", "position_embedding", ConfigType::kString, "learned",
+        "How attention sees positions (--position-embedding-type): learned = a table wpe of "
+        "max_seq_len rows added to the word embedding (GPT-2); alibi = BLOOM's linear bias "
+        "slope_h * (j - i) on the attention logits (Megatron's slopes of the global head, also "
+        "under tensor parallelism); rotary = RoPE on q and k at the position ids (LLaMA, HF "
+        "rotate_half layout); none = only the causal mask. alibi and rotary need flash attention: "
+        "the CPU, or CUDA with bf16 and head_dim 64 or 128.",
+        all_names(kPositionNames));
+  s.add("model", "rotary_base", ConfigType::kFloat, "10000",
+        "Rotary: inv_freq_i = rotary_base^(-2i / rot_dim) (--rotary-base; LLaMA 10000).");
+  s.add("model", "rotary_percent", ConfigType::kFloat, "1.0",
+        "Rotary: the first rot_dim = rotary_percent * head_dim dims of each head rotate, the rest "
+        "pass through (--rotary-percent; GPT-NeoX 0.25); rot_dim must be even.");
+  s.add("model", "embed_layernorm", ConfigType::kBool, "false",
+        "BLOOM's LayerNorm wte_ln right after the word embedding, before the embedding dropout "
+        "(--embed-layernorm); always a LayerNorm; needs position_embedding alibi, rotary or none, "
+        "except with type bert, where it normalizes word + position + token-type embeddings "
+        "(HF BERT's embeddings.LayerNorm).");
+  s.add("model", "activation", ConfigType::kString, "gelu",
+        "MLP activation: gelu (tanh approximation, GPT-2 / BLOOM), gelu_erf (exact erf GELU, HF "
+        "BERT's \"gelu\") or a gated unit act(g) * u "
+        "(--glu-activation; swiglu = LLaMA, geglu with exact erf GELU, reglu, liglu = identity). "
+        "As in Megatron-DeepSpeed, ffn_hidden is the width after the gate: with a gated unit c_fc "
+        "has 2 * ffn_hidden outputs [g | u] (mlp.c_fc.weight [2 * ffn_hidden, d_model], g rows "
+        "first), so LLaMA's intermediate_size is ffn_hidden (the 4 * d_model default then makes "
+        "the MLP 1.5x wider than GELU's).",
+        all_names(kActivationNames));
+  s.add("model", "norm", ConfigType::kString, "layernorm",
+        "Normalization of the blocks and ln_f: layernorm (gamma, beta) or rmsnorm (gamma only, "
+        "LLaMA; --normalization RMSNorm); both use ln_eps.",
+        all_names(kNormNames));
+  s.add("model", "bias", ConfigType::kBool, "true",
+        "Biases in every linear layer (c_attn, attn c_proj, c_fc, mlp c_proj); false = none, as "
+        "LLaMA (--disable-bias-linear).");
+  s.add("model", "tie_embeddings", ConfigType::kBool, "true",
+        "LM head tied to the word embedding wte (GPT-2, BLOOM); false = a separate "
+        "lm_head.weight [padded vocabulary, d_model], vocab-parallel under tensor parallelism "
+        "(LLaMA; --untie-embeddings-and-output-weights).");
+}
+
+void parse_gpt_arch(const engine::Config& c, GptConfig& m) {
+  m.position_embedding = from_name(kPositionNames, c.get_string("model", "position_embedding"));
+  m.rotary_base = static_cast<float>(c.get_float("model", "rotary_base"));
+  m.rotary_percent = static_cast<float>(c.get_float("model", "rotary_percent"));
+  m.embed_layernorm = c.get_bool("model", "embed_layernorm");
+  m.activation = from_name(kActivationNames, c.get_string("model", "activation"));
+  m.norm = from_name(kNormNames, c.get_string("model", "norm"));
+  m.bias = c.get_bool("model", "bias");
+  m.tie_embeddings = c.get_bool("model", "tie_embeddings");
+  m.type = from_name(kTypeNames, c.get_string("model", "type"));
+  m.norm_placement = from_name(kPlacementNames, c.get_string("model", "norm_placement"));
+  if (m.bert()) {
+    m.causal = false;
+    m.type_vocab_size = c.get_int("model", "type_vocab_size");
+    m.binary_head = c.get_bool("model", "bert_binary_head");
+  }
+}
+
+}  // namespace anvil::model

@@ -1,0 +1,52 @@
+// Deterministic GPT-2 initialization, identical on every layout (and on every device up to the
+// rare 1-ulp differences below): each element's value comes from (seed, its flat offset in the
+// whole single-rank model) through ops::init_normal, computed where the target lives (the device,
+// or the host for CPU streams) and written straight into the flat buffers:
+//   weights and embeddings  N(0, init_std)   (wte, lm_head rows >= vocab_size: 0, they are padding)
+//   attn.c_proj / mlp.c_proj weights  N(0, init_std / sqrt(2 n_layers))   (GPT-2 residual scaling)
+//   biases, LN beta  0;   LN gamma (ln_1, ln_2, ln_f, wte_ln)  1
+// N(0, 1) is Box-Muller in double over Philox4x32-10 with counter = flat offset (see
+// ops/init_normal.h), rounded to f32, then to the buffer's dtype.
+// CPU and GPU: the CPU (host) values are the reference and equal, bit for bit, those of the
+// original host-only initialization (pinned in tests/ops/init_normal_test.cc and
+// tests/model/gpt_init_test.cc). On the GPU, CUDA's double log/cos may differ from glibc's by an
+// ulp or two of double, so a rare element can differ from the host value by 1 f32 ulp (1 bf16
+// ulp in the compute copy); GptInitGpu.DeviceInitWithinOneUlpOfHost and InitNormalGpu.* count
+// such elements (printed) and fail on any larger difference.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/stream.h"
+#include "model/gpt/gpt.h"
+#include "model/param_table.h"
+#include "ops/init_normal.h"
+#include "parallel/zero.h"
+
+namespace anvil::model::gpt_detail {
+
+// Where initial values go: a flat buffer holding every element [flat_numel], or (part set) a
+// ZeRO shard [flat_numel / dp] holding this rank's pieces.
+struct InitTarget {
+  engine::TensorView buf;
+  const parallel::ZeroPartition* part = nullptr;
+};
+
+// The TP split of parameter p's shard on TP rank tp_rank of tp (ops::tp_whole_index then gives
+// model::tp_global_index).
+ops::TpSplit tp_split(const Param& p, int tp, int tp_rank);
+
+// Elements [first, first + count) of parameter p (first counted from p's start) drawn with
+// `args` (args.first is set here) into target t: at their flat positions, or (t.part) those
+// inside this rank's ZeRO pieces at their shard offsets.
+void init_range(const InitTarget& t, const Param& p, int64_t first, int64_t count,
+                ops::InitNormalArgs args, engine::Stream& stream);
+
+// Writes every parameter's elements into every target (the flat buffers must already be zero,
+// so padding stays 0). Shards (TP, PP) get the values of the whole model at their global
+// elements. Only enqueues work on the stream: no host synchronization.
+void init_params(const GptConfig& cfg, const GptShard& shard, const ParamTable& table,
+                 const std::vector<InitTarget>& targets, uint64_t seed, engine::Stream& stream);
+
+}  // namespace anvil::model::gpt_detail

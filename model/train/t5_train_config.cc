@@ -1,0 +1,134 @@
+// [model] type = t5 configuration (see t5_train_config.h).
+#include "model/train/t5_train_config.h"
+
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "engine/checked_math.h"
+#include "model/train/train_config.h"
+
+namespace anvil::model {
+
+void add_t5_schema(engine::ConfigSchema& s) {
+  using engine::ConfigType;
+  s.add("model", "t5_version", ConfigType::kString, "1.0",
+        "type t5: 1.0 = ReLU FFN, LM head tied to the shared embedding and fed d_model^-1/2 times "
+        "the decoder output (t5-small/base/large); 1.1 = gated tanh-GELU FFN (wi_0, wi_1), "
+        "untied lm_head (google/t5-v1_1-*).",
+        {"1.0", "1.1"});
+  s.add("model", "decoder_layers", ConfigType::kInt, "0",
+        "type t5: decoder layers (HF num_decoder_layers); 0 = n_layers (the encoder's).");
+  s.add("model", "d_kv", ConfigType::kInt, "0",
+        "type t5: width of one attention head (HF d_kv); 0 = d_model / n_heads. On CUDA 64 or 128 "
+        "(flash attention).");
+  s.add("model", "relative_buckets", ConfigType::kInt, "32",
+        "type t5: relative-position buckets of the attention bias (HF "
+        "relative_attention_num_buckets).");
+  s.add("model", "relative_max_distance", ConfigType::kInt, "128",
+        "type t5: the distance from which all relative positions share the last bucket (HF "
+        "relative_attention_max_distance).");
+  s.add("data", "decoder_seq_len", ConfigType::kInt, "128",
+        "type t5: decoder tokens per sample (--decoder-seq-length); [data] seq_len is the "
+        "encoder's (--encoder-seq-length).");
+  s.add("tokenizer", "vocab_extra_ids", ConfigType::kInt, "0",
+        "Sentinel tokens <extra_id_0> ... appended to the vocabulary (--vocab-extra-ids; T5: 100, "
+        "as bin/preprocess --vocab-extra-ids made the data).");
+}
+
+absl::Status parse_t5_config(const engine::Config& c, TrainConfig& t) {
+  const int64_t extra = c.get_int("tokenizer", "vocab_extra_ids");
+  if (extra < 0 || extra > 1000000) {
+    return c.error("tokenizer", "vocab_extra_ids",
+                   absl::StrFormat("must be in [0, 1000000], got %d", extra));
+  }
+  t.tokenizer.vocab_extra_ids = static_cast<int>(extra);
+  t.data.decoder_seq_len = c.get_int("data", "decoder_seq_len");
+  if (t.data.decoder_seq_len < 2 || t.data.decoder_seq_len > engine::kMaxDimension) {
+    return c.error("data", "decoder_seq_len",
+                   absl::StrFormat("must be in [2, 2^31 - 1], got %d", t.data.decoder_seq_len));
+  }
+  const GptConfig& m = t.model;
+  const int64_t split = c.get_int("parallel", "pp_split_rank");
+  if (!m.t5()) {
+    if (split != 0) return c.error("parallel", "pp_split_rank", "is for [model] type = t5 only");
+    return absl::OkStatus();
+  }
+  for (const char* key : {"decoder_layers", "d_kv"}) {
+    if (c.get_int("model", key) < 0) {
+      return c.error("model", key,
+                     absl::StrFormat("must be >= 0, got %d", c.get_int("model", key)));
+    }
+  }
+  T5Config& f = t.t5;
+  f.version = c.get_string("model", "t5_version") == "1.1" ? T5Version::kV1_1 : T5Version::kV1_0;
+  f.vocab_size = m.vocab_size;
+  f.vocab_multiple = m.vocab_multiple;
+  f.d_model = m.d_model;
+  f.n_heads = m.n_heads;
+  f.d_kv = c.get_int("model", "d_kv") > 0 ? c.get_int("model", "d_kv") : m.d_model / m.n_heads;
+  f.d_ff = m.ffn();
+  f.n_encoder_layers = m.n_layers;
+  f.n_decoder_layers =
+      c.get_int("model", "decoder_layers") > 0 ? c.get_int("model", "decoder_layers") : m.n_layers;
+  f.num_buckets = c.get_int("model", "relative_buckets");
+  f.max_distance = c.get_int("model", "relative_max_distance");
+  f.dropout = m.hidden_dropout;
+  f.eps = m.ln_eps;
+  if (absl::Status s = f.validate(); !s.ok())
+    return c.error("model", "type", std::string(s.message()));
+  ParallelConfig& p = t.parallel;
+  if (p.virtual_stages != 1) {
+    return c.error("parallel", "virtual_stages",
+                   "[model] type = t5 runs one model chunk per pipeline stage (1F1B), got " +
+                       std::to_string(p.virtual_stages));
+  }
+  if (p.pp == 1 && split != 0) {
+    return c.error("parallel", "pp_split_rank",
+                   absl::StrFormat("%d needs pp > 1 (pp is 1)", split));
+  }
+  if (split < 0 || (p.pp > 1 && split >= p.pp)) {
+    return c.error("parallel", "pp_split_rank",
+                   absl::StrFormat("%d outside [1, pp - 1 = %d] (0 = pp / 2)", split, p.pp - 1));
+  }
+  p.pp_split_rank = p.pp > 1 && split == 0 ? p.pp / 2 : static_cast<int>(split);
+  for (int stage = 0; stage < p.pp; ++stage) {
+    if (absl::Status s = t5_stage_layers(f, p.pp, p.pp_split_rank, stage).status(); !s.ok()) {
+      return c.error("parallel", "pp_split_rank", std::string(s.message()));
+    }
+  }
+  if (p.sequence_parallel && p.tp > 1) {
+    const T5RunShape shape{t.train.micro_batch, t.data.seq_len, t.data.decoder_seq_len};
+    if (absl::Status s = check_t5_row_split(f, shape, p.tp); !s.ok()) {
+      return c.error("parallel", "sequence_parallel", std::string(s.message()));
+    }
+  }
+  if (t.eval.any()) return c.error("model", "type", "t5 has no [eval] tasks");
+  // Not in the T5 loop yet: each is refused, naming its key.
+  for (const char* key : {"rampup_batch_size", "skip_iterations"}) {
+    if (!c.get_string("train", key).empty()) {
+      return c.error("train", key, "is not supported with [model] type = t5 yet");
+    }
+  }
+  if (p.reduce_single_rank) {
+    return c.error("parallel", "reduce_single_rank", "is not supported with [model] type = t5 yet");
+  }
+  // The T5 loop has no loss scaler, and its attention is flash attention (bf16 on CUDA).
+  const std::string precision = c.get_string("train", "precision");
+  if (precision == "fp16" || (precision == "fp32" && c.get_string("train", "device") != "cpu")) {
+    return c.error("train", "precision",
+                   "t5 trains in bf16 on CUDA and f32 on the CPU (precision auto or bf16; fp32 "
+                   "only with device = cpu); fp16 with loss scaling is GPT/BERT only so far");
+  }
+  if (c.get_float("train", "loss_scale") > 0.0) {
+    return c.error("train", "loss_scale", "is not supported with [model] type = t5 yet");
+  }
+  if (t.tokenizer.type.empty() || extra == 0) {
+    return c.error("tokenizer", "vocab_extra_ids",
+                   "type t5 needs a [tokenizer] (WordPiece, as Megatron's T5) with the sentinels "
+                   "the data was made with (T5: 100)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace anvil::model
