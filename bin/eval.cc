@@ -33,14 +33,14 @@
 #include "io/eval_text.h"
 #include "io/tokenizer.h"
 #include "model/gpt/gpt.h"
-#include "model/group_comm.h"
-#include "model/parallel_config.h"
 #include "model/tasks/eval_tasks.h"
 #include "model/train/checkpoint.h"
 #include "model/train/train_config.h"
 #include "nlohmann/json.hpp"
 #include "parallel/grid.h"
+#include "parallel/group_comm.h"
 #include "parallel/launch_env.h"
+#include "parallel/parallel_config.h"
 #include "parallel/runtime.h"
 
 namespace {
@@ -195,7 +195,7 @@ absl::StatusOr<std::unique_ptr<Layout>> make_layout(const Flags& f, const model:
   l->shard.tp = static_cast<int>(f.tp);
   l->shard.tp_rank = grid.tp_rank();
   ANVIL_ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> parts,
-                         model::partition_layers(mc.n_layers, f.pp, "balanced"));
+                         anvil::parallel::partition_layers(mc.n_layers, f.pp, "balanced"));
   l->shard.chunks = {parts[static_cast<size_t>(grid.pp_rank())]};
   l->shard.pre = grid.is_first_stage();
   l->shard.post = grid.is_last_stage();
@@ -204,12 +204,13 @@ absl::StatusOr<std::unique_ptr<Layout>> make_layout(const Flags& f, const model:
   parallel::Comm* pp_device = nullptr;
   if (f.tp > 1) {
     ANVIL_ASSIGN_OR_RETURN(l->shard.tp_comm,
-                           model::group_comm(grid.tp_group(), cpu.tp.get(), rt.store(), rank, cuda,
-                                             opt, "", &l->owned));
+                           anvil::parallel::group_comm(grid.tp_group(), cpu.tp.get(), rt.store(),
+                                                       rank, cuda, opt, "", &l->owned));
   }
   if (f.pp > 1) {
-    ANVIL_ASSIGN_OR_RETURN(pp_device, model::group_comm(grid.pp_group(), cpu.pp.get(), rt.store(),
-                                                        rank, cuda, opt, "", &l->owned));
+    ANVIL_ASSIGN_OR_RETURN(
+        pp_device, anvil::parallel::group_comm(grid.pp_group(), cpu.pp.get(), rt.store(), rank,
+                                               cuda, opt, "", &l->owned));
   }
   ANVIL_RETURN_IF_ERROR(l->shard.validate(mc));
   l->par = model::eval_parallel(grid, cpu, pp_device);

@@ -32,14 +32,14 @@
 #include "io/task_data.h"
 #include "io/tokenizer.h"
 #include "model/gpt/gpt.h"
-#include "model/group_comm.h"
-#include "model/parallel_config.h"
 #include "model/tasks/cls_head.h"
 #include "model/tasks/finetune_cls.h"
 #include "model/train/checkpoint.h"
 #include "model/train/train_config.h"
 #include "parallel/grid.h"
+#include "parallel/group_comm.h"
 #include "parallel/launch_env.h"
+#include "parallel/parallel_config.h"
 #include "parallel/runtime.h"
 
 namespace {
@@ -158,12 +158,13 @@ absl::Status save(const model::TrainConfig& cfg, const std::string& config_text,
 // slots of the finetuning step's pipeline plan.
 absl::StatusOr<model::GptShard> finetune_shard(const model::TrainConfig& cfg,
                                                const parallel::ProcessGrid& grid) {
-  const model::ParallelConfig& pc = cfg.parallel;
+  const anvil::parallel::ParallelConfig& pc = cfg.parallel;
   model::GptShard sh;
   sh.tp = pc.tp;
   sh.tp_rank = grid.tp_rank();
-  ANVIL_ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> parts,
-                         model::partition_layers(cfg.model.n_layers, pc.pp, pc.pipeline_partition));
+  ANVIL_ASSIGN_OR_RETURN(
+      std::vector<std::vector<int64_t>> parts,
+      anvil::parallel::partition_layers(cfg.model.n_layers, pc.pp, pc.pipeline_partition));
   sh.chunks = {parts[static_cast<size_t>(grid.pp_rank())]};
   sh.pre = grid.is_first_stage();
   sh.post = grid.is_last_stage();
@@ -191,7 +192,7 @@ absl::Status run(const std::string& path, const std::vector<std::string>& overri
         path +
         ": [finetune] train_data is not set (evaluating needs dev_data and [checkpoint] load)");
   }
-  const model::ParallelConfig& pc = cfg.parallel;
+  const anvil::parallel::ParallelConfig& pc = cfg.parallel;
   if (pc.virtual_stages != 1 || pc.zero_stage != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: bin/finetune runs 1F1B without ZeRO: [parallel] virtual_stages %d must be 1 and "
@@ -240,14 +241,14 @@ absl::Status run(const std::string& path, const std::vector<std::string>& overri
   }
   // The model's rows: micro_batch examples of rows_per_example sequences.
   const model::GptRunShape shape{cfg.train.micro_batch * task.rows_per_example(), cfg.data.seq_len};
-  // Each group's communicator on the model's device (NCCL on CUDA, model/group_comm.h; the CPU
+  // Each group's communicator on the model's device (NCCL on CUDA, parallel/group_comm.h; the CPU
   // one otherwise) next to its CPU communicator for the host numbers (the model takes the TP
   // one at creation).
   std::vector<std::unique_ptr<parallel::Comm>> owned;
   parallel::GroupComms& cpu = rt->comms();
   auto device_comm = [&](const parallel::ProcessGroup& g,
                          parallel::Comm* host) -> absl::StatusOr<parallel::Comm*> {
-    return model::group_comm(g, host, rt->store(), launch.rank, cuda, copt, "", &owned);
+    return anvil::parallel::group_comm(g, host, rt->store(), launch.rank, cuda, copt, "", &owned);
   };
   ANVIL_ASSIGN_OR_RETURN(model::GptShard shard, finetune_shard(cfg, grid));
   model::ClsParallel par;

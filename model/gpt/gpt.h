@@ -26,6 +26,7 @@
 #include "engine/tensor.h"
 #include "model/param_table.h"
 #include "ops/adamw.h"
+#include "parallel/parallel_config.h"
 
 namespace anvil::parallel {
 class Comm;
@@ -34,9 +35,7 @@ class ZeroPartition;
 
 namespace anvil::model {
 
-// Transformer layers of one model at most (planning and the parameter table walk every layer;
-// the largest published models have about 100-200).
-inline constexpr int64_t kMaxLayers = int64_t{1} << 16;
+using parallel::kMaxLayers;  // (parallel/parallel_config.h)
 
 // How attention sees token positions: a learned table wpe added to the embedding (GPT-2), the
 // ALiBi bias of BLOOM in the attention logits (ops/flash_attention.h), rotary embeddings of q

@@ -358,7 +358,7 @@ absl::StatusOr<TrainerState> trainer_state_from(const std::map<std::string, int6
 }
 
 std::map<std::string, int64_t> checkpoint_layout(const TrainConfig& cfg) {
-  const ParallelConfig& p = cfg.parallel;
+  const parallel::ParallelConfig& p = cfg.parallel;
   std::map<std::string, int64_t> out = {{"tp", p.tp},
                                         {"pp", p.pp},
                                         {"dp", p.dp},

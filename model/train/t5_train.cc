@@ -12,12 +12,12 @@
 #include "engine/device.h"
 #include "engine/log.h"
 #include "engine/status.h"
-#include "model/group_comm.h"
 #include "model/train/batch_schedule.h"
 #include "model/train/pipeline_runner.h"
 #include "model/train/t5_stage.h"
 #include "parallel/comm.h"
 #include "parallel/grid.h"
+#include "parallel/group_comm.h"
 #include "parallel/group_comms.h"
 #include "parallel/scalar_reduce.h"
 
@@ -41,7 +41,7 @@ absl::StatusOr<parallel::PipelinePlan> step_plan(const TrainConfig& cfg, int pp_
 
 absl::StatusOr<T5Shard> T5Trainer::stage_shard(const TrainConfig& cfg,
                                                const parallel::ProcessGrid* grid) {
-  const ParallelConfig& pc = cfg.parallel;
+  const parallel::ParallelConfig& pc = cfg.parallel;
   T5Shard shard;
   shard.tp = pc.tp;
   shard.tp_rank = grid ? grid->tp_rank() : 0;
@@ -82,7 +82,7 @@ absl::StatusOr<std::unique_ptr<T5Trainer>> T5Trainer::create(const TrainConfig& 
   } else {
     t->stream_ = std::make_unique<engine::Stream>(engine::Stream::cpu());
   }
-  const ParallelConfig& pc = cfg.parallel;
+  const parallel::ParallelConfig& pc = cfg.parallel;
   const parallel::ProcessGrid* g = par.grid;
   ANVIL_ASSIGN_OR_RETURN(T5Shard shard, stage_shard(cfg, g));
   t->dp_ = pc.dp;
@@ -96,16 +96,19 @@ absl::StatusOr<std::unique_ptr<T5Trainer>> T5Trainer::create(const TrainConfig& 
     parallel::CommOptions copt;
     copt.timeout_s = pc.timeout_s;
     if (pc.tp > 1) {
-      ANVIL_ASSIGN_OR_RETURN(t->tp_comm_, group_comm(g->tp_group(), par.comms->tp.get(), par.store,
-                                                     g->rank(), cuda, copt, "", &t->owned_comms_));
+      ANVIL_ASSIGN_OR_RETURN(t->tp_comm_,
+                             parallel::group_comm(g->tp_group(), par.comms->tp.get(), par.store,
+                                                  g->rank(), cuda, copt, "", &t->owned_comms_));
     }
     if (pc.dp > 1) {
-      ANVIL_ASSIGN_OR_RETURN(t->dp_comm_, group_comm(g->dp_group(), par.comms->dp.get(), par.store,
-                                                     g->rank(), cuda, copt, "", &t->owned_comms_));
+      ANVIL_ASSIGN_OR_RETURN(t->dp_comm_,
+                             parallel::group_comm(g->dp_group(), par.comms->dp.get(), par.store,
+                                                  g->rank(), cuda, copt, "", &t->owned_comms_));
     }
     if (pc.pp > 1) {
-      ANVIL_ASSIGN_OR_RETURN(t->pp_comm_, group_comm(g->pp_group(), par.comms->pp.get(), par.store,
-                                                     g->rank(), cuda, copt, "", &t->owned_comms_));
+      ANVIL_ASSIGN_OR_RETURN(t->pp_comm_,
+                             parallel::group_comm(g->pp_group(), par.comms->pp.get(), par.store,
+                                                  g->rank(), cuda, copt, "", &t->owned_comms_));
     }
     if (cuda) {
       ANVIL_ASSIGN_OR_RETURN(t->scalar_arena_,

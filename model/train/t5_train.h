@@ -71,7 +71,7 @@ class T5Trainer {
   static absl::StatusOr<T5Shard> stage_shard(const TrainConfig& cfg,
                                              const parallel::ProcessGrid* grid);
   // Creates the stream (CUDA device local_rank % device count), the TP / DP communicators
-  // (model/group_comm.h; par as the GPT Trainer's) and the model (seeded with cfg.train.seed).
+  // (parallel/group_comm.h; par as the GPT Trainer's) and the model (seeded with cfg.train.seed).
   // Evaluation reads the next eval_iters global batches of `valid` (null: no evaluation).
   static absl::StatusOr<std::unique_ptr<T5Trainer>> create(const TrainConfig& cfg,
                                                            const GptPrecision& prec, SampleFn train,

@@ -77,7 +77,7 @@ absl::Status parse_t5_config(const engine::Config& c, TrainConfig& t) {
   f.eps = m.ln_eps;
   if (absl::Status s = f.validate(); !s.ok())
     return c.error("model", "type", std::string(s.message()));
-  ParallelConfig& p = t.parallel;
+  parallel::ParallelConfig& p = t.parallel;
   if (p.virtual_stages != 1) {
     return c.error("parallel", "virtual_stages",
                    "[model] type = t5 runs one model chunk per pipeline stage (1F1B), got " +

@@ -449,8 +449,8 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
                              "needs [checkpoint] load (a directory)"));
 
   // [parallel]
-  ANVIL_ASSIGN_OR_RETURN(t.parallel,
-                         parse_parallel_config(c, world_size, l.global_batch, l.micro_batch));
+  ANVIL_ASSIGN_OR_RETURN(
+      t.parallel, parallel::parse_parallel_config(c, world_size, l.global_batch, l.micro_batch));
   // Every batch of a ramp-up splits into whole micro-batches on each DP rank (a multiple of pp
   // of them for the interleaved schedule).
   if (absl::StatusOr<BatchRampup> r = parse_batch_rampup(
@@ -460,7 +460,7 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
     return c.error("train", "rampup_batch_size", std::string(r.status().message()));
   }
   // The layout against the model: Megatron pads the vocabulary to a multiple of 128 * tp.
-  const ParallelConfig& pc = t.parallel;
+  const parallel::ParallelConfig& pc = t.parallel;
   t.model.vocab_multiple = 128 * pc.tp;
   auto split = [&](const char* what, int64_t n) -> absl::Status {
     return need(n % pc.tp == 0, c, "parallel", "tp",
@@ -479,7 +479,7 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
   if (t.model.t5()) return t;  // its stacks split by pp_split_rank (parse_t5_config)
   const int64_t chunks = static_cast<int64_t>(pc.pp) * pc.virtual_stages;
   absl::StatusOr<std::vector<std::vector<int64_t>>> parts =
-      partition_layers(t.model.n_layers, chunks, pc.pipeline_partition);
+      parallel::partition_layers(t.model.n_layers, chunks, pc.pipeline_partition);
   if (!parts.ok()) {
     return c.error("parallel", "pp",
                    absl::StrFormat("pp %d * virtual_stages %d with [model] n_layers %d: %s", pc.pp,

@@ -14,7 +14,6 @@
 #include "absl/status/statusor.h"
 #include "engine/config.h"
 #include "model/gpt/gpt.h"
-#include "model/parallel_config.h"
 #include "model/t5/t5.h"
 #include "model/train/batch_schedule.h"
 #include "model/train/data_groups.h"
@@ -22,6 +21,7 @@
 #include "model/train/finetune_config.h"
 #include "model/train/lr_schedule.h"
 #include "model/train/precision_config.h"
+#include "parallel/parallel_config.h"
 
 namespace anvil::model {
 
@@ -121,7 +121,7 @@ struct TrainConfig {
   LoopConfig train;
   OptimConfig optim;
   LogConfig log;
-  ParallelConfig parallel;
+  parallel::ParallelConfig parallel;
   CheckpointConfig checkpoint;
   TokenizerConfig tokenizer;
   EvalConfig eval;  // [eval]: zero-shot tasks at every evaluation (model/train/eval_config.h)

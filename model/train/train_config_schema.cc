@@ -252,8 +252,8 @@ ConfigSchema build_schema() {
         "Write the per-step scalars (loss, learning rate, grad norm, batch size) every N steps "
         "(--tensorboard-log-interval); throughput and memory are written every [train] "
         "log_interval steps, when the file is also flushed.");
-  // [parallel]: model/parallel_config.cc
-  add_parallel_schema(s);
+  // [parallel]: parallel/parallel_config.cc
+  parallel::add_parallel_schema(s);
   // [eval]: model/train/eval_config.cc; [finetune]: model/train/finetune_config.cc
   add_eval_schema(s);
   add_finetune_schema(s);

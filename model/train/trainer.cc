@@ -114,7 +114,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
                                                          SampleFn valid, engine::LogContext log,
                                                          const TrainerParallel& par) {
   if (!train) return absl::InvalidArgumentError("Trainer::create: no training samples");
-  const ParallelConfig& pc = cfg.parallel;
+  const parallel::ParallelConfig& pc = cfg.parallel;
   const parallel::ProcessGrid* g = par.grid;
   const int tp = g ? g->tp_size() : 1, pp = g ? g->pp_size() : 1, dp = g ? g->dp_size() : 1;
   if (pc.tp != tp || pc.pp != pp || pc.dp != dp) {

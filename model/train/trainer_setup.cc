@@ -8,13 +8,13 @@
 #include "absl/strings/str_format.h"
 #include "engine/memory.h"
 #include "engine/status.h"
-#include "model/group_comm.h"
 #include "model/train/pipeline_runner.h"
 #include "model/train/trainer.h"
 #include "parallel/bootstrap.h"
 #include "parallel/comm.h"
 #include "parallel/data_parallel.h"
 #include "parallel/grid.h"
+#include "parallel/group_comm.h"
 #include "parallel/group_comms.h"
 #include "parallel/nccl_comm.h"
 #include "parallel/scalar_reduce.h"
@@ -23,13 +23,14 @@ namespace anvil::model {
 
 absl::StatusOr<GptShard> Trainer::shard_for(const TrainConfig& cfg, int tp_rank, int pp_rank,
                                             int dp_rank) {
-  const ParallelConfig& pc = cfg.parallel;
+  const parallel::ParallelConfig& pc = cfg.parallel;
   GptShard sh;
   sh.tp = pc.tp;
   sh.tp_rank = tp_rank;
   const int64_t v = pc.virtual_stages, chunks = static_cast<int64_t>(pc.pp) * v;
-  ANVIL_ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> parts,
-                         partition_layers(cfg.model.n_layers, chunks, pc.pipeline_partition));
+  ANVIL_ASSIGN_OR_RETURN(
+      std::vector<std::vector<int64_t>> parts,
+      parallel::partition_layers(cfg.model.n_layers, chunks, pc.pipeline_partition));
   sh.chunks.clear();
   for (int64_t c = 0; c < v; ++c)
     sh.chunks.push_back(parts[static_cast<size_t>(c * pc.pp + pp_rank)]);
@@ -53,7 +54,7 @@ absl::StatusOr<GptShard> Trainer::shard_for(const TrainConfig& cfg, int tp_rank,
 }
 
 absl::Status Trainer::setup_parallel(const TrainerParallel& par, int cuda_device) {
-  const ParallelConfig& pc = cfg_.parallel;
+  const parallel::ParallelConfig& pc = cfg_.parallel;
   const bool cuda = prec_.device == engine::Device::kCuda;
   const bool need_dp = dp_size_ > 1 || pc.reduce_single_rank;
   if (!need_dp && tp_size_ == 1 && pp_size_ == 1) return absl::OkStatus();
@@ -65,12 +66,12 @@ absl::Status Trainer::setup_parallel(const TrainerParallel& par, int cuda_device
   parallel::CommOptions copt;
   copt.timeout_s = pc.timeout_s;
   const parallel::ProcessGroup one{"dp", 0, {0}, 0};
-  // The group's Comm (model/group_comm.h).
+  // The group's Comm (parallel/group_comm.h).
   auto comm_for = [&](const parallel::ProcessGroup& group,
                       parallel::Comm* cpu) -> absl::StatusOr<parallel::Comm*> {
-    return group_comm(group, cpu, par.store, par.grid ? par.grid->rank() : 0, cuda, copt,
-                      dp_size_ == 1 && need_dp ? " (or unset [parallel] reduce_single_rank)" : "",
-                      &owned_comms_);
+    return parallel::group_comm(
+        group, cpu, par.store, par.grid ? par.grid->rank() : 0, cuda, copt,
+        dp_size_ == 1 && need_dp ? " (or unset [parallel] reduce_single_rank)" : "", &owned_comms_);
   };
   parallel::GroupComms* m = par.comms;
   if (need_dp) {

@@ -1,7 +1,7 @@
 // [parallel]: dp inferred from the launched ranks, the checks against the world size, the batch
 // shape and the model (heads / ffn / vocabulary vs tp, layers vs pp chunks), the pipeline layer
 // partition, sequence parallelism and the ZeRO stages.
-#include "model/parallel_config.h"
+#include "parallel/parallel_config.h"
 
 #include <string>
 #include <vector>
@@ -109,23 +109,23 @@ TEST(ParallelConfigTest, SequenceParallelAndZeroStages) {
 
 TEST(PartitionLayersTest, BalancedAndMegatronTyped) {
   using Chunks = std::vector<std::vector<int64_t>>;
-  auto b = partition_layers(5, 2, "balanced");
+  auto b = parallel::partition_layers(5, 2, "balanced");
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(*b, (Chunks{{0, 1, 2}, {3, 4}}));
-  auto b4 = partition_layers(8, 4, "balanced");
+  auto b4 = parallel::partition_layers(8, 4, "balanced");
   ASSERT_TRUE(b4.ok());
   EXPECT_EQ(*b4, (Chunks{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
   // Embedding and head count as a layer: 6 layers + 2 = 8 items, 4 per chunk.
-  auto t = partition_layers(6, 2, "type:transformer|embedding");
+  auto t = parallel::partition_layers(6, 2, "type:transformer|embedding");
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(*t, (Chunks{{0, 1, 2}, {3, 4, 5}}));
   // 8 layers + 2 = 10 items over 4 chunks: 3, 3, 2, 2 -> the first and last lose one layer.
-  auto t4 = partition_layers(8, 4, "type:transformer|embedding");
+  auto t4 = parallel::partition_layers(8, 4, "type:transformer|embedding");
   ASSERT_TRUE(t4.ok());
   EXPECT_EQ(*t4, (Chunks{{0, 1}, {2, 3, 4}, {5, 6}, {7}}));
   // 4 layers + 2 over 4 chunks: the last chunk would hold only the head.
-  EXPECT_FALSE(partition_layers(4, 4, "type:transformer|embedding").ok());
-  EXPECT_FALSE(partition_layers(3, 4, "balanced").ok());
+  EXPECT_FALSE(parallel::partition_layers(4, 4, "type:transformer|embedding").ok());
+  EXPECT_FALSE(parallel::partition_layers(3, 4, "balanced").ok());
 }
 
 }  // namespace

@@ -1,10 +1,9 @@
 // [parallel] schema and validation (see parallel_config.h).
-#include "model/parallel_config.h"
+#include "parallel/parallel_config.h"
 
 #include "absl/strings/str_format.h"
-#include "model/gpt/gpt.h"
 
-namespace anvil::model {
+namespace anvil::parallel {
 namespace {
 
 constexpr int64_t kMaxBucketMb = int64_t{1} << 20;        // bucket_elems() stays exact
@@ -186,4 +185,4 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> partition_layers(int64_t n_lay
   return out;
 }
 
-}  // namespace anvil::model
+}  // namespace anvil::parallel

@@ -13,18 +13,14 @@
 #include "parallel/grid.h"
 
 namespace anvil::parallel {
-class TcpStore;
-}
 
-namespace anvil::model {
+class TcpStore;
 
 // group: the group's members; cpu: its CPU communicator (null without a launcher); store: the
 // torchrun store or null; rank: this process's global rank. FailedPrecondition on the CPU
 // without a CPU communicator, naming the group and `hint`.
-absl::StatusOr<parallel::Comm*> group_comm(const parallel::ProcessGroup& group, parallel::Comm* cpu,
-                                           parallel::TcpStore* store, int rank, bool cuda,
-                                           const parallel::CommOptions& opt,
-                                           const std::string& hint,
-                                           std::vector<std::unique_ptr<parallel::Comm>>* owned);
+absl::StatusOr<Comm*> group_comm(const ProcessGroup& group, Comm* cpu, TcpStore* store, int rank,
+                                 bool cuda, const CommOptions& opt, const std::string& hint,
+                                 std::vector<std::unique_ptr<Comm>>* owned);
 
-}  // namespace anvil::model
+}  // namespace anvil::parallel

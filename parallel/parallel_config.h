@@ -13,7 +13,11 @@
 #include "absl/status/statusor.h"
 #include "engine/config.h"
 
-namespace anvil::model {
+namespace anvil::parallel {
+
+// Transformer layers of one model at most (planning and the parameter table walk every layer;
+// the largest published models have about 100-200), and so pipeline chunks at most.
+inline constexpr int64_t kMaxLayers = int64_t{1} << 16;
 
 struct ParallelConfig {
   int tp = 1;
@@ -48,4 +52,4 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> partition_layers(int64_t n_lay
 absl::StatusOr<ParallelConfig> parse_parallel_config(const engine::Config& c, int world_size,
                                                      int64_t global_batch, int64_t micro_batch);
 
-}  // namespace anvil::model
+}  // namespace anvil::parallel
