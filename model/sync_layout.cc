@@ -15,7 +15,7 @@ std::vector<parallel::SyncBucket> sync_buckets(
 }
 
 parallel::SyncBuffers carve_sync_buffers(const parallel::SyncLayout& l, engine::DType act,
-                                         engine::DType grad, gpt_detail::Carver& carver) {
+                                         engine::DType grad, Carver& carver) {
   const int z = l.stage;
   const int64_t n = l.numel, no = l.state_numel;
   parallel::SyncBuffers b;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "engine/dtype.h"
-#include "model/gpt/gpt_layout.h"  // Carver
+#include "model/carver.h"
 #include "model/param_table.h"
 #include "parallel/grad_sync.h"
 
@@ -22,7 +22,7 @@ std::vector<parallel::SyncBucket> sync_buckets(
 // Carves layout's buffers (categories "params", "master", "optimizer", "grads"): the compute
 // copy in act, the rest in grad dtype; master is value when the two dtypes are equal.
 parallel::SyncBuffers carve_sync_buffers(const parallel::SyncLayout& layout, engine::DType act,
-                                         engine::DType grad, gpt_detail::Carver& carver);
+                                         engine::DType grad, Carver& carver);
 
 // Points every parameter's views at the buffers holding it whole (value, master, grad, m, v
 // where [flat_numel]; the persistent buckets' values and gradients in persist_* at stages 2,

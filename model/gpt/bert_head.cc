@@ -1,6 +1,18 @@
-// BERT's MLM and binary heads (the math is in bert_head.h).
-#include "model/gpt/bert_head.h"
-
+// BERT's heads (Megatron's BertLMHead + binary head, HF BertPreTrainingHeads), run by GptModel on
+// the last pipeline stage for type bert, on the heads' input X = the encoder output [B*T, d]
+// (post-LN: the last layer's output; pre-LN: ln_f of it):
+//   MLM   : u = LN_m(gelu_erf(X Wd^T + bd));  logits = u wte^T + out_b   (tied decoder + bias)
+//           mlm loss = sum over counted targets of CE(logits, target)  (vocab-parallel CE)
+//   binary: p = tanh(X[cls] Wp^T + bp) on the [CLS] rows b*T;  z = p Wb^T + bb  [B, 2]
+//           binary loss = sum over samples of CE(z, is_random)
+// The micro-batch loss sum is mlm + (counted / B) * binary, so loss_sum / counted = Megatron's
+// lm_loss (mean over the masked tokens) + sop_loss (mean over the samples), its
+// pretrain_bert.py loss; backward scales the binary logits' gradient accordingly.
+// Tensor parallelism as Megatron: dense, LN_m, pooler and binary head replicated (identical on
+// every TP rank, so their gradients are too), the decoder and out_b vocab-parallel; d u is
+// summed over TP (an all-reduce even with sequence parallelism: the heads see all B*T rows).
+// Backward: parameter gradients (+=), d X (=) [B*T, d] in buf.dln, whole on every TP rank.
+#include <cstdint>
 #include <vector>
 
 #include "engine/memory.h"
@@ -94,7 +106,7 @@ void GptModel::Impl::bert_head_backward(const gpt_detail::SlotData& sd, int64_t 
   ops::activation_backward(ops::Activation::kGeluErf, buf.proj, buf.proj, hd.mlm_pre, s);
   blocks::linear_backward(buf.dln, g.dense_w, g.dense_b, buf.proj, hd.lnf, w.dense_w, s);
   if (!cfg.binary_head) return;
-  // The binary loss enters the loss sum with weight counted / B (bert_head.h).
+  // The binary loss enters the loss sum with weight counted / B (see the top of this file).
   const float weight = static_cast<float>(static_cast<double>(sd.counted) / static_cast<double>(B));
   scaled_weight_bias_grad(g.bin_w, g.bin_b, hd.bin_logits, hd.pooled, buf.bias_sums,
                           grad_scale * weight, s);

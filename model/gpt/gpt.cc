@@ -14,7 +14,6 @@
 #include "engine/cuda_check.h"
 #include "engine/memory.h"
 #include "engine/status.h"
-#include "model/gpt/bert_head.h"
 #include "model/gpt/gpt_impl.h"
 #include "model/gpt/gpt_init.h"
 #include "ops/adamw.h"
@@ -34,7 +33,7 @@ int64_t layer_params(const GptConfig& c) {
 }
 
 // Parameters outside the layers: wte, wpe, wte_ln, lm_head, ln_f (pre-LN), BERT's token types
-// and heads (model/gpt/bert_head.h).
+// and heads (model/gpt/bert_head.cc).
 int64_t non_layer_params(const GptConfig& c) {
   const int64_t d = c.d_model;
   int64_t n = c.padded() * d * (c.tie_embeddings ? 1 : 2) +
@@ -223,7 +222,7 @@ absl::StatusOr<engine::MemoryPlan> GptModel::plan(const GptConfig& cfg, const Gp
                                                   const GptPrecision& prec, const GptShard& shard) {
   ANVIL_RETURN_IF_ERROR(gpt_detail::check_run(cfg, shape, prec, shard));
   engine::MemoryPlan plan;
-  gpt_detail::Carver carver(&plan);
+  Carver carver(&plan);
   gpt_detail::gpt_layout(cfg, shape, prec, shard, carver);
   return plan;
 }
@@ -243,8 +242,8 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
   impl->prec = prec;
   impl->shard = shard;
   impl->seed = seed;
-  ANVIL_ASSIGN_OR_RETURN(impl->arenas, gpt_detail::allocate_arenas(plan, prec.device, "gpt"));
-  gpt_detail::Carver carver(&impl->arenas);
+  ANVIL_ASSIGN_OR_RETURN(impl->arenas, allocate_arenas(plan, prec.device, "gpt"));
+  Carver carver(&impl->arenas);
   impl->buf = gpt_detail::gpt_layout(cfg, shape, prec, shard, carver);
   impl->tp = {shard.tp_comm, shard.tp, shard.tp_rank, shard.sequence_parallel, impl->buf.gathered};
   impl->ready_for_backward.assign(static_cast<size_t>(impl->n_chunks() * shard.act_slots), false);
@@ -349,7 +348,7 @@ double GptModel::loss_sum(int64_t slot, engine::Stream& stream) {
   const gpt_detail::HeadActs& hd = impl_->buf.head[static_cast<size_t>(slot)];
   double sum = 0.0;
   for (double l : read_back(hd.losses, stream)) sum += l;
-  if (!hd.bin_losses.empty()) {  // BERT: + (counted / B) * binary loss sum (bert_head.h)
+  if (!hd.bin_losses.empty()) {  // BERT: + (counted / B) * binary loss sum (bert_head.cc)
     const int64_t counted = impl_->buf.slot_data(impl_->n_chunks() - 1, slot).counted;
     sum += binary_loss_sum(slot, stream) * static_cast<double>(counted) /
            static_cast<double>(impl_->shape.micro_batch);

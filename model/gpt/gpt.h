@@ -5,7 +5,7 @@
 // BigScience variants and LLaMA (docs/models.md): ALiBi, rotary or no position embedding, a
 // LayerNorm after the word embedding (BLOOM), gated MLPs (SwiGLU ...), RMSNorm, no linear
 // biases, an untied LM head (lm_head.weight). type kBert makes it BERT (docs/models.md,
-// model/gpt/bert_head.h): bidirectional attention with a key-padding mask, token-type embeddings,
+// model/gpt/bert_head.cc): bidirectional attention with a key-padding mask, token-type embeddings,
 // post-LN blocks (norm_placement kPost: x = LN1(x + attn(x)), x = LN2(x + mlp(x)), no ln_f),
 // the MLM head (dense, GELU-erf, LayerNorm, tied decoder + output bias) and the binary head
 // (pooler dense + tanh on [CLS], then a 2-way linear) for NSP / sentence order. Explicit
@@ -24,9 +24,9 @@
 #include "engine/arena.h"
 #include "engine/stream.h"
 #include "engine/tensor.h"
+#include "model/gpt/gpt_config.h"
 #include "model/param_table.h"
 #include "ops/adamw.h"
-#include "parallel/parallel_config.h"
 
 namespace anvil::parallel {
 class Comm;
@@ -34,145 +34,6 @@ class ZeroPartition;
 }  // namespace anvil::parallel
 
 namespace anvil::model {
-
-using parallel::kMaxLayers;  // (parallel/parallel_config.h)
-
-// How attention sees token positions: a learned table wpe added to the embedding (GPT-2), the
-// ALiBi bias of BLOOM in the attention logits (ops/flash_attention.h), rotary embeddings of q
-// and k (LLaMA; ops/rotary.h), or nothing.
-enum class PositionEmbedding { kLearned, kAlibi, kRotary, kNone };
-// The MLP's nonlinearity: GELU (tanh approximation, GPT-2/BLOOM) on c_fc's ffn outputs, or a
-// gated unit act(g) * u on c_fc's 2 * ffn outputs [g | u] (ops/glu.h; SwiGLU: LLaMA).
-// kGeluErf: the exact erf GELU (HF BERT's "gelu", ops/activation.h) on c_fc's ffn outputs.
-enum class Activation { kGelu, kSwiglu, kGeglu, kReglu, kLiglu, kGeluErf };
-// The normalization of the blocks and of ln_f: LayerNorm (gamma, beta) or RMSNorm (gamma).
-enum class Norm { kLayerNorm, kRmsNorm };
-// Where the blocks normalize: kPre (GPT-2, Megatron's BERT): x + f(LN(x)), a final ln_f;
-// kPost (original BERT, HF BertModel): LN(x + f(x)), no ln_f.
-enum class NormPlacement { kPre, kPost };
-// The model family ([model] type): its sample record (model/train/sample_record.h), heads and loss.
-// kGpt: causal LM. kBert: masked LM + optional binary (NSP / sentence-order) head. kT5: the
-// encoder-decoder of model/t5/t5.h (its own model; TrainConfig::t5 holds its configuration).
-enum class ModelType { kGpt, kBert, kT5 };
-
-struct GptConfig {
-  int64_t vocab_size = 50257;    // real vocabulary
-  int64_t padded_vocab = 0;      // 0: round vocab_size up to a multiple of vocab_multiple
-  int64_t vocab_multiple = 128;  // Megatron's make-vocab-size-divisible-by (x TP: 128 * tp)
-  int64_t max_seq_len = 1024;    // rows of the position embedding
-  int64_t d_model = 768;
-  int64_t n_heads = 12;
-  int64_t n_layers = 12;
-  int64_t ffn_hidden = 0;  // 0: 4 * d_model
-  float hidden_dropout = 0.0f;
-  float attention_dropout = 0.0f;
-  float ln_eps = 1e-5f;
-  float init_std = 0.02f;
-  // Architecture options; the defaults are GPT-2.
-  PositionEmbedding position_embedding = PositionEmbedding::kLearned;
-  float rotary_base = 10000.0f;  // kRotary: inv_freq_i = base^(-2i / rot_dim)
-  float rotary_percent = 1.0f;   // kRotary: rot_dim = rotary_percent * head_dim (even)
-  bool embed_layernorm = false;  // BLOOM: LayerNorm wte_ln right after the word embedding
-  Activation activation = Activation::kGelu;
-  Norm norm = Norm::kLayerNorm;
-  bool bias = true;            // biases of every linear layer
-  bool tie_embeddings = true;  // LM head = wte; false: a separate lm_head.weight
-  // Model family and the encoder options it brings (BERT: type kBert, causal false).
-  ModelType type = ModelType::kGpt;
-  bool causal = true;  // false: every key visible (bidirectional), up to the sample's length
-  NormPlacement norm_placement = NormPlacement::kPre;
-  int64_t type_vocab_size = 0;  // rows of the token-type embedding (BERT 2); 0: none
-  bool binary_head = false;     // BERT: pooler + 2-way head (Megatron's default; off with
-                                // --bert-no-binary-head)
-
-  bool learned_positions() const { return position_embedding == PositionEmbedding::kLearned; }
-  bool glu() const { return activation != Activation::kGelu && activation != Activation::kGeluErf; }
-  bool bert() const { return type == ModelType::kBert; }
-  bool t5() const { return type == ModelType::kT5; }
-  bool post_ln() const { return norm_placement == NormPlacement::kPost; }
-  bool layernorm() const { return norm == Norm::kLayerNorm; }
-  // c_fc's output width: ffn, or 2 * ffn (g | u) with a gated activation (Megatron-DeepSpeed's
-  // --glu-activation sizing: ffn_hidden is the width after the gate).
-  int64_t fc_out() const { return glu() ? 2 * ffn() : ffn(); }
-  int64_t rotary_dim() const {
-    return static_cast<int64_t>(static_cast<double>(rotary_percent) * head_dim());
-  }
-
-  int64_t padded() const {
-    return padded_vocab ? padded_vocab
-                        : (vocab_size + vocab_multiple - 1) / vocab_multiple * vocab_multiple;
-  }
-  int64_t ffn() const { return ffn_hidden ? ffn_hidden : 4 * d_model; }
-  int64_t head_dim() const { return d_model / n_heads; }
-  // InvalidArgument naming the numbers (d_model % n_heads, padded < vocab, ...) and the size
-  // bounds: every dimension <= engine::kMaxDimension, n_layers <= kMaxLayers, every weight and
-  // the whole model <= engine::kMaxElements elements (engine/checked_math.h).
-  absl::Status validate() const;
-  // Parameters in GEMMs incl. the tied embedding (for MFU: 6N + 12 L d T FLOPs per token).
-  int64_t matmul_params() const;
-  int64_t total_params() const;
-};
-
-struct GptRunShape {
-  int64_t micro_batch;  // B
-  int64_t seq_len;      // T <= max_seq_len
-};
-
-struct GptPrecision {
-  engine::Device device = engine::Device::kCpu;
-  engine::DType act = engine::DType::kF32;   // params (compute copy) and activations
-  engine::DType grad = engine::DType::kF32;  // gradients, master weights, optimizer state
-};
-
-// Activation recomputation (Megatron's --recompute-granularity): kSelective recomputes the
-// attention core (probabilities) in backward instead of saving them; kFull saves only each
-// layer's input and reruns the whole layer forward in backward.
-enum class Recompute { kNone, kSelective, kFull };
-// [parallel] recompute's value ("none", "selective", "full"; validated by the config) as the enum.
-inline Recompute recompute_from_name(const std::string& name) {
-  return name == "full"        ? Recompute::kFull
-         : name == "selective" ? Recompute::kSelective
-                               : Recompute::kNone;
-}
-
-// The part of the model one rank holds (DESIGN.md §5). Tensor parallelism (tp > 1) splits the
-// heads, the MLP hidden units and the padded vocabulary over the TP group (Megatron's column /
-// row-parallel linears and vocab-parallel embedding and cross-entropy; padded_vocab % tp == 0);
-// pipeline parallelism gives each rank model chunks of consecutive layers. Parameter names and
-// dropout masks use global layer and head numbers, and parameters are initialized from their
-// global element index, so every layout computes what the single-rank model computes.
-struct GptShard {
-  int tp = 1, tp_rank = 0;
-  parallel::Comm* tp_comm = nullptr;  // the TP group (not owned); required when tp > 1
-  // Global layer indices of each model chunk held here, in forward order (interleaved pipeline:
-  // several chunks). Empty: one chunk with all layers.
-  std::vector<std::vector<int64_t>> chunks;
-  bool pre = true;        // chunk 0 starts the model: token + position embedding
-  bool post = true;       // the last chunk ends it: final LN, tied LM head, loss
-  int64_t act_slots = 1;  // activation sets per chunk: micro-batches in flight at once
-  // Megatron's sequence parallelism (tp > 1): outside the TP-split layers (layernorms, dropout,
-  // residual stream) each TP rank holds B*T/tp consecutive rows of the [B*T, d] activations;
-  // all-gathers before the column-parallel linears and reduce-scatters after the row-parallel
-  // ones replace the all-reduces. Needs B*T % tp == 0.
-  bool sequence_parallel = false;
-  // Gradient sync over the DP group dp_comm (not owned; parallel/grad_sync.h). Without it the
-  // gradients stay local. zero_stage 0: reduce_gradients all-reduces them (plain DP, buckets of
-  // dp_bucket_elems elements, 0: one). ZeRO (parallel/zero.h; dp_comm required): every bucket
-  // (embeddings, each layer, final LayerNorm) split evenly over zero_dp ranks.
-  // 1: f32 master (when separate) and AdamW moments hold this rank's pieces only; 2: also the
-  // gradients (reduce-scattered layer by layer in backward); 3: also the parameters (gathered
-  // layer by layer before use; the embedding and final-LN buckets stay gathered).
-  int zero_stage = 0;
-  int zero_dp = 1, zero_rank = 0;
-  parallel::Comm* dp_comm = nullptr;
-  int64_t dp_bucket_elems = 0;
-  Recompute recompute = Recompute::kNone;
-
-  // InvalidArgument naming the numbers (heads % tp, ffn % tp, padded vocab % tp, layer ranges).
-  absl::Status validate(const GptConfig& cfg) const;
-  // The chunks, with the default (all layers) filled in.
-  std::vector<std::vector<int64_t>> layer_chunks(const GptConfig& cfg) const;
-};
 
 // One micro-batch's host inputs, [B*T] i32 each. targets < 0 are not counted; segments (may be
 // null: plain causal attention) number the documents of each sample for a document-aware
@@ -238,7 +99,7 @@ class GptModel {
   // Backward of the last forward; parameter gradients accumulate (+=) into grads().
   void backward(float grad_scale, engine::Stream& stream);
   // Sum of per-token losses of the last forward (syncs the stream). BERT: the masked tokens'
-  // losses + (counted / B) * the binary losses (model/gpt/bert_head.h).
+  // losses + (counted / B) * the binary losses (model/gpt/bert_head.cc).
   double loss_sum(engine::Stream& stream);
   // The LM-head logits of the last forward (slot 0) with train = false, [B*T, padded / tp] act
   // dtype on the model's device, for greedy predictions (a training forward leaves dlogits
@@ -278,7 +139,7 @@ class GptModel {
   // Loss sum of the slot's last forward (post only; 0 elsewhere). Syncs.
   double loss_sum(int64_t slot, engine::Stream& stream);
   // BERT: the sum over the samples of the binary head's cross-entropy in the slot's last
-  // forward (Megatron's sop loss times B), a part of loss_sum (bert_head.h). 0 without a
+  // forward (Megatron's sop loss times B), a part of loss_sum (bert_head.cc). 0 without a
   // binary head and where not post. Syncs.
   double binary_loss_sum(int64_t slot, engine::Stream& stream);
 

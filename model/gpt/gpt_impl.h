@@ -131,4 +131,9 @@ struct GptModel::Impl {
   void sync_layernorm_grads(const gpt_detail::LayerWeights& g, engine::Stream& s);
 };
 
+// Writes the binary head's constant row indices (Buffers::cls_rows = b*T, batch_rows = b);
+// nothing where they are absent (not BERT, not the last stage, no binary head).
+void bert_head_setup(const GptConfig& cfg, const GptRunShape& shape, gpt_detail::Buffers& b,
+                     engine::Stream& s);
+
 }  // namespace anvil::model

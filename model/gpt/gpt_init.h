@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "engine/stream.h"
-#include "model/gpt/gpt.h"
+#include "model/gpt/gpt_config.h"
 #include "model/param_table.h"
 #include "ops/init_normal.h"
 #include "parallel/zero.h"

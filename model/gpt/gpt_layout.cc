@@ -121,68 +121,6 @@ Weights weights_of(const ParamTable& t, TensorView Param::*field, const GptConfi
   return w;
 }
 
-absl::StatusOr<std::vector<std::pair<std::string, engine::Arena>>> allocate_arenas(
-    const engine::MemoryPlan& plan, engine::Device device, const std::string& what) {
-  std::vector<std::pair<std::string, engine::Arena>> arenas;
-  for (const std::string& cat : plan.categories()) {
-    const size_t bytes = plan.category_bytes(cat);
-    if (bytes == 0) continue;
-    ANVIL_ASSIGN_OR_RETURN(engine::Arena a, engine::Arena::create(device, bytes, what + " " + cat));
-    arenas.emplace_back(cat, std::move(a));
-  }
-  return arenas;
-}
-
-engine::Arena* Carver::arena(const std::string& category) {
-  for (auto& [name, a] : *arenas_) {
-    if (name == category) return &a;
-  }
-  return nullptr;
-}
-
-TensorView Carver::take(const std::string& category, const std::string& name, DType dtype,
-                        const std::vector<int64_t>& shape) {
-  if (planning()) {
-    plan_->add(category, name, engine::arena_bytes(dtype, shape));
-    TensorView v;
-    v.dtype = dtype;
-    v.ndim = static_cast<int>(shape.size());
-    for (int d = 0; d < v.ndim; ++d) v.shape[d] = shape[d];
-    return v;
-  }
-  engine::Arena* a = arena(category);
-  if (a == nullptr) {
-    if (status_.ok()) status_ = absl::InternalError(absl::StrCat("no arena for ", category));
-    return {};
-  }
-  absl::StatusOr<TensorView> v = a->allocate(dtype, shape, name);
-  if (!v.ok()) {
-    if (status_.ok()) status_ = v.status();
-    return {};
-  }
-  return *v;
-}
-
-engine::Workspace Carver::take_workspace(const std::string& category, const std::string& name,
-                                         size_t bytes) {
-  if (bytes == 0) return {};
-  if (planning()) {
-    plan_->add(category, name, engine::align_up(bytes));
-    return {};
-  }
-  engine::Arena* a = arena(category);
-  if (a == nullptr) {
-    if (status_.ok()) status_ = absl::InternalError(absl::StrCat("no arena for ", category));
-    return {};
-  }
-  absl::StatusOr<engine::Workspace> ws = a->allocate_workspace(bytes, name);
-  if (!ws.ok()) {
-    if (status_.ok()) status_ = ws.status();
-    return {};
-  }
-  return *ws;
-}
-
 ParamTable make_param_table(const GptConfig& cfg, const GptShard& shard) {
   const int64_t d = cfg.d_model, vocab = cfg.padded() / shard.tp;
   ParamTableBuilder b;
@@ -218,7 +156,7 @@ ParamTable make_param_table(const GptConfig& cfg, const GptShard& shard) {
       b.add("ln_f.weight", {d}, false);
       if (cfg.layernorm()) b.add("ln_f.bias", {d}, false);
     }
-    if (cfg.bert()) {  // Megatron's BertLMHead and binary head (model/gpt/bert_head.h)
+    if (cfg.bert()) {  // Megatron's BertLMHead and binary head (model/gpt/bert_head.cc)
       b.add("lm_head.dense.weight", {d, d}, true);
       b.add("lm_head.dense.bias", {d}, false);
       b.add("lm_head.layernorm.weight", {d}, false);

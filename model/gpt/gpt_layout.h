@@ -29,7 +29,8 @@
 #include "engine/workspace.h"
 #include "model/blocks/mlp.h"
 #include "model/blocks/norm.h"
-#include "model/gpt/gpt.h"
+#include "model/carver.h"
+#include "model/gpt/gpt_config.h"
 #include "model/param_table.h"
 #include "parallel/grad_sync.h"
 
@@ -49,7 +50,7 @@ struct LayerWeights {
   TensorView mlp_proj_w, mlp_proj_b;    // [d, ffn / tp], [d]
 };
 
-// BERT's heads (post; model/gpt/bert_head.h), replicated over TP except the output bias.
+// BERT's heads (post; model/gpt/bert_head.cc), replicated over TP except the output bias.
 struct BertHeadWeights {
   TensorView dense_w, dense_b;  // [d, d], [d]   lm_head.dense
   TensorView ln_g, ln_b;        // [d]           lm_head.layernorm
@@ -145,7 +146,7 @@ struct HeadActs {
   TensorView lnf_mean, lnf_rstd;  // [rows] stat dtype
   TensorView logits;              // [B*T, padded / tp]; after a training forward: dlogits
   TensorView losses;              // [B*T] stat dtype
-  // BERT (model/gpt/bert_head.h). lnf is the heads' input: LNf(x_final) (pre-LN) or x_final
+  // BERT (model/gpt/bert_head.cc). lnf is the heads' input: LNf(x_final) (pre-LN) or x_final
   // (post-LN; gathered with sequence parallelism, else x_final itself).
   TensorView mlm_pre, mlm_act, mlm_ln;  // [B*T, d] dense output, GELU-erf, LayerNorm
   TensorView mlm_mean, mlm_rstd;        // [B*T] stat dtype
@@ -208,34 +209,6 @@ struct Buffers {
     return acts[static_cast<size_t>(slot * static_cast<int64_t>(layer_ids.size()) + local)];
   }
 };
-
-// Hands out views (creation) or records sizes (planning). In planning mode views have the right
-// shape and dtype but no data.
-class Carver {
- public:
-  explicit Carver(engine::MemoryPlan* plan) : plan_(plan) {}
-  explicit Carver(std::vector<std::pair<std::string, engine::Arena>>* arenas) : arenas_(arenas) {}
-
-  bool planning() const { return plan_ != nullptr; }
-  TensorView take(const std::string& category, const std::string& name, DType dtype,
-                  const std::vector<int64_t>& shape);
-  engine::Workspace take_workspace(const std::string& category, const std::string& name,
-                                   size_t bytes);
-  // The first allocation error, if any.
-  const absl::Status& status() const { return status_; }
-
- private:
-  engine::Arena* arena(const std::string& category);
-
-  engine::MemoryPlan* plan_ = nullptr;
-  std::vector<std::pair<std::string, engine::Arena>>* arenas_ = nullptr;
-  absl::Status status_;
-};
-
-// One arena per non-empty category of `plan` on `device`, named "<what> <category>" (what a
-// Carver in creation mode carves the plan's views from).
-absl::StatusOr<std::vector<std::pair<std::string, engine::Arena>>> allocate_arenas(
-    const engine::MemoryPlan& plan, engine::Device device, const std::string& what);
 
 // The parameter table of `shard` (HF names with global layer numbers, local TP shapes, decay
 // group = matrices and embeddings); the default shard is the whole model.

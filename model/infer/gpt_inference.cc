@@ -68,7 +68,7 @@ struct Buffers {
 };
 
 Buffers layout(const GptConfig& cfg, const InferenceShape& shape, const GptPrecision& prec,
-               const GptShard& shard, gpt_detail::Carver& c) {
+               const GptShard& shard, Carver& c) {
   const DType act = prec.act, f32 = DType::kF32;
   const int64_t B = shape.max_batch, L = shape.max_len, R = B * L, d = cfg.d_model;
   const int64_t tp = shard.tp, dl = d / tp, cols = cfg.padded() / tp;
@@ -303,7 +303,7 @@ absl::StatusOr<engine::MemoryPlan> GptInference::plan(const GptConfig& cfg,
   if (sh.max_len == 0) sh.max_len = cfg.max_seq_len;
   ANVIL_RETURN_IF_ERROR(check(cfg, sh, prec, shard));
   engine::MemoryPlan plan;
-  gpt_detail::Carver carver(&plan);
+  Carver carver(&plan);
   layout(cfg, sh, prec, shard, carver);
   return plan;
 }
@@ -330,7 +330,7 @@ absl::StatusOr<std::unique_ptr<GptInference>> GptInference::create(const GptConf
                            engine::Arena::create(prec.device, bytes, "inference " + cat));
     impl->arenas.emplace_back(cat, std::move(a));
   }
-  gpt_detail::Carver carver(&impl->arenas);
+  Carver carver(&impl->arenas);
   impl->buf = layout(cfg, impl->shape, prec, shard, carver);
   ANVIL_RETURN_IF_ERROR(carver.status());
   impl->lengths.assign(static_cast<size_t>(impl->shape.max_batch), 0);

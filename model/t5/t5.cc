@@ -88,7 +88,7 @@ absl::StatusOr<engine::MemoryPlan> T5Model::plan(const T5Config& cfg, const T5Ru
                                                  const GptPrecision& prec, const T5Shard& shard) {
   ANVIL_RETURN_IF_ERROR(t5_detail::check_t5_run(cfg, shape, prec, shard));
   engine::MemoryPlan plan;
-  gpt_detail::Carver carver(&plan);
+  Carver carver(&plan);
   t5_detail::t5_layout(cfg, shape, prec, shard, carver);
   return plan;
 }
@@ -110,8 +110,8 @@ absl::StatusOr<std::unique_ptr<T5Model>> T5Model::create(const T5Config& cfg,
   impl->seed = seed;
   impl->layers = shard.layers(cfg);
   if (shard.pp > 1) impl->shared = t5_detail::pipeline_shared_params(cfg, shard);
-  ANVIL_ASSIGN_OR_RETURN(impl->arenas, gpt_detail::allocate_arenas(plan, prec.device, "t5"));
-  gpt_detail::Carver carver(&impl->arenas);
+  ANVIL_ASSIGN_OR_RETURN(impl->arenas, allocate_arenas(plan, prec.device, "t5"));
+  Carver carver(&impl->arenas);
   impl->buf = t5_detail::t5_layout(cfg, shape, prec, shard, carver);
   ANVIL_RETURN_IF_ERROR(carver.status());
   impl->tp = {shard.tp_comm, shard.tp, shard.tp_rank, shard.sequence_parallel, impl->buf.gathered};

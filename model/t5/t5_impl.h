@@ -139,7 +139,7 @@ LayerWeights bucket_layer_views(const ParamTable& t, bool decoder, int64_t l, in
                                 TensorView base);
 // Walks the whole layout through `carver`; when creating, also binds the parameter views.
 Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecision& prec,
-                  const T5Shard& shard, gpt_detail::Carver& carver);
+                  const T5Shard& shard, Carver& carver);
 // InvalidArgument for unsupported precision / shape / shard combinations.
 absl::Status check_t5_run(const T5Config& cfg, const T5RunShape& shape, const GptPrecision& prec,
                           const T5Shard& shard);

@@ -115,7 +115,7 @@ int64_t shared_stand_in(const T5Config& cfg, const T5Shard& shard) {
 
 // The parameter buffers for the ZeRO stage (model/sync_layout.h) and each block's layer bucket.
 void carve_params(const T5Config& cfg, const T5Shard& shard, const GptPrecision& prec,
-                  gpt_detail::Carver& carver, Buffers& b) {
+                  Carver& carver, Buffers& b) {
   // A block's bucket is a layer's but for block 0, whose relative table every block reads.
   auto is_layer = [](const std::string& name) {
     return (absl::StartsWith(name, "encoder.block.") || absl::StartsWith(name, "decoder.block.")) &&
@@ -289,7 +289,7 @@ absl::Status check_t5_run(const T5Config& cfg, const T5RunShape& shape, const Gp
 }
 
 Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecision& prec,
-                  const T5Shard& shard, gpt_detail::Carver& carver) {
+                  const T5Shard& shard, Carver& carver) {
   const int64_t B = shape.micro_batch, Te = shape.enc_len, Td = shape.dec_len;
   const int64_t re = B * Te, rd = B * Td, rmax = std::max(re, rd);
   // Rows of the residual streams this rank holds (sequence parallelism: a 1/tp share).

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <string>
 
-#include "model/train/trainer.h"
 
 namespace anvil::model {
 namespace {

@@ -30,8 +30,6 @@
 
 namespace anvil::model {
 
-struct StepStats;
-
 // Where scalars go: scalar(tag, value, x) with x a step, sample or token count as the tag says;
 // flush() after each log interval's and each evaluation's scalars (a crash loses at most one
 // interval).
@@ -54,6 +52,20 @@ struct LossParts {
   double lm = std::numeric_limits<double>::quiet_NaN();
   double sop = std::numeric_limits<double>::quiet_NaN();
   bool present() const { return !std::isnan(lm); }
+};
+
+// One training step as the trainer reports it (its log line, the metrics, the step hook).
+struct StepStats {
+  int64_t step = 0;             // 1-based number of this step
+  double loss = 0.0;            // mean token loss over the step's global batch
+  double lr = 0.0;              // learning rate used (or that would have been used when skipped)
+  double grad_norm = 0.0;       // global L2 norm before clipping
+  bool skipped = false;         // non-finite grad norm: no optimizer update
+  double loss_scale = 1.0;      // after this step's scaler update (as Megatron logs it); 1: none
+  bool scale_overflow = false;  // skipped by a dynamic loss scale above its floor (backs off)
+  bool data_only = false;       // a [train] skip_iterations step: data consumed, nothing trained
+  int64_t global_batch = 0;     // samples of this step (rampup_batch_size)
+  LossParts parts;              // BERT: loss = lm loss + sop loss
 };
 
 // One log interval, as the text log line reports it.

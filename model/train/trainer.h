@@ -119,19 +119,6 @@ absl::Status check_plan_fits(const engine::MemoryPlan& plan, engine::Device devi
 // (`host_plan_bytes` over `host_ranks` ranks) exceed the host's `available_bytes`, naming both.
 absl::Status check_host_plans_fit(size_t host_plan_bytes, int host_ranks, size_t available_bytes);
 
-struct StepStats {
-  int64_t step = 0;             // 1-based number of this step
-  double loss = 0.0;            // mean token loss over the step's global batch
-  double lr = 0.0;              // learning rate used (or that would have been used when skipped)
-  double grad_norm = 0.0;       // global L2 norm before clipping
-  bool skipped = false;         // non-finite grad norm: no optimizer update
-  double loss_scale = 1.0;      // after this step's scaler update (as Megatron logs it); 1: none
-  bool scale_overflow = false;  // skipped by a dynamic loss scale above its floor (backs off)
-  bool data_only = false;       // a [train] skip_iterations step: data consumed, nothing trained
-  int64_t global_batch = 0;     // samples of this step (rampup_batch_size)
-  LossParts parts;              // BERT: loss = lm loss + sop loss (model/train/train_metrics.h)
-};
-
 struct TrainSummary {
   // Aborted when the run stopped because [train] max_skipped_steps consecutive steps were
   // skipped (it diverged); OK otherwise.
