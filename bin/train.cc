@@ -81,21 +81,24 @@ constexpr char kUsage[] =
     "  --print-device       print the device [train] device resolves to (cuda or cpu)\n"
     "  --local_rank=N       ignored (the deepspeed launcher's; LOCAL_RANK is read instead)\n";
 
-// This process's rank and the world size, for error lines (set once the launcher is known).
-// Errors before MPI starts (flags, config) are the same on every rank: only rank 0 prints them.
-int g_rank = 0, g_world = 1;
-bool g_rank_local_errors = false;
+// Prints an error line ("train: error: ...", on many ranks naming the rank) and returns bin/train's
+// exit status 1. Errors before the runtime starts (flags, config) are the same on every rank:
+// only rank 0 prints them; from the runtime on (rank_local) each rank prints its own.
+struct ErrorPrinter {
+  int rank = 0, world = 1;
+  bool rank_local = false;
 
-int fail(const absl::Status& s) {
-  if (g_rank != 0 && !g_rank_local_errors) return 1;
-  if (g_world > 1) {
-    std::fprintf(stderr, "train: error (rank %d of %d): %s\n", g_rank, g_world,
-                 std::string(s.message()).c_str());
-  } else {
-    std::fprintf(stderr, "train: error: %s\n", std::string(s.message()).c_str());
+  int operator()(const absl::Status& s) const {
+    if (rank != 0 && !rank_local) return 1;
+    if (world > 1) {
+      std::fprintf(stderr, "train: error (rank %d of %d): %s\n", rank, world,
+                   std::string(s.message()).c_str());
+    } else {
+      std::fprintf(stderr, "train: error: %s\n", std::string(s.message()).c_str());
+    }
+    return 1;
   }
-  return 1;
-}
+};
 
 // The world's element-wise max of `v` (every rank must call it; v itself on one rank).
 template <size_t N>
@@ -345,12 +348,12 @@ absl::StatusOr<model::EvalSuite> load_eval_suite(const model::TrainConfig& cfg) 
 
 // Loads [checkpoint] load, runs `tr` to the end saving every save_interval steps and when a
 // stop (signal, exit_interval, exit_duration_min) ends it, then saves the final state; bin/train's
-// exit status (fatal: a rank-local error that ends every rank).
+// exit status (fatal: a rank-local error that ends every rank; fail: one every rank has).
 template <typename TrainerT, typename Fatal>
 int train_loop(const model::TrainConfig& cfg, const std::string& config_text, TrainerT& tr,
                const anvil::parallel::ProcessGrid& grid, anvil::parallel::Comm* world,
                const anvil::engine::LogContext& ctx, const anvil::engine::Timer& started,
-               const Fatal& fatal) {
+               const Fatal& fatal, const ErrorPrinter& fail) {
   const model::CheckpointConfig& ck = cfg.checkpoint;
   if (!ck.load.empty()) {
     if (absl::Status s = load_checkpoint(cfg, tr, ctx); !s.ok()) return fatal(s);
@@ -403,8 +406,9 @@ int train_loop(const model::TrainConfig& cfg, const std::string& config_text, Tr
   // The gradient norm is the global batch's on every rank, so all ranks stop here together:
   // rank 0 reports, and each exits 1 without aborting the job.
   if (!summary.status.ok()) {
-    g_rank_local_errors = false;
-    return fail(summary.status);
+    ErrorPrinter shared = fail;
+    shared.rank_local = false;
+    return shared(summary.status);
   }
   if (!ck.save.empty() && saved_step != tr.steps_done() && !save()) return fatal(save_status);
   return 0;
@@ -415,6 +419,7 @@ int run(int argc, char** argv) {
   // exit_duration_min counts from here.
   anvil::engine::install_stop_signals();
   const anvil::engine::Timer started;
+  ErrorPrinter fail;
   std::optional<std::string> config_path;
   std::vector<std::string> overrides;
   bool dry_run = false, print_docs = false, print_device = false;
@@ -466,8 +471,8 @@ int run(int argc, char** argv) {
   absl::StatusOr<anvil::parallel::LaunchInfo> launch =
       anvil::parallel::launch_info_from_env(anvil::parallel::env_map(environ));
   if (!launch.ok()) return fail(launch.status());
-  g_rank = launch->rank;
-  g_world = launch->world;
+  fail.rank = launch->rank;
+  fail.world = launch->world;
   anvil::engine::set_process_rank(launch->rank);
 
   // The tokenizer's vocabulary and EOD first (as overrides), then the whole config parsed.
@@ -509,7 +514,7 @@ int run(int argc, char** argv) {
   auto rt = anvil::parallel::ParallelRuntime::start(*launch, cfg.parallel.tp, cfg.parallel.pp,
                                                     cfg.parallel.dp, comm_options);
   if (!rt.ok()) return fail(rt.status());
-  g_rank_local_errors = true;
+  fail.rank_local = true;
   auto fatal = [&](const absl::Status& st) {
     if (launch->world > 1) {
       (*rt)->abort(absl::StrCat("train: error: ", std::string(st.message())));
@@ -526,7 +531,7 @@ int run(int argc, char** argv) {
     if (!t5.ok()) return fatal(t5.status());
     if (*t5 == nullptr) return 0;  // --dry-run
     return train_loop(cfg, raw.dump(), **t5, (*rt)->grid(), (*rt)->comms().world.get(), ctx,
-                      started, fatal);
+                      started, fatal, fail);
   }
   const model::GptConfig& m = cfg.model;
   const int64_t T = cfg.data.seq_len;
@@ -645,7 +650,7 @@ int run(int argc, char** argv) {
     });
   }
   return train_loop(cfg, raw.dump(), tr, (*rt)->grid(), (*rt)->comms().world.get(), ctx, started,
-                    fatal);
+                    fatal, fail);
 }
 
 }  // namespace
