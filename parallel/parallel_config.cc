@@ -63,6 +63,19 @@ void add_parallel_schema(engine::ConfigSchema& s) {
         "or time that path; on the CPU it needs a launcher (mpirun -np 1, or torchrun).");
 }
 
+absl::Status check_batch_split(int64_t global_batch, int64_t micro_batch, int64_t dp) {
+  if (micro_batch > 0 && dp > 0 && global_batch % (micro_batch * dp) == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%d is not a multiple of [train] micro_batch %d * [parallel] dp %d = %d",
+                      global_batch, micro_batch, dp, micro_batch * dp));
+}
+
+absl::Status check_tp_split(std::string_view what, int64_t n, int64_t tp) {
+  if (tp > 0 && n % tp == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s %d is not divisible by [parallel] tp %d", what, n, tp));
+}
+
 absl::StatusOr<ParallelConfig> parse_parallel_config(const engine::Config& c, int world,
                                                      int64_t global_batch, int64_t micro_batch) {
   ParallelConfig p;
@@ -110,12 +123,8 @@ absl::StatusOr<ParallelConfig> parse_parallel_config(const engine::Config& c, in
                                    "ranks (dp = 0 infers it)",
                                    tp, resolved_dp, pp, tp * resolved_dp * pp, world));
   }
-  if (global_batch % (micro_batch * resolved_dp) != 0) {
-    return c.error(
-        "train", "global_batch",
-        absl::StrFormat("%d is not a multiple of [train] micro_batch %d * [parallel] "
-                        "dp %d = %d",
-                        global_batch, micro_batch, resolved_dp, micro_batch * resolved_dp));
+  if (absl::Status s = check_batch_split(global_batch, micro_batch, resolved_dp); !s.ok()) {
+    return c.error("train", "global_batch", std::string(s.message()));
   }
   const int64_t bucket_mb = c.get_int("parallel", "bucket_mb");
   if (bucket_mb < 0 || bucket_mb > kMaxBucketMb) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -46,6 +47,15 @@ void add_parallel_schema(engine::ConfigSchema& schema);
 // the counts allow). InvalidArgument when a chunk would get no layer.
 absl::StatusOr<std::vector<std::vector<int64_t>>> partition_layers(int64_t n_layers, int64_t chunks,
                                                                    const std::string& method);
+
+// The layout rules, each checked by these functions and worded here only (a config error adds
+// the file, section and key in front; the trainer and the models' shards their own prefix).
+// The global batch splits into whole micro-batches on each of dp data-parallel ranks:
+//   "16 is not a multiple of [train] micro_batch 2 * [parallel] dp 16 = 32"
+absl::Status check_batch_split(int64_t global_batch, int64_t micro_batch, int64_t dp);
+// A dimension split over the tp tensor-parallel ranks (heads, FFN units, the padded vocabulary):
+//   "[model] n_heads 12 is not divisible by [parallel] tp 5"
+absl::Status check_tp_split(std::string_view what, int64_t n, int64_t tp);
 
 // Reads and validates [parallel] of a loaded config for `world_size` launched ranks and the
 // [train] batch shape (global_batch must split into micro_batch * dp chunks).

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "model/gpt/gpt_init.h"
 #include "ops/adamw.h"
 #include "ops/grad_norm.h"
+#include "parallel/parallel_config.h"
 
 namespace anvil::model {
 
@@ -175,17 +177,15 @@ absl::Status GptShard::validate(const GptConfig& cfg) const {
   if (tp < 1 || tp_rank < 0 || tp_rank >= tp) {
     return bad("GPT shard: tp rank ", tp_rank, " outside a TP group of ", tp);
   }
-  if (cfg.n_heads % tp != 0) {
-    return bad("tensor parallelism: n_heads (", cfg.n_heads, ") must be divisible by tp (", tp,
-               ")");
-  }
-  if (cfg.ffn() % tp != 0) {
-    return bad("tensor parallelism: ffn_hidden (", cfg.ffn(), ") must be divisible by tp (", tp,
-               ")");
-  }
-  if (cfg.padded() % tp != 0) {
-    return bad("tensor parallelism: the padded vocabulary (", cfg.padded(),
-               ") must be divisible by tp (", tp, "); set [model] vocab_multiple to 128 * tp");
+  for (const auto& [what, n] : {std::pair<const char*, int64_t>{"[model] n_heads", cfg.n_heads},
+                                {"[model] ffn_hidden", cfg.ffn()},
+                                {"[model] padded_vocab", cfg.padded()}}) {
+    if (absl::Status s = parallel::check_tp_split(what, n, tp); !s.ok()) {
+      return bad("tensor parallelism: ", s.message(),
+                 std::string_view(what) == "[model] padded_vocab"
+                     ? "; set [model] vocab_multiple to 128 * tp"
+                     : "");
+    }
   }
   if (act_slots < 1) return bad("GPT shard: act_slots must be >= 1, got ", act_slots);
   if (zero_dp < 1 || zero_rank < 0 || zero_rank >= zero_dp) {

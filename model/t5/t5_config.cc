@@ -8,6 +8,7 @@
 #include "engine/checked_math.h"
 #include "engine/status.h"
 #include "model/t5/t5.h"
+#include "parallel/parallel_config.h"
 
 namespace anvil::model {
 
@@ -71,10 +72,10 @@ absl::Status T5Shard::validate(const T5Config& cfg) const {
     return absl::InvalidArgumentError(absl::StrCat("T5 shard: ", parts...));
   };
   if (tp < 1 || tp_rank < 0 || tp_rank >= tp) return bad("tp rank ", tp_rank, " of ", tp);
-  for (const auto& [what, n] : {std::pair<const char*, int64_t>{"n_heads", cfg.n_heads},
-                                {"d_ff", cfg.d_ff},
-                                {"the padded vocabulary", cfg.padded()}}) {
-    if (n % tp != 0) return bad(what, " (", n, ") is not divisible by tp (", tp, ")");
+  for (const auto& [what, n] : {std::pair<const char*, int64_t>{"[model] n_heads", cfg.n_heads},
+                                {"[model] ffn_hidden (d_ff)", cfg.d_ff},
+                                {"[model] padded_vocab", cfg.padded()}}) {
+    if (absl::Status s = parallel::check_tp_split(what, n, tp); !s.ok()) return bad(s.message());
   }
   if (act_slots < 1) return bad("act_slots ", act_slots, " (need >= 1)");
   if (zero_stage < 0 || zero_stage > 3) return bad("ZeRO stage ", zero_stage, " outside [0, 3]");

@@ -343,9 +343,6 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
   l.micro_batch = c.get_int("train", "micro_batch");
   l.global_batch = c.get_int("train", "global_batch");
   if (l.global_batch == 0) l.global_batch = l.micro_batch;
-  ANVIL_RETURN_IF_ERROR(need(l.global_batch % l.micro_batch == 0, c, "train", "global_batch",
-                             absl::StrFormat("%d is not a multiple of [train] micro_batch %d",
-                                             l.global_batch, l.micro_batch)));
   l.steps = c.get_int("train", "steps");
   l.seed = static_cast<uint64_t>(c.get_int("train", "seed"));
   l.device = c.get_string("train", "device");
@@ -448,7 +445,7 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
   ANVIL_RETURN_IF_ERROR(need(!k.finetune || !k.load.empty(), c, "checkpoint", "finetune",
                              "needs [checkpoint] load (a directory)"));
 
-  // [parallel]
+  // [parallel] (global_batch against micro_batch * dp too)
   ANVIL_ASSIGN_OR_RETURN(
       t.parallel, parallel::parse_parallel_config(c, world_size, l.global_batch, l.micro_batch));
   // Every batch of a ramp-up splits into whole micro-batches on each DP rank (a multiple of pp
@@ -463,8 +460,8 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
   const parallel::ParallelConfig& pc = t.parallel;
   t.model.vocab_multiple = 128 * pc.tp;
   auto split = [&](const char* what, int64_t n) -> absl::Status {
-    return need(n % pc.tp == 0, c, "parallel", "tp",
-                absl::StrFormat("%d: [model] %s %d is not divisible by tp", pc.tp, what, n));
+    absl::Status s = parallel::check_tp_split(absl::StrCat("[model] ", what), n, pc.tp);
+    return s.ok() ? s : c.error("parallel", "tp", std::string(s.message()));
   };
   ANVIL_RETURN_IF_ERROR(split("n_heads", t.model.n_heads));
   ANVIL_RETURN_IF_ERROR(split("ffn_hidden", t.model.ffn()));

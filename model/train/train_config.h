@@ -2,7 +2,8 @@
 // [parallel] [checkpoint], every key typed, defaulted and documented; docs/config.md is generated
 // from it) and its parsing into plain structs, with every semantic check up front. A bad
 // combination is an error naming the file:line (or override) and the key with the numbers, e.g.
-//   "configs/x.ini:14: [train] global_batch: 48 is not a multiple of [train] micro_batch 32".
+//   "configs/x.ini:14: [train] global_batch: 48 is not a multiple of [train] micro_batch 32 *
+//   [parallel] dp 1 = 32".
 // This is model/ code and must not read data formats: the data path is checked for existence
 // only (check_data_files); opening and sampling it is io/'s job, wired up by bin/train.
 #pragma once

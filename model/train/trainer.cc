@@ -123,10 +123,10 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
         "dp %d",
         pc.tp, pc.pp, pc.dp, tp, pp, dp));
   }
-  if (cfg.train.global_batch % (cfg.train.micro_batch * dp) != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "Trainer: [train] global_batch %d is not a multiple of micro_batch %d * dp %d",
-        cfg.train.global_batch, cfg.train.micro_batch, dp));
+  if (absl::Status s =
+          parallel::check_batch_split(cfg.train.global_batch, cfg.train.micro_batch, dp);
+      !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("Trainer: [train] global_batch ", s.message()));
   }
   // Every batch of a ramp-up must split into whole micro-batches on each DP rank, and into a
   // multiple of pp of them for the interleaved schedule.

@@ -72,15 +72,43 @@ TEST(ParallelConfigTest, ErrorsNameTheNumbers) {
               HasSubstr("[parallel] virtual_stages: 4294967297 exceeds the limit 2^16"));
 }
 
+// One rule, one wording: the batch and tensor-parallel rules as parallel/parallel_config.h words
+// them, from the config, the trainer's guard and both models' shards alike.
+TEST(ParallelConfigTest, LayoutRulesWordedOnce) {
+  EXPECT_TRUE(parallel::check_batch_split(32, 2, 16).ok());
+  EXPECT_EQ(parallel::check_batch_split(16, 2, 16).message(),
+            "16 is not a multiple of [train] micro_batch 2 * [parallel] dp 16 = 32");
+  EXPECT_FALSE(parallel::check_batch_split(4, 0, 1).ok());
+  EXPECT_TRUE(parallel::check_tp_split("[model] n_heads", 12, 4).ok());
+  EXPECT_EQ(parallel::check_tp_split("[model] n_heads", 12, 5).message(),
+            "[model] n_heads 12 is not divisible by [parallel] tp 5");
+  GptConfig gpt;  // 12 heads, ffn 3072, padded vocabulary 50304
+  GptShard gpt_shard;
+  gpt_shard.tp = 5;
+  EXPECT_EQ(gpt_shard.validate(gpt).message(),
+            "tensor parallelism: [model] n_heads 12 is not divisible by [parallel] tp 5");
+  gpt.n_heads = 16;
+  gpt_shard.tp = 8;
+  gpt.padded_vocab = 50260;
+  EXPECT_EQ(gpt_shard.validate(gpt).message(),
+            "tensor parallelism: [model] padded_vocab 50260 is not divisible by [parallel] tp 8; "
+            "set [model] vocab_multiple to 128 * tp");
+  T5Config t5;  // 8 heads
+  T5Shard t5_shard;
+  t5_shard.tp = 3;
+  EXPECT_EQ(t5_shard.validate(t5).message(),
+            "T5 shard: [model] n_heads 8 is not divisible by [parallel] tp 3");
+}
+
 TEST(ParallelConfigTest, LayoutsAgainstTheModel) {
   // The default model is GPT-2 124M: 12 layers, 12 heads, ffn 3072, vocabulary 50257.
   auto tp2 = load(2, {"parallel.tp=2"});
   ASSERT_TRUE(tp2.ok()) << tp2.status();
   EXPECT_EQ(tp2->model.padded(), 50432);  // a multiple of 128 * 2, as Megatron pads it
   EXPECT_THAT(error(5, {"parallel.tp=5"}),
-              HasSubstr("[parallel] tp: 5: [model] n_heads 12 is not divisible by tp"));
+              HasSubstr("[parallel] tp: [model] n_heads 12 is not divisible by [parallel] tp 5"));
   EXPECT_THAT(error(4, {"parallel.tp=4", "model.padded_vocab=50258"}),
-              HasSubstr("padded_vocab 50258 is not divisible by tp"));
+              HasSubstr("[model] padded_vocab 50258 is not divisible by [parallel] tp 4"));
   auto pp4 = load(4, {"parallel.pp=4"});
   ASSERT_TRUE(pp4.ok()) << pp4.status();
   EXPECT_EQ(pp4->parallel.pp, 4);
