@@ -51,6 +51,7 @@
 #include "io/tokenizer.h"
 #include "model/tasks/eval_suite.h"
 #include "model/train/checkpoint.h"
+#include "model/train/run_loop.h"
 #include "model/train/t5_checkpoint.h"
 #include "model/train/t5_train.h"
 #include "model/train/train_config.h"
@@ -99,18 +100,6 @@ struct ErrorPrinter {
     return 1;
   }
 };
-
-// The world's element-wise max of `v` (every rank must call it; v itself on one rank).
-template <size_t N>
-std::array<double, N> world_max(anvil::parallel::Comm* world, std::array<double, N> v) {
-  if (world == nullptr) return v;
-  anvil::engine::Stream s = anvil::engine::Stream::cpu();
-  world->all_reduce(
-      anvil::engine::make_view(v.data(), anvil::engine::DType::kF64, anvil::engine::Device::kCpu,
-                               {static_cast<int64_t>(N)}),
-      anvil::parallel::ReduceOp::kMax, s);
-  return v;
-}
 
 // The bytes the ranks on this process's host plan together, and how many they are: each rank
 // puts (host id, its plan's bytes) into its own slot of a world sum (collective).
@@ -179,124 +168,71 @@ std::map<std::string, std::string> tokenizer_attachments(const model::TokenizerC
   return out;
 }
 
-// The model's checkpoint boxes (model/train/checkpoint.h, model/train/t5_checkpoint.h) and their
-// load.
-std::vector<anvil::engine::HostSlice> model_slices(model::Trainer& t, int dp_rank) {
-  return model::gpt_checkpoint_slices(t.model(), dp_rank, t.stream());
-}
-std::vector<anvil::engine::HostSlice> model_slices(model::T5Trainer& t, int dp_rank) {
-  return model::t5_checkpoint_slices(t.model(), dp_rank, t.stream());
-}
-absl::Status load_model_state(model::Trainer& t, const model::TensorLookup& lookup,
-                              bool weights_only) {
-  return model::gpt_load_checkpoint(t.model(), lookup, weights_only, t.stream());
-}
-absl::Status load_model_state(model::T5Trainer& t, const model::TensorLookup& lookup,
-                              bool weights_only) {
-  return model::t5_load_checkpoint(t.model(), lookup, weights_only, t.stream());
-}
-
-// Saves the trainer's state into cfg.checkpoint.save: rank 0 creates the temporary directory,
-// every rank writes its boxes, rank 0 writes the manifest and commits (barriers between), then
-// removes the temporary directories of earlier interrupted saves.
-template <typename TrainerT>
-absl::Status save_checkpoint(const model::TrainConfig& cfg, const std::string& config_text,
-                             TrainerT& trainer, const anvil::parallel::ProcessGrid& grid,
-                             anvil::parallel::Comm* world, const anvil::engine::LogContext& ctx) {
-  anvil::engine::Stream cpu = anvil::engine::Stream::cpu();
-  auto barrier = [&] {
-    if (world != nullptr) world->barrier(cpu);
+// The files of the run's checkpoints (model/train/run_loop.h): io/checkpoint over [checkpoint]
+// save and load.
+model::CheckpointFiles checkpoint_files(const model::CheckpointConfig& ck) {
+  namespace io = anvil::io;
+  model::CheckpointFiles f;
+  f.begin = [dir = ck.save](int64_t step, const std::string& token) {
+    return io::begin_checkpoint(dir, step, token);
   };
-  // The temporary directory's token: rank 0's pid, the same on every rank.
-  double token = static_cast<double>(::getpid());
-  if (world != nullptr) {
-    world->broadcast(anvil::engine::make_view(&token, anvil::engine::DType::kF64,
-                                              anvil::engine::Device::kCpu, {1}),
-                     0, cpu);
-  }
-  const std::string tok = absl::StrCat(static_cast<int64_t>(token));
-  const std::string& dir = cfg.checkpoint.save;
-  const int64_t step = trainer.steps_done();
-  if (grid.rank() == 0) ANVIL_RETURN_IF_ERROR(anvil::io::begin_checkpoint(dir, step, tok));
-  barrier();
-  const std::string tmp = anvil::io::checkpoint_tmp_dir(dir, step, tok);
-  ANVIL_RETURN_IF_ERROR(
-      anvil::io::write_checkpoint_shard(tmp, grid.rank(), model_slices(trainer, grid.dp_rank())));
-  barrier();
-  if (grid.rank() == 0) {
-    anvil::io::CheckpointInfo info;
-    info.step = step;
-    info.config = config_text;
-    info.model = model::checkpoint_model_record(cfg);
-    info.state = model::checkpoint_counters(trainer.state(), cfg);
-    info.layout = model::checkpoint_layout(cfg);
-    info.lr_schedule = model::checkpoint_lr_schedule(cfg, trainer.state());
-    info.grad_scaler = model::loss_scaler_map(trainer.state().loss_scaler);
-    info.attachments = tokenizer_attachments(cfg.tokenizer);
+  f.write_shard = [dir = ck.save](int64_t step, const std::string& token, int rank,
+                                  const std::vector<anvil::engine::HostSlice>& slices) {
+    return io::write_checkpoint_shard(io::checkpoint_tmp_dir(dir, step, token), rank, slices);
+  };
+  f.finish = [dir = ck.save, keep = ck.keep_last](
+                 int64_t step, const std::string& token, int world,
+                 const model::CheckpointRecord& r) -> absl::StatusOr<std::vector<std::string>> {
+    io::CheckpointInfo info;
+    info.step = r.step;
+    info.config = r.config;
+    info.model = r.model;
+    info.state = r.state;
+    info.layout = r.layout;
+    info.lr_schedule = r.lr_schedule;
+    info.grad_scaler = r.grad_scaler;
+    info.attachments = r.attachments;
     ANVIL_RETURN_IF_ERROR(
-        anvil::io::finish_checkpoint(dir, tmp, grid.world(), info, cfg.checkpoint.keep_last));
-    ANVIL_ASSIGN_OR_RETURN(std::vector<std::string> stale,
-                           anvil::io::remove_stale_checkpoint_temps(dir, tok));
-    for (const std::string& path : stale) {
-      log_info(ctx, absl::StrCat("removed ", path, ", the leftover of an interrupted save"));
-    }
-  }
-  barrier();
-  return absl::OkStatus();
+        io::finish_checkpoint(dir, io::checkpoint_tmp_dir(dir, step, token), world, info, keep));
+    return io::remove_stale_checkpoint_temps(dir, token);
+  };
+  f.step_dir = [dir = ck.save](int64_t step) { return io::checkpoint_step_dir(dir, step); };
+  f.open_newest = [dir = ck.load,
+                   step = ck.load_step](const std::function<void(const std::string&)>& warn)
+      -> absl::StatusOr<model::OpenedCheckpoint> {
+    ANVIL_ASSIGN_OR_RETURN(io::Checkpoint opened, io::open_newest_complete(dir, step, warn));
+    auto c = std::make_shared<const io::Checkpoint>(std::move(opened));
+    model::OpenedCheckpoint o;
+    o.dir = c->dir();
+    const io::CheckpointInfo& info = c->info();
+    o.record = {info.step,        info.config,      info.state, info.layout,
+                info.lr_schedule, info.grad_scaler, info.model, info.attachments};
+    o.tensor_names = c->tensor_names();
+    o.read = [c](const std::string& name) { return c->read(name); };
+    return o;
+  };
+  return f;
 }
 
-// Loads [checkpoint] load into the trainer (weights only with finetune). A directory without
-// any checkpoint starts from scratch with a warning.
-template <typename TrainerT>
-absl::Status load_checkpoint(const model::TrainConfig& cfg, TrainerT& trainer,
-                             const anvil::engine::LogContext& ctx) {
-  const model::CheckpointConfig& k = cfg.checkpoint;
-  absl::StatusOr<anvil::io::Checkpoint> c = anvil::io::open_newest_complete(
-      k.load, k.load_step, [&](const std::string& w) { log_warning(ctx, w); });
-  if (absl::IsNotFound(c.status())) {
-    log_warning(ctx, absl::StrCat(c.status().message(), ": starting from scratch"));
-    return absl::OkStatus();
-  }
-  ANVIL_RETURN_IF_ERROR(c.status());
-  ANVIL_RETURN_IF_ERROR(model::check_checkpoint_model(c->info().model, cfg, c->dir()));
-  if (!k.finetune) {
-    const std::vector<std::string> names = c->tensor_names();
-    if (std::none_of(names.begin(), names.end(), [](const std::string& n) {
-          return absl::StartsWith(n, model::kExpAvgState);
-        })) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(c->dir(),
-                       " holds weights only (an import?): load it with [checkpoint] "
-                       "finetune = true"));
-    }
-  }
-  ANVIL_RETURN_IF_ERROR(load_model_state(
-      trainer, [&](const std::string& name) { return c->read(name); }, k.finetune));
-  std::string layout;
-  for (const auto& [key, v] : c->info().layout) {
-    absl::StrAppend(&layout, layout.empty() ? "; saved with " : ", ", key, " ", v);
-  }
-  if (k.finetune) {
-    log_info(ctx,
-             absl::StrCat("finetune: weights of ", c->dir(), layout, "; fresh optimizer, step 0"));
-    return absl::OkStatus();
-  }
-  ANVIL_ASSIGN_OR_RETURN(model::TrainerState st, model::trainer_state_from(c->info().state, cfg));
-  ANVIL_ASSIGN_OR_RETURN(st.loss_scaler, model::loss_scaler_from_map(c->info().grad_scaler));
-  trainer.restore(st);
-  const int64_t samples = cfg.train.run_samples();
-  auto saved = c->info().state.find("train_samples");
-  if (saved != c->info().state.end() && saved->second != samples) {
-    log_warning(
-        ctx, absl::StrFormat("the checkpoint's run had %d training samples ([train] train_samples "
-                             "or steps x global_batch), this one has %d: the sample order (a "
-                             "shuffle over the "
-                             "whole run) differs from the one the checkpoint was trained on",
-                             saved->second, samples));
-  }
-  log_info(ctx, absl::StrFormat("resuming from %s: step %d, %d samples consumed%s", c->dir(),
-                                st.step, st.consumed_samples, layout));
-  return absl::OkStatus();
+// The trainers' side of a checkpoint: their model's boxes (model/train/checkpoint.h,
+// model/train/t5_checkpoint.h), its load, and the run's state.
+template <typename TrainerT, typename Slices, typename Load>
+model::CheckpointedModel checkpointed(TrainerT& t, Slices slices, Load load) {
+  model::CheckpointedModel m;
+  m.slices = [&t, slices](int dp_rank) { return slices(t.model(), dp_rank, t.stream()); };
+  m.load = [&t, load](const model::TensorLookup& lookup, bool weights_only) {
+    return load(t.model(), lookup, weights_only, t.stream());
+  };
+  m.steps_done = [&t] { return t.steps_done(); };
+  m.state = [&t] { return t.state(); };
+  m.restore = [&t](const model::TrainerState& s) { t.restore(s); };
+  return m;
+}
+model::CheckpointedModel checkpointed(model::Trainer& t) {
+  return checkpointed(t, model::gpt_checkpoint_slices, model::gpt_load_checkpoint);
+}
+model::CheckpointedModel checkpointed(model::T5Trainer& t) {
+  return checkpointed(t, model::t5_checkpoint_slices, model::t5_load_checkpoint);
 }
 
 // The trainer's scalars into the TensorBoard file. A failed write warns once, naming the file,
@@ -346,72 +282,43 @@ absl::StatusOr<model::EvalSuite> load_eval_suite(const model::TrainConfig& cfg) 
   return suite;
 }
 
-// Loads [checkpoint] load, runs `tr` to the end saving every save_interval steps and when a
-// stop (signal, exit_interval, exit_duration_min) ends it, then saves the final state; bin/train's
-// exit status (fatal: a rank-local error that ends every rank; fail: one every rank has).
+// Runs `tr` with the run's checkpoints (model/train/run_loop.h); bin/train's exit status
+// (fatal: a rank-local error that ends every rank; fail: one every rank has).
 template <typename TrainerT, typename Fatal>
-int train_loop(const model::TrainConfig& cfg, const std::string& config_text, TrainerT& tr,
-               const anvil::parallel::ProcessGrid& grid, anvil::parallel::Comm* world,
-               const anvil::engine::LogContext& ctx, const anvil::engine::Timer& started,
+int train_loop(const model::RunContext& run, TrainerT& tr, const anvil::engine::Timer& started,
                const Fatal& fatal, const ErrorPrinter& fail) {
-  const model::CheckpointConfig& ck = cfg.checkpoint;
-  if (!ck.load.empty()) {
-    if (absl::Status s = load_checkpoint(cfg, tr, ctx); !s.ok()) return fatal(s);
-  }
-  int64_t saved_step = ck.load.empty() ? -1 : tr.steps_done();
-  absl::Status save_status;
-  auto save = [&] {
-    save_status = save_checkpoint(cfg, config_text, tr, grid, world, ctx);
-    if (save_status.ok()) {
-      saved_step = tr.steps_done();
-      log_info(ctx,
-               absl::StrFormat("saved checkpoint %s at step %d",
-                               anvil::io::checkpoint_step_dir(ck.save, saved_step), saved_step));
-    }
-    return save_status.ok();
-  };
-  tr.set_step_hook([&](const model::StepStats& st) {
-    // From here a signal stops the run after the next step (and its message says so); one that
-    // came while step st.step was in flight stops it now. Announcing first, then reading, leaves
-    // no moment where the message and the stop disagree.
-    anvil::engine::set_step_in_flight(st.step + 1);
-    // Every rank must stop at the same step: the reasons are agreed on over the world.
-    const std::array<double, 2> why_stop = world_max<2>(
-        world,
-        {static_cast<double>(anvil::engine::stop_signal_due(st.step)),
-         ck.exit_duration_min > 0 && started.seconds() >= 60 * ck.exit_duration_min ? 1.0 : 0.0});
-    const int sig = static_cast<int>(why_stop[0]);
-    const bool out_of_time = why_stop[1] > 0;
-    const bool at_exit_interval = ck.exit_interval > 0 && st.step % ck.exit_interval == 0;
-    const bool stop = sig > 0 || out_of_time || at_exit_interval;
-    const bool periodic = ck.save_interval > 0 && st.step % ck.save_interval == 0;
-    if (!ck.save.empty() && (stop || periodic) && !save()) return true;
-    if (stop) {
-      const std::string why =
-          sig > 0 ? absl::StrCat("received ", anvil::engine::stop_signal_name(sig))
-          : out_of_time
-              ? absl::StrFormat("[checkpoint] exit_duration_min %g reached", ck.exit_duration_min)
-              : absl::StrFormat("[checkpoint] exit_interval %d reached", ck.exit_interval);
-      log_info(ctx,
-               absl::StrFormat("%s: stopping after step %d%s", why, st.step,
-                               ck.save.empty() ? " (no [checkpoint] save: nothing saved)" : ""));
-    }
-    return stop;
-  });
-  anvil::engine::set_step_in_flight(tr.steps_done() + 1);
-  const model::TrainSummary summary = tr.run();
-  anvil::engine::set_step_in_flight(tr.steps_done());  // the final save's step
-  if (!save_status.ok()) return fatal(save_status);
-  // A diverged run ends without a final save: the newest checkpoint stays the last good one.
-  // The gradient norm is the global batch's on every rank, so all ranks stop here together:
-  // rank 0 reports, and each exits 1 without aborting the job.
-  if (!summary.status.ok()) {
+  const model::RunEnd end =
+      model::run_with_checkpoints(run, tr, checkpointed(tr), checkpoint_files(run.cfg->checkpoint),
+                                  [&started] { return started.seconds(); });
+  if (!end.fatal.ok()) return fatal(end.fatal);
+  if (!end.shared.ok()) {  // every rank has it: rank 0 reports, each exits 1 without an abort
     ErrorPrinter shared = fail;
     shared.rank_local = false;
-    return shared(summary.status);
+    return shared(end.shared);
   }
-  if (!ck.save.empty() && saved_step != tr.steps_done() && !save()) return fatal(save_status);
   return 0;
+}
+
+// The run's facts shared by every rank; collective (rank 0's pid names the save's temporaries).
+model::RunContext run_context(const model::TrainConfig& cfg, std::string config_text,
+                              const anvil::parallel::ProcessGrid& grid,
+                              anvil::parallel::Comm* world, const anvil::engine::LogContext& ctx) {
+  double token = static_cast<double>(::getpid());
+  if (world != nullptr) {
+    anvil::engine::Stream cpu = anvil::engine::Stream::cpu();
+    world->broadcast(anvil::engine::make_view(&token, anvil::engine::DType::kF64,
+                                              anvil::engine::Device::kCpu, {1}),
+                     0, cpu);
+  }
+  model::RunContext run;
+  run.cfg = &cfg;
+  run.config_text = std::move(config_text);
+  run.attachments = tokenizer_attachments(cfg.tokenizer);
+  run.grid = &grid;
+  run.world = world;
+  run.token = absl::StrCat(static_cast<int64_t>(token));
+  run.ctx = ctx;
+  return run;
 }
 
 int run(int argc, char** argv) {
@@ -530,8 +437,9 @@ int run(int argc, char** argv) {
         anvil::train_t5::make_t5_trainer(cfg, *prec, ctx, dry_run, t5_par);
     if (!t5.ok()) return fatal(t5.status());
     if (*t5 == nullptr) return 0;  // --dry-run
-    return train_loop(cfg, raw.dump(), **t5, (*rt)->grid(), (*rt)->comms().world.get(), ctx,
-                      started, fatal, fail);
+    const model::RunContext run =
+        run_context(cfg, raw.dump(), (*rt)->grid(), (*rt)->comms().world.get(), ctx);
+    return train_loop(run, **t5, started, fatal, fail);
   }
   const model::GptConfig& m = cfg.model;
   const int64_t T = cfg.data.seq_len;
@@ -649,8 +557,9 @@ int run(int argc, char** argv) {
       if (!s.ok()) log_warning(ctx, absl::StrCat("[eval]: ", s.message()));
     });
   }
-  return train_loop(cfg, raw.dump(), tr, (*rt)->grid(), (*rt)->comms().world.get(), ctx, started,
-                    fatal, fail);
+  const model::RunContext run =
+      run_context(cfg, raw.dump(), (*rt)->grid(), (*rt)->comms().world.get(), ctx);
+  return train_loop(run, tr, started, fatal, fail);
 }
 
 }  // namespace

@@ -1,0 +1,122 @@
+// The checkpoint protocol of a training run (see run_loop.h).
+#include "model/train/run_loop.h"
+
+#include <algorithm>
+#include <array>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/status.h"
+#include "model/train/loss_scaler.h"
+
+namespace anvil::model {
+
+absl::Status save_run_checkpoint(const RunContext& run, const CheckpointedModel& model,
+                                 const CheckpointFiles& files) {
+  engine::Stream cpu = engine::Stream::cpu();
+  auto barrier = [&] {
+    if (run.world != nullptr) run.world->barrier(cpu);
+  };
+  const TrainConfig& cfg = *run.cfg;
+  const int64_t step = model.steps_done();
+  const int rank = run.grid->rank();
+  if (rank == 0) ANVIL_RETURN_IF_ERROR(files.begin(step, run.token));
+  barrier();
+  ANVIL_RETURN_IF_ERROR(
+      files.write_shard(step, run.token, rank, model.slices(run.grid->dp_rank())));
+  barrier();
+  if (rank == 0) {
+    const TrainerState state = model.state();
+    CheckpointRecord r;
+    r.step = step;
+    r.config = run.config_text;
+    r.model = checkpoint_model_record(cfg);
+    r.state = checkpoint_counters(state, cfg);
+    r.layout = checkpoint_layout(cfg);
+    r.lr_schedule = checkpoint_lr_schedule(cfg, state);
+    r.grad_scaler = loss_scaler_map(state.loss_scaler);
+    r.attachments = run.attachments;
+    ANVIL_ASSIGN_OR_RETURN(std::vector<std::string> stale,
+                           files.finish(step, run.token, run.grid->world(), r));
+    for (const std::string& path : stale) {
+      engine::log_info(run.ctx,
+                       absl::StrCat("removed ", path, ", the leftover of an interrupted save"));
+    }
+  }
+  barrier();
+  return absl::OkStatus();
+}
+
+absl::Status load_run_checkpoint(const RunContext& run, const CheckpointedModel& model,
+                                 const CheckpointFiles& files) {
+  const TrainConfig& cfg = *run.cfg;
+  const CheckpointConfig& k = cfg.checkpoint;
+  absl::StatusOr<OpenedCheckpoint> c =
+      files.open_newest([&](const std::string& w) { engine::log_warning(run.ctx, w); });
+  if (absl::IsNotFound(c.status())) {
+    engine::log_warning(run.ctx, absl::StrCat(c.status().message(), ": starting from scratch"));
+    return absl::OkStatus();
+  }
+  ANVIL_RETURN_IF_ERROR(c.status());
+  ANVIL_RETURN_IF_ERROR(check_checkpoint_model(c->record.model, cfg, c->dir));
+  if (!k.finetune &&
+      std::none_of(c->tensor_names.begin(), c->tensor_names.end(),
+                   [](const std::string& n) { return absl::StartsWith(n, kExpAvgState); })) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        c->dir, " holds weights only (an import?): load it with [checkpoint] finetune = true"));
+  }
+  ANVIL_RETURN_IF_ERROR(model.load(c->read, k.finetune));
+  std::string layout;
+  for (const auto& [key, v] : c->record.layout) {
+    absl::StrAppend(&layout, layout.empty() ? "; saved with " : ", ", key, " ", v);
+  }
+  if (k.finetune) {
+    engine::log_info(run.ctx, absl::StrCat("finetune: weights of ", c->dir, layout,
+                                           "; fresh optimizer, step 0"));
+    return absl::OkStatus();
+  }
+  ANVIL_ASSIGN_OR_RETURN(TrainerState st, trainer_state_from(c->record.state, cfg));
+  ANVIL_ASSIGN_OR_RETURN(st.loss_scaler, loss_scaler_from_map(c->record.grad_scaler));
+  model.restore(st);
+  const int64_t samples = cfg.train.run_samples();
+  auto saved = c->record.state.find("train_samples");
+  if (saved != c->record.state.end() && saved->second != samples) {
+    engine::log_warning(
+        run.ctx,
+        absl::StrFormat("the checkpoint's run had %d training samples ([train] train_samples "
+                        "or steps x global_batch), this one has %d: the sample order (a "
+                        "shuffle over the "
+                        "whole run) differs from the one the checkpoint was trained on",
+                        saved->second, samples));
+  }
+  engine::log_info(run.ctx, absl::StrFormat("resuming from %s: step %d, %d samples consumed%s",
+                                            c->dir, st.step, st.consumed_samples, layout));
+  return absl::OkStatus();
+}
+
+std::pair<int, bool> agree_on_stop(parallel::Comm* world, int64_t step, bool out_of_time) {
+  std::array<double, 2> v = {static_cast<double>(engine::stop_signal_due(step)),
+                             out_of_time ? 1.0 : 0.0};
+  if (world != nullptr) {
+    engine::Stream s = engine::Stream::cpu();
+    world->all_reduce(engine::make_view(v.data(), engine::DType::kF64, engine::Device::kCpu,
+                                        {static_cast<int64_t>(v.size())}),
+                      parallel::ReduceOp::kMax, s);
+  }
+  return {static_cast<int>(v[0]), v[1] > 0};
+}
+
+void log_stop(const RunContext& run, int64_t step, int sig, bool out_of_time) {
+  const CheckpointConfig& ck = run.cfg->checkpoint;
+  const std::string why =
+      sig > 0 ? absl::StrCat("received ", engine::stop_signal_name(sig))
+      : out_of_time
+          ? absl::StrFormat("[checkpoint] exit_duration_min %g reached", ck.exit_duration_min)
+          : absl::StrFormat("[checkpoint] exit_interval %d reached", ck.exit_interval);
+  engine::log_info(
+      run.ctx, absl::StrFormat("%s: stopping after step %d%s", why, step,
+                               ck.save.empty() ? " (no [checkpoint] save: nothing saved)" : ""));
+}
+
+}  // namespace anvil::model
