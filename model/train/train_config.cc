@@ -16,7 +16,7 @@
 #include "engine/device.h"
 #include "engine/status.h"
 #include "model/gpt/gpt_arch_config.h"
-#include "model/train/t5_train_config.h"
+#include "model/train/train_sections.h"
 
 namespace anvil::model {
 namespace {
@@ -226,7 +226,7 @@ absl::Status resolve_lr_schedule(const Config& c, const LoopConfig& l, int64_t s
   return absl::OkStatus();
 }
 
-absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) {
+absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size) {
   TrainConfig t;
   // [model]
   for (const char* key : {"vocab_size", "max_seq_len", "d_model", "n_heads", "n_layers"}) {
@@ -472,36 +472,6 @@ absl::StatusOr<TrainConfig> parse_train_config(const Config& c, int world_size) 
                    "bert: the [eval] zero-shot tasks score a causal LM; remove them for BERT");
   }
   ANVIL_ASSIGN_OR_RETURN(t.finetune, parse_finetune_config(c, tok.type));
-  ANVIL_RETURN_IF_ERROR(parse_t5_config(c, t));
-  if (t.model.t5()) return t;  // its stacks split by pp_split_rank (parse_t5_config)
-  const int64_t chunks = static_cast<int64_t>(pc.pp) * pc.virtual_stages;
-  absl::StatusOr<std::vector<std::vector<int64_t>>> parts =
-      parallel::partition_layers(t.model.n_layers, chunks, pc.pipeline_partition);
-  if (!parts.ok()) {
-    return c.error("parallel", "pp",
-                   absl::StrFormat("pp %d * virtual_stages %d with [model] n_layers %d: %s", pc.pp,
-                                   pc.virtual_stages, t.model.n_layers, parts.status().message()));
-  }
-  return t;
-}
-
-absl::StatusOr<TrainConfig> load_train_config(const std::string& path,
-                                              const std::vector<std::string>& overrides,
-                                              Config* raw, int world_size) {
-  ANVIL_ASSIGN_OR_RETURN(Config c, Config::load_file(path, train_config_schema(), overrides));
-  ANVIL_ASSIGN_OR_RETURN(TrainConfig t, parse_train_config(c, world_size));
-  if (raw != nullptr) *raw = std::move(c);
-  return t;
-}
-
-absl::StatusOr<TrainConfig> load_train_config_string(const std::string& text,
-                                                     const std::string& name,
-                                                     const std::vector<std::string>& overrides,
-                                                     Config* raw, int world_size) {
-  ANVIL_ASSIGN_OR_RETURN(Config c,
-                         Config::load_string(text, name, train_config_schema(), overrides));
-  ANVIL_ASSIGN_OR_RETURN(TrainConfig t, parse_train_config(c, world_size));
-  if (raw != nullptr) *raw = std::move(c);
   return t;
 }
 
