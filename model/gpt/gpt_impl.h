@@ -9,6 +9,10 @@
 
 #include "engine/arena.h"
 #include "engine/stream.h"
+#include "model/blocks/attention.h"
+#include "model/blocks/embedding.h"
+#include "model/blocks/layer.h"
+#include "model/blocks/lm_head.h"
 #include "model/gpt/gpt.h"
 #include "model/gpt/gpt_layout.h"
 #include "ops/attention.h"
@@ -62,69 +66,44 @@ struct GptModel::Impl {
                     engine::Stream& s);
   void head_backward(int64_t slot, float grad_scale, engine::Stream& s);
   // The (vocab-parallel) cross-entropy of hd.logits against sd.targets into hd.losses; with
-  // train, dlogits (grad_scale 1) replace the logits.
+  // train, dlogits (grad_scale 1) replace the logits. The LM head block (model/blocks/lm_head.h)
+  // over this rank's vocabulary slice.
   void lm_loss(const gpt_detail::SlotData& sd, gpt_detail::HeadActs& hd, bool train,
                engine::Stream& s);
-  // BERT's token-type embedding lookup (tte [type_vocab_size, d]).
-  ops::EmbeddingArgs token_type_args() const;
+  blocks::LmHeadConfig lm_head_config() const;
+  // The embedding block (model/blocks/embedding.h): wte, wpe (learned positions) and BERT's
+  // tte over this rank's vocabulary slice.
+  blocks::EmbeddingConfig embedding_config() const;
   void layer_backward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
                       engine::TensorView dres, engine::Stream& s);
-  // The sub-blocks both norm placements share (gpt_pass.cc). Forward: the attention output
-  // Drop(atty Wo^T + bo) from `in` [B*T, d] (= ln1 pre-LN, x post-LN), and the MLP output
-  // Drop(gelu Wp^T + bp) from a.ln2 (blocks::mlp_forward, then the TP sum and the dropout
-  // here), each as the rows this rank holds (in buf.proj). Backward:
-  // from d(output) in dres, parameter gradients (+=) and d(input) [rows, d] (in buf.dln, summed
-  // over TP).
-  void hidden_drop(const gpt_detail::SlotData& sd, engine::TensorView x, int64_t site, bool train,
-                   engine::Stream& s);
-  engine::TensorView attention_block_forward(const gpt_detail::SlotData& sd,
-                                             gpt_detail::LayerActs& a,
-                                             const gpt_detail::LayerWeights& lw, int64_t l,
-                                             engine::ConstTensorView in, bool train,
-                                             engine::Stream& s);
-  engine::TensorView mlp_block_forward(const gpt_detail::SlotData& sd, gpt_detail::LayerActs& a,
-                                       const gpt_detail::LayerWeights& lw, int64_t l, bool train,
-                                       engine::Stream& s);
-  // d(projection output) from dres through the dropout mask (or dres itself), as all B*T rows.
-  engine::TensorView drop_grad(const gpt_detail::SlotData& sd, int64_t site,
-                               engine::TensorView dres, engine::Stream& s);
-  engine::TensorView mlp_block_backward(const gpt_detail::SlotData& sd,
-                                        const gpt_detail::LayerActs& a,
-                                        const gpt_detail::LayerWeights& lw,
-                                        const gpt_detail::LayerWeights& lg, int64_t l,
-                                        engine::TensorView dres, engine::Stream& s);
-  engine::TensorView attention_block_backward(const gpt_detail::SlotData& sd,
-                                              const gpt_detail::LayerActs& a,
-                                              const gpt_detail::LayerWeights& lw,
-                                              const gpt_detail::LayerWeights& lg, int64_t l,
-                                              engine::ConstTensorView in, engine::TensorView dres,
-                                              engine::Stream& s);
   // After a layer's backward: its layernorm gradients summed over TP (sequence parallelism,
   // ZeRO 2/3), then the gradient sync's after-layer hook.
   void layer_grads_done(int64_t local, const gpt_detail::LayerWeights& lg, engine::Stream& s);
   // Post-LN layers (gpt_post_ln.cc): forward writes LN2's output into `out` [rows, d] (the next
-  // layer's x, x_final or the chunk output); backward takes d(out) in dres and leaves d x there.
+  // layer's x, x_final or the chunk output). layer_backward serves both placements: d(layer
+  // output) in dres on entry, d x on exit.
   void post_layer_forward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
                           engine::TensorView out, bool train, engine::Stream& s);
-  void post_layer_backward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
-                           engine::TensorView dres, engine::Stream& s);
+  // Either placement through the layer block (model/blocks/layer.h): prev (pre-LN) the last
+  // residual of the previous layer when x is fused from it, out (post-LN) the output.
+  void layer_block_forward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
+                           engine::ConstTensorView prev, engine::TensorView out, bool train,
+                           engine::Stream& s);
+  blocks::LayerConfig layer_config() const;
+  blocks::LayerSites layer_sites(const gpt_detail::SlotData& sd, int64_t layer) const;
+  // proj, dln, dbig, dglu and the ops' workspace.
+  blocks::LayerScratch layer_scratch() const;
   // BERT's heads (bert_head.cc) on the head input hd.lnf: forward to the MLM and binary losses,
   // backward to d(head input) [B*T, d] in buf.dln (the same on every TP rank).
   void bert_head_forward(const gpt_detail::SlotData& sd, int64_t slot, bool train,
                          engine::Stream& s);
   void bert_head_backward(const gpt_detail::SlotData& sd, int64_t slot, float grad_scale,
                           engine::Stream& s);
-  ops::AttentionArgs attention_args(int64_t layer, float dropout_p, uint64_t dropout_offset) const;
-  // Rotary embedding of this rank's heads of q or k (position_embedding rotary).
-  ops::RotaryArgs rotary_args() const;
-  // The attention core of layer l: atty (=) from qkv, and its backward dqkv (=) from datty,
-  // through flash attention where it runs (gpt_detail::uses_flash_attention), else the unfused
-  // op. Both number the dropout elements the same way.
-  void attention_core_forward(const gpt_detail::SlotData& sd, gpt_detail::LayerActs& a,
-                              int64_t layer, bool train, engine::Stream& s);
-  void attention_core_backward(const gpt_detail::SlotData& sd, const gpt_detail::LayerActs& a,
-                               int64_t layer, engine::TensorView dqkv, engine::TensorView datty,
-                               engine::Stream& s);
+  // The attention block (model/blocks/attention.h) of every layer: this rank's heads, flash
+  // attention where it runs (gpt_detail::uses_flash_attention), else the unfused op (its
+  // probabilities recomputed under selective recomputation); the probability dropout of layer
+  // `layer` at its site 1 + 3 layer.
+  blocks::AttentionConfig attention_config() const;
   // Rows of the [B*T, d] residual stream this rank holds (B*T / tp with sequence parallelism).
   int64_t rows() const { return tp.local_rows(shape.micro_batch * shape.seq_len); }
   // sp(): sums the layernorm gradients of a layer (or ln_f) over TP.

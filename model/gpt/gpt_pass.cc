@@ -29,48 +29,76 @@
 // 0, before the sum), bidirectional attention up to each sample's length, post-LN layers
 // (gpt_post_ln.cc, sharing the attention / MLP sub-blocks here), GELU-erf, and the MLM and
 // binary heads (bert_head.cc) on x_final (post-LN) or ln_f's output instead of the LM head.
-#include <array>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "engine/memory.h"
 #include "engine/status.h"
-#include "model/blocks/linear.h"
+#include "model/blocks/attention.h"
+#include "model/blocks/embedding.h"
+#include "model/blocks/layer.h"
+#include "model/blocks/lm_head.h"
 #include "model/blocks/mlp.h"
 #include "model/blocks/norm.h"
 #include "model/gpt/gpt_impl.h"
-#include "ops/attention.h"
-#include "ops/axpy.h"
-#include "ops/cross_entropy.h"
 #include "ops/dropout.h"
-#include "ops/embedding.h"
-#include "ops/flash_attention.h"
-#include "ops/gemm.h"
 #include "ops/layernorm.h"
-#include "ops/rotary.h"
-#include "ops/vocab_parallel_cross_entropy.h"
-#include "parallel/comm.h"
 
 namespace anvil::model {
 
 namespace {
 
-using blocks::input_grad;
-using blocks::linear;
-using blocks::row_linear;
-using blocks::weight_grad;
 using engine::ConstTensorView;
 using engine::TensorView;
 
-// q | k | v column blocks of a fused [B*T, 3*H*Dh] buffer.
-std::array<TensorView, 3> split_qkv(TensorView qkv) {
-  const int64_t hd = qkv.dim(1) / 3;
-  return {engine::slice_cols(qkv, 0, hd), engine::slice_cols(qkv, hd, 2 * hd),
-          engine::slice_cols(qkv, 2 * hd, 3 * hd)};
+blocks::AttentionWeights attention_weights(const gpt_detail::LayerWeights& w) {
+  return {w.qkv_w, w.qkv_b, {}, {}, w.attn_proj_w, w.attn_proj_b};
 }
 
-TensorView rows_view(TensorView flat, int64_t rows, int64_t cols) {
-  return flat_slice(flat, 0, {rows, cols});
+blocks::AttentionActs attention_acts(const gpt_detail::LayerActs& a) {
+  return {a.qkv, {}, a.lse, a.probs, a.atty};
+}
+
+// Rotary positions; the document masks (segments) and BERT's key-padding mask (lengths).
+blocks::AttentionInputs attention_inputs(const gpt_detail::SlotData& sd) {
+  blocks::AttentionInputs in;
+  in.positions = sd.positions;
+  if (sd.has_segments) in.masks.seg_q = in.masks.seg_k = sd.segments;
+  if (!sd.lengths.empty()) in.masks.kv_lengths = sd.lengths;
+  return in;
+}
+
+blocks::LayerInputs layer_inputs(const gpt_detail::SlotData& sd) {
+  blocks::LayerInputs in;
+  in.attn = attention_inputs(sd);
+  return in;
+}
+
+// GPT's layer fields as the layer block names them: ln_2 / ln2 are the MLP sub-layer's norm
+// (pre-LN: its input; post-LN: LN2 after it, with ln2 = LN1(h) the MLP input).
+blocks::LayerActs layer_acts(const gpt_detail::LayerActs& a) {
+  blocks::LayerActs b;
+  b.x = a.x;
+  b.ln1 = a.ln1, b.ln1_mean = a.ln1_mean, b.ln1_rstd = a.ln1_rstd;
+  b.attn = attention_acts(a);
+  b.h = a.h;
+  b.ln_mlp = a.ln2, b.ln_mlp_mean = a.ln2_mean, b.ln_mlp_rstd = a.ln2_rstd;
+  b.mlp = a.mlp;
+  b.post_sum = a.post_sum;
+  return b;
+}
+
+blocks::LayerWeights layer_weights(const gpt_detail::LayerWeights& w) {
+  blocks::LayerWeights b;
+  b.ln1_g = w.ln1_g, b.ln1_b = w.ln1_b;
+  b.ln_mlp_g = w.ln2_g, b.ln_mlp_b = w.ln2_b;
+  b.attn = attention_weights(w);
+  b.mlp = gpt_detail::mlp_weights(w);
+  return b;
+}
+
+blocks::EmbeddingInputs embedding_inputs(const gpt_detail::SlotData& sd) {
+  return {sd.tokens, sd.positions, sd.token_types};
 }
 
 }  // namespace
@@ -112,26 +140,19 @@ void GptModel::Impl::set_batch(int64_t chunk, int64_t slot, const GptBatch& batc
 }
 
 void GptModel::Impl::embed(int64_t slot, bool train, engine::Stream& s) {  // chunk 0
-  const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model;
-  const int64_t vrows = cfg.padded() / shard.tp;  // of this rank's embedding slice
+  const int64_t d = cfg.d_model;
   const gpt_detail::SlotData& sd = buf.slot_data(0, slot);
   TensorView x = buf.act(slot, buf.chunk_layers[0][0]).x;
-  ops::EmbeddingArgs ea{bt, d, vrows, cfg.max_seq_len};
-  ea.vocab_start = shard.tp_rank * vrows;
-  // Vocab-parallel: positions (learned only) are added once (TP rank 0) before the sum over TP
-  // (with sequence parallelism a reduce-scatter of the whole rows into this rank's). With the
-  // embedding LayerNorm (BLOOM) the sum is its input and x its output.
+  // Vocab-parallel (the embedding block: positions, learned only, and BERT's token types added
+  // once, by TP rank 0) before the sum over TP (with sequence parallelism a reduce-scatter of
+  // the whole rows into this rank's). With the embedding LayerNorm (BLOOM) the sum is its
+  // input and x its output. buf.dln is the token-type term's scratch.
   const gpt_detail::EmbedActs* eln =
       buf.embed.empty() ? nullptr : &buf.embed[static_cast<size_t>(slot)];
   const TensorView sum = eln != nullptr ? eln->sum : x;
   const TensorView e = tp.sp() ? buf.proj : sum;
-  ops::embedding_forward(ea, e, sd.tokens, sd.positions, buf.w.wte,
-                         shard.tp_rank == 0 ? buf.w.wpe : TensorView{}, s);
-  if (!buf.w.tte.empty() && shard.tp_rank == 0) {  // BERT: + tte[type], once before the TP sum
-    const TensorView t = buf.dln;                  // scratch [B*T, d]
-    ops::embedding_forward(token_type_args(), t, sd.token_types, {}, buf.w.tte, {}, s);
-    ops::axpy(1.0f, flat_slice(e, 0, {bt * d}), flat_slice(t, 0, {bt * d}), s);
-  }
+  blocks::embedding_forward(embedding_config(), e, embedding_inputs(sd),
+                            {buf.w.wte, buf.w.wpe, buf.w.tte}, buf.dln, s);
   tp.reduce_rows_into(sum, e, s);
   if (eln != nullptr) {
     ops::layernorm_forward({rows(), d, cfg.ln_eps}, x, eln->mean, eln->rstd, sum, buf.w.wte_ln_g,
@@ -143,146 +164,76 @@ void GptModel::Impl::embed(int64_t slot, bool train, engine::Stream& s) {  // ch
   }
 }
 
-void GptModel::Impl::hidden_drop(const gpt_detail::SlotData& sd, TensorView x, int64_t site,
-                                 bool train, engine::Stream& s) {
-  if (train && cfg.hidden_dropout > 0.0f) {  // in place, on this rank's rows
-    ops::dropout_forward(
-        {cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, site) + tp.row_shift(x)}, x, x,
-        s);
-  }
-}
-
-TensorView GptModel::Impl::attention_block_forward(const gpt_detail::SlotData& sd,
-                                                   gpt_detail::LayerActs& a,
-                                                   const gpt_detail::LayerWeights& lw, int64_t l,
-                                                   ConstTensorView in, bool train,
-                                                   engine::Stream& s) {
-  linear(a.qkv, in, lw.qkv_w, lw.qkv_b, s);
-  if (cfg.position_embedding == PositionEmbedding::kRotary) {  // q, k rotated in place
-    const auto [q, k, v] = split_qkv(a.qkv);
-    ops::rotary_forward(rotary_args(), q, sd.positions, s);
-    ops::rotary_forward(rotary_args(), k, sd.positions, s);
-  }
-  attention_core_forward(sd, a, l, train, s);
-  row_linear(buf.proj, a.atty, lw.attn_proj_w, lw.attn_proj_b, shard.tp_rank == 0, s);
-  TensorView proj = tp.row_parallel_out(buf.proj, s);
-  hidden_drop(sd, proj, 2 + 3 * l, train, s);
-  return proj;
-}
-
-TensorView GptModel::Impl::mlp_block_forward(const gpt_detail::SlotData& sd,
-                                             gpt_detail::LayerActs& a,
-                                             const gpt_detail::LayerWeights& lw, int64_t l,
-                                             bool train, engine::Stream& s) {
-  blocks::mlp_forward(gpt_detail::mlp_config(cfg, shard), buf.proj, a.mlp, a.ln2,
-                      gpt_detail::mlp_weights(lw), train, {}, s);
-  TensorView proj = tp.row_parallel_out(buf.proj, s);
-  hidden_drop(sd, proj, 3 + 3 * l, train, s);
-  return proj;
+void GptModel::Impl::layer_block_forward(const gpt_detail::SlotData& sd, int64_t slot,
+                                         int64_t local, ConstTensorView prev, TensorView out,
+                                         bool train, engine::Stream& s) {
+  const int64_t l = buf.layer_ids[static_cast<size_t>(local)];
+  sync->gather_layer(local, s);  // ZeRO-3
+  const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(local)];
+  blocks::layer_forward(layer_config(), layer_acts(buf.act(slot, local)), layer_weights(lw),
+                        layer_inputs(sd), prev, out, train, layer_sites(sd, l), layer_scratch(), tp,
+                        s);
 }
 
 void GptModel::Impl::layer_forward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
                                    bool fused_input, bool train, engine::Stream& s) {
-  const int64_t l = buf.layer_ids[static_cast<size_t>(local)];
-  const blocks::NormArgs ln = gpt_detail::norm_args(cfg, rows());
-  gpt_detail::LayerActs& a = buf.act(slot, local);
-  sync->gather_layer(local, s);  // ZeRO-3
-  const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(local)];
-  if (!fused_input) {
-    blocks::norm_forward(ln, tp.local_rows(a.ln1), a.ln1_mean, a.ln1_rstd, a.x, lw.ln1_g, lw.ln1_b,
-                         s);
-  } else {  // x = h' + Drop(mlp') of the previous layer, fused with LN1
-    blocks::residual_norm_forward(ln, a.x, tp.local_rows(a.ln1), a.ln1_mean, a.ln1_rstd,
-                                  buf.act(slot, local - 1).h, tp.local_rows(buf.proj), lw.ln1_g,
-                                  lw.ln1_b, s);
+  // fused_input: x = h' + Drop(mlp') of the previous layer, fused with LN1.
+  layer_block_forward(sd, slot, local, fused_input ? buf.act(slot, local - 1).h : TensorView{}, {},
+                      train, s);
+}
+
+blocks::AttentionConfig GptModel::Impl::attention_config() const {
+  blocks::AttentionConfig c;
+  c.batch = shape.micro_batch;
+  c.q_len = c.kv_len = shape.seq_len;
+  c.heads = cfg.n_heads;
+  c.head_dim = cfg.head_dim();
+  c.tp = shard.tp;
+  c.tp_rank = shard.tp_rank;
+  c.causal = cfg.causal;
+  c.flash = gpt_detail::uses_flash_attention(cfg, prec);
+  c.recompute_probs = shard.recompute == Recompute::kSelective;  // unfused only
+  c.scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim()));
+  // ALiBi: Megatron's slopes of the model heads this rank holds (flash attention).
+  if (cfg.position_embedding == PositionEmbedding::kAlibi) {
+    c.position = blocks::AttentionPosition::kAlibi;
+  } else if (cfg.position_embedding == PositionEmbedding::kRotary) {
+    c.position = blocks::AttentionPosition::kRotary;
   }
-  tp.gather_rows(a.ln1, s);
-  const TensorView proj = attention_block_forward(sd, a, lw, l, a.ln1, train, s);
-  blocks::residual_norm_forward(ln, a.h, tp.local_rows(a.ln2), a.ln2_mean, a.ln2_rstd, a.x, proj,
-                                lw.ln2_g, lw.ln2_b, s);
-  tp.gather_rows(a.ln2, s);
-  mlp_block_forward(sd, a, lw, l, train, s);
+  c.rotary_dim = cfg.rotary_dim();
+  c.rotary_base = cfg.rotary_base;
+  c.dropout = cfg.attention_dropout;
+  return c;
 }
 
-ops::RotaryArgs GptModel::Impl::rotary_args() const {
-  return {shape.micro_batch * shape.seq_len, cfg.n_heads / shard.tp, cfg.head_dim(),
-          cfg.rotary_dim(), cfg.rotary_base};
+blocks::LayerConfig GptModel::Impl::layer_config() const {
+  blocks::LayerConfig c;
+  c.norm = gpt_detail::norm_args(cfg, rows());
+  c.attn = attention_config();
+  c.mlp = gpt_detail::mlp_config(cfg, shard);
+  c.post_ln = cfg.post_ln();
+  c.dropout = cfg.hidden_dropout;
+  return c;
 }
 
-ops::AttentionArgs GptModel::Impl::attention_args(int64_t layer, float dropout_p,
-                                                  uint64_t dropout_offset) const {
-  const int64_t heads = cfg.n_heads / shard.tp;
-  ops::AttentionArgs aa{shape.micro_batch,
-                        shape.seq_len,
-                        heads,
-                        cfg.head_dim(),
-                        1.0f / std::sqrt(static_cast<float>(cfg.head_dim())),
-                        dropout_p,
-                        seed,
-                        site_offset(dropout_offset, 1 + 3 * layer)};
-  aa.total_heads = cfg.n_heads;
-  aa.head_offset = shard.tp_rank * heads;
-  return aa;
+// The dropout sites of layer `layer`: 1 + 3 layer (attention probabilities), 2 + 3 layer
+// (attention output), 3 + 3 layer (MLP output).
+blocks::LayerSites GptModel::Impl::layer_sites(const gpt_detail::SlotData& sd,
+                                               int64_t layer) const {
+  blocks::LayerSites t;
+  t.seed = seed;
+  t.attn_probs = site_offset(sd.dropout_offset, 1 + 3 * layer);
+  t.attn_out = site_offset(sd.dropout_offset, 2 + 3 * layer);
+  t.mlp_out = site_offset(sd.dropout_offset, 3 + 3 * layer);
+  return t;
 }
 
-namespace {
-
-ops::FlashAttentionArgs flash_args(const ops::AttentionArgs& aa, const GptConfig& cfg) {
-  ops::FlashAttentionArgs fa;
-  // ALiBi: Megatron's slopes of the model heads head_offset .. head_offset + heads - 1.
-  if (cfg.position_embedding == PositionEmbedding::kAlibi) fa.bias = ops::AttentionBias::kAlibi;
-  fa.batch = aa.batch, fa.q_len = fa.kv_len = aa.seq, fa.heads = aa.heads;
-  fa.head_dim = aa.head_dim, fa.causal = cfg.causal, fa.scale = aa.scale;
-  fa.dropout_p = aa.dropout_p, fa.seed = aa.seed, fa.offset = aa.offset;
-  fa.total_heads = aa.total_heads, fa.head_offset = aa.head_offset;
-  return fa;
-}
-
-ops::AttentionMasks document_masks(const gpt_detail::SlotData& sd) {
-  ops::AttentionMasks m;
-  if (sd.has_segments) m.seg_q = m.seg_k = sd.segments;
-  if (!sd.lengths.empty()) m.kv_lengths = sd.lengths;  // BERT's key-padding mask
-  return m;
-}
-
-}  // namespace
-
-void GptModel::Impl::attention_core_forward(const gpt_detail::SlotData& sd,
-                                            gpt_detail::LayerActs& a, int64_t layer, bool train,
-                                            engine::Stream& s) {
-  const ops::AttentionArgs aa =
-      attention_args(layer, train ? cfg.attention_dropout : 0.0f, sd.dropout_offset);
-  if (a.lse.empty()) {
-    ops::attention_forward(aa, a.atty, a.probs, a.qkv, sd.has_segments ? sd.segments : TensorView{},
-                           buf.op_ws, s);
-    return;
-  }
-  const auto [q, k, v] = split_qkv(a.qkv);
-  ops::flash_attention_forward(flash_args(aa, cfg), a.atty, a.lse, q, k, v, document_masks(sd), s);
-}
-
-void GptModel::Impl::attention_core_backward(const gpt_detail::SlotData& sd,
-                                             const gpt_detail::LayerActs& a, int64_t layer,
-                                             TensorView dqkv, TensorView datty, engine::Stream& s) {
-  const ops::AttentionArgs aa = attention_args(layer, cfg.attention_dropout, sd.dropout_offset);
-  if (a.lse.empty()) {
-    const TensorView segments = sd.has_segments ? sd.segments : TensorView{};
-    if (shard.recompute == Recompute::kSelective) {
-      // The probabilities were not kept: recompute them (atty is rewritten with equal values).
-      ops::attention_forward(aa, a.atty, a.probs, a.qkv, segments, buf.op_ws, s);
-    }
-    ops::attention_backward(aa, dqkv, datty, a.qkv, a.probs, segments, buf.op_ws, s);
-    return;
-  }
-  const auto [q, k, v] = split_qkv(a.qkv);
-  const auto [dq, dk, dv] = split_qkv(dqkv);
-  ops::flash_attention_backward(flash_args(aa, cfg), dq, dk, dv, {}, datty, q, k, v, a.atty, a.lse,
-                                document_masks(sd), buf.op_ws, s);
+blocks::LayerScratch GptModel::Impl::layer_scratch() const {
+  return {buf.proj, buf.dln, buf.dbig, buf.dglu, buf.op_ws};
 }
 
 void GptModel::Impl::head_forward(const gpt_detail::SlotData& sd, int64_t slot, int64_t last_local,
                                   bool train, engine::Stream& s) {
-  const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model;
   gpt_detail::HeadActs& hd = buf.head[static_cast<size_t>(slot)];
   const blocks::NormArgs ln = gpt_detail::norm_args(cfg, rows());
   if (cfg.post_ln()) {  // the last layer wrote x_final; the heads read it whole
@@ -304,33 +255,25 @@ void GptModel::Impl::head_forward(const gpt_detail::SlotData& sd, int64_t slot, 
     bert_head_forward(sd, slot, train, s);
     return;
   }
-  ops::GemmArgs head{bt, cfg.padded() / shard.tp, d};
-  head.trans_b = true;
-  ops::gemm(head, hd.logits, hd.lnf, buf.w.lm_head, {}, {}, s);
+  blocks::lm_head_forward(lm_head_config(), hd.logits, hd.lnf, buf.w.lm_head, s);
   lm_loss(sd, hd, train, s);
 }
 
 void GptModel::Impl::lm_loss(const gpt_detail::SlotData& sd, gpt_detail::HeadActs& hd, bool train,
                              engine::Stream& s) {
-  const int64_t bt = shape.micro_batch * shape.seq_len, cols = cfg.padded() / shard.tp;
-  // Training: dlogits (grad_scale 1) replace the logits in place; evaluation keeps the logits.
-  const TensorView dlogits = train ? hd.logits : TensorView{};
-  if (shard.tp == 1) {
-    ops::softmax_cross_entropy({bt, cfg.vocab_size, cfg.padded(), 1.0f}, hd.losses, dlogits,
-                               hd.logits, sd.targets, s);
-    return;
-  }
-  const TensorView row_max = flat_slice(buf.ce, 0, {bt});
-  const TensorView sums = flat_slice(buf.ce, bt, {2 * bt});  // sum of exp | target logit
-  const TensorView sum_exp = flat_slice(buf.ce, bt, {bt});
-  const TensorView target_logit = flat_slice(buf.ce, 2 * bt, {bt});
-  const ops::VocabShardArgs va{bt, cfg.vocab_size, shard.tp_rank * cols, cols, 1.0f};
-  ops::vocab_shard_max(va, row_max, hd.logits, s);
-  shard.tp_comm->all_reduce(row_max, parallel::ReduceOp::kMax, s);
-  ops::vocab_shard_sum_exp(va, sum_exp, target_logit, hd.logits, row_max, sd.targets, s);
-  shard.tp_comm->all_reduce(sums, parallel::ReduceOp::kSum, s);
-  ops::vocab_shard_cross_entropy(va, hd.losses, dlogits, hd.logits, row_max, sum_exp, target_logit,
-                                 sd.targets, s);
+  blocks::lm_head_loss(lm_head_config(), hd.losses, hd.logits, sd.targets, train, buf.ce,
+                       shard.tp_comm, s);
+}
+
+blocks::LmHeadConfig GptModel::Impl::lm_head_config() const {
+  blocks::LmHeadConfig c;
+  c.rows = shape.micro_batch * shape.seq_len;
+  c.d_model = cfg.d_model;
+  c.vocab = cfg.vocab_size;
+  c.padded_vocab = cfg.padded();
+  c.tp = shard.tp;
+  c.tp_rank = shard.tp_rank;
+  return c;
 }
 
 void GptModel::Impl::forward_chunk(int64_t chunk, int64_t slot, bool train, uint64_t dropout_offset,
@@ -387,8 +330,8 @@ void GptModel::Impl::head_backward(int64_t slot, float grad_scale, engine::Strea
   } else {
     // LM head (wte when tied): dhead += grad_scale dlogits^T lnf;  dlnf = grad_scale dlogits
     // head (summed over TP: each rank holds a vocabulary slice).
-    weight_grad(buf.g.lm_head, hd.logits, hd.lnf, s, grad_scale);
-    input_grad(buf.dln, hd.logits, buf.w.lm_head, s, grad_scale);
+    blocks::lm_head_backward(lm_head_config(), buf.dln, buf.g.lm_head, hd.logits, hd.lnf,
+                             buf.w.lm_head, grad_scale, s);
     dlnf = tp.col_parallel_in_grad(buf.dln, s);
   }
   if (cfg.post_ln()) {
@@ -397,53 +340,6 @@ void GptModel::Impl::head_backward(int64_t slot, float grad_scale, engine::Strea
   }
   blocks::norm_backward(ln, ops::Accumulate::kOverwrite, buf.dres, buf.g.lnf_g, buf.g.lnf_b, dlnf,
                         hd.x_final, buf.w.lnf_g, hd.lnf_mean, hd.lnf_rstd, buf.op_ws, s);
-}
-
-TensorView GptModel::Impl::drop_grad(const gpt_detail::SlotData& sd, int64_t site, TensorView dres,
-                                     engine::Stream& s) {
-  if (cfg.hidden_dropout <= 0.0f) return tp.gather_grad(dres, s);
-  const TensorView local = tp.local_rows(buf.proj);
-  ops::dropout_backward(
-      {cfg.hidden_dropout, seed, site_offset(sd.dropout_offset, site) + tp.row_shift(local)}, local,
-      dres, s);
-  return tp.gather_grad(local, s);
-}
-
-TensorView GptModel::Impl::mlp_block_backward(const gpt_detail::SlotData& sd,
-                                              const gpt_detail::LayerActs& a,
-                                              const gpt_detail::LayerWeights& lw,
-                                              const gpt_detail::LayerWeights& lg, int64_t l,
-                                              TensorView dres, engine::Stream& s) {
-  const blocks::MlpConfig mc = gpt_detail::mlp_config(cfg, shard);
-  const int64_t bt = shape.micro_batch * shape.seq_len;
-  const blocks::MlpScratch scratch{rows_view(buf.dbig, bt, mc.in_width()), buf.dglu};
-  // MLP: out = Drop(gelu Wp^T + bp); dres holds d out.
-  const TensorView dproj = drop_grad(sd, 3 + 3 * l, dres, s);
-  blocks::mlp_backward(mc, buf.dln, gpt_detail::mlp_weights(lg), dproj, a.ln2, a.mlp,
-                       gpt_detail::mlp_weights(lw), {}, scratch, s);
-  return tp.col_parallel_in_grad(buf.dln, s);
-}
-
-TensorView GptModel::Impl::attention_block_backward(const gpt_detail::SlotData& sd,
-                                                    const gpt_detail::LayerActs& a,
-                                                    const gpt_detail::LayerWeights& lw,
-                                                    const gpt_detail::LayerWeights& lg, int64_t l,
-                                                    ConstTensorView in, TensorView dres,
-                                                    engine::Stream& s) {
-  const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model, n_tp = shard.tp;
-  const TensorView dqkv = rows_view(buf.dbig, bt, 3 * d / n_tp);
-  const TensorView datty = rows_view(buf.dln, bt, d / n_tp);
-  // Attention: out = Drop(atty Wo^T + bo); dres holds d out.
-  const TensorView dproj = drop_grad(sd, 2 + 3 * l, dres, s);
-  blocks::linear_backward(datty, lg.attn_proj_w, lg.attn_proj_b, dproj, a.atty, lw.attn_proj_w, s);
-  attention_core_backward(sd, a, l, dqkv, datty, s);
-  if (cfg.position_embedding == PositionEmbedding::kRotary) {  // d(q, k before the rotation)
-    const auto [dq, dk, dv] = split_qkv(dqkv);
-    ops::rotary_backward(rotary_args(), dq, sd.positions, s);
-    ops::rotary_backward(rotary_args(), dk, sd.positions, s);
-  }
-  blocks::linear_backward(buf.dln, lg.qkv_w, lg.qkv_b, dqkv, in, lw.qkv_w, s);
-  return tp.col_parallel_in_grad(buf.dln, s);
 }
 
 void GptModel::Impl::layer_grads_done(int64_t local, const gpt_detail::LayerWeights& lg,
@@ -457,28 +353,26 @@ void GptModel::Impl::layer_grads_done(int64_t local, const gpt_detail::LayerWeig
 void GptModel::Impl::layer_backward(const gpt_detail::SlotData& sd, int64_t slot, int64_t local,
                                     TensorView dres, engine::Stream& s) {
   const int64_t l = buf.layer_ids[static_cast<size_t>(local)];
-  const blocks::NormArgs ln = gpt_detail::norm_args(cfg, rows());
   // Full recomputation: everything but x was overwritten by later layers; rerun the forward
-  // from x (the same dropout masks: the slot keeps its dropout offset).
+  // from x (the same dropout masks: the slot keeps its dropout offset). Post-LN writes its
+  // output to scratch (the next layer's input is still there, the chunk output may be in
+  // flight).
   if (shard.recompute == Recompute::kFull) {
-    layer_forward(sd, slot, local, /*fused_input=*/false, /*train=*/true, s);
+    if (cfg.post_ln()) {
+      post_layer_forward(sd, slot, local, tp.local_rows(buf.dln), /*train=*/true, s);
+    } else {
+      layer_forward(sd, slot, local, /*fused_input=*/false, /*train=*/true, s);
+    }
   } else {
     sync->gather_layer(local, s);  // ZeRO-3
   }
   sync->zero_layer_grads(local, s);  // ZeRO 2/3: the layer's gradients in zeroed scratch
-  const gpt_detail::LayerActs& a = buf.act(slot, local);
   const gpt_detail::LayerWeights& lw = buf.w.layers[static_cast<size_t>(local)];
   const gpt_detail::LayerWeights& lg = buf.g.layers[static_cast<size_t>(local)];
-  // x_{l+1} = h + Drop(mlp); dres holds d x_{l+1}.
-  TensorView dln = mlp_block_backward(sd, a, lw, lg, l, dres, s);
-  // dres becomes d h = d x_{l+1} + LN2'(dln) (dproj, possibly aliasing dres, is consumed).
-  blocks::norm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln2_g, lg.ln2_b, dln, a.h, lw.ln2_g,
-                        a.ln2_mean, a.ln2_rstd, buf.op_ws, s);
-  // h = x + Drop(attn).
-  dln = attention_block_backward(sd, a, lw, lg, l, a.ln1, dres, s);
-  // dres becomes d x_l.
-  blocks::norm_backward(ln, ops::Accumulate::kAdd, dres, lg.ln1_g, lg.ln1_b, dln, a.x, lw.ln1_g,
-                        a.ln1_mean, a.ln1_rstd, buf.op_ws, s);
+  // dres holds d(layer output) and becomes d x.
+  blocks::layer_backward(layer_config(), dres, layer_weights(lg), layer_acts(buf.act(slot, local)),
+                         layer_weights(lw), layer_inputs(sd), layer_sites(sd, l), layer_scratch(),
+                         tp, s);
   layer_grads_done(local, lg, s);
 }
 
@@ -502,13 +396,7 @@ void GptModel::Impl::backward_chunk(int64_t chunk, int64_t slot, float grad_scal
     dres = buf.dres;
   }
   const gpt_detail::SlotData& sd = buf.slot_data(chunk, slot);
-  for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
-    if (cfg.post_ln()) {
-      post_layer_backward(sd, slot, *it, dres, s);
-    } else {
-      layer_backward(sd, slot, *it, dres, s);
-    }
-  }
+  for (auto it = layers.rbegin(); it != layers.rend(); ++it) layer_backward(sd, slot, *it, dres, s);
   last_input_grad = dres;
   if (!(shard.pre && chunk == 0)) return;
   if (cfg.hidden_dropout > 0.0f) {
@@ -523,18 +411,20 @@ void GptModel::Impl::backward_chunk(int64_t chunk, int64_t slot, float grad_scal
                             buf.w.wte_ln_g, e.mean, e.rstd, buf.op_ws, s);
     dres = tp.local_rows(buf.dln);
   }
-  const int64_t vrows = cfg.padded() / shard.tp;
-  ops::EmbeddingArgs ea{shape.micro_batch * shape.seq_len, cfg.d_model, vrows, cfg.max_seq_len};
-  ea.vocab_start = shard.tp_rank * vrows;
-  const TensorView demb = tp.gather_grad(dres, s);
-  ops::embedding_backward(ea, buf.g.wte, buf.g.wpe, demb, sd.tokens, sd.positions, s);
-  if (!buf.g.tte.empty()) {
-    ops::embedding_backward(token_type_args(), buf.g.tte, {}, demb, sd.token_types, {}, s);
-  }
+  blocks::embedding_backward(embedding_config(), {buf.g.wte, buf.g.wpe, buf.g.tte},
+                             tp.gather_grad(dres, s), embedding_inputs(sd), s);
 }
 
-ops::EmbeddingArgs GptModel::Impl::token_type_args() const {
-  return {shape.micro_batch * shape.seq_len, cfg.d_model, cfg.type_vocab_size, 0};
+blocks::EmbeddingConfig GptModel::Impl::embedding_config() const {
+  blocks::EmbeddingConfig c;
+  c.rows = shape.micro_batch * shape.seq_len;
+  c.d_model = cfg.d_model;
+  c.vocab = cfg.padded();
+  c.max_positions = cfg.max_seq_len;
+  c.type_vocab = cfg.type_vocab_size;
+  c.tp = shard.tp;
+  c.tp_rank = shard.tp_rank;
+  return c;
 }
 
 }  // namespace anvil::model

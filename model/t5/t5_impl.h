@@ -40,6 +40,9 @@
 #include "engine/status.h"
 #include "engine/tensor.h"
 #include "engine/workspace.h"
+#include "model/blocks/embedding.h"
+#include "model/blocks/layer.h"
+#include "model/blocks/lm_head.h"
 #include "model/blocks/mlp.h"
 #include "model/blocks/norm.h"
 #include "model/gpt/gpt_layout.h"  // Carver, GemmWorkspaceScope, stat_dtype
@@ -207,8 +210,10 @@ struct T5Model::Impl {
   void embed(engine::TensorView x, engine::TensorView tokens, bool train, int64_t site,
              engine::Stream& s);
   // Its backward from d x in dres (through the dropout in place): shared's gradient (+=).
+  // Both through the embedding block (model/blocks/embedding.h) over `rows` token ids.
   void embed_backward(engine::TensorView dres, engine::TensorView tokens, int64_t site,
                       engine::Stream& s);
+  blocks::EmbeddingConfig embedding_config(int64_t rows) const;
   // A stack's end: sum = h + proj (=), norm = RMS(sum) (=), this rank's rows of out [R, d] (=)
   // = Drop(norm) (the caller gathers out where all rows are read); all but out [rows, d].
   void final_norm(engine::TensorView sum, engine::TensorView norm, engine::TensorView rstd,
@@ -234,37 +239,19 @@ struct T5Model::Impl {
   void before_layer_forward(bool decoder, int64_t l, engine::Stream& s);
   void before_layer_backward(bool decoder, int64_t l, engine::Stream& s);
   void after_layer_backward(bool decoder, int64_t l, engine::Stream& s);
-  // Layer l's forward. from_x: its input x is already there (the stage's first layer, or full
-  // recomputation); else x = h + Drop(proj) of layer l - 1, fused with RMS1.
-  void encoder_layer_forward(int64_t l, bool train, bool from_x, engine::Stream& s);
-  void decoder_layer_forward(int64_t l, bool train, bool from_x, engine::Stream& s);
+  // Block l of the encoder or decoder through the layer block (model/blocks/layer.h). Forward,
+  // from_x: its input x is already there (the stage's first layer, or full recomputation);
+  // else x = h' + Drop(proj) of block l - 1, fused with RMS1. Backward: d(block output) in dres
+  // on entry, d x on exit.
+  void layer_forward(bool decoder, int64_t l, bool train, bool from_x, engine::Stream& s);
   bool recompute_full() const { return shard.recompute == Recompute::kFull; }
-  void encoder_layer_backward(int64_t l, engine::Stream& s);
-  void decoder_layer_backward(int64_t l, engine::Stream& s);
-  // act = Drop(act_fn(ln_ff wi^T)) then proj = act wo^T summed over TP, dropped at
-  // site_hidden + 1: this rank's rows of it in tp.local_rows(buf.proj).
-  void ffn_forward(const t5_detail::LayerWeights& w, t5_detail::LayerActs& a, int64_t rows,
-                   bool train, int64_t site_hidden, engine::Stream& s);
-  // After a row-parallel projection's partial sum in proj [rows, d]: the sum over TP (this
-  // rank's rows, returned) through the dropout at `site`.
-  engine::TensorView project_out(engine::TensorView proj, bool train, int64_t site,
-                                 engine::Stream& s);
-  // Backward of project_out: d(dropout output) of this rank's rows in dres to d proj, all rows
-  // (in buf.proj, or gathered with sequence parallelism).
-  engine::TensorView project_grad(int64_t rows, engine::TensorView dres, int64_t site,
-                                  engine::Stream& s);
-  // From d(FFN output) (already through its dropout) in `dout` [rows, d]: gradients of wi, wo;
-  // returns d ln_ff (summed over TP: this rank's rows, in buf.dln).
-  engine::TensorView ffn_backward(const t5_detail::LayerWeights& w,
-                                  const t5_detail::LayerWeights& g, const t5_detail::LayerActs& a,
-                                  int64_t rows, engine::TensorView dout, int64_t site_hidden,
-                                  engine::Stream& s);
-  // Self-attention backward of one layer (h = x + Drop(att o^T), qkv = ln1 qkv^T) over `len`
-  // positions per sample: gradients of o, qkv, ln1 and relative table `rel`; dres += d x.
-  void self_attention_backward(const t5_detail::LayerWeights& w, const t5_detail::LayerWeights& g,
-                               const t5_detail::LayerActs& a, int64_t len, bool causal,
-                               ops::AttentionMasks masks, int64_t rel, int64_t site_probs,
-                               int64_t site_out, engine::TensorView dres, engine::Stream& s);
+  void layer_backward(bool decoder, int64_t l, engine::Stream& s);
+  blocks::LayerConfig layer_config(bool decoder) const;
+  // The relative buckets and table, padding mask and (decoder) encoder output of this slot.
+  blocks::LayerInputs layer_inputs(bool decoder);
+  // Dropout sites enc_site(l, 0..3) / dec_site(l, 0..5).
+  blocks::LayerSites layer_sites(bool decoder, int64_t l) const;
+  blocks::LayerScratch layer_scratch() const;
   // Philox offset of dropout site `site` on `x`: with sequence parallelism x holds this rank's
   // rows of the site's tensor (row_offset) and is numbered as those rows on one rank.
   uint64_t row_offset(int64_t site, engine::ConstTensorView x) const {
@@ -275,9 +262,9 @@ struct T5Model::Impl {
   int64_t local_heads() const { return cfg.n_heads / shard.tp; }
   int64_t local_inner() const { return cfg.inner() / shard.tp; }
   int64_t local_vocab() const { return cfg.padded() / shard.tp; }
-  // The LM head's loss (and, training, dlogits in place of the logits) over this rank's
-  // vocabulary slice.
-  void cross_entropy(bool train, engine::Stream& s);
+  // The LM head block (model/blocks/lm_head.h) over this rank's vocabulary slice; v1.0 (tied)
+  // scales its input by d^-1/2.
+  blocks::LmHeadConfig lm_head_config() const;
   void dropout_grad(engine::TensorView dx, engine::ConstTensorView dy, uint64_t offset,
                     engine::Stream& s);
   // The norm block: T5's RMSNorm (no mean, no bias) over `rows` rows of width d_model.

@@ -25,27 +25,20 @@
 #include "absl/strings/str_cat.h"
 #include "engine/memory.h"
 #include "engine/status.h"
-#include "model/blocks/linear.h"
-#include "model/blocks/mlp.h"
+#include "model/blocks/attention.h"
+#include "model/blocks/embedding.h"
+#include "model/blocks/layer.h"
+#include "model/blocks/lm_head.h"
 #include "model/blocks/norm.h"
 #include "model/t5/t5_impl.h"
 #include "ops/axpy.h"
 #include "ops/cast.h"
-#include "ops/cross_entropy.h"
 #include "ops/dropout.h"
-#include "ops/embedding.h"
-#include "ops/flash_attention.h"
-#include "ops/gemm.h"
-#include "ops/vocab_parallel_cross_entropy.h"
-#include "parallel/comm.h"
 
 namespace anvil::model {
 
 namespace {
 
-using blocks::input_grad;
-using blocks::linear;
-using blocks::weight_grad;
 using engine::ConstTensorView;
 using engine::TensorView;
 using t5_detail::LayerActs;
@@ -112,27 +105,18 @@ void T5Model::Impl::set_batch(const T5Batch& batch, engine::Stream& s) {
   s.synchronize();  // `lengths` is a local: the copy must be done before it goes away
 }
 
-void T5Model::Impl::cross_entropy(bool train, engine::Stream& s) {
-  const int64_t rd = shape.micro_batch * shape.dec_len, cols = local_vocab();
-  // Training: dlogits (grad_scale 1) replace the logits in place; evaluation keeps the logits.
-  const TensorView dlogits = train ? act().logits : TensorView{};
-  if (shard.tp == 1) {
-    ops::softmax_cross_entropy({rd, cfg.vocab_size, cfg.padded(), 1.0f}, act().losses, dlogits,
-                               act().logits, act().labels, s);
-    return;
-  }
-  // Vocab-parallel (as GPT's head): row max, then sum of exponentials and target logit, over TP.
-  const TensorView row_max = flat_slice(buf.ce, 0, {rd});
-  const TensorView sums = flat_slice(buf.ce, rd, {2 * rd});
-  const TensorView sum_exp = flat_slice(buf.ce, rd, {rd});
-  const TensorView target_logit = flat_slice(buf.ce, 2 * rd, {rd});
-  const ops::VocabShardArgs va{rd, cfg.vocab_size, shard.tp_rank * cols, cols, 1.0f};
-  ops::vocab_shard_max(va, row_max, act().logits, s);
-  shard.tp_comm->all_reduce(row_max, parallel::ReduceOp::kMax, s);
-  ops::vocab_shard_sum_exp(va, sum_exp, target_logit, act().logits, row_max, act().labels, s);
-  shard.tp_comm->all_reduce(sums, parallel::ReduceOp::kSum, s);
-  ops::vocab_shard_cross_entropy(va, act().losses, dlogits, act().logits, row_max, sum_exp,
-                                 target_logit, act().labels, s);
+blocks::LmHeadConfig T5Model::Impl::lm_head_config() const {
+  blocks::LmHeadConfig c;
+  c.rows = shape.micro_batch * shape.dec_len;
+  c.d_model = cfg.d_model;
+  c.vocab = cfg.vocab_size;
+  c.padded_vocab = cfg.padded();
+  c.tp = shard.tp;
+  c.tp_rank = shard.tp_rank;
+  // v1.0 (tied): the head's input is scaled by d^-1/2.
+  if (cfg.tied())
+    c.input_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.d_model)));
+  return c;
 }
 
 void T5Model::Impl::dropout(TensorView x, bool train, uint64_t offset, engine::Stream& s) {
@@ -144,132 +128,137 @@ void T5Model::Impl::dropout_grad(TensorView dx, ConstTensorView dy, uint64_t off
   ops::dropout_backward({cfg.dropout, seed, offset}, dx, dy, s);
 }
 
-TensorView T5Model::Impl::project_out(TensorView proj, bool train, int64_t site,
-                                      engine::Stream& s) {
-  const TensorView mine = tp.row_parallel_out(proj, s);
-  dropout(mine, train, row_offset(site, mine), s);
-  return mine;
-}
-
-TensorView T5Model::Impl::project_grad(int64_t rows, TensorView dres, int64_t site,
-                                       engine::Stream& s) {
-  const TensorView mine = tp.local_rows(scratch(buf.proj, rows, cfg.d_model));
-  dropout_grad(mine, dres, row_offset(site, mine), s);
-  return tp.gather_grad(mine, s);
-}
-
 namespace {
 
-// Flash attention arguments for T5: no scaling; this rank's heads, numbered as the model's
-// (dropout masks, relative-table columns).
-ops::FlashAttentionArgs t5_attention(const T5Config& cfg, const T5Shard& sh, int64_t B, int64_t tq,
-                                     int64_t tk, bool causal, bool rel, float p, uint64_t seed,
-                                     uint64_t offset) {
-  ops::FlashAttentionArgs fa;
-  const int64_t heads = cfg.n_heads / sh.tp;
-  fa.batch = B, fa.q_len = tq, fa.kv_len = tk, fa.heads = heads, fa.head_dim = cfg.d_kv;
-  fa.total_heads = cfg.n_heads;
-  fa.head_offset = sh.tp_rank * heads;
-  fa.causal = causal;
-  fa.scale = 1.0f;
-  fa.bias = rel ? ops::AttentionBias::kRelativeBuckets : ops::AttentionBias::kNone;
-  fa.dropout_p = p;
-  fa.seed = seed;
-  fa.offset = offset;
-  return fa;
+// The attention block (model/blocks/attention.h) for T5: flash attention without scaling;
+// this rank's heads, numbered as the model's (dropout masks, relative-table columns); self
+// attention with the relative-bucket bias, cross attention without.
+blocks::AttentionConfig t5_attention(const T5Config& cfg, const T5Shard& sh, int64_t B, int64_t tq,
+                                     int64_t tk, bool cross, bool causal) {
+  blocks::AttentionConfig c;
+  c.batch = B, c.q_len = tq, c.kv_len = tk;
+  c.heads = cfg.n_heads, c.head_dim = cfg.d_kv;
+  c.tp = sh.tp, c.tp_rank = sh.tp_rank;
+  c.cross = cross, c.causal = causal;
+  c.scale = 1.0f;
+  c.position =
+      cross ? blocks::AttentionPosition::kNone : blocks::AttentionPosition::kRelativeBuckets;
+  c.dropout = cfg.dropout;
+  return c;
+}
+
+blocks::AttentionWeights self_weights(const LayerWeights& w) {
+  return {w.qkv, {}, {}, {}, w.o, {}};
+}
+
+blocks::AttentionWeights cross_weights(const LayerWeights& w) {
+  return {w.cq, {}, w.ckv, {}, w.co, {}};
+}
+
+blocks::AttentionActs self_acts(const LayerActs& a) { return {a.qkv, {}, a.lse, {}, a.att}; }
+
+blocks::AttentionActs cross_acts(const LayerActs& a) { return {a.cq, a.ckv, a.clse, {}, a.catt}; }
+
+// T5's block fields as the layer block names them: ln2 / rstd2 (decoder) the cross-attention
+// norm, ln_ff / rstd_ff the FFN's; h2 the residual after the cross-attention.
+blocks::LayerActs layer_acts(const LayerActs& a) {
+  blocks::LayerActs b;
+  b.x = a.x;
+  b.ln1 = a.ln1, b.ln1_rstd = a.rstd1;
+  b.attn = self_acts(a);
+  b.h = a.h;
+  b.ln_cross = a.ln2, b.ln_cross_rstd = a.rstd2;
+  b.cross = cross_acts(a);
+  b.hc = a.h2;
+  b.ln_mlp = a.ln_ff, b.ln_mlp_rstd = a.rstd_ff;
+  b.mlp = a.ffn;
+  return b;
+}
+
+blocks::LayerWeights layer_weights(const LayerWeights& w) {
+  blocks::LayerWeights b;
+  b.ln1_g = w.ln1, b.ln_cross_g = w.ln2, b.ln_mlp_g = w.ln_ff;
+  b.attn = self_weights(w);
+  b.cross = cross_weights(w);
+  b.mlp = t5_detail::ffn_weights(w);
+  return b;
 }
 
 }  // namespace
 
-void T5Model::Impl::ffn_forward(const LayerWeights& w, LayerActs& a, int64_t rows, bool train,
-                                int64_t site_hidden, engine::Stream& s) {
-  // The hidden's masks are numbered by this rank's [rows, d_ff / tp] columns (t5.h T5Shard).
-  TensorView proj = scratch(buf.proj, rows, cfg.d_model);
-  blocks::mlp_forward(t5_detail::ffn_config(cfg, shard), proj, a.ffn, a.ln_ff,
-                      t5_detail::ffn_weights(w), train, {seed, site_offset(site_hidden)}, s);
-  project_out(proj, train, site_hidden + 1, s);  // row-parallel: the partial sums over TP
-}
-
-void T5Model::Impl::encoder_layer_forward(int64_t l, bool train, bool from_x, engine::Stream& s) {
-  before_layer_forward(/*decoder=*/false, l, s);
-  const int64_t re = shape.micro_batch * shape.enc_len, d = cfg.d_model;
-  const blocks::NormArgs rn = norm_args(enc_rows());
-  const LayerWeights& w = buf.w.enc[static_cast<size_t>(l)];
-  LayerActs& a = act().enc_layers[static_cast<size_t>(l)];
-  TensorView proj = scratch(buf.proj, re, d);
-  if (from_x) {  // x: the embedding, the previous stage's hidden or kept for recomputation
-    blocks::norm_forward(rn, tp.local_rows(a.ln1), {}, a.rstd1, a.x, w.ln1, {}, s);
-  } else {  // x = h' + Drop(ffn') of the previous layer
-    blocks::residual_norm_forward(rn, a.x, tp.local_rows(a.ln1), {}, a.rstd1,
-                                  act().enc_layers[static_cast<size_t>(l - 1)].h,
-                                  tp.local_rows(proj), w.ln1, {}, s);
-  }
-  tp.gather_rows(a.ln1, s);
-  linear(a.qkv, a.ln1, w.qkv, {}, s);
-  const int64_t I = local_inner();
-  ops::AttentionMasks m;
-  if (act().has_lengths) m.kv_lengths = act().enc_lengths;
-  m.rel_buckets = buf.rel_buckets_enc;
-  m.rel_table = rel_slot(buf.rel_f32, 0);
-  const auto fa = t5_attention(cfg, shard, shape.micro_batch, shape.enc_len, shape.enc_len, false,
-                               true, train ? cfg.dropout : 0.0f, seed, site_offset(enc_site(l, 0)));
-  ops::flash_attention_forward(fa, a.att, a.lse, engine::slice_cols(a.qkv, 0, I),
-                               engine::slice_cols(a.qkv, I, 2 * I),
-                               engine::slice_cols(a.qkv, 2 * I, 3 * I), m, s);
-  linear(proj, a.att, w.o, {}, s);
-  const TensorView attn = project_out(proj, train, enc_site(l, 1), s);
-  blocks::residual_norm_forward(rn, a.h, tp.local_rows(a.ln_ff), {}, a.rstd_ff, a.x, attn, w.ln_ff,
-                                {}, s);
-  tp.gather_rows(a.ln_ff, s);
-  ffn_forward(w, a, re, train, enc_site(l, 2), s);
-}
-
-void T5Model::Impl::decoder_layer_forward(int64_t l, bool train, bool from_x, engine::Stream& s) {
-  before_layer_forward(/*decoder=*/true, l, s);
+blocks::LayerConfig T5Model::Impl::layer_config(bool decoder) const {
   const int64_t B = shape.micro_batch, Te = shape.enc_len, Td = shape.dec_len;
-  const int64_t rd = B * Td, d = cfg.d_model, I = local_inner();
-  const blocks::NormArgs rn = norm_args(dec_rows());
-  const LayerWeights& w = buf.w.dec[static_cast<size_t>(l)];
-  LayerActs& a = act().dec_layers[static_cast<size_t>(l)];
-  TensorView proj = scratch(buf.proj, rd, d);
-  const float p = train ? cfg.dropout : 0.0f;
-  if (from_x) {
-    blocks::norm_forward(rn, tp.local_rows(a.ln1), {}, a.rstd1, a.x, w.ln1, {}, s);
-  } else {
-    blocks::residual_norm_forward(rn, a.x, tp.local_rows(a.ln1), {}, a.rstd1,
-                                  act().dec_layers[static_cast<size_t>(l - 1)].h2,
-                                  tp.local_rows(proj), w.ln1, {}, s);
+  blocks::LayerConfig c;
+  c.norm = norm_args(decoder ? dec_rows() : enc_rows());
+  c.attn = decoder ? t5_attention(cfg, shard, B, Td, Td, false, true)
+                   : t5_attention(cfg, shard, B, Te, Te, false, false);
+  c.cross = decoder;
+  c.cross_attn = t5_attention(cfg, shard, B, Td, Te, true, false);
+  // The FFN hidden's masks are numbered by this rank's [rows, d_ff / tp] columns (t5.h T5Shard).
+  c.mlp = t5_detail::ffn_config(cfg, shard);
+  c.dropout = cfg.dropout;
+  return c;
+}
+
+blocks::LayerInputs T5Model::Impl::layer_inputs(bool decoder) {
+  blocks::LayerInputs in;
+  if (!decoder && act().has_lengths) in.attn.masks.kv_lengths = act().enc_lengths;
+  in.attn.masks.rel_buckets = decoder ? buf.rel_buckets_dec : buf.rel_buckets_enc;
+  in.attn.masks.rel_table = rel_slot(buf.rel_f32, decoder ? 1 : 0);
+  in.d_rel_table = rel_slot(buf.drel_f32, decoder ? 1 : 0);
+  if (decoder) {
+    if (act().has_lengths) in.cross.masks.kv_lengths = act().enc_lengths;
+    in.memory = act().enc;
+    in.dmemory = buf.denc;  // d enc += dkv ckv (partial over TP)
   }
-  tp.gather_rows(a.ln1, s);
-  // Causal self-attention with the decoder's (unidirectional) relative buckets.
-  linear(a.qkv, a.ln1, w.qkv, {}, s);
-  ops::AttentionMasks self;
-  self.rel_buckets = buf.rel_buckets_dec;
-  self.rel_table = rel_slot(buf.rel_f32, 1);
-  ops::flash_attention_forward(
-      t5_attention(cfg, shard, B, Td, Td, true, true, p, seed, site_offset(dec_site(l, 0))), a.att,
-      a.lse, engine::slice_cols(a.qkv, 0, I), engine::slice_cols(a.qkv, I, 2 * I),
-      engine::slice_cols(a.qkv, 2 * I, 3 * I), self, s);
-  linear(proj, a.att, w.o, {}, s);
-  const TensorView attn = project_out(proj, train, dec_site(l, 1), s);
-  blocks::residual_norm_forward(rn, a.h, tp.local_rows(a.ln2), {}, a.rstd2, a.x, attn, w.ln2, {},
-                                s);
-  tp.gather_rows(a.ln2, s);
-  // Cross-attention: queries from the decoder, keys and values from the encoder output.
-  linear(a.cq, a.ln2, w.cq, {}, s);
-  linear(a.ckv, act().enc, w.ckv, {}, s);
-  ops::AttentionMasks cross;
-  if (act().has_lengths) cross.kv_lengths = act().enc_lengths;
-  ops::flash_attention_forward(
-      t5_attention(cfg, shard, B, Td, Te, false, false, p, seed, site_offset(dec_site(l, 2))),
-      a.catt, a.clse, a.cq, engine::slice_cols(a.ckv, 0, I), engine::slice_cols(a.ckv, I, 2 * I),
-      cross, s);
-  linear(proj, a.catt, w.co, {}, s);
-  const TensorView cross_out = project_out(proj, train, dec_site(l, 3), s);
-  blocks::residual_norm_forward(rn, a.h2, tp.local_rows(a.ln_ff), {}, a.rstd_ff, a.h, cross_out,
-                                w.ln_ff, {}, s);
-  tp.gather_rows(a.ln_ff, s);
-  ffn_forward(w, a, rd, train, dec_site(l, 4), s);
+  return in;
+}
+
+blocks::LayerSites T5Model::Impl::layer_sites(bool decoder, int64_t l) const {
+  auto at = [&](int64_t k) { return site_offset(decoder ? dec_site(l, k) : enc_site(l, k)); };
+  blocks::LayerSites t;
+  t.seed = seed;
+  t.attn_probs = at(0), t.attn_out = at(1);
+  if (decoder) {
+    t.cross_probs = at(2), t.cross_out = at(3), t.mlp_act = at(4), t.mlp_out = at(5);
+  } else {
+    t.mlp_act = at(2), t.mlp_out = at(3);
+  }
+  return t;
+}
+
+blocks::LayerScratch T5Model::Impl::layer_scratch() const {
+  return {buf.proj, buf.dln, buf.dbig, buf.dact, buf.op_ws};
+}
+
+void T5Model::Impl::layer_forward(bool decoder, int64_t l, bool train, bool from_x,
+                                  engine::Stream& s) {
+  before_layer_forward(decoder, l, s);
+  const auto& stack = decoder ? act().dec_layers : act().enc_layers;
+  const LayerWeights& w = (decoder ? buf.w.dec : buf.w.enc)[static_cast<size_t>(l)];
+  const blocks::LayerConfig c = layer_config(decoder);
+  // from_x: x is the embedding, the previous stage's hidden or kept for recomputation; else
+  // x = h' + Drop(ffn') of the previous layer.
+  const TensorView prev =
+      from_x ? TensorView{}
+             : blocks::last_residual(c, layer_acts(stack[static_cast<size_t>(l - 1)]));
+  blocks::layer_forward(c, layer_acts(stack[static_cast<size_t>(l)]), layer_weights(w),
+                        layer_inputs(decoder), prev, {}, train, layer_sites(decoder, l),
+                        layer_scratch(), tp, s);
+}
+
+void T5Model::Impl::layer_backward(bool decoder, int64_t l, engine::Stream& s) {
+  before_layer_backward(decoder, l, s);
+  if (recompute_full()) layer_forward(decoder, l, /*train=*/true, /*from_x=*/true, s);
+  const LayerWeights& w = (decoder ? buf.w.dec : buf.w.enc)[static_cast<size_t>(l)];
+  const LayerWeights& g = (decoder ? buf.g.dec : buf.g.enc)[static_cast<size_t>(l)];
+  const LayerActs& a = (decoder ? act().dec_layers : act().enc_layers)[static_cast<size_t>(l)];
+  // dres holds d(layer output) and becomes d x.
+  const TensorView dres = scratch(buf.dres, decoder ? dec_rows() : enc_rows(), cfg.d_model);
+  blocks::layer_backward(layer_config(decoder), dres, layer_weights(g), layer_acts(a),
+                         layer_weights(w), layer_inputs(decoder), layer_sites(decoder, l),
+                         layer_scratch(), tp, s);
+  after_layer_backward(decoder, l, s);
 }
 
 void T5Model::Impl::forward(bool train, engine::Stream& s) {
@@ -292,7 +281,7 @@ void T5Model::Impl::encoder_forward(bool train, engine::Stream& s) {
   LayerActs& first = act().enc_layers[static_cast<size_t>(layers.enc_begin)];
   if (embeds_enc()) embed(first.x, act().enc_tokens, train, 0, s);
   for (int64_t l = layers.enc_begin; l < layers.enc_end; ++l) {
-    encoder_layer_forward(l, train, l == layers.enc_begin, s);
+    layer_forward(/*decoder=*/false, l, train, l == layers.enc_begin, s);
   }
   const TensorView last_h = act().enc_layers[static_cast<size_t>(layers.enc_end - 1)].h;
   const TensorView last_proj = tp.local_rows(scratch(buf.proj, re, d));
@@ -309,9 +298,9 @@ void T5Model::Impl::embed(TensorView x, TensorView tokens, bool train, int64_t s
   // Vocab-parallel: each rank's rows of its slice (others 0), summed over TP (with sequence
   // parallelism reduce-scattered into this rank's rows x).
   const int64_t rows = tokens.numel(), d = cfg.d_model;
-  const ops::EmbeddingArgs ea{rows, d, local_vocab(), 0, shard.tp_rank * local_vocab()};
   const TensorView e = tp.sp() ? scratch(buf.proj, rows, d) : x;
-  ops::embedding_forward(ea, e, tokens, {}, buf.w.shared, {}, s);
+  blocks::embedding_forward(embedding_config(rows), e, {tokens, {}, {}}, {buf.w.shared, {}, {}}, {},
+                            s);
   tp.reduce_rows_into(x, e, s);
   dropout(x, train, row_offset(site, x), s);
 }
@@ -332,7 +321,7 @@ void T5Model::Impl::decoder_forward(bool train, engine::Stream& s) {
   tp.gather_rows(act().enc, s);
   if (embeds_dec()) embed(first.x, act().dec_tokens, train, 2 + 4 * Le, s);
   for (int64_t l = layers.dec_begin; l < layers.dec_end; ++l) {
-    decoder_layer_forward(l, train, l == layers.dec_begin, s);
+    layer_forward(/*decoder=*/true, l, train, l == layers.dec_begin, s);
   }
   const TensorView last_h2 = act().dec_layers[static_cast<size_t>(layers.dec_end - 1)].h2;
   const TensorView last_proj = tp.local_rows(scratch(buf.proj, rd, d));
@@ -345,114 +334,10 @@ void T5Model::Impl::decoder_forward(bool train, engine::Stream& s) {
   tp.gather_rows(act().dec, s);
 
   // LM head (v1.0: tied, the input scaled by d^-1/2) and the loss; training keeps dlogits.
-  ops::GemmArgs head{rd, local_vocab(), d};
-  head.trans_b = true;
-  head.alpha = cfg.tied() ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))) : 1.0f;
-  ops::gemm(head, act().logits, act().dec, buf.w.lm_head, {}, {}, s);
-  cross_entropy(train, s);
-}
-
-TensorView T5Model::Impl::ffn_backward(const LayerWeights& w, const LayerWeights& g,
-                                       const LayerActs& a, int64_t rows, TensorView dout,
-                                       int64_t site_hidden, engine::Stream& s) {
-  const blocks::MlpConfig c = t5_detail::ffn_config(cfg, shard);
-  const blocks::MlpScratch sc{
-      scratch(buf.dbig, rows, c.in_width()),
-      c.needs_dact() ? scratch(buf.dact, rows, c.local_ffn()) : TensorView{}};
-  const TensorView dln = scratch(buf.dln, rows, cfg.d_model);
-  blocks::mlp_backward(c, dln, t5_detail::ffn_weights(g), dout, a.ln_ff, a.ffn,
-                       t5_detail::ffn_weights(w), {seed, site_offset(site_hidden)}, sc, s);
-  return tp.col_parallel_in_grad(dln, s);  // partial over TP
-}
-
-void T5Model::Impl::encoder_layer_backward(int64_t l, engine::Stream& s) {
-  before_layer_backward(/*decoder=*/false, l, s);
-  const int64_t B = shape.micro_batch, Te = shape.enc_len, re = B * Te;
-  const int64_t d = cfg.d_model;
-  const blocks::NormArgs rn = norm_args(enc_rows());
-  if (recompute_full()) encoder_layer_forward(l, /*train=*/true, /*from_x=*/true, s);
-  const LayerWeights& w = buf.w.enc[static_cast<size_t>(l)];
-  const LayerWeights& g = buf.g.enc[static_cast<size_t>(l)];
-  const LayerActs& a = act().enc_layers[static_cast<size_t>(l)];
-  TensorView dres = scratch(buf.dres, enc_rows(), d);
-  // FFN: x' = h + Drop(ffn); dres holds d x'.
-  const TensorView dffn = project_grad(re, dres, enc_site(l, 3), s);
-  const TensorView dln = ffn_backward(w, g, a, re, dffn, enc_site(l, 2), s);
-  blocks::norm_backward(rn, ops::Accumulate::kAdd, dres, g.ln_ff, {}, dln, a.h, w.ln_ff, {},
-                        a.rstd_ff, buf.op_ws, s);
-  // Self-attention: h = x + Drop(att o^T).
-  ops::AttentionMasks m;
-  if (act().has_lengths) m.kv_lengths = act().enc_lengths;
-  m.rel_buckets = buf.rel_buckets_enc;
-  self_attention_backward(w, g, a, Te, /*causal=*/false, m, /*rel=*/0, enc_site(l, 0),
-                          enc_site(l, 1), dres, s);
-  after_layer_backward(/*decoder=*/false, l, s);
-}
-
-void T5Model::Impl::decoder_layer_backward(int64_t l, engine::Stream& s) {
-  before_layer_backward(/*decoder=*/true, l, s);
-  const int64_t B = shape.micro_batch, Te = shape.enc_len, Td = shape.dec_len;
-  const int64_t re = B * Te, rd = B * Td, d = cfg.d_model, I = local_inner();
-  const blocks::NormArgs rn = norm_args(dec_rows());
-  if (recompute_full()) decoder_layer_forward(l, /*train=*/true, /*from_x=*/true, s);
-  const LayerWeights& w = buf.w.dec[static_cast<size_t>(l)];
-  const LayerWeights& g = buf.g.dec[static_cast<size_t>(l)];
-  const LayerActs& a = act().dec_layers[static_cast<size_t>(l)];
-  TensorView dres = scratch(buf.dres, dec_rows(), d);
-  // FFN: y' = h2 + Drop(ffn).
-  const TensorView dffn = project_grad(rd, dres, dec_site(l, 5), s);
-  TensorView dln = ffn_backward(w, g, a, rd, dffn, dec_site(l, 4), s);
-  blocks::norm_backward(rn, ops::Accumulate::kAdd, dres, g.ln_ff, {}, dln, a.h2, w.ln_ff, {},
-                        a.rstd_ff, buf.op_ws, s);
-  // Cross-attention: h2 = h + Drop(catt co^T); q = ln2 cq^T, k | v = enc ckv^T.
-  const TensorView dco = project_grad(rd, dres, dec_site(l, 3), s);
-  TensorView dcatt = scratch(buf.dln, rd, I);
-  blocks::linear_backward(dcatt, g.co, {}, dco, a.catt, w.co, s);
-  TensorView dq = scratch(buf.dbig, rd, I), dkv = scratch(buf.dbig, re, 2 * I, rd * I);
-  ops::AttentionMasks cross;
-  if (act().has_lengths) cross.kv_lengths = act().enc_lengths;
-  ops::flash_attention_backward(
-      t5_attention(cfg, shard, B, Td, Te, false, false, cfg.dropout, seed,
-                   site_offset(dec_site(l, 2))),
-      dq, engine::slice_cols(dkv, 0, I), engine::slice_cols(dkv, I, 2 * I), {}, dcatt, a.cq,
-      engine::slice_cols(a.ckv, 0, I), engine::slice_cols(a.ckv, I, 2 * I), a.catt, a.clse, cross,
-      buf.op_ws, s);
-  weight_grad(g.ckv, dkv, act().enc, s);
-  input_grad(buf.denc, dkv, w.ckv, s, 1.0f, 1.0f);  // d enc += dkv ckv (partial over TP)
-  blocks::linear_backward(scratch(buf.dln, rd, d), g.cq, {}, dq, a.ln2, w.cq, s);
-  dln = tp.col_parallel_in_grad(scratch(buf.dln, rd, d), s);
-  blocks::norm_backward(rn, ops::Accumulate::kAdd, dres, g.ln2, {}, dln, a.h, w.ln2, {}, a.rstd2,
-                        buf.op_ws, s);
-  // Causal self-attention: h = y + Drop(att o^T).
-  ops::AttentionMasks self;
-  self.rel_buckets = buf.rel_buckets_dec;
-  self_attention_backward(w, g, a, Td, /*causal=*/true, self, /*rel=*/1, dec_site(l, 0),
-                          dec_site(l, 1), dres, s);
-  after_layer_backward(/*decoder=*/true, l, s);
-}
-
-void T5Model::Impl::self_attention_backward(const LayerWeights& w, const LayerWeights& g,
-                                            const LayerActs& a, int64_t len, bool causal,
-                                            ops::AttentionMasks masks, int64_t rel,
-                                            int64_t site_probs, int64_t site_out, TensorView dres,
-                                            engine::Stream& s) {
-  const int64_t B = shape.micro_batch, rows = B * len, d = cfg.d_model, I = local_inner();
-  const TensorView dproj = project_grad(rows, dres, site_out, s);
-  TensorView datt = scratch(buf.dln, rows, I);
-  blocks::linear_backward(datt, g.o, {}, dproj, a.att, w.o, s);
-  TensorView dqkv = scratch(buf.dbig, rows, 3 * I);
-  masks.rel_table = rel_slot(buf.rel_f32, rel);
-  ops::flash_attention_backward(
-      t5_attention(cfg, shard, B, len, len, causal, true, cfg.dropout, seed,
-                   site_offset(site_probs)),
-      engine::slice_cols(dqkv, 0, I), engine::slice_cols(dqkv, I, 2 * I),
-      engine::slice_cols(dqkv, 2 * I, 3 * I), rel_slot(buf.drel_f32, rel), datt,
-      engine::slice_cols(a.qkv, 0, I), engine::slice_cols(a.qkv, I, 2 * I),
-      engine::slice_cols(a.qkv, 2 * I, 3 * I), a.att, a.lse, masks, buf.op_ws, s);
-  blocks::linear_backward(scratch(buf.dln, rows, d), g.qkv, {}, dqkv, a.ln1, w.qkv, s);
-  const TensorView dln = tp.col_parallel_in_grad(scratch(buf.dln, rows, d), s);
-  blocks::norm_backward(norm_args(dres.dim(0)), ops::Accumulate::kAdd, dres, g.ln1, {}, dln, a.x,
-                        w.ln1, {}, a.rstd1, buf.op_ws, s);
+  const blocks::LmHeadConfig head = lm_head_config();
+  blocks::lm_head_forward(head, act().logits, act().dec, buf.w.lm_head, s);
+  blocks::lm_head_loss(head, act().losses, act().logits, act().labels, train, buf.ce, shard.tp_comm,
+                       s);
 }
 
 void T5Model::Impl::backward(float grad_scale, engine::Stream& s) {
@@ -473,12 +358,9 @@ void T5Model::Impl::decoder_backward(float grad_scale, engine::Stream& s) {
   TensorView dres = scratch(buf.dres, dec_rows(), d);
   if (post()) {
     // LM head: d head += alpha dlogits^T dec; d dec = alpha dlogits head (each rank's
-    // vocabulary slice: partial over TP).
-    const float alpha =
-        grad_scale *
-        (cfg.tied() ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))) : 1.0f);
-    weight_grad(buf.g.lm_head, act().logits, act().dec, s, alpha);
-    input_grad(scratch(buf.dln, rd, d), act().logits, buf.w.lm_head, s, alpha);
+    // vocabulary slice: partial over TP), alpha = grad_scale (v1.0: times d^-1/2).
+    blocks::lm_head_backward(lm_head_config(), scratch(buf.dln, rd, d), buf.g.lm_head, act().logits,
+                             act().dec, buf.w.lm_head, grad_scale, s);
     final_norm_backward(dres, tp.col_parallel_in_grad(scratch(buf.dln, rd, d), s), act().x_dec,
                         act().dec_rstd, buf.w.dec_final, buf.g.dec_final, n_sites() - 1, s);
   } else {
@@ -487,7 +369,8 @@ void T5Model::Impl::decoder_backward(float grad_scale, engine::Stream& s) {
   // d enc: this stage's cross-attention k | v projections (each a partial sum over TP), then
   // what the later decoder stages sent.
   engine::fill_zero(buf.denc, s);
-  for (int64_t l = layers.dec_end - 1; l >= layers.dec_begin; --l) decoder_layer_backward(l, s);
+  for (int64_t l = layers.dec_end - 1; l >= layers.dec_begin; --l)
+    layer_backward(/*decoder=*/true, l, s);
   const TensorView denc = tp.row_parallel_out(buf.denc, s);
   if (!post()) add_into(denc, act().denc_in, s);
   if (embeds_dec()) embed_backward(dres, act().dec_tokens, 2 + 4 * Le, s);
@@ -506,7 +389,8 @@ void T5Model::Impl::encoder_backward(engine::Stream& s) {
   } else {
     engine::copy(dres, act().dout, s);
   }
-  for (int64_t l = layers.enc_end - 1; l >= layers.enc_begin; --l) encoder_layer_backward(l, s);
+  for (int64_t l = layers.enc_end - 1; l >= layers.enc_begin; --l)
+    layer_backward(/*decoder=*/false, l, s);
   if (embeds_enc()) embed_backward(dres, act().enc_tokens, 0, s);
 }
 
@@ -521,9 +405,18 @@ void T5Model::Impl::final_norm_backward(TensorView dres, TensorView dout, Tensor
 void T5Model::Impl::embed_backward(TensorView dres, TensorView tokens, int64_t site,
                                    engine::Stream& s) {
   dropout_grad(dres, dres, row_offset(site, dres), s);
-  ops::embedding_backward(
-      {tokens.numel(), cfg.d_model, local_vocab(), 0, shard.tp_rank * local_vocab()}, buf.g.shared,
-      {}, tp.gather_grad(dres, s), tokens, {}, s);
+  blocks::embedding_backward(embedding_config(tokens.numel()), {buf.g.shared, {}, {}},
+                             tp.gather_grad(dres, s), {tokens, {}, {}}, s);
+}
+
+blocks::EmbeddingConfig T5Model::Impl::embedding_config(int64_t rows) const {
+  blocks::EmbeddingConfig c;
+  c.rows = rows;
+  c.d_model = cfg.d_model;
+  c.vocab = cfg.padded();
+  c.tp = shard.tp;
+  c.tp_rank = shard.tp_rank;
+  return c;
 }
 
 void T5Model::Impl::add_relative_grads(engine::Stream& s) {

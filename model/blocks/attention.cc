@@ -1,0 +1,161 @@
+// The attention block's forward and backward (see attention.h): the input projections, the
+// rotary rotation, the flash or unfused core, the output projection, and the exact reverse.
+#include "model/blocks/attention.h"
+
+#include <array>
+
+#include "absl/strings/str_cat.h"
+#include "engine/status.h"
+#include "model/blocks/linear.h"
+#include "ops/attention.h"
+#include "ops/rotary.h"
+
+namespace anvil::model::blocks {
+
+namespace {
+
+using engine::ConstTensorView;
+using engine::TensorView;
+
+// Column blocks [0, I), [I, 2I), ... of a fused buffer of n * I columns.
+template <size_t N>
+std::array<TensorView, N> split(TensorView fused, int64_t inner) {
+  std::array<TensorView, N> parts;
+  for (size_t i = 0; i < N; ++i) {
+    const int64_t at = static_cast<int64_t>(i) * inner;
+    parts[i] = engine::slice_cols(fused, at, at + inner);
+  }
+  return parts;
+}
+
+// q, k, v views of the saved projections (self: qkv; cross: qkv = q, kv = k | v).
+std::array<TensorView, 3> qkv_views(const AttentionConfig& c, TensorView qkv, TensorView kv) {
+  if (!c.cross) return split<3>(qkv, c.inner());
+  const auto [k, v] = split<2>(kv, c.inner());
+  return {qkv, k, v};
+}
+
+void check(const AttentionConfig& c, ConstTensorView x, ConstTensorView memory,
+           const AttentionActs& a) {
+  ANVIL_CHECK_MSG(c.tp >= 1 && c.heads % c.tp == 0 && c.tp_rank >= 0 && c.tp_rank < c.tp,
+                  absl::StrCat("attention block: heads ", c.heads, " over tp ", c.tp, " (rank ",
+                               c.tp_rank, ")"));
+  ANVIL_CHECK_MSG(x.dim(0) == c.rows() && a.att.dim(0) == c.rows() && a.att.dim(1) == c.inner(),
+                  absl::StrCat("attention block: x rows ", x.dim(0), " or att [", a.att.dim(0),
+                               ", ", a.att.dim(1), "] unlike batch * q_len ", c.rows(),
+                               ", heads / tp * head_dim ", c.inner()));
+  ANVIL_CHECK_MSG(c.cross || c.kv_len == c.q_len,
+                  absl::StrCat("attention block: self-attention with kv_len ", c.kv_len,
+                               " != q_len ", c.q_len));
+  ANVIL_CHECK_MSG(!c.cross || (memory.dim(0) == c.kv_rows() && !a.kv.empty()),
+                  absl::StrCat("attention block: cross-attention needs a memory of batch * "
+                               "kv_len = ",
+                               c.kv_rows(), " rows and saved kv"));
+  ANVIL_CHECK_MSG(c.flash || (c.causal && !c.cross && c.position != AttentionPosition::kAlibi &&
+                              c.position != AttentionPosition::kRelativeBuckets),
+                  "attention block: the unfused op is causal self-attention without a bias "
+                  "(ALiBi and relative buckets need flash)");
+  ANVIL_CHECK_MSG(c.position != AttentionPosition::kRotary || !c.cross,
+                  "attention block: rotary positions need self-attention");
+}
+
+ops::FlashAttentionArgs flash_args(const AttentionConfig& c, float dropout,
+                                   const AttentionDropoutSite& site) {
+  ops::FlashAttentionArgs fa;
+  fa.batch = c.batch, fa.q_len = c.q_len, fa.kv_len = c.kv_len, fa.heads = c.local_heads();
+  fa.head_dim = c.head_dim, fa.causal = c.causal, fa.scale = c.scale;
+  if (c.position == AttentionPosition::kAlibi) fa.bias = ops::AttentionBias::kAlibi;
+  if (c.position == AttentionPosition::kRelativeBuckets) {
+    fa.bias = ops::AttentionBias::kRelativeBuckets;
+  }
+  fa.dropout_p = dropout, fa.seed = site.seed, fa.offset = site.offset;
+  fa.total_heads = c.heads, fa.head_offset = c.head_offset();
+  return fa;
+}
+
+ops::AttentionArgs unfused_args(const AttentionConfig& c, float dropout,
+                                const AttentionDropoutSite& site) {
+  ops::AttentionArgs aa{c.batch, c.q_len, c.local_heads(), c.head_dim,
+                        c.scale, dropout, site.seed,       site.offset};
+  aa.total_heads = c.heads;
+  aa.head_offset = c.head_offset();
+  return aa;
+}
+
+ops::RotaryArgs rotary_args(const AttentionConfig& c) {
+  return {c.rows(), c.local_heads(), c.head_dim, c.rotary_dim, c.rotary_base};
+}
+
+}  // namespace
+
+void attention_forward(const AttentionConfig& c, TensorView out, const AttentionActs& acts,
+                       ConstTensorView x, ConstTensorView memory, const AttentionWeights& w,
+                       const AttentionInputs& in, bool train, const AttentionDropoutSite& site,
+                       engine::Workspace ws, engine::Stream& s) {
+  check(c, x, memory, acts);
+  linear(acts.qkv, x, w.qkv_w, w.qkv_b, s);
+  if (c.cross) linear(acts.kv, memory, w.kv_w, w.kv_b, s);
+  const auto [q, k, v] = qkv_views(c, acts.qkv, acts.kv);
+  if (c.position == AttentionPosition::kRotary) {  // q, k rotated in place
+    ops::rotary_forward(rotary_args(c), q, in.positions, s);
+    ops::rotary_forward(rotary_args(c), k, in.positions, s);
+  }
+  const float p = train ? c.dropout : 0.0f;
+  if (c.flash) {
+    ops::flash_attention_forward(flash_args(c, p, site), acts.att, acts.lse, q, k, v, in.masks, s);
+  } else {
+    ops::attention_forward(unfused_args(c, p, site), acts.att, acts.probs, acts.qkv, in.masks.seg_q,
+                           ws, s);
+  }
+  row_linear(out, acts.att, w.out_w, w.out_b, c.tp_rank == 0, s);
+}
+
+void attention_backward(const AttentionConfig& c, TensorView dx, TensorView dmemory,
+                        const AttentionWeights& grads, TensorView d_rel_table, ConstTensorView dout,
+                        ConstTensorView x, ConstTensorView memory, const AttentionActs& acts,
+                        const AttentionWeights& w, const AttentionInputs& in,
+                        const AttentionDropoutSite& site, const AttentionScratch& scratch,
+                        engine::Workspace ws, engine::Stream& s) {
+  check(c, x, memory, acts);
+  linear_backward(scratch.datt, grads.out_w, grads.out_b, dout, acts.att, w.out_w, s);
+  const auto [q, k, v] = qkv_views(c, acts.qkv, acts.kv);
+  const auto [dq, dk, dv] = qkv_views(c, scratch.dqkv, scratch.dkv);
+  if (c.flash) {
+    ops::flash_attention_backward(flash_args(c, c.dropout, site), dq, dk, dv, d_rel_table,
+                                  scratch.datt, q, k, v, acts.att, acts.lse, in.masks, ws, s);
+  } else {
+    const ops::AttentionArgs aa = unfused_args(c, c.dropout, site);
+    // The probabilities were not kept: recompute them (att is rewritten with equal values).
+    if (c.recompute_probs) {
+      ops::attention_forward(aa, acts.att, acts.probs, acts.qkv, in.masks.seg_q, ws, s);
+    }
+    ops::attention_backward(aa, scratch.dqkv, scratch.datt, acts.qkv, acts.probs, in.masks.seg_q,
+                            ws, s);
+  }
+  if (c.position == AttentionPosition::kRotary) {  // d(q, k before the rotation)
+    ops::rotary_backward(rotary_args(c), dq, in.positions, s);
+    ops::rotary_backward(rotary_args(c), dk, in.positions, s);
+  }
+  if (c.cross) {  // d memory += dkv W_kv (partial over TP)
+    weight_bias_grad(grads.kv_w, grads.kv_b, scratch.dkv, memory, s);
+    input_grad(dmemory, scratch.dkv, w.kv_w, s, 1.0f, 1.0f);
+  }
+  linear_backward(dx, grads.qkv_w, grads.qkv_b, scratch.dqkv, x, w.qkv_w, s);
+}
+
+AttentionActs attention_saved_acts(const AttentionConfig& c, engine::DType dtype,
+                                   const std::string& prefix, const TakeView& take) {
+  const int64_t I = c.inner();
+  AttentionActs a;
+  a.qkv = take(prefix + "qkv", dtype, {c.rows(), c.cross ? I : 3 * I});
+  if (c.cross) a.kv = take(prefix + "kv", dtype, {c.kv_rows(), 2 * I});
+  if (c.flash) {
+    a.lse = take(prefix + "attn.lse", engine::DType::kF32, {c.batch, c.local_heads(), c.q_len});
+  } else {
+    a.probs = take(prefix + "probs", dtype, {c.batch, c.local_heads(), c.q_len, c.kv_len});
+  }
+  a.att = take(prefix + "att", dtype, {c.rows(), I});
+  return a;
+}
+
+}  // namespace anvil::model::blocks
