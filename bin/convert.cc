@@ -183,11 +183,16 @@ absl::Status import_hf(const std::string& hf_dir, const std::string& ckpt_dir) {
   ANVIL_ASSIGN_OR_RETURN(const model::HfFamily* f, model::hf_family(type, fields));
   ANVIL_ASSIGN_OR_RETURN(model::HfImportedModel m,
                          model::hf_import_model(*f, fields, model::train_config_schema(), cpath));
-  // The model config.json describes, validated (sizes, layer counts) before any tensor is read
-  // (the default [data] seq_len may exceed its max_seq_len: the samples are not the import's).
-  ANVIL_ASSIGN_OR_RETURN(
-      model::TrainConfig cfg,
-      model::load_train_config_string(m.ini, cpath + " (as [model])", {"data.seq_len=1"}));
+  // The model config.json describes, validated (sizes, layer counts) before any tensor is read.
+  // What is not the import's is set to pass: the default [data] seq_len may exceed its
+  // max_seq_len, and T5 training needs a tokenizer with sentinels (not recorded below).
+  std::vector<std::string> pass = {"data.seq_len=1"};
+  if (f->model_type == "t5") {
+    pass.insert(pass.end(), {"tokenizer.type=Byte", "tokenizer.vocab_extra_ids=100"});
+  }
+  ANVIL_ASSIGN_OR_RETURN(model::TrainConfig cfg,
+                         model::load_train_config_string(m.ini, cpath + " (as [model])", pass));
+  cfg.tokenizer = {};  // an import has none
   ANVIL_ASSIGN_OR_RETURN(std::vector<anvil::engine::HostSlice> hf, io::read_hf_tensors(hf_dir));
   ANVIL_ASSIGN_OR_RETURN(std::vector<anvil::engine::HostSlice> slices,
                          model::from_hf_tensors(*f, std::move(hf), m.dims, m.tied));
