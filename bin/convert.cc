@@ -1,6 +1,7 @@
 // bin/convert: anvil checkpoints <-> Hugging Face model directories (docs/checkpoints.md).
 //   build/bin/convert export CKPT_DIR HF_DIR [STEP]   config.json + model.safetensors (f32)
-//   build/bin/convert import HF_DIR CKPT_DIR          CKPT_DIR/step_00000000 (weights only)
+//   build/bin/convert import HF_DIR CKPT_DIR          CKPT_DIR/step_00000000 (weights only;
+//                                                     CKPT_DIR must hold no checkpoint yet)
 // export takes the checkpoint `latest` names (or STEP), its master weights, and writes them
 // under the HF names of the family its [model] settings make it (GPT2LMHeadModel,
 // BloomForCausalLM, LlamaForCausalLM, BertForPreTraining, T5ForConditionalGeneration v1.0 /
@@ -8,7 +9,8 @@
 // checkpoint's config, export also writes the HF tokenizer files from the copy kept with the
 // checkpoint (GPT2BPE: vocab.json, merges.txt; HF: tokenizer.json; BertWordPiece*: vocab.txt).
 // import reads model.safetensors (or the shards of model.safetensors.index.json) and
-// config.json, and writes a checkpoint that [checkpoint] load + finetune = true accepts; it
+// config.json, checks that the tensors are exactly those of the model config.json describes
+// (names and shapes), and writes a checkpoint that [checkpoint] load + finetune = true accepts; it
 // prints the [model] section to train it with. The name/layout rules are the family tables of
 // model/gpt/hf_gpt2.cc, hf_bloom.cc, hf_llama.cc, hf_bert.cc, hf_t5.cc (model/checkpoint_hf.h,
 // hf_config.h).
@@ -23,6 +25,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "engine/config.h"
 #include "engine/status.h"
 #include "io/checkpoint.h"
@@ -34,6 +38,7 @@
 #include "model/checkpoint_hf.h"
 #include "model/hf_config.h"
 #include "model/train/checkpoint.h"
+#include "model/train/model_tensors.h"
 #include "model/train/train_config.h"
 #include "nlohmann/json.hpp"
 
@@ -152,7 +157,23 @@ absl::Status export_hf(const std::string& ckpt_dir, const std::string& hf_dir, i
   return absl::OkStatus();
 }
 
+// An import is step 0 and would become `latest` over a training run's newer checkpoints (and
+// replace a step 0): it goes into a directory without checkpoints only.
+absl::Status check_import_target(const std::string& ckpt_dir) {
+  const std::vector<int64_t> steps = io::list_checkpoint_steps(ckpt_dir);
+  std::error_code ec;
+  if (steps.empty() && !std::filesystem::exists(ckpt_dir + "/latest", ec)) {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> latest = io::read_file(ckpt_dir + "/latest");
+  return absl::AlreadyExistsError(absl::StrCat(
+      ckpt_dir, " already holds checkpoints (steps ", absl::StrJoin(steps, ", "),
+      latest.ok() ? absl::StrCat("; latest ", absl::StripAsciiWhitespace(*latest)) : "",
+      "): import into a new or empty directory (the import would be step 0 and become `latest`)"));
+}
+
 absl::Status import_hf(const std::string& hf_dir, const std::string& ckpt_dir) {
+  ANVIL_RETURN_IF_ERROR(check_import_target(ckpt_dir));
   const std::string cpath = hf_dir + "/config.json";
   ANVIL_ASSIGN_OR_RETURN(std::string text, io::read_file(cpath));
   ANVIL_ASSIGN_OR_RETURN(json j, io::parse_json_text(text, cpath));
@@ -162,14 +183,26 @@ absl::Status import_hf(const std::string& hf_dir, const std::string& ckpt_dir) {
   ANVIL_ASSIGN_OR_RETURN(const model::HfFamily* f, model::hf_family(type, fields));
   ANVIL_ASSIGN_OR_RETURN(model::HfImportedModel m,
                          model::hf_import_model(*f, fields, model::train_config_schema(), cpath));
+  // The model config.json describes, validated (sizes, layer counts) before any tensor is read.
+  // What is not the import's is set to pass: the default [data] seq_len may exceed its
+  // max_seq_len, and T5 training needs a tokenizer with sentinels (not recorded below).
+  std::vector<std::string> pass = {"data.seq_len=1"};
+  if (f->model_type == "t5") {
+    pass.insert(pass.end(), {"tokenizer.type=Byte", "tokenizer.vocab_extra_ids=100"});
+  }
+  ANVIL_ASSIGN_OR_RETURN(model::TrainConfig cfg,
+                         model::load_train_config_string(m.ini, cpath + " (as [model])", pass));
+  cfg.tokenizer = {};  // an import has none
   ANVIL_ASSIGN_OR_RETURN(std::vector<anvil::engine::HostSlice> hf, io::read_hf_tensors(hf_dir));
   ANVIL_ASSIGN_OR_RETURN(std::vector<anvil::engine::HostSlice> slices,
                          model::from_hf_tensors(*f, std::move(hf), m.dims, m.tied));
+  ANVIL_RETURN_IF_ERROR(model::check_model_tensors(cfg, slices, cpath));
   for (anvil::engine::HostSlice& t : slices) t.tensor = model::kMasterState + t.tensor;
   const std::string& ini = m.ini;
   io::CheckpointInfo info;
   info.step = 0;
   info.config = ini;
+  info.model = model::checkpoint_model_record(cfg);
   info.state = {{"step", 0}};
   ANVIL_RETURN_IF_ERROR(io::save_checkpoint(ckpt_dir, info, slices, 0));
   std::printf(
@@ -185,7 +218,7 @@ int run(int argc, char** argv) {
   absl::Status s;
   int64_t step = -1;
   if (a.size() >= 3 && a.size() <= 4 && a[0] == "export" &&
-      (a.size() == 3 || absl::SimpleAtoi(a[3], &step))) {
+      (a.size() == 3 || (absl::SimpleAtoi(a[3], &step) && step >= 0))) {
     s = export_hf(a[1], a[2], step);
   } else if (a.size() == 3 && a[0] == "import") {
     s = import_hf(a[1], a[2]);

@@ -57,7 +57,8 @@ constexpr char kUsage[] =
     "  --text FILE          WikiText-style perplexity (detokenized, tokenized whole)\n"
     "  --lambada FILE       LAMBADA accuracy (JSONL, one {\"text\": ...} per line)\n"
     "options:\n"
-    "  --step N             the checkpoint of step N (default: the one `latest` names)\n"
+    "  --step N             the checkpoint of step N, an error when it is absent or broken\n"
+    "                       (default: the one `latest` names, else the newest complete one)\n"
     "  --seq-len N          window length (default: the checkpoint's [data] seq_len)\n"
     "  --stride N           counted tokens per window after the first (Megatron's\n"
     "                       --overlapping-eval; default 32 for --text, seq_len for --data)\n"
@@ -116,6 +117,7 @@ absl::StatusOr<Flags> parse_flags(int argc, char** argv) {
     }
   }
   if (f.ckpt.empty()) return absl::InvalidArgumentError("no checkpoint directory given");
+  if (f.step < -1) return absl::InvalidArgumentError("--step must be a step number >= 0");
   if (f.data.empty() && f.text.empty() && f.lambada.empty()) {
     return absl::InvalidArgumentError("no task: give --data, --text and/or --lambada");
   }

@@ -7,12 +7,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "engine/checked_math.h"
 #include "engine/status.h"
 #include "io/crc32c.h"
 #include "io/durable_file.h"
@@ -32,9 +35,15 @@ std::string rank_name(int rank, const char* ext) {
   return absl::StrFormat("rank_%05d%s", rank, ext);
 }
 
+// Elements of `shape`; -1 for a negative dimension or more than engine::kMaxElements (a
+// corrupt manifest must not wrap around int64 into a small count).
 int64_t numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape) {
+    const std::optional<int64_t> p = engine::checked_mul(n, s);
+    if (s < 0 || !p || *p > engine::kMaxElements) return -1;
+    n = *p;
+  }
   return n;
 }
 
@@ -160,14 +169,28 @@ absl::Status begin_checkpoint(const std::string& dir, int64_t step, const std::s
   return make_dir(tmp);
 }
 
-absl::Status write_checkpoint_shard(const std::string& tmp_dir, int rank,
-                                    const std::vector<engine::HostSlice>& slices) {
+namespace {
+
+// What a failed save wrote is removed (best effort: the error that made it fail is the one
+// reported), so failed attempts do not pile up temporaries of a whole checkpoint each.
+absl::Status discard_on_error(absl::Status s, const std::vector<std::string>& paths) {
+  if (!s.ok()) {
+    for (const std::string& p : paths) {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  }
+  return s;
+}
+
+absl::Status write_shard(const std::string& tmp_dir, int rank,
+                         const std::vector<engine::HostSlice>& slices) {
   std::vector<StTensorRef> refs;
   json pieces = json::array();
   std::map<std::string, int> count;
   for (const engine::HostSlice& s : slices) {
     if (s.offset.size() != s.shape.size() || s.extent.size() != s.shape.size() ||
-        static_cast<int64_t>(s.data.size()) != numel(s.extent)) {
+        numel(s.shape) < 0 || static_cast<int64_t>(s.data.size()) != numel(s.extent)) {
       return absl::InvalidArgumentError(
           absl::StrCat("checkpoint: slice of ", s.tensor, " has inconsistent dims or data"));
     }
@@ -191,8 +214,8 @@ absl::Status write_checkpoint_shard(const std::string& tmp_dir, int rank,
   return w.finish();
 }
 
-absl::Status finish_checkpoint(const std::string& dir, const std::string& tmp_dir, int world,
-                               const CheckpointInfo& info, int64_t keep_last) {
+absl::Status finish(const std::string& dir, const std::string& tmp_dir, int world,
+                    const CheckpointInfo& info, int64_t keep_last) {
   json manifest = info_json(info);
   json files = json::array();
   json tensors = json::object();
@@ -254,6 +277,25 @@ absl::Status finish_checkpoint(const std::string& dir, const std::string& tmp_di
   return prune(dir, keep_last);
 }
 
+}  // namespace
+
+absl::Status write_checkpoint_shard(const std::string& tmp_dir, int rank,
+                                    const std::vector<engine::HostSlice>& slices) {
+  // Rank 0 made the directory (begin_checkpoint): a failure there ends the save for all ranks.
+  return discard_on_error(
+      write_shard(tmp_dir, rank, slices),
+      rank == 0 ? std::vector<std::string>{tmp_dir}
+                : std::vector<std::string>{tmp_dir + "/" + rank_name(rank, ".safetensors"),
+                                           tmp_dir + "/" + rank_name(rank, ".json")});
+}
+
+absl::Status finish_checkpoint(const std::string& dir, const std::string& tmp_dir, int world,
+                               const CheckpointInfo& info, int64_t keep_last) {
+  // After the rename the checkpoint is complete and stays, whatever fails later (`latest`).
+  return discard_on_error(finish(dir, tmp_dir, world, info, keep_last),
+                          {tmp_dir, absl::StrCat(dir, "/latest.tmp-", ::getpid())});
+}
+
 absl::Status save_checkpoint(const std::string& dir, const CheckpointInfo& info,
                              const std::vector<engine::HostSlice>& slices, int64_t keep_last) {
   const std::string token = absl::StrCat(::getpid());
@@ -304,6 +346,11 @@ absl::StatusOr<Checkpoint> Checkpoint::open(const std::string& step_dir) {
     const std::string where = absl::StrCat(mpath, ": tensor ", name);
     Tensor tensor;
     ANVIL_ASSIGN_OR_RETURN(tensor.shape, json_int_list(t, "shape", where));
+    if (numel(tensor.shape) < 0) {
+      return absl::DataLossError(absl::StrCat(where, ": shape ", json(tensor.shape).dump(),
+                                              " is negative or has more than ",
+                                              engine::kMaxElements, " elements"));
+    }
     ANVIL_ASSIGN_OR_RETURN(const json* pieces, json_field(t, "pieces", where));
     if (!pieces->is_array()) return absl::DataLossError(where + ": pieces: not a list");
     for (const json& p : *pieces) {
@@ -389,21 +436,51 @@ absl::StatusOr<engine::HostSlice> Checkpoint::read(const std::string& name) cons
   return engine::HostSlice{name, t.shape, std::vector<int64_t>(nd, 0), t.shape, std::move(out)};
 }
 
+namespace {
+
+// "... are at steps 2, 4, 6" / "there is no complete checkpoint ...": what a user asking for a
+// step can pick.
+std::string steps_there(const std::string& dir) {
+  const std::vector<int64_t> steps = list_checkpoint_steps(dir);
+  if (steps.empty()) return absl::StrCat("there is no complete checkpoint in ", dir);
+  return absl::StrCat("the complete checkpoints in ", dir, " are at step",
+                      steps.size() > 1 ? "s " : " ", absl::StrJoin(steps, ", "));
+}
+
+absl::StatusOr<Checkpoint> open_checkpoint_step(const std::string& dir, int64_t step) {
+  const std::string step_dir = checkpoint_step_dir(dir, step);
+  std::error_code ec;
+  if (!fs::exists(step_dir + "/" + kManifest, ec)) {
+    // Not NotFound: that means "no checkpoint at all" to callers that then start from scratch.
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint step ", step, " was asked for, but ",
+                                                   step_dir, " does not exist or is incomplete; ",
+                                                   steps_there(dir)));
+  }
+  absl::StatusOr<Checkpoint> c = Checkpoint::open(step_dir);
+  if (!c.ok()) {
+    return absl::DataLossError(absl::StrCat("checkpoint step ", step, " was asked for, but it is ",
+                                            "broken: ", c.status().message(), "; ",
+                                            steps_there(dir)));
+  }
+  return c;
+}
+
+}  // namespace
+
 absl::StatusOr<Checkpoint> open_newest_complete(
     const std::string& dir, int64_t step, const std::function<void(const std::string&)>& warn) {
-  int64_t want = step;
-  if (want < 0) {
-    absl::StatusOr<std::string> latest = read_file(dir + "/latest");
-    int64_t s = -1;
-    if (latest.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*latest), &s) && s >= 0) {
-      want = s;
-    } else {
-      warn(absl::StrCat(dir,
-                        "/latest: missing or not a step number; using the newest complete "
-                        "checkpoint in ",
-                        dir));
-      want = INT64_MAX;
-    }
+  if (step >= 0) return open_checkpoint_step(dir, step);  // exactly what was asked for
+  // "latest": the step it names, else (a crash or a broken save) the newest complete one.
+  int64_t want = INT64_MAX;
+  absl::StatusOr<std::string> latest = read_file(dir + "/latest");
+  int64_t s = -1;
+  if (latest.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*latest), &s) && s >= 0) {
+    want = s;
+  } else {
+    warn(absl::StrCat(dir,
+                      "/latest: missing or not a step number; using the newest complete "
+                      "checkpoint in ",
+                      dir));
   }
   std::vector<int64_t> candidates;
   std::error_code ec;

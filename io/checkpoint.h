@@ -11,7 +11,9 @@
 // Saving is atomic: every rank writes into DIR/step_X.tmp-<token>/ (its safetensors file and a
 // small rank_N.json listing its pieces and checksum, both fsynced); rank 0 then merges the
 // lists into manifest.json, fsyncs the directory, renames it to step_X and updates `latest`
-// (tmp + rename) last. A crash at any point leaves the previous checkpoints and `latest` valid.
+// (tmp + rename) last. A crash at any point leaves the previous checkpoints and `latest` valid;
+// a save that fails (disk full) removes its temporaries (io/checkpoint_cleanup.h removes those
+// of killed ones).
 // Loading verifies every file's size and checksum and every piece against its safetensors
 // header before anything is used; a broken checkpoint is refused with a message naming the file
 // and the newest complete earlier one is used instead.
@@ -58,9 +60,11 @@ std::string checkpoint_tmp_dir(const std::string& dir, int64_t step, const std::
 //   every rank:  write_checkpoint_shard
 //   rank 0:      finish_checkpoint (manifest, rename, `latest`, keep_last pruning)
 absl::Status begin_checkpoint(const std::string& dir, int64_t step, const std::string& token);
+// On failure a rank removes what it wrote, rank 0 the whole temporary directory.
 absl::Status write_checkpoint_shard(const std::string& tmp_dir, int rank,
                                     const std::vector<engine::HostSlice>& slices);
 // keep_last > 0: afterwards deletes complete checkpoints older than the newest keep_last.
+// On failure before the rename the temporary directory is removed.
 absl::Status finish_checkpoint(const std::string& dir, const std::string& tmp_dir, int world,
                                const CheckpointInfo& info, int64_t keep_last);
 // The three phases on one rank.
@@ -99,11 +103,13 @@ class Checkpoint {
   std::map<std::string, SafetensorsFile> files_;
 };
 
-// The checkpoint to resume from under `dir`: step `step`, or (step < 0) the one `latest` names.
-// When that one is missing, incomplete or corrupt, each refusal is reported through `warn`
-// (naming the file and the problem) and the newest complete earlier checkpoint is used, which
-// `warn` also announces. NotFound when there is no checkpoint at all; DataLoss when every one
-// was refused.
+// The checkpoint to resume from under `dir`.
+// step >= 0 (the user named a step): exactly that one. InvalidArgument when it does not exist,
+// DataLoss when it is broken, both naming the steps that exist; never another step.
+// step < 0 ("latest"): the one `latest` names. When that one is missing, incomplete or corrupt,
+// each refusal is reported through `warn` (naming the file and the problem) and the newest
+// complete earlier checkpoint is used, which `warn` also announces. NotFound when there is no
+// checkpoint at all; DataLoss when every one was refused.
 absl::StatusOr<Checkpoint> open_newest_complete(
     const std::string& dir, int64_t step, const std::function<void(const std::string&)>& warn);
 

@@ -16,13 +16,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The pid of "step_%08d.tmp-<pid>", or -1 for any other name.
-int64_t temp_owner(const std::string& name) {
+// The pid of "step_%08d.tmp-<pid>" (a directory) or "latest.tmp-<pid>" (a file, what
+// write_file_atomic writes `latest` through), or -1 for any other name or kind.
+int64_t temp_owner(const fs::directory_entry& e) {
+  const std::string name = e.path().filename().string();
   absl::string_view rest = name;
-  if (!absl::ConsumePrefix(&rest, "step_") || rest.size() <= 8) return -1;
-  int64_t step = 0, pid = 0;
-  if (!absl::SimpleAtoi(rest.substr(0, 8), &step) || step < 0) return -1;
-  rest.remove_prefix(8);
+  if (absl::ConsumePrefix(&rest, "step_")) {
+    int64_t step = 0;
+    if (rest.size() <= 8 || !absl::SimpleAtoi(rest.substr(0, 8), &step) || step < 0 ||
+        !e.is_directory()) {
+      return -1;
+    }
+    rest.remove_prefix(8);
+  } else if (!absl::ConsumePrefix(&rest, "latest") || !e.is_regular_file()) {
+    return -1;
+  }
+  int64_t pid = 0;
   if (!absl::ConsumePrefix(&rest, ".tmp-") || !absl::SimpleAtoi(rest, &pid) || pid <= 0) {
     return -1;
   }
@@ -38,11 +47,8 @@ absl::StatusOr<std::vector<std::string>> remove_stale_checkpoint_temps(
   std::vector<std::string> removed;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    const int64_t pid = temp_owner(name);
-    if (pid < 0 || absl::StrCat(pid) == own_token || !it->is_directory() || !process_gone(pid)) {
-      continue;
-    }
+    const int64_t pid = temp_owner(*it);
+    if (pid < 0 || absl::StrCat(pid) == own_token || !process_gone(pid)) continue;
     std::error_code rm;
     fs::remove_all(it->path(), rm);
     if (rm) {

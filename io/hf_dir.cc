@@ -15,6 +15,32 @@
 namespace anvil::io {
 namespace {
 
+namespace fs = std::filesystem;
+
+// hf_dir/shard for a shard the index names for tensor `name`. InvalidArgument naming both when
+// the shard is not a plain file name inside the directory: an absolute path, a ".." component
+// or a symbolic link that leads out of it (an index must not make anvil read other files).
+absl::StatusOr<std::string> shard_path(const std::string& hf_dir, const std::string& shard,
+                                       const std::string& index, const std::string& name) {
+  const fs::path rel(shard);
+  bool escapes = shard.empty() || rel.is_absolute();
+  for (const fs::path& part : rel) escapes = escapes || part == "..";
+  const std::string path = hf_dir + "/" + shard;
+  std::error_code ec1, ec2;
+  const fs::path root = fs::weakly_canonical(hf_dir, ec1);
+  const fs::path real = fs::weakly_canonical(path, ec2);
+  if (!escapes && !ec1 && !ec2) {  // symbolic links resolved
+    const fs::path inside = real.lexically_relative(root);
+    escapes = inside.empty() || inside == "." || *inside.begin() == "..";
+  }
+  if (escapes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(index, ": the shard \"", shard, "\" of tensor ", name, " is outside ", hf_dir,
+                     " (shards must be files in the model directory)"));
+  }
+  return path;
+}
+
 // The safetensors files of an HF directory: the index's shards, or model.safetensors.
 absl::StatusOr<std::vector<std::string>> hf_files(const std::string& hf_dir) {
   const std::string index = hf_dir + "/model.safetensors.index.json";
@@ -28,7 +54,9 @@ absl::StatusOr<std::vector<std::string>> hf_files(const std::string& hf_dir) {
   std::set<std::string> files;
   for (const auto& [name, file] : map->items()) {
     if (!file.is_string()) return absl::DataLossError(index + ": bad file of " + name);
-    files.insert(hf_dir + "/" + file.get<std::string>());
+    ANVIL_ASSIGN_OR_RETURN(std::string path,
+                           shard_path(hf_dir, file.get<std::string>(), index, name));
+    files.insert(std::move(path));
   }
   return std::vector<std::string>(files.begin(), files.end());
 }

@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -38,6 +38,17 @@ constexpr uint64_t kVersion = 1;
 constexpr size_t kHeaderBytes = 9 + 8 + 1 + 8 + 8;  // magic, version, dtype, N, D
 
 std::string errno_text(int err) { return std::strerror(err); }
+
+// The .bin changed under the running job: the samples planned from it are gone, and read()'s
+// callers produce samples inside a training step, where nothing could continue without them.
+// Not a bug, so no abort and core dump: the message and exit status 1, as a data error found
+// before training has (the one exit in io/, for data that vanished mid-run).
+[[noreturn]] void stop_on_changed_data(const std::string& what) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "anvil: error: %s\n", what.c_str());
+  std::fflush(stderr);
+  std::_Exit(1);
+}
 
 // Maps an errno from open()/stat() to a Status naming the path.
 absl::Status file_error(const std::string& path, const char* action, int err) {
@@ -122,13 +133,13 @@ const char* dtype_label(TokenDType t) {
   return "?";
 }
 
-// Copies `count` tokens of type T at `src` (unaligned) to i32. Float token files (codes 6/7)
-// are legal Megatron files but never hold fractional ids; they are truncated like numpy's cast.
+// Copies `count` tokens of integer type T at `src` (unaligned) to i32 (open() refuses float
+// token files).
 template <typename T>
 void widen(const uint8_t* src, int64_t count, int32_t* out) {
   for (int64_t i = 0; i < count; ++i) {
     const T v = load<T>(src + i * static_cast<int64_t>(sizeof(T)));
-    if constexpr (sizeof(T) > 4 || std::is_floating_point_v<T>) {
+    if constexpr (sizeof(T) > 4) {
       ANVIL_CHECK_MSG(v >= static_cast<T>(std::numeric_limits<int32_t>::min()) &&
                           v <= static_cast<T>(std::numeric_limits<int32_t>::max()),
                       "IndexedDataset::read: token does not fit in int32");
@@ -200,11 +211,17 @@ absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::open(const std::
       return absl::InvalidArgumentError(absl::StrFormat("%s: unknown dtype code %d (known: 1-8)",
                                                         idx_path, static_cast<int>(code)));
     }
-    if (code == static_cast<uint8_t>(TokenDType::kF32)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(idx_path,
-                       ": dtype code 7 is ambiguous (float64 in BigScience, float32 in NVIDIA); "
-                       "rewrite the dataset with an integer dtype"));
+    if (code == static_cast<uint8_t>(TokenDType::kF64) ||
+        code == static_cast<uint8_t>(TokenDType::kF32)) {
+      // Token ids are integers: a float file is another array (or a bug), and code 7 means
+      // float64 in BigScience, float32 in NVIDIA.
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: dtype code %d is %s, but token ids are integers; rewrite the dataset with an "
+          "integer dtype (bin/preprocess writes uint16 or int32)",
+          idx_path, static_cast<int>(code),
+          code == static_cast<uint8_t>(TokenDType::kF64)
+              ? "float64"
+              : "a float (float64 in BigScience, float32 in NVIDIA)"));
     }
     const uint64_t n = load<uint64_t>(p + 18);
     const uint64_t d = load<uint64_t>(p + 26);
@@ -323,12 +340,13 @@ void IndexedDataset::read(int64_t seq, int64_t offset, int64_t count, int32_t* o
   const int64_t end = pointers_[seq] + (offset + count) * item;
   struct stat st;
   const bool stat_ok = ::fstat(bin_fd_, &st) == 0;
-  ANVIL_CHECK_MSG(stat_ok && st.st_size >= end,
-                  stat_ok ? absl::StrFormat("%s: the file shrank to %d bytes after it was opened "
-                                            "(truncated or rewritten while in use); sequence %d "
-                                            "needs bytes up to %d",
-                                            bin_path_, static_cast<int64_t>(st.st_size), seq, end)
-                          : absl::StrCat(bin_path_, ": cannot stat: ", errno_text(errno)));
+  if (!stat_ok || st.st_size < end) {
+    stop_on_changed_data(
+        stat_ok ? absl::StrFormat("%s: the file shrank to %d bytes after it was opened (truncated "
+                                  "or rewritten while in use); sequence %d needs bytes up to %d",
+                                  bin_path_, static_cast<int64_t>(st.st_size), seq, end)
+                : absl::StrCat(bin_path_, ": cannot stat: ", errno_text(errno)));
+  }
   const uint8_t* src = bin_ + pointers_[seq] + offset * item;
   switch (dtype_) {
     case TokenDType::kU8:
@@ -350,29 +368,14 @@ void IndexedDataset::read(int64_t seq, int64_t offset, int64_t count, int32_t* o
       widen<int64_t>(src, count, out);
       break;
     case TokenDType::kF64:
-      widen<double>(src, count, out);
-      break;
     case TokenDType::kF32:
-      widen<float>(src, count, out);
-      break;
+      ANVIL_CHECK_MSG(false, "IndexedDataset: float token dtype (refused by open)");
   }
 }
 
 namespace {
 
-// A token as an id; floats (never fractional in practice) truncate as read() does, and NaN or
-// huge ones become INT64_MIN, outside every vocabulary.
-template <typename T>
-int64_t as_id(T v) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return std::fabs(v) < static_cast<T>(1e18) ? static_cast<int64_t>(v)
-                                               : std::numeric_limits<int64_t>::min();
-  } else {
-    return static_cast<int64_t>(v);
-  }
-}
-
-// Calls f(T{}) with the C++ type of the token dtype.
+// Calls f(T{}) with the C++ type of the token dtype (an integer: open() refuses floats).
 template <typename F>
 void with_token_type(TokenDType t, F&& f) {
   switch (t) {
@@ -389,9 +392,8 @@ void with_token_type(TokenDType t, F&& f) {
     case TokenDType::kI64:
       return f(int64_t{});
     case TokenDType::kF64:
-      return f(double{});
     case TokenDType::kF32:
-      return f(float{});
+      ANVIL_CHECK_MSG(false, "IndexedDataset: float token dtype (refused by open)");
   }
 }
 
@@ -426,7 +428,8 @@ TokenIdRange IndexedDataset::token_id_range(const std::string& cache_path) const
     with_token_type(dtype_, [&](auto tag) {
       using T = decltype(tag);
       for (int64_t i = 0; i < count; ++i) {
-        const int64_t id = as_id(load<T>(begin + i * static_cast<int64_t>(sizeof(T))));
+        const int64_t id =
+            static_cast<int64_t>(load<T>(begin + i * static_cast<int64_t>(sizeof(T))));
         r.min = std::min(r.min, id);
         r.max = std::max(r.max, id);
       }
@@ -460,7 +463,7 @@ absl::Status IndexedDataset::check_token_ids(int64_t vocab_size,
       with_token_type(dtype_, [&](auto tag) {
         using T = decltype(tag);
         for (int64_t i = 0; i < sizes_[q] && at < 0; ++i) {
-          const int64_t id = as_id(load<T>(bin_ + pointers_[q] + i * item));
+          const int64_t id = static_cast<int64_t>(load<T>(bin_ + pointers_[q] + i * item));
           if (id < 0 || id >= vocab_size) {
             at = i;
             value = id;

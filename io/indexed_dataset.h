@@ -5,8 +5,9 @@
 //   doc_idx[0] = 0, doc_idx[D-1] = N; document d = sequences [doc_idx[d], doc_idx[d+1]).
 // The reader memory-maps both files and validates the index against the .bin size, so a
 // truncated or corrupt file is an error naming the file and the field, never garbage. A .bin
-// truncated later, while it is read, stops the process with a message naming the file (a size
-// check per read, and io/sigbus_guard.h for what slips between the check and the access).
+// truncated later, while it is read, stops the process with exit status 1 and a message naming
+// the file (a size check per read, and io/sigbus_guard.h for what slips between the check and
+// the access).
 // Token ids are checked against a vocabulary by check_token_ids (one pass over the .bin, whose
 // result can be cached).
 #pragma once
@@ -22,7 +23,8 @@
 
 namespace anvil::io {
 
-// Megatron's dtype codes. kF32 (7) is not written (its meaning differs across versions).
+// Megatron's dtype codes. The float ones (6, 7) are neither read nor written: token ids are
+// integers (and 7's meaning differs across versions).
 enum class TokenDType : uint8_t {
   kU8 = 1,
   kI8 = 2,
@@ -48,7 +50,8 @@ class IndexedDataset {
  public:
   // Opens prefix.idx and prefix.bin. NotFound / DataLoss / InvalidArgument name the file and
   // what was wrong (bad magic, unknown version/dtype, index size mismatch, pointer past .bin).
-  // Dtype code 7 is refused as ambiguous (float64 in BigScience, float32 in NVIDIA).
+  // Float dtype codes (6: float64; 7: float64 in BigScience, float32 in NVIDIA) are refused:
+  // token ids are integers.
   static absl::StatusOr<std::unique_ptr<IndexedDataset>> open(const std::string& prefix);
   ~IndexedDataset();
   IndexedDataset(const IndexedDataset&) = delete;
@@ -62,8 +65,8 @@ class IndexedDataset {
   const std::vector<int64_t>& doc_idx() const { return doc_idx_; }
   int64_t total_tokens() const;
 
-  // Tokens [offset, offset + count) of sequence `seq`, widened to i32 (CHECKs bounds, and that
-  // the .bin still holds them: one fstat).
+  // Tokens [offset, offset + count) of sequence `seq`, widened to i32 (CHECKs bounds). A .bin
+  // that no longer holds them (one fstat) ends the process with status 1 naming the file.
   void read(int64_t seq, int64_t offset, int64_t count, int32_t* out) const;
 
   // The smallest and largest token id: one pass over the .bin. With a cache_path, the result

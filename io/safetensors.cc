@@ -7,9 +7,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/checked_math.h"
 #include "engine/dtype.h"
 #include "engine/status.h"
 #include "io/durable_file.h"
@@ -52,6 +54,24 @@ absl::Status pread_all(int fd, const std::string& path, void* dst, size_t n, int
     offset += r;
   }
   return absl::OkStatus();
+}
+
+// The bytes of a tensor of `info`'s shape and dtype; DataLoss naming `where` for a negative
+// dimension or a size past engine::kMaxElements elements (a corrupt or hostile header whose
+// product would wrap around int64 and match a small data range).
+absl::StatusOr<int64_t> checked_bytes(const StTensorInfo& info, const std::string& where) {
+  int64_t n = 1;
+  for (int64_t d : info.shape) {
+    if (d < 0) return absl::DataLossError(absl::StrCat(where, ": negative dimension ", d));
+    const std::optional<int64_t> p = engine::checked_mul(n, d);
+    if (!p || *p > engine::kMaxElements) {
+      return absl::DataLossError(absl::StrCat(where, ": shape ", json(info.shape).dump(),
+                                              " has more than ", engine::kMaxElements,
+                                              " elements (corrupt header?)"));
+    }
+    n = *p;
+  }
+  return n * static_cast<int64_t>(st_dtype_size(info.dtype));  // <= 2^47: no overflow
 }
 
 }  // namespace
@@ -119,9 +139,9 @@ absl::StatusOr<StWriteResult> write_safetensors(
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": tensor name \"", t.name, "\" is reserved or used twice"));
     }
-    int64_t n = 1;
-    for (int64_t s : t.shape) n *= s;
-    const int64_t bytes = n * static_cast<int64_t>(st_dtype_size(t.dtype));
+    ANVIL_ASSIGN_OR_RETURN(const int64_t bytes,
+                           checked_bytes(StTensorInfo{t.dtype, t.shape, 0, 0},
+                                         absl::StrCat(path, ": tensor \"", t.name, "\"")));
     header[t.name] = {
         {"dtype", st_dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {at, at + bytes}}};
     at += bytes;
@@ -200,16 +220,13 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
     }
     ANVIL_ASSIGN_OR_RETURN(info.shape, json_int_list(e, "shape", where));
     ANVIL_ASSIGN_OR_RETURN(std::vector<int64_t> off, json_int_list(e, "data_offsets", where));
-    for (int64_t s : info.shape) {
-      if (s < 0) return absl::DataLossError(absl::StrCat(where, ": negative dimension"));
-    }
+    ANVIL_ASSIGN_OR_RETURN(const int64_t want, checked_bytes(info, where));
     if (off.size() != 2) {
       return absl::DataLossError(absl::StrCat(where, ": data_offsets needs 2 values"));
     }
     info.begin = off[0];
     info.end = off[1];
-    const int64_t want = info.numel() * static_cast<int64_t>(st_dtype_size(info.dtype));
-    if (info.begin < 0 || info.end - info.begin != want) {
+    if (info.begin < 0 || info.end < info.begin || info.end - info.begin != want) {
       return absl::DataLossError(absl::StrCat(where, ": data_offsets [", info.begin, ", ", info.end,
                                               ") do not hold ", want, " bytes"));
     }

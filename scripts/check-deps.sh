@@ -59,6 +59,9 @@ kKnown=(
   "model/train/train_config.cc -> model/gpt/gpt_arch_config.h"
   "model/train/train_config_schema.cc -> model/gpt/gpt_arch_config.h"
   "model/train/trainer.h -> model/gpt/gpt.h"
+  # The import check lists each family's tensors (gone with the family registry's HF names):
+  "model/train/model_tensors.cc -> model/gpt/gpt_layout.h"
+  "model/train/model_tensors.cc -> model/t5/t5_impl.h"
   "model/train/t5_checkpoint.h -> model/t5/t5.h"
   "model/train/t5_stage.h -> model/t5/t5.h"
   "model/train/t5_train.h -> model/t5/t5.h"

@@ -258,44 +258,6 @@ absl::Status gpt_load_checkpoint(GptModel& model, const TensorLookup& lookup, bo
   return load_checkpoint_tensors(gpt_checkpoint_model(model), lookup, weights_only, stream);
 }
 
-std::map<std::string, std::string> checkpoint_model_record(const TrainConfig& cfg) {
-  const GptConfig& m = cfg.model;
-  std::map<std::string, std::string> r{{"type", m.t5() ? "t5" : m.bert() ? "bert" : "gpt"}};
-  if (!m.t5()) return r;
-  const T5Config& t = cfg.t5;
-  r["t5_version"] = t.gated() ? "1.1" : "1.0";
-  for (const auto& [key, v] : {std::pair<const char*, int64_t>{"vocab_size", t.vocab_size},
-                               {"d_model", t.d_model},
-                               {"d_kv", t.d_kv},
-                               {"n_heads", t.n_heads},
-                               {"ffn_hidden", t.d_ff},
-                               {"n_layers", t.n_encoder_layers},
-                               {"decoder_layers", t.n_decoder_layers},
-                               {"relative_buckets", t.num_buckets},
-                               {"relative_max_distance", t.max_distance}}) {
-    r[key] = absl::StrCat(v);
-  }
-  return r;
-}
-
-absl::Status check_checkpoint_model(const std::map<std::string, std::string>& saved,
-                                    const TrainConfig& cfg, const std::string& where) {
-  const std::map<std::string, std::string> want = checkpoint_model_record(cfg);
-  auto check = [&](const std::string& key, const std::string& value) {
-    auto it = want.find(key);
-    const std::string have = it == want.end() ? "(none)" : it->second;
-    if (have == value) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, " was saved from a model with [model] ", key, " = ", value, ", the config has ",
-        have, ": a checkpoint loads into the same architecture only"));
-  };
-  if (auto type = saved.find("type"); type != saved.end()) {  // the family first
-    ANVIL_RETURN_IF_ERROR(check("type", type->second));
-  }
-  for (const auto& [key, value] : saved) ANVIL_RETURN_IF_ERROR(check(key, value));
-  return absl::OkStatus();
-}
-
 std::map<std::string, int64_t> checkpoint_counters(const TrainerState& s, const TrainConfig& cfg) {
   return {{"step", s.step},
           {"optimizer_steps", s.optimizer_steps},

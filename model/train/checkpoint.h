@@ -25,6 +25,7 @@
 #include "engine/host_slice.h"
 #include "engine/stream.h"
 #include "model/gpt/gpt.h"
+#include "model/train/arch_record.h"  // the model record, checked on load
 #include "model/train/train_config.h"
 #include "model/train/trainer.h"
 
@@ -79,16 +80,6 @@ absl::Status load_checkpoint_tensors(const CheckpointModel& model, const TensorL
                                      bool weights_only, engine::Stream& stream);
 absl::Status gpt_load_checkpoint(GptModel& model, const TensorLookup& lookup, bool weights_only,
                                  engine::Stream& stream);
-
-// The model a checkpoint records (io::CheckpointInfo::model), values as text: "type" (gpt,
-// bert, t5) and for t5 its architecture under the [model] keys (t5_version, vocab_size,
-// d_model, d_kv, n_heads, ffn_hidden, n_layers, decoder_layers, relative_buckets,
-// relative_max_distance; d_kv and decoder_layers resolved).
-std::map<std::string, std::string> checkpoint_model_record(const TrainConfig& cfg);
-// InvalidArgument naming `where` (the checkpoint), the key and both values when the record
-// differs from cfg's; keys the record lacks are not checked (older checkpoints).
-absl::Status check_checkpoint_model(const std::map<std::string, std::string>& saved,
-                                    const TrainConfig& cfg, const std::string& where);
 
 // The run counters a checkpoint keeps: the TrainerState (step, optimizer steps, micro-batches,
 // consumed training and validation samples, the lr scheduler's position), train_samples

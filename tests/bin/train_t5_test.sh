@@ -66,7 +66,7 @@ if "$train" "$config" "${ck[@]}" "checkpoint.load=$work/ck" model.t5_version=1.1
   > "$work/bad.log" 2>&1; then
   fail "a T5 v1.1 config loaded the v1.0 checkpoint"
 fi
-grep -q 't5_version = 1.0, the config has 1.1' "$work/bad.log" ||
+grep -q 't5_version: checkpoint 1.0, config 1.1' "$work/bad.log" ||
   fail "the refusal does not name t5_version: $(tail -2 "$work/bad.log")"
 echo "checkpoint: steps 3-4 resumed from step 2 equal the uninterrupted run's"
 # Hugging Face: export the step-2 checkpoint, import it, export again: the same bytes; the

@@ -1,11 +1,13 @@
 // remove_stale_checkpoint_temps (io/checkpoint_cleanup.h): the temporary directory of a save
-// whose process is gone (a child that has exited) is removed with its files; our own, a live
-// process's (the parent of this test), complete checkpoints and other names stay.
+// whose process is gone (a child that has exited) is removed with its files, and so is its
+// latest.tmp-<pid>; our own, a live process's (the parent of this test), complete checkpoints
+// and other names stay.
 #include "io/checkpoint_cleanup.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -44,12 +46,21 @@ TEST(CheckpointCleanupTest, RemovesOnlyTheLeftoversOfGoneProcesses) {
   fs::create_directories(stale + "/sub");
   testing::write_file(stale + "/sub/rank_00000.safetensors", "partial bytes");
   for (const std::string& k : kept) fs::create_directories(k);
+  // `latest` is written through latest.tmp-<pid>: a kill mid-write leaves that file.
+  const std::string stale_latest = d.file("latest.tmp-" + dead);
+  const std::vector<std::string> kept_files = {d.file("latest.tmp-" + live),
+                                               d.file("latest.tmp-" + own), d.file("latest")};
+  testing::write_file(stale_latest, "1");
+  for (const std::string& k : kept_files) testing::write_file(k, "2\n");
 
   auto removed = remove_stale_checkpoint_temps(d.path(), own);
   ASSERT_TRUE(removed.ok()) << removed.status();
-  EXPECT_EQ(*removed, std::vector<std::string>{stale});
+  std::sort(removed->begin(), removed->end());
+  EXPECT_EQ(*removed, (std::vector<std::string>{stale_latest, stale}));
   EXPECT_FALSE(fs::exists(stale));
+  EXPECT_FALSE(fs::exists(stale_latest));
   for (const std::string& k : kept) EXPECT_TRUE(fs::exists(k)) << k;
+  for (const std::string& k : kept_files) EXPECT_TRUE(fs::exists(k)) << k;
 
   auto again = remove_stale_checkpoint_temps(d.path(), own);
   ASSERT_TRUE(again.ok());

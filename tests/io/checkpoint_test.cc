@@ -4,10 +4,16 @@
 // used; a leftover temporary directory (a save killed midway) is ignored.
 #include "io/checkpoint.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <csignal>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/io/io_test_util.h"
 
 namespace anvil::io {
@@ -135,7 +141,7 @@ TEST(CheckpointTest, CorruptCheckpointFallsBackToThePreviousOne) {
     EXPECT_NE(w[1].find("step_00000003"), std::string::npos) << w[1];
   }
   ASSERT_EQ(std::remove(file.c_str()), 0);
-  const std::vector<std::string> w = warnings_of(dir.path(), 6, &got);
+  const std::vector<std::string> w = warnings_of(dir.path(), -1, &got);
   EXPECT_EQ(got, 3);
   ASSERT_FALSE(w.empty());
   EXPECT_NE(w[0].find("missing"), std::string::npos) << w[0];
@@ -145,6 +151,91 @@ TEST(CheckpointTest, CorruptCheckpointFallsBackToThePreviousOne) {
   write_file(manifest, "{");
   auto none = open_newest_complete(dir.path(), -1, [](const std::string&) {});
   EXPECT_EQ(none.status().code(), absl::StatusCode::kDataLoss) << none.status();
+}
+
+// A step the user names is that step or an error naming the steps there, never an older one
+// (only "latest" falls back).
+TEST(CheckpointTest, AnExplicitStepIsThatStepOrAnError) {
+  ScratchDir dir;
+  ASSERT_TRUE(save_two_ranks(dir.path(), 2, 0.0f, 0).ok());
+  ASSERT_TRUE(save_two_ranks(dir.path(), 4, 1.0f, 0).ok());
+  int64_t got = -1;
+  EXPECT_TRUE(warnings_of(dir.path(), 2, &got).empty());
+  EXPECT_EQ(got, 2);
+
+  auto missing = open_newest_complete(dir.path(), 5, [](const std::string&) {});
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument) << missing.status();
+  EXPECT_NE(missing.status().message().find("step_00000005 does not exist"), std::string::npos)
+      << missing.status();
+  EXPECT_NE(missing.status().message().find("at steps 2, 4"), std::string::npos)
+      << missing.status();
+
+  const std::string file = checkpoint_step_dir(dir.path(), 4) + "/rank_00001.safetensors";
+  write_file(file, "broken");
+  auto broken = open_newest_complete(dir.path(), 4, [](const std::string&) {});
+  EXPECT_EQ(broken.status().code(), absl::StatusCode::kDataLoss) << broken.status();
+  EXPECT_NE(broken.status().message().find(file), std::string::npos) << broken.status();
+
+  ScratchDir empty;
+  auto none = open_newest_complete(empty.path(), 5, [](const std::string&) {});
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument) << none.status();
+  EXPECT_NE(none.status().message().find("no complete checkpoint"), std::string::npos)
+      << none.status();
+}
+
+// A manifest whose shape would wrap the element count around int64 is refused at open.
+TEST(CheckpointTest, RefusesAManifestShapeThatOverflows) {
+  ScratchDir dir;
+  ASSERT_TRUE(save_two_ranks(dir.path(), 1, 0.0f, 0).ok());
+  const std::string manifest = checkpoint_step_dir(dir.path(), 1) + "/manifest.json";
+  nlohmann::json m = nlohmann::json::parse(read_file(manifest));
+  m["tensors"]["master/w"]["shape"] = {int64_t{4611686018427387952}, 4};
+  write_file(manifest, m.dump());
+  auto c = Checkpoint::open(checkpoint_step_dir(dir.path(), 1));
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kDataLoss) << c.status();
+  EXPECT_NE(c.status().message().find("tensor master/w: shape [4611686018427387952,4]"),
+            std::string::npos)
+      << c.status();
+}
+
+// The entries of `dir` (names).
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    out.push_back(e.path().filename().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A save that fails (here: files limited to 16 KiB, as a full disk would) removes its
+// temporary directory; retries do not pile them up, and earlier checkpoints stay.
+TEST(CheckpointTest, AFailedSaveLeavesNoTemporaries) {
+  ScratchDir dir;
+  ASSERT_TRUE(save_two_ranks(dir.path(), 1, 0.0f, 0).ok());
+  std::vector<HostSlice> big = {HostSlice{"master/w", {64, 256}, {0, 0}, {64, 256}, {}}};
+  big[0].data.assign(64 * 256, 1.0f);  // 64 KiB
+  struct rlimit old_limit;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  const sighandler_t old_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of a signal
+  struct rlimit small = old_limit;
+  small.rlim_cur = 16 << 10;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  absl::Status s1 = save_checkpoint(dir.path(), info_at(2), big, 0);
+  absl::Status s2 = save_checkpoint(dir.path(), info_at(3), big, 0);
+  ::setrlimit(RLIMIT_FSIZE, &old_limit);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_FALSE(s1.ok());
+  EXPECT_FALSE(s2.ok());
+  EXPECT_EQ(entries(dir.path()), (std::vector<std::string>{"latest", "step_00000001"}));
+  EXPECT_EQ(read_file(dir.file("latest")), "1\n");
+
+  // finish_checkpoint failing (a rank's list missing) removes the directory too.
+  const std::string tmp = checkpoint_tmp_dir(dir.path(), 4, "t");
+  ASSERT_TRUE(begin_checkpoint(dir.path(), 4, "t").ok());
+  ASSERT_TRUE(write_checkpoint_shard(tmp, 0, rank_slices(0, 0.0f)).ok());
+  EXPECT_FALSE(finish_checkpoint(dir.path(), tmp, 2, info_at(4), 0).ok());
+  EXPECT_EQ(entries(dir.path()), (std::vector<std::string>{"latest", "step_00000001"}));
 }
 
 TEST(CheckpointTest, NothingToLoad) {

@@ -267,8 +267,9 @@ TEST(IndexedDatasetDeathTest, BinTruncatedWhileInUseNamesTheFile) {
   ASSERT_EQ(::truncate((prefix + ".bin").c_str(), 4096), 0);
   (*ds)->read(0, 0, 2048, out.data());  // what is still there reads
   EXPECT_EQ(out[2047], 7);
-  EXPECT_DEATH((*ds)->read(1, 0, 8192, out.data()),
-               "shrinks.bin: the file shrank to 4096 bytes after it was opened");
+  // A data error, not a bug: exit status 1 (as bin/train's other data errors), no abort.
+  EXPECT_EXIT((*ds)->read(1, 0, 8192, out.data()), ::testing::ExitedWithCode(1),
+              "shrinks.bin: the file shrank to 4096 bytes after it was opened");
 }
 
 TEST(SigbusGuardDeathTest, NamesTheTruncatedFile) {
@@ -401,7 +402,25 @@ TEST_F(CorruptIndex, UnknownDType) {
   expect_error(open_modified(), absl::StatusCode::kInvalidArgument, "bad.idx",
                "unknown dtype code 0");
   idx_[17] = 7;
-  expect_error(open_modified(), absl::StatusCode::kInvalidArgument, "bad.idx", "ambiguous");
+  expect_error(open_modified(), absl::StatusCode::kInvalidArgument, "bad.idx",
+               "dtype code 7 is a float");
+}
+
+// float64 token data (code 6) holding 1.5 would be read as id 1: token ids are integers.
+TEST_F(CorruptIndex, Float64TokensAreRefused) {
+  idx_[17] = 6;
+  // A well-formed float64 file: the fixture's 120 tokens as 1.5, its pointers in 8-byte items.
+  bin_.assign(8 * 120, '\0');
+  const double v = 1.5;
+  for (size_t i = 0; i < 120; ++i) std::memcpy(bin_.data() + 8 * i, &v, 8);
+  for (size_t q = 0; q < n_; ++q) {
+    int64_t p = 0;
+    std::memcpy(&p, idx_.data() + pointers_at() + 8 * q, 8);
+    put<int64_t>(pointers_at() + 8 * q, p * 4);  // u16 byte offsets x 4
+  }
+  const absl::Status s = open_modified();
+  expect_error(s, absl::StatusCode::kInvalidArgument, "bad.idx", "dtype code 6 is float64");
+  EXPECT_THAT(std::string(s.message()), HasSubstr("token ids are integers"));
 }
 
 TEST_F(CorruptIndex, HugeCountsInHeader) {

@@ -94,5 +94,29 @@ TEST(SafetensorsTest, RefusesBrokenFiles) {
             absl::StatusCode::kNotFound);
 }
 
+// A header whose element count wraps around int64 (4611686018427387952 * 4 * 4 bytes = 768 mod
+// 2^64) must not pass for a 768-byte tensor.
+TEST(SafetensorsTest, RefusesAShapeWhoseSizeOverflows) {
+  ScratchDir dir;
+  const std::string path = dir.file("wrap.safetensors");
+  std::string header =
+      R"({"w":{"dtype":"F32","shape":[4611686018427387952,4],"data_offsets":[0,768]}})";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; ++i) file[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  write_file(path, file + header + std::string(768, '\0'));
+  auto f = SafetensorsFile::open(path);
+  EXPECT_EQ(f.status().code(), absl::StatusCode::kDataLoss) << f.status();
+  EXPECT_NE(f.status().message().find("tensor \"w\": shape [4611686018427387952,4] has more than"),
+            std::string::npos)
+      << f.status();
+
+  const float x = 0.0f;
+  auto w = write_safetensors(dir.file("out.safetensors"),
+                             {{"big", StDType::kF32, {int64_t{1} << 62, 4}, &x}}, {});
+  EXPECT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("\"big\""), std::string::npos) << w.status();
+}
+
 }  // namespace
 }  // namespace anvil::io

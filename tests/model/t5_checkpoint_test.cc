@@ -156,18 +156,21 @@ TEST(T5CheckpointTest, RefusesAnotherArchitecture) {
   ASSERT_NE(other, nullptr);
   absl::Status s = load(*other, wider, dir.path(), false);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("[model] ffn_hidden = 24, the config has 32"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("[model] ffn_hidden: checkpoint 24, config 32"), std::string::npos)
+      << s;
 
   TrainConfig v10 = cfg;
   v10.t5.version = T5Version::kV1_0;
   s = check_checkpoint_model(checkpoint_model_record(cfg), v10, "ckpt");
-  EXPECT_NE(s.message().find("ckpt was saved from a model with [model] t5_version = 1.1, the "
-                             "config has 1.0"),
+  EXPECT_NE(s.message().find("ckpt was saved from another model ([model] t5_version: checkpoint "
+                             "1.1, config 1.0)"),
             std::string::npos)
       << s;
   TrainConfig gpt;  // GPT: the family is named first
   s = check_checkpoint_model(checkpoint_model_record(cfg), gpt, "ckpt");
-  EXPECT_NE(s.message().find("[model] type = t5, the config has gpt"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("another model ([model] type: checkpoint t5, config gpt)"),
+            std::string::npos)
+      << s;
   // Older checkpoints record nothing: not checked.
   EXPECT_TRUE(check_checkpoint_model({}, gpt, "ckpt").ok());
 }

@@ -1,0 +1,37 @@
+// The model a checkpoint was saved from (io::CheckpointInfo::model), one record for every
+// family, and the check that a run loads a checkpoint into the same model. Values are text,
+// keys are the [model] keys that decide what a stored tensor means (for GPT and BERT and their
+// BLOOM/LLaMA variants: type, vocab_size, d_model, n_heads, n_layers, ffn_hidden (resolved),
+// ln_eps, position_embedding (rotary_base, rotary_percent with rotary), embed_layernorm,
+// activation, norm, norm_placement, bias, tie_embeddings, type_vocab_size and bert_binary_head
+// for bert; for t5: t5_version, vocab_size, d_model, d_kv, n_heads, ffn_hidden, n_layers,
+// decoder_layers, relative_buckets, relative_max_distance, ln_eps), the keys a finetune may change
+// (max_seq_len, hidden_dropout, attention_dropout) and the tokenizer (tokenizer.type,
+// tokenizer.vocab_extra_ids and tokenizer.files, a hash of its files' contents; absent without a
+// [tokenizer]). Two models with the same tensor shapes can still compute different functions
+// (1 layer of 16 heads vs 2 of 4 with d_model fixed, or the activation): the shape check of the
+// tensor load cannot see that, the record can.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "model/train/train_config.h"
+
+namespace anvil::model {
+
+// The record of cfg's model (cfg.model, cfg.t5 for type t5, cfg.tokenizer).
+std::map<std::string, std::string> checkpoint_model_record(const TrainConfig& cfg);
+
+// True for the keys [checkpoint] finetune = true lets a run change.
+bool finetune_may_change(const std::string& key);
+
+// InvalidArgument naming `where` (the checkpoint) and every key whose value differs between
+// the saved record and cfg's, with both values (a different "type" alone when the family
+// differs); keys the saved record lacks are not checked (older checkpoints). With
+// cfg.checkpoint.finetune, finetune_may_change keys may differ.
+absl::Status check_checkpoint_model(const std::map<std::string, std::string>& saved,
+                                    const TrainConfig& cfg, const std::string& where);
+
+}  // namespace anvil::model
