@@ -22,8 +22,9 @@ build: configure
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-demo: build
-	@MODEL=$(MODEL) scripts/demo.sh
+# The demo builds only what it runs (bin/train, bin/preprocess: scripts/demo.sh), not the tests.
+demo: configure
+	@MODEL=$(MODEL) BUILD=$(BUILD) JOBS=$(JOBS) scripts/demo.sh
 
 bench: build
 	@scripts/bench.sh

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,12 @@ struct Flags {
   io::TokenizerOptions tokenizer;
 };
 
+// A command-line value quoted in a message: its first 64 bytes, then "..." (a value may be huge).
+std::string cut_for_message(const std::string& v) {
+  constexpr size_t kShown = 64;
+  return v.size() <= kShown ? v : v.substr(0, kShown) + "...";
+}
+
 absl::StatusOr<Flags> parse_flags(int argc, char** argv) {
   Flags f;
   std::map<std::string, std::string*> strings = {{"--data", &f.data},
@@ -92,6 +99,7 @@ absl::StatusOr<Flags> parse_flags(int argc, char** argv) {
   std::map<std::string, int64_t*> ints = {{"--step", &f.step},     {"--seq-len", &f.seq_len},
                                           {"--stride", &f.stride}, {"--batch", &f.batch},
                                           {"--tp", &f.tp},         {"--pp", &f.pp}};
+  std::set<std::string> given;  // a value given, even one equal to the "unset" default
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") {
@@ -103,10 +111,12 @@ absl::StatusOr<Flags> parse_flags(int argc, char** argv) {
     } else if (strings.count(a) || ints.count(a)) {
       if (i + 1 >= argc) return absl::InvalidArgumentError(a + " needs a value");
       const std::string v = argv[++i];
+      given.insert(a);
       if (strings.count(a)) {
         *strings[a] = v;
       } else if (!absl::SimpleAtoi(v, ints[a])) {
-        return absl::InvalidArgumentError(absl::StrCat(a, " ", v, ": expected an integer"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(a, " '", cut_for_message(v), "': expected an integer"));
       }
     } else if (a.rfind("-", 0) == 0) {
       return absl::InvalidArgumentError("unknown flag " + a);
@@ -121,7 +131,12 @@ absl::StatusOr<Flags> parse_flags(int argc, char** argv) {
   if (f.data.empty() && f.text.empty() && f.lambada.empty()) {
     return absl::InvalidArgumentError("no task: give --data, --text and/or --lambada");
   }
-  if (f.batch < 1) return absl::InvalidArgumentError("--batch must be >= 1");
+  // 0 stands for "the default" inside Flags; given on the command line it is an error.
+  for (const char* k : {"--seq-len", "--stride", "--batch"}) {
+    if (given.count(k) && *ints[k] < 1) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s must be >= 1, got %d", k, *ints[k]));
+    }
+  }
   if (f.tp < 1 || f.pp < 1) return absl::InvalidArgumentError("--tp and --pp must be >= 1");
   return f;
 }
@@ -255,9 +270,12 @@ absl::Status run(const Flags& f) {
         "--seq-len %d exceeds the model's [model] max_seq_len %d", T, mc.max_seq_len));
   }
   ANVIL_ASSIGN_OR_RETURN(model::GptPrecision prec, model::resolve_precision(f.device));
-  ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<io::Tokenizer> tok,
-                         checkpoint_tokenizer(f, c, cfg.tokenizer));
-  if (tok->vocab_size() > mc.vocab_size) {
+  // --data reads token ids: only --text and --lambada (or tokenizer flags) need a tokenizer.
+  std::unique_ptr<io::Tokenizer> tok;
+  if (!f.text.empty() || !f.lambada.empty() || !f.tokenizer.type.empty()) {
+    ANVIL_ASSIGN_OR_RETURN(tok, checkpoint_tokenizer(f, c, cfg.tokenizer));
+  }
+  if (tok && tok->vocab_size() > mc.vocab_size) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "the tokenizer (%s) has %d tokens, more than the model's [model] vocab_size %d",
         tok->name(), tok->vocab_size(), mc.vocab_size));
@@ -288,7 +306,8 @@ absl::Status run(const Flags& f) {
       "checkpoint %s (step %d): GPT %d layers, d_model %d, vocab %d; %s; tokenizer %s; seq_len "
       "%d, batch %d; tp %d, pp %d, dp %d",
       c.dir(), c.info().step, mc.n_layers, mc.d_model, mc.vocab_size,
-      cuda ? "cuda (bf16)" : "cpu (f32)", tok->name(), T, f.batch, f.tp, f.pp, par.dp));
+      cuda ? "cuda (bf16)" : "cpu (f32)", tok ? tok->name() : "none (token ids)", T, f.batch, f.tp,
+      f.pp, par.dp));
   json out = {{"checkpoint", c.dir()},
               {"step", c.info().step},
               {"seq_len", T},

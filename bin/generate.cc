@@ -4,12 +4,15 @@
 //            [--batch-size B] [--max-len L] [--dry-run] [--tokenizer-type T --vocab-file F
 //            [--merge-file F]]
 //   generate CKPT --input prompts.jsonl [--output out.jsonl] [same options]
-// One prompt: the completion goes to stdout. --input: one {"prompt": ...} object per line;
-// each result is a line {"prompt", "completion", "tokens", "finish_reason"} in input order (to
-// --output or stdout). Prompts run batched (B at a time; a finished one's slot takes the next
-// prompt at once). Prompt i samples with seed S + i. Timing (time to first token, tokens/s)
-// goes to stderr. --dry-run prints the memory plan (parameters, KV cache, activations) and
-// loads nothing. Under mpirun / srun the model is split over all ranks (tensor parallelism).
+// One prompt: the prompt and its completion go to --output or stdout. --input: one
+// {"prompt": ...} object per line; each result is a line {"prompt", "completion", "tokens",
+// "finish_reason"} in input order (to --output or stdout). --output is written whole or not at
+// all (a temporary renamed into place). Prompts run batched (B at a time; a finished one's slot
+// takes the next prompt at once). Prompt i samples with seed S + i. Timing (time to first token,
+// tokens/s) goes to stderr. --dry-run prints the memory plan (parameters, KV cache, activations)
+// and loads nothing. Under mpirun / srun the model is split over all ranks (tensor parallelism).
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -32,7 +35,7 @@ using json = nlohmann::json;
 namespace model = anvil::model;
 
 constexpr char kUsage[] =
-    "usage: generate CKPT (--prompt TEXT | --input prompts.jsonl [--output out.jsonl])\n"
+    "usage: generate CKPT (--prompt TEXT | --input prompts.jsonl) [--output FILE]\n"
     "         [--max-new-tokens N] [--greedy] [--temperature T] [--top-k K] [--top-p P]\n"
     "         [--repetition-penalty R] [--seed S] [--stop STR]... [--device auto|cpu|cuda]\n"
     "         [--batch-size B] [--max-len L] [--dry-run]\n"
@@ -67,7 +70,8 @@ absl::StatusOr<Flags> parse(int argc, char** argv) {
       } else {
         ok = absl::SimpleAtoi(v, out);
       }
-      return ok ? absl::OkStatus() : bad(k + ": expected a number, got '" + v + "'");
+      return ok ? absl::OkStatus()
+                : bad(k + ": expected a number, got '" + anvil::bin::cut_for_message(v) + "'");
     };
     absl::Status st;
     ANVIL_ASSIGN_OR_RETURN(const bool tokenizer_flag,
@@ -141,6 +145,25 @@ absl::StatusOr<std::vector<std::string>> read_prompts(const std::string& path) {
   return out;
 }
 
+// `text` to `path` through a temporary in the same directory, renamed into place: a failure
+// leaves neither a partial file under `path` nor the temporary.
+absl::Status write_whole(const std::string& path, const std::string& text) {
+  const std::string tmp = absl::StrCat(path, ".tmp-", getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out.flush()) {
+      std::remove(tmp.c_str());
+      return absl::DataLossError(path + ": cannot write the results");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return absl::DataLossError(path + ": cannot write the results (rename of " + tmp + ")");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status run(const Flags& f) {
   std::vector<std::string> texts;
   if (f.have_prompt) {
@@ -209,24 +232,22 @@ absl::Status run(const Flags& f) {
       }));
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   if (!lead) return absl::OkStatus();
+  std::string result;
   if (f.have_prompt) {
-    std::printf("%s%s\n", texts[0].c_str(), done[0].text.c_str());
+    result = texts[0] + done[0].text + "\n";
   } else {
-    std::string lines;
     for (size_t i = 0; i < texts.size(); ++i) {
       json j = {{"prompt", texts[i]},
                 {"completion", done[i].text},
                 {"tokens", outputs[i].size()},
                 {"finish_reason", model::finish_reason_name(done[i].finished)}};
-      lines += j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+      result += j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
     }
-    if (f.output.empty()) {
-      std::fputs(lines.c_str(), stdout);
-    } else {
-      std::ofstream out(f.output, std::ios::binary | std::ios::trunc);
-      out << lines;
-      if (!out.flush()) return absl::DataLossError(f.output + ": cannot write the results");
-    }
+  }
+  if (f.output.empty()) {
+    std::fwrite(result.data(), 1, result.size(), stdout);
+  } else {
+    ANVIL_RETURN_IF_ERROR(write_whole(f.output, result));
   }
   std::fprintf(stderr,
                "generate: %zu prompt(s), %lld new tokens in %.3f s: %.1f tokens/s; time to first "

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -99,6 +100,7 @@ struct InferenceSetup {
 inline absl::StatusOr<std::unique_ptr<io::Tokenizer>> checkpoint_tokenizer(
     const io::Checkpoint& c, const model::TokenizerConfig& t) {
   auto kept = [&](const std::string& path) -> absl::StatusOr<std::string> {
+    if (path.empty()) return std::string();  // a tokenizer without files (Byte)
     std::string file = std::filesystem::path(path).filename().string();
     // bin/train keeps DIR/tokenizer.json when an HF vocab_file names a directory.
     if (t.type == "HF" && !absl::EndsWith(file, ".json")) file = "tokenizer.json";
@@ -171,6 +173,12 @@ inline absl::StatusOr<InferenceSetup> open_for_inference(const InferenceOptions&
   ANVIL_RETURN_IF_ERROR(
       s.model->load([&ck](const std::string& name) { return ck.read(name); }, *s.stream));
   return s;
+}
+
+// A user's value quoted in a message: its first 64 bytes, then "..." (a value may be megabytes).
+inline std::string cut_for_message(std::string_view v) {
+  constexpr size_t kShown = 64;
+  return v.size() <= kShown ? std::string(v) : std::string(v.substr(0, kShown)) + "...";
 }
 
 // Consumes the tokenizer options at args[*i] (--tokenizer-type, --vocab-file, --merge-file):

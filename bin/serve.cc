@@ -1,6 +1,7 @@
 // bin/serve: an OpenAI-style completions endpoint over a checkpoint (docs/eval.md#generation).
 //   serve CKPT [--port N (0: any free port)] [--host H] [--device D] [--batch-size B]
 //         [--max-len L] [--tokenizer-type T --vocab-file F [--merge-file F]]
+//         [--threads N] [--max-connections-per-client N] [--request-timeout SECONDS]
 // POST /v1/completions with a JSON body: prompt (a string, a list of strings, a list of token
 // ids or a list of such lists), max_tokens (default 16, capped so prompt + completion fit the
 // context; 0 only with echo), temperature (1), top_p (1), top_k (0: off), repetition_penalty
@@ -10,6 +11,9 @@
 // response is a text_completion object; with stream = true, server-sent
 // events `data: {...}` carry the text as it grows, then `data: [DONE]`. Bad requests get a 4xx
 // {"error": {"message": ..., "type": "invalid_request_error"}}. GET /health answers "ok".
+// Connections (bin/connection_guard.h): --threads workers (default 32) serve them; a request
+// must arrive whole within --request-timeout seconds (default 30; else 408), and one client
+// holds at most --max-connections-per-client (default 16, below --threads; more get 503).
 // Requests from all connections are batched: one scheduler thread (model/
 // generation_scheduler.h) decodes every running request in one batch per step.
 // Under mpirun / srun the model is split over all ranks (tensor parallelism, as bin/generate):
@@ -22,8 +26,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <random>
@@ -33,6 +39,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "bin/connection_guard.h"
 #include "bin/inference_setup.h"
 #include "bin/openai_logprobs.h"
 #include "engine/status.h"
@@ -49,7 +56,8 @@ namespace model = anvil::model;
 
 constexpr char kUsage[] =
     "usage: serve CKPT [--port N] [--host H] [--device auto|cpu|cuda] [--batch-size B]\n"
-    "         [--max-len L] [--tokenizer-type T --vocab-file F [--merge-file F]]\n";
+    "         [--max-len L] [--tokenizer-type T --vocab-file F [--merge-file F]]\n"
+    "         [--threads N] [--max-connections-per-client N] [--request-timeout SECONDS]\n";
 
 // Stop strings per request: OpenAI's limit is 4; lm-evaluation-harness may send more.
 constexpr size_t kMaxStops = 16;
@@ -59,6 +67,9 @@ struct Flags {
   anvil::bin::InferenceOptions inf;
   std::string host = "127.0.0.1";
   int port = 8000;
+  int threads = 32;             // HTTP workers
+  int per_client = 16;          // open connections of one client (IP address)
+  double request_timeout = 30;  // seconds for a whole request to arrive
 };
 
 absl::StatusOr<Flags> parse(int argc, char** argv) {
@@ -84,6 +95,13 @@ absl::StatusOr<Flags> parse(int argc, char** argv) {
       ok = integer(&f.inf.max_batch) && f.inf.max_batch >= 1;
     } else if (k == "--max-len") {
       ok = integer(&f.inf.max_len) && f.inf.max_len >= 0;
+    } else if (k == "--threads") {
+      ok = integer(&f.threads) && f.threads >= 2 && f.threads <= 4096;
+    } else if (k == "--max-connections-per-client") {
+      ok = integer(&f.per_client) && f.per_client >= 1;
+    } else if (k == "--request-timeout") {
+      ok = has_value && absl::SimpleAtod(a[++i], &f.request_timeout) && f.request_timeout > 0 &&
+           f.request_timeout <= 86400;
     } else if (!k.empty() && k[0] != '-' && f.inf.checkpoint.empty()) {
       f.inf.checkpoint = k;
     } else {
@@ -92,6 +110,11 @@ absl::StatusOr<Flags> parse(int argc, char** argv) {
     if (!ok) return absl::InvalidArgumentError("bad value for " + k);
   }
   if (f.inf.checkpoint.empty()) return absl::InvalidArgumentError("no checkpoint directory given");
+  if (f.per_client >= f.threads) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max-connections-per-client ", f.per_client, " must be below --threads ", f.threads,
+        " (one client must not take every worker from /health and the others)"));
+  }
   return f;
 }
 
@@ -104,6 +127,43 @@ void send_error(httplib::Response& res, int status, const std::string& message) 
 }
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// What a number of the request body must be: an integer or any number, at least lo (more than
+// lo with lo_open) and at most hi (infinity: no limit).
+struct Range {
+  bool integer = false;
+  double lo = 0;
+  bool lo_open = false;
+  double hi = 0;
+};
+
+// A limit as people write it: 1000000, not 1e+06.
+std::string limit_text(double v) {
+  if (std::floor(v) == v && std::fabs(v) < 1e15) return absl::StrCat(static_cast<int64_t>(v));
+  return absl::StrCat(v);
+}
+
+// body[key] into *v (absent or null: def). Else the message naming the rule broken and the
+// limit, with the value given (cut: it may be megabytes).
+std::optional<std::string> number(const json& body, const char* key, const Range& r, double def,
+                                  double* v) {
+  if (!body.contains(key) || body[key].is_null()) {
+    *v = def;
+    return std::nullopt;
+  }
+  const json& x = body[key];
+  const std::string name = absl::StrCat("'", key, "'");
+  const std::string got = ", got " + anvil::bin::cut_for_message(dump(x));
+  if (!x.is_number() || (r.integer && !x.is_number_integer())) {
+    return absl::StrCat(name, " must be ", r.integer ? "an integer" : "a number", got);
+  }
+  *v = x.get<double>();
+  if (r.lo_open ? !(*v > r.lo) : !(*v >= r.lo)) {
+    return absl::StrCat(name, " must be ", r.lo_open ? "> " : ">= ", limit_text(r.lo), got);
+  }
+  if (!(*v <= r.hi)) return absl::StrCat(name, " must be <= ", limit_text(r.hi), got);
+  return std::nullopt;
+}
 
 // Output ids -> text with `tok` (undecodable: empty).
 model::Generator::Detokenize detokenizer(const anvil::io::Tokenizer& tok) {
@@ -123,7 +183,9 @@ class Server {
         gen_(*s_.model, s_.eod, detokenizer(*s_.tokenizer)),
         scheduler_(gen_, *s_.stream, std::move(observer)) {}
 
-  void completions(const httplib::Request& req, httplib::Response& res) {
+  // busy: the connection guard's mark, kept until the response is written (a stream's end).
+  void completions(const httplib::Request& req, httplib::Response& res,
+                   std::shared_ptr<void> busy) {
     Parsed p;
     if (const std::optional<std::string> bad = parse_request(req.body, &p)) {
       send_error(res, 400, *bad);
@@ -234,7 +296,7 @@ class Server {
           }
           return ok;  // false: the client is gone
         },
-        [st, jobs](bool success) {
+        [st, jobs, busy](bool success) {
           if (!success || !st->done) {
             for (auto& j : jobs) j->cancel();
           }
@@ -311,15 +373,6 @@ class Server {
     if (!j.is_object()) return bad("the request body must be a JSON object");
     if (!j.contains("prompt")) return bad("'prompt' is required");
     if (auto e = parse_prompts(j["prompt"], out)) return e;
-    auto number = [&](const char* key, double lo, double hi, double def, double* v) {
-      if (!j.contains(key) || j[key].is_null()) {
-        *v = def;
-        return true;
-      }
-      if (!j[key].is_number()) return false;
-      *v = j[key].get<double>();
-      return *v >= lo && *v <= hi;
-    };
     auto flag = [&](const char* key, bool* v) {
       if (!j.contains(key) || j[key].is_null()) return true;
       if (!j[key].is_boolean()) return false;
@@ -329,32 +382,27 @@ class Server {
     if (!flag("stream", &out->stream)) return bad("'stream' must be true or false");
     if (!flag("echo", &out->echo)) return bad("'echo' must be true or false");
     double max_tokens, temperature, top_p, top_k, penalty, n, logprobs;
-    if (!number("logprobs", 0, static_cast<double>(model::kMaxTopLogprobs), -1, &logprobs) ||
-        (j.contains("logprobs") && !j["logprobs"].is_null() &&
-         !j["logprobs"].is_number_integer())) {
-      return bad(
-          absl::StrCat("'logprobs' must be null or an integer in 0 .. ", model::kMaxTopLogprobs));
+    const double kNoLimit = std::numeric_limits<double>::infinity();
+    if (auto e =
+            number(j, "logprobs", {true, 0, false, static_cast<double>(model::kMaxTopLogprobs)}, -1,
+                   &logprobs)) {
+      return e;
     }
     out->logprobs = static_cast<int64_t>(logprobs);
     if (out->stream && (out->echo || out->logprobs >= 0)) {
       return bad("'echo' and 'logprobs' are not supported with 'stream'");
     }
-    if (!number("max_tokens", out->echo ? 0 : 1, 1e18, 16, &max_tokens) ||
-        (j.contains("max_tokens") && !j["max_tokens"].is_number_integer() &&
-         !j["max_tokens"].is_null())) {
-      return bad(out->echo ? "'max_tokens' must be an integer >= 0"
-                           : "'max_tokens' must be an integer >= 1 (0 only with 'echo')");
+    // Any larger max_tokens is capped by the context below.
+    if (auto e = number(j, "max_tokens", {true, out->echo ? 0.0 : 1.0, false, kNoLimit}, 16,
+                        &max_tokens)) {
+      return out->echo || j["max_tokens"] != 0 ? e : bad(*e + " (0 only with 'echo')");
     }
     out->zero_tokens = max_tokens == 0;
-    if (!number("temperature", 0, 1e6, 1, &temperature)) {
-      return bad("'temperature' must be a number >= 0");
-    }
-    if (!number("top_p", 1e-12, 1, 1, &top_p)) return bad("'top_p' must be a number in (0, 1]");
-    if (!number("top_k", 0, 1e18, 0, &top_k)) return bad("'top_k' must be an integer >= 0");
-    if (!number("repetition_penalty", 1e-6, 1e6, 1, &penalty)) {
-      return bad("'repetition_penalty' must be a number > 0");
-    }
-    if (!number("n", 1, 1, 1, &n)) return bad("only 'n' = 1 is supported");
+    if (auto e = number(j, "temperature", {false, 0, false, 1e6}, 1, &temperature)) return e;
+    if (auto e = number(j, "top_p", {false, 0, true, 1}, 1, &top_p)) return e;
+    if (auto e = number(j, "top_k", {true, 0, false, kNoLimit}, 0, &top_k)) return e;
+    if (auto e = number(j, "repetition_penalty", {false, 0, true, 1e6}, 1, &penalty)) return e;
+    if (number(j, "n", {true, 1, false, 1}, 1, &n)) return bad("only 'n' = 1 is supported");
     uint64_t seed = std::random_device{}();
     if (j.contains("seed") && !j["seed"].is_null()) {
       if (!j["seed"].is_number_integer()) return bad("'seed' must be an integer");
@@ -384,10 +432,11 @@ class Server {
       }
       // Capped by the context: prompt + completion <= max_len (max_tokens 0: one, not returned).
       r.max_new_tokens =
-          std::min(std::max(static_cast<int64_t>(max_tokens), int64_t{1}), max_len_ - len);
+          std::max(static_cast<int64_t>(std::min(max_tokens, static_cast<double>(max_len_ - len))),
+                   int64_t{1});
       r.sampling.temperature = static_cast<float>(temperature);
       r.sampling.top_p = static_cast<float>(top_p);
-      r.sampling.top_k = static_cast<int64_t>(top_k);
+      r.sampling.top_k = static_cast<int64_t>(std::min(top_k, 1e18));  // any k >= vocab: all
       r.sampling.repetition_penalty = static_cast<float>(penalty);
       r.sampling.seed = seed + i;
       r.stop = stop;
@@ -443,22 +492,30 @@ int run(const Flags& f) {
   const std::string device(anvil::engine::device_name(setup->precision.device));
   Server server(std::move(*setup), dir, std::move(observer));
   httplib::Server http;
+  std::unique_ptr<anvil::bin::ConnectionGuard> guard;  // once the port is known
   http.Post("/v1/completions", [&](const httplib::Request& req, httplib::Response& res) {
     try {
-      server.completions(req, res);
+      server.completions(req, res, guard->busy(req.remote_addr, req.remote_port));
     } catch (const std::exception& e) {  // nlohmann::json throws on misuse; never crash
       send_error(res, 500, std::string("internal error: ") + e.what());
     }
   });
-  http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+  http.Get("/health", [&](const httplib::Request& req, httplib::Response& res) {
+    const std::shared_ptr<void> busy = guard->busy(req.remote_addr, req.remote_port);
     res.set_content("ok\n", "text/plain");
   });
+  http.new_task_queue = [n = f.threads] { return new httplib::ThreadPool(n); };
   http.set_payload_max_length(16u << 20);
   const int port = f.port == 0 ? http.bind_to_any_port(f.host) : f.port;
   if (port < 0 || (f.port != 0 && !http.bind_to_port(f.host, f.port))) {
     std::fprintf(stderr, "serve: error: cannot listen on %s:%d\n", f.host.c_str(), f.port);
     return 1;
   }
+  guard = std::make_unique<anvil::bin::ConnectionGuard>(
+      port,
+      std::chrono::duration_cast<anvil::bin::ConnectionGuard::Clock::duration>(
+          std::chrono::duration<double>(f.request_timeout)),
+      f.per_client);
   std::printf("serve: %s on %s, batch %lld, tp %d: listening on http://%s:%d\n", dir.c_str(),
               device.c_str(), static_cast<long long>(f.inf.max_batch), o.shard.tp, f.host.c_str(),
               port);

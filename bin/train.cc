@@ -34,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bin/data_streams.h"
+#include "bin/dry_run_plan.h"
 #include "bin/train_t5.h"
 #include "engine/arena.h"
 #include "engine/config.h"
@@ -78,6 +79,9 @@ constexpr char kUsage[] =
     "       train --print-config-docs\n"
     "       train [CONFIG.ini] --print-device\n"
     "  --dry-run            print the model size and memory plan, then exit\n"
+    "  --device-memory M    with --dry-run: plan against M bytes of device memory (80GiB,\n"
+    "                       141GB, h100, h200) and exit 1 when the plan does not fit; a CUDA\n"
+    "                       run without a visible GPU plans for an h100 unless M is given\n"
     "  --print-config-docs  print the configuration reference (docs/config.md)\n"
     "  --print-device       print the device [train] device resolves to (cuda or cpu)\n"
     "  --local_rank=N       ignored (the deepspeed launcher's; LOCAL_RANK is read instead)\n";
@@ -330,10 +334,23 @@ int run(int argc, char** argv) {
   std::optional<std::string> config_path;
   std::vector<std::string> overrides;
   bool dry_run = false, print_docs = false, print_device = false;
+  anvil::bin::DeviceMemory stated;  // --device-memory
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--dry-run") {
       dry_run = true;
+    } else if (a == "--device-memory" || absl::StartsWith(a, "--device-memory=")) {
+      if (a == "--device-memory" && i + 1 == argc) {
+        std::fprintf(stderr, "train: error: --device-memory needs a value\n%s", kUsage);
+        return 2;
+      }
+      absl::StatusOr<anvil::bin::DeviceMemory> m =
+          anvil::bin::parse_device_memory(a == "--device-memory" ? argv[++i] : a.substr(16));
+      if (!m.ok()) {
+        std::fprintf(stderr, "train: error: %s\n", std::string(m.status().message()).c_str());
+        return 2;
+      }
+      stated = *m;
     } else if (a == "--print-config-docs") {
       print_docs = true;
     } else if (a == "--print-device") {
@@ -373,6 +390,10 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "train: error: no config file given\n%s", kUsage);
     return 2;
   }
+  if (stated.bytes > 0 && !dry_run) {
+    std::fprintf(stderr, "train: error: --device-memory plans a dry run: add --dry-run\n");
+    return 2;
+  }
 
   // Rank discovery (mpirun, srun, Hydra, torchrun / deepspeed, or none: one rank).
   absl::StatusOr<anvil::parallel::LaunchInfo> launch =
@@ -403,16 +424,22 @@ int run(int argc, char** argv) {
   if (!loaded.ok()) return fail(loaded.status());
   const model::TrainConfig& cfg = *loaded;
   anvil::engine::set_interrupt_message(launch->rank == 0, !cfg.checkpoint.save.empty());
+  // A dry run of a CUDA job where no GPU is visible (a login node) plans for the stated GPU.
+  const bool absent_gpu =
+      dry_run && cfg.train.device == "cuda" && anvil::engine::cuda_device_count() == 0;
   absl::StatusOr<model::GptPrecision> prec =
-      model::resolve_precision(cfg.train.device, cfg.train.precision.mode);
+      absent_gpu ? anvil::bin::planned_cuda_precision(cfg.train.precision.mode)
+                 : model::resolve_precision(cfg.train.device, cfg.train.precision.mode);
   if (!prec.ok()) return fail(prec.status());
+  if (absent_gpu && stated.bytes == 0) stated = anvil::bin::default_device_memory();
   if (print_device) {
     std::printf("%s\n", std::string(anvil::engine::device_name(prec->device)).c_str());
     return 0;
   }
   const anvil::engine::LogContext ctx{launch->rank, launch->world, cfg.log.all_ranks};
   const bool cuda = prec->device == anvil::engine::Device::kCuda;
-  const int cuda_device = cuda ? launch->local_rank % anvil::engine::cuda_device_count() : 0;
+  const int cuda_device =
+      cuda && !absent_gpu ? launch->local_rank % anvil::engine::cuda_device_count() : 0;
 
   // MPI or the TCP store (under a launcher), the process grid and its groups' CPU communicators.
   // Errors so far were the same on every rank; from here on a rank-local failure ends all ranks.
@@ -430,9 +457,30 @@ int run(int argc, char** argv) {
   };
 
   log_info(ctx, absl::StrFormat("config %s (effective values):\n%s", *config_path, raw.dump()));
+  // --dry-run against a stated device memory: 0 when the plan fits, 1 when it does not.
+  auto report_stated = [&](const anvil::engine::MemoryPlan& plan) {
+    std::string line;
+    if (absl::Status s = anvil::bin::check_stated_fit(plan, stated, &line); !s.ok()) {
+      return fatal(s);
+    }
+    log_info(ctx, line);
+    return 0;
+  };
   if (cfg.model.t5()) {  // the encoder-decoder's own trainer
     const model::TrainerParallel t5_par{&(*rt)->grid(), &(*rt)->comms(), (*rt)->store(),
                                         launch->local_rank};
+    if (stated.bytes > 0) {  // the plan printed, then compared with the stated memory
+      model::TrainConfig unchecked = cfg;
+      unchecked.train.check_memory = false;
+      absl::StatusOr<std::unique_ptr<model::T5Trainer>> none =
+          anvil::train_t5::make_t5_trainer(unchecked, *prec, ctx, /*dry_run=*/true, t5_par);
+      if (!none.ok()) return fatal(none.status());
+      absl::StatusOr<model::T5Shard> shard = model::T5Trainer::stage_shard(cfg, t5_par.grid);
+      if (!shard.ok()) return fatal(shard.status());
+      absl::StatusOr<anvil::engine::MemoryPlan> plan = model::T5Trainer::plan(cfg, *prec, *shard);
+      if (!plan.ok()) return fatal(plan.status());
+      return report_stated(*plan);
+    }
     absl::StatusOr<std::unique_ptr<model::T5Trainer>> t5 =
         anvil::train_t5::make_t5_trainer(cfg, *prec, ctx, dry_run, t5_par);
     if (!t5.ok()) return fatal(t5.status());
@@ -476,6 +524,7 @@ int run(int argc, char** argv) {
                                 "of %d, pipeline stage %d of %d, %d activation slot(s)):\n%s",
                                 cfg.train.micro_batch, T, grid.tp_rank(), grid.tp_size(),
                                 grid.pp_rank(), grid.pp_size(), shard->act_slots, plan->format()));
+  if (stated.bytes > 0) return report_stated(*plan);
   if (cuda) {
     size_t free_bytes = 0, total_bytes = 0;
     anvil::engine::cuda_memory_info(&free_bytes, &total_bytes);

@@ -248,6 +248,12 @@ std::string format_float(double v) {
   return buf;
 }
 
+// A value quoted in a message: its first 64 bytes, then "..." (a value may be megabytes).
+std::string shown(std::string_view text) {
+  constexpr size_t kShown = 64;
+  return text.size() <= kShown ? std::string(text) : cat(text.substr(0, kShown), "...");
+}
+
 // Validates `text` against the key's type and choices. On success stores the canonical text in
 // *canonical; on failure stores what was expected in *what ("expected an integer, got 'ten'").
 bool canonicalize(const ConfigSchema::Key& k, std::string_view text, std::string* canonical,
@@ -256,8 +262,9 @@ bool canonicalize(const ConfigSchema::Key& k, std::string_view text, std::string
     case ConfigType::kInt: {
       int64_t v = 0;
       if (!parse_int(text, &v)) {
-        *what = is_decimal(text) ? cat("expected a 64-bit integer, got '", text, "' (out of range)")
-                                 : cat("expected an integer, got '", text, "'");
+        *what = is_decimal(text)
+                    ? cat("expected a 64-bit integer, got '", shown(text), "' (out of range)")
+                    : cat("expected an integer, got '", shown(text), "'");
         return false;
       }
       *canonical = std::to_string(v);
@@ -266,7 +273,7 @@ bool canonicalize(const ConfigSchema::Key& k, std::string_view text, std::string
     case ConfigType::kFloat: {
       double v = 0;
       if (!parse_float(text, &v)) {
-        *what = cat("expected a finite number, got '", text, "'");
+        *what = cat("expected a finite number, got '", shown(text), "'");
         return false;
       }
       *canonical = format_float(v);
@@ -275,7 +282,8 @@ bool canonicalize(const ConfigSchema::Key& k, std::string_view text, std::string
     case ConfigType::kBool: {
       bool v = false;
       if (!parse_bool(text, &v)) {
-        *what = cat("expected a boolean (true/false, yes/no, on/off, 1/0), got '", text, "'");
+        *what =
+            cat("expected a boolean (true/false, yes/no, on/off, 1/0), got '", shown(text), "'");
         return false;
       }
       *canonical = v ? "true" : "false";
@@ -286,14 +294,15 @@ bool canonicalize(const ConfigSchema::Key& k, std::string_view text, std::string
       // write them back.
       if (text.find('\n') != std::string_view::npos || strip_comment(text).size() != text.size() ||
           trim(text).size() != text.size()) {
-        *what = cat("'", text,
+        *what = cat("'", shown(text),
                     "' cannot be written in an ini file (line break, surrounding "
                     "whitespace, or ';'/'#' after whitespace)");
         return false;
       }
       if (!k.choices.empty() &&
           std::find(k.choices.begin(), k.choices.end(), text) == k.choices.end()) {
-        *what = cat("expected one of ", absl::StrJoin(k.choices, ", "), ", got '", text, "'");
+        *what =
+            cat("expected one of ", absl::StrJoin(k.choices, ", "), ", got '", shown(text), "'");
         const std::string guess = closest(text, k.choices);
         if (!guess.empty()) absl::StrAppend(what, " (did you mean '", guess, "'?)");
         return false;
@@ -317,7 +326,8 @@ struct ParseState {
   const ConfigSchema* schema = nullptr;
   std::map<std::string, Entry>* values = nullptr;
   size_t pos = 0;
-  int lineno = 0;  // line most recently handed to inih; its handler calls come before the next
+  int lineno = 0;       // line most recently handed to inih; its handler calls come before the next
+  std::string section;  // the section of the latest header seen by read_line (for messages)
   // A line too long for inih's buffer hands its value over here; inih sees kLongValueMark.
   bool has_long_value = false;
   std::string long_value;
@@ -363,10 +373,18 @@ char* read_line(char* buf, int size, void* stream) {
     const size_t close = line.find(']');
     if (close != std::string_view::npos) {
       const std::string_view section = line.substr(1, close - 1);
+      st->section = std::string(section);
       if (!has_section(*st->schema, section)) {
         st->fail(st->lineno, unknown_section_message(*st->schema, section));
       }
     }
+  }
+  // inih reads lines as C strings: a NUL byte would silently drop the rest of the line.
+  if (line.find('\0') != std::string_view::npos) {
+    const std::string_view key = trim(line.substr(0, line.find_first_of("=:")));
+    st->fail(st->lineno, cat("[", st->section, "] ", key.substr(0, key.find('\0')),
+                             ": the line contains a NUL byte (\\0); expected text"));
+    line = {};
   }
 
   std::string out(line);
@@ -398,7 +416,7 @@ int on_key(void* user, const char* section_c, const char* key_c, const char* val
   std::string_view value(value_c);
   if (st->has_long_value && value == kLongValueMark) value = st->long_value;
   if (key.empty()) {
-    st->fail(line, cat("malformed line '", line_of(st->text, line),
+    st->fail(line, cat("malformed line '", shown(line_of(st->text, line)),
                        "' (expected [section] or key = value)"));
     return 0;
   }
@@ -613,7 +631,8 @@ absl::StatusOr<Config> Config::load_string(const std::string& text, const std::s
   const int rc = ini_parse_stream(read_line, &st, on_key, &st);
   if (rc == -2) return absl::ResourceExhaustedError("libinih: out of memory");
   if (rc > 0 && (st.error_line == 0 || rc < st.error_line)) {
-    return absl::InvalidArgumentError(cat(name, ":", rc, ": malformed line '", line_of(text, rc),
+    return absl::InvalidArgumentError(cat(name, ":", rc, ": malformed line '",
+                                          shown(line_of(text, rc)),
                                           "' (expected [section] or key = value)"));
   }
   if (st.error_line != 0) return absl::InvalidArgumentError(st.error);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make demo`: from a fresh Debian 12 checkout to a GPT whose validation loss visibly falls.
 #   1. installs the dependencies (scripts/install-deps.sh, apt; a no-op when present),
-#   2. configures and builds build/ (Release, Ninja when available),
+#   2. configures build/ (Release, Ninja when available) and builds only bin/train and
+#      bin/preprocess (the tests and the other programs: `make` / `make test`),
 #   3. tokenizes the King James Bible with GPT-2's BPE into
 #      data/demo/kjv_gpt2_text_document.{bin,idx} (scripts/prepare-demo-data.sh),
 #   4. trains configs/demo_gpu.ini on a GPU, else configs/tiny_cpu.ini on the CPU

@@ -24,8 +24,10 @@ work=$(mktemp -d)
 pid=
 trap '[[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null; rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-# The 4-layer demo model of tiny_cpu.ini on tests/io/fixtures/gpt_index/synth_a (ids < 65535).
+# The 4-layer demo model of tiny_cpu.ini on tests/io/fixtures/gpt_index/synth_a (ids < 65535,
+# not GPT-2 tokens: no [tokenizer]).
 args=(configs/tiny_cpu.ini data.paths=tests/io/fixtures/gpt_index/synth_a model.vocab_size=65535
+  tokenizer.type= tokenizer.vocab_file= tokenizer.merge_file=
   data.eod_token=0 data.cache_dir="$work/cache" train.device="${DEVICE:-cpu}" train.steps=4
   optim.warmup_steps=1 train.log_interval=2 train.eval_interval=2 train.eval_iters=1)
 # scalars DIR TAG: "STEP VALUE" lines of one tag.

@@ -25,7 +25,9 @@ trap cleanup EXIT
 ulimit -c 0  # aborted ranks leave no core files
 fail() { echo "FAIL: $*"; exit 1; }
 
-base=(configs/tiny_cpu.ini model.vocab_size=65535 data.eod_token=0
+# (synthetic ids, not GPT-2 tokens: no [tokenizer])
+base=(configs/tiny_cpu.ini model.vocab_size=65535 data.eod_token=0 tokenizer.type=
+      tokenizer.vocab_file= tokenizer.merge_file=
       data.paths=tests/io/fixtures/gpt_index/synth_a data.cache_dir="$work/cache"
       data.seq_len=16 model.max_seq_len=16 model.d_model=32 model.n_heads=2 model.n_layers=2
       train.steps=6 train.micro_batch=2 train.global_batch=4 train.eval_iters=0

@@ -218,6 +218,22 @@ TEST(ConfigTest, LongLinesAreNotTruncated) {
   EXPECT_THAT(error_of("[train]\n" + name + "\n"), HasSubstr("x.ini:2: malformed line"));
 }
 
+TEST(ConfigTest, NulByteIsRefusedWithFileLineAndKey) {
+  // inih reads C strings: "paths = a\0b" would silently become "paths = a".
+  using namespace std::string_literals;
+  EXPECT_THAT(error_of("[train]\nrun_name = a\0b\nsteps = 5\n"s),
+              HasSubstr("x.ini:2: [train] run_name: the line contains a NUL byte"));
+  EXPECT_THAT(error_of("[train]\nsteps = 5\0 0\n"s),
+              HasSubstr("x.ini:2: [train] steps: the line contains a NUL byte"));
+}
+
+TEST(ConfigTest, HugeValuesAreCutInMessages) {
+  const std::string huge(1 << 20, '7');
+  const std::string e = error_of("[train]\nsteps = x" + huge + "\n");
+  EXPECT_THAT(e, HasSubstr("got 'x" + huge.substr(0, 63) + "...'"));
+  EXPECT_LT(e.size(), 200u);
+}
+
 TEST(ConfigTest, OverridesWinInOrder) {
   absl::StatusOr<Config> c =
       load("[train]\nsteps = 10\n", {"train.steps=20", "optim.lr = 0.5", "train.steps=30"});
