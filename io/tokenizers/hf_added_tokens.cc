@@ -4,21 +4,14 @@
 #include <algorithm>
 #include <utility>
 
+#include "io/tokenizers/hf_pattern.h"
 #include "io/tokenizers/utf8.h"
 
 namespace anvil::io::hf_internal {
 namespace {
 
-// regex's \w, which tokenizers' single_word test uses: letters, marks, decimal digits, Pc.
-bool is_word_char(char32_t cp) {
-  if (cp < 0x80) {
-    return (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || (cp >= '0' && cp <= '9') ||
-           cp == '_';
-  }
-  const utf8::Category c = utf8::category(cp);
-  return utf8::is_letter(c) || utf8::is_mark(c) || c == utf8::Category::kNd ||
-         c == utf8::Category::kPc;
-}
+// Rust regex's \w, which tokenizers' single_word test uses.
+bool is_word_char(char32_t cp) { return is_rust_word_char(cp); }
 
 // The last code point of text[0, end) (end > 0).
 char32_t last_code_point(absl::string_view text, size_t end) {
