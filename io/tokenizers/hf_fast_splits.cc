@@ -117,4 +117,59 @@ size_t llama3_match_length(absl::string_view text, size_t pos, int max_digits) {
   return w_end - pos;  // \s+
 }
 
+namespace {
+
+// A character the BLOOM class accepts.
+bool bloom_content(char32_t c) {
+  switch (c) {
+    case '(':
+    case '|':
+    case ')':
+    case '.':
+    case ',':
+    case '!':
+    case '?':
+    case 0x2026:
+    case 0x3002:
+    case 0xFF0C:
+    case 0x3001:
+    case 0x0964:
+    case 0x06D4:
+    case 0x060C:
+      return false;
+    default:
+      return !utf8::is_white_space(c);
+  }
+}
+
+}  // namespace
+
+void bloom_find_matches(absl::string_view text, std::vector<PatternMatch>* out) {
+  out->clear();
+  if (text.empty()) {
+    out->push_back({0, 0, false});
+    return;
+  }
+  auto content = [](const Char& x) { return bloom_content(x.cp); };
+  size_t prev = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    const Char c = char_at(text, pos);
+    size_t start = std::string::npos;
+    if (c.cp == ' ' && pos + 1 < text.size() && bloom_content(char_at(text, pos + 1).cp)) {
+      start = pos + 1;
+    } else if (bloom_content(c.cp)) {
+      start = pos;
+    }
+    if (start == std::string::npos) {
+      pos += c.len;
+      continue;
+    }
+    const size_t end = run_end(text, start, content);
+    if (prev != pos) out->push_back({prev, pos, false});
+    out->push_back({pos, end, true});
+    prev = pos = end;
+  }
+  if (prev != text.size()) out->push_back({prev, text.size(), false});
+}
+
 }  // namespace anvil::io::hf_internal

@@ -8,12 +8,17 @@
 //     \s*[\r\n]+|\s+(?!\S)|\s+
 //   Every position starts a match (the last alternative takes any White_Space, the fourth any
 //   other non-letter non-number), so the matches tile the text.
+//   kBloomSplitPattern (BLOOM): ` ?[^(\s|[.,!?…。，、।۔،])]+`, in Oniguruma one negated class
+//     (a nested set inside): an optional space, then a run of characters that are neither
+//     White_Space nor one of ( | ) . , ! ? … 。 ， 、 । ۔ ،
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
+#include "io/tokenizers/hf_pattern.h"
 
 namespace anvil::io::hf_internal {
 
@@ -22,11 +27,17 @@ inline constexpr char kLlama3SplitPattern[] =
 inline constexpr char kQwenSplitPattern[] =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
+inline constexpr char kBloomSplitPattern[] = " ?[^(\\s|[.,!?…。，、।۔،])]+";
+
 // The length in bytes of the match starting at `pos` (< text.size(), valid UTF-8) of the
 // Llama 3 pattern with \p{N}{1,max_digits}.
 size_t llama3_match_length(absl::string_view text, size_t pos, int max_digits);
 
 // max_digits of a recognized pattern (3 for Llama 3, 1 for Qwen), or 0.
 int fast_split_digits(const std::string& pattern);
+
+// Replaces *out with the tiling of `text` (valid UTF-8) by the matches of kBloomSplitPattern,
+// as HfPattern::find_matches gives it.
+void bloom_find_matches(absl::string_view text, std::vector<PatternMatch>* out);
 
 }  // namespace anvil::io::hf_internal

@@ -45,7 +45,15 @@ class BertStep final : public Normalizer {
 class UnicodeForm final : public Normalizer {
  public:
   explicit UnicodeForm(utf8::NormalForm form) : form_(form) {}
-  void normalize(std::string* text) const override { *text = utf8::normalize(*text, form_); }
+  void normalize(std::string* text) const override {
+    // ASCII is invariant under all four forms; most text skips utf8proc.
+    for (const char c : *text) {
+      if (static_cast<unsigned char>(c) >= 0x80) {
+        *text = utf8::normalize(*text, form_);
+        return;
+      }
+    }
+  }
 
  private:
   utf8::NormalForm form_;
@@ -72,16 +80,24 @@ class Strip final : public Normalizer {
  public:
   Strip(bool left, bool right) : left_(left), right_(right) {}
   void normalize(std::string* text) const override {
-    const std::u32string cps = utf8::decode(*text);
-    size_t b = 0, e = cps.size();
+    size_t b = 0, e = text->size();
     if (left_) {
-      while (b < e && utf8::is_white_space(cps[b])) ++b;
+      while (b < e) {
+        const utf8::Decoded d = utf8::decode_at(*text, b);
+        if (!utf8::is_white_space(d.cp)) break;
+        b += d.length;
+      }
     }
     if (right_) {
-      while (e > b && utf8::is_white_space(cps[e - 1])) --e;
+      while (e > b) {
+        size_t p = e - 1;
+        while (p > b && (static_cast<unsigned char>((*text)[p]) & 0xC0) == 0x80) --p;
+        if (!utf8::is_white_space(utf8::decode_at(*text, p).cp)) break;
+        e = p;
+      }
     }
-    if (b == 0 && e == cps.size()) return;
-    *text = utf8::encode(cps.substr(b, e - b));
+    if (b == 0 && e == text->size()) return;
+    *text = text->substr(b, e - b);
   }
 
  private:

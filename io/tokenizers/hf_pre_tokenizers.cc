@@ -144,12 +144,15 @@ void split_pieces(std::vector<Piece>* pieces, Behavior behavior, bool invert, Ti
 
 class Split final : public PreTokenizer {
  public:
-  // fast_digits > 0: the pattern is Llama 3's / Qwen's (hf_fast_splits.h), scanned by hand.
-  Split(std::unique_ptr<HfPattern> pattern, Behavior behavior, bool invert, int fast_digits = 0)
+  // fast_digits > 0: the pattern is Llama 3's / Qwen's, bloom: BLOOM's (hf_fast_splits.h),
+  // scanned by hand.
+  Split(std::unique_ptr<HfPattern> pattern, Behavior behavior, bool invert, int fast_digits = 0,
+        bool bloom = false)
       : pattern_(std::move(pattern)),
         behavior_(behavior),
         invert_(invert),
-        fast_digits_(fast_digits) {}
+        fast_digits_(fast_digits),
+        bloom_(bloom) {}
   void pre_tokenize(std::vector<Piece>* pieces) const override {
     split_pieces(pieces, behavior_, invert_,
                  [this](absl::string_view t, std::vector<PatternMatch>* m) {
@@ -160,6 +163,8 @@ class Split final : public PreTokenizer {
                        m->push_back({pos, pos + n, true});
                        pos += n;
                      }
+                   } else if (bloom_) {
+                     bloom_find_matches(t, m);
                    } else {
                      pattern_->find_matches(t, m);
                    }
@@ -171,6 +176,7 @@ class Split final : public PreTokenizer {
   Behavior behavior_;
   bool invert_;
   int fast_digits_;
+  bool bloom_;
 };
 
 // A code-point predicate split (Digits, Punctuation, WhitespaceSplit, CharDelimiterSplit).
@@ -378,7 +384,8 @@ absl::Status parse_split(const Ctx& ctx, const json& p, const std::string& where
   bool invert = false;
   ANVIL_RETURN_IF_ERROR(get_bool(ctx, p, "invert", where, false, &invert));
   *out = std::make_unique<Split>(std::move(pattern), behavior, invert,
-                                 spec.is_regex ? fast_split_digits(spec.text) : 0);
+                                 spec.is_regex ? fast_split_digits(spec.text) : 0,
+                                 spec.is_regex && spec.text == kBloomSplitPattern);
   return absl::OkStatus();
 }
 

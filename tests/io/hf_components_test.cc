@@ -60,9 +60,10 @@ TEST(HfPatternTest, EmptyMatchesFollowTheOnigCrate) {
 // combining marks.
 TEST(HfFastSplitTest, MatchesOniguruma) {
   const std::vector<std::string> alphabet = {
-      "a", "Z", "s", "S", "t", "T", "r", "E", "v", "l", "L", "d", "m", "\u017f", "'", "'",
-      "0", "7", "\u0663", "\u00bd", " ", " ", " ", "\t", "\r", "\n", "\u00a0", "\u3000",
-      ".", "!", "(", "\u2026", "\U0001F917", "\u4e2d", "\u0301", "_", "-", "\u00e9"};
+      "a", "Z",      "s",          "S",      "t",      "T",  "r",      "E",      "v",      "l",
+      "L", "d",      "m",          "\u017f", "'",      "'",  "0",      "7",      "\u0663", "\u00bd",
+      " ", " ",      " ",          "\t",     "\r",     "\n", "\u00a0", "\u3000", ".",      "!",
+      "(", "\u2026", "\U0001F917", "\u4e2d", "\u0301", "_",  "-",      "\u00e9"};
   std::mt19937 rng(7);
   for (const auto& [pattern, digits] :
        {std::pair<const char*, int>{kLlama3SplitPattern, 3}, {kQwenSplitPattern, 1}}) {
@@ -83,10 +84,35 @@ TEST(HfFastSplitTest, MatchesOniguruma) {
       }
       ASSERT_EQ(got.size(), want.size()) << testing::PrintToString(text);
       for (size_t i = 0; i < got.size(); ++i) {
-        ASSERT_TRUE(want[i].is_match && got[i].begin == want[i].begin &&
-                    got[i].end == want[i].end)
+        ASSERT_TRUE(want[i].is_match && got[i].begin == want[i].begin && got[i].end == want[i].end)
             << testing::PrintToString(text) << " match " << i;
       }
+    }
+  }
+}
+
+// The BLOOM scanner against Oniguruma, the same way.
+TEST(HfFastSplitTest, BloomMatchesOniguruma) {
+  const std::vector<std::string> alphabet = {
+      "a",      "Z", "7",      " ",          " ",      " ",      "\t",     "\n",
+      "\u00a0", "(", "|",      ")",          "[",      "]",      ".",      ",",
+      "!",      "?", "\u2026", "\u3002",     "\uff0c", "\u3001", "\u0964", "\u06d4",
+      "\u060c", "'", "-",      "\U0001F917", "\u4e2d", "\u0301"};
+  auto onig = HfPattern::create(Ctx{"t"}, {true, kBloomSplitPattern}, "pattern");
+  ASSERT_TRUE(onig.ok()) << onig.status();
+  std::mt19937 rng(11);
+  for (int k = 0; k < 10000; ++k) {
+    std::string text;
+    const int n = static_cast<int>(rng() % 12);
+    for (int i = 0; i < n; ++i) text += alphabet[rng() % alphabet.size()];
+    std::vector<PatternMatch> want, got;
+    (*onig)->find_matches(text, &want);
+    bloom_find_matches(text, &got);
+    ASSERT_EQ(got.size(), want.size()) << testing::PrintToString(text);
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(got[i].begin == want[i].begin && got[i].end == want[i].end &&
+                  got[i].is_match == want[i].is_match)
+          << testing::PrintToString(text) << " piece " << i;
     }
   }
 }
@@ -146,17 +172,14 @@ TEST(HfBpeTest, PrefixSuffixAndIgnoreMerges) {
 }
 
 TEST(HfUnigramTest, ViterbiUnknownsAndByteFallback) {
-  nlohmann::json m = {{"type", "Unigram"},
-                      {"unk_id", 0},
-                      {"vocab", nlohmann::json::array()}};
-  for (const auto& [piece, score] : std::vector<std::pair<std::string, double>>{
-           {"<unk>", 0.0},
-           {"a", -1.0},
-           {"b", -2.0},
-           {"ab", -2.5},
-           {"abc", -10.0},
-           {"c", -3.0},
-           {"<0x64>", -5.0}}) {
+  nlohmann::json m = {{"type", "Unigram"}, {"unk_id", 0}, {"vocab", nlohmann::json::array()}};
+  for (const auto& [piece, score] : std::vector<std::pair<std::string, double>>{{"<unk>", 0.0},
+                                                                                {"a", -1.0},
+                                                                                {"b", -2.0},
+                                                                                {"ab", -2.5},
+                                                                                {"abc", -10.0},
+                                                                                {"c", -3.0},
+                                                                                {"<0x64>", -5.0}}) {
     m["vocab"].push_back(nlohmann::json::array({piece, score}));
   }
   auto tok = make(m);
