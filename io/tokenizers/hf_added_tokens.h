@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 
 namespace anvil::io::hf_internal {
@@ -32,7 +33,8 @@ struct Segment {
 };
 
 // Leftmost-longest matching of a set of added tokens (tokenizers uses Aho-Corasick with
-// MatchKind::LeftmostLongest; sets are small, so a first-byte index suffices).
+// MatchKind::LeftmostLongest): a byte trie walked from each position, so files with thousands
+// of added tokens sharing a first byte (Gemma 3: 6322 start with '<') stay fast.
 class AddedMatcher {
  public:
   // `token` must outlive the matcher; call finish() after the last add().
@@ -49,7 +51,10 @@ class AddedMatcher {
   };
   const Pattern* find(absl::string_view text, size_t from, size_t* at) const;
   std::vector<Pattern> patterns_;
-  std::array<std::vector<int>, 256> by_first_;
+  // Trie: edge (node << 8 | byte) -> child node; terminal_[node] = pattern index or -1.
+  absl::flat_hash_map<uint64_t, int32_t> edges_;
+  std::vector<int32_t> terminal_;
+  std::array<bool, 256> starts_{};  // bytes that begin some pattern
 };
 
 }  // namespace anvil::io::hf_internal

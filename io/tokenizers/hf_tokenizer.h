@@ -2,27 +2,19 @@
 // PretrainedFromHF given a local directory. encode() follows tokenizers' Tokenizer::encode with
 // add_special_tokens=False:
 //   1. ill-formed UTF-8 is replaced as Python's errors="replace" does (what a Python caller
-//      hands the library);
+//      hands the library: tokenizers itself only takes str), so any byte string encodes;
 //   2. added tokens with "normalized": false are cut out of the raw text (leftmost-longest
 //      match, honouring single_word / lstrip / rstrip) and emit their id;
-//   3. each remaining segment is normalized, then cut on the added tokens with
-//      "normalized": true (matched against their normalized content);
-//   4. the rest is pre-tokenized and run through the model.
-// Supported components (anything else is an Unimplemented error naming the component):
-//   normalizer:    null, BertNormalizer (bert_normalizer.h, tokenizers' rules), NFC, NFD, NFKC,
-//                  NFKD, Lowercase, Sequence of these;
-//   pre_tokenizer: null, BertPreTokenizer, ByteLevel (GPT-2's regex when use_regex; an added
-//                  space when add_prefix_space);
-//   model:         BPE over GPT-2's byte alphabet with a ByteLevel pre-tokenizer (merges run by
-//                  Gpt2BpeTokenizer, io/tokenizers/gpt2_bpe.h; ignore_merges supported; dropout
-//                  and subword prefixes/suffixes are not), WordPiece (wordpiece.h, greedy
-//                  longest-match-first with the file's prefix, unk token and length limit);
-//   decoder:       null (tokens joined by ' '), ByteLevel, WordPiece (with cleanup). Another
-//                  decoder does not prevent loading; decode() then returns Unimplemented.
-//   post_processor, truncation and padding are ignored: encode() adds no special tokens.
+//   3. each remaining segment is normalized (hf_normalizers.h), then cut on the added tokens
+//      with "normalized": true (matched against their normalized content);
+//   4. the rest is pre-tokenized (hf_pre_tokenizers.h) and each piece run through the model
+//      (hf_models.h: BPE, Unigram, WordPiece, WordLevel).
+// encode_with_special_tokens() then applies the post-processor (hf_post_processors.h), as
+// add_special_tokens=True does for one sequence. Truncation and padding are ignored.
 // decode() turns every id (added tokens included, none skipped) into its token and runs the
-// decoder, as tokenizers' decode(ids, skip_special_tokens=False); ByteLevel output that is
-// ill-formed UTF-8 gets U+FFFD as tokenizers' from_utf8_lossy does.
+// decoder (hf_decoders.h), as tokenizers' decode(ids, skip_special_tokens=False).
+// Regex patterns run on Oniguruma, as in tokenizers (hf_pattern.h). A component or option that
+// is not implemented is an Unimplemented error at load time naming it; nothing is ignored.
 //
 // Special tokens: the directory's special_tokens_map.json / tokenizer_config.json (keys
 // bos_token, eos_token, unk_token, sep_token, pad_token, cls_token, mask_token) when present,
@@ -65,6 +57,9 @@ class HfTokenizer final : public Tokenizer {
   using Tokenizer::encode;
   void encode(absl::string_view text, std::vector<int32_t>* out) const override;
   absl::StatusOr<std::string> decode(const std::vector<int32_t>& ids) const override;
+  // encode() followed by the file's post_processor (its special tokens for one sequence, e.g.
+  // Llama's <s> or BERT's [CLS] ... [SEP]); the same as encode() when it has none.
+  void encode_with_special_tokens(absl::string_view text, std::vector<int32_t>* out) const;
   // Largest id (model or added) + 1.
   int64_t vocab_size() const override;
   const SpecialTokens& special() const override;

@@ -307,17 +307,26 @@ TEST(HfTokenizerTest, MissingCorruptAndUnsupported) {
     EXPECT_THAT(std::string(tok.status().message()), HasSubstr(what));
     EXPECT_THAT(std::string(tok.status().message()), HasSubstr("edited.json"));
   };
-  expect_unimplemented([](json* j) { (*j)["model"]["type"] = "Unigram"; }, "Unigram");
+  expect_unimplemented([](json* j) { (*j)["model"]["type"] = "Wordish"; }, "Wordish");
+  expect_unimplemented([](json* j) { (*j)["normalizer"] = {{"type", "Uppercase"}}; }, "Uppercase");
   expect_unimplemented(
       [](json* j) {
-        (*j)["normalizer"] = {{"type", "Precompiled"}};
+        (*j)["pre_tokenizer"] = {{"type", "UnicodeScripts"}};
       },
-      "Precompiled");
-  expect_unimplemented(
-      [](json* j) {
-        (*j)["pre_tokenizer"] = {{"type", "Metaspace"}};
-      },
-      "Metaspace");
+      "UnicodeScripts");
+  expect_unimplemented([](json* j) { (*j)["decoder"] = {{"type", "Reverse"}}; }, "Reverse");
+  expect_unimplemented([](json* j) { (*j)["post_processor"] = {{"type", "Shuffle"}}; }, "Shuffle");
+
+  // A regex Oniguruma rejects names the field and Oniguruma's reason.
+  json r = json::parse(good);
+  r["pre_tokenizer"] = {{"type", "Split"},
+                        {"pattern", {{"Regex", "(unclosed"}}},
+                        {"behavior", "Isolated"},
+                        {"invert", false}};
+  auto bad_regex = HfTokenizer::from_json(r.dump(), "edited.json");
+  EXPECT_EQ(bad_regex.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad_regex.status().message()), HasSubstr("pre_tokenizer.pattern"));
+  EXPECT_THAT(std::string(bad_regex.status().message()), HasSubstr("Oniguruma"));
 
   json j = json::parse(good);
   j["model"]["vocab"]["hello"] = "seven";
@@ -326,13 +335,10 @@ TEST(HfTokenizerTest, MissingCorruptAndUnsupported) {
   EXPECT_THAT(std::string(bad_id.status().message()), HasSubstr("hello"));
 
   j = json::parse(good);
-  j["decoder"] = {{"type", "Metaspace"}};
-  auto odd_decoder = HfTokenizer::from_json(j.dump(), "edited.json");
-  ASSERT_TRUE(odd_decoder.ok()) << odd_decoder.status();  // encode still works
-  EXPECT_THAT((*odd_decoder)->encode("hello"), ElementsAre(7592));
-  auto dec = (*odd_decoder)->decode({7592});
-  EXPECT_EQ(dec.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(dec.status().message()), HasSubstr("Metaspace"));
+  j["model"]["vocab"].erase("[UNK]");
+  auto no_unk = HfTokenizer::from_json(j.dump(), "edited.json");
+  EXPECT_EQ(no_unk.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(no_unk.status().message()), HasSubstr("unk_token"));
 }
 
 // make_tokenizer (io/tokenizer.cc) reaches the WordPiece, SentencePiece and HF factories.
