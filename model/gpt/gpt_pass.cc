@@ -4,9 +4,11 @@
 //   x_0 = Drop(wte[tok] + wpe[pos])
 //   per layer: ln1 = LN1(x) (fused with the residual sum x = h' + Drop(mlp') of the previous
 //   layer for l > 0); qkv = ln1 Wqkv^T + b; atty = attention(qkv); h = x + Drop(atty Wo^T + bo);
-//   ln2 = LN2(h) (fused); gelu = gelu_tanh(ln2 Wfc^T + bfc); mlp = gelu Wp^T + bp (the shared
-//   MLP block, model/blocks/mlp.h: c_fc = W_in, c_proj = W_out)
+//   ln2 = LN2(h) (fused); gelu = gelu_tanh(ln2 Wfc^T + bfc); mlp = gelu Wp^T + bp
 //   x_L = h + Drop(mlp) fused with lnf = LNf(x_L); logits = lnf wte^T; losses = CE(logits)
+// The pieces are the shared blocks (model/blocks/): embedding.h, layer.h (attention.h: c_attn
+// = W_qkv, c_proj = W_o; mlp.h: c_fc = W_in, mlp c_proj = W_out; norm.h) and lm_head.h; this
+// file maps GPT's buffers, dropout sites and ZeRO hooks onto them.
 // A training forward overwrites the logits with dlogits = softmax - onehot (grad_scale 1), so
 // backward never re-reads the logits: it folds grad_scale into the alpha of the two LM-head
 // GEMMs. Backward is the exact reverse: dres carries d(residual stream); each layernorm
@@ -27,7 +29,7 @@
 // the ALiBi bias inside flash attention; gelu = act(g) * u over c_fc's [g | u] (GLU); the LM
 // head lm_head instead of wte (untied). BERT (type bert): + tte[type] in the embedding (TP rank
 // 0, before the sum), bidirectional attention up to each sample's length, post-LN layers
-// (gpt_post_ln.cc, sharing the attention / MLP sub-blocks here), GELU-erf, and the MLM and
+// (the layer block's post-LN form, gpt_post_ln.cc), GELU-erf, and the MLM and
 // binary heads (bert_head.cc) on x_final (post-LN) or ln_f's output instead of the LM head.
 #include <cmath>
 

@@ -1,4 +1,7 @@
 // T5 forward and backward over one micro-batch (the math is in t5.h; buffers in t5_impl.h).
+// The encoder and decoder blocks, the shared embedding and the LM head are the shared blocks
+// (model/blocks/layer.h, embedding.h, lm_head.h); this file maps T5's buffers, dropout sites,
+// relative tables and ZeRO hooks onto them.
 // Rows r = b*T + t. Each block's residual input is formed by the fused residual + RMSNorm of
 // the next norm: x_{l+1} = h + Drop(proj) with RMS1_{l+1}(x_{l+1}), and the stack's last sum
 // with its final norm. proj holds the last projection output (after its dropout).
