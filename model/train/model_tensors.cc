@@ -15,9 +15,10 @@ std::string shape_str(const std::vector<int64_t>& s) {
 }
 
 std::string layers_of(const TrainConfig& cfg) {
-  return cfg.model.t5() ? absl::StrCat(cfg.t5.n_encoder_layers, " encoder and ",
-                                       cfg.t5.n_decoder_layers, " decoder layers")
-                        : absl::StrCat(cfg.model.n_layers, " layers");
+  return cfg.model.t5()
+             ? absl::StrCat(cfg.t5.n_encoder_layers, " encoder and ", cfg.t5.n_decoder_layers,
+                            " decoder layers")
+             : absl::StrCat(cfg.model.n_layers, cfg.model.n_layers == 1 ? " layer" : " layers");
 }
 
 }  // namespace

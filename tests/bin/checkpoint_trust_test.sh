@@ -130,7 +130,7 @@ import_refused() {
 edit_hf more_layers 'cfg["n_layer"] = 3'
 import_refused more_layers "missing tensor h.2.attn.c_attn.bias [96]: the model of 3 layers"
 edit_hf fewer_layers 'cfg["n_layer"] = 1'
-import_refused fewer_layers "is not part of the model of 1 layers"
+import_refused fewer_layers "is not part of the model of 1 layer that"
 edit_hf transposed '
 dt, s, b = tensors["transformer.h.0.attn.c_attn.weight"]
 rows, cols = s
