@@ -14,7 +14,6 @@
 // boundary would have to be such a merge, so the cut changes nothing, and the words it yields
 // hit the cache.
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <queue>
 #include <utility>
