@@ -14,7 +14,6 @@
 // boundary would have to be such a merge, so the cut changes nothing, and the words it yields
 // hit the cache.
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <queue>
 #include <utility>
@@ -23,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/status.h"
 #include "io/tokenizers/hf_models.h"
+#include "io/tokenizers/hf_utf8.h"
 #include "io/tokenizers/hf_word_cache.h"
 #include "io/tokenizers/utf8.h"
 
@@ -74,7 +74,7 @@ class Bpe final : public Model {
     size_t begin = 0;
     char32_t prev = 0;
     for (size_t pos = 0; pos < piece.size();) {
-      const utf8::Decoded d = utf8::decode_at(piece, pos);
+      const utf8::Decoded d = decode_utf8(piece, pos);
       if (d.cp == kMetaspace && pos > begin && prev != kMetaspace &&
           !no_cut_after_.contains(prev)) {
         tokenize_word(piece.substr(begin, pos - begin), out);
@@ -98,10 +98,10 @@ class Bpe final : public Model {
       const std::string& left = tokens_[static_cast<uint32_t>(pair >> 32)];
       const std::string& right = tokens_[static_cast<uint32_t>(pair & 0xFFFFFFFFu)];
       if (left.empty() || right.empty()) continue;
-      if (utf8::decode_at(right, 0).cp != kMetaspace) continue;
+      if (decode_utf8(right, 0).cp != kMetaspace) continue;
       size_t last = left.size() - 1;
       while (last > 0 && (static_cast<unsigned char>(left[last]) & 0xC0) == 0x80) --last;
-      no_cut_after_.insert(utf8::decode_at(left, last).cp);
+      no_cut_after_.insert(decode_utf8(left, last).cp);
     }
     split_metaspace_ = true;
   }
@@ -144,7 +144,7 @@ class Bpe final : public Model {
     int32_t unk = -1;  // a pending (possibly fused) unknown, or -1
     std::string s;
     for (size_t pos = 0; pos < piece.size();) {
-      const utf8::Decoded d = utf8::decode_at(piece, pos);
+      const utf8::Decoded d = decode_utf8(piece, pos);
       const bool first = pos == 0;
       const bool last = pos + d.length == piece.size();
       s.clear();

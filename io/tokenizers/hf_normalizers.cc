@@ -10,6 +10,7 @@
 #include "io/tokenizers/bert_normalizer.h"
 #include "io/tokenizers/hf_byte_level.h"
 #include "io/tokenizers/hf_pattern.h"
+#include "io/tokenizers/hf_utf8.h"
 #include "io/tokenizers/precompiled_charsmap.h"
 #include "io/tokenizers/utf8.h"
 
@@ -22,7 +23,7 @@ void map_code_points(std::string* text, Map map) {
   std::string out;
   out.reserve(text->size());
   for (size_t pos = 0; pos < text->size();) {
-    const utf8::Decoded d = utf8::decode_at(*text, pos);
+    const utf8::Decoded d = decode_utf8(*text, pos);
     map(d.cp, absl::string_view(*text).substr(pos, d.length), &out);
     pos += d.length;
   }
@@ -83,7 +84,7 @@ class Strip final : public Normalizer {
     size_t b = 0, e = text->size();
     if (left_) {
       while (b < e) {
-        const utf8::Decoded d = utf8::decode_at(*text, b);
+        const utf8::Decoded d = decode_utf8(*text, b);
         if (!utf8::is_white_space(d.cp)) break;
         b += d.length;
       }
@@ -92,7 +93,7 @@ class Strip final : public Normalizer {
       while (e > b) {
         size_t p = e - 1;
         while (p > b && (static_cast<unsigned char>((*text)[p]) & 0xC0) == 0x80) --p;
-        if (!utf8::is_white_space(utf8::decode_at(*text, p).cp)) break;
+        if (!utf8::is_white_space(decode_utf8(*text, p).cp)) break;
         e = p;
       }
     }

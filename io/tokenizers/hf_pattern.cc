@@ -3,7 +3,6 @@
 
 #include <oniguruma.h>
 
-#include <algorithm>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"

@@ -12,6 +12,7 @@
 #include "io/tokenizers/hf_byte_level.h"
 #include "io/tokenizers/hf_fast_splits.h"
 #include "io/tokenizers/hf_pattern.h"
+#include "io/tokenizers/hf_utf8.h"
 #include "io/tokenizers/utf8.h"
 
 namespace anvil::io::hf_internal {
@@ -115,7 +116,7 @@ void char_matches(absl::string_view text, Pred pred, std::vector<PatternMatch>* 
   }
   size_t last = 0;
   for (size_t pos = 0; pos < text.size();) {
-    const utf8::Decoded d = utf8::decode_at(text, pos);
+    const utf8::Decoded d = decode_utf8(text, pos);
     if (pred(d.cp)) {
       if (last < pos) out->push_back({last, pos, false});
       out->push_back({pos, pos + d.length, true});
@@ -251,7 +252,7 @@ class Whitespace final : public PreTokenizer {
         int cls = -1;
         size_t len = 1;
         if (pos < t.size()) {
-          const utf8::Decoded d = utf8::decode_at(t, pos);
+          const utf8::Decoded d = decode_utf8(t, pos);
           len = static_cast<size_t>(d.length);
           cls = utf8::is_white_space(d.cp) ? -1 : is_rust_word_char(d.cp) ? 0 : 1;
         }

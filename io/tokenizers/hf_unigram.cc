@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/status.h"
 #include "io/tokenizers/hf_models.h"
+#include "io/tokenizers/hf_utf8.h"
 #include "io/tokenizers/hf_word_cache.h"
 #include "io/tokenizers/utf8.h"
 
@@ -91,7 +92,7 @@ class Unigram final : public Model {
     std::vector<Node> best(n + 1);
     const double unk_score = min_score_ - kUnkPenalty;
     for (size_t start = 0; start < n;) {
-      const size_t char_len = static_cast<size_t>(utf8::decode_at(text, start).length);
+      const size_t char_len = static_cast<size_t>(decode_utf8(text, start).length);
       bool single = false;
       const size_t limit = std::min(max_piece_bytes_, n - start);
       for (size_t len = 1; len <= limit; ++len) {

@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "io/tokenizers/hf_utf8.h"
 #include "io/tokenizers/utf8.h"
 
 namespace anvil::io::hf_internal {
@@ -80,7 +81,7 @@ void PrecompiledCharsmap::normalize(std::string* text) const {
       return;
     }
     for (size_t p = 0; p < g.size();) {
-      const utf8::Decoded d = utf8::decode_at(g, p);
+      const utf8::Decoded d = decode_utf8(g, p);
       const absl::string_view part = g.substr(p, d.length);
       if (transform(part, &rep)) {
         out.append(rep.data(), rep.size());
@@ -91,7 +92,7 @@ void PrecompiledCharsmap::normalize(std::string* text) const {
     }
   };
   for (size_t pos = 0; pos < view.size();) {
-    const utf8::Decoded d = utf8::decode_at(view, pos);
+    const utf8::Decoded d = decode_utf8(view, pos);
     if (pos > 0 && utf8proc_grapheme_break_stateful(static_cast<utf8proc_int32_t>(prev),
                                                     static_cast<utf8proc_int32_t>(d.cp), &state)) {
       flush(pos);
