@@ -1,5 +1,7 @@
-// Flash attention forward and forward+backward on one GPU (ops/flash_attention.h), bf16, with
-// the GPT layout (q, k, v as column views of a fused [B*T, 3*H*Dh] buffer). Reports TFLOP/s
+// Flash attention forward and forward+backward on one GPU (ops/flash_attention.h), bf16 or f16
+// (range 4 of the GPT shapes: 1 = f16), with the GPT layout (q, k, v as column views of a fused
+// [B*T, 3*H*Dh] buffer); head sizes 64 and 128 (GPT-2, 1.3B), 80 (BLOOM-3b), 96 (BLOOM-1b1),
+// the last two run in zero-padded tiles of 96 and 128 columns. Reports TFLOP/s
 // with the FlashAttention papers' count: forward 4 B H T^2 Dh (halved when causal), backward
 // 2.5x forward (so forward+backward counts 3.5x).
 //   build/bench/attention_bench [--benchmark_filter=...]
@@ -28,13 +30,15 @@ namespace {
 
 using engine::DType;
 
-// Host values in [-1, 1) as bf16, copied into v.
+// Host values in [-1, 1) as v's dtype (bf16 or f16), copied into v.
 void fill_random(engine::TensorView v, uint32_t seed, const engine::Stream& s) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<uint16_t> h(static_cast<size_t>(v.numel()));
-  for (uint16_t& x : h) x = engine::f32_to_bf16(u(rng));
-  engine::copy(v, engine::make_view(h.data(), DType::kBF16, engine::Device::kCpu, {v.numel()}), s);
+  for (uint16_t& x : h) {
+    x = v.dtype == DType::kF16 ? engine::f32_to_f16(u(rng)) : engine::f32_to_bf16(u(rng));
+  }
+  engine::copy(v, engine::make_view(h.data(), v.dtype, engine::Device::kCpu, {v.numel()}), s);
   s.synchronize();
 }
 
@@ -56,6 +60,7 @@ void bench_attention(benchmark::State& state, bool causal, bool backward, bool t
     return;
   }
   const int64_t B = state.range(0), T = state.range(1), H = state.range(2), Dh = state.range(3);
+  const DType act = !t5 && state.range(4) == 1 ? DType::kF16 : DType::kBF16;
   auto stream_or = engine::Stream::cuda(0);
   ANVIL_CHECK_OK(stream_or.status());
   engine::Stream& stream = *stream_or;
@@ -78,10 +83,10 @@ void bench_attention(benchmark::State& state, bool causal, bool backward, bool t
     ANVIL_CHECK_OK(v.status());
     return *v;
   };
-  engine::TensorView qkv = view(DType::kBF16, {bt, 3 * hd});
-  engine::TensorView dqkv = view(DType::kBF16, {bt, 3 * hd});
-  engine::TensorView out = view(DType::kBF16, {bt, hd});
-  engine::TensorView dout = view(DType::kBF16, {bt, hd});
+  engine::TensorView qkv = view(act, {bt, 3 * hd});
+  engine::TensorView dqkv = view(act, {bt, 3 * hd});
+  engine::TensorView out = view(act, {bt, hd});
+  engine::TensorView dout = view(act, {bt, hd});
   engine::TensorView lse = view(DType::kF32, {B, H, T});
   ops::AttentionMasks masks;
   engine::TensorView d_table;
@@ -137,11 +142,16 @@ void bench_attention(benchmark::State& state, bool causal, bool backward, bool t
 }
 
 void args(benchmark::internal::Benchmark* b) {
-  // B*T = 16K tokens, 2048 model width: GPT-2-like (Dh 64) and 1.3B-like (Dh 128) heads.
+  // B*T = 16K tokens, 2048 model width: GPT-2-like (Dh 64) and 1.3B-like (Dh 128) heads; BLOOM-3b
+  // (32 heads of 80) and BLOOM-1b1 (16 of 96); f16 at T 2048.
   for (int64_t t : {1024, 2048}) {
-    b->Args({16384 / t, t, 32, 64});
-    b->Args({16384 / t, t, 16, 128});
+    b->Args({16384 / t, t, 32, 64, 0});
+    b->Args({16384 / t, t, 16, 128, 0});
   }
+  b->Args({8, 2048, 32, 80, 0});
+  b->Args({8, 2048, 16, 96, 0});
+  b->Args({8, 2048, 32, 64, 1});
+  b->Args({8, 2048, 16, 128, 1});
   // A fixed count: the setup (host random fill of ~130M values) runs once per benchmark instead
   // of once per trial of Google Benchmark's iteration search.
   b->Iterations(10)->UseManualTime()->Unit(benchmark::kMillisecond);

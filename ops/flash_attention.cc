@@ -79,8 +79,10 @@ DType check_common(const char* op, const FlashAttentionArgs& a, ConstTensorView 
       std::string(op) + ": dropout_p must be in [0, 1), got " + std::to_string(a.dropout_p));
   const DType act = q.dtype;
   if (stream.is_cuda()) {
-    ANVIL_CHECK_MSG(act == DType::kBF16 && (a.head_dim == 64 || a.head_dim == 128),
-                    std::string(op) + ": the CUDA kernels take bf16 with head_dim 64 or 128, got " +
+    ANVIL_CHECK_MSG(flash_attention_cuda_supports(act, a.head_dim),
+                    std::string(op) +
+                        ": the CUDA kernels take bf16 or f16 with head_dim a multiple of 8 in "
+                        "[32, 256], got " +
                         describe(q) + " head_dim " + str(a.head_dim));
   } else {
     ANVIL_CHECK_MSG(
@@ -100,6 +102,11 @@ int64_t buckets_of(const AttentionMasks& m) { return m.rel_table.empty() ? 0 : m
 }  // namespace
 
 float alibi_slope(int64_t k, int64_t n) { return detail::alibi_slope_of(k, n); }
+
+bool flash_attention_cuda_supports(DType act, int64_t head_dim) {
+  return (act == DType::kBF16 || act == DType::kF16) && head_dim % 8 == 0 && head_dim >= 32 &&
+         head_dim <= 256;
+}
 
 size_t flash_attention_workspace_bytes(const FlashAttentionArgs& args, int64_t num_buckets) {
   return cuda::flash_attention_workspace_bytes(args, num_buckets);

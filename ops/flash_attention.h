@@ -92,8 +92,13 @@ void flash_attention_backward(const FlashAttentionArgs& args, TensorView dq, Ten
                               ConstTensorView out, ConstTensorView lse, const AttentionMasks& masks,
                               Workspace ws, Stream& stream);
 
+// Whether the CUDA kernels take activations of dtype act with this head_dim: bf16 or f16, head_dim
+// a multiple of 8 in [32, 256] (kernels of tile widths 64, 96, 128, 192 and 256; a head smaller
+// than its tile is zero-padded inside the kernel).
+bool flash_attention_cuda_supports(engine::DType act, int64_t head_dim);
+
 // Same-signature twins; the public functions check arguments and dispatch on stream.is_cuda().
-// cpu: f32/f64 plain loops in double; cuda: bf16 with head_dim 64 or 128 (mma.sync tensor
+// cpu: f32/f64 plain loops in double; cuda: flash_attention_cuda_supports (mma.sync tensor
 // cores, f32 accumulation and softmax).
 namespace cpu {
 void flash_attention_forward(const FlashAttentionArgs& args, TensorView out, TensorView lse,

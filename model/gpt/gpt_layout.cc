@@ -259,7 +259,7 @@ absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const Gpt
 
 bool uses_flash_attention(const GptConfig& cfg, const GptPrecision& prec) {
   if (prec.device == engine::Device::kCpu) return true;
-  return prec.act == DType::kBF16 && (cfg.head_dim() == 64 || cfg.head_dim() == 128);
+  return ops::flash_attention_cuda_supports(prec.act, cfg.head_dim());
 }
 
 namespace {

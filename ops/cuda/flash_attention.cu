@@ -1,10 +1,8 @@
 // CUDA twin of ops/flash_attention.h: fills the kernels' Params from the checked views and
-// launches ops/cuda/flash_attention_{forward,backward}.cu. Workspace (backward only):
+// launches ops/cuda/flash_attention_{forward,backward}_{bf16,f16}.cu. Workspace (backward only):
 //   dvec      [B, H, Tq] f32                           rowsum(dout * out)
 //   drel_rows [B, H, ceil(Tq / 64), Tq + Tk - 1] f32   relative buckets only: per dq block
 //   drel_diag [H, Tq + Tk - 1] f32                     sums of dS along each diagonal
-#include <cuda_bf16.h>
-
 #include "ops/cuda/flash_attention_launch.h"
 #include "ops/cuda/flash_attention_tiles.cuh"
 #include "ops/flash_attention.h"
@@ -17,9 +15,9 @@ const int32_t* ints(ConstTensorView v) { return v.empty() ? nullptr : v.as<int32
 flash::Params make_params(const FlashAttentionArgs& a, ConstTensorView q, ConstTensorView k,
                           ConstTensorView v, const AttentionMasks& m) {
   flash::Params p{};
-  p.q = q.as<flash::bf16>();
-  p.k = k.as<flash::bf16>();
-  p.v = v.as<flash::bf16>();
+  p.q = q.data;
+  p.k = k.data;
+  p.v = v.data;
   p.ldq = q.strides[0];
   p.ldk = k.strides[0];
   p.ldv = v.strides[0];
@@ -28,6 +26,7 @@ flash::Params make_params(const FlashAttentionArgs& a, ConstTensorView q, ConstT
   p.heads = static_cast<int>(a.heads);
   p.total_heads = static_cast<int>(a.total_heads == 0 ? a.heads : a.total_heads);
   p.head_offset = static_cast<int>(a.head_offset);
+  p.dh = static_cast<int>(a.head_dim);
   p.causal = a.causal;
   p.bias = static_cast<int>(a.bias);
   p.scale_log2 = a.scale * flash::kLog2e;
@@ -59,11 +58,15 @@ void flash_attention_forward(const FlashAttentionArgs& args, TensorView out, Ten
                              ConstTensorView q, ConstTensorView k, ConstTensorView v,
                              const AttentionMasks& masks, Stream& stream) {
   flash::Params p = make_params(args, q, k, v, masks);
-  p.o = out.as<flash::bf16>();
+  p.o = out.data;
   p.ldo = out.strides[0];
   p.lse = lse.as<float>();
-  flash::forward(p, static_cast<int>(args.batch), static_cast<int>(args.head_dim),
-                 stream.cuda_stream());
+  const int batch = static_cast<int>(args.batch);
+  if (q.dtype == engine::DType::kF16) {
+    flash::forward_f16(p, batch, stream.cuda_stream());
+  } else {
+    flash::forward_bf16(p, batch, stream.cuda_stream());
+  }
 }
 
 void flash_attention_backward(const FlashAttentionArgs& args, TensorView dq, TensorView dk,
@@ -72,13 +75,13 @@ void flash_attention_backward(const FlashAttentionArgs& args, TensorView dq, Ten
                               ConstTensorView out, ConstTensorView lse, const AttentionMasks& masks,
                               Workspace ws, Stream& stream) {
   flash::Params p = make_params(args, q, k, v, masks);
-  p.out = out.as<flash::bf16>();
+  p.out = out.data;
   p.ldo = out.strides[0];
-  p.dout = dout.as<flash::bf16>();
+  p.dout = dout.data;
   p.ldd = dout.strides[0];
-  p.dq = dq.as<flash::bf16>();
-  p.dk = dk.as<flash::bf16>();
-  p.dv = dv.as<flash::bf16>();
+  p.dq = dq.data;
+  p.dk = dk.data;
+  p.dv = dv.data;
   p.ld_dq = dq.strides[0];
   p.ld_dk = dk.strides[0];
   p.ld_dv = dv.strides[0];
@@ -91,8 +94,12 @@ void flash_attention_backward(const FlashAttentionArgs& args, TensorView dq, Ten
     p.d_rel_table = d_rel_table.as<float>();
     p.num_buckets = static_cast<int>(d_rel_table.dim(0));
   }
-  flash::backward(p, static_cast<int>(args.batch), static_cast<int>(args.head_dim),
-                  stream.cuda_stream());
+  const int batch = static_cast<int>(args.batch);
+  if (q.dtype == engine::DType::kF16) {
+    flash::backward_f16(p, batch, stream.cuda_stream());
+  } else {
+    flash::backward_bf16(p, batch, stream.cuda_stream());
+  }
 }
 
 }  // namespace anvil::ops::cuda

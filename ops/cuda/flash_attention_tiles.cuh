@@ -1,6 +1,7 @@
 // Warp-level building blocks of the flash attention kernels (ops/cuda/flash_attention_*.cu):
-// bf16 tiles of R rows x D in shared memory (16-byte chunks XOR-swizzled by row, so ldmatrix
-// is conflict-free), cp.async loads, and the two warp GEMM shapes on mma.sync m16n8k16, over
+// bf16 or f16 (T) tiles of R rows x D in shared memory (16-byte chunks XOR-swizzled by row, so
+// ldmatrix is conflict-free), cp.async loads, and the two warp GEMM shapes on mma.sync m16n8k16,
+// over
 // MT m-tiles of 16 rows per warp (MT = 2 reuses every B fragment read from smem twice, which
 // halves the shared-memory traffic per MMA: with one m-tile, ldmatrix bandwidth bounds them):
 //   gemm_nt: acc[16 MT x N] += A[16 MT x D] (smem rows) * B[N x D]^T (smem rows)  (S = Q K^T)
@@ -8,12 +9,18 @@
 // Accumulator layout of m16n8k16 (g = lane / 4, t = lane % 4): acc[mt][n][c] is row
 // 16 mt + g + 8 (c / 2), column 8 n + 2 t + c % 2 of the warp's tile.
 // Also the per-element score rule shared by the forward and both backward kernels.
+// Head sizes: D is a tile width of kTileWidths (tile_width), the true head size p.dh <= D a
+// multiple of 8. Loads zero-fill the columns [dh, D), so Q K^T and the products over them are
+// exact, and stores skip them. A tile row is tile_stride(D) elements (a multiple of 64, which
+// the 8-chunk swizzle needs); only its first D columns are read or written.
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "engine/philox.h"
 #include "ops/flash_attention_detail.h"
@@ -21,6 +28,7 @@
 namespace anvil::ops::cuda::flash {
 
 using bf16 = __nv_bfloat16;
+using f16 = __half;
 
 constexpr int kRows = 64;  // rows of a streamed tile (keys of an iteration, queries of dk/dv)
 constexpr int kWarps = 4;  // 16 MT rows each: a block owns 64 MT rows
@@ -28,15 +36,24 @@ constexpr int kThreads = kWarps * 32;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr size_t kMaxSmemPerBlock = 227 * 1024;  // sm_90 opt-in maximum
 
-// Everything the kernels read; pointers are offset per (b, h) inside the kernels.
+// Tile widths compiled; a head size runs in the smallest that holds it.
+__host__ __device__ constexpr int tile_width(int dh) {
+  return dh <= 64 ? 64 : dh <= 96 ? 96 : dh <= 128 ? 128 : dh <= 192 ? 192 : 256;
+}
+// Elements per smem tile row: D rounded up to 64 (8 chunks of 16 bytes for the swizzle).
+__host__ __device__ constexpr int tile_stride(int d) { return (d + 63) / 64 * 64; }
+
+// Everything the kernels read; pointers are offset per (b, h) inside the kernels. The
+// activations are T (bf16 or f16), cast by the kernels (act<T>).
 struct Params {
-  const bf16 *q, *k, *v, *out, *dout;
-  bf16 *o, *dq, *dk, *dv;
+  const void *q, *k, *v, *out, *dout;
+  void *o, *dq, *dk, *dv;
   float* lse;                       // [B, H, Tq] natural log
   float* dvec;                      // [B, H, Tq] rowsum(dout * out) (backward)
   int64_t ldq, ldk, ldv, ldo, ldd;  // rows of q, k, v, out/o, dout
   int64_t ld_dq, ld_dk, ld_dv;
   int tq, tk, heads, total_heads, head_offset;
+  int dh;  // true head size (a multiple of 8, <= the tile width); head h at columns h * dh
   bool causal;
   int bias;          // AttentionBias as int
   float scale_log2;  // scale * log2(e)
@@ -52,15 +69,25 @@ struct Params {
   int num_buckets;
 };
 
+template <typename T>
+__host__ __device__ inline const T* act(const void* x) {
+  return static_cast<const T*>(x);
+}
+template <typename T>
+__host__ __device__ inline T* act(void* x) {
+  return static_cast<T*>(x);
+}
+
 // Diagonals j - i of a Tq x Tk score matrix, indexed by j - i + Tq - 1.
 __host__ __device__ inline int num_diagonals(int tq, int tk) { return tq + tk - 1; }
 __host__ __device__ inline int num_row_blocks(int rows) { return (rows + kRows - 1) / kRows; }
 
-// Shared-memory element offset of (row, col) in an [R, D] tile; col a multiple of 8 picks the
-// 16-byte chunk, which is XORed with row % 8.
-template <int D>
+// Shared-memory element offset of (row, col) in a tile of rows of S elements (S a multiple of
+// 64); col a multiple of 8 picks the 16-byte chunk, whose low three bits are XORed with row % 8.
+template <int S>
 __device__ __forceinline__ int swz(int row, int col) {
-  return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+  static_assert(S % 64 == 0, "the swizzle permutes groups of 8 chunks");
+  return row * S + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
 }
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
@@ -74,17 +101,17 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// Rows [row0, row0 + R) of a row-strided [rows, D] global matrix into an [R, D] tile; rows >=
-// rows are zero-filled.
-template <int D, int R = kRows>
-__device__ __forceinline__ void load_tile(bf16* tile, const bf16* g, int64_t ld, int row0,
-                                          int rows) {
+// Rows [row0, row0 + R) of a row-strided [rows, dh] global matrix into columns [0, D) of an
+// [R, tile_stride(D)] tile; rows >= rows and columns >= dh are zero-filled.
+template <int D, int R = kRows, typename T>
+__device__ __forceinline__ void load_tile(T* tile, const T* g, int64_t ld, int row0, int rows,
+                                          int dh) {
   constexpr int kChunks = D / 8;
 #pragma unroll
   for (int idx = threadIdx.x; idx < R * kChunks; idx += kThreads) {
     const int r = idx / kChunks, c = (idx % kChunks) * 8;
-    const bool ok = row0 + r < rows;
-    cp_async16(tile + swz<D>(r, c), g + (ok ? (row0 + r) * ld + c : 0), ok);
+    const bool ok = row0 + r < rows && c < dh;
+    cp_async16(tile + swz<tile_stride(D)>(r, c), g + (ok ? (row0 + r) * ld + c : 0), ok);
   }
 }
 
@@ -94,19 +121,55 @@ __device__ __forceinline__ void load_vec(float* dst, const float* src, int row0,
     dst[r] = row0 + r < rows ? src[row0 + r] : 0.f;
 }
 
-// c[4] += a[4] (16x16 row) * (b0, b1) (16x8 col), bf16 in, f32 accumulate.
+// c[4] += a[4] (16x16 row) * (b0, b1) (16x8 col), T in, f32 accumulate.
+template <typename T>
 __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                          uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  if constexpr (std::is_same_v<T, bf16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    static_assert(std::is_same_v<T, f16>, "bf16 or f16");
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
 }
 
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+// Two f32 as a T pair (round to nearest), and back.
+template <typename T>
+__device__ __forceinline__ auto pair_of(float lo, float hi) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    return __floats2bfloat162_rn(lo, hi);
+  } else {
+    return __floats2half2_rn(lo, hi);
+  }
+}
+__device__ __forceinline__ float2 to_float2(__nv_bfloat162 v) { return __bfloat1622float2(v); }
+__device__ __forceinline__ float2 to_float2(__half2 v) { return __half22float2(v); }
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  const auto v = pair_of<T>(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Columns [0, dh) of a warp accumulator row (8 n + 2 t + {0, 1}, n < D / 8) to row `g` of T.
+template <typename T, int D>
+__device__ __forceinline__ void store_row(T* g, const float (&acc)[D / 8][4], int r, float s,
+                                          int dh) {
+  const int t = threadIdx.x & 3;
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+    if (n * 8 >= dh) break;  // dh is a multiple of 8: a whole fragment column is in or out
+    *reinterpret_cast<decltype(pair_of<T>(0.f, 0.f))*>(g + n * 8 + 2 * t) =
+        pair_of<T>(acc[n][2 * r] * s, acc[n][2 * r + 1] * s);
+  }
 }
 
 template <int MT, int N>
@@ -134,8 +197,9 @@ struct LaneRows {
 
 template <int D>
 __device__ __forceinline__ LaneRows lane_rows() {
+  constexpr uint32_t kRowBytes = tile_stride(D) * 2;
   const uint32_t l = threadIdx.x & 31;
-  return {((l & 7) + ((l >> 3) & 1) * 8) * D * 2, ((l & 7) + (l >> 4) * 8) * D * 2,
+  return {((l & 7) + ((l >> 3) & 1) * 8) * kRowBytes, ((l & 7) + (l >> 4) * 8) * kRowBytes,
           (l >> 4) ^ (l & 7), ((l >> 3) & 1) ^ (l & 7)};
 }
 
@@ -151,62 +215,64 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t a) {
 }
 
 // acc [16 MT x N] += A[16 MT rows from a_rows, 0 .. D) * B[0 .. N, 0 .. D)^T; a_rows is the smem
-// address of the warp's first A row, b_tile of B's first row (tiles of D columns).
-template <int D, int MT, int N>
+// address of the warp's first A row, b_tile of B's first row (tiles of tile_stride(D) columns).
+template <typename T, int D, int MT, int N>
 __device__ __forceinline__ void gemm_nt(float (&acc)[MT][N / 8][4], uint32_t a_rows,
                                         uint32_t b_tile, const LaneRows& lr) {
+  constexpr uint32_t kRowBytes = tile_stride(D) * 2;
 #pragma unroll
   for (uint32_t kk = 0; kk < D / 16; ++kk) {
     uint32_t a[MT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
-      ldsm_x4(a[mt], a_rows + mt * 16 * D * 2 + lr.row_lo + ((lr.chunk_hi ^ (2 * kk)) << 4));
+      ldsm_x4(a[mt], a_rows + mt * 16 * kRowBytes + lr.row_lo + ((lr.chunk_hi ^ (2 * kk)) << 4));
     }
     const uint32_t b_col = (lr.chunk_lo ^ (2 * kk)) << 4;
 #pragma unroll
     for (uint32_t np = 0; np < N / 16; ++np) {
       uint32_t b[4];
-      ldsm_x4(b, b_tile + np * 16 * D * 2 + lr.row_hi + b_col);
+      ldsm_x4(b, b_tile + np * 16 * kRowBytes + lr.row_hi + b_col);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        mma16816(acc[mt][2 * np], a[mt], b[0], b[1]);
-        mma16816(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+        mma16816<T>(acc[mt][2 * np], a[mt], b[0], b[1]);
+        mma16816<T>(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
       }
     }
   }
 }
 
-// The [16 MT x K] accumulator as bf16 A fragments of K / 16 k-steps (P, dS).
-template <int MT, int K>
+// The [16 MT x K] accumulator as T A fragments of K / 16 k-steps (P, dS).
+template <typename T, int MT, int K>
 __device__ __forceinline__ void to_a_frags(uint32_t (&pa)[MT][K / 16][4],
                                            const float (&acc)[MT][K / 8][4]) {
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
     for (int kk = 0; kk < K / 16; ++kk) {
-      pa[mt][kk][0] = pack_bf16(acc[mt][2 * kk][0], acc[mt][2 * kk][1]);
-      pa[mt][kk][1] = pack_bf16(acc[mt][2 * kk][2], acc[mt][2 * kk][3]);
-      pa[mt][kk][2] = pack_bf16(acc[mt][2 * kk + 1][0], acc[mt][2 * kk + 1][1]);
-      pa[mt][kk][3] = pack_bf16(acc[mt][2 * kk + 1][2], acc[mt][2 * kk + 1][3]);
+      pa[mt][kk][0] = pack2<T>(acc[mt][2 * kk][0], acc[mt][2 * kk][1]);
+      pa[mt][kk][1] = pack2<T>(acc[mt][2 * kk][2], acc[mt][2 * kk][3]);
+      pa[mt][kk][2] = pack2<T>(acc[mt][2 * kk + 1][0], acc[mt][2 * kk + 1][1]);
+      pa[mt][kk][3] = pack2<T>(acc[mt][2 * kk + 1][2], acc[mt][2 * kk + 1][3]);
     }
   }
 }
 
 // acc [16 MT x D] += P[16 MT x K] (A fragments) * B[0 .. K, 0 .. D) (b_tile: B's first row).
-template <int D, int MT, int K>
+template <typename T, int D, int MT, int K>
 __device__ __forceinline__ void gemm_nn(float (&acc)[MT][D / 8][4],
                                         const uint32_t (&pa)[MT][K / 16][4], uint32_t b_tile,
                                         const LaneRows& lr) {
+  constexpr uint32_t kRowBytes = tile_stride(D) * 2;
 #pragma unroll
   for (uint32_t kk = 0; kk < K / 16; ++kk) {
 #pragma unroll
     for (uint32_t dp = 0; dp < D / 16; ++dp) {
       uint32_t b[4];
-      ldsm_x4_trans(b, b_tile + kk * 16 * D * 2 + lr.row_lo + ((lr.chunk_hi ^ (2 * dp)) << 4));
+      ldsm_x4_trans(b, b_tile + kk * 16 * kRowBytes + lr.row_lo + ((lr.chunk_hi ^ (2 * dp)) << 4));
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        mma16816(acc[mt][2 * dp], pa[mt][kk], b[0], b[1]);
-        mma16816(acc[mt][2 * dp + 1], pa[mt][kk], b[2], b[3]);
+        mma16816<T>(acc[mt][2 * dp], pa[mt][kk], b[0], b[1]);
+        mma16816<T>(acc[mt][2 * dp + 1], pa[mt][kk], b[2], b[3]);
       }
     }
   }
@@ -275,29 +341,56 @@ struct Scorer {
   template <bool kCheck, bool kBias>
   __device__ float logit(float s, int i, int j) const {
     if (kCheck && !visible(i, j)) return -INFINITY;
-    if (!kBias) return s * p.scale_log2;
+    if (!kBias || p.bias == 0) return s * p.scale_log2;  // bias 0: generic (kBias) kernels
     if (p.bias == 1) return fmaf(s, p.scale_log2, slope_log2 * static_cast<float>(j));
     return fmaf(s, p.scale_log2, band[j - i + band_shift]);
   }
-  // 1 when element (i, j) is kept by the probability dropout, else 0 (no scaling).
+  // 1 when element (i, j) is kept by the probability dropout, else 0 (no scaling); 1 without
+  // dropout (generic kDropout kernels).
   __device__ float keep(int i, int j) const {
+    if (p.dropout_p == 0.f) return 1.f;
     const uint64_t e =
         ((uint64_t(b) * p.total_heads + p.head_offset + h) * p.tq + i) * uint64_t(p.tk) + j;
     return engine::philox_uniform_at(p.seed, p.offset, e) >= p.dropout_p ? 1.f : 0.f;
   }
 };
 
-// Calls Kernel<D, kDropout, kBias>::launch(p, batch, stream) for the runtime flags of p, so the
-// common case (no dropout, no bias) carries no per-element branches.
-template <int D, template <int, bool, bool> class Kernel>
+// Calls Kernel<T, D, kDropout, kBias>::launch(p, batch, stream) for the runtime flags of p. The
+// tuned bf16 widths 64 and 128 compile every pair of flags, so their common case (no dropout, no
+// bias) carries no per-element branches; every other width and f16 compile only the generic
+// kDropout = kBias = true kernels, which test p's dropout and bias per element (uniform
+// branches; the Philox state's registers are held either way), a fifth of the kernels to
+// compile on the build machine's two cores.
+template <typename T, int D, template <typename, int, bool, bool> class Kernel>
 void launch_for_features(const Params& p, int batch, cudaStream_t stream) {
-  const bool bias = p.bias != 0;
-  if (p.dropout_p > 0.f) {
-    bias ? Kernel<D, true, true>::launch(p, batch, stream)
-         : Kernel<D, true, false>::launch(p, batch, stream);
+  if constexpr (std::is_same_v<T, bf16> && (D == 64 || D == 128)) {
+    const bool bias = p.bias != 0;
+    if (p.dropout_p > 0.f) {
+      bias ? Kernel<T, D, true, true>::launch(p, batch, stream)
+           : Kernel<T, D, true, false>::launch(p, batch, stream);
+    } else {
+      bias ? Kernel<T, D, false, true>::launch(p, batch, stream)
+           : Kernel<T, D, false, false>::launch(p, batch, stream);
+    }
   } else {
-    bias ? Kernel<D, false, true>::launch(p, batch, stream)
-         : Kernel<D, false, false>::launch(p, batch, stream);
+    Kernel<T, D, true, true>::launch(p, batch, stream);
+  }
+}
+
+// Runs Kernel for p's element type and the tile width of p.dh.
+template <template <typename, int, bool, bool> class Kernel, typename T>
+void launch_for_width(const Params& p, int batch, cudaStream_t stream) {
+  switch (tile_width(p.dh)) {
+    case 64:
+      return launch_for_features<T, 64, Kernel>(p, batch, stream);
+    case 96:
+      return launch_for_features<T, 96, Kernel>(p, batch, stream);
+    case 128:
+      return launch_for_features<T, 128, Kernel>(p, batch, stream);
+    case 192:
+      return launch_for_features<T, 192, Kernel>(p, batch, stream);
+    default:
+      return launch_for_features<T, 256, Kernel>(p, batch, stream);
   }
 }
 

@@ -15,7 +15,11 @@
 // drel_reduce_diagonals adds the rows over blocks and samples, drel_reduce_buckets the
 // diagonals of each bucket: fixed orders throughout. Both kernels read the bias from a per-block
 // band in smem (load_rel_band).
-#include <cuda_bf16.h>
+// Templated on the element type T and the tile width D (ops/cuda/flash_attention_tiles.cuh);
+// flash_attention_backward_{bf16,f16}.cu compile one element type each. Widths over 128 split
+// dkdv into a dv kernel and a dk kernel (kPart): dk and dv of one m-tile would take 2 D / 2
+// accumulator registers a thread, more than there are.
+#pragma once
 
 #include <algorithm>
 #include <string>
@@ -26,27 +30,31 @@
 #include "ops/cuda/flash_attention_tiles.cuh"
 
 namespace anvil::ops::cuda::flash {
-namespace {
 
 // dvec of a dq block's kM rows, dvec_i = sum_d dout_id out_id in f32, kThreads / kM threads a
 // row: into smem for this block and to global memory for the dk/dv kernel that runs next.
-template <int D, int kM>
+// Columns past the head size (dh < D) are not read.
+template <typename T, int D, int kM>
 __device__ __forceinline__ void block_rowdot(float* s_dvec, const Params& p, int b, int h, int q0) {
+  using T2 = decltype(pair_of<T>(0.f, 0.f));
   constexpr int kParts = kThreads / kM, kCols = D / kParts;
+  static_assert(kCols % 8 == 0, "16-byte loads");
   const int row = threadIdx.x / kParts, part = threadIdx.x % kParts, i = q0 + row;
   float sum = 0.f;
   if (i < p.tq) {
-    const bf16* d = p.dout + (int64_t(b) * p.tq + i) * p.ldd + int64_t(h) * D + part * kCols;
-    const bf16* o = p.out + (int64_t(b) * p.tq + i) * p.ldo + int64_t(h) * D + part * kCols;
+    const int64_t col0 = int64_t(h) * p.dh + part * kCols;
+    const T* d = act<T>(p.dout) + (int64_t(b) * p.tq + i) * p.ldd + col0;
+    const T* o = act<T>(p.out) + (int64_t(b) * p.tq + i) * p.ldo + col0;
 #pragma unroll
     for (int c = 0; c < kCols; c += 8) {
+      if (part * kCols + c >= p.dh) break;
       const uint4 dd = *reinterpret_cast<const uint4*>(d + c);
       const uint4 oo = *reinterpret_cast<const uint4*>(o + c);
-      const __nv_bfloat162* d2 = reinterpret_cast<const __nv_bfloat162*>(&dd);
-      const __nv_bfloat162* o2 = reinterpret_cast<const __nv_bfloat162*>(&oo);
+      const T2* d2 = reinterpret_cast<const T2*>(&dd);
+      const T2* o2 = reinterpret_cast<const T2*>(&oo);
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
-        const float2 x = __bfloat1622float2(d2[k]), y = __bfloat1622float2(o2[k]);
+        const float2 x = to_float2(d2[k]), y = to_float2(o2[k]);
         sum = fmaf(x.x, y.x, sum);
         sum = fmaf(x.y, y.y, sum);
       }
@@ -60,34 +68,18 @@ __device__ __forceinline__ void block_rowdot(float* s_dvec, const Params& p, int
   }
 }
 
-template <int MT, int N>
-__device__ __forceinline__ void scale_acc(float (&acc)[MT][N][4], float s) {
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-    for (int n = 0; n < N; ++n) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[mt][n][c] *= s;
-    }
-  }
-}
-
-// A warp's [16 MT, D] accumulator (rows row0 ...) to a row-strided matrix (rows < rows).
-template <int D, int MT>
-__device__ __forceinline__ void store_rows(bf16* g, int64_t ld, int row0, int rows,
-                                           const float (&acc)[MT][D / 8][4]) {
-  const int lane = threadIdx.x & 31, t = lane & 3;
+// A warp's [16 MT, D] accumulator times s (rows row0 ...) to columns [0, dh) of a row-strided
+// matrix (rows < rows).
+template <typename T, int D, int MT>
+__device__ __forceinline__ void store_rows(T* g, int64_t ld, int row0, int rows,
+                                           const float (&acc)[MT][D / 8][4], float s, int dh) {
+  const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = row0 + mt * 16 + (lane >> 2) + r * 8;
-      if (row >= rows) continue;
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
-        *reinterpret_cast<__nv_bfloat162*>(g + int64_t(row) * ld + n * 8 + 2 * t) =
-            __floats2bfloat162_rn(acc[mt][n][2 * r], acc[mt][n][2 * r + 1]);
-      }
+      if (row < rows) store_row<T, D>(g + int64_t(row) * ld, acc[mt], r, s, dh);
     }
   }
 }
@@ -169,14 +161,14 @@ __device__ __forceinline__ void store_block_diagonals(const Params& p, const flo
 
 // A block owns 64 MT queries (four warps of 16 MT rows) and takes each 64-key tile in 64 / N
 // column slices (N = 32 keeps S and dP of two m-tiles in registers).
-template <int D, int MT, int N, bool kDropout, bool kBias>
+template <typename T, int D, int MT, int N, bool kDropout, bool kBias>
 __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 2)
     flash_dq_kernel(const Params p) {
-  constexpr int kM = kRows * MT;
+  constexpr int kM = kRows * MT, S = tile_stride(D);
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  bf16* sq = reinterpret_cast<bf16*>(smem_raw);  // [kM, D] each
-  bf16* sdo = sq + kM * D;
-  bf16* skv = sdo + kM * D;  // [2 stages][K, V] of [64, D]
+  T* sq = reinterpret_cast<T*>(smem_raw);  // [kM, S] each
+  T* sdo = sq + kM * S;
+  T* skv = sdo + kM * S;  // [2 stages][K, V] of [64, S]
   const int qb = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
   const int q0 = qb * kM, w0 = q0 + warp * 16 * MT;  // w0: the warp's first row
@@ -184,16 +176,16 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 2)
   // running diagonal sums, then the band of diagonal biases [kM + Tk - 1].
   const bool rel = kBias && p.bias == 2;
   const int run_stride = num_row_blocks(p.tk) * kRows + 16;
-  float* s_part = reinterpret_cast<float*>(skv + 4 * kRows * D);
+  float* s_part = reinterpret_cast<float*>(skv + 4 * kRows * S);
   float* s_run = s_part + kWarps * 8 * kPartStride;
   float* sband = s_run + kM / 16 * run_stride;
   // band[e] is diagonal j - i = e - (q0 + kM - 1).
   const Scorer sc(p, b, h, sband, q0 + kM - 1);
   const LaneRows lr = lane_rows<D>();
-  const uint32_t q_rows = smem_u32(sq) + warp * 16 * MT * D * 2,
-                 do_rows = smem_u32(sdo) + warp * 16 * MT * D * 2;
-  const bf16* kg = p.k + int64_t(b) * p.tk * p.ldk + int64_t(h) * D;
-  const bf16* vg = p.v + int64_t(b) * p.tk * p.ldv + int64_t(h) * D;
+  const uint32_t q_rows = smem_u32(sq) + warp * 16 * MT * S * 2,
+                 do_rows = smem_u32(sdo) + warp * 16 * MT * S * 2;
+  const T* kg = act<T>(p.k) + int64_t(b) * p.tk * p.ldk + int64_t(h) * p.dh;
+  const T* vg = act<T>(p.v) + int64_t(b) * p.tk * p.ldv + int64_t(h) * p.dh;
   const int kv_stop = p.causal ? min(sc.kv_end, q0 + kM) : sc.kv_end;
   const int n_blocks = (kv_stop + kRows - 1) / kRows;
   const int run_len = n_blocks * kRows + 15;  // running sums a strip's slices reach
@@ -204,16 +196,18 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 2)
     for (int e = threadIdx.x; e < kM / 16 * run_stride; e += kThreads) s_run[e] = 0.f;
   }
 
-  load_tile<D, kM>(sq, p.q + int64_t(b) * p.tq * p.ldq + int64_t(h) * D, p.ldq, q0, p.tq);
-  load_tile<D, kM>(sdo, p.dout + int64_t(b) * p.tq * p.ldd + int64_t(h) * D, p.ldd, q0, p.tq);
+  load_tile<D, kM>(sq, act<T>(p.q) + int64_t(b) * p.tq * p.ldq + int64_t(h) * p.dh, p.ldq, q0, p.tq,
+                   p.dh);
+  load_tile<D, kM>(sdo, act<T>(p.dout) + int64_t(b) * p.tq * p.ldd + int64_t(h) * p.dh, p.ldd, q0,
+                   p.tq, p.dh);
   if (n_blocks > 0) {
-    load_tile<D>(skv, kg, p.ldk, 0, p.tk);
-    load_tile<D>(skv + kRows * D, vg, p.ldv, 0, p.tk);
+    load_tile<D>(skv, kg, p.ldk, 0, p.tk, p.dh);
+    load_tile<D>(skv + kRows * S, vg, p.ldv, 0, p.tk, p.dh);
   }
   cp_async_commit();
 
   __shared__ float s_dvec[kM];
-  block_rowdot<D, kM>(s_dvec, p, b, h, q0);
+  block_rowdot<T, D, kM>(s_dvec, p, b, h, q0);
   __syncthreads();
   float lse2[MT][2], dvec[MT][2];
 #pragma unroll
@@ -232,13 +226,13 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 2)
     cp_async_wait<0>();  // K(nb), V(nb) are in
     __syncthreads();     // ... for every thread; every warp is done with the other stage
     if (nb + 1 < n_blocks) {
-      bf16* nk = skv + ((nb + 1) & 1) * 2 * kRows * D;
-      load_tile<D>(nk, kg, p.ldk, k0 + kRows, p.tk);
-      load_tile<D>(nk + kRows * D, vg, p.ldv, k0 + kRows, p.tk);
+      T* nk = skv + ((nb + 1) & 1) * 2 * kRows * S;
+      load_tile<D>(nk, kg, p.ldk, k0 + kRows, p.tk, p.dh);
+      load_tile<D>(nk + kRows * S, vg, p.ldv, k0 + kRows, p.tk, p.dh);
     }
     cp_async_commit();
-    const uint32_t k_tile = smem_u32(skv + (nb & 1) * 2 * kRows * D),
-                   v_tile = k_tile + kRows * D * 2;
+    const uint32_t k_tile = smem_u32(skv + (nb & 1) * 2 * kRows * S),
+                   v_tile = k_tile + kRows * S * 2;
 #pragma unroll
     for (int c0 = 0; c0 < kRows; c0 += N) {
       const int kc = k0 + c0;
@@ -248,8 +242,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 2)
       float s[MT][N / 8][4], dp[MT][N / 8][4];
       zero(s);
       zero(dp);
-      gemm_nt<D, MT, N>(s, q_rows, k_tile + c0 * D * 2, lr);
-      gemm_nt<D, MT, N>(dp, do_rows, v_tile + c0 * D * 2, lr);
+      gemm_nt<T, D, MT, N>(s, q_rows, k_tile + c0 * S * 2, lr);
+      gemm_nt<T, D, MT, N>(dp, do_rows, v_tile + c0 * S * 2, lr);
       const bool full = sc.all_visible(w0, w0 + 16 * MT, kc + N);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
@@ -270,13 +264,13 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 2)
         }
       }
       uint32_t pa[MT][N / 16][4];
-      to_a_frags<MT, N>(pa, s);
-      gemm_nn<D, MT, N>(dq, pa, k_tile + c0 * D * 2, lr);
+      to_a_frags<T, MT, N>(pa, s);
+      gemm_nn<T, D, MT, N>(dq, pa, k_tile + c0 * S * 2, lr);
     }
   }
   cp_async_wait<0>();
-  scale_acc(dq, p.scale_log2 / kLog2e);
-  store_rows<D, MT>(p.dq + int64_t(b) * p.tq * p.ld_dq + int64_t(h) * D, p.ld_dq, w0, p.tq, dq);
+  store_rows<T, D, MT>(act<T>(p.dq) + int64_t(b) * p.tq * p.ld_dq + int64_t(h) * p.dh, p.ld_dq, w0,
+                       p.tq, dq, p.scale_log2 / kLog2e, p.dh);
   if (rel) {
     __syncthreads();
     store_block_diagonals<kM>(p, s_run, run_stride, run_len, b, h, qb);
@@ -285,7 +279,9 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 2)
 
 // drel_diag[h, d] = sum over samples b, query blocks qb of drel_rows[b, h, qb, d]: row
 // k = b blocks + qb goes to partial sum k % 4 (four loads in flight, not one chain of B blocks
-// dependent adds), then ((0 + 1) + (2 + 3)).
+// dependent adds), then ((0 + 1) + (2 + 3)). (The two reductions do not read T: they are
+// templated on it so that each element type's translation unit holds its own copy.)
+template <typename T>
 __global__ void drel_reduce_diagonals(const Params p, int batch, int blocks) {
   const int diags = num_diagonals(p.tq, p.tk), h = blockIdx.y;
   const int d = blockIdx.x * blockDim.x + threadIdx.x;
@@ -303,6 +299,7 @@ __global__ void drel_reduce_diagonals(const Params p, int batch, int blocks) {
 }
 
 // d_rel_table[u, head_offset + h] += sum of drel_diag[h, d] over the diagonals d in bucket u.
+template <typename T>
 __global__ void drel_reduce_buckets(const Params p) {
   const int diags = num_diagonals(p.tq, p.tk), h = blockIdx.x;
   for (int u = threadIdx.x; u < p.num_buckets; u += blockDim.x) {
@@ -335,16 +332,20 @@ __device__ __forceinline__ void dkdv_scores(float (&st)[N / 8][4], float (&dpt)[
   }
 }
 
+// Which of dk, dv a dkdv kernel computes.
+enum DkDvPart { kDkDv = 0, kDvOnly = 1, kDkOnly = 2 };
+
 // A block owns 64 MT keys (four warps of 16 MT rows) and takes each 64-query tile in 64 / N
 // column slices.
-template <int D, int MT, int N, bool kDropout, bool kBias>
+template <typename T, int D, int MT, int N, int kPart, bool kDropout, bool kBias>
 __global__ void __launch_bounds__(kThreads, 2) flash_dkdv_kernel(const Params p) {
-  constexpr int kM = kRows * MT;
+  constexpr int kM = kRows * MT, S = tile_stride(D);
+  constexpr bool kDk = kPart != kDvOnly, kDv = kPart != kDkOnly;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  bf16* sk = reinterpret_cast<bf16*>(smem_raw);  // [kM, D] each
-  bf16* sv = sk + kM * D;
-  bf16* sqd = sv + kM * D;                                      // [2 stages][Q, dout] [64, D]
-  float* svec = reinterpret_cast<float*>(sqd + 4 * kRows * D);  // [2 stages][lse2, dvec][64]
+  T* sk = reinterpret_cast<T*>(smem_raw);  // [kM, S] each
+  T* sv = sk + kM * S;
+  T* sqd = sv + kM * S;                                         // [2 stages][Q, dout] [64, S]
+  float* svec = reinterpret_cast<float*>(sqd + 4 * kRows * S);  // [2 stages][lse2, dvec][64]
   float* sband = svec + 4 * kRows;  // [kM + Tq - 1] diagonal biases (relative buckets)
   const int kb = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
@@ -354,21 +355,25 @@ __global__ void __launch_bounds__(kThreads, 2) flash_dkdv_kernel(const Params p)
   // Read after the loop's first barrier.
   if (kBias && p.bias == 2) load_rel_band(sband, p, h, k0, kM + p.tq - 1);
   const LaneRows lr = lane_rows<D>();
-  const uint32_t k_rows = smem_u32(sk) + warp * 16 * MT * D * 2,
-                 v_rows = smem_u32(sv) + warp * 16 * MT * D * 2;
-  const bf16* qg = p.q + int64_t(b) * p.tq * p.ldq + int64_t(h) * D;
-  const bf16* dg = p.dout + int64_t(b) * p.tq * p.ldd + int64_t(h) * D;
+  const uint32_t k_rows = smem_u32(sk) + warp * 16 * MT * S * 2,
+                 v_rows = smem_u32(sv) + warp * 16 * MT * S * 2;
+  const T* qg = act<T>(p.q) + int64_t(b) * p.tq * p.ldq + int64_t(h) * p.dh;
+  const T* dg = act<T>(p.dout) + int64_t(b) * p.tq * p.ldd + int64_t(h) * p.dh;
   const float* lse_g = p.lse + (int64_t(b) * p.heads + h) * p.tq;
   const float* dvec_g = p.dvec + (int64_t(b) * p.heads + h) * p.tq;
   // Query blocks that can see a key of this block: causal ones start at the diagonal.
   const int m_first = (p.causal ? k0 : 0) / kRows;
   const int m_blocks = k0 < sc.kv_end ? (p.tq + kRows - 1) / kRows : 0;
 
-  load_tile<D, kM>(sk, p.k + int64_t(b) * p.tk * p.ldk + int64_t(h) * D, p.ldk, k0, p.tk);
-  load_tile<D, kM>(sv, p.v + int64_t(b) * p.tk * p.ldv + int64_t(h) * D, p.ldv, k0, p.tk);
+  load_tile<D, kM>(sk, act<T>(p.k) + int64_t(b) * p.tk * p.ldk + int64_t(h) * p.dh, p.ldk, k0, p.tk,
+                   p.dh);
+  if (kDk) {  // the dv kernel reads no V
+    load_tile<D, kM>(sv, act<T>(p.v) + int64_t(b) * p.tk * p.ldv + int64_t(h) * p.dh, p.ldv, k0,
+                     p.tk, p.dh);
+  }
   if (m_first < m_blocks) {
-    load_tile<D>(sqd, qg, p.ldq, m_first * kRows, p.tq);
-    load_tile<D>(sqd + kRows * D, dg, p.ldd, m_first * kRows, p.tq);
+    load_tile<D>(sqd, qg, p.ldq, m_first * kRows, p.tq, p.dh);
+    load_tile<D>(sqd + kRows * S, dg, p.ldd, m_first * kRows, p.tq, p.dh);
   }
   cp_async_commit();
 
@@ -378,8 +383,8 @@ __global__ void __launch_bounds__(kThreads, 2) flash_dkdv_kernel(const Params p)
   zero(dv);
   for (int mb = m_first; mb < m_blocks; ++mb) {
     const int m0 = mb * kRows, stage = (mb - m_first) & 1;
-    const bf16* sq = sqd + stage * 2 * kRows * D;
-    const uint32_t q_tile = smem_u32(sq), do_tile = q_tile + kRows * D * 2;
+    const T* sq = sqd + stage * 2 * kRows * S;
+    const uint32_t q_tile = smem_u32(sq), do_tile = q_tile + kRows * S * 2;
     float* slse = svec + stage * 2 * kRows;
     float* sdvec = slse + kRows;
     // This stage's vectors were last read two iterations ago, before the previous barrier.
@@ -391,9 +396,9 @@ __global__ void __launch_bounds__(kThreads, 2) flash_dkdv_kernel(const Params p)
     cp_async_wait<0>();  // Q(mb), dout(mb) are in
     __syncthreads();     // ... for every thread; every warp is done with the other stage
     if (mb + 1 < m_blocks) {
-      bf16* nq = sqd + (stage ^ 1) * 2 * kRows * D;
-      load_tile<D>(nq, qg, p.ldq, m0 + kRows, p.tq);
-      load_tile<D>(nq + kRows * D, dg, p.ldd, m0 + kRows, p.tq);
+      T* nq = sqd + (stage ^ 1) * 2 * kRows * S;
+      load_tile<D>(nq, qg, p.ldq, m0 + kRows, p.tq, p.dh);
+      load_tile<D>(nq + kRows * S, dg, p.ldd, m0 + kRows, p.tq, p.dh);
     }
     cp_async_commit();
 #pragma unroll
@@ -404,8 +409,8 @@ __global__ void __launch_bounds__(kThreads, 2) flash_dkdv_kernel(const Params p)
       float st[MT][N / 8][4], dpt[MT][N / 8][4];  // rows: the warp's keys; columns: queries
       zero(st);
       zero(dpt);
-      gemm_nt<D, MT, N>(st, k_rows, q_tile + c0 * D * 2, lr);
-      gemm_nt<D, MT, N>(dpt, v_rows, do_tile + c0 * D * 2, lr);
+      gemm_nt<T, D, MT, N>(st, k_rows, q_tile + c0 * S * 2, lr);
+      if constexpr (kDk) gemm_nt<T, D, MT, N>(dpt, v_rows, do_tile + c0 * S * 2, lr);
       const bool full = !sc.segmented && key0 + 16 * MT <= sc.kv_end &&
                         (!p.causal || key0 + 16 * MT - 1 <= mc) && mc + N <= p.tq;
 #pragma unroll
@@ -420,16 +425,25 @@ __global__ void __launch_bounds__(kThreads, 2) flash_dkdv_kernel(const Params p)
         }
       }
       uint32_t pa[MT][N / 16][4];
-      to_a_frags<MT, N>(pa, st);
-      gemm_nn<D, MT, N>(dv, pa, do_tile + c0 * D * 2, lr);
-      to_a_frags<MT, N>(pa, dpt);
-      gemm_nn<D, MT, N>(dk, pa, q_tile + c0 * D * 2, lr);
+      if constexpr (kDv) {
+        to_a_frags<T, MT, N>(pa, st);
+        gemm_nn<T, D, MT, N>(dv, pa, do_tile + c0 * S * 2, lr);
+      }
+      if constexpr (kDk) {
+        to_a_frags<T, MT, N>(pa, dpt);
+        gemm_nn<T, D, MT, N>(dk, pa, q_tile + c0 * S * 2, lr);
+      }
     }
   }
   cp_async_wait<0>();
-  scale_acc(dk, p.scale_log2 / kLog2e);
-  store_rows<D, MT>(p.dk + int64_t(b) * p.tk * p.ld_dk + int64_t(h) * D, p.ld_dk, key0, p.tk, dk);
-  store_rows<D, MT>(p.dv + int64_t(b) * p.tk * p.ld_dv + int64_t(h) * D, p.ld_dv, key0, p.tk, dv);
+  if constexpr (kDk) {
+    store_rows<T, D, MT>(act<T>(p.dk) + int64_t(b) * p.tk * p.ld_dk + int64_t(h) * p.dh, p.ld_dk,
+                         key0, p.tk, dk, p.scale_log2 / kLog2e, p.dh);
+  }
+  if constexpr (kDv) {
+    store_rows<T, D, MT>(act<T>(p.dv) + int64_t(b) * p.tk * p.ld_dv + int64_t(h) * p.dh, p.ld_dv,
+                         key0, p.tk, dv, 1.f, p.dh);
+  }
 }
 
 template <typename Kernel>
@@ -438,25 +452,37 @@ void set_smem(Kernel kernel, size_t bytes) {
                                         static_cast<int>(bytes)));
 }
 
-// Block shapes (m-tiles per warp, column slice) per head dim, chosen by registers: two m-tiles with
-// 32-wide slices for Dh 64, one with whole tiles for Dh 128; the Dh 64 dq with bias and dropout
-// takes one m-tile (H200, T5-base shapes, relative buckets: encoder 512 forward + backward
-// 2.69 ms with one, 2.79 with two; decoder 114 causal 0.37 / 0.43; without dropout two m-tiles
-// are faster: 0.76 / 0.81 ms). ptxas (sm_90, CUDA 13.0), no dropout (dropout spills 0.1-1.1 KB
-// more in every kernel):
+// Block shapes (m-tiles per warp, column slice) per tile width, chosen by registers: two m-tiles
+// with 32-wide slices for Dh 64, one with whole tiles for Dh 128 (and 96); the Dh 64 dq with bias
+// and dropout takes one m-tile (H200, T5-base shapes, relative buckets: encoder 512 forward +
+// backward 2.69 ms with one, 2.79 with two; decoder 114 causal 0.37 / 0.43; without dropout two
+// m-tiles are faster: 0.76 / 0.81 ms). Widths 192 and 256: one m-tile, 32-wide slices, dk and
+// dv in two kernels. ptxas (sm_90, CUDA 13.0), bf16, no dropout (dropout spills 0.1-1.1 KB more
+// in every kernel):
 //   dq   Dh 64 MT 2 N 32: 248-249 registers, smem 64 KiB;  Dh 128 MT 1: 246-247, 96 KiB;
 //        Dh 64 MT 1 (bias and dropout): 168, 48 KiB
 //   dkdv Dh 64 MT 2 N 32: 255 + 48-108 bytes spilled, 65 KiB;  Dh 128 MT 1: 255 + 76-140 bytes
 //        spilled, 97 KiB
 // (relative buckets add 4 8 80 + 4 MT (64 ceil(Tk / 64) + 16) + 64 MT + Tk f32 to the dq smem
 // and 64 MT + Tq f32 to the dkdv smem).
-template <int D, bool kDropout, bool kBias>
+template <typename T, int D, bool kDropout, bool kBias>
 struct Backward {
   static constexpr int kDqMT = D == 64 && !(kBias && kDropout) ? 2 : 1,
-                       kDqN = kDqMT == 2 ? 32 : kRows;
-  static constexpr int kKvMT = D == 64 ? 2 : 1, kKvN = kKvMT == 2 ? 32 : kRows;
+                       kDqN = kDqMT == 2 || D > 128 ? 32 : kRows;
+  static constexpr int kKvMT = D == 64 ? 2 : 1, kKvN = kKvMT == 2 || D > 128 ? 32 : kRows;
+  static constexpr bool kSplit = D > 128;
+
+  template <int kPart>
+  static void launch_dkdv(const Params& p, int batch, size_t smem, cudaStream_t stream) {
+    auto* kernel = flash_dkdv_kernel<T, D, kKvMT, kKvN, kPart, kDropout, kBias>;
+    set_smem(kernel, smem);
+    const int rows = kRows * kKvMT;
+    kernel<<<dim3((p.tk + rows - 1) / rows, p.heads, batch), kThreads, smem, stream>>>(p);
+    ANVIL_CUDA_CHECK(cudaGetLastError());
+  }
+
   static void launch(const Params& p, int batch, cudaStream_t stream) {
-    const size_t tile = kRows * D * sizeof(bf16);
+    const size_t tile = kRows * tile_stride(D) * sizeof(T);
     const bool rel = p.bias == 2;
     // Relative buckets: dq's dS scratch, running diagonal sums and band; dkdv's band.
     const size_t dq_rel =
@@ -473,35 +499,27 @@ struct Backward {
                         std::to_string(std::max(dq_smem, dkdv_smem)) +
                         " bytes of shared memory per block (at most " +
                         std::to_string(kMaxSmemPerBlock) + " on sm_90)");
-    auto* dq = flash_dq_kernel<D, kDqMT, kDqN, kDropout, kBias>;
-    auto* dkdv = flash_dkdv_kernel<D, kKvMT, kKvN, kDropout, kBias>;
+    auto* dq = flash_dq_kernel<T, D, kDqMT, kDqN, kDropout, kBias>;
     set_smem(dq, dq_smem);
-    set_smem(dkdv, dkdv_smem);
-    const int dq_rows = kRows * kDqMT, kv_rows = kRows * kKvMT;
+    const int dq_rows = kRows * kDqMT;
     const int dq_blocks = (p.tq + dq_rows - 1) / dq_rows;
     dq<<<dim3(dq_blocks, p.heads, batch), kThreads, dq_smem, stream>>>(p);
     ANVIL_CUDA_CHECK(cudaGetLastError());
-    dkdv<<<dim3((p.tk + kv_rows - 1) / kv_rows, p.heads, batch), kThreads, dkdv_smem, stream>>>(p);
-    ANVIL_CUDA_CHECK(cudaGetLastError());
+    if constexpr (kSplit) {
+      launch_dkdv<kDvOnly>(p, batch, dkdv_smem, stream);
+      launch_dkdv<kDkOnly>(p, batch, dkdv_smem, stream);
+    } else {
+      launch_dkdv<kDkDv>(p, batch, dkdv_smem, stream);
+    }
     if (rel) {
       const int diags = num_diagonals(p.tq, p.tk);
-      drel_reduce_diagonals<<<dim3((diags + 63) / 64, p.heads), 64, 0, stream>>>(p, batch,
-                                                                                 dq_blocks);
+      drel_reduce_diagonals<T>
+          <<<dim3((diags + 63) / 64, p.heads), 64, 0, stream>>>(p, batch, dq_blocks);
       ANVIL_CUDA_CHECK(cudaGetLastError());
-      drel_reduce_buckets<<<p.heads, 128, 0, stream>>>(p);
+      drel_reduce_buckets<T><<<p.heads, 128, 0, stream>>>(p);
       ANVIL_CUDA_CHECK(cudaGetLastError());
     }
   }
 };
-
-}  // namespace
-
-void backward(const Params& p, int batch, int head_dim, cudaStream_t stream) {
-  if (head_dim == 64) {
-    launch_for_features<64, Backward>(p, batch, stream);
-  } else {
-    launch_for_features<128, Backward>(p, batch, stream);
-  }
-}
 
 }  // namespace anvil::ops::cuda::flash

@@ -7,7 +7,9 @@
 //   out_i = acc_i / l_i / (1 - p)  (=),  lse_i = (m_i + log2 l_i) ln 2  (=; +inf, out 0 if empty)
 // K and V are double-buffered: block nb + 1 loads (cp.async) while block nb is computed.
 // Relative buckets: the block's band of diagonal biases (kM + Tk - 1 f32) is in smem.
-#include <cuda_bf16.h>
+// Templated on the element type T and the tile width D (ops/cuda/flash_attention_tiles.cuh);
+// flash_attention_forward_{bf16,f16}.cu compile one element type each.
+#pragma once
 
 #include <string>
 
@@ -17,7 +19,6 @@
 #include "ops/cuda/flash_attention_tiles.cuh"
 
 namespace anvil::ops::cuda::flash {
-namespace {
 
 // One slice of N keys from k0, online-softmax update of a warp m-tile's two rows per thread: s
 // holds the raw dot products Q K^T and becomes the (dropped) probabilities 2^(x - m) for P V;
@@ -70,34 +71,34 @@ __device__ __forceinline__ void softmax_update(float (&s)[N / 8][4], float (&acc
 
 // A block owns 64 MT rows (four warps of 16 MT rows) and takes each 64-key tile in 64 / N
 // slices (N = 32 keeps S of two m-tiles small beside a Dh 128 accumulator).
-template <int D, int MT, int N, bool kDropout, bool kBias>
+template <typename T, int D, int MT, int N, bool kDropout, bool kBias>
 __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 && !kDropout ? 4 : 2)
     flash_forward_kernel(const Params p) {
-  constexpr int kM = kRows * MT;
+  constexpr int kM = kRows * MT, S = tile_stride(D);
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  bf16* sq = reinterpret_cast<bf16*>(smem_raw);                  // [kM, D]
-  bf16* skv = sq + kM * D;                                       // [2 stages][K, V] of [64, D]
-  float* sband = reinterpret_cast<float*>(skv + 4 * kRows * D);  // [kM + Tk - 1] (bias 2)
+  T* sq = reinterpret_cast<T*>(smem_raw);                        // [kM, S]
+  T* skv = sq + kM * S;                                          // [2 stages][K, V] of [64, S]
+  float* sband = reinterpret_cast<float*>(skv + 4 * kRows * S);  // [kM + Tk - 1] (bias 2)
   const int qb = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int q0 = qb * kM, w0 = q0 + warp * 16 * MT;  // w0: the warp's first row
   // band[e] is diagonal j - i = e - (q0 + kM - 1): row q0 + kM - 1, key 0 at e = 0.
   const Scorer sc(p, b, h, sband, q0 + kM - 1);
   const LaneRows lr = lane_rows<D>();
-  const uint32_t q_rows = smem_u32(sq) + warp * 16 * MT * D * 2;
-  const bf16* qg = p.q + int64_t(b) * p.tq * p.ldq + int64_t(h) * D;
-  const bf16* kg = p.k + int64_t(b) * p.tk * p.ldk + int64_t(h) * D;
-  const bf16* vg = p.v + int64_t(b) * p.tk * p.ldv + int64_t(h) * D;
+  const uint32_t q_rows = smem_u32(sq) + warp * 16 * MT * S * 2;
+  const T* qg = act<T>(p.q) + int64_t(b) * p.tq * p.ldq + int64_t(h) * p.dh;
+  const T* kg = act<T>(p.k) + int64_t(b) * p.tk * p.ldk + int64_t(h) * p.dh;
+  const T* vg = act<T>(p.v) + int64_t(b) * p.tk * p.ldv + int64_t(h) * p.dh;
   // Keys past this block's last query (causal) or past the padding never matter.
   const int kv_stop = p.causal ? min(sc.kv_end, q0 + kM) : sc.kv_end;
   const int n_blocks = (kv_stop + kRows - 1) / kRows;
   // Read after the loop's first barrier.
   if (kBias && p.bias == 2) load_rel_band(sband, p, h, p.tq - q0 - kM, kM + kv_stop - 1);
 
-  load_tile<D, kM>(sq, qg, p.ldq, q0, p.tq);
+  load_tile<D, kM>(sq, qg, p.ldq, q0, p.tq, p.dh);
   if (n_blocks > 0) {
-    load_tile<D>(skv, kg, p.ldk, 0, p.tk);
-    load_tile<D>(skv + kRows * D, vg, p.ldv, 0, p.tk);
+    load_tile<D>(skv, kg, p.ldk, 0, p.tk, p.dh);
+    load_tile<D>(skv + kRows * S, vg, p.ldv, 0, p.tk, p.dh);
   }
   cp_async_commit();
 
@@ -115,13 +116,13 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 && !kDropout ? 4 
     cp_async_wait<0>();  // K(nb), V(nb) are in
     __syncthreads();     // ... for every thread; every warp is done with the other stage
     if (nb + 1 < n_blocks) {
-      bf16* nk = skv + ((nb + 1) & 1) * 2 * kRows * D;
-      load_tile<D>(nk, kg, p.ldk, k0 + kRows, p.tk);
-      load_tile<D>(nk + kRows * D, vg, p.ldv, k0 + kRows, p.tk);
+      T* nk = skv + ((nb + 1) & 1) * 2 * kRows * S;
+      load_tile<D>(nk, kg, p.ldk, k0 + kRows, p.tk, p.dh);
+      load_tile<D>(nk + kRows * S, vg, p.ldv, k0 + kRows, p.tk, p.dh);
     }
     cp_async_commit();
-    const uint32_t k_tile = smem_u32(skv + (nb & 1) * 2 * kRows * D),
-                   v_tile = k_tile + kRows * D * 2;
+    const uint32_t k_tile = smem_u32(skv + (nb & 1) * 2 * kRows * S),
+                   v_tile = k_tile + kRows * S * 2;
 #pragma unroll
     for (int c0 = 0; c0 < kRows; c0 += N) {
       const int kc = k0 + c0;
@@ -130,7 +131,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 && !kDropout ? 4 
       if (w0 >= p.tq || (p.causal && kc > w0 + 16 * MT - 1)) continue;
       float s[MT][N / 8][4];
       zero(s);
-      gemm_nt<D, MT, N>(s, q_rows, k_tile + c0 * D * 2, lr);
+      gemm_nt<T, D, MT, N>(s, q_rows, k_tile + c0 * S * 2, lr);
       const bool full = sc.all_visible(w0, w0 + 16 * MT, kc + N);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
@@ -144,8 +145,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 && !kDropout ? 4 
         }
       }
       uint32_t pa[MT][N / 16][4];
-      to_a_frags<MT, N>(pa, s);
-      gemm_nn<D, MT, N>(acc, pa, v_tile + c0 * D * 2, lr);
+      to_a_frags<T, MT, N>(pa, s);
+      gemm_nn<T, D, MT, N>(acc, pa, v_tile + c0 * S * 2, lr);
     }
   }
   cp_async_wait<0>();
@@ -161,12 +162,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 && !kDropout ? 4 
       if (i >= p.tq) continue;
       const bool empty = l == 0.f;
       const float inv = empty ? 0.f : p.keep_scale / l;
-      bf16* orow = p.o + (int64_t(b) * p.tq + i) * p.ldo + int64_t(h) * D;
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
-        *reinterpret_cast<__nv_bfloat162*>(orow + n * 8 + 2 * t) =
-            __floats2bfloat162_rn(acc[mt][n][2 * r] * inv, acc[mt][n][2 * r + 1] * inv);
-      }
+      store_row<T, D>(act<T>(p.o) + (int64_t(b) * p.tq + i) * p.ldo + int64_t(h) * p.dh, acc[mt], r,
+                      inv, p.dh);
       if (t == 0) {
         p.lse[(int64_t(b) * p.heads + h) * p.tq + i] =
             empty ? INFINITY : (m_run[mt][r] + __log2f(l)) * 0.6931471805599453f;
@@ -175,22 +172,25 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 && !kDropout ? 4 
   }
 }
 
-// Block shape (m-tiles per warp MT, key slice N) per head dim and mask, chosen by the H200
-// timings of docs/performance.md and by registers. ptxas (sm_90, CUDA 13.0), no dropout:
+// Block shape (m-tiles per warp MT, key slice N) per tile width and mask, chosen by the H200
+// timings of docs/performance.md (64, 128) and by registers (the others). ptxas (sm_90, CUDA
+// 13.0), bf16, no dropout:
 //   Dh 64 causal, MT 1 N 64: 128 registers (four blocks per SM; with dropout two), smem 40 KiB
 //   Dh 64, MT 2 N 64: 235-244 registers, no spills, smem 48 KiB
 //   Dh 128, MT 2 N 32: 254 registers, no spills, smem 96 KiB
-// dropout adds Philox state and spills a few hundred bytes in each.
-template <int D, int MT, int N, bool kDropout, bool kBias>
+// dropout adds Philox state and spills a few hundred bytes in each. Width 96 takes 128's shape
+// (its smem too: rows of 128); 192 and 256 one m-tile (their accumulators alone take 96 and
+// 128 registers), 160 and 192 KiB of smem, one block per SM at 256.
+template <typename T, int D, int MT, int N, bool kDropout, bool kBias>
 void launch_shape(const Params& p, int batch, cudaStream_t stream) {
   const size_t band = p.bias == 2 ? band_floats(kRows * MT, p.tk) * sizeof(float) : 0;
-  const size_t smem = (MT + 4) * kRows * D * sizeof(bf16) + band;
+  const size_t smem = (MT + 4) * kRows * tile_stride(D) * sizeof(T) + band;
   ANVIL_CHECK_MSG(smem <= kMaxSmemPerBlock, "flash_attention_forward: relative buckets with " +
                                                 std::to_string(p.tk) + " keys need " +
                                                 std::to_string(smem) +
                                                 " bytes of shared memory per block (at most " +
                                                 std::to_string(kMaxSmemPerBlock) + " on sm_90)");
-  auto* kernel = flash_forward_kernel<D, MT, N, kDropout, kBias>;
+  auto* kernel = flash_forward_kernel<T, D, MT, N, kDropout, kBias>;
   ANVIL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(smem)));
   const dim3 grid((p.tq + kRows * MT - 1) / (kRows * MT), p.heads, batch);
@@ -198,27 +198,19 @@ void launch_shape(const Params& p, int batch, cudaStream_t stream) {
   ANVIL_CUDA_CHECK(cudaGetLastError());
 }
 
-template <int D, bool kDropout, bool kBias>
+template <typename T, int D, bool kDropout, bool kBias>
 struct Forward {
   static void launch(const Params& p, int batch, cudaStream_t stream) {
     if constexpr (D == 64) {
       // Causal Dh 64 ran 12% slower with 128-row blocks (eight warps per SM instead of 16).
-      p.causal ? launch_shape<D, 1, 64, kDropout, kBias>(p, batch, stream)
-               : launch_shape<D, 2, 64, kDropout, kBias>(p, batch, stream);
+      p.causal ? launch_shape<T, D, 1, 64, kDropout, kBias>(p, batch, stream)
+               : launch_shape<T, D, 2, 64, kDropout, kBias>(p, batch, stream);
+    } else if constexpr (D <= 128) {
+      launch_shape<T, D, 2, 32, kDropout, kBias>(p, batch, stream);
     } else {
-      launch_shape<D, 2, 32, kDropout, kBias>(p, batch, stream);
+      launch_shape<T, D, 1, 32, kDropout, kBias>(p, batch, stream);
     }
   }
 };
-
-}  // namespace
-
-void forward(const Params& p, int batch, int head_dim, cudaStream_t stream) {
-  if (head_dim == 64) {
-    launch_for_features<64, Forward>(p, batch, stream);
-  } else {
-    launch_for_features<128, Forward>(p, batch, stream);
-  }
-}
 
 }  // namespace anvil::ops::cuda::flash

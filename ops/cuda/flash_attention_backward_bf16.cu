@@ -1,0 +1,11 @@
+// The bf16 instantiations of the flash attention backward (ops/cuda/flash_attention_backward.cuh),
+// one translation unit per element type so the two compile in parallel.
+#include "ops/cuda/flash_attention_backward.cuh"
+
+namespace anvil::ops::cuda::flash {
+
+void backward_bf16(const Params& p, int batch, cudaStream_t stream) {
+  launch_for_width<Backward, bf16>(p, batch, stream);
+}
+
+}  // namespace anvil::ops::cuda::flash

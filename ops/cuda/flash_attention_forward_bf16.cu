@@ -1,0 +1,11 @@
+// The bf16 instantiations of the flash attention forward (ops/cuda/flash_attention_forward.cuh),
+// one translation unit per element type so the two compile in parallel.
+#include "ops/cuda/flash_attention_forward.cuh"
+
+namespace anvil::ops::cuda::flash {
+
+void forward_bf16(const Params& p, int batch, cudaStream_t stream) {
+  launch_for_width<Forward, bf16>(p, batch, stream);
+}
+
+}  // namespace anvil::ops::cuda::flash

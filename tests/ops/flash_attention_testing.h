@@ -1,0 +1,173 @@
+// Test problems of the flash attention op (ops/flash_attention.h) shared by
+// tests/ops/flash_attention_test.cc (the CPU twin) and flash_attention_gpu_test.cc (the CUDA
+// kernels against it): a Case (shapes, options, masks as host data), its views laid out as the
+// models lay them out (column views of a fused qkv, or separate q and kv buffers), random
+// inputs, and one forward(+backward) run read back to host doubles.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "ops/flash_attention.h"
+#include "tests/testing/tensor_testing.h"
+
+namespace anvil::ops::flash_testing {
+
+using engine::Device;
+using engine::DType;
+using engine::slice_cols;
+using testing::TensorPool;
+using testing::TestStream;
+
+// One test problem: shapes, options and masks as host data.
+struct Case {
+  int64_t batch = 2, tq = 9, tk = 9, heads = 2, dh = 4;
+  bool causal = true, cross = false;  // cross: q and kv in separate buffers
+  AttentionBias bias = AttentionBias::kNone;
+  float scale = 0.5f, dropout = 0.0f;
+  int64_t total_heads = 0, head_offset = 0;
+  std::vector<int32_t> segs_q, segs_k, kv_lengths, rel_buckets;
+  std::vector<float> rel_table;  // [buckets, total heads]
+};
+
+inline FlashAttentionArgs args_of(const Case& c) {
+  FlashAttentionArgs a;
+  a.batch = c.batch;
+  a.q_len = c.tq;
+  a.kv_len = c.tk;
+  a.heads = c.heads;
+  a.head_dim = c.dh;
+  a.causal = c.causal;
+  a.scale = c.scale;
+  a.bias = c.bias;
+  a.dropout_p = c.dropout;
+  a.seed = 99;
+  a.offset = 5;
+  a.total_heads = c.total_heads;
+  a.head_offset = c.head_offset;
+  return a;
+}
+
+inline int64_t model_heads(const Case& c) { return c.total_heads == 0 ? c.heads : c.total_heads; }
+
+// Relative buckets like T5's (bidirectional, 8 buckets, exact up to 2, log-spaced to 16).
+inline void add_relative_buckets(Case* c, uint64_t seed) {
+  c->bias = AttentionBias::kRelativeBuckets;
+  const int nb = 8;
+  for (int64_t r = -(c->tq - 1); r <= c->tk - 1; ++r) {
+    const int64_t n = std::abs(r);
+    int bucket = n < 2 ? static_cast<int>(n)
+                       : std::min(3, 2 + static_cast<int>(std::log(n / 2.0) / std::log(8.0) * 2));
+    c->rel_buckets.push_back(bucket + (r > 0 ? nb / 2 : 0));
+  }
+  c->rel_table = testing::random_uniform(nb * model_heads(*c), seed, -1.0f, 1.0f);
+}
+
+// The views of one problem in a pool: q/k/v either column views of a fused qkv (self) or of a
+// q buffer and a kv buffer (cross), like the models lay them out.
+struct Views {
+  TensorView q, k, v, out, lse, dq, dk, dv, dout, d_table;
+  TensorView dq_buf, dkv_buf;  // the whole buffers holding dq and dk|dv (the same when fused)
+  AttentionMasks masks;
+};
+
+inline Views make_views(TensorPool& pool, const Case& c, DType dt, const std::vector<float>& xq,
+                        const std::vector<float>& xkv, const std::vector<float>& xdout) {
+  Views w;
+  const int64_t hd = c.heads * c.dh;
+  if (!c.cross) {
+    TensorView qkv = pool.from(xq, dt, {c.batch * c.tq, 3 * hd});
+    TensorView dqkv = pool.empty(dt, {c.batch * c.tq, 3 * hd});
+    w.q = slice_cols(qkv, 0, hd);
+    w.k = slice_cols(qkv, hd, 2 * hd);
+    w.v = slice_cols(qkv, 2 * hd, 3 * hd);
+    w.dq = slice_cols(dqkv, 0, hd);
+    w.dk = slice_cols(dqkv, hd, 2 * hd);
+    w.dv = slice_cols(dqkv, 2 * hd, 3 * hd);
+    w.dq_buf = w.dkv_buf = dqkv;
+  } else {
+    w.q = pool.from(xq, dt, {c.batch * c.tq, hd});
+    TensorView kv = pool.from(xkv, dt, {c.batch * c.tk, 2 * hd});
+    TensorView dkv = pool.empty(dt, {c.batch * c.tk, 2 * hd});
+    w.k = slice_cols(kv, 0, hd);
+    w.v = slice_cols(kv, hd, 2 * hd);
+    w.dq = pool.empty(dt, {c.batch * c.tq, hd});
+    w.dk = slice_cols(dkv, 0, hd);
+    w.dv = slice_cols(dkv, hd, 2 * hd);
+    w.dq_buf = w.dq;
+    w.dkv_buf = dkv;
+  }
+  w.out = pool.empty(dt, {c.batch * c.tq, hd});
+  w.lse = pool.empty(DType::kF32, {c.batch, c.heads, c.tq});
+  w.dout = pool.from(xdout, dt, {c.batch * c.tq, hd});
+  if (!c.segs_q.empty()) {
+    w.masks.seg_q = pool.from_i32(c.segs_q, {c.batch * c.tq});
+    w.masks.seg_k = pool.from_i32(c.segs_k, {c.batch * c.tk});
+  }
+  if (!c.kv_lengths.empty()) w.masks.kv_lengths = pool.from_i32(c.kv_lengths, {c.batch});
+  if (c.bias == AttentionBias::kRelativeBuckets) {
+    const int64_t nb = static_cast<int64_t>(c.rel_table.size()) / model_heads(c);
+    w.masks.rel_buckets =
+        pool.from_i32(c.rel_buckets, {static_cast<int64_t>(c.rel_buckets.size())});
+    w.masks.rel_table = pool.from(c.rel_table, DType::kF32, {nb, model_heads(c)});
+    w.d_table =
+        pool.from(std::vector<float>(c.rel_table.size(), 0.25f), DType::kF32, {nb, model_heads(c)});
+  }
+  return w;
+}
+
+struct Inputs {
+  std::vector<float> xq, xkv, dout;
+};
+
+inline Inputs random_inputs(const Case& c, uint64_t seed, float range = 1.5f) {
+  const int64_t hd = c.heads * c.dh;
+  Inputs in;
+  in.xq = testing::random_uniform(c.batch * c.tq * (c.cross ? hd : 3 * hd), seed, -range, range);
+  if (c.cross) in.xkv = testing::random_uniform(c.batch * c.tk * 2 * hd, seed + 1, -range, range);
+  in.dout = testing::random_uniform(c.batch * c.tq * hd, seed + 2);
+  return in;
+}
+
+struct Results {
+  std::vector<double> out, lse, dq, dk, dv, d_table;
+};
+
+// The [rows, cols] column block `part` of a row-major host copy of `buf` (ld columns).
+inline std::vector<double> columns(const std::vector<double>& host, int64_t ld,
+                                   const TensorView& part, const TensorView& buf) {
+  const int64_t col0 = (static_cast<const char*>(part.data) - static_cast<const char*>(buf.data)) /
+                       static_cast<int64_t>(engine::dtype_size(buf.dtype));
+  std::vector<double> out;
+  for (int64_t r = 0; r < part.dim(0); ++r) {
+    for (int64_t c = 0; c < part.dim(1); ++c) out.push_back(host[r * ld + col0 + c]);
+  }
+  return out;
+}
+
+inline Results run(const Case& c, Device device, DType dt, const Inputs& in, bool backward = true) {
+  TestStream stream(device);
+  TensorPool pool(device);
+  Views w = make_views(pool, c, dt, in.xq, in.xkv, in.dout);
+  const FlashAttentionArgs a = args_of(c);
+  flash_attention_forward(a, w.out, w.lse, w.q, w.k, w.v, w.masks, stream);
+  Results r;
+  r.out = testing::to_host_f64(w.out);
+  r.lse = testing::to_host_f64(w.lse);
+  if (!backward) return r;
+  const size_t ws_bytes =
+      flash_attention_workspace_bytes(a, w.d_table.empty() ? 0 : w.d_table.dim(0));
+  flash_attention_backward(a, w.dq, w.dk, w.dv, w.d_table, w.dout, w.q, w.k, w.v, w.out, w.lse,
+                           w.masks, pool.workspace(ws_bytes), stream);
+  r.dq = columns(testing::to_host_f64(w.dq_buf), w.dq_buf.dim(1), w.dq, w.dq_buf);
+  const std::vector<double> kv = testing::to_host_f64(w.dkv_buf);
+  r.dk = columns(kv, w.dkv_buf.dim(1), w.dk, w.dkv_buf);
+  r.dv = columns(kv, w.dkv_buf.dim(1), w.dv, w.dkv_buf);
+  if (!w.d_table.empty()) r.d_table = testing::to_host_f64(w.d_table);
+  return r;
+}
+
+}  // namespace anvil::ops::flash_testing
