@@ -18,8 +18,8 @@
 #include "engine/arena.h"
 #include "engine/log.h"
 #include "engine/status.h"
-#include "model/gpt.h"
-#include "model/precision_config.h"
+#include "model/gpt/gpt.h"
+#include "model/train/precision_config.h"
 
 namespace anvil::bin {
 

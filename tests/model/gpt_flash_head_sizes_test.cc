@@ -1,4 +1,4 @@
-// GPT on CUDA runs flash attention (model/gpt_layout.cc uses_flash_attention) for bf16 and f16
+// GPT on CUDA runs flash attention (model/gpt/gpt_layout.cc uses_flash_attention) for bf16 and f16
 // activations with any head size of ops/flash_attention.h's CUDA kernels (a multiple of 8 in
 // [32, 256]), so fp16 runs take ALiBi and rotary and BLOOM-1b1 (head 96) and BLOOM-3b (head 80)
 // shapes train on the GPU:
@@ -15,7 +15,7 @@
 
 #include "engine/stream.h"
 #include "gtest/gtest.h"
-#include "model/gpt.h"
+#include "model/gpt/gpt.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {
