@@ -93,7 +93,7 @@ void add_gpt_arch_schema(engine::ConfigSchema& s) {
         "slope_h * (j - i) on the attention logits (Megatron's slopes of the global head, also "
         "under tensor parallelism); rotary = RoPE on q and k at the position ids (LLaMA, HF "
         "rotate_half layout); none = only the causal mask. alibi and rotary need flash attention: "
-        "the CPU, or CUDA with bf16 and head_dim 64 or 128.",
+        "the CPU, or CUDA with bf16 or fp16 and head_dim a multiple of 8 in [32, 256].",
         all_names(kPositionNames));
   s.add("model", "rotary_base", ConfigType::kFloat, "10000",
         "Rotary: inv_freq_i = rotary_base^(-2i / rot_dim) (--rotary-base; LLaMA 10000).");

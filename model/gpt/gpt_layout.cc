@@ -185,7 +185,7 @@ absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const Gpt
   if (!cfg.causal && !uses_flash_attention(cfg, prec)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "type bert (bidirectional attention with a padding mask) needs flash attention: on CUDA "
-        "bf16 activations with head_dim 64 or 128 (d_model / n_heads = ",
+        "bf16 or fp16 activations with head_dim a multiple of 8 in [32, 256] (d_model / n_heads = ",
         cfg.head_dim(), ", act ", std::string(engine::dtype_name(prec.act)), "), or the CPU"));
   }
   if (shape.micro_batch < 1 || shape.seq_len < 1 || shape.seq_len > cfg.max_seq_len) {
@@ -217,11 +217,11 @@ absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const Gpt
       !uses_flash_attention(cfg, prec)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "position_embedding ", alibi ? "alibi" : "rotary",
-        " needs flash attention: on CUDA bf16 activations with head_dim "
-        "64 or 128 (d_model / n_heads = ",
+        " needs flash attention: on CUDA bf16 or fp16 activations with head_dim "
+        "a multiple of 8 in [32, 256] (d_model / n_heads = ",
         cfg.head_dim(), ", act ", std::string(engine::dtype_name(prec.act)),
-        "), or the CPU; [train] precision fp16 and fp32 use the unfused CUDA attention, which "
-        "has neither"));
+        "), or the CPU; [train] precision fp32 uses the unfused CUDA attention, which has "
+        "neither"));
   }
   const int64_t bt = shape.micro_batch * shape.seq_len;
   if (shard.sequence_parallel && shard.tp > 1 &&

@@ -125,8 +125,8 @@ class GemmWorkspaceScope {
 Weights weights_of(const ParamTable& t, TensorView Param::*field, const GptConfig& cfg,
                    const GptShard& shard);
 
-// Flash attention (ops/flash_attention.h) wherever it runs: always on the CPU; on CUDA for bf16
-// activations with head_dim 64 or 128. Elsewhere the unfused op (ops/attention.h) runs.
+// Flash attention (ops/flash_attention.h) wherever it runs: always on the CPU; on CUDA where
+// ops::flash_attention_cuda_supports says so (bf16 or fp16, head_dim a multiple of 8 in [32, 256]). Elsewhere the unfused op (ops/attention.h) runs.
 bool uses_flash_attention(const GptConfig& cfg, const GptPrecision& prec);
 
 // One micro-batch's inputs on the device, [B*T] i32 each; BERT also token_types [B*T], lengths
