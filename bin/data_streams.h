@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bin/data_error.h"
 #include "engine/log.h"
 #include "engine/status.h"
 #include "io/bert_corpus.h"
@@ -54,7 +55,7 @@ inline model::SampleFn held_out_samples(const io::GptSamples& s, const std::stri
                                           "for): wrapping around",
                                           what, s.size(), i));
     }
-    s.sample(i % s.size(), out);
+    stop_unless_ok(s.sample(i % s.size(), out), absl::StrCat("the ", what, " split, sample ", i));
   };
 }
 
@@ -208,7 +209,9 @@ inline absl::Status open_gpt_data(const model::TrainConfig& cfg, const std::arra
                       train_desc, names(valid_sets), want[1],
                       cfg.train.eval_iters * cfg.train.global_batch, names(test_sets), want[2]));
 
-  out->train = [&ts](int64_t i, int32_t* rec) { ts.sample(i, rec); };
+  out->train = [&ts](int64_t i, int32_t* rec) {
+    stop_unless_ok(ts.sample(i, rec), absl::StrCat("the training split, sample ", i));
+  };
   for (const auto& [name, samples] : valid_sets) {
     out->valid.push_back({name, held_out_samples(*samples, name, ctx)});
   }
@@ -238,7 +241,7 @@ inline model::SampleFn bert_stream(const io::BertSamples& ds, int64_t T, const s
                                                what, ds.size(), i));
     }
     io::BertSample s;
-    ds.sample(i % ds.size(), &s);
+    stop_unless_ok(ds.sample(i % ds.size(), &s), absl::StrCat("the ", what, " split, sample ", i));
     const model::BertRecord r = model::bert_record(out, T);
     for (int64_t t = 0; t < T; ++t) {
       r.tokens[t] = s.tokens[static_cast<size_t>(t)];

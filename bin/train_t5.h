@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bin/data_error.h"
 #include "engine/log.h"
 #include "engine/status.h"
 #include "io/data_split.h"
@@ -35,8 +36,7 @@ inline model::SampleFn t5_samples(std::shared_ptr<const io::T5Dataset> ds, int64
                                   int64_t dec_len) {
   return [ds, enc_len, dec_len](int64_t i, int32_t* out) {
     io::T5Sample s;
-    const absl::Status st = ds->sample(i % ds->size(), &s);
-    ANVIL_CHECK_MSG(st.ok(), absl::StrCat("T5 sample ", i, ": ", st.message()));
+    bin::stop_unless_ok(ds->sample(i % ds->size(), &s), absl::StrCat("T5 sample ", i));
     int32_t length = 0;
     for (int64_t t = 0; t < enc_len; ++t) {
       out[t] = s.enc_tokens[static_cast<size_t>(t)];

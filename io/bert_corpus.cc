@@ -29,15 +29,12 @@ absl::StatusOr<BertSplits> open_bert_splits(const std::string& prefix, const std
 
 int64_t BertSamples::size() const { return blend_ ? blend_->size() : datasets_.front()->size(); }
 
-void BertSamples::sample(int64_t i, BertSample* out) const {
-  if (!blend_) {
-    datasets_.front()->sample(i, out);
-    return;
-  }
+absl::Status BertSamples::sample(int64_t i, BertSample* out) const {
+  if (!blend_) return datasets_.front()->sample(i, out);
   ANVIL_CHECK_MSG(
       i >= 0 && i < blend_->size(),
       absl::StrFormat("BertSamples: position %d outside the blend [0, %d)", i, blend_->size()));
-  datasets_[blend_->dataset(i)]->sample(blend_->dataset_sample(i), out);
+  return datasets_[blend_->dataset(i)]->sample(blend_->dataset_sample(i), out);
 }
 
 namespace {

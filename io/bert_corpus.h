@@ -42,8 +42,8 @@ class BertSamples {
   // The blend's length, or the one dataset's size.
   int64_t size() const;
   const BlendIndex* blend_index() const { return blend_.get(); }
-  // Sample i, 0 <= i < size() (CHECKed). Thread-safe.
-  void sample(int64_t i, BertSample* out) const;
+  // Sample i, 0 <= i < size() (CHECKed). Thread-safe. DataLoss when a .bin shrank.
+  absl::Status sample(int64_t i, BertSample* out) const;
 
  private:
   std::vector<const BertDataset*> datasets_;  // owned by BertCorpus::sources

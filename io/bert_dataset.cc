@@ -131,16 +131,17 @@ absl::StatusOr<std::unique_ptr<BertDataset>> BertDataset::create(
   return ds;
 }
 
-void BertDataset::sample(int64_t i, BertSample* out) const {
+absl::Status BertDataset::sample(int64_t i, BertSample* out) const {
   ANVIL_CHECK_MSG(i >= 0 && i < size(),
                   absl::StrFormat("BertDataset::sample: index %d outside [0, %d)", i, size()));
   std::vector<std::vector<int32_t>> sentences;
-  read_sentences(*data_, mapping_.start(i), mapping_.end(i), &sentences);
+  ANVIL_RETURN_IF_ERROR(read_sentences(*data_, mapping_.start(i), mapping_.end(i), &sentences));
   // Megatron: np.random.RandomState(seed=((self.seed + idx) % 2**32)).
   NumpyRandomState rng(
       static_cast<uint32_t>((static_cast<int64_t>(opt_.seed) + i) % (int64_t{1} << 32)));
   build_bert_sample(sentences, mapping_.target(i), opt_.max_seq_length, vocab_, opt_.masked_lm_prob,
                     opt_.binary_head, &rng, out);
+  return absl::OkStatus();
 }
 
 }  // namespace anvil::io

@@ -72,8 +72,8 @@ class BertDataset {
   int64_t size() const { return mapping_.size(); }  // Megatron's len()
   const SentenceMapping& mapping() const { return mapping_; }
   const MlmVocab& vocab() const { return vocab_; }
-  // Sample i, 0 <= i < size() (CHECKed). Thread-safe.
-  void sample(int64_t i, BertSample* out) const;
+  // Sample i, 0 <= i < size() (CHECKed). Thread-safe. DataLoss when the .bin shrank.
+  absl::Status sample(int64_t i, BertSample* out) const;
 
  private:
   BertDataset() = default;

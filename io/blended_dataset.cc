@@ -156,15 +156,12 @@ absl::StatusOr<std::unique_ptr<GptSamples>> GptSamples::blend(
 
 int64_t GptSamples::size() const { return blend_ ? blend_->size() : datasets_.front()->size(); }
 
-void GptSamples::sample(int64_t i, int32_t* out) const {
-  if (!blend_) {
-    datasets_.front()->sample(i, out);
-    return;
-  }
+absl::Status GptSamples::sample(int64_t i, int32_t* out) const {
+  if (!blend_) return datasets_.front()->sample(i, out);
   ANVIL_CHECK_MSG(
       i >= 0 && i < blend_->size(),
       absl::StrFormat("GptSamples: position %d outside the blend [0, %d)", i, blend_->size()));
-  datasets_[blend_->dataset(i)]->sample(blend_->dataset_sample(i), out);
+  return datasets_[blend_->dataset(i)]->sample(blend_->dataset_sample(i), out);
 }
 
 absl::StatusOr<GptCorpus> GptCorpus::open(const std::vector<GptDataSource>& sources, bool weighted,

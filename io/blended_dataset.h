@@ -69,8 +69,9 @@ class GptSamples {
   int64_t seq_len() const { return datasets_.front()->seq_len(); }
   const std::vector<std::unique_ptr<GptDataset>>& datasets() const { return datasets_; }
   const BlendIndex* blend_index() const { return blend_ ? &*blend_ : nullptr; }
-  // Writes the seq_len + 1 tokens at position i (CHECKed < size()). Thread-safe.
-  void sample(int64_t i, int32_t* out) const;
+  // Writes the seq_len + 1 tokens at position i (CHECKed < size()). Thread-safe. DataLoss
+  // when a .bin shrank since it was opened.
+  absl::Status sample(int64_t i, int32_t* out) const;
 
  private:
   std::vector<std::unique_ptr<GptDataset>> datasets_;

@@ -229,7 +229,7 @@ absl::StatusOr<std::vector<int32_t>> read_all_tokens(const std::string& prefix) 
   size_t at = 0;
   for (int64_t s = 0; s < d->num_sequences(); ++s) {
     const int64_t n = d->sizes()[static_cast<size_t>(s)];
-    d->read(s, 0, n, out.data() + at);
+    ANVIL_RETURN_IF_ERROR(d->read(s, 0, n, out.data() + at));
     at += static_cast<size_t>(n);
   }
   return out;

@@ -352,7 +352,7 @@ absl::StatusOr<std::unique_ptr<GptDataset>> GptDataset::create(
   return ds;
 }
 
-void GptDataset::sample(int64_t i, int32_t* out) const {
+absl::Status GptDataset::sample(int64_t i, int32_t* out) const {
   ANVIL_CHECK_MSG(i >= 0 && i < size(),
                   absl::StrFormat("GptDataset::sample: index %d outside [0, %d)", i, size()));
   const NpyArray& d = index_.doc_idx;
@@ -365,19 +365,21 @@ void GptDataset::sample(int64_t i, int32_t* out) const {
   auto take = [&](int64_t seq, int64_t offset, int64_t count) {
     ANVIL_CHECK_MSG(n + count <= seq_len_ + 1,
                     absl::StrFormat("GptDataset::sample %d: more than %d tokens", i, seq_len_ + 1));
-    data_->read(seq, offset, count, out + n);
+    const absl::Status st = data_->read(seq, offset, count, out + n);
     n += count;
+    return st;
   };
   if (f == l) {
-    take(d[f], of, ol - of + 1);
+    ANVIL_RETURN_IF_ERROR(take(d[f], of, ol - of + 1));
   } else {
-    take(d[f], of, sizes[d[f]] - of);
-    for (int64_t p = f + 1; p < l; ++p) take(d[p], 0, sizes[d[p]]);
-    take(d[l], 0, ol + 1);
+    ANVIL_RETURN_IF_ERROR(take(d[f], of, sizes[d[f]] - of));
+    for (int64_t p = f + 1; p < l; ++p) ANVIL_RETURN_IF_ERROR(take(d[p], 0, sizes[d[p]]));
+    ANVIL_RETURN_IF_ERROR(take(d[l], 0, ol + 1));
   }
   ANVIL_CHECK_MSG(
       n == seq_len_ + 1,
       absl::StrFormat("GptDataset::sample %d: %d tokens, expected %d", i, n, seq_len_ + 1));
+  return absl::OkStatus();
 }
 
 }  // namespace anvil::io

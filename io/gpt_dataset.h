@@ -112,7 +112,8 @@ class GptDataset {
   const std::string& file_prefix() const { return file_prefix_; }
 
   // Writes the seq_len + 1 tokens of sample i (0 <= i < size(), CHECKed). Thread-safe.
-  void sample(int64_t i, int32_t* out) const;
+  // DataLoss when the .bin shrank since it was opened.
+  absl::Status sample(int64_t i, int32_t* out) const;
 
  private:
   GptDataset() = default;

@@ -39,17 +39,6 @@ constexpr size_t kHeaderBytes = 9 + 8 + 1 + 8 + 8;  // magic, version, dtype, N,
 
 std::string errno_text(int err) { return std::strerror(err); }
 
-// The .bin changed under the running job: the samples planned from it are gone, and read()'s
-// callers produce samples inside a training step, where nothing could continue without them.
-// Not a bug, so no abort and core dump: the message and exit status 1, as a data error found
-// before training has (the one exit in io/, for data that vanished mid-run).
-[[noreturn]] void stop_on_changed_data(const std::string& what) {
-  std::fflush(stdout);
-  std::fprintf(stderr, "anvil: error: %s\n", what.c_str());
-  std::fflush(stderr);
-  std::_Exit(1);
-}
-
 // Maps an errno from open()/stat() to a Status naming the path.
 absl::Status file_error(const std::string& path, const char* action, int err) {
   const std::string msg = absl::StrCat(path, ": cannot ", action, ": ", errno_text(err));
@@ -328,20 +317,21 @@ IndexedDataset::~IndexedDataset() {
 
 int64_t IndexedDataset::total_tokens() const { return total_tokens_; }
 
-void IndexedDataset::read(int64_t seq, int64_t offset, int64_t count, int32_t* out) const {
+absl::Status IndexedDataset::read(int64_t seq, int64_t offset, int64_t count, int32_t* out) const {
   ANVIL_CHECK_MSG(seq >= 0 && seq < num_sequences(),
                   absl::StrFormat("sequence %d of %d", seq, num_sequences()));
   ANVIL_CHECK_MSG(offset >= 0 && count >= 0 && offset + count <= sizes_[seq],
                   absl::StrFormat("tokens [%d, %d) of a %d-token sequence", offset, offset + count,
                                   sizes_[seq]));
-  if (count == 0) return;
+  if (count == 0) return absl::OkStatus();
   const int64_t item = static_cast<int64_t>(token_dtype_size(dtype_));
   // A .bin truncated since open() would fault (SIGBUS) on the pages past its new end.
   const int64_t end = pointers_[seq] + (offset + count) * item;
   struct stat st;
   const bool stat_ok = ::fstat(bin_fd_, &st) == 0;
   if (!stat_ok || st.st_size < end) {
-    stop_on_changed_data(
+    // The .bin changed under the running job: the samples planned from it are gone.
+    return absl::DataLossError(
         stat_ok ? absl::StrFormat("%s: the file shrank to %d bytes after it was opened (truncated "
                                   "or rewritten while in use); sequence %d needs bytes up to %d",
                                   bin_path_, static_cast<int64_t>(st.st_size), seq, end)
@@ -371,6 +361,7 @@ void IndexedDataset::read(int64_t seq, int64_t offset, int64_t count, int32_t* o
     case TokenDType::kF32:
       ANVIL_CHECK_MSG(false, "IndexedDataset: float token dtype (refused by open)");
   }
+  return absl::OkStatus();
 }
 
 namespace {

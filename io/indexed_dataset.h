@@ -5,9 +5,9 @@
 //   doc_idx[0] = 0, doc_idx[D-1] = N; document d = sequences [doc_idx[d], doc_idx[d+1]).
 // The reader memory-maps both files and validates the index against the .bin size, so a
 // truncated or corrupt file is an error naming the file and the field, never garbage. A .bin
-// truncated later, while it is read, stops the process with exit status 1 and a message naming
-// the file (a size check per read, and io/sigbus_guard.h for what slips between the check and
-// the access).
+// truncated later, while it is read, is a DataLoss error naming the file from read() (a size
+// check per read, and io/sigbus_guard.h for what slips between the check and the access); the
+// binaries stop on it with status 1 (bin/data_streams.h).
 // Token ids are checked against a vocabulary by check_token_ids (one pass over the .bin, whose
 // result can be cached).
 #pragma once
@@ -66,8 +66,8 @@ class IndexedDataset {
   int64_t total_tokens() const;
 
   // Tokens [offset, offset + count) of sequence `seq`, widened to i32 (CHECKs bounds). A .bin
-  // that no longer holds them (one fstat) ends the process with status 1 naming the file.
-  void read(int64_t seq, int64_t offset, int64_t count, int32_t* out) const;
+  // that no longer holds them (one fstat) is a DataLoss error naming the file.
+  absl::Status read(int64_t seq, int64_t offset, int64_t count, int32_t* out) const;
 
   // The smallest and largest token id: one pass over the .bin. With a cache_path, the result
   // is kept in that small text file (best effort) and read back while the .bin and .idx keep

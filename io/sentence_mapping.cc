@@ -256,14 +256,15 @@ absl::StatusOr<SentenceMapping> SentenceMapping::create_checked(
   return create(data, data_prefix, doc_begin, doc_end, opt, cache);
 }
 
-void read_sentences(const IndexedDataset& data, int64_t start, int64_t end,
-                    std::vector<std::vector<int32_t>>* out) {
+absl::Status read_sentences(const IndexedDataset& data, int64_t start, int64_t end,
+                            std::vector<std::vector<int32_t>>* out) {
   out->resize(static_cast<size_t>(end - start));
   for (int64_t s = start; s < end; ++s) {
     std::vector<int32_t>& sentence = (*out)[s - start];
     sentence.resize(static_cast<size_t>(data.sizes()[s]));
-    data.read(s, 0, data.sizes()[s], sentence.data());
+    ANVIL_RETURN_IF_ERROR(data.read(s, 0, data.sizes()[s], sentence.data()));
   }
+  return absl::OkStatus();
 }
 
 }  // namespace anvil::io

@@ -105,8 +105,8 @@ class SentenceMapping {
 };
 
 // The tokens of sentences [start, end) of `data`, one vector per sentence (the `sample` list
-// Megatron's __getitem__ builds).
-void read_sentences(const IndexedDataset& data, int64_t start, int64_t end,
-                    std::vector<std::vector<int32_t>>* out);
+// Megatron's __getitem__ builds). DataLoss when the .bin shrank (IndexedDataset::read).
+absl::Status read_sentences(const IndexedDataset& data, int64_t start, int64_t end,
+                            std::vector<std::vector<int32_t>>* out);
 
 }  // namespace anvil::io

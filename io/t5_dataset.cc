@@ -195,7 +195,7 @@ absl::Status T5Dataset::sample(int64_t i, T5Sample* out) const {
   ANVIL_CHECK_MSG(i >= 0 && i < size(),
                   absl::StrFormat("T5Dataset::sample: index %d outside [0, %d)", i, size()));
   std::vector<std::vector<int32_t>> sentences;
-  read_sentences(*data_, mapping_.start(i), mapping_.end(i), &sentences);
+  ANVIL_RETURN_IF_ERROR(read_sentences(*data_, mapping_.start(i), mapping_.end(i), &sentences));
   // Megatron: np.random.RandomState(seed=(self.seed + idx)).
   NumpyRandomState rng(static_cast<uint32_t>(static_cast<int64_t>(opt_.seed) + i));
   return build_t5_sample(sentences, mapping_.target(i), opt_, vocab_, &rng, out);

@@ -96,8 +96,8 @@ TEST(BertCorpus, SplitsAreBertDatasetsOfTheirDocuments) {
     EXPECT_GE((*ref)->size(), o.num_samples);
     BertSample a, b;
     for (int64_t i = 0; i < (*ref)->size(); i += 7) {
-      splits->sets[k]->sample(i, &a);
-      (*ref)->sample(i, &b);
+      EXPECT_TRUE(splits->sets[k]->sample(i, &a).ok());
+      EXPECT_TRUE((*ref)->sample(i, &b).ok());
       EXPECT_EQ(a.tokens, b.tokens) << i;
       EXPECT_EQ(a.labels, b.labels) << i;
       EXPECT_EQ(a.is_random, b.is_random) << i;
@@ -147,8 +147,8 @@ TEST(BertCorpus, WeightedPrefixesBlendByWeight) {
         d = k;
       }
     }
-    train.sample(i, &got);
-    c->splits[d].sets[0]->sample(count[d], &want);
+    EXPECT_TRUE(train.sample(i, &got).ok());
+    EXPECT_TRUE(c->splits[d].sets[0]->sample(count[d], &want).ok());
     EXPECT_EQ(got.tokens, want.tokens) << i;
     EXPECT_EQ(got.labels, want.labels) << i;
     EXPECT_EQ(got.is_random, want.is_random) << i;
@@ -166,8 +166,8 @@ TEST(BertCorpus, WeightedPrefixesBlendByWeight) {
         BertDataset::create(bert_t5_data(), sources[k].prefix, docs.first, docs.second, vocab, o);
     ASSERT_TRUE(ref.ok()) << ref.status();
     ASSERT_EQ(c->splits[k].sets[0]->size(), (*ref)->size()) << k;
-    c->splits[k].sets[0]->sample(3, &got);
-    (*ref)->sample(3, &want);
+    EXPECT_TRUE(c->splits[k].sets[0]->sample(3, &got).ok());
+    EXPECT_TRUE((*ref)->sample(3, &want).ok());
     EXPECT_EQ(got.tokens, want.tokens) << k;
   }
   EXPECT_EQ(c->sets[1]->size(), 10);  // the validation blend, n positions
@@ -203,7 +203,7 @@ TEST(BertCorpus, WholeDataAndErrors) {
   const auto data = bert_t5_data();
   for (int64_t q = data->doc_idx()[0]; q < data->doc_idx()[1]; ++q) {
     std::vector<int32_t> tokens(static_cast<size_t>(data->sizes()[q]));
-    data->read(q, 0, data->sizes()[q], tokens.data());
+    EXPECT_TRUE(data->read(q, 0, data->sizes()[q], tokens.data()).ok());
     ASSERT_TRUE((*w)->add_sequence(tokens).ok());
   }
   ASSERT_TRUE((*w)->finish().ok());

@@ -60,7 +60,7 @@ TEST(BertDataset, SamplesMatchMegatron) {
     BertSample s;
     for (int64_t i = 0; i < ds->size(); ++i) {
       SCOPED_TRACE(i);
-      ds->sample(i, &s);
+      EXPECT_TRUE(ds->sample(i, &s).ok());
       ASSERT_TRUE(row_equals(text, i, s.tokens));
       ASSERT_TRUE(row_equals(types, i, s.types));
       ASSERT_TRUE(row_equals(labels, i, s.labels));
@@ -107,7 +107,7 @@ TEST(BertDataset, MaskingInvariants) {
   for (int rep = 0; rep < 40; ++rep) {
     for (int64_t i = 0; i < ds->size(); ++i) {
       const SentenceMapping& m = ds->mapping();
-      read_sentences(*data, m.start(i), m.end(i), &sentences);
+      EXPECT_TRUE(read_sentences(*data, m.start(i), m.end(i), &sentences).ok());
       if (sentences.size() < 2) continue;
       NumpyRandomState rng(static_cast<uint32_t>(1000 * rep + i + 1));
       build_bert_sample(sentences, m.target(i), opt.max_seq_length, vocab, 0.15, true, &rng, &s);
@@ -187,8 +187,8 @@ TEST(BertDataset, MappingCacheReusedAndKeyedByItsParameters) {
   ASSERT_NE(second, nullptr);
   EXPECT_TRUE(second->mapping().loaded_from_cache());
   BertSample a, b;
-  first->sample(17, &a);
-  second->sample(17, &b);
+  EXPECT_TRUE(first->sample(17, &a).ok());
+  EXPECT_TRUE(second->sample(17, &b).ok());
   EXPECT_EQ(a.tokens, b.tokens);
   EXPECT_EQ(a.labels, b.labels);
   // The masking probability is not a mapping input: still the cached mapping.
@@ -232,8 +232,8 @@ TEST(BertDataset, EndToEndFromPreprocessedText) {
   int64_t swapped = 0;
   for (int64_t i = 0; i < (*ds)->size(); ++i) {
     SCOPED_TRACE(i);
-    (*ds)->sample(i, &s);
-    read_sentences(*shared, m.start(i), m.end(i), &sentences);
+    EXPECT_TRUE((*ds)->sample(i, &s).ok());
+    EXPECT_TRUE(read_sentences(*shared, m.start(i), m.end(i), &sentences).ok());
     std::vector<int32_t> source;
     for (const auto& x : sentences) source.insert(source.end(), x.begin(), x.end());
     // Undo the masking, then A and B are runs of the row's tokens.

@@ -93,7 +93,7 @@ void expect_samples(const GptDataset& ds, const std::string& case_id) {
   ASSERT_EQ(want.size(), ds.size() * S1) << case_id;
   std::vector<int32_t> got(S1);
   for (int64_t i = 0; i < ds.size(); ++i) {
-    ds.sample(i, got.data());
+    EXPECT_TRUE(ds.sample(i, got.data()).ok());
     for (int64_t t = 0; t < S1; ++t) {
       ASSERT_EQ(got[t], want[i * S1 + t]) << case_id << " sample " << i << " token " << t;
     }
@@ -229,7 +229,8 @@ TEST(GptDataset, SamplesHaveSeqLenPlusOneTokensAndAnEpochCoversEveryToken) {
     }
     int32_t prev_last = -1;
     for (int64_t j = 0; j < (*ds)->size(); ++j) {
-      (*ds)->sample(where[j], buf.data());  // CHECKs that it writes exactly S + 1 tokens
+      // CHECKs that it writes exactly S + 1 tokens.
+      EXPECT_TRUE((*ds)->sample(where[j], buf.data()).ok());
       // Consecutive samples (in sample_idx order) share exactly one token.
       if (j > 0) {
         EXPECT_EQ(buf[0], prev_last) << "sample row " << j;
@@ -438,7 +439,7 @@ TEST(GptDataset, Errors) {
   EXPECT_EQ((*twice)->index().num_epochs, 2);
   EXPECT_FALSE((*twice)->index().separate_last_epoch);
   std::vector<int32_t> buf(4);
-  for (int64_t i = 0; i < (*twice)->size(); ++i) (*twice)->sample(i, buf.data());
+  for (int64_t i = 0; i < (*twice)->size(); ++i) EXPECT_TRUE((*twice)->sample(i, buf.data()).ok());
 }
 
 }  // namespace

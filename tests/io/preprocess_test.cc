@@ -115,7 +115,7 @@ std::vector<std::string> read_docs(const std::string& prefix, TokenDType dtype =
     std::string doc;
     for (int64_t q = (*ds)->doc_idx()[d]; q < (*ds)->doc_idx()[d + 1]; ++q) {
       std::vector<int32_t> t((*ds)->sizes()[q]);
-      (*ds)->read(q, 0, t.size(), t.data());
+      EXPECT_TRUE((*ds)->read(q, 0, t.size(), t.data()).ok());
       if (q > (*ds)->doc_idx()[d]) doc += "/";
       doc += *ByteTokenizer().decode(t, "|");
     }
@@ -672,7 +672,7 @@ TEST(PreprocessCorpus, Gpt2EndToEndMatchesTheReferenceIds) {
   for (int64_t d = 0; d < (*ds)->num_documents(); ++d) {
     ASSERT_EQ((*ds)->doc_idx()[d + 1] - (*ds)->doc_idx()[d], 1);
     std::vector<int32_t> got((*ds)->sizes()[d]);
-    (*ds)->read(d, 0, got.size(), got.data());
+    EXPECT_TRUE((*ds)->read(d, 0, got.size(), got.data()).ok());
     EXPECT_EQ(got, expected[d]) << "document " << d;
   }
 }

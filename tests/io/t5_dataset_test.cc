@@ -177,7 +177,7 @@ Tally run_invariants(T5Noise noise) {
   T5Sample s;
   for (int rep = 0; rep < 30; ++rep) {
     for (int64_t i = 0; i < m.size(); ++i) {
-      read_sentences(*data, m.start(i), m.end(i), &sentences);
+      EXPECT_TRUE(read_sentences(*data, m.start(i), m.end(i), &sentences).ok());
       std::vector<int32_t> source;
       for (const auto& x : sentences) source.insert(source.end(), x.begin(), x.end());
       NumpyRandomState rng(static_cast<uint32_t>(7919 * rep + i));
@@ -232,7 +232,7 @@ TEST(T5Dataset, EndToEndFromPreprocessedText) {
     Tally t;
     for (int64_t i = 0; i < (*ds)->size(); ++i) {
       ASSERT_TRUE((*ds)->sample(i, &s).ok());
-      read_sentences(*shared, m.start(i), m.end(i), &sentences);
+      EXPECT_TRUE(read_sentences(*shared, m.start(i), m.end(i), &sentences).ok());
       std::vector<int32_t> source;
       for (const auto& x : sentences) source.insert(source.end(), x.begin(), x.end());
       check_sample(s, source, m.target(i), vocab, opt, &t);
