@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -34,6 +35,7 @@
 #include "model/gpt/gpt.h"
 #include "model/tasks/cls_head.h"
 #include "model/tasks/finetune_cls.h"
+#include "model/train/arch_record.h"
 #include "model/train/checkpoint.h"
 #include "model/train/train_config.h"
 #include "parallel/grid.h"
@@ -147,6 +149,9 @@ absl::Status save(const model::TrainConfig& cfg, const std::string& config_text,
     info.state = model::checkpoint_counters(state, cfg);
     info.layout = model::checkpoint_layout(cfg);
     info.lr_schedule = model::checkpoint_lr_schedule(cfg, state);
+    model::TrainConfig saved = cfg;
+    saved.model.binary_head = false;  // the finetuned model has none (see run())
+    info.model = model::checkpoint_model_record(saved);
     ANVIL_RETURN_IF_ERROR(
         io::finish_checkpoint(dir, tmp, grid.world(), info, cfg.checkpoint.keep_last));
   }
@@ -156,6 +161,17 @@ absl::Status save(const model::TrainConfig& cfg, const std::string& config_text,
 
 // The model part of this rank (as bin/train's, one model chunk per stage), with the activation
 // slots of the finetuning step's pipeline plan.
+// The checkpoint holds the model this run describes: every [model] key that decides what a
+// tensor means must match (model/train/arch_record.h), except those a finetune may change. The
+// binary head is not loaded here (the finetuned model has none), so it may differ too.
+absl::Status check_finetune_model(const io::Checkpoint& c, const model::TrainConfig& cfg) {
+  std::map<std::string, std::string> saved = c.info().model;
+  saved.erase("bert_binary_head");
+  model::TrainConfig run_cfg = cfg;
+  run_cfg.checkpoint.finetune = true;
+  return model::check_checkpoint_model(saved, run_cfg, c.dir());
+}
+
 absl::StatusOr<model::GptShard> finetune_shard(const model::TrainConfig& cfg,
                                                const parallel::ProcessGrid& grid) {
   const anvil::parallel::ParallelConfig& pc = cfg.parallel;
@@ -284,6 +300,7 @@ absl::Status run(const std::string& path, const std::vector<std::string>& overri
         io::Checkpoint c,
         io::open_newest_complete(cfg.checkpoint.load, cfg.checkpoint.load_step,
                                  [&](const std::string& w) { log_warning(ctx, w); }));
+    ANVIL_RETURN_IF_ERROR(check_finetune_model(c, cfg));
     const model::TensorLookup lookup = [&](const std::string& name) { return c.read(name); };
     ANVIL_RETURN_IF_ERROR(model::gpt_load_checkpoint(*m, lookup, /*weights_only=*/true, s));
     std::vector<std::string> head;

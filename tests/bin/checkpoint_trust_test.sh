@@ -3,7 +3,7 @@
 # checkpoint_trust_test; issue 25). A tiny 2-layer, 4-head GPT saves steps 2, 4 and 6; then
 #   1. resuming with another architecture whose tensor shapes still fit (1 layer of 16 heads,
 #      gelu_erf, ln_eps, rotary, post-LN) is refused naming every differing key; finetune = true
-#      may change dropout;
+#      may change dropout; bin/finetune checks the same record (and records it when it saves);
 #   2. a step that does not exist (checkpoint.load_step, bin/eval --step, bin/convert export STEP)
 #      is an error naming the steps there, never another step;
 #   3. bin/convert import into a directory that holds checkpoints is refused, `latest` untouched;
@@ -13,11 +13,12 @@
 #   5. a save that fails (files limited in size, as a full disk) leaves no temporaries, and the
 #      latest.tmp-<pid> of a killed save is removed by the next save;
 #   6. a .bin truncated while training reads it stops the run with rc 1 and the file's name.
-# usage: checkpoint_trust_test.sh BUILD/bin/train BUILD/bin/convert BUILD/bin/eval
+# usage: checkpoint_trust_test.sh BUILD/bin/train BUILD/bin/convert BUILD/bin/eval BUILD/bin/finetune
 set -euo pipefail
 train=$1
 convert=$2
 eval_bin=$3
+finetune=$4
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -73,6 +74,18 @@ refused "$work/arch.log" "[model] hidden_dropout: checkpoint 0.1, config 0" \
   "${resume[@]}" model.hidden_dropout=0
 "${resume[@]}" checkpoint.finetune=true model.hidden_dropout=0 train.steps=3 > "$work/ft.log" 2>&1 \
   || fail "a finetune with another dropout was refused: $(tail -3 "$work/ft.log")"
+# bin/finetune checks the same record: another architecture is refused, dropout may change.
+for t in "Amen" "Selah" "Amen" "Selah"; do printf '{"text": "%s", "label": 0}\n' "$t"; done \
+  > "$work/task.jsonl"
+finetune_run=("$finetune" "$work/t.ini" checkpoint.load="$work/ck" tokenizer.type=Byte
+              finetune.train_data="$work/task.jsonl" finetune.labels=O,N train.steps=1
+              optim.warmup_steps=0)
+refused "$work/ft_arch.log" "[model] n_heads: checkpoint 4, config 16; [model] n_layers: checkpoint 2, config 1" \
+  "${finetune_run[@]}" model.n_layers=1 model.n_heads=16
+"${finetune_run[@]}" model.hidden_dropout=0 checkpoint.save="$work/ft_ck" > "$work/ft_ok.log" 2>&1 \
+  || fail "bin/finetune with another dropout was refused: $(tail -3 "$work/ft_ok.log")"
+grep -q '"n_heads": "4"' "$work"/ft_ck/step_*/manifest.json \
+  || fail "bin/finetune's checkpoint records no model: $(head -c 600 "$work"/ft_ck/step_*/manifest.json)"
 
 # 2. Asked for step 5: an error naming steps 2, 4, 6.
 refused "$work/step.log" "at steps 2, 4, 6" "${resume[@]}" checkpoint.load_step=5
