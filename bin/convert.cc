@@ -172,6 +172,25 @@ absl::Status check_import_target(const std::string& ckpt_dir) {
       "): import into a new or empty directory (the import would be step 0 and become `latest`)"));
 }
 
+// An error about the [model] keys an import derived names the config.json fields they came
+// from: "[model] d_model ..." gains "(config.json: n_embd = 4611686018427387904 gives [model]
+// d_model)", so the user sees which field of their file to fix.
+absl::Status name_hf_fields(const absl::Status& st, const model::HfFamily& f,
+                            const model::HfJsonFields& fields) {
+  if (st.ok()) return st;
+  const std::string msg(st.message());
+  std::vector<std::string> named;
+  for (const model::HfConfigField& k : f.config) {
+    auto it = fields.find(k.hf_key);
+    if (it != fields.end() && absl::StrContains(msg, "[model] " + k.anvil_key)) {
+      named.push_back(absl::StrCat(k.hf_key, " = ", it->second, " gives [model] ", k.anvil_key));
+    }
+  }
+  if (named.empty()) return st;
+  return absl::Status(st.code(), absl::StrCat(msg, " (config.json: ", absl::StrJoin(named, "; "),
+                                              ")"));
+}
+
 absl::Status import_hf(const std::string& hf_dir, const std::string& ckpt_dir) {
   ANVIL_RETURN_IF_ERROR(check_import_target(ckpt_dir));
   const std::string cpath = hf_dir + "/config.json";
@@ -190,8 +209,10 @@ absl::Status import_hf(const std::string& hf_dir, const std::string& ckpt_dir) {
   if (f->model_type == "t5") {
     pass.insert(pass.end(), {"tokenizer.type=Byte", "tokenizer.vocab_extra_ids=100"});
   }
-  ANVIL_ASSIGN_OR_RETURN(model::TrainConfig cfg,
-                         model::load_train_config_string(m.ini, cpath + " (as [model])", pass));
+  absl::StatusOr<model::TrainConfig> loaded =
+      model::load_train_config_string(m.ini, cpath + " (as [model])", pass);
+  ANVIL_RETURN_IF_ERROR(name_hf_fields(loaded.status(), *f, fields));
+  model::TrainConfig cfg = *std::move(loaded);
   cfg.tokenizer = {};  // an import has none
   ANVIL_ASSIGN_OR_RETURN(std::vector<anvil::engine::HostSlice> hf, io::read_hf_tensors(hf_dir));
   ANVIL_ASSIGN_OR_RETURN(std::vector<anvil::engine::HostSlice> slices,

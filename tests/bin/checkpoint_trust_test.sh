@@ -156,9 +156,9 @@ import_refused missing "missing tensor h.1.ln_2.weight"
 edit_hf extra 'tensors["transformer.h.99.mlp.c_fc.weight"] = tensors["transformer.h.0.mlp.c_fc.weight"]'
 import_refused extra "tensor h.99.mlp.c_fc.weight"
 edit_hf huge 'cfg["n_embd"] = 2 ** 62'
-import_refused huge "d_model"
+import_refused huge "n_embd = 4611686018427387904 gives [model] d_model"
 edit_hf negative 'cfg["n_layer"] = -2'
-import_refused negative "n_layers"
+import_refused negative "n_layer = -2 gives [model] n_layers"
 edit_hf overflow 'tensors["transformer.h.0.ln_1.bias"] = ["F32", [4611686018427387952, 4], b"\0" * 768]'
 import_refused overflow "shape [4611686018427387952,4] has more than"
 edit_hf escape 'index = {k: "model.safetensors" for k in tensors}; index["transformer.wte.weight"] = "../../../etc/passwd"'
