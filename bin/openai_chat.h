@@ -6,6 +6,7 @@
 // chat.completion / chat.completion.chunk objects of the answer.
 #pragma once
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -99,8 +100,17 @@ inline std::optional<std::string> chat_to_completion(const ChatTemplate* chat,
         "tokenizer_config.json with a chat_template; start bin/serve with --chat-template FILE "
         "(a .jinja file or a tokenizer_config.json), or use /v1/completions");
   }
-  if (j.contains("logprobs") && !j["logprobs"].is_null() && j["logprobs"] != false) {
-    return std::string("'logprobs' is not supported on /v1/chat/completions yet");
+  // logprobs (true/false) + top_logprobs (k): the completion's logprobs k (bin/serve checks k).
+  int64_t top = -1;
+  if (j.contains("logprobs") && !j["logprobs"].is_null()) {
+    if (!j["logprobs"].is_boolean()) return std::string("'logprobs' must be true or false");
+    if (j["logprobs"].get<bool>()) top = 0;
+  }
+  if (j.contains("top_logprobs") && !j["top_logprobs"].is_null()) {
+    if (top < 0) return std::string("'top_logprobs' needs 'logprobs': true");
+    if (!j["top_logprobs"].is_number_integer())
+      return std::string("'top_logprobs' must be an integer");
+    top = j["top_logprobs"].get<int64_t>();
   }
   const ojson context = {{"messages", m},
                          {"add_generation_prompt", true},
@@ -119,8 +129,36 @@ inline std::optional<std::string> chat_to_completion(const ChatTemplate* chat,
   if (j.contains("max_completion_tokens") && !j["max_completion_tokens"].is_null()) {
     c["max_tokens"] = nlohmann::json::parse(j["max_completion_tokens"].dump());
   }
+  if (top >= 0) c["logprobs"] = top;
   *out = std::move(c);
   return std::nullopt;
+}
+
+// The completion choice's logprobs ({"tokens", "token_logprobs", "top_logprobs"},
+// bin/openai_logprobs.h) in the chat shape: {"content": [{"token", "logprob", "bytes",
+// "top_logprobs": [{"token", "logprob", "bytes"}]}]}.
+inline nlohmann::json chat_logprobs(const nlohmann::json& lp) {
+  auto bytes = [](const std::string& t) {
+    nlohmann::json b = nlohmann::json::array();
+    for (unsigned char c : t) b.push_back(static_cast<int>(c));
+    return b;
+  };
+  nlohmann::json content = nlohmann::json::array();
+  for (size_t i = 0; i < lp["tokens"].size(); ++i) {
+    const std::string t = lp["tokens"][i];
+    nlohmann::json top = nlohmann::json::array();
+    for (const auto& [k, v] : lp["top_logprobs"][i].items()) {
+      top.push_back({{"token", k}, {"logprob", v}, {"bytes", bytes(k)}});
+    }
+    std::sort(top.begin(), top.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+      return a["logprob"].get<double>() > b["logprob"].get<double>();
+    });
+    content.push_back({{"token", t},
+                       {"logprob", lp["token_logprobs"][i]},
+                       {"bytes", bytes(t)},
+                       {"top_logprobs", top}});
+  }
+  return {{"content", content}};
 }
 
 // A chat.completion.chunk (delta: {"role": ...} / {"content": ...} / {}).

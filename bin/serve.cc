@@ -287,11 +287,12 @@ class Server {
       out["choices"] = choices;
       if (is_chat) {  // one choice (n = 1)
         out["object"] = "chat.completion";
-        out["choices"] =
-            json::array({{{"index", 0},
-                          {"message", {{"role", "assistant"}, {"content", choices[0]["text"]}}},
-                          {"logprobs", nullptr},
-                          {"finish_reason", choices[0]["finish_reason"]}}});
+        out["choices"] = json::array(
+            {{{"index", 0},
+              {"message", {{"role", "assistant"}, {"content", choices[0]["text"]}}},
+              {"logprobs",
+               p.logprobs >= 0 ? anvil::bin::chat_logprobs(choices[0]["logprobs"]) : json(nullptr)},
+              {"finish_reason", choices[0]["finish_reason"]}}});
       }
       out["usage"] = {{"prompt_tokens", prompt_tokens},
                       {"completion_tokens", completion_tokens},

@@ -2,7 +2,7 @@
 // The official `openai` npm client (pinned in scripts/fetch-tokenizers.sh) against a running
 // bin/serve (tests/bin/serve_openai_test.sh):
 //   node scripts/openai_client_check.js BASE_URL TEMPLATE_FILE
-// completions, chat (plain and streamed), models.list, and errors (an unknown route: 404; a bad
+// completions, chat (plain, streamed, with logprobs), models.list, and errors (an unknown route: 404; a bad
 // request: 400, raised as APIError with the server's message). Then the greedy chat answer must
 // equal a greedy completion of the conversation rendered with @huggingface/jinja (the
 // reference renderer), i.e. bin/serve's template rendering + encoding + generation by hand.
@@ -74,6 +74,22 @@ async function main() {
                                                    temperature: 0 });
   assert(byHand.choices[0].text === msg.content,
          `chat '${msg.content}' != completion of the rendered template '${byHand.choices[0].text}'`);
+
+  // Chat logprobs (choices[].logprobs.content[]) equal the completion's of the rendered prompt.
+  const lp = await client.chat.completions.create({ model, messages, max_tokens: 4, temperature: 0,
+                                                    logprobs: true, top_logprobs: 2 });
+  const content = lp.choices[0].logprobs.content;
+  const ref = await client.completions.create({ model, prompt: rendered, max_tokens: 4,
+                                                temperature: 0, logprobs: 2 });
+  const refLp = ref.choices[0].logprobs;
+  assert(content.length === refLp.tokens.length && content.length > 0, "logprobs count");
+  content.forEach((e, i) => {
+    assert(e.token === refLp.tokens[i], `logprobs token ${i}`);
+    assert(Math.abs(e.logprob - refLp.token_logprobs[i]) < 1e-6, `logprob ${i}`);
+    assert(e.top_logprobs.length >= 1 && e.top_logprobs.length <= 2, `top_logprobs ${i}`);
+    assert(e.top_logprobs[0].token === e.token, `greedy token ${i} is its top alternative`);
+    assert(Buffer.from(e.bytes).toString("utf8") === e.token, `bytes ${i}`);
+  });
 
   await expectError(client.get("/nope"), 404, /unknown route GET \/v1\/nope/, "unknown route");
   await expectError(client.chat.completions.create({ model, messages: [] }), 400,
