@@ -625,9 +625,10 @@ int run(const Flags& f) {
       std::chrono::duration_cast<anvil::bin::ConnectionGuard::Clock::duration>(
           std::chrono::duration<double>(f.request_timeout)),
       f.per_client);
-  std::printf("serve: %s on %s, batch %lld, tp %d, chat template %s: listening on http://%s:%d\n",
-              dir.c_str(), device.c_str(), static_cast<long long>(f.inf.max_batch), o.shard.tp,
-              chat_source.c_str(), f.host.c_str(), port);
+  std::printf("serve: chat template %s\n", chat_source.c_str());
+  std::printf("serve: %s on %s, batch %lld, tp %d: listening on http://%s:%d\n", dir.c_str(),
+              device.c_str(), static_cast<long long>(f.inf.max_batch), o.shard.tp, f.host.c_str(),
+              port);
   std::fflush(stdout);
   return http.listen_after_bind() ? 0 : 1;
 }
