@@ -130,8 +130,9 @@ class ConnectionGuard {
   }
 
   static std::string reply(int status, const char* reason, const std::string& message) {
-    const std::string body =
-        "{\"error\": {\"message\": \"" + message + "\", \"type\": \"invalid_request_error\"}}";
+    const std::string body = "{\"error\": {\"message\": \"" + message +
+                             "\", \"type\": \"invalid_request_error\", \"code\": \"" +
+                             (status == 408 ? "timeout" : "too_many_connections") + "\"}}";
     return "HTTP/1.1 " + std::to_string(status) + " " + reason +
            "\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
            std::to_string(body.size()) + "\r\n\r\n" + body;

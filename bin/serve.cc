@@ -2,7 +2,13 @@
 //   serve CKPT [--port N (0: any free port)] [--host H] [--device D] [--batch-size B]
 //         [--max-len L] [--tokenizer-type T --vocab-file F [--merge-file F]]
 //         [--threads N] [--max-connections-per-client N] [--request-timeout SECONDS]
-// POST /v1/completions with a JSON body: prompt (a string, a list of strings, a list of token
+//         [--chat-template FILE]
+// POST /v1/chat/completions: the same over `messages`, rendered into the prompt by the chat
+// template (bin/openai_chat.h; --chat-template, else the checkpoint's
+// tokenizer/tokenizer_config.json), answered as chat.completion (chunks with stream). GET
+// /v1/models lists the served model. Every failure is an OpenAI error object
+// {"error": {"message", "type", "code"}} with its HTTP status (unknown routes 404, wrong method
+// 405). POST /v1/completions with a JSON body: prompt (a string, a list of strings, a list of token
 // ids or a list of such lists), max_tokens (default 16, capped so prompt + completion fit the
 // context; 0 only with echo), temperature (1), top_p (1), top_k (0: off), repetition_penalty
 // (1), stop (string or list), seed (default: random), logprobs (null, or k: each token's log
@@ -41,6 +47,7 @@
 #include "absl/strings/str_cat.h"
 #include "bin/connection_guard.h"
 #include "bin/inference_setup.h"
+#include "bin/openai_chat.h"
 #include "bin/openai_logprobs.h"
 #include "engine/status.h"
 #include "model/infer/generation.h"
@@ -57,7 +64,8 @@ namespace model = anvil::model;
 constexpr char kUsage[] =
     "usage: serve CKPT [--port N] [--host H] [--device auto|cpu|cuda] [--batch-size B]\n"
     "         [--max-len L] [--tokenizer-type T --vocab-file F [--merge-file F]]\n"
-    "         [--threads N] [--max-connections-per-client N] [--request-timeout SECONDS]\n";
+    "         [--threads N] [--max-connections-per-client N] [--request-timeout SECONDS]\n"
+    "         [--chat-template FILE (.jinja or tokenizer_config.json)]\n";
 
 // Stop strings per request: OpenAI's limit is 4; lm-evaluation-harness may send more.
 constexpr size_t kMaxStops = 16;
@@ -70,6 +78,7 @@ struct Flags {
   int threads = 32;             // HTTP workers
   int per_client = 16;          // open connections of one client (IP address)
   double request_timeout = 30;  // seconds for a whole request to arrive
+  std::string chat_template;    // "" : the checkpoint's tokenizer/tokenizer_config.json
 };
 
 absl::StatusOr<Flags> parse(int argc, char** argv) {
@@ -87,6 +96,8 @@ absl::StatusOr<Flags> parse(int argc, char** argv) {
       continue;
     } else if (k == "--port") {
       ok = integer(&f.port) && f.port >= 0 && f.port < 65536;
+    } else if (k == "--chat-template" && has_value) {
+      f.chat_template = a[++i];
     } else if (k == "--host" && has_value) {
       f.host = a[++i];
     } else if (k == "--device" && has_value) {
@@ -118,10 +129,16 @@ absl::StatusOr<Flags> parse(int argc, char** argv) {
   return f;
 }
 
-void send_error(httplib::Response& res, int status, const std::string& message) {
-  const json j = {
-      {"error",
-       {{"message", message}, {"type", status < 500 ? "invalid_request_error" : "server_error"}}}};
+void send_error(httplib::Response& res, int status, const std::string& message,
+                const char* code = nullptr) {
+  if (code == nullptr) {
+    code = status == 400   ? "invalid_request"
+           : status == 404 ? "not_found"
+           : status == 405 ? "method_not_allowed"
+           : status == 408 ? "timeout"
+                           : nullptr;
+  }
+  const json j = anvil::bin::openai_error(status, message, code);
   res.status = status;
   res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
@@ -176,8 +193,10 @@ model::Generator::Detokenize detokenizer(const anvil::io::Tokenizer& tok) {
 class Server {
  public:
   // observer: tensor parallelism's broadcast of the scheduler's decisions (null: one rank).
-  Server(anvil::bin::InferenceSetup setup, std::string model_name, model::ScheduleObserver observer)
-      : s_(std::move(setup)),
+  Server(anvil::bin::InferenceSetup setup, std::string model_name, model::ScheduleObserver observer,
+         std::optional<anvil::bin::ChatTemplate> chat)
+      : chat_(std::move(chat)),
+        s_(std::move(setup)),
         name_(std::move(model_name)),
         max_len_(s_.model->shape().max_len),
         gen_(*s_.model, s_.eod, detokenizer(*s_.tokenizer)),
@@ -186,20 +205,42 @@ class Server {
   // busy: the connection guard's mark, kept until the response is written (a stream's end).
   void completions(const httplib::Request& req, httplib::Response& res,
                    std::shared_ptr<void> busy) {
+    complete(req.body, res, std::move(busy), false);
+  }
+
+  // /v1/chat/completions: the body translated into a completion of the rendered conversation.
+  void chat(const httplib::Request& req, httplib::Response& res, std::shared_ptr<void> busy) {
+    json body;
+    if (auto bad = anvil::bin::chat_to_completion(chat_ ? &*chat_ : nullptr, req.body, &body)) {
+      send_error(res, 400, *bad);
+      return;
+    }
+    complete(body.dump(), res, std::move(busy), true);
+  }
+
+  const std::string& name() const { return name_; }
+
+ private:
+  void complete(const std::string& body, httplib::Response& res, std::shared_ptr<void> busy,
+                bool is_chat) {
     Parsed p;
-    if (const std::optional<std::string> bad = parse_request(req.body, &p)) {
+    if (const std::optional<std::string> bad = parse_request(body, &p)) {
       send_error(res, 400, *bad);
       return;
     }
     std::vector<model::GenerationRequest>& reqs = p.reqs;
     const bool stream = p.stream;
-    const std::string id = absl::StrCat("cmpl-", ++counter_);
+    const std::string id = absl::StrCat(is_chat ? "chatcmpl-" : "cmpl-", ++counter_);
     const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count();
     std::vector<std::shared_ptr<model::GenerationScheduler::Job>> jobs;
     for (model::GenerationRequest& r : reqs) jobs.push_back(scheduler_.submit(r));
     auto chunk = [=](size_t index, const std::string& text, const char* finish) {
+      if (is_chat) {
+        return anvil::bin::chat_chunk(
+            id, created, name_, text.empty() ? json::object() : json{{"content", text}}, finish);
+      }
       json c = {{"index", index}, {"text", text}, {"logprobs", nullptr}};
       c["finish_reason"] = finish ? json(finish) : json(nullptr);
       return json{{"id", id},
@@ -238,11 +279,21 @@ class Server {
         if (p.echo) text = p.prompt_texts[i] + text;
         json c = chunk(i, text, model::finish_reason_name(last.finished))["choices"][0];
         if (p.zero_tokens) c["finish_reason"] = "length";
+        if (is_chat) c["text"] = text;  // read back below into the chat message
         if (p.logprobs >= 0) c["logprobs"] = lp.json();
         choices.push_back(std::move(c));
       }
       json out = chunk(0, "", nullptr);
       out["choices"] = choices;
+      if (is_chat) {  // one choice (n = 1)
+        out["object"] = "chat.completion";
+        out["choices"] = json::array(
+            {{{"index", 0},
+              {"message", {{"role", "assistant"}, {"content", choices[0]["text"]}}},
+              {"logprobs",
+               p.logprobs >= 0 ? anvil::bin::chat_logprobs(choices[0]["logprobs"]) : json(nullptr)},
+              {"finish_reason", choices[0]["finish_reason"]}}});
+      }
       out["usage"] = {{"prompt_tokens", prompt_tokens},
                       {"completion_tokens", completion_tokens},
                       {"total_tokens", prompt_tokens + completion_tokens}};
@@ -254,6 +305,7 @@ class Server {
     struct State {
       size_t job = 0, sent = 0;
       bool done = false;
+      bool role_sent = false;  // chat: the first chunk's delta is {"role": "assistant"}
     };
     auto st = std::make_shared<State>();
     auto stops = std::make_shared<std::vector<std::vector<std::string>>>();
@@ -261,8 +313,16 @@ class Server {
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [st, jobs, stops, chunk](size_t, httplib::DataSink& sink) {
+        [st, jobs, stops, chunk, is_chat, id, created, name = name_](size_t,
+                                                                     httplib::DataSink& sink) {
           auto send = [&](const std::string& line) { return sink.write(line.data(), line.size()); };
+          if (is_chat && !st->role_sent) {
+            st->role_sent = true;
+            return send("data: " +
+                        dump(anvil::bin::chat_chunk(
+                            id, created, name, {{"role", "assistant"}, {"content", ""}}, nullptr)) +
+                        "\n\n");
+          }
           if (st->job == jobs.size()) {
             st->done = true;
             send("data: [DONE]\n\n");
@@ -272,9 +332,8 @@ class Server {
           model::GenerationEvent e;
           auto& job = jobs[st->job];
           if (!job->next(&e)) {  // failed or cancelled
-            const json err = {
-                {"error",
-                 {{"message", std::string(job->status().message())}, {"type", "server_error"}}}};
+            const json err =
+                anvil::bin::openai_error(500, std::string(job->status().message()), nullptr);
             send("data: " + dump(err) + "\n\n");
             st->job = jobs.size();
             return true;
@@ -303,7 +362,6 @@ class Server {
         });
   }
 
- private:
   struct Parsed {
     std::vector<model::GenerationRequest> reqs;
     std::vector<std::string> prompt_texts;  // each prompt as text (echo)
@@ -446,6 +504,7 @@ class Server {
     return std::nullopt;
   }
 
+  std::optional<anvil::bin::ChatTemplate> chat_;
   anvil::bin::InferenceSetup s_;
   std::string name_;
   int64_t max_len_;
@@ -490,7 +549,14 @@ int run(const Flags& f) {
   }
   const std::string dir = setup->dir;
   const std::string device(anvil::engine::device_name(setup->precision.device));
-  Server server(std::move(*setup), dir, std::move(observer));
+  absl::StatusOr<std::optional<anvil::bin::ChatTemplate>> chat =
+      anvil::bin::load_chat_template(f.chat_template, dir);
+  if (!chat.ok()) {
+    std::fprintf(stderr, "serve: error: %s\n", std::string(chat.status().message()).c_str());
+    return 1;
+  }
+  const std::string chat_source = *chat ? (*chat)->source : "none (chat requests get a 400)";
+  Server server(std::move(*setup), dir, std::move(observer), std::move(*chat));
   httplib::Server http;
   std::unique_ptr<anvil::bin::ConnectionGuard> guard;  // once the port is known
   http.Post("/v1/completions", [&](const httplib::Request& req, httplib::Response& res) {
@@ -498,6 +564,49 @@ int run(const Flags& f) {
       server.completions(req, res, guard->busy(req.remote_addr, req.remote_port));
     } catch (const std::exception& e) {  // nlohmann::json throws on misuse; never crash
       send_error(res, 500, std::string("internal error: ") + e.what());
+    }
+  });
+  http.Post("/v1/chat/completions", [&](const httplib::Request& req, httplib::Response& res) {
+    try {
+      server.chat(req, res, guard->busy(req.remote_addr, req.remote_port));
+    } catch (const std::exception& e) {
+      send_error(res, 500, std::string("internal error: ") + e.what());
+    }
+  });
+  http.Get("/v1/models", [&](const httplib::Request& req, httplib::Response& res) {
+    const std::shared_ptr<void> busy = guard->busy(req.remote_addr, req.remote_port);
+    const json model = {
+        {"id", server.name()}, {"object", "model"}, {"created", 0}, {"owned_by", "anvil"}};
+    res.set_content(dump({{"object", "list"}, {"data", json::array({model})}}), "application/json");
+  });
+  // The known routes under another method: 405 (httplib would answer 404).
+  auto wrong_method = [](const char* allowed) {
+    return [allowed](const httplib::Request& req, httplib::Response& res) {
+      res.set_header("Allow", allowed);
+      send_error(res, 405, req.method + " " + req.path + " is not allowed (use " + allowed + ")");
+    };
+  };
+  for (const char* p : {"/v1/completions", "/v1/chat/completions"}) {
+    http.Get(p, wrong_method("POST"));
+    http.Put(p, wrong_method("POST"));
+    http.Delete(p, wrong_method("POST"));
+  }
+  for (const char* p : {"/v1/models", "/health"}) {
+    http.Post(p, wrong_method("GET"));
+    http.Put(p, wrong_method("GET"));
+    http.Delete(p, wrong_method("GET"));
+  }
+  // Unknown routes and httplib's own failures (e.g. a body over the limit): an OpenAI error.
+  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 404) {
+      send_error(res, 404,
+                 "unknown route " + req.method + " " + req.path +
+                     " (routes: POST /v1/completions, POST /v1/chat/completions, "
+                     "GET /v1/models, GET /health)");
+    } else {
+      send_error(res, res.status, "the request failed with HTTP " + std::to_string(res.status),
+                 res.status == 413 ? "request_too_large" : nullptr);
     }
   });
   http.Get("/health", [&](const httplib::Request& req, httplib::Response& res) {
@@ -516,6 +625,7 @@ int run(const Flags& f) {
       std::chrono::duration_cast<anvil::bin::ConnectionGuard::Clock::duration>(
           std::chrono::duration<double>(f.request_timeout)),
       f.per_client);
+  std::printf("serve: chat template %s\n", chat_source.c_str());
   std::printf("serve: %s on %s, batch %lld, tp %d: listening on http://%s:%d\n", dir.c_str(),
               device.c_str(), static_cast<long long>(f.inf.max_batch), o.shard.tp, f.host.c_str(),
               port);

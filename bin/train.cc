@@ -166,7 +166,12 @@ std::map<std::string, std::string> tokenizer_attachments(const model::TokenizerC
   std::map<std::string, std::string> out;
   for (std::string path : {t.vocab_file, t.merge_file}) {
     if (path.empty()) continue;
-    if (std::filesystem::is_directory(path)) path += "/tokenizer.json";  // HF: a directory
+    if (std::filesystem::is_directory(path)) {  // HF: a directory; its chat template too
+      if (std::filesystem::exists(path + "/tokenizer_config.json")) {
+        out["tokenizer/tokenizer_config.json"] = path + "/tokenizer_config.json";
+      }
+      path += "/tokenizer.json";
+    }
     out[absl::StrCat("tokenizer/", std::filesystem::path(path).filename().string())] = path;
   }
   return out;

