@@ -26,6 +26,10 @@ constexpr const char* kAllowedGlobals[] = {
     "torch.Size",
     "torch.device",
     "__builtin__.set",
+    // An enum member pickles as getattr(<enum class>, "<member name>") (Python >= 3.8); only
+    // recorded, and only applied to a whitelisted class and a name.
+    "__builtin__.getattr",
+    "builtins.getattr",
     "builtins.set",
     "torch.float64",
     "torch.float32",
@@ -475,6 +479,11 @@ class Reader {
           auto t = rebuild_tensor(**args);
           if (!t.ok()) return t.status();
           stack_.push_back(*t);
+        } else if (absl::EndsWith(g, ".getattr") &&
+                   ((*args)->items.size() != 2 || (*args)->items[0]->kind != Value::Kind::kGlobal ||
+                    (*args)->items[1]->kind != Value::Kind::kStr)) {
+          return err(absl::StrCat(opn, " of ", g, " at byte ", at,
+                                  " on something other than (whitelisted class, name)"));
         } else if (g == "collections.OrderedDict") {
           if (!(*args)->items.empty()) return err("OrderedDict with constructor arguments");
           stack_.push_back(Value::make_dict(true));
