@@ -189,3 +189,51 @@ TEST(TorchPt, RefusesStorageTypesOutsideTheSubset) {
 
 }  // namespace
 }  // namespace anvil::io::torch_pt
+
+namespace anvil::io::torch_pt {
+namespace {
+
+// Every file of the fork-layout fixture (ckpt/global_step3, TP2 x PP2 x DP2, ZeRO-1) parses, and
+// the records the import needs are where the fork's save code puts them.
+TEST(TorchPt, ReadsTheForkLayoutFixture) {
+  const std::string d = std::string(kDir) + "ckpt/global_step3/";
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(d)) {
+    auto f = PtFile::open(e.path().string());
+    ASSERT_TRUE(f.ok()) << f.status();
+    ++files;
+  }
+  EXPECT_EQ(files, 12 + 4 + 8);
+  auto mp = PtFile::open(d + "mp_rank_03_model_states.pt");
+  ASSERT_TRUE(mp.ok()) << mp.status();
+  const ValuePtr& r = mp->root();
+  EXPECT_EQ(r->get("iteration")->i, 3);
+  EXPECT_EQ(r->get("args")->attr("padded_vocab_size")->i, 64);
+  EXPECT_EQ(r->get("args")->attr("consumed_train_samples")->i, 24);
+  EXPECT_EQ(r->get("lr_scheduler")->get("num_steps")->i, 24);
+  EXPECT_EQ(r->get("checkpoint_info")->get("original_vocab_size")->i, 60);
+  ASSERT_EQ(r->get("param_shapes")->items.size(), 3u);
+  auto z = PtFile::open(d + "zero_pp_rank_1_mp_rank_03_optim_states.pt");
+  ASSERT_TRUE(z.ok()) << z.status();
+  ValuePtr o = z->root()->get("optimizer_state_dict");
+  ASSERT_TRUE(o);
+  ValuePtr fp32 = o->get("single_partition_of_fp32_groups");
+  ASSERT_TRUE(fp32 && fp32->items.size() == 3u);
+  ValuePtr st = o->get("base_optimizer_state")->get("state")->get_int_key(2);
+  ASSERT_TRUE(st && st->get("exp_avg"));
+  // The last DP rank's partition: fp32 without the padding, the moments with it.
+  const int64_t pad = o->get("group_paddings")->items[2]->i;
+  EXPECT_EQ(fp32->items[2]->tensor.numel() + pad, st->get("exp_avg")->tensor.numel());
+  EXPECT_EQ(o->get("loss_scaler")->attr("cur_scale")->f, 2048.0);
+  ValuePtr maps = o->get("param_slice_mappings");
+  ASSERT_TRUE(maps && maps->items.size() == 3u);
+  auto layer = PtFile::open(d + "layer_03-model_01-model_states.pt");
+  ASSERT_TRUE(layer.ok());
+  ValuePtr qkv = layer->root()->get("self_attention.query_key_value.weight");
+  ASSERT_TRUE(qkv && qkv->kind == Value::Kind::kTensor);
+  EXPECT_EQ(qkv->tensor.dtype, DType::kF16);
+  EXPECT_EQ(qkv->tensor.shape, (std::vector<int64_t>{24, 16}));  // [3 h / tp, h]
+}
+
+}  // namespace
+}  // namespace anvil::io::torch_pt
