@@ -43,7 +43,8 @@ inline absl::Status import_megatron(const std::string& dir, const std::string& c
   model::HfJsonFields fields = {{"vocab_size", std::to_string(c.vocab)},
                                 {"hidden_size", std::to_string(c.hidden_size)},
                                 {"n_layer", std::to_string(c.num_layers)},
-                                {"n_head", std::to_string(c.num_heads)}};
+                                {"n_head", std::to_string(c.num_heads)},
+                                {"layer_norm_epsilon", absl::StrCat(c.layernorm_epsilon)}};
   ANVIL_ASSIGN_OR_RETURN(const model::HfFamily* f, model::hf_family("bloom", fields));
   ANVIL_ASSIGN_OR_RETURN(model::HfImportedModel m,
                          model::hf_import_model(*f, fields, model::train_config_schema(), where));

@@ -164,6 +164,9 @@ absl::StatusOr<MegatronDsCheckpoint> read_megatron_ds(const std::string& dir) {
   ANVIL_ASSIGN_OR_RETURN(c.seed, need_int(args, "seed", mp0 + " args"));
   ANVIL_ASSIGN_OR_RETURN(c.global_batch, need_int(args, "global_batch_size", mp0 + " args"));
   ANVIL_ASSIGN_OR_RETURN(c.seq_length, need_int(args, "seq_length", mp0 + " args"));
+  ANVIL_ASSIGN_OR_RETURN(ValuePtr eps,
+                         need(args, "layernorm_epsilon", mp0 + " args", Value::Kind::kFloat));
+  c.layernorm_epsilon = eps->f;
   ANVIL_ASSIGN_OR_RETURN(ValuePtr info, need(r0, "checkpoint_info", mp0, Value::Kind::kDict));
   ANVIL_ASSIGN_OR_RETURN(c.vocab, need_int(info, "original_vocab_size", mp0 + " checkpoint_info"));
   ANVIL_ASSIGN_OR_RETURN(ValuePtr lr, need(r0, "lr_scheduler", mp0, Value::Kind::kDict));

@@ -34,6 +34,7 @@ struct MegatronDsCheckpoint {
   int64_t padded_vocab = 0, vocab = 0;  // checkpoint_info's original_vocab_size
   int64_t consumed_samples = 0, consumed_valid_samples = 0, consumed_tokens = 0, seed = 0;
   int64_t global_batch = 0, seq_length = 0;
+  double layernorm_epsilon = 1e-5;
   std::map<std::string, double> lr_scheduler;  // the fork's AnnealingLR state_dict (numbers)
   std::map<std::string, double> loss_scaler;   // DynamicLossScaler's numbers (cur_scale ...)
   int64_t adam_step = 0;                       // base optimizer param_groups[0]["step"]
