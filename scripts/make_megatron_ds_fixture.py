@@ -16,8 +16,8 @@ reads them without torch and compares with values it computes from the formulas 
   /usr/bin/python3 scripts/make_megatron_ds_fixture.py --check FILE.pt   # torch.load a file
   ckpt/             a Megatron-DeepSpeed checkpoint folder as the fork (GPTModelPipe under
                     DeepSpeed's PipelineEngine, fp16, ZeRO-1) saves it at TP2 x PP2 x DP2 of a
-                    BLOOM-style tiny model (ALiBi, embedding LayerNorm, tied head, vocabulary 60
-                    padded to 64, fused QKV rows [heads, 3, head_dim]): ckpt/latest,
+                    BLOOM-style tiny model (ALiBi, embedding LayerNorm, tied head, vocabulary 120
+                    padded to 128, fused QKV rows [heads, 3, head_dim]): ckpt/latest,
                     ckpt/global_step3/layer_XX-model_YY-model_states.pt (fp16 weights; 01 the
                     embedding, 03..06 the layers, 08 the final LayerNorm), mp_rank_YY_model_states.pt
                     (YY = pp * tp_size + tp: args, iteration, tokens, lr_scheduler, param_shapes,
@@ -90,8 +90,8 @@ fake_module("deepspeed.utils.tensor_fragment", fragment_address=fragment_address
 # The tiny BLOOM-style model and the layout.
 TP, PP, DP = 2, 2, 2
 LAYERS, HIDDEN, HEADS, FFN = 4, 16, 4, 64
-VOCAB, DIVISIBLE_BY = 60, 16
-PADDED = ((VOCAB + DIVISIBLE_BY * TP - 1) // (DIVISIBLE_BY * TP)) * (DIVISIBLE_BY * TP)  # 64
+VOCAB, DIVISIBLE_BY = 120, 16
+PADDED = ((VOCAB + DIVISIBLE_BY * TP - 1) // (DIVISIBLE_BY * TP)) * (DIVISIBLE_BY * TP)  # 128
 ITERATION, GLOBAL_BATCH, SEQ = 3, 8, 8
 HD = HIDDEN // HEADS
 

@@ -208,10 +208,10 @@ TEST(TorchPt, ReadsTheForkLayoutFixture) {
   ASSERT_TRUE(mp.ok()) << mp.status();
   const ValuePtr& r = mp->root();
   EXPECT_EQ(r->get("iteration")->i, 3);
-  EXPECT_EQ(r->get("args")->attr("padded_vocab_size")->i, 64);
+  EXPECT_EQ(r->get("args")->attr("padded_vocab_size")->i, 128);
   EXPECT_EQ(r->get("args")->attr("consumed_train_samples")->i, 24);
   EXPECT_EQ(r->get("lr_scheduler")->get("num_steps")->i, 24);
-  EXPECT_EQ(r->get("checkpoint_info")->get("original_vocab_size")->i, 60);
+  EXPECT_EQ(r->get("checkpoint_info")->get("original_vocab_size")->i, 120);
   ASSERT_EQ(r->get("param_shapes")->items.size(), 3u);
   auto z = PtFile::open(d + "zero_pp_rank_1_mp_rank_03_optim_states.pt");
   ASSERT_TRUE(z.ok()) << z.status();

@@ -23,8 +23,8 @@ TEST(MegatronDs, FixtureImportsToTheExpectedAnvilTensors) {
   EXPECT_EQ(c->iteration, 3);
   EXPECT_EQ(c->consumed_samples, 24);
   EXPECT_EQ(c->consumed_tokens, 192);
-  EXPECT_EQ(c->vocab, 60);
-  EXPECT_EQ(c->padded_vocab, 64);
+  EXPECT_EQ(c->vocab, 120);
+  EXPECT_EQ(c->padded_vocab, 128);
   EXPECT_EQ(c->lr_scheduler.at("num_steps"), 24);
   EXPECT_EQ(c->loss_scaler.at("cur_scale"), 2048.0);
   auto mapped = megatron_ds_to_anvil(c->tensors, {c->num_heads, c->vocab});
