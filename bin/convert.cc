@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "bin/convert_megatron.h"
 #include "engine/config.h"
 #include "engine/status.h"
 #include "io/checkpoint.h"
@@ -241,6 +242,8 @@ int run(int argc, char** argv) {
   if (a.size() >= 3 && a.size() <= 4 && a[0] == "export" &&
       (a.size() == 3 || (absl::SimpleAtoi(a[3], &step) && step >= 0))) {
     s = export_hf(a[1], a[2], step);
+  } else if (a.size() == 3 && a[0] == "import-megatron") {  // bin/convert_megatron.h
+    s = anvil::convert::import_megatron(a[1], a[2]);
   } else if (a.size() == 3 && a[0] == "import") {
     s = import_hf(a[1], a[2]);
   } else {

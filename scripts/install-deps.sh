@@ -6,7 +6,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libinih-dev libopenmpi-dev openmpi-bin libopenblas-dev python3 python3-numpy bible-kjv
   libpcre2-dev libonig-dev libutf8proc-dev libsentencepiece-dev sentencepiece nlohmann-json3-dev
-  libprotobuf-dev protobuf-compiler libcpp-httplib-dev curl)
+  libprotobuf-dev protobuf-compiler libcpp-httplib-dev libzip-dev curl)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

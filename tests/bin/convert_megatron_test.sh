@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# bin/convert import-megatron on the fork-layout fixture (TP2 x PP2 x DP2, ZeRO-1;
+# scripts/make_megatron_ds_fixture.py): the anvil checkpoint holds the iteration, the counters
+# and every master weight and Adam moment (their values: megatron_ds_test); a second import into
+# the same directory and a folder that is not a DeepSpeed checkpoint are refused by name; bin/train
+# resumes the import at step 4 on one rank and at TP2 under mpirun with the same losses.
+# (Not checked here: that step 4 equals the fork's own step; docs/checkpoints.md.)
+# usage: convert_megatron_test.sh CONVERT TRAIN PREPROCESS
+set -euo pipefail
+convert=$1
+train=$2
+preprocess=$3
+fx=tests/io/fixtures/megatron_ds
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$convert" import-megatron "$fx/ckpt" "$tmp/ck" > "$tmp/out.txt"
+grep -q "TP2 x PP2 x DP2, iteration 3, 24 samples consumed" "$tmp/out.txt"
+python3 - "$tmp/ck/step_00000003/manifest.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+s = m["state"]
+assert s["step"] == 3 and s["consumed_samples"] == 24 and s["lr_samples"] == 24, s
+assert s["lr_tokens"] == 192 and s["optimizer_steps"] == 2 and s["seed"] == 42, s
+assert m["grad_scaler"]["scale"] == 2048.0, m["grad_scaler"]
+names = set(m["tensors"])
+assert len(names) == 3 * (3 + 4 * 12 + 2), len(names)
+for st in ("master/", "exp_avg/", "exp_avg_sq/"):
+    assert m["tensors"][st + "wte.weight"]["shape"] == [120, 16]
+    assert m["tensors"][st + "h.3.attn.c_attn.weight"]["shape"] == [48, 16]
+PY
+if "$convert" import-megatron "$fx/ckpt" "$tmp/ck" 2> "$tmp/err.txt"; then
+  echo "a second import into $tmp/ck was accepted"; exit 1
+fi
+grep -q "already holds checkpoints" "$tmp/err.txt"
+if "$convert" import-megatron "$fx" "$tmp/ck2" 2> "$tmp/err.txt"; then
+  echo "a folder without latest was accepted"; exit 1
+fi
+grep -q "latest: missing" "$tmp/err.txt"
+# Resume with the settings import-megatron printed plus data (Byte tokens < 120).
+for i in $(seq 0 49); do printf '{"text": "abc def ghi %s"}\n' "$i"; done > "$tmp/d.jsonl"
+"$preprocess" --no-progress --input "$tmp/d.jsonl" --tokenizer-type Byte \
+  --output-prefix "$tmp/d" > "$tmp/pre.log" 2>&1
+model=$(sed -n '/^\[model\]/,/^\[train\]/p' "$tmp/out.txt" | sed '$d')
+ini() {
+  cat <<INI
+$model
+[train]
+global_batch = 8
+seed = 42
+micro_batch = 2
+steps = 5
+device = cpu
+eval_iters = 0
+log_interval = 1
+[data]
+seed = 42
+seq_len = 8
+paths = $tmp/d_text_document
+eod_token = 0
+cache_dir = $tmp/cache
+[checkpoint]
+load = $tmp/ck
+[parallel]
+tp = $1
+INI
+}
+grep -q "^global_batch = 8$" "$tmp/out.txt"
+ini 1 > "$tmp/t1.ini"
+ini 2 > "$tmp/t2.ini"
+"$train" "$tmp/t1.ini" > "$tmp/r1.log" 2>&1 || { cat "$tmp/r1.log"; exit 1; }
+grep -q "resuming from $tmp/ck/step_00000003: step 3, 24 samples consumed" "$tmp/r1.log"
+mpirun --allow-run-as-root --oversubscribe -np 2 "$train" "$tmp/t2.ini" > "$tmp/r2.log" 2>&1 \
+  || { cat "$tmp/r2.log"; exit 1; }
+losses() { grep -oE 'step [45]/5 \| loss [0-9.]+' "$1"; }
+[[ $(losses "$tmp/r1.log" | wc -l) == 2 ]] || { cat "$tmp/r1.log"; exit 1; }
+[[ "$(losses "$tmp/r1.log")" == "$(losses "$tmp/r2.log")" ]] \
+  || { echo "TP2 resume differs:"; losses "$tmp/r1.log"; losses "$tmp/r2.log"; exit 1; }
+echo "convert_megatron_test: OK"
