@@ -51,6 +51,7 @@ Arena& Arena::operator=(Arena&& o) noexcept {
   if (this != &o) {
     release();
     device_ = o.device_;
+    pinned_ = std::exchange(o.pinned_, false);
     base_ = std::exchange(o.base_, nullptr);
     capacity_ = std::exchange(o.capacity_, 0);
     used_ = std::exchange(o.used_, 0);
@@ -59,12 +60,33 @@ Arena& Arena::operator=(Arena&& o) noexcept {
   return *this;
 }
 
+absl::StatusOr<Arena> Arena::create_pinned_host(size_t bytes, std::string name) {
+  Arena a;
+  a.device_ = Device::kCpu;
+  a.pinned_ = true;
+  a.name_ = std::move(name);
+  a.capacity_ = align_up(bytes);
+  if (a.capacity_ == 0) return a;
+  const cudaError_t err = cudaHostAlloc(&a.base_, a.capacity_, cudaHostAllocDefault);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    a.base_ = nullptr;
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("arena '%s': cudaHostAlloc of %d bytes (%.2f GiB) of pinned host memory "
+                        "failed: %s",
+                        a.name_, a.capacity_, a.capacity_ / 1073741824.0, cudaGetErrorString(err)));
+  }
+  return a;
+}
+
 Arena::~Arena() { release(); }
 
 void Arena::release() {
   if (base_ == nullptr) return;
   if (device_ == Device::kCuda) {
     cudaFree(base_);
+  } else if (pinned_) {
+    cudaFreeHost(base_);
   } else {
     std::free(base_);
   }

@@ -29,6 +29,9 @@ class Arena {
   // Allocates `bytes` on `device` (cudaMalloc on the current CUDA device, aligned host memory on
   // the CPU). ResourceExhausted names the arena and the requested and free bytes.
   static absl::StatusOr<Arena> create(Device device, size_t bytes, std::string name);
+  // Page-locked host memory (cudaHostAlloc) for asynchronous host<->device copies, e.g. the
+  // optimizer state of parallel/offload_optimizer.h; the views are Device::kCpu.
+  static absl::StatusOr<Arena> create_pinned_host(size_t bytes, std::string name);
 
   Arena() = default;
   Arena(Arena&& other) noexcept;
@@ -57,6 +60,7 @@ class Arena {
   void release();
 
   Device device_ = Device::kCpu;
+  bool pinned_ = false;  // host memory from cudaHostAlloc
   void* base_ = nullptr;
   size_t capacity_ = 0;
   size_t used_ = 0;

@@ -74,6 +74,7 @@ void Event::record(const Stream& s) { ANVIL_CUDA_CHECK(cudaEventRecord(event_, s
 void Event::wait(const Stream& s) const {
   ANVIL_CUDA_CHECK(cudaStreamWaitEvent(s.cuda_stream(), event_, 0));
 }
+void Event::synchronize() const { ANVIL_CUDA_CHECK(cudaEventSynchronize(event_)); }
 float Event::elapsed_ms_since(const Event& start) const {
   ANVIL_CUDA_CHECK(cudaEventSynchronize(event_));
   float ms = 0;

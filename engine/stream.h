@@ -58,6 +58,7 @@ class Event {
   void record(const Stream& s);
   void wait(const Stream& s) const;                  // s waits for the recorded work
   float elapsed_ms_since(const Event& start) const;  // syncs this event
+  void synchronize() const;                          // the host waits for the recorded work
 
  private:
   Event() = default;
