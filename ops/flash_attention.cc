@@ -21,10 +21,11 @@ int64_t model_heads(const FlashAttentionArgs& a) {
   return a.total_heads == 0 ? a.heads : a.total_heads;
 }
 
-// A 2-D row-strided act view [rows, H*Dh] (unit column stride, row stride >= H*Dh).
+// A 2-D row-strided act view [rows, heads*Dh] (unit column stride, row stride >= heads*Dh);
+// heads: the call's query heads (q, out) or kv heads (k, v).
 void check_rows(const char* op, const char* arg, const ConstTensorView& v, DType act, int64_t rows,
-                const FlashAttentionArgs& a, const Stream& stream) {
-  const int64_t cols = a.heads * a.head_dim;
+                const FlashAttentionArgs& a, const Stream& stream, int64_t heads = 0) {
+  const int64_t cols = (heads == 0 ? a.heads : heads) * a.head_dim;
   bool ok = !v.empty() && v.dtype == act && v.device == stream.device() && v.ndim == 2 &&
             v.dim(0) == rows && v.dim(1) == cols && v.strides[1] == 1 && v.strides[0] >= cols;
   std::string want = "a 2-D " + std::string(engine::dtype_name(act)) + " [" + str(rows) + ", " +
@@ -74,6 +75,12 @@ DType check_common(const char* op, const FlashAttentionArgs& a, ConstTensorView 
       std::string(op) + ": need head_offset + heads <= total_heads (0: heads), got " +
           "head_offset=" + str(a.head_offset) + " heads=" + str(a.heads) +
           " total_heads=" + str(a.total_heads));
+  ANVIL_CHECK_MSG(a.kv_heads >= 0 && a.heads % a.kv() == 0,
+                  std::string(op) + ": kv_heads must divide heads (0: heads), got kv_heads=" +
+                      str(a.kv_heads) + " heads=" + str(a.heads));
+  ANVIL_CHECK_MSG(a.kv() == a.heads || a.bias != AttentionBias::kRelativeBuckets,
+                  std::string(op) + ": relative buckets need kv_heads == heads, got kv_heads=" +
+                      str(a.kv_heads) + " heads=" + str(a.heads));
   ANVIL_CHECK_MSG(
       a.dropout_p >= 0.0f && a.dropout_p < 1.0f,
       std::string(op) + ": dropout_p must be in [0, 1), got " + std::to_string(a.dropout_p));
@@ -90,8 +97,8 @@ DType check_common(const char* op, const FlashAttentionArgs& a, ConstTensorView 
         std::string(op) + ": the CPU twin takes f32, f64, bf16 or f16, got " + describe(q));
   }
   check_rows(op, "q", q, act, a.batch * a.q_len, a, stream);
-  check_rows(op, "k", k, act, a.batch * a.kv_len, a, stream);
-  check_rows(op, "v", v, act, a.batch * a.kv_len, a, stream);
+  check_rows(op, "k", k, act, a.batch * a.kv_len, a, stream, a.kv());
+  check_rows(op, "v", v, act, a.batch * a.kv_len, a, stream, a.kv());
   detail::check_arg(op, "lse", lse, DType::kF32, {a.batch, a.heads, a.q_len}, stream);
   check_masks(op, a, m, stream);
   return act;
@@ -136,8 +143,8 @@ void flash_attention_backward(const FlashAttentionArgs& args, TensorView dq, Ten
   check_rows(op, "out", out, act, rq, args, stream);
   check_rows(op, "dout", dout, act, rq, args, stream);
   check_rows(op, "dq", dq, act, rq, args, stream);
-  check_rows(op, "dk", dk, act, rk, args, stream);
-  check_rows(op, "dv", dv, act, rk, args, stream);
+  check_rows(op, "dk", dk, act, rk, args, stream, args.kv());
+  check_rows(op, "dv", dv, act, rk, args, stream, args.kv());
   if (args.bias == AttentionBias::kRelativeBuckets) {
     detail::check_arg(op, "d_rel_table", d_rel_table, DType::kF32,
                       {buckets_of(masks), model_heads(args)}, stream);

@@ -29,6 +29,11 @@
 //   keep_ij = philox_uniform_at(seed, offset, ((b*TH + head_offset + h)*Tq + i)*Tk + j) >= p
 // with TH = total_heads (heads when 0); a site uses B*TH*Tq*Tk Philox elements.
 //
+// Grouped-query attention (kv_heads < heads): k and v hold kv_heads heads and query head h
+// reads kv head h / (heads / kv_heads), by index arithmetic (no copies); backward sums dk, dv
+// over the heads / kv_heads query heads of each kv head, in a fixed order (deterministic).
+// Relative buckets need kv_heads == heads.
+//
 // Layout: the heads of a row are consecutive head_dim-wide column blocks. q: [B*Tq, *] with row
 // stride ldq, head h at columns [h*Dh, (h+1)*Dh); k, v: [B*Tk, *] (ldk, ldv); out: [B*Tq, *]
 // (ldo). GPT passes column views of its fused qkv [B*T, 3*H*Dh] (ld 3*H*Dh), so no head
@@ -62,6 +67,10 @@ struct FlashAttentionArgs {
   uint64_t offset = 0;      // Philox offset of the probability dropout
   int64_t total_heads = 0;  // heads of the whole model (0: heads): dropout numbering, ALiBi
   int64_t head_offset = 0;  // first model head of this call
+  int64_t kv_heads = 0;     // heads of k and v (0: heads); divides heads (grouped-query)
+
+  int64_t kv() const { return kv_heads == 0 ? heads : kv_heads; }
+  int64_t group() const { return heads / kv(); }  // query heads per kv head
 };
 
 // Optional inputs; an empty view means "not used".
@@ -79,7 +88,8 @@ float alibi_slope(int64_t k, int64_t n);
 // Scratch of backward (CUDA: per-row dO.O sums and the relative-bias partial sums; CPU: none).
 size_t flash_attention_workspace_bytes(const FlashAttentionArgs& args, int64_t num_buckets);
 
-// out: [B*Tq, ldo] act (=); lse: [B, H, Tq] f32 (=); q: [B*Tq, ldq]; k, v: [B*Tk, ldk/ldv] act.
+// out: [B*Tq, ldo] act (=); lse: [B, H, Tq] f32 (=); q: [B*Tq, ldq] (H heads); k, v:
+// [B*Tk, ldk/ldv] act (kv_heads heads).
 void flash_attention_forward(const FlashAttentionArgs& args, TensorView out, TensorView lse,
                              ConstTensorView q, ConstTensorView k, ConstTensorView v,
                              const AttentionMasks& masks, Stream& stream);

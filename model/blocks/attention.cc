@@ -37,6 +37,12 @@ std::array<TensorView, 3> qkv_views(const AttentionConfig& c, TensorView qkv, Te
 
 void check(const AttentionConfig& c, ConstTensorView x, ConstTensorView memory,
            const AttentionActs& a) {
+  ANVIL_CHECK_MSG(c.kv_heads >= 0 && c.kv() >= 1 && c.heads % c.kv() == 0 && c.kv() % c.tp == 0,
+                  absl::StrCat("attention block: kv_heads ", c.kv(), " must divide heads ", c.heads,
+                               " and be divisible by tp ", c.tp));
+  ANVIL_CHECK_MSG(!c.grouped() || (c.flash && !c.cross),
+                  "attention block: grouped-query attention (kv_heads < heads) needs flash "
+                  "attention and self-attention");
   ANVIL_CHECK_MSG(c.tp >= 1 && c.heads % c.tp == 0 && c.tp_rank >= 0 && c.tp_rank < c.tp,
                   absl::StrCat("attention block: heads ", c.heads, " over tp ", c.tp, " (rank ",
                                c.tp_rank, ")"));
@@ -82,8 +88,43 @@ ops::AttentionArgs unfused_args(const AttentionConfig& c, float dropout,
   return aa;
 }
 
-ops::RotaryArgs rotary_args(const AttentionConfig& c) {
-  return {c.rows(), c.local_heads(), c.head_dim, c.rotary_dim, c.rotary_base};
+ops::RotaryArgs rotary_args(const AttentionConfig& c, int64_t heads = 0) {
+  return {c.rows(), heads == 0 ? c.local_heads() : heads, c.head_dim, c.rotary_dim, c.rotary_base};
+}
+
+// Local group g of a grouped qkv (or dqkv) [rows, qkv_cols]: its G query heads, k and v, and
+// the G + 1 rotated heads q | k (consecutive columns).
+struct Group {
+  TensorView q, k, v, qk;
+};
+Group group_views(const AttentionConfig& c, TensorView qkv, int64_t g) {
+  const int64_t hd = c.head_dim, G = c.group(), at = g * (G + 2) * hd;
+  return {engine::slice_cols(qkv, at, at + G * hd),
+          engine::slice_cols(qkv, at + G * hd, at + (G + 1) * hd),
+          engine::slice_cols(qkv, at + (G + 1) * hd, at + (G + 2) * hd),
+          engine::slice_cols(qkv, at, at + (G + 1) * hd)};
+}
+
+// Group g's flash arguments: G query heads on one kv head, model heads from
+// head_offset + g * G (dropout numbering and ALiBi as with all heads in one call).
+ops::FlashAttentionArgs group_args(const AttentionConfig& c, float dropout,
+                                   const AttentionDropoutSite& site, int64_t g) {
+  ops::FlashAttentionArgs fa = flash_args(c, dropout, site);
+  fa.heads = c.group();
+  fa.kv_heads = 1;
+  fa.head_offset = c.head_offset() + g * c.group();
+  return fa;
+}
+
+// Group g's columns of att [rows, I] and its lse block [B, G, Tq] of the saved lse.
+TensorView group_att(const AttentionConfig& c, TensorView att, int64_t g) {
+  const int64_t w = c.group() * c.head_dim;
+  return engine::slice_cols(att, g * w, (g + 1) * w);
+}
+TensorView group_lse(const AttentionConfig& c, TensorView lse, int64_t g) {
+  const int64_t n = c.batch * c.group() * c.q_len;
+  return engine::make_view(lse.as<float>() + g * n, engine::DType::kF32, lse.device,
+                           {c.batch, c.group(), c.q_len});
 }
 
 }  // namespace
@@ -94,13 +135,25 @@ void attention_forward(const AttentionConfig& c, TensorView out, const Attention
                        engine::Workspace ws, engine::Stream& s) {
   check(c, x, memory, acts);
   linear(acts.qkv, x, w.qkv_w, w.qkv_b, s);
+  const float p = train ? c.dropout : 0.0f;
+  if (c.grouped()) {
+    for (int64_t g = 0; g < c.local_kv_heads(); ++g) {
+      const Group v = group_views(c, acts.qkv, g);
+      if (c.position == AttentionPosition::kRotary) {  // q | k of the group rotated in place
+        ops::rotary_forward(rotary_args(c, c.group() + 1), v.qk, in.positions, s);
+      }
+      ops::flash_attention_forward(group_args(c, p, site, g), group_att(c, acts.att, g),
+                                   group_lse(c, acts.lse, g), v.q, v.k, v.v, in.masks, s);
+    }
+    row_linear(out, acts.att, w.out_w, w.out_b, c.tp_rank == 0, s);
+    return;
+  }
   if (c.cross) linear(acts.kv, memory, w.kv_w, w.kv_b, s);
   const auto [q, k, v] = qkv_views(c, acts.qkv, acts.kv);
   if (c.position == AttentionPosition::kRotary) {  // q, k rotated in place
     ops::rotary_forward(rotary_args(c), q, in.positions, s);
     ops::rotary_forward(rotary_args(c), k, in.positions, s);
   }
-  const float p = train ? c.dropout : 0.0f;
   if (c.flash) {
     ops::flash_attention_forward(flash_args(c, p, site), acts.att, acts.lse, q, k, v, in.masks, s);
   } else {
@@ -118,6 +171,19 @@ void attention_backward(const AttentionConfig& c, TensorView dx, TensorView dmem
                         engine::Workspace ws, engine::Stream& s) {
   check(c, x, memory, acts);
   linear_backward(scratch.datt, grads.out_w, grads.out_b, dout, acts.att, w.out_w, s);
+  if (c.grouped()) {
+    for (int64_t g = 0; g < c.local_kv_heads(); ++g) {
+      const Group v = group_views(c, acts.qkv, g), d = group_views(c, scratch.dqkv, g);
+      ops::flash_attention_backward(
+          group_args(c, c.dropout, site, g), d.q, d.k, d.v, {}, group_att(c, scratch.datt, g), v.q,
+          v.k, v.v, group_att(c, acts.att, g), group_lse(c, acts.lse, g), in.masks, ws, s);
+      if (c.position == AttentionPosition::kRotary) {
+        ops::rotary_backward(rotary_args(c, c.group() + 1), d.qk, in.positions, s);
+      }
+    }
+    linear_backward(dx, grads.qkv_w, grads.qkv_b, scratch.dqkv, x, w.qkv_w, s);
+    return;
+  }
   const auto [q, k, v] = qkv_views(c, acts.qkv, acts.kv);
   const auto [dq, dk, dv] = qkv_views(c, scratch.dqkv, scratch.dkv);
   if (c.flash) {
@@ -147,7 +213,7 @@ AttentionActs attention_saved_acts(const AttentionConfig& c, engine::DType dtype
                                    const std::string& prefix, const TakeView& take) {
   const int64_t I = c.inner();
   AttentionActs a;
-  a.qkv = take(prefix + "qkv", dtype, {c.rows(), c.cross ? I : 3 * I});
+  a.qkv = take(prefix + "qkv", dtype, {c.rows(), c.cross ? I : c.qkv_cols()});
   if (c.cross) a.kv = take(prefix + "kv", dtype, {c.kv_rows(), 2 * I});
   if (c.flash) {
     a.lse = take(prefix + "attn.lse", engine::DType::kF32, {c.batch, c.local_heads(), c.q_len});

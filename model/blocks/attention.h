@@ -7,6 +7,12 @@
 //   out = att W_o^T (+ b_o, TP rank 0)                [rows, d]         (=, this rank's partial
 //   sum)
 // with I = (heads / tp) * head_dim, rows = batch * q_len, kv_rows = batch * kv_len.
+// Grouped-query self-attention (kv_heads < heads, G = heads / kv_heads query heads per kv
+// head): W_qkv has (heads + 2 kv_heads) * head_dim rows in Megatron-core's grouped order, per
+// kv head g: [q heads g*G .. g*G+G-1 | k_g | v_g] (each head_dim rows), so a TP rank's rows (its
+// kv_heads / tp groups) are one contiguous block; qkv's columns follow the same order. The
+// core runs once per local group (G query heads on one kv head, ops/flash_attention.h's
+// kv_heads, no copies); lse is then [kv_heads / tp][B, G, Tq]. Flash only, self-attention only.
 // The attention core is ops/flash_attention.h (saved: lse [B, H / tp, Tq] f32) or, causal
 // self-attention only, the unfused ops/attention.h (saved: probs [B, H / tp, T, T]; with
 // recompute_probs the backward recomputes them first, selective recomputation).
@@ -42,6 +48,7 @@ enum class AttentionPosition { kNone, kRotary, kAlibi, kRelativeBuckets };
 struct AttentionConfig {
   int64_t batch = 0, q_len = 0, kv_len = 0;  // kv_len: q_len for self-attention
   int64_t heads = 0;                         // heads of the whole model
+  int64_t kv_heads = 0;                      // key/value heads of the whole model (0: heads)
   int64_t head_dim = 0;
   int64_t tp = 1, tp_rank = 0;   // this rank holds heads [tp_rank, tp_rank + 1) * heads / tp
   bool cross = false;            // q from x, k | v from the memory
@@ -55,14 +62,23 @@ struct AttentionConfig {
   float dropout = 0.0f;  // on the probabilities (train only)
 
   int64_t local_heads() const { return heads / tp; }
+  int64_t kv() const { return kv_heads == 0 ? heads : kv_heads; }
+  bool grouped() const { return kv() != heads; }
+  int64_t group() const { return heads / kv(); }  // query heads per kv head (G)
+  int64_t local_kv_heads() const { return kv() / tp; }
+  // Self-attention qkv columns: 3I, or (heads + 2 kv_heads) / tp * head_dim when grouped.
+  int64_t qkv_cols() const {
+    return grouped() ? (local_heads() + 2 * local_kv_heads()) * head_dim : 3 * inner();
+  }
   int64_t inner() const { return local_heads() * head_dim; }  // I
   int64_t head_offset() const { return tp_rank * local_heads(); }
   int64_t rows() const { return batch * q_len; }
   int64_t kv_rows() const { return batch * kv_len; }
 };
 
-// Values or gradients; biases are empty when the layer has none. Self: qkv_w [3I, d], qkv_b
-// [3I]; cross: qkv_w = W_q [I, d], qkv_b [I], kv_w [2I, d_mem], kv_b [2I]. out_w [d, I], out_b [d].
+// Values or gradients; biases are empty when the layer has none. Self: qkv_w [qkv_cols, d],
+// qkv_b [qkv_cols]; cross: qkv_w = W_q [I, d], qkv_b [I], kv_w [2I, d_mem], kv_b [2I]. out_w [d,
+// I], out_b [d].
 struct AttentionWeights {
   engine::TensorView qkv_w, qkv_b;
   engine::TensorView kv_w, kv_b;

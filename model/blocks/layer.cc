@@ -105,7 +105,7 @@ TensorView attention_part_backward(const LayerConfig& c, bool cross, TensorView 
     attention_backward(ac, dln, in.dmemory, g.cross, {}, dproj, ln, in.memory, a.cross, w.cross,
                        in.cross, {sites.seed, sites.cross_probs}, as, sc.ws, s);
   } else {
-    as.dqkv = first(sc.dbig, dm.rows, 3 * inner);
+    as.dqkv = first(sc.dbig, dm.rows, ac.qkv_cols());
     const TensorView dproj = sublayer_grad(c, proj, dres, sites.seed, sites.attn_out, tp, s);
     attention_backward(ac, dln, {}, g.attn, in.d_rel_table, dproj, ln, {}, a.attn, w.attn, in.attn,
                        {sites.seed, sites.attn_probs}, as, sc.ws, s);

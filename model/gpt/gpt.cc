@@ -31,7 +31,8 @@ using engine::DType;
 int64_t layer_params(const GptConfig& c) {
   const int64_t d = c.d_model, f = c.ffn(), fc = c.fc_out(), b = c.bias ? 1 : 0;
   const int64_t norms = (c.layernorm() ? 4 : 2) * d;
-  return norms + 3 * d * d + b * 3 * d + d * d + b * d + fc * d + b * fc + d * f + b * d;
+  return norms + c.qkv_rows() * d + b * c.qkv_rows() + d * d + b * d + fc * d + b * fc + d * f +
+         b * d;
 }
 
 // Parameters outside the layers: wte, wpe, wte_ln, lm_head, ln_f (pre-LN), BERT's token types
@@ -97,6 +98,10 @@ absl::Status GptConfig::validate() const {
   }
   if (n_layers > kMaxLayers) {
     return bad("GPT config: n_layers ", n_layers, " exceeds the limit ", kMaxLayers);
+  }
+  if (n_kv_heads < 0 || (n_heads >= 1 && n_heads % kv_heads() != 0)) {
+    return bad("GPT config: n_kv_heads (", n_kv_heads, ") must divide n_heads (", n_heads,
+               "); 0 means n_heads");
   }
   if (d_model % n_heads != 0) {
     return bad("GPT config: d_model (", d_model, ") must be divisible by n_heads (", n_heads,
@@ -178,6 +183,7 @@ absl::Status GptShard::validate(const GptConfig& cfg) const {
     return bad("GPT shard: tp rank ", tp_rank, " outside a TP group of ", tp);
   }
   for (const auto& [what, n] : {std::pair<const char*, int64_t>{"[model] n_heads", cfg.n_heads},
+                                {"[model] n_kv_heads", cfg.kv_heads()},
                                 {"[model] ffn_hidden", cfg.ffn()},
                                 {"[model] padded_vocab", cfg.padded()}}) {
     if (absl::Status s = parallel::check_tp_split(what, n, tp); !s.ok()) {

@@ -45,6 +45,11 @@ struct GptConfig {
   int64_t max_seq_len = 1024;    // rows of the position embedding
   int64_t d_model = 768;
   int64_t n_heads = 12;
+  // Key/value heads (Megatron's --num-query-groups, HF num_key_value_heads); 0: n_heads. Fewer
+  // than n_heads is grouped-query attention: c_attn then has (n_heads + 2 n_kv_heads) head_dim
+  // rows in Megatron-core's grouped order (model/blocks/attention.h); n_kv_heads == n_heads keeps
+  // the q | k | v blocks of GPT-2's c_attn.
+  int64_t n_kv_heads = 0;
   int64_t n_layers = 12;
   int64_t ffn_hidden = 0;  // 0: 4 * d_model
   float hidden_dropout = 0.0f;
@@ -87,6 +92,10 @@ struct GptConfig {
   }
   int64_t ffn() const { return ffn_hidden ? ffn_hidden : 4 * d_model; }
   int64_t head_dim() const { return d_model / n_heads; }
+  int64_t kv_heads() const { return n_kv_heads == 0 ? n_heads : n_kv_heads; }
+  bool grouped_query() const { return kv_heads() != n_heads; }
+  // Rows of c_attn: 3 d_model, or (n_heads + 2 n_kv_heads) * head_dim.
+  int64_t qkv_rows() const { return (n_heads + 2 * kv_heads()) * head_dim(); }
   // InvalidArgument naming the numbers (d_model % n_heads, padded < vocab, ...) and the size
   // bounds: every dimension <= engine::kMaxDimension, n_layers <= kMaxLayers, every weight and
   // the whole model <= engine::kMaxElements elements (engine/checked_math.h).

@@ -34,14 +34,17 @@ struct LayerParam {
 std::vector<LayerParam> layer_param_list(const GptConfig& cfg, int tp) {
   const int64_t d = cfg.d_model, f = cfg.ffn() / tp, fc = cfg.fc_out() / tp, dl = d / tp;
   const int fc_parts = cfg.glu() ? 2 : 1;  // g | u, each split over TP
+  // Grouped-query c_attn: whole query groups per rank, one contiguous row block (Megatron).
+  const int64_t qkv = cfg.qkv_rows() / tp;
+  const int qkv_parts = cfg.grouped_query() ? 1 : 3;
   using W = LayerWeights;
   // c_attn / c_fc column-parallel (c_attn's q | k | v blocks split separately), the output
   // projections row-parallel; matrices decay, biases and norms do not. RMSNorm has no beta.
   std::vector<LayerParam> all = {
       {"ln_1.weight", {d}, false, -1, 1, &W::ln1_g},
       {"ln_1.bias", {d}, false, -1, 1, &W::ln1_b},
-      {"attn.c_attn.weight", {3 * dl, d}, true, 0, 3, &W::qkv_w},
-      {"attn.c_attn.bias", {3 * dl}, false, 0, 3, &W::qkv_b},
+      {"attn.c_attn.weight", {qkv, d}, true, 0, qkv_parts, &W::qkv_w},
+      {"attn.c_attn.bias", {qkv}, false, 0, qkv_parts, &W::qkv_b},
       {"attn.c_proj.weight", {d, dl}, true, 1, 1, &W::attn_proj_w},
       {"attn.c_proj.bias", {d}, false, -1, 1, &W::attn_proj_b},
       {"ln_2.weight", {d}, false, -1, 1, &W::ln2_g},
@@ -212,6 +215,13 @@ absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const Gpt
         " x n_heads ", cfg.n_heads, " x seq_len^2 ", shape.seq_len,
         "^2, exceed the limit 2^44 = ", engine::kMaxElements, " elements of one tensor"));
   }
+  if (cfg.grouped_query() && !uses_flash_attention(cfg, prec)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "[model] n_kv_heads ", cfg.n_kv_heads, " < n_heads ", cfg.n_heads,
+        " (grouped-query attention) needs flash attention: on CUDA bf16 or fp16 activations with "
+        "head_dim a multiple of 8 in [32, 256], or the CPU; [train] precision fp32 uses the "
+        "unfused CUDA attention, which has no grouped-query path"));
+  }
   const bool alibi = cfg.position_embedding == PositionEmbedding::kAlibi;
   if ((alibi || cfg.position_embedding == PositionEmbedding::kRotary) &&
       !uses_flash_attention(cfg, prec)) {
@@ -325,7 +335,7 @@ LayerActs layer_acts(const std::string& h, const GptConfig& cfg, const GptRunSha
   if (cfg.post_ln()) a.post_sum = A("post_sum", act, {rows, d});
   if (cfg.layernorm()) a.ln1_mean = A("ln1.mean", st, {rows});
   a.ln1_rstd = A("ln1.rstd", st, {rows});
-  a.qkv = A("qkv", act, {bt, 3 * d / tp});
+  a.qkv = A("qkv", act, {bt, cfg.qkv_rows() / tp});
   if (uses_flash_attention(cfg, prec)) {
     a.lse = A("attn.lse", DType::kF32, {shape.micro_batch, cfg.n_heads / tp, shape.seq_len});
   } else {
@@ -482,7 +492,7 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
   b.proj = A("proj / dproj", act, {bt, d});
   b.dres = A("grad residual", act, {rows, d});
   b.dln = A("grad ln input", act, {bt, d});
-  b.dbig = A("grad mlp hidden / qkv", act, {bt * std::max(cfg.fc_out(), 3 * d) / tp});
+  b.dbig = A("grad mlp hidden / qkv", act, {bt * std::max(cfg.fc_out(), cfg.qkv_rows()) / tp});
   const blocks::MlpConfig mlp = mlp_config(cfg, shard);
   if (mlp.needs_dact()) b.dglu = A("grad glu output", act, {bt, mlp.local_ffn()});
   if (cfg.layernorm()) b.stat_mean = A("scratch ln mean", st, {rows});

@@ -189,6 +189,7 @@ blocks::AttentionConfig GptModel::Impl::attention_config() const {
   c.batch = shape.micro_batch;
   c.q_len = c.kv_len = shape.seq_len;
   c.heads = cfg.n_heads;
+  c.kv_heads = cfg.kv_heads();
   c.head_dim = cfg.head_dim();
   c.tp = shard.tp;
   c.tp_rank = shard.tp_rank;

@@ -110,6 +110,11 @@ absl::Status check(const GptConfig& cfg, const InferenceShape& shape, const GptP
                    const GptShard& shard) {
   ANVIL_RETURN_IF_ERROR(cfg.validate());
   ANVIL_RETURN_IF_ERROR(shard.validate(cfg));
+  if (cfg.grouped_query()) {  // the KV cache and attend() assume q | k | v of n_heads each
+    return absl::UnimplementedError(absl::StrCat(
+        "GPT inference: [model] n_kv_heads ", cfg.n_kv_heads, " < n_heads ", cfg.n_heads,
+        " (grouped-query attention) is trained but not yet served (no KV cache of n_kv_heads)"));
+  }
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
   if (!cfg.causal) {
     return bad(

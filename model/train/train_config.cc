@@ -249,6 +249,7 @@ absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size
   m.max_seq_len = c.get_int("model", "max_seq_len");
   m.d_model = c.get_int("model", "d_model");
   m.n_heads = c.get_int("model", "n_heads");
+  m.n_kv_heads = c.get_int("model", "n_kv_heads");
   m.n_layers = c.get_int("model", "n_layers");
   m.ffn_hidden = c.get_int("model", "ffn_hidden");
   m.hidden_dropout = static_cast<float>(c.get_float("model", "hidden_dropout"));

@@ -31,6 +31,10 @@ ConfigSchema build_schema() {
   s.add("model", "d_model", kInt, "768", "Hidden size (--hidden-size).");
   s.add("model", "n_heads", kInt, "12",
         "Attention heads (--num-attention-heads); must divide d_model.");
+  s.add("model", "n_kv_heads", kInt, "0",
+        "Key/value heads (--num-query-groups; HF num_key_value_heads); 0 = n_heads. Fewer: "
+        "grouped-query attention (GPT family, flash attention); must divide n_heads, and tp "
+        "must divide it.");
   s.add("model", "n_layers", kInt, "12", "Transformer layers (--num-layers).");
   s.add("model", "ffn_hidden", kInt, "0", "MLP hidden size (--ffn-hidden-size); 0 = 4 * d_model.");
   s.add("model", "hidden_dropout", kFloat, "0.0",

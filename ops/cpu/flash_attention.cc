@@ -5,6 +5,8 @@
 // Backward (=), with dP_ij = keep_ij / (1 - p) * dout_i . v_j and D_i = sum_j P_ij dP_ij:
 //   dS_ij = P_ij (dP_ij - D_i);  dq_i = scale sum_j dS_ij k_j;  dk_j = scale sum_i dS_ij q_i
 //   dv_j = sum_i P_ij keep_ij / (1 - p) dout_i;  d rel_table[bucket(j - i), h] += sum dS_ij
+// Grouped-query: query head h reads kv head h / group; dk, dv of a kv head are the sums over its
+// group's query heads (accumulated in double, then stored once).
 // Activations f32/f64 or f16/bf16 storage (read and rounded through scalar_io).
 // The softmax is recomputed from the scores in double (the f32 lse is not read back), so the
 // finite-difference tests in f64 see the exact gradient.
@@ -49,6 +51,7 @@ struct RowScorer {
   const AttentionMasks& m;
   int64_t b, h;
 
+  int64_t kv_col() const { return h / a.group() * a.head_dim; }  // of h's kv head in k, v
   bool visible(int64_t i, int64_t j) const {
     return detail::visible(a.causal, i, j, b, a.q_len, a.kv_len, ints(m.seg_q), ints(m.seg_k),
                            ints(m.kv_lengths));
@@ -85,7 +88,7 @@ template <typename T>
 double row_probs(const RowScorer& rs, Mat<const T> q, Mat<const T> k, int64_t i,
                  std::vector<double>* p) {
   const FlashAttentionArgs& a = rs.a;
-  const int64_t qr = rs.b * a.q_len + i, col = rs.h * a.head_dim;
+  const int64_t qr = rs.b * a.q_len + i, col = rs.h * a.head_dim, kcol = rs.kv_col();
   double mx = -std::numeric_limits<double>::infinity();
   for (int64_t j = 0; j < a.kv_len; ++j) {
     double s = -std::numeric_limits<double>::infinity();
@@ -93,7 +96,7 @@ double row_probs(const RowScorer& rs, Mat<const T> q, Mat<const T> k, int64_t i,
       double dot = 0.0;
       const int64_t kr = rs.b * a.kv_len + j;
       for (int64_t d = 0; d < a.head_dim; ++d) {
-        dot += q.get(qr, col + d) * k.get(kr, col + d);
+        dot += q.get(qr, col + d) * k.get(kr, kcol + d);
       }
       s = static_cast<double>(a.scale) * dot + rs.bias(i, j);
     }
@@ -130,7 +133,7 @@ void forward_typed(const FlashAttentionArgs& a, TensorView out, TensorView lse, 
           const double pj = p[j] * rs.keep(i, j);
           if (pj == 0.0) continue;
           for (int64_t d = 0; d < a.head_dim; ++d) {
-            acc[d] += pj * vm.get(b * a.kv_len + j, h * a.head_dim + d);
+            acc[d] += pj * vm.get(b * a.kv_len + j, rs.kv_col() + d);
           }
         }
         for (int64_t d = 0; d < a.head_dim; ++d) {
@@ -141,14 +144,16 @@ void forward_typed(const FlashAttentionArgs& a, TensorView out, TensorView lse, 
   }
 }
 
-// The gradient of one (b, h) pair: dq rows of the queries, dk/dv rows of the keys (=).
+// The gradient of one (b, h) pair: dq rows of the queries (=); d k, d v of h's kv head added
+// to gk, gv [Tk * Dh] (double).
 template <typename T>
-void backward_head(const RowScorer& rs, Mat<T> dq, Mat<T> dk, Mat<T> dv, float* d_table,
-                   Mat<const T> dout, Mat<const T> q, Mat<const T> k, Mat<const T> v) {
+void backward_head(const RowScorer& rs, Mat<T> dq, std::vector<double>* gk, std::vector<double>* gv,
+                   float* d_table, Mat<const T> dout, Mat<const T> q, Mat<const T> k,
+                   Mat<const T> v) {
   const FlashAttentionArgs& a = rs.a;
-  const int64_t Dh = a.head_dim, col = rs.h * Dh, th = a.total_heads == 0 ? a.heads : a.total_heads;
+  const int64_t Dh = a.head_dim, col = rs.h * Dh, kcol = rs.kv_col();
+  const int64_t th = a.total_heads == 0 ? a.heads : a.total_heads;
   const int64_t q0 = rs.b * a.q_len, k0 = rs.b * a.kv_len;
-  std::vector<double> gk(static_cast<size_t>(a.kv_len * Dh), 0.0), gv(gk.size(), 0.0);
   std::vector<double> p(static_cast<size_t>(a.kv_len)), dp(p.size()), gq(static_cast<size_t>(Dh));
   for (int64_t i = 0; i < a.q_len; ++i) {
     row_probs<T>(rs, q, k, i, &p);
@@ -159,12 +164,12 @@ void backward_head(const RowScorer& rs, Mat<T> dq, Mat<T> dk, Mat<T> dv, float* 
       const double keep = rs.keep(i, j);
       double dot = 0.0;
       for (int64_t d = 0; d < Dh; ++d) {
-        dot += dout.get(q0 + i, col + d) * v.get(k0 + j, col + d);
+        dot += dout.get(q0 + i, col + d) * v.get(k0 + j, kcol + d);
       }
       dp[j] = dot * keep;
       di += p[j] * dp[j];
       for (int64_t d = 0; d < Dh; ++d) {
-        gv[j * Dh + d] += p[j] * keep * dout.get(q0 + i, col + d);
+        (*gv)[j * Dh + d] += p[j] * keep * dout.get(q0 + i, col + d);
       }
     }
     std::fill(gq.begin(), gq.end(), 0.0);
@@ -176,17 +181,11 @@ void backward_head(const RowScorer& rs, Mat<T> dq, Mat<T> dk, Mat<T> dv, float* 
       }
       const double g = ds * static_cast<double>(a.scale);
       for (int64_t d = 0; d < Dh; ++d) {
-        gq[d] += g * k.get(k0 + j, col + d);
-        gk[j * Dh + d] += g * q.get(q0 + i, col + d);
+        gq[d] += g * k.get(k0 + j, kcol + d);
+        (*gk)[j * Dh + d] += g * q.get(q0 + i, col + d);
       }
     }
     for (int64_t d = 0; d < Dh; ++d) dq.set(q0 + i, col + d, gq[d]);
-  }
-  for (int64_t j = 0; j < a.kv_len; ++j) {
-    for (int64_t d = 0; d < Dh; ++d) {
-      dk.set(k0 + j, col + d, gk[j * Dh + d]);
-      dv.set(k0 + j, col + d, gv[j * Dh + d]);
-    }
   }
 }
 
@@ -194,11 +193,24 @@ template <typename T>
 void backward_typed(const FlashAttentionArgs& a, TensorView dq, TensorView dk, TensorView dv,
                     TensorView d_table, ConstTensorView dout, ConstTensorView q, ConstTensorView k,
                     ConstTensorView v, const AttentionMasks& m) {
+  const int64_t Dh = a.head_dim, group = a.group();
+  std::vector<double> gk(static_cast<size_t>(a.kv_len * Dh)), gv(gk.size());
+  const Mat<T> dkm = mat<T>(dk), dvm = mat<T>(dv);
   for (int64_t b = 0; b < a.batch; ++b) {
-    for (int64_t h = 0; h < a.heads; ++h) {
-      backward_head<T>(RowScorer{a, m, b, h}, mat<T>(dq), mat<T>(dk), mat<T>(dv),
-                       d_table.empty() ? nullptr : d_table.as<float>(), mat<T>(dout), mat<T>(q),
-                       mat<T>(k), mat<T>(v));
+    for (int64_t hk = 0; hk < a.kv(); ++hk) {
+      std::fill(gk.begin(), gk.end(), 0.0);
+      std::fill(gv.begin(), gv.end(), 0.0);
+      for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+        backward_head<T>(RowScorer{a, m, b, h}, mat<T>(dq), &gk, &gv,
+                         d_table.empty() ? nullptr : d_table.as<float>(), mat<T>(dout), mat<T>(q),
+                         mat<T>(k), mat<T>(v));
+      }
+      for (int64_t j = 0; j < a.kv_len; ++j) {
+        for (int64_t d = 0; d < Dh; ++d) {
+          dkm.set(b * a.kv_len + j, hk * Dh + d, gk[j * Dh + d]);
+          dvm.set(b * a.kv_len + j, hk * Dh + d, gv[j * Dh + d]);
+        }
+      }
     }
   }
 }

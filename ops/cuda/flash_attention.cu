@@ -24,6 +24,7 @@ flash::Params make_params(const FlashAttentionArgs& a, ConstTensorView q, ConstT
   p.tq = static_cast<int>(a.q_len);
   p.tk = static_cast<int>(a.kv_len);
   p.heads = static_cast<int>(a.heads);
+  p.group = static_cast<int>(a.group());
   p.total_heads = static_cast<int>(a.total_heads == 0 ? a.heads : a.total_heads);
   p.head_offset = static_cast<int>(a.head_offset);
   p.dh = static_cast<int>(a.head_dim);

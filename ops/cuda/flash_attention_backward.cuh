@@ -7,6 +7,9 @@
 //            (Q, dout double-buffered):
 //            with the same P, dP, dS in transposed form (rows = keys):
 //            dv_j = sum_i keep/(1-p) P_ij dout_i;  dk_j = scale sum_i dS_ij q_i    (=)
+//            Grouped-query attention: a block owns keys of one kv head and walks the query
+//            blocks of each query head of its group in turn (dk, dv summed in registers, in
+//            head order, so still deterministic); the dq kernel reads kv head h / group.
 // Splitting dq from dk/dv recomputes Q K^T and dout V^T once more (7 tensor-core products per
 // tile instead of 5) but keeps every sum in a fixed order, so runs are bitwise reproducible.
 // Relative buckets (T5): d bias_ij = dS_ij, so d rel_table[u, h] += sum of dS over the (b, i, j)
@@ -184,8 +187,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 2)
   const LaneRows lr = lane_rows<D>();
   const uint32_t q_rows = smem_u32(sq) + warp * 16 * MT * S * 2,
                  do_rows = smem_u32(sdo) + warp * 16 * MT * S * 2;
-  const T* kg = act<T>(p.k) + int64_t(b) * p.tk * p.ldk + int64_t(h) * p.dh;
-  const T* vg = act<T>(p.v) + int64_t(b) * p.tk * p.ldv + int64_t(h) * p.dh;
+  const T* kg = act<T>(p.k) + int64_t(b) * p.tk * p.ldk + int64_t(h / p.group) * p.dh;
+  const T* vg = act<T>(p.v) + int64_t(b) * p.tk * p.ldv + int64_t(h / p.group) * p.dh;
   const int kv_stop = p.causal ? min(sc.kv_end, q0 + kM) : sc.kv_end;
   const int n_blocks = (kv_stop + kRows - 1) / kRows;
   const int run_len = n_blocks * kRows + 15;  // running sums a strip's slices reach
@@ -347,101 +350,106 @@ __global__ void __launch_bounds__(kThreads, 2) flash_dkdv_kernel(const Params p)
   T* sqd = sv + kM * S;                                         // [2 stages][Q, dout] [64, S]
   float* svec = reinterpret_cast<float*>(sqd + 4 * kRows * S);  // [2 stages][lse2, dvec][64]
   float* sband = svec + 4 * kRows;  // [kM + Tq - 1] diagonal biases (relative buckets)
-  const int kb = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  // A block owns 64 MT keys of kv head hk and sums dk, dv over the group's query heads in
+  // order (grouped-query attention; group 1: h = hk).
+  const int kb = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
   const int k0 = kb * kM;
-  // band[e] is diagonal j - i = e + k0 - (Tq - 1): key k0, query Tq - 1 at e = 0.
-  const Scorer sc(p, b, h, sband, p.tq - 1 - k0);
-  // Read after the loop's first barrier.
-  if (kBias && p.bias == 2) load_rel_band(sband, p, h, k0, kM + p.tq - 1);
   const LaneRows lr = lane_rows<D>();
   const uint32_t k_rows = smem_u32(sk) + warp * 16 * MT * S * 2,
                  v_rows = smem_u32(sv) + warp * 16 * MT * S * 2;
-  const T* qg = act<T>(p.q) + int64_t(b) * p.tq * p.ldq + int64_t(h) * p.dh;
-  const T* dg = act<T>(p.dout) + int64_t(b) * p.tq * p.ldd + int64_t(h) * p.dh;
-  const float* lse_g = p.lse + (int64_t(b) * p.heads + h) * p.tq;
-  const float* dvec_g = p.dvec + (int64_t(b) * p.heads + h) * p.tq;
-  // Query blocks that can see a key of this block: causal ones start at the diagonal.
-  const int m_first = (p.causal ? k0 : 0) / kRows;
-  const int m_blocks = k0 < sc.kv_end ? (p.tq + kRows - 1) / kRows : 0;
-
-  load_tile<D, kM>(sk, act<T>(p.k) + int64_t(b) * p.tk * p.ldk + int64_t(h) * p.dh, p.ldk, k0, p.tk,
-                   p.dh);
+  load_tile<D, kM>(sk, act<T>(p.k) + int64_t(b) * p.tk * p.ldk + int64_t(hk) * p.dh, p.ldk, k0,
+                   p.tk, p.dh);
   if (kDk) {  // the dv kernel reads no V
-    load_tile<D, kM>(sv, act<T>(p.v) + int64_t(b) * p.tk * p.ldv + int64_t(h) * p.dh, p.ldv, k0,
+    load_tile<D, kM>(sv, act<T>(p.v) + int64_t(b) * p.tk * p.ldv + int64_t(hk) * p.dh, p.ldv, k0,
                      p.tk, p.dh);
   }
-  if (m_first < m_blocks) {
-    load_tile<D>(sqd, qg, p.ldq, m_first * kRows, p.tq, p.dh);
-    load_tile<D>(sqd + kRows * S, dg, p.ldd, m_first * kRows, p.tq, p.dh);
-  }
-  cp_async_commit();
-
   const int key0 = k0 + warp * 16 * MT;  // the warp's first key
   float dk[MT][D / 8][4], dv[MT][D / 8][4];
   zero(dk);
   zero(dv);
-  for (int mb = m_first; mb < m_blocks; ++mb) {
-    const int m0 = mb * kRows, stage = (mb - m_first) & 1;
-    const T* sq = sqd + stage * 2 * kRows * S;
-    const uint32_t q_tile = smem_u32(sq), do_tile = q_tile + kRows * S * 2;
-    float* slse = svec + stage * 2 * kRows;
-    float* sdvec = slse + kRows;
-    // This stage's vectors were last read two iterations ago, before the previous barrier.
-    for (int r = threadIdx.x; r < kRows; r += kThreads) {
-      const bool ok = m0 + r < p.tq;
-      slse[r] = ok ? lse_g[m0 + r] * kLog2e : INFINITY;
-      sdvec[r] = ok ? dvec_g[m0 + r] : 0.f;
-    }
-    cp_async_wait<0>();  // Q(mb), dout(mb) are in
-    __syncthreads();     // ... for every thread; every warp is done with the other stage
-    if (mb + 1 < m_blocks) {
-      T* nq = sqd + (stage ^ 1) * 2 * kRows * S;
-      load_tile<D>(nq, qg, p.ldq, m0 + kRows, p.tq, p.dh);
-      load_tile<D>(nq + kRows * S, dg, p.ldd, m0 + kRows, p.tq, p.dh);
+  for (int h = hk * p.group; h < (hk + 1) * p.group; ++h) {
+    if (h > hk * p.group) __syncthreads();  // every warp is done with the previous head's tiles
+    // band[e] is diagonal j - i = e + k0 - (Tq - 1): key k0, query Tq - 1 at e = 0.
+    const Scorer sc(p, b, h, sband, p.tq - 1 - k0);
+    // Read after the loop's first barrier (relative buckets: group 1 only).
+    if (kBias && p.bias == 2) load_rel_band(sband, p, h, k0, kM + p.tq - 1);
+    const T* qg = act<T>(p.q) + int64_t(b) * p.tq * p.ldq + int64_t(h) * p.dh;
+    const T* dg = act<T>(p.dout) + int64_t(b) * p.tq * p.ldd + int64_t(h) * p.dh;
+    const float* lse_g = p.lse + (int64_t(b) * p.heads + h) * p.tq;
+    const float* dvec_g = p.dvec + (int64_t(b) * p.heads + h) * p.tq;
+    // Query blocks that can see a key of this block: causal ones start at the diagonal.
+    const int m_first = (p.causal ? k0 : 0) / kRows;
+    const int m_blocks = k0 < sc.kv_end ? (p.tq + kRows - 1) / kRows : 0;
+
+    if (m_first < m_blocks) {
+      load_tile<D>(sqd, qg, p.ldq, m_first * kRows, p.tq, p.dh);
+      load_tile<D>(sqd + kRows * S, dg, p.ldd, m_first * kRows, p.tq, p.dh);
     }
     cp_async_commit();
+
+    for (int mb = m_first; mb < m_blocks; ++mb) {
+      const int m0 = mb * kRows, stage = (mb - m_first) & 1;
+      const T* sq = sqd + stage * 2 * kRows * S;
+      const uint32_t q_tile = smem_u32(sq), do_tile = q_tile + kRows * S * 2;
+      float* slse = svec + stage * 2 * kRows;
+      float* sdvec = slse + kRows;
+      // This stage's vectors were last read two iterations ago, before the previous barrier.
+      for (int r = threadIdx.x; r < kRows; r += kThreads) {
+        const bool ok = m0 + r < p.tq;
+        slse[r] = ok ? lse_g[m0 + r] * kLog2e : INFINITY;
+        sdvec[r] = ok ? dvec_g[m0 + r] : 0.f;
+      }
+      cp_async_wait<0>();  // Q(mb), dout(mb) are in
+      __syncthreads();     // ... for every thread; every warp is done with the other stage
+      if (mb + 1 < m_blocks) {
+        T* nq = sqd + (stage ^ 1) * 2 * kRows * S;
+        load_tile<D>(nq, qg, p.ldq, m0 + kRows, p.tq, p.dh);
+        load_tile<D>(nq + kRows * S, dg, p.ldd, m0 + kRows, p.tq, p.dh);
+      }
+      cp_async_commit();
 #pragma unroll
-    for (int c0 = 0; c0 < kRows; c0 += N) {
-      const int mc = m0 + c0;
-      // Keys all padding or after every query of the slice (causal): nothing to add.
-      if (key0 >= sc.kv_end || mc >= p.tq || (p.causal && key0 > mc + N - 1)) continue;
-      float st[MT][N / 8][4], dpt[MT][N / 8][4];  // rows: the warp's keys; columns: queries
-      zero(st);
-      zero(dpt);
-      gemm_nt<T, D, MT, N>(st, k_rows, q_tile + c0 * S * 2, lr);
-      if constexpr (kDk) gemm_nt<T, D, MT, N>(dpt, v_rows, do_tile + c0 * S * 2, lr);
-      const bool full = !sc.segmented && key0 + 16 * MT <= sc.kv_end &&
-                        (!p.causal || key0 + 16 * MT - 1 <= mc) && mc + N <= p.tq;
+      for (int c0 = 0; c0 < kRows; c0 += N) {
+        const int mc = m0 + c0;
+        // Keys all padding or after every query of the slice (causal): nothing to add.
+        if (key0 >= sc.kv_end || mc >= p.tq || (p.causal && key0 > mc + N - 1)) continue;
+        float st[MT][N / 8][4], dpt[MT][N / 8][4];  // rows: the warp's keys; columns: queries
+        zero(st);
+        zero(dpt);
+        gemm_nt<T, D, MT, N>(st, k_rows, q_tile + c0 * S * 2, lr);
+        if constexpr (kDk) gemm_nt<T, D, MT, N>(dpt, v_rows, do_tile + c0 * S * 2, lr);
+        const bool full = !sc.segmented && key0 + 16 * MT <= sc.kv_end &&
+                          (!p.causal || key0 + 16 * MT - 1 <= mc) && mc + N <= p.tq;
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        const int key_base = key0 + mt * 16 + g;  // keys key_base and key_base + 8
-        if (full) {
-          dkdv_scores<N, false, kDropout, kBias>(st[mt], dpt[mt], sc, slse + c0, sdvec + c0,
-                                                 key_base, mc);
-        } else {
-          dkdv_scores<N, true, kDropout, kBias>(st[mt], dpt[mt], sc, slse + c0, sdvec + c0,
-                                                key_base, mc);
+        for (int mt = 0; mt < MT; ++mt) {
+          const int key_base = key0 + mt * 16 + g;  // keys key_base and key_base + 8
+          if (full) {
+            dkdv_scores<N, false, kDropout, kBias>(st[mt], dpt[mt], sc, slse + c0, sdvec + c0,
+                                                   key_base, mc);
+          } else {
+            dkdv_scores<N, true, kDropout, kBias>(st[mt], dpt[mt], sc, slse + c0, sdvec + c0,
+                                                  key_base, mc);
+          }
         }
-      }
-      uint32_t pa[MT][N / 16][4];
-      if constexpr (kDv) {
-        to_a_frags<T, MT, N>(pa, st);
-        gemm_nn<T, D, MT, N>(dv, pa, do_tile + c0 * S * 2, lr);
-      }
-      if constexpr (kDk) {
-        to_a_frags<T, MT, N>(pa, dpt);
-        gemm_nn<T, D, MT, N>(dk, pa, q_tile + c0 * S * 2, lr);
+        uint32_t pa[MT][N / 16][4];
+        if constexpr (kDv) {
+          to_a_frags<T, MT, N>(pa, st);
+          gemm_nn<T, D, MT, N>(dv, pa, do_tile + c0 * S * 2, lr);
+        }
+        if constexpr (kDk) {
+          to_a_frags<T, MT, N>(pa, dpt);
+          gemm_nn<T, D, MT, N>(dk, pa, q_tile + c0 * S * 2, lr);
+        }
       }
     }
   }
   cp_async_wait<0>();
   if constexpr (kDk) {
-    store_rows<T, D, MT>(act<T>(p.dk) + int64_t(b) * p.tk * p.ld_dk + int64_t(h) * p.dh, p.ld_dk,
+    store_rows<T, D, MT>(act<T>(p.dk) + int64_t(b) * p.tk * p.ld_dk + int64_t(hk) * p.dh, p.ld_dk,
                          key0, p.tk, dk, p.scale_log2 / kLog2e, p.dh);
   }
   if constexpr (kDv) {
-    store_rows<T, D, MT>(act<T>(p.dv) + int64_t(b) * p.tk * p.ld_dv + int64_t(h) * p.dh, p.ld_dv,
+    store_rows<T, D, MT>(act<T>(p.dv) + int64_t(b) * p.tk * p.ld_dv + int64_t(hk) * p.dh, p.ld_dv,
                          key0, p.tk, dv, 1.f, p.dh);
   }
 }
@@ -477,7 +485,7 @@ struct Backward {
     auto* kernel = flash_dkdv_kernel<T, D, kKvMT, kKvN, kPart, kDropout, kBias>;
     set_smem(kernel, smem);
     const int rows = kRows * kKvMT;
-    kernel<<<dim3((p.tk + rows - 1) / rows, p.heads, batch), kThreads, smem, stream>>>(p);
+    kernel<<<dim3((p.tk + rows - 1) / rows, p.heads / p.group, batch), kThreads, smem, stream>>>(p);
     ANVIL_CUDA_CHECK(cudaGetLastError());
   }
 

@@ -87,8 +87,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 && !kDropout ? 4 
   const LaneRows lr = lane_rows<D>();
   const uint32_t q_rows = smem_u32(sq) + warp * 16 * MT * S * 2;
   const T* qg = act<T>(p.q) + int64_t(b) * p.tq * p.ldq + int64_t(h) * p.dh;
-  const T* kg = act<T>(p.k) + int64_t(b) * p.tk * p.ldk + int64_t(h) * p.dh;
-  const T* vg = act<T>(p.v) + int64_t(b) * p.tk * p.ldv + int64_t(h) * p.dh;
+  const T* kg = act<T>(p.k) + int64_t(b) * p.tk * p.ldk + int64_t(h / p.group) * p.dh;
+  const T* vg = act<T>(p.v) + int64_t(b) * p.tk * p.ldv + int64_t(h / p.group) * p.dh;
   // Keys past this block's last query (causal) or past the padding never matter.
   const int kv_stop = p.causal ? min(sc.kv_end, q0 + kM) : sc.kv_end;
   const int n_blocks = (kv_stop + kRows - 1) / kRows;

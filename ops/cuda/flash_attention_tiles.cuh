@@ -53,7 +53,8 @@ struct Params {
   int64_t ldq, ldk, ldv, ldo, ldd;  // rows of q, k, v, out/o, dout
   int64_t ld_dq, ld_dk, ld_dv;
   int tq, tk, heads, total_heads, head_offset;
-  int dh;  // true head size (a multiple of 8, <= the tile width); head h at columns h * dh
+  int group;  // query heads per kv head (grouped-query): head h reads k, v head h / group
+  int dh;     // true head size (a multiple of 8, <= the tile width); head h at columns h * dh
   bool causal;
   int bias;          // AttentionBias as int
   float scale_log2;  // scale * log2(e)

@@ -87,6 +87,15 @@ std::vector<Case> cases() {
   v.push_back(with("unfused dropout", c, false, false, true));
   c.recompute_probs = true;
   v.push_back(with("unfused dropout recompute", c, true, false, true));
+  // Grouped-query (multi-query here: kv_heads 1 of 2), with rotary, dropout and documents.
+  c = base(false, true);
+  c.kv_heads = 1;
+  v.push_back(with("flash multi-query", c, true));
+  c.position = AttentionPosition::kRotary;
+  c.rotary_dim = kDh;
+  c.rotary_base = 100.0f;
+  c.dropout = 0.3f;
+  v.push_back(with("flash multi-query rotary dropout documents", c, true, false, true));
   v.push_back(with("cross", base(true, false)));
   c = base(true, false);
   c.dropout = 0.3f;
@@ -124,7 +133,7 @@ struct Inputs {
   }
 };
 
-int64_t qkv_out(const AttentionConfig& c) { return c.cross ? c.inner() : 3 * c.inner(); }
+int64_t qkv_out(const AttentionConfig& c) { return c.cross ? c.inner() : c.qkv_cols(); }
 
 Inputs random_inputs(const Case& k, uint64_t seed) {
   const AttentionConfig& c = k.c;
@@ -312,6 +321,52 @@ TEST(AttentionBlock, GradientsMatchFiniteDifferences) {
     backward(broken, bb, dout, stream, site);
     EXPECT_FALSE(testing::tensors_near(analytic(bb, g0), num, Tol{1e-4, 1e-3}));
   }
+}
+
+// Multi-query (kv_heads 1 of 2) in Megatron's grouped row order [q0, q1, k, v] against the
+// plain block with the k and v rows copied to both heads ([q0, q1 | k, k | v, v]): equal out and
+// dx; the grouped d W_k, d W_v are the sums of the copies' gradients. Rotary, causal, dropout.
+TEST(AttentionBlock, GroupedQueryEqualsHeadsWithCopiedKeysAndValues) {
+  TestStream stream(Device::kCpu);
+  TensorPool pool(Device::kCpu);
+  const Fixed f = fixed_inputs();
+  AttentionConfig c = base(false, true);
+  c.position = AttentionPosition::kRotary, c.rotary_dim = kDh, c.dropout = 0.3f;
+  AttentionConfig gc = c;
+  gc.kv_heads = 1;
+  const Case mha = with("mha", c, true), gqa = with("gqa", gc, true);
+  const Inputs gin = random_inputs(gqa, 41);
+  Inputs min = gin;
+  auto rows = [](const std::vector<double>& v, int64_t w, std::vector<int64_t> order) {
+    std::vector<double> out;
+    for (int64_t r : order) out.insert(out.end(), v.begin() + r * w, v.begin() + (r + 1) * w);
+    return out;
+  };
+  // Grouped rows (head_dim each): q0 q1 k v = 0 1 2 3; expanded: q0 q1 k k v v.
+  std::vector<int64_t> order;
+  for (int64_t blk : {0, 1, 2, 2, 3, 3}) {
+    for (int64_t d = 0; d < kDh; ++d) order.push_back(blk * kDh + d);
+  }
+  min.qkv_w = rows(gin.qkv_w, kD, order);
+  min.qkv_b = rows(gin.qkv_b, 1, order);
+  const TensorView dout = pool.from_f64(random(c.rows() * kD, 42), {c.rows(), kD});
+  Block gb = make_block(pool, gqa, gin, f, f.rel_table),
+        mb = make_block(pool, mha, min, f, f.rel_table);
+  forward(gqa, gb, true, stream);
+  forward(mha, mb, true, stream);
+  backward(gc, gb, dout, stream);
+  backward(c, mb, dout, stream);
+  const Tol tol{1e-12, 1e-10};
+  EXPECT_TRUE(testing::tensors_near(host(gb.out), host(mb.out), tol));
+  EXPECT_TRUE(testing::tensors_near(host(gb.dx), host(mb.dx), tol));
+  const std::vector<double> mg = host(mb.g.qkv_w);
+  std::vector<double> want(host(gb.g.qkv_w).size(), 0.0);
+  for (size_t i = 0; i < order.size(); ++i) {
+    for (int64_t col = 0; col < kD; ++col) {
+      want[order[i] * kD + col] += mg[i * kD + col];
+    }
+  }
+  EXPECT_TRUE(testing::tensors_near(host(gb.g.qkv_w), want, tol));
 }
 
 TEST(AttentionBlock, SpecsChangeTheOutput) {

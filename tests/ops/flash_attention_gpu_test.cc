@@ -186,6 +186,25 @@ TEST(FlashAttentionGpu, PaddingAlibiCrossAttentionEveryHeadSize) {
   }
 }
 
+// Grouped-query attention (kv_heads 1 and 2 of 4 query heads): forward, dq (kv head h / group)
+// and dk/dv summed over the group's query heads by the block of each kv head, with documents,
+// dropout and a TP head offset (causal), and padded cross-attention with ALiBi.
+TEST(FlashAttentionGpu, GroupedQueryEveryHeadSize) {
+  ANVIL_SKIP_WITHOUT_GPU();
+  for (int64_t dh : kHeadSizes) {
+    for (int64_t kv : {1, 2}) {
+      Case c = gpu_case(2, 150, 4, dh, true);
+      c.kv_heads = kv, c.dropout = 0.1f, c.total_heads = 8, c.head_offset = 4;
+      add_documents(&c, 61 + dh);
+      check_gpu(c, 62 + dh + kv);
+      Case x = gpu_case(2, 70, 4, dh, false);
+      x.kv_heads = kv, x.cross = true, x.tk = 133, x.kv_lengths = {133, 50};
+      x.bias = AttentionBias::kAlibi;
+      check_gpu(x, 63 + dh + kv);
+    }
+  }
+}
+
 // One small case per tile width with every per-block smem structure in use (relative-bucket
 // band and diagonal sums, dropout, causal tiles, the split dk / dv kernels of 192 and 256):
 // the case compute-sanitizer's racecheck runs.

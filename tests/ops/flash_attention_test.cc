@@ -3,8 +3,9 @@
 // differences) for GPT's causal case with documents, dropout and a TP head offset, forward and
 // backward; against central differences in f64 for every other feature (bidirectional, key
 // padding, ALiBi, relative buckets with the table gradient, cross-attention with Tq != Tk,
-// no scaling, dropout); empty rows (all keys padded) give out 0, lse +inf and zero gradients.
-// The CUDA kernels against this twin: tests/ops/flash_attention_gpu_test.cc.
+// no scaling, dropout); grouped-query attention against the same problem with K/V expanded per
+// query head, and against central differences; empty rows (all keys padded) give out 0, lse +inf
+// and zero gradients. The CUDA kernels against this twin: tests/ops/flash_attention_gpu_test.cc.
 #include "ops/flash_attention.h"
 
 #include <cmath>
@@ -109,12 +110,13 @@ void check_fd(const Case& c0) {
     }
     return g;
   };
-  const int64_t hd = c.heads * c.dh;
+  // Rows of the parts side by side (each part [rows, its size / rows]).
   auto interleave = [&](int64_t rows, std::vector<const std::vector<double>*> parts) {
     std::vector<double> out;
     for (int64_t row = 0; row < rows; ++row) {
       for (const std::vector<double>* src : parts) {
-        for (int64_t col = 0; col < hd; ++col) out.push_back((*src)[row * hd + col]);
+        const int64_t w = static_cast<int64_t>(src->size()) / rows;
+        for (int64_t col = 0; col < w; ++col) out.push_back((*src)[row * w + col]);
       }
     }
     return out;
@@ -166,6 +168,86 @@ TEST(FlashAttentionCpu, BackwardMatchesFiniteDifferencesWithDropout) {
   check_fd(c);
 }
 
+// Grouped-query attention against the naive reference: the same problem with K/V expanded to
+// every query head (kv head h / group copied to head h); the expanded run's dk, dv summed over
+// each group are the grouped run's. Self-attention (fused q | k | v) and cross-attention,
+// with documents, dropout, ALiBi and a TP head offset.
+void check_gqa_against_expanded(const Case& g) {
+  Case e = g;
+  e.kv_heads = 0;
+  const int64_t H = g.heads, KV = kv_heads_of(g), G = H / KV, Dh = g.dh;
+  const int64_t hd = H * Dh, kd = KV * Dh;
+  const Inputs in = random_inputs(g, 51);
+  Inputs ex;
+  ex.dout = in.dout;
+  // Row r of a [q? | k | v] buffer: the expanded row copies kv head h / G into head h.
+  auto expand = [&](const std::vector<float>& x, int64_t rows, int64_t q_cols) {
+    const int64_t w = q_cols + 2 * kd;
+    std::vector<float> out;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = x.data() + r * w;
+      out.insert(out.end(), row, row + q_cols);
+      for (int64_t part = 0; part < 2; ++part) {
+        for (int64_t h = 0; h < H; ++h) {
+          const float* src = row + q_cols + part * kd + h / G * Dh;
+          out.insert(out.end(), src, src + Dh);
+        }
+      }
+    }
+    return out;
+  };
+  if (g.cross) {
+    ex.xq = in.xq;
+    ex.xkv = expand(in.xkv, g.batch * g.tk, 0);
+  } else {
+    ex.xq = expand(in.xq, g.batch * g.tq, hd);
+  }
+  const Results rg = run(g, Device::kCpu, DType::kF64, in);
+  const Results re = run(e, Device::kCpu, DType::kF64, ex);
+  const Tol tight{1e-12, 1e-10, 1e-20};
+  EXPECT_TRUE(testing::tensors_near(rg.out, re.out, tight)) << "out";
+  EXPECT_TRUE(testing::tensors_near(rg.lse, re.lse, tight)) << "lse";
+  EXPECT_TRUE(testing::tensors_near(rg.dq, re.dq, tight)) << "dq";
+  const int64_t rows = g.batch * g.tk;
+  std::vector<double> dk(static_cast<size_t>(rows * kd), 0.0), dv(dk.size(), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t d = 0; d < Dh; ++d) {
+        dk[r * kd + h / G * Dh + d] += re.dk[r * hd + h * Dh + d];
+        dv[r * kd + h / G * Dh + d] += re.dv[r * hd + h * Dh + d];
+      }
+    }
+  }
+  EXPECT_TRUE(testing::tensors_near(rg.dk, dk, tight)) << "dk";
+  EXPECT_TRUE(testing::tensors_near(rg.dv, dv, tight)) << "dv";
+}
+
+TEST(FlashAttentionCpu, GroupedQueryMatchesExpandedKeysAndValues) {
+  for (const int64_t kv : {1, 2}) {  // multi-query and two groups of two
+    Case c;
+    c.batch = 2, c.tq = c.tk = 7, c.heads = 4, c.dh = 3, c.kv_heads = kv, c.dropout = 0.2f;
+    c.total_heads = 8, c.head_offset = 4;
+    for (int64_t b = 0; b < c.batch; ++b) {
+      for (int64_t t = 0; t < c.tq; ++t) c.segs_q.push_back(t < 3 + b ? 0 : 1);
+    }
+    c.segs_k = c.segs_q;
+    SCOPED_TRACE(kv);
+    check_gqa_against_expanded(c);
+    Case x;  // cross-attention, bidirectional, ALiBi, padding
+    x.batch = 2, x.tq = 4, x.tk = 6, x.heads = 4, x.dh = 2, x.kv_heads = kv, x.cross = true;
+    x.causal = false, x.bias = AttentionBias::kAlibi, x.kv_lengths = {6, 3};
+    check_gqa_against_expanded(x);
+  }
+}
+
+TEST(FlashAttentionCpu, GroupedQueryBackwardMatchesFiniteDifferences) {
+  Case c;
+  c.batch = 2, c.tq = c.tk = 5, c.heads = 4, c.dh = 2, c.kv_heads = 2;
+  check_fd(c);
+  c.kv_heads = 1, c.dropout = 0.3f;
+  check_fd(c);
+}
+
 TEST(FlashAttentionCpu, EmptyRowsGiveZeroOutputInfiniteLseAndZeroGradients) {
   Case c;
   c.batch = 2, c.tq = c.tk = 4, c.heads = 1, c.dh = 2, c.causal = false;
@@ -214,6 +296,13 @@ TEST(FlashAttentionCpuDeathTest, RejectsMismatchedShapes) {
   w.masks.seg_q = pool.from_i32(std::vector<int32_t>(c.batch * c.tq, 0), {c.batch * c.tq});
   EXPECT_DEATH(flash_attention_forward(a, w.out, w.lse, w.q, w.k, w.v, w.masks, stream),
                "come together");
+  a = args_of(c);
+  w = make_views(pool, c, DType::kF32, in.xq, in.xkv, in.dout);
+  a.kv_heads = 3;  // heads 2
+  EXPECT_DEATH(flash_attention_forward(a, w.out, w.lse, w.q, w.k, w.v, w.masks, stream),
+               "kv_heads must divide heads");
+  a.kv_heads = 1;  // k, v still hold 2 heads
+  EXPECT_DEATH(flash_attention_forward(a, w.out, w.lse, w.q, w.k, w.v, w.masks, stream), "k must");
 }
 
 }  // namespace

@@ -29,6 +29,7 @@ struct Case {
   AttentionBias bias = AttentionBias::kNone;
   float scale = 0.5f, dropout = 0.0f;
   int64_t total_heads = 0, head_offset = 0;
+  int64_t kv_heads = 0;  // heads of k and v (0: heads): grouped-query attention
   std::vector<int32_t> segs_q, segs_k, kv_lengths, rel_buckets;
   std::vector<float> rel_table;  // [buckets, total heads]
 };
@@ -48,8 +49,11 @@ inline FlashAttentionArgs args_of(const Case& c) {
   a.offset = 5;
   a.total_heads = c.total_heads;
   a.head_offset = c.head_offset;
+  a.kv_heads = c.kv_heads;
   return a;
 }
+
+inline int64_t kv_heads_of(const Case& c) { return c.kv_heads == 0 ? c.heads : c.kv_heads; }
 
 inline int64_t model_heads(const Case& c) { return c.total_heads == 0 ? c.heads : c.total_heads; }
 
@@ -77,26 +81,26 @@ struct Views {
 inline Views make_views(TensorPool& pool, const Case& c, DType dt, const std::vector<float>& xq,
                         const std::vector<float>& xkv, const std::vector<float>& xdout) {
   Views w;
-  const int64_t hd = c.heads * c.dh;
-  if (!c.cross) {
-    TensorView qkv = pool.from(xq, dt, {c.batch * c.tq, 3 * hd});
-    TensorView dqkv = pool.empty(dt, {c.batch * c.tq, 3 * hd});
+  const int64_t hd = c.heads * c.dh, kd = kv_heads_of(c) * c.dh;
+  if (!c.cross) {  // q | k | v columns
+    TensorView qkv = pool.from(xq, dt, {c.batch * c.tq, hd + 2 * kd});
+    TensorView dqkv = pool.empty(dt, {c.batch * c.tq, hd + 2 * kd});
     w.q = slice_cols(qkv, 0, hd);
-    w.k = slice_cols(qkv, hd, 2 * hd);
-    w.v = slice_cols(qkv, 2 * hd, 3 * hd);
+    w.k = slice_cols(qkv, hd, hd + kd);
+    w.v = slice_cols(qkv, hd + kd, hd + 2 * kd);
     w.dq = slice_cols(dqkv, 0, hd);
-    w.dk = slice_cols(dqkv, hd, 2 * hd);
-    w.dv = slice_cols(dqkv, 2 * hd, 3 * hd);
+    w.dk = slice_cols(dqkv, hd, hd + kd);
+    w.dv = slice_cols(dqkv, hd + kd, hd + 2 * kd);
     w.dq_buf = w.dkv_buf = dqkv;
   } else {
     w.q = pool.from(xq, dt, {c.batch * c.tq, hd});
-    TensorView kv = pool.from(xkv, dt, {c.batch * c.tk, 2 * hd});
-    TensorView dkv = pool.empty(dt, {c.batch * c.tk, 2 * hd});
-    w.k = slice_cols(kv, 0, hd);
-    w.v = slice_cols(kv, hd, 2 * hd);
+    TensorView kv = pool.from(xkv, dt, {c.batch * c.tk, 2 * kd});
+    TensorView dkv = pool.empty(dt, {c.batch * c.tk, 2 * kd});
+    w.k = slice_cols(kv, 0, kd);
+    w.v = slice_cols(kv, kd, 2 * kd);
     w.dq = pool.empty(dt, {c.batch * c.tq, hd});
-    w.dk = slice_cols(dkv, 0, hd);
-    w.dv = slice_cols(dkv, hd, 2 * hd);
+    w.dk = slice_cols(dkv, 0, kd);
+    w.dv = slice_cols(dkv, kd, 2 * kd);
     w.dq_buf = w.dq;
     w.dkv_buf = dkv;
   }
@@ -124,10 +128,11 @@ struct Inputs {
 };
 
 inline Inputs random_inputs(const Case& c, uint64_t seed, float range = 1.5f) {
-  const int64_t hd = c.heads * c.dh;
+  const int64_t hd = c.heads * c.dh, kd = kv_heads_of(c) * c.dh;
   Inputs in;
-  in.xq = testing::random_uniform(c.batch * c.tq * (c.cross ? hd : 3 * hd), seed, -range, range);
-  if (c.cross) in.xkv = testing::random_uniform(c.batch * c.tk * 2 * hd, seed + 1, -range, range);
+  in.xq =
+      testing::random_uniform(c.batch * c.tq * (c.cross ? hd : hd + 2 * kd), seed, -range, range);
+  if (c.cross) in.xkv = testing::random_uniform(c.batch * c.tk * 2 * kd, seed + 1, -range, range);
   in.dout = testing::random_uniform(c.batch * c.tq * hd, seed + 2);
   return in;
 }

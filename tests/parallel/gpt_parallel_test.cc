@@ -342,6 +342,16 @@ TEST_P(GptParallelTest, LlamaStyleEqualsOneRank) {
                 f64 ? Tolerance{1e-11, 1e-11, 1e-11, true} : Tolerance{1e-5, 1e-5, 2e-4, true});
 }
 
+// Grouped-query attention (n_kv_heads 2 of 4 heads, Megatron's grouped c_attn rows): TP2
+// gives each rank one query group (two query heads and their kv head).
+TEST_P(GptParallelTest, GroupedQueryLlamaStyleEqualsOneRank) {
+  const bool f64 = GetParam() == engine::DType::kF64;
+  TrainConfig c = llama_config();
+  c.model.n_kv_heads = 2;
+  check_layouts(c, variant_layouts(), GetParam(),
+                f64 ? Tolerance{1e-11, 1e-11, 1e-11, true} : Tolerance{1e-5, 1e-5, 2e-4, true});
+}
+
 // BERT (type bert, HF layout): post-LN, GELU-erf, token types and the embedding LayerNorm,
 // bidirectional attention with padding, the MLM head (vocab-parallel bias) and the binary head.
 TrainConfig bert_config() {
