@@ -59,6 +59,7 @@
 #include "engine/log.h"
 #include "engine/stream.h"
 #include "model/gpt/gpt.h"
+#include "model/model.h"
 #include "model/train/loss_scaler.h"
 #include "model/train/lr_schedule.h"
 #include "model/train/train_config.h"
@@ -85,10 +86,7 @@ struct TrainerParallel {
   int local_rank = 0;  // CUDA device = local_rank % device count
 };
 
-// Writes the record of sample `index` into out[0, sample_record_width(type, seq_len)) (the
-// model type's fixed-width int32 record, model/train/sample_record.h; GPT: seq_len + 1 token ids <
-// vocab_size).
-using SampleFn = std::function<void(int64_t index, int32_t* out)>;
+// SampleFn: one sample's record (model/model.h).
 
 // A held-out set: the name its losses are logged and reported under, and its samples.
 struct HeldOutSet {
