@@ -52,9 +52,8 @@
 #include "io/tokenizer.h"
 #include "model/tasks/eval_suite.h"
 #include "model/train/checkpoint.h"
+#include "model/train/gpt_train_model.h"
 #include "model/train/run_loop.h"
-#include "model/train/t5_checkpoint.h"
-#include "model/train/t5_train.h"
 #include "model/train/train_config.h"
 #include "model/train/trainer.h"
 #include "parallel/comm.h"
@@ -223,25 +222,18 @@ model::CheckpointFiles checkpoint_files(const model::CheckpointConfig& ck) {
   return f;
 }
 
-// The trainers' side of a checkpoint: their model's boxes (model/train/checkpoint.h,
-// model/train/t5_checkpoint.h), its load, and the run's state.
-template <typename TrainerT, typename Slices, typename Load>
-model::CheckpointedModel checkpointed(TrainerT& t, Slices slices, Load load) {
+// The trainer's side of a checkpoint: its model's boxes (model/model.h), their load, and the
+// run's state.
+model::CheckpointedModel checkpointed(model::Trainer& t) {
   model::CheckpointedModel m;
-  m.slices = [&t, slices](int dp_rank) { return slices(t.model(), dp_rank, t.stream()); };
-  m.load = [&t, load](const model::TensorLookup& lookup, bool weights_only) {
-    return load(t.model(), lookup, weights_only, t.stream());
+  m.slices = [&t](int dp_rank) { return t.model().checkpoint_slices(dp_rank, t.stream()); };
+  m.load = [&t](const model::TensorLookup& lookup, bool weights_only) {
+    return t.model().load_checkpoint(lookup, weights_only, t.stream());
   };
   m.steps_done = [&t] { return t.steps_done(); };
   m.state = [&t] { return t.state(); };
   m.restore = [&t](const model::TrainerState& s) { t.restore(s); };
   return m;
-}
-model::CheckpointedModel checkpointed(model::Trainer& t) {
-  return checkpointed(t, model::gpt_checkpoint_slices, model::gpt_load_checkpoint);
-}
-model::CheckpointedModel checkpointed(model::T5Trainer& t) {
-  return checkpointed(t, model::t5_checkpoint_slices, model::t5_load_checkpoint);
 }
 
 // The trainer's scalars into the TensorBoard file. A failed write warns once, naming the file,
@@ -477,16 +469,15 @@ int run(int argc, char** argv) {
     if (stated.bytes > 0) {  // the plan printed, then compared with the stated memory
       model::TrainConfig unchecked = cfg;
       unchecked.train.check_memory = false;
-      absl::StatusOr<std::unique_ptr<model::T5Trainer>> none =
+      absl::StatusOr<std::unique_ptr<model::Trainer>> none =
           anvil::train_t5::make_t5_trainer(unchecked, *prec, ctx, /*dry_run=*/true, t5_par);
       if (!none.ok()) return fatal(none.status());
-      absl::StatusOr<model::T5Shard> shard = model::T5Trainer::stage_shard(cfg, t5_par.grid);
-      if (!shard.ok()) return fatal(shard.status());
-      absl::StatusOr<anvil::engine::MemoryPlan> plan = model::T5Trainer::plan(cfg, *prec, *shard);
+      absl::StatusOr<anvil::engine::MemoryPlan> plan =
+          model::Trainer::plan(cfg, *prec, anvil::train_t5::place_of(*t5_par.grid));
       if (!plan.ok()) return fatal(plan.status());
       return report_stated(*plan);
     }
-    absl::StatusOr<std::unique_ptr<model::T5Trainer>> t5 =
+    absl::StatusOr<std::unique_ptr<model::Trainer>> t5 =
         anvil::train_t5::make_t5_trainer(cfg, *prec, ctx, dry_run, t5_par);
     if (!t5.ok()) return fatal(t5.status());
     if (*t5 == nullptr) return 0;  // --dry-run
@@ -521,9 +512,10 @@ int run(int argc, char** argv) {
 
   const anvil::parallel::ProcessGrid& grid = (*rt)->grid();
   absl::StatusOr<model::GptShard> shard =
-      model::Trainer::shard_for(cfg, grid.tp_rank(), grid.pp_rank(), grid.dp_rank());
+      model::GptTrainModel::shard_for(cfg, grid.tp_rank(), grid.pp_rank(), grid.dp_rank());
   if (!shard.ok()) return fatal(shard.status());
-  absl::StatusOr<anvil::engine::MemoryPlan> plan = model::Trainer::plan(cfg, *prec, *shard);
+  absl::StatusOr<anvil::engine::MemoryPlan> plan =
+      model::Trainer::plan(cfg, *prec, anvil::train_t5::place_of(grid));
   if (!plan.ok()) return fatal(plan.status());
   log_info(ctx, absl::StrFormat("memory plan of this rank (micro_batch %d, seq_len %d, tp rank %d "
                                 "of %d, pipeline stage %d of %d, %d activation slot(s)):\n%s",
@@ -606,8 +598,9 @@ int run(int argc, char** argv) {
     const model::EvalParallel ep =
         model::eval_parallel((*rt)->grid(), (*rt)->comms(), tr.pipeline_comm());
     tr.set_eval_hook([&, ep, suite = *std::move(suite)](int64_t step) {
-      const absl::Status s = model::run_eval_suite(suite, tr.model(), {cfg.train.micro_batch, T},
-                                                   ep, tr.stream(), ctx, step, cfg.train.steps);
+      const absl::Status s =
+          model::run_eval_suite(suite, model::gpt_model(tr.model()), {cfg.train.micro_batch, T}, ep,
+                                tr.stream(), ctx, step, cfg.train.steps);
       if (!s.ok()) log_warning(ctx, absl::StrCat("[eval]: ", s.message()));
     });
   }

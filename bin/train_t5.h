@@ -1,10 +1,10 @@
 // bin/train's path for [model] type = t5 (included by bin/train.cc only): Megatron's T5
 // span-corruption samples (io/t5_dataset.h) over the [data] split of one sentence-split corpus
 // (bin/preprocess --split-sentences with a WordPiece tokenizer and --vocab-extra-ids), written
-// as T5 records (model/train/t5_train.h) for model::T5Trainer (tensor, pipeline and data
-// parallelism over the launcher's grid). The memory plan of this rank (its stage) is printed and
-// checked as for GPT ([train] check_memory), --dry-run stops after it; bin/train then runs the
-// trainer with the same checkpoint loop as GPT's.
+// as T5 records (model/train/t5_train_model.h) for the shared model::Trainer (tensor, pipeline
+// and data parallelism over the launcher's grid). The memory plan of this rank (its stage) is
+// printed and checked as for GPT ([train] check_memory), --dry-run stops after it; bin/train then
+// runs the trainer with the same checkpoint loop as GPT's.
 #pragma once
 
 #include <cstdint>
@@ -23,12 +23,21 @@
 #include "io/masked_lm.h"
 #include "io/t5_dataset.h"
 #include "io/tokenizer.h"
-#include "model/train/t5_train.h"
+#include "model/train/t5_train_model.h"
 #include "model/train/train_config.h"
 #include "model/train/trainer.h"
 #include "parallel/grid.h"
 
 namespace anvil::train_t5 {
+
+// The grid coordinates of this rank, where the trainer's family plans its model.
+inline model::ModelPlace place_of(const parallel::ProcessGrid& grid) {
+  model::ModelPlace at;
+  at.tp_rank = grid.tp_rank();
+  at.pp_rank = grid.pp_rank();
+  at.dp_rank = grid.dp_rank();
+  return at;
+}
 
 // Sample i (wrapping around the dataset) of `ds` as a T5 record: labels where loss_mask is 0
 // become -1; the encoder length is the padding mask's count of ones.
@@ -53,7 +62,7 @@ inline model::SampleFn t5_samples(std::shared_ptr<const io::T5Dataset> ds, int64
 
 // The trainer of cfg (type t5) on this rank of the grid, over its data; null after a dry run
 // (the plan printed). bin/train runs it with its checkpoint loop.
-inline absl::StatusOr<std::unique_ptr<model::T5Trainer>> make_t5_trainer(
+inline absl::StatusOr<std::unique_ptr<model::Trainer>> make_t5_trainer(
     const model::TrainConfig& cfg, const model::GptPrecision& prec, const engine::LogContext& ctx,
     bool dry_run, const model::TrainerParallel& par) {
   const model::T5Config& m = cfg.t5;
@@ -65,8 +74,8 @@ inline absl::StatusOr<std::unique_ptr<model::T5Trainer>> make_t5_trainer(
                            m.gated() ? "1.1" : "1.0", m.n_encoder_layers, m.n_decoder_layers,
                            m.d_model, m.n_heads, m.d_kv, m.d_ff, m.vocab_size, m.padded(), Te, Td,
                            m.matmul_params()));
-  ANVIL_ASSIGN_OR_RETURN(model::T5Shard shard, model::T5Trainer::stage_shard(cfg, par.grid));
-  ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, model::T5Trainer::plan(cfg, prec, shard));
+  ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan,
+                         model::Trainer::plan(cfg, prec, place_of(*par.grid)));
   engine::log_info(
       ctx, absl::StrCat("memory plan (micro_batch ", cfg.train.micro_batch, "):\n", plan.format()));
   if (cfg.train.check_memory) ANVIL_RETURN_IF_ERROR(model::Trainer::check_fits(plan, prec));
@@ -114,7 +123,7 @@ inline absl::StatusOr<std::unique_ptr<model::T5Trainer>> make_t5_trainer(
                            "samples%s",
                            prefix, data->num_documents(), splits[0].first, splits[0].second,
                            train_ds->size(), valid_fn ? ", validation from the valid split" : ""));
-  return model::T5Trainer::create(cfg, prec, t5_samples(train_ds, Te, Td), valid_fn, ctx, par);
+  return model::Trainer::create(cfg, prec, t5_samples(train_ds, Te, Td), valid_fn, ctx, par);
 }
 
 }  // namespace anvil::train_t5

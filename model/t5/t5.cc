@@ -395,6 +395,12 @@ void T5Model::Impl::after_layer_backward(bool decoder, int64_t l, engine::Stream
   sync->layer_grads_done(k, s);
 }
 
+size_t T5Model::arena_bytes() const {
+  size_t n = 0;
+  for (const auto& [cat, a] : impl_->arenas) n += a.capacity();
+  return n;
+}
+
 size_t T5Model::arena_bytes(const std::string& category) const {
   for (const auto& [cat, a] : impl_->arenas) {
     if (cat == category) return a.capacity();

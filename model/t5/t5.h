@@ -269,6 +269,8 @@ class T5Model {
   // once); with one stage the global norm: sqrt(grad_sum_squares).
   double grad_norm(engine::Stream& stream);
   void optimizer_step(const GptModel::OptimizerStep& s, engine::Stream& stream);
+  // Bytes held by the model's arenas, in total and for one plan category.
+  size_t arena_bytes() const;
   size_t arena_bytes(const std::string& category) const;
   uint64_t dropout_offset_span() const;
 

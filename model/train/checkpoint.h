@@ -25,6 +25,7 @@
 #include "engine/host_slice.h"
 #include "engine/stream.h"
 #include "model/gpt/gpt.h"
+#include "model/model.h"
 #include "model/train/arch_record.h"  // the model record, checked on load
 #include "model/train/train_config.h"
 #include "model/train/trainer.h"
@@ -69,9 +70,7 @@ std::vector<engine::HostSlice> checkpoint_slices(const CheckpointModel& model, i
 std::vector<engine::HostSlice> gpt_checkpoint_slices(GptModel& model, int dp_rank,
                                                      engine::Stream& stream);
 
-// A whole logical tensor by name (offset 0, extent = shape), e.g. read from a checkpoint;
-// NotFound when the checkpoint lacks it.
-using TensorLookup = std::function<absl::StatusOr<engine::HostSlice>(const std::string& name)>;
+// TensorLookup: a whole logical tensor by name (model/model.h).
 
 // Sets every master weight this rank holds (and the compute copy, rounded to its dtype), and
 // unless weights_only the AdamW moments, from the whole logical tensors. InvalidArgument

@@ -18,9 +18,9 @@ void add_t5_schema(engine::ConfigSchema& schema);
 // [model] type = t5 t.t5 from the shared [model] keys plus the T5 ones, checked: [parallel]
 // pp_split_rank resolved (0 = pp / 2) and the stage split valid (model/t5/t5.h t5_stage_layers),
 // one model chunk per stage, no sequence parallelism, ZeRO stages 2-3 or recomputation yet
-// (tp, pp, dp, ZeRO 1 and checkpoints work), no [eval] tasks, batch ramp-up or skip_iterations
-// yet, a [tokenizer] with vocab_extra_ids. pp_split_rank is refused for other model types.
-// Errors name the file, section and key.
+// (tp, pp, dp, ZeRO 1 and checkpoints work), no [eval] tasks yet, a [tokenizer] with
+// vocab_extra_ids. pp_split_rank is refused for other model types. Errors name the file, section
+// and key.
 absl::Status parse_t5_config(const engine::Config& config, TrainConfig& t);
 
 }  // namespace anvil::model

@@ -51,19 +51,8 @@ double flops_per_token(const GptConfig& cfg, int64_t seq_len) {
 }
 
 absl::StatusOr<engine::MemoryPlan> Trainer::plan(const TrainConfig& cfg, const GptPrecision& prec,
-                                                 const GptShard& shard) {
-  const int64_t B = cfg.train.micro_batch, T = cfg.data.seq_len;
-  ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan,
-                         GptModel::plan(cfg.model, GptRunShape{B, T}, prec, shard));
-  if (prec.device == engine::Device::kCpu) {
-    // create()'s four (BERT: five) i32 arrays of [accumulation steps * B*T] (<= global_batch *
-    // T tokens, bounded by the config's validation).
-    const int64_t accum = std::max<int64_t>(cfg.train.accumulation_steps(cfg.parallel.dp), 1);
-    const size_t arrays = cfg.model.bert() ? 5 : 4;
-    plan.add("batch", "host micro-batches",
-             engine::saturating_mul(arrays * sizeof(int32_t), static_cast<size_t>(accum * B * T)));
-  }
-  return plan;
+                                                 const ModelPlace& at) {
+  return train_model_plan(cfg, prec, at);
 }
 
 absl::Status check_plan_fits(const engine::MemoryPlan& plan, engine::Device device,
@@ -139,9 +128,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
         ramp.start, ramp.increment, cfg.train.micro_batch, dp,
         pc.virtual_stages > 1 ? absl::StrFormat(" * pp %d (interleaved schedule)", pp) : ""));
   }
-  ANVIL_ASSIGN_OR_RETURN(GptShard shard, shard_for(cfg, g ? g->tp_rank() : 0, g ? g->pp_rank() : 0,
-                                                   g ? g->dp_rank() : 0));
-  ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, Trainer::plan(cfg, prec, shard));
+  ModelPlace at;
+  at.tp_rank = g ? g->tp_rank() : 0;
+  at.pp_rank = g ? g->pp_rank() : 0;
+  at.dp_rank = g ? g->dp_rank() : 0;
+  ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, Trainer::plan(cfg, prec, at));
   if (cfg.train.check_memory) ANVIL_RETURN_IF_ERROR(check_fits(plan, prec));
 
   std::unique_ptr<Trainer> t(new Trainer());
@@ -178,29 +169,14 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
     t->stream_ = std::make_unique<engine::Stream>(engine::Stream::cpu());
   }
   ANVIL_RETURN_IF_ERROR(t->setup_parallel(par, cuda_device));
-  shard.tp_comm = t->tp_comm_;
-  // The model reduces its gradients over DP (parallel/grad_sync.h): plain DP's bucketed
-  // all-reduce, or ZeRO's reduce-scatters.
-  shard.dp_comm = t->dp_comm_;
-  shard.dp_bucket_elems = pc.bucket_mb > 0 ? pc.bucket_elems() : 0;
-  t->zero_ = shard.zero_stage > 0;
-  const int64_t B = cfg.train.micro_batch, T = cfg.data.seq_len;
-  ANVIL_ASSIGN_OR_RETURN(
-      t->model_, GptModel::create(cfg.model, GptRunShape{B, T}, prec, cfg.train.seed, shard));
-  const int64_t accum = cfg.train.accumulation_steps(dp);
-  const size_t n = static_cast<size_t>(std::max<int64_t>(accum, 1) * B * T);
-  t->tokens_.assign(n, 0);
-  t->targets_.assign(n, 0);
-  t->segments_.assign(n, 0);
-  t->positions_.resize(n);
-  for (size_t i = 0; i < n; ++i) t->positions_[i] = static_cast<int32_t>(i % T);
-  t->counted_.assign(static_cast<size_t>(std::max<int64_t>(accum, 1)), 0);
-  t->sample_.assign(static_cast<size_t>(sample_record_width(cfg.model.type, T)), 0);
-  if (cfg.model.bert()) {
-    t->types_.assign(n, 0);
-    t->lengths_.assign(n / static_cast<size_t>(T), 0);
-    t->binary_.assign(n / static_cast<size_t>(T), 0);
-  }
+  at.tp = t->tp_comm_;
+  at.pp = t->pp_comm_;
+  at.dp = t->dp_comm_;
+  at.embedding = t->embedding_comm_;
+  ANVIL_ASSIGN_OR_RETURN(t->model_, create_train_model(cfg, prec, at));
+  t->zero_ = t->model_->zero_sharded();
+  t->counted_.assign(static_cast<size_t>(std::max<int64_t>(cfg.train.accumulation_steps(dp), 1)),
+                     0);
   return t;
 }
 
@@ -224,75 +200,9 @@ void Trainer::restore(const TrainerState& s) {
 }
 
 int64_t Trainer::fill_batch(const SampleFn& fn, int64_t first_index, int64_t m) {
-  const int64_t B = cfg_.train.micro_batch, T = cfg_.data.seq_len;
-  const int64_t vocab = cfg_.model.vocab_size;
-  const DataConfig& d = cfg_.data;
-  int64_t counted = 0;
-  if (cfg_.model.bert()) {
-    for (int64_t b = 0; b < B; ++b) {
-      fn(first_index + b, sample_.data());
-      const int64_t row = (m * B + b) * T;
-      counted += decode_bert_record(
-          cfg_.model, first_index + b, T, sample_.data(), tokens_.data() + row, types_.data() + row,
-          targets_.data() + row, lengths_.data() + m * B, binary_.data() + m * B, b);
-    }
-    counted_[static_cast<size_t>(m)] = counted;
-    return counted;
-  }
-  for (int64_t b = 0; b < B; ++b) {
-    fn(first_index + b, sample_.data());
-    for (int64_t t = 0; t <= T; ++t) {
-      // An id outside the vocabulary would index past the embedding: a data/config mismatch.
-      ANVIL_CHECK_MSG(sample_[t] >= 0 && sample_[t] < vocab,
-                      absl::StrFormat("sample %d holds token id %d, outside [model] vocab_size %d",
-                                      first_index + b, sample_[t], vocab));
-    }
-    const int64_t row = (m * B + b) * T;
-    int32_t* tokens = tokens_.data() + row;
-    int32_t* targets = targets_.data() + row;
-    std::copy(sample_.begin(), sample_.begin() + T, tokens);
-    std::copy(sample_.begin() + 1, sample_.end(), targets);
-    // Megatron's get_ltor_masks_and_position_ids: the loss mask is 0 where the *input* token is
-    // eod, positions restart at 0 on the token after an eod, and with reset_attention_mask a
-    // token sees only its own document (segment = eods before it).
-    if (d.eod_mask_loss) {
-      for (int64_t t = 0; t < T; ++t) {
-        if (tokens[t] == d.eod_token) targets[t] = -1;
-      }
-    }
-    if (d.reset_position_ids) {
-      int32_t* pos = positions_.data() + row;
-      int32_t p = 0;
-      for (int64_t t = 0; t < T; ++t) {
-        pos[t] = p;
-        p = tokens[t] == d.eod_token ? 0 : p + 1;
-      }
-    }
-    if (d.reset_attention_mask) {
-      int32_t* seg = segments_.data() + row;
-      int32_t docs = 0;
-      for (int64_t t = 0; t < T; ++t) {
-        seg[t] = docs;
-        docs += tokens[t] == d.eod_token;
-      }
-    }
-    for (int64_t t = 0; t < T; ++t) counted += targets[t] >= 0;
-  }
+  const int64_t counted = model_->load_micro_batch(fn, first_index, m);
   counted_[static_cast<size_t>(m)] = counted;
   return counted;
-}
-
-GptBatch Trainer::host_batch(int64_t m) const {
-  const size_t row = static_cast<size_t>(m * cfg_.train.micro_batch * cfg_.data.seq_len);
-  GptBatch b{tokens_.data() + row, positions_.data() + row, targets_.data() + row,
-             cfg_.data.reset_attention_mask ? segments_.data() + row : nullptr};
-  if (cfg_.model.bert()) {
-    const size_t first = static_cast<size_t>(m * cfg_.train.micro_batch);
-    b.token_types = types_.data() + row;
-    b.lengths = lengths_.data() + first;
-    b.binary_labels = binary_.data() + first;
-  }
-  return b;
 }
 
 StepStats Trainer::consume_only(int64_t G) {
@@ -346,8 +256,7 @@ StepStats Trainer::step() {
     return counted > 0 ? 1.0 / (static_cast<double>(total_micro) * static_cast<double>(counted))
                        : 0.0;
   };
-  MicroBatchFns fns;
-  fns.batch = [&](int64_t m) { return host_batch(m); };
+  PipelineStepFns fns;
   fns.grad_scale = [&](int64_t m) {
     return per_micro_batch_mean() ? static_cast<float>(masked_scale(m) * loss_scale) : grad_scale;
   };
@@ -359,13 +268,14 @@ StepStats Trainer::step() {
   // all-reduce starts at once on the communication stream.
   // (Not with sequence parallelism: its layernorm gradients are summed over TP after the
   // backward, before the DP reduction may read them.)
-  if (dp_comm_ != nullptr && !zero_ && !cfg_.parallel.sequence_parallel) {
+  // (A family that cannot overlap, e.g. GPT under ZeRO, ignores it.)
+  if (dp_comm_ != nullptr && !cfg_.parallel.sequence_parallel) {
     fns.before_backward = [&](int64_t m) { model_->set_overlap_grad_sync(m == accum - 1); };
   }
   // BERT: the micro-batches' binary losses, each a mean over its samples, for the loss's parts
   // (a micro-batch without masked tokens is left out of the loss, masked_scale).
   double sop_sum = 0.0;
-  if (cfg_.model.bert()) {
+  if (model_->reports_loss_parts()) {
     fns.after_loss = [&](int64_t m, int64_t slot) {
       const double binary = model_->binary_loss_sum(slot, s) / static_cast<double>(B);
       if (counted_[static_cast<size_t>(m)] > 0) sop_sum += binary;
@@ -381,13 +291,9 @@ StepStats Trainer::step() {
     masked_loss += losses[static_cast<size_t>(m)] * masked_scale(m);
   }
   micro_batches_ += static_cast<uint64_t>(total_micro);
-  // The tied embedding: the first stage's input copy and the last stage's LM-head copy get
-  // the sum of both gradients (equal to the single-stage gradient of the one matrix).
-  if (embedding_comm_ != nullptr) {
-    for (const Param& p : model_->params().all()) {
-      if (p.tied) embedding_comm_->all_reduce(p.grad, parallel::ReduceOp::kSum, s);
-    }
-  }
+  // A parameter several stages hold (GPT's tied embedding on the first and last stage) gets
+  // the sum of its copies' gradients (equal to the single-stage gradient of the one matrix).
+  model_->sum_shared_grads(s);
   // One gradient reduction per step, after the last backward, of what the backward has not
   // reduced yet (plain DP: all-reduces; ZeRO: reduce-scatters).
   model_->reduce_gradients(s);
@@ -408,7 +314,7 @@ StepStats Trainer::step() {
   st.step = ++step_;
   st.global_batch = G;
   st.loss = per_micro_batch_mean() ? masked_loss : loss_sum / (static_cast<double>(G) * T);
-  if (cfg_.model.bert()) st.parts = bert_parts(st.loss, sop_sum, total_micro);
+  if (model_->reports_loss_parts()) st.parts = bert_parts(st.loss, sop_sum, total_micro);
   // After the reduction: the norm of the global batch's gradient, equal on every rank, and so
   // is whether it is finite: the overflow check over all ranks (Megatron all-reduces found_inf
   // over the model-parallel group; here the norm is reduced over every group). Megatron
@@ -439,7 +345,7 @@ StepStats Trainer::step() {
   if (cfg_.optim.clip_grad > 0.0) {
     clip = std::min(1.0, cfg_.optim.clip_grad / (st.grad_norm + 1e-6));
   }
-  GptModel::OptimizerStep o;
+  OptimizerStep o;
   o.lr = static_cast<float>(st.lr);
   o.beta1 = static_cast<float>(cfg_.optim.beta1);
   o.beta2 = static_cast<float>(cfg_.optim.beta2);
@@ -454,7 +360,7 @@ StepStats Trainer::step() {
 
 LossParts Trainer::bert_parts(double loss, double sop_sum, int64_t micro_batches) {
   LossParts parts;
-  if (!cfg_.model.binary_head) {
+  if (!model_->has_binary_part()) {
     parts.lm = loss;
     return parts;
   }
@@ -503,11 +409,10 @@ EvalResult Trainer::evaluate_stream(const SampleFn& fn, int64_t* consumed) {
   for (int64_t i = 0; i < iters; ++i) {
     for (int64_t m = 0; m < micro; ++m) {
       const int64_t counted = fill_batch(fn, sampler_index(*consumed, B, dp_size_, dp_rank_, m), 0);
-      const double l =
-          run_pipeline_forward(*model_, pp_size_, pp_rank_, pp_comm_, host_batch(0), *stream_);
+      const double l = run_pipeline_forward(*model_, pp_size_, pp_rank_, pp_comm_, *stream_);
       sum += l;
       if (counted > 0) masked += l / static_cast<double>(counted);
-      if (counted > 0 && cfg_.model.bert()) {
+      if (counted > 0 && model_->reports_loss_parts()) {
         sop_sum += model_->binary_loss_sum(0, *stream_) / static_cast<double>(B);
       }
     }
@@ -530,7 +435,7 @@ EvalResult Trainer::evaluate_stream(const SampleFn& fn, int64_t* consumed) {
     return r;
   }
   r.loss = masked / static_cast<double>(micro_batches);
-  if (cfg_.model.bert()) r.parts = bert_parts(r.loss, sop_sum, micro_batches);
+  if (model_->reports_loss_parts()) r.parts = bert_parts(r.loss, sop_sum, micro_batches);
   return r;
 }
 
@@ -548,8 +453,9 @@ std::string Trainer::memory_string() const {
 
 TrainSummary Trainer::run() {
   const LoopConfig& L = cfg_.train;
-  const int64_t T = cfg_.data.seq_len;
-  const double fpt = flops_per_token(cfg_.model, cfg_.data.seq_len);
+  // Tokens of a sample (T5: encoder + decoder) for the throughput.
+  const int64_t T = model_->tokens_per_sample();
+  const double fpt = model_->flops_per_token();
   const bool cuda = prec_.device == engine::Device::kCuda;
   const int width = static_cast<int>(std::to_string(L.steps).size());
   const bool validation = !valid_sets_.empty() && L.eval_iters > 0;

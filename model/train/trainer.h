@@ -59,10 +59,12 @@
 #include "engine/log.h"
 #include "engine/stream.h"
 #include "model/gpt/gpt.h"
+#include "model/model.h"
 #include "model/train/loss_scaler.h"
 #include "model/train/lr_schedule.h"
 #include "model/train/train_config.h"
 #include "model/train/train_metrics.h"
+#include "model/train/train_model.h"
 #include "parallel/pipeline_schedule.h"
 
 namespace anvil::parallel {
@@ -85,10 +87,7 @@ struct TrainerParallel {
   int local_rank = 0;  // CUDA device = local_rank % device count
 };
 
-// Writes the record of sample `index` into out[0, sample_record_width(type, seq_len)) (the
-// model type's fixed-width int32 record, model/train/sample_record.h; GPT: seq_len + 1 token ids <
-// vocab_size).
-using SampleFn = std::function<void(int64_t index, int32_t* out)>;
+// SampleFn: one sample's record (model/model.h).
 
 // A held-out set: the name its losses are logged and reported under, and its samples.
 struct HeldOutSet {
@@ -161,13 +160,9 @@ class Trainer {
   // Everything the run allocates, by category: the model's plan, cuBLASLt workspace included,
   // and on the CPU (where they share the model's memory) the step's host micro-batches
   // ("batch": tokens, targets, positions, segments); the data index is not counted.
+  // The family's plan (model/train/train_model.h) at grid coordinates `at`.
   static absl::StatusOr<engine::MemoryPlan> plan(const TrainConfig& cfg, const GptPrecision& prec,
-                                                 const GptShard& shard = {});
-  // The model part of grid coordinates (tp_rank, pp_rank, dp_rank) under cfg.parallel (no
-  // comms set): layer chunks, pre/post, activation slots from the pipeline plan,
-  // recomputation, the ZeRO-1 optimizer shard.
-  static absl::StatusOr<GptShard> shard_for(const TrainConfig& cfg, int tp_rank, int pp_rank,
-                                            int dp_rank);
+                                                 const ModelPlace& at = {});
   // ResourceExhausted, before anything is allocated, when `plan` exceeds the free memory of the
   // CUDA device, or on the CPU the host's MemAvailable (OK when /proc/meminfo is unreadable):
   // see check_plan_fits. create() checks it unless cfg.train.check_memory is false.
@@ -217,7 +212,8 @@ class Trainer {
   void set_metrics_sink(MetricsSink sink) { metrics_ = std::move(sink); }
   void set_eval_hook(EvalHook hook) { eval_hook_ = std::move(hook); }
 
-  GptModel& model() { return *model_; }
+  // The family's model (model/model.h; GPT, BERT: gpt_model(), T5: t5_model()).
+  Model& model() { return *model_; }
   engine::Stream& stream() { return *stream_; }
   // The pipeline group's communicator on the model's device (null with one stage).
   parallel::Comm* pipeline_comm() const { return pp_comm_; }
@@ -225,12 +221,9 @@ class Trainer {
 
  private:
   Trainer() = default;
-  // Fills host micro-batch m of batch_ with micro_batch samples first_index, first_index + 1,
-  // ...: tokens, targets (eod_mask_loss), positions (reset_position_ids), segments
-  // (reset_attention_mask); BERT: tokens, types, targets, lengths, binary labels of the
-  // records; returns the number of targets that count (>= 0).
+  // Host micro-batch m from micro_batch samples of `fn` from first_index on (the model decodes
+  // the records); returns the number of targets that count (>= 0).
   int64_t fill_batch(const SampleFn& fn, int64_t first_index, int64_t m);
-  GptBatch host_batch(int64_t m) const;
   // A skip_iterations step: its global batch G of samples is consumed, nothing is trained.
   StepStats consume_only(int64_t G);
   // Mean loss (BERT: and its parts) of eval_iters global batches of `fn` from *consumed on
@@ -247,9 +240,9 @@ class Trainer {
   double grad_norm();
   std::string memory_string() const;
   // The loss is the mean over micro-batches of each one's mean over its counted targets
-  // (eod_mask_loss, and BERT's masked-LM loss as Megatron's pretrain_bert), rather than the
+  // (eod_mask_loss, BERT's masked-LM loss as Megatron's pretrain_bert, T5), rather than the
   // mean over every token of the step.
-  bool per_micro_batch_mean() const { return cfg_.data.eod_mask_loss || cfg_.model.bert(); }
+  bool per_micro_batch_mean() const { return model_->per_micro_batch_mean(); }
 
   TrainConfig cfg_;
   GptPrecision prec_;
@@ -257,11 +250,7 @@ class Trainer {
   std::vector<HeldOutSet> valid_sets_, test_sets_;
   engine::LogContext log_;
   std::unique_ptr<engine::Stream> stream_;
-  std::unique_ptr<GptModel> model_;
-  // Host micro-batches of one step, [accumulation steps * B*T] each (BERT: token types; lengths_
-  // and binary_ [accumulation steps * B]); sample_: one record (model/train/sample_record.h).
-  std::vector<int32_t> tokens_, positions_, targets_, segments_, sample_;
-  std::vector<int32_t> types_, lengths_, binary_;
+  std::unique_ptr<Model> model_;
   std::vector<int64_t> counted_;  // targets that count, per micro-batch
   StepHook step_hook_;
   MetricsSink metrics_;

@@ -1,4 +1,4 @@
-// Trainer's parallel plumbing: the model shard of a rank's grid coordinates, the groups'
+// Trainer's parallel plumbing: the groups'
 // communicators (MPI or TCP on the CPU, NCCL bootstrapped over MPI or the store on CUDA), and
 // the reductions of host scalars and of the gradient norm over the model-parallel ranks (see
 // trainer.h).
@@ -20,38 +20,6 @@
 #include "parallel/scalar_reduce.h"
 
 namespace anvil::model {
-
-absl::StatusOr<GptShard> Trainer::shard_for(const TrainConfig& cfg, int tp_rank, int pp_rank,
-                                            int dp_rank) {
-  const parallel::ParallelConfig& pc = cfg.parallel;
-  GptShard sh;
-  sh.tp = pc.tp;
-  sh.tp_rank = tp_rank;
-  const int64_t v = pc.virtual_stages, chunks = static_cast<int64_t>(pc.pp) * v;
-  ANVIL_ASSIGN_OR_RETURN(
-      std::vector<std::vector<int64_t>> parts,
-      parallel::partition_layers(cfg.model.n_layers, chunks, pc.pipeline_partition));
-  sh.chunks.clear();
-  for (int64_t c = 0; c < v; ++c)
-    sh.chunks.push_back(parts[static_cast<size_t>(c * pc.pp + pp_rank)]);
-  sh.sequence_parallel = pc.sequence_parallel;
-  sh.pre = pp_rank == 0;
-  sh.post = pp_rank == pc.pp - 1;
-  ANVIL_ASSIGN_OR_RETURN(
-      parallel::PipelinePlan plan,
-      parallel::plan_pipeline(pc.pp, pp_rank, static_cast<int>(v),
-                              static_cast<int>(cfg.train.accumulation_steps(pc.dp))));
-  sh.act_slots = pipeline_slots(plan, pc.pp, pp_rank);
-  sh.recompute = recompute_from_name(pc.recompute);
-  // ZeRO shards over the DP group whenever there is one (dp > 1, or reduce_single_rank).
-  if (pc.zero_stage > 0 && (pc.dp > 1 || pc.reduce_single_rank)) {
-    sh.zero_stage = pc.zero_stage;
-    sh.zero_dp = pc.dp;
-    sh.zero_rank = dp_rank;
-  }
-  ANVIL_RETURN_IF_ERROR(sh.validate(cfg.model));  // tp_comm is the caller's
-  return sh;
-}
 
 absl::Status Trainer::setup_parallel(const TrainerParallel& par, int cuda_device) {
   const parallel::ParallelConfig& pc = cfg_.parallel;
@@ -83,7 +51,7 @@ absl::Status Trainer::setup_parallel(const TrainerParallel& par, int cuda_device
   }
   if (pp_size_ > 1) {
     ANVIL_ASSIGN_OR_RETURN(pp_comm_, comm_for(par.grid->pp_group(), m ? m->pp.get() : nullptr));
-    if (par.grid->is_first_stage() || par.grid->is_last_stage()) {
+    if (uses_embedding_group(cfg_) && (par.grid->is_first_stage() || par.grid->is_last_stage())) {
       ANVIL_ASSIGN_OR_RETURN(
           embedding_comm_, comm_for(par.grid->embedding_group(), m ? m->embedding.get() : nullptr));
     }
@@ -105,6 +73,12 @@ double Trainer::grad_norm() {
   double ss = model_->grad_sum_squares(*stream_);
   if (zero_) {
     ss = parallel::all_reduce_scalar(*dp_comm_, ss, parallel::ReduceOp::kSum, scalar_, *stream_);
+  }
+  if (model_->grad_squares_over_tp()) {  // (T5: the model summed its TP group already)
+    if (pp_comm_) {
+      ss = parallel::all_reduce_scalar(*pp_comm_, ss, parallel::ReduceOp::kSum, scalar_, *stream_);
+    }
+    return std::sqrt(ss);
   }
   return std::sqrt(model_parallel_sum(ss));
 }

@@ -90,8 +90,8 @@ echo "convert: T5 export, import, export: the same model.safetensors; the import
 "$train" "$config" train.steps=24 optim.warmup_steps=4 train.eval_interval=24 \
   train.eval_iters=4 train.log_interval=8 train.device=cpu "data.cache_dir=$work" \
   > "$work/train.log" 2>&1 || fail "train: $(tail -5 "$work/train.log")"
-# done: 24 steps (0 skipped) in ... | train loss 10.55 -> 8.9 | val loss 10.7181 -> 8.7
-read -r before after < <(sed -n 's/.*val loss \([0-9.]*\) -> \([0-9.]*\).*/\1 \2/p' \
+# done: 24 steps (0 skipped), ... | train loss 10.55 -> 8.8 | val loss 10.7181 (step 0) -> 8.6 (ppl ..)
+read -r before after < <(sed -n 's/.*val loss \([0-9.]*\) (step [0-9]*) -> \([0-9.]*\).*/\1 \2/p' \
   "$work/train.log" | tail -1) || fail "no validation losses in $(tail -3 "$work/train.log")"
 echo "tiny_t5_cpu: val loss $before -> $after"
 awk -v b="$before" 'BEGIN { exit !(b > 9.5 && b < 11.5) }' ||

@@ -13,6 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "model/train/sample_record.h"
+#include "model/train/gpt_train_model.h"
 #include "model/train/trainer.h"
 #include "tests/parallel/tiny_training.h"
 #include "tests/testing/tensor_testing.h"
@@ -130,7 +131,7 @@ TEST(BertLossParts, StepAndEvaluationReportMegatronsLmAndSopLoss) {
   auto t = Trainer::create(c, GptPrecision{}, train, valid);
   ASSERT_TRUE(t.ok()) << t.status();
   const StepStats st = (*t)->step();
-  const Parts want = reference_mean((*t)->model(), c, train, 0, 3);
+  const Parts want = reference_mean(gpt_model((*t)->model()), c, train, 0, 3);
   // Far from the untrained values, so a swapped or missing part cannot pass.
   EXPECT_GT(std::fabs(want.lm - std::log(37.0)), 0.3);
   EXPECT_GT(std::fabs(want.sop - std::log(2.0)), 0.02);
@@ -141,7 +142,7 @@ TEST(BertLossParts, StepAndEvaluationReportMegatronsLmAndSopLoss) {
   // run(): the steps left, then the evaluation of the first validation samples.
   const TrainSummary sum = (*t)->run();
   ASSERT_EQ(sum.evals.size(), 1u);
-  const Parts eval = reference_mean((*t)->model(), c, valid, 0, 3);
+  const Parts eval = reference_mean(gpt_model((*t)->model()), c, valid, 0, 3);
   const EvalResult& first = sum.evals.front();
   EXPECT_NEAR(first.parts.lm, eval.lm, 1e-4 * eval.lm);
   EXPECT_NEAR(first.parts.sop, eval.sop, 1e-4);
@@ -154,7 +155,7 @@ TEST(BertLossParts, WithoutBinaryHeadTheLmLossIsTheLoss) {
   auto t = Trainer::create(c, GptPrecision{}, train, nullptr);
   ASSERT_TRUE(t.ok()) << t.status();
   const StepStats st = (*t)->step();
-  const Parts want = reference_mean((*t)->model(), c, train, 0, 3);
+  const Parts want = reference_mean(gpt_model((*t)->model()), c, train, 0, 3);
   EXPECT_NEAR(st.loss, want.lm, 1e-4 * want.lm);
   EXPECT_EQ(st.parts.lm, st.loss);
   EXPECT_TRUE(std::isnan(st.parts.sop));

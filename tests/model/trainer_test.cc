@@ -2,6 +2,7 @@
 // learns it (the loss falls well below its start); gradient accumulation over micro-batches
 // gives the same step as one big micro-batch; evaluation and run() report what they did; eod
 // loss masking and position resets.
+#include "model/train/gpt_train_model.h"
 #include "model/train/trainer.h"
 
 #include <algorithm>
@@ -164,7 +165,7 @@ TEST(TrainerTest, EodMaskLossAndResetPositionIds) {
       }
       ASSERT_LT(counted, mask ? B * T : B * T + 1);
       const double got = (*trainer)->evaluate();
-      GptModel& m = (*trainer)->model();
+      GptModel& m = gpt_model((*trainer)->model());
       m.forward(tokens.data(), positions.data(), targets.data(), /*train=*/false, 0,
                 (*trainer)->stream());
       const double want = m.loss_sum((*trainer)->stream()) / static_cast<double>(counted);

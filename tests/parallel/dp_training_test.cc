@@ -22,6 +22,7 @@
 
 #include "engine/status.h"
 #include "gtest/gtest.h"
+#include "model/train/gpt_train_model.h"
 #include "model/train/trainer.h"
 #include "parallel/grid.h"
 #include "parallel/mpi_comm.h"
@@ -65,7 +66,7 @@ RunResult train(const TrainConfig& cfg, engine::DType dt, const TrainerParallel&
     r.losses.push_back(st.loss);
     r.norms.push_back(st.grad_norm);
   }
-  r.params = param_values((*t)->model());
+  r.params = param_values(gpt_model((*t)->model()));
   return r;
 }
 
@@ -161,7 +162,7 @@ TEST(DpTrainingGpuTest, NcclSingleRankEqualsNoReduction) {
       r.norms.push_back(st.grad_norm);
     }
     (*t)->stream().synchronize();
-    r.params = param_values((*t)->model());
+    r.params = param_values(gpt_model((*t)->model()));
     return r;
   };
   const RunResult plain = run(false, 0);

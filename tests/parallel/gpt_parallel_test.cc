@@ -37,6 +37,7 @@
 #include "engine/device.h"
 #include "engine/status.h"
 #include "gtest/gtest.h"
+#include "model/train/gpt_train_model.h"
 #include "model/train/trainer.h"
 #include "parallel/grid.h"
 #include "parallel/mpi_comm.h"
@@ -105,7 +106,7 @@ RunResult train(const TrainConfig& cfg, engine::DType dt, const TrainerParallel&
 
 // Every parameter value the model holds a part of, by flat offset (ZeRO-3 gathers: collective).
 std::vector<double> values(Trainer& t) {
-  GptModel& m = t.model();
+  GptModel& m = gpt_model(t.model());
   const GptModel::FlatBuffers fb = m.flat_buffers();
   auto arena = engine::Arena::create(fb.value.device,
                                      engine::arena_bytes(fb.value.dtype, {m.params().flat_numel()}),
@@ -261,7 +262,7 @@ void check_layouts(const TrainConfig& base, const std::vector<Layout>& candidate
     // ZeRO plans AdamW's moments (1), the gradients (2) and the parameters (3) for the own
     // pieces (plus one or two layers of scratch and the embedding / final-LN buckets).
     auto bytes = [](RunResult& r, const char* category) {
-      return r.trainer->model().arena_bytes(category);
+      return gpt_model(r.trainer->model()).arena_bytes(category);
     };
     if (l.zero_stage >= 1 && l.tp == 1 && l.pp == 1 && l.dp > 1) {
       // Buckets are padded to dp * 64 elements: at most that much per bucket on top.
