@@ -472,6 +472,12 @@ absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size
                    "bert: the [eval] zero-shot tasks score a causal LM; remove them for BERT");
   }
   ANVIL_ASSIGN_OR_RETURN(t.finetune, parse_finetune_config(c, tok.type));
+  ANVIL_ASSIGN_OR_RETURN(t.curriculum, parse_curriculum_config(c, t.data.seq_len));
+  if (t.curriculum.enabled && (t.model.bert() || t.model.t5() || !t.model.causal)) {
+    return c.error("curriculum", "enabled",
+                   "sequence-length curriculum truncates causal (GPT-family) samples; [model] "
+                   "type bert and t5 do not support it");
+  }
   return t;
 }
 

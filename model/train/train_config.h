@@ -17,6 +17,7 @@
 #include "model/gpt/gpt.h"
 #include "model/t5/t5.h"
 #include "model/train/batch_schedule.h"
+#include "model/train/curriculum.h"
 #include "model/train/data_groups.h"
 #include "model/train/eval_config.h"
 #include "model/train/finetune_config.h"
@@ -128,6 +129,7 @@ struct TrainConfig {
   EvalConfig eval;  // [eval]: zero-shot tasks at every evaluation (model/train/eval_config.h)
   FinetuneConfig finetune;  // [finetune]: bin/finetune's classification (finetune_config.h)
   T5Config t5;  // [model] type t5: the model (from [model]; model/train/t5_train_config.h)
+  CurriculumConfig curriculum;  // [curriculum]: sequence-length curriculum (curriculum.h)
 };
 
 // The schema of bin/train's ini file (a process-wide singleton: Config keeps a pointer to it).

@@ -257,6 +257,8 @@ ConfigSchema build_schema() {
   // [eval]: model/train/eval_config.cc; [finetune]: model/train/finetune_config.cc
   add_eval_schema(s);
   add_finetune_schema(s);
+  // [curriculum]: model/train/curriculum.cc
+  add_curriculum_schema(s);
   return s;
 }
 
