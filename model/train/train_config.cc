@@ -352,6 +352,7 @@ absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size
   l.log_interval = c.get_int("train", "log_interval");
   l.max_skipped_steps = c.get_int("train", "max_skipped_steps");
   l.check_memory = c.get_bool("train", "check_memory");
+  l.kill_switch_path = c.get_string("train", "kill_switch_path");
   ANVIL_RETURN_IF_ERROR(resolve_run_length(c, t.data.seq_len, &l));
   // The step's host token buffers and the run's sample counts (the data index holds a few
   // int64 entries per sample), each bounded.

@@ -71,6 +71,7 @@ struct LoopConfig {
   int64_t log_interval = 100;      // log a line every N steps
   int64_t max_skipped_steps = 10;  // stop after N consecutive skipped steps (0: never)
   bool check_memory = true;        // refuse a memory plan larger than the available memory
+  std::string kill_switch_path;    // its existence saves and stops the run (kill_switch.h)
 
   // Gradient accumulation steps on one rank (of `dp` data-parallel ranks), at the full batch.
   int64_t accumulation_steps(int64_t dp = 1) const { return global_batch / (micro_batch * dp); }

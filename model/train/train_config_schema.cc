@@ -135,6 +135,10 @@ ConfigSchema build_schema() {
         "optimizer or lr schedule step. (The BigScience fork instead keeps its iteration "
         "counter and draws one micro-batch per skipped iteration; NVIDIA Megatron-LM's "
         "--iterations-to-skip does what anvil does.) Empty = none.");
+  s.add("train", "kill_switch_path", kString, "",
+        "A file whose existence stops the run (--kill-switch-path): checked at the start (exit "
+        "0, nothing saved) and after every step (a checkpoint is saved into [checkpoint] save, "
+        "then exit 0), as the BigScience fork does. Empty = off.");
   s.add("train", "seed", kInt, "1234", "Seed of the parameter init and of dropout (--seed).");
   s.add("train", "device", kString, "auto",
         "auto = CUDA (bf16 activations, f32 gradients and optimizer) when a GPU is visible, else "
