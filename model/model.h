@@ -55,6 +55,10 @@ class Model : public PipelineStage {
   // that does not fit the model (ids outside the vocabulary, bad lengths) is a fatal CHECK
   // naming the sample.
   virtual int64_t load_micro_batch(const SampleFn& samples, int64_t first_index, int64_t m) = 0;
+  // [curriculum]: load_micro_batch keeps the targets of the first n tokens of each sample and
+  // leaves the rest out of the loss (the fork truncates them away); 0: every token counts. A
+  // family without a curriculum refuses n > 0 (the config check refuses it before).
+  virtual void set_counted_tokens(int64_t n) = 0;
   // The step's loss is the mean over micro-batches of each one's mean over its counted targets
   // (true), or the mean over every token of the step (false).
   virtual bool per_micro_batch_mean() const = 0;

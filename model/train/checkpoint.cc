@@ -264,6 +264,7 @@ std::map<std::string, int64_t> checkpoint_counters(const TrainerState& s, const 
           {"micro_batches", static_cast<int64_t>(s.micro_batches)},
           {"consumed_samples", s.consumed_samples},
           {"consumed_valid_samples", s.consumed_valid_samples},
+          {"consumed_tokens", s.consumed_tokens},
           {"lr_samples", s.lr.samples},
           {"lr_tokens", s.lr.tokens},
           {"lr_warmup_tokens", s.lr.warmup_tokens},
@@ -306,6 +307,7 @@ absl::StatusOr<TrainerState> trainer_state_from(const std::map<std::string, int6
   const int64_t evals = l.eval_interval > 0 ? s.step / l.eval_interval : 0;
   s.consumed_valid_samples =
       get_or("consumed_valid_samples", evals * l.eval_iters * l.global_batch);
+  s.consumed_tokens = get_or("consumed_tokens", s.consumed_samples * cfg.data.seq_len);
   s.lr.samples = get_or("lr_samples", s.optimizer_steps * l.global_batch);
   s.lr.tokens = get_or("lr_tokens", 0);
   s.lr.warmup_tokens = get_or("lr_warmup_tokens", 0);

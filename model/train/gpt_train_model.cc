@@ -158,6 +158,9 @@ int64_t GptTrainModel::load_micro_batch(const SampleFn& fn, int64_t first_index,
         docs += tokens[t] == d.eod_token;
       }
     }
+    // The curriculum's truncation: positions and attention are causal, so outputs before
+    // counted_tokens_ do not see the tokens after it; their targets are left out of the loss.
+    if (counted_tokens_ > 0) std::fill(targets + counted_tokens_, targets + T, -1);
     for (int64_t t = 0; t < T; ++t) counted += targets[t] >= 0;
   }
   return counted;

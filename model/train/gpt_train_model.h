@@ -63,6 +63,7 @@ class GptTrainModel : public Model {
   ParamTable& params() override { return model_->params(); }
   size_t arena_bytes() const override { return model_->arena_bytes(); }
   int64_t load_micro_batch(const SampleFn& samples, int64_t first_index, int64_t m) override;
+  void set_counted_tokens(int64_t n) override { counted_tokens_ = n; }
   // With eod_mask_loss, and BERT's masked-LM loss (Megatron's pretrain_bert).
   bool per_micro_batch_mean() const override { return data_.eod_mask_loss || cfg_.bert(); }
   int64_t tokens_per_sample() const override { return T_; }
@@ -95,6 +96,7 @@ class GptTrainModel : public Model {
   GptConfig cfg_;
   DataConfig data_;
   int64_t B_ = 0, T_ = 0;
+  int64_t counted_tokens_ = 0;  // [curriculum] truncation of this step; 0: none
   std::unique_ptr<GptModel> model_;
   std::unique_ptr<GptPipelineStage> stage_;
   parallel::Comm* embedding_comm_ = nullptr;

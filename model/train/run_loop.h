@@ -19,6 +19,7 @@
 #include "engine/log.h"
 #include "engine/stop_signals.h"
 #include "model/train/checkpoint.h"
+#include "model/train/kill_switch.h"
 #include "model/train/train_config.h"
 #include "model/train/trainer.h"
 #include "parallel/comm.h"
@@ -110,6 +111,11 @@ RunEnd run_with_checkpoints(const RunContext& run, TrainerT& tr, const Checkpoin
                             const CheckpointFiles& files,
                             const std::function<double()>& seconds_since_start) {
   const CheckpointConfig& ck = run.cfg->checkpoint;
+  const std::string& kill_switch = run.cfg->train.kill_switch_path;
+  if (kill_switch_found(run.world, kill_switch)) {  // the fork: exit before anything, status 0
+    engine::log_info(run.ctx, "detected kill switch at " + kill_switch + ": exiting");
+    return {};
+  }
   if (!ck.load.empty()) {
     if (absl::Status s = load_run_checkpoint(run, model, files); !s.ok()) return {s, {}};
   }
@@ -133,10 +139,16 @@ RunEnd run_with_checkpoints(const RunContext& run, TrainerT& tr, const Checkpoin
         run.world, st.step,
         ck.exit_duration_min > 0 && seconds_since_start() >= 60 * ck.exit_duration_min);
     const bool at_exit_interval = ck.exit_interval > 0 && st.step % ck.exit_interval == 0;
-    const bool stop = sig > 0 || out_of_time || at_exit_interval;
+    const bool killed = kill_switch_found(run.world, kill_switch);
+    const bool stop = sig > 0 || out_of_time || at_exit_interval || killed;
     const bool periodic = ck.save_interval > 0 && st.step % ck.save_interval == 0;
     if (!ck.save.empty() && (stop || periodic) && !save()) return true;
-    if (stop) log_stop(run, st.step, sig, out_of_time);
+    if (killed) {
+      engine::log_info(run.ctx, "detected kill switch at " + kill_switch + ": exiting after step " +
+                                    std::to_string(st.step));
+    } else if (stop) {
+      log_stop(run, st.step, sig, out_of_time);
+    }
     return stop;
   });
   engine::set_step_in_flight(tr.steps_done() + 1);

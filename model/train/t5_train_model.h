@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/memory.h"
+#include "engine/status.h"
 #include "model/model.h"
 #include "model/t5/t5.h"
 #include "model/train/t5_stage.h"
@@ -73,6 +74,10 @@ class T5TrainModel : public Model {
   ParamTable& params() override { return model_->params(); }
   size_t arena_bytes() const override;
   int64_t load_micro_batch(const SampleFn& samples, int64_t first_index, int64_t m) override;
+  // T5 has no curriculum ([curriculum] is refused for it).
+  void set_counted_tokens(int64_t n) override {
+    ANVIL_CHECK_MSG(n == 0, "[curriculum] is not supported for T5");
+  }
   bool per_micro_batch_mean() const override { return true; }
   int64_t tokens_per_sample() const override { return Te_ + Td_; }
   double flops_per_token() const override;

@@ -353,6 +353,7 @@ absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size
   l.log_interval = c.get_int("train", "log_interval");
   l.max_skipped_steps = c.get_int("train", "max_skipped_steps");
   l.check_memory = c.get_bool("train", "check_memory");
+  l.kill_switch_path = c.get_string("train", "kill_switch_path");
   ANVIL_RETURN_IF_ERROR(resolve_run_length(c, t.data.seq_len, &l));
   // The step's host token buffers and the run's sample counts (the data index holds a few
   // int64 entries per sample), each bounded.
@@ -473,6 +474,12 @@ absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size
                    "bert: the [eval] zero-shot tasks score a causal LM; remove them for BERT");
   }
   ANVIL_ASSIGN_OR_RETURN(t.finetune, parse_finetune_config(c, tok.type));
+  ANVIL_ASSIGN_OR_RETURN(t.curriculum, parse_curriculum_config(c, t.data.seq_len));
+  if (t.curriculum.enabled && (t.model.bert() || t.model.t5() || !t.model.causal)) {
+    return c.error("curriculum", "enabled",
+                   "sequence-length curriculum truncates causal (GPT-family) samples; [model] "
+                   "type bert and t5 do not support it");
+  }
   return t;
 }
 

@@ -17,6 +17,7 @@
 #include "model/gpt/gpt.h"
 #include "model/t5/t5.h"
 #include "model/train/batch_schedule.h"
+#include "model/train/curriculum.h"
 #include "model/train/data_groups.h"
 #include "model/train/eval_config.h"
 #include "model/train/finetune_config.h"
@@ -70,6 +71,7 @@ struct LoopConfig {
   int64_t log_interval = 100;      // log a line every N steps
   int64_t max_skipped_steps = 10;  // stop after N consecutive skipped steps (0: never)
   bool check_memory = true;        // refuse a memory plan larger than the available memory
+  std::string kill_switch_path;    // its existence saves and stops the run (kill_switch.h)
 
   // Gradient accumulation steps on one rank (of `dp` data-parallel ranks), at the full batch.
   int64_t accumulation_steps(int64_t dp = 1) const { return global_batch / (micro_batch * dp); }
@@ -128,6 +130,7 @@ struct TrainConfig {
   EvalConfig eval;  // [eval]: zero-shot tasks at every evaluation (model/train/eval_config.h)
   FinetuneConfig finetune;  // [finetune]: bin/finetune's classification (finetune_config.h)
   T5Config t5;  // [model] type t5: the model (from [model]; model/train/t5_train_config.h)
+  CurriculumConfig curriculum;  // [curriculum]: sequence-length curriculum (curriculum.h)
 };
 
 // The schema of bin/train's ini file (a process-wide singleton: Config keeps a pointer to it).

@@ -139,6 +139,10 @@ ConfigSchema build_schema() {
         "optimizer or lr schedule step. (The BigScience fork instead keeps its iteration "
         "counter and draws one micro-batch per skipped iteration; NVIDIA Megatron-LM's "
         "--iterations-to-skip does what anvil does.) Empty = none.");
+  s.add("train", "kill_switch_path", kString, "",
+        "A file whose existence stops the run (--kill-switch-path): checked at the start (exit "
+        "0, nothing saved) and after every step (a checkpoint is saved into [checkpoint] save, "
+        "then exit 0), as the BigScience fork does. Empty = off.");
   s.add("train", "seed", kInt, "1234", "Seed of the parameter init and of dropout (--seed).");
   s.add("train", "device", kString, "auto",
         "auto = CUDA (bf16 activations, f32 gradients and optimizer) when a GPU is visible, else "
@@ -261,6 +265,8 @@ ConfigSchema build_schema() {
   // [eval]: model/train/eval_config.cc; [finetune]: model/train/finetune_config.cc
   add_eval_schema(s);
   add_finetune_schema(s);
+  // [curriculum]: model/train/curriculum.cc
+  add_curriculum_schema(s);
   return s;
 }
 
@@ -292,6 +298,24 @@ std::string config_docs_markdown() {
       "`--dry-run` prints the model size and the memory plan and exits; `--print-device` prints\n"
       "the device `device = auto` resolves to. The effective configuration (every key, defaults\n"
       "included) is printed at start-up.\n"
+      "\n"
+      "Defaults that differ from Megatron-DeepSpeed's (BigScience fork, megatron/arguments.py);\n"
+      "set them explicitly to reproduce a run of the fork:\n"
+      "\n"
+      "| key | anvil | the fork |\n"
+      "|---|---|---|\n"
+      "| `[model] hidden_dropout` | 0.0 | 0.1 (`--hidden-dropout`) |\n"
+      "| `[model] attention_dropout` | 0.0 | 0.1 (`--attention-dropout`) |\n"
+      "| `[optim] decay_style` | cosine | linear (`--lr-decay-style`) |\n"
+      "| `[optim] lr` | 3e-4 | none: required (`--lr`) |\n"
+      "| `[train] micro_batch` | 8 | none: required (`--micro-batch-size`) |\n"
+      "| `[train] kill_switch_path`, `[curriculum]` | off | off (`--kill-switch-path`; "
+      "DeepSpeed's `curriculum_learning`) |\n"
+      "\n"
+      "Equal in both: init_std 0.02, ln_eps 1e-5, weight_decay 0.01, beta1 0.9, beta2 0.999, "
+      "eps 1e-8,\n"
+      "clip_grad 1.0, min_lr 0, seed 1234, eval_interval 1000, eval_iters 100, log_interval 100,\n"
+      "initial_loss_scale 2^32, loss_scale_window 1000, hysteresis 2.\n"
       "\n"
       "Batch arithmetic: one optimizer step consumes `global_batch` samples of `seq_len` tokens,\n"
       "in `global_batch / micro_batch` forward/backward passes (gradient accumulation).\n"

@@ -66,6 +66,7 @@ struct StepStats {
   bool data_only = false;       // a [train] skip_iterations step: data consumed, nothing trained
   int64_t global_batch = 0;     // samples of this step (rampup_batch_size)
   LossParts parts;              // BERT: loss = lm loss + sop loss
+  int64_t seq_len = 0;          // tokens per sample trained ([curriculum]: the step's length)
 };
 
 // One log interval, as the text log line reports it.

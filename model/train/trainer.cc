@@ -191,6 +191,8 @@ void Trainer::restore(const TrainerState& s) {
   micro_batches_ = s.micro_batches;
   consumed_samples_ = s.consumed_samples;
   consumed_valid_ = s.consumed_valid_samples;
+  consumed_tokens_ =
+      s.consumed_tokens >= 0 ? s.consumed_tokens : s.consumed_samples * cfg_.data.seq_len;
   lr_.restore(s.lr);
   // As Megatron: a dynamic scaler continues from the checkpoint's state; a checkpoint without
   // one (saved by a bf16/fp32 run) starts it afresh, and a static scale ignores it.
@@ -213,6 +215,8 @@ StepStats Trainer::consume_only(int64_t G) {
   st.loss = st.grad_norm = std::numeric_limits<double>::quiet_NaN();
   st.lr = lr_.lr();
   st.loss_scale = scaler_.scale();
+  st.seq_len = step_seq_len(st.step);
+  consumed_tokens_ += G * st.seq_len;
   if (!in_step_ranges(cfg_.train.skip_ranges, st.step - 1)) {
     engine::log_info(log_, absl::StrFormat("step %d: [train] skip_iterations: consuming the data "
                                            "of the range's steps without training",
@@ -246,9 +250,12 @@ StepStats Trainer::step() {
     plan_micro_batches_ = accum;
   }
   // Megatron's sampler: this rank's rows of the m-th chunk of micro_batch * dp samples.
+  const int64_t seq_len = step_seq_len(step_ + 1);
+  model_->set_counted_tokens(seq_len < T ? seq_len : 0);
   for (int64_t m = 0; m < accum; ++m) {
     fill_batch(train_, sampler_index(consumed_samples_, B, dp, dp_rank_, m), m);
   }
+  model_->set_counted_tokens(0);
   // With eod_mask_loss, Megatron's loss is the mean over each micro-batch's unmasked tokens,
   // averaged over the micro-batches (of all DP ranks).
   auto masked_scale = [&](int64_t m) {
@@ -313,6 +320,7 @@ StepStats Trainer::step() {
   StepStats st;
   st.step = ++step_;
   st.global_batch = G;
+  st.seq_len = seq_len;
   st.loss = per_micro_batch_mean() ? masked_loss : loss_sum / (static_cast<double>(G) * T);
   if (model_->reports_loss_parts()) st.parts = bert_parts(st.loss, sop_sum, total_micro);
   // After the reduction: the norm of the global batch's gradient, equal on every rank, and so
@@ -326,9 +334,11 @@ StepStats Trainer::step() {
   scaler_.update(found_inf);
   st.loss_scale = scaler_.scale();
   st.lr = lr_.lr();
-  // Megatron's consumed_train_tokens before this step: what its scheduler sees below.
-  const int64_t tokens_before = consumed_samples_ * T;
+  // Megatron's consumed_train_tokens before this step: what its scheduler sees below (with a
+  // curriculum, samples * the length of each step).
+  const int64_t tokens_before = consumed_tokens_;
   consumed_samples_ += G;
+  consumed_tokens_ += G * seq_len;
   if (found_inf) {
     st.skipped = true;
     std::string what = absl::StrFormat("step %d: grad norm is %s, skipping the update", st.step,
@@ -356,6 +366,11 @@ StepStats Trainer::step() {
   model_->optimizer_step(o, s);
   lr_.step(G, tokens_before);  // after the applied update, as Megatron's train_step
   return st;
+}
+
+int64_t Trainer::step_seq_len(int64_t step) const {
+  return cfg_.curriculum.enabled ? curriculum_seqlen(cfg_.curriculum, step, cfg_.data.seq_len)
+                                 : model_->tokens_per_sample();
 }
 
 LossParts Trainer::bert_parts(double loss, double sop_sum, int64_t micro_batches) {
@@ -453,8 +468,6 @@ std::string Trainer::memory_string() const {
 
 TrainSummary Trainer::run() {
   const LoopConfig& L = cfg_.train;
-  // Tokens of a sample (T5: encoder + decoder) for the throughput.
-  const int64_t T = model_->tokens_per_sample();
   const double fpt = model_->flops_per_token();
   const bool cuda = prec_.device == engine::Device::kCuda;
   const int width = static_cast<int>(std::to_string(L.steps).size());
@@ -468,13 +481,18 @@ TrainSummary Trainer::run() {
   LossParts interval_parts{0.0, 0.0};  // BERT: sums over the interval's applied steps
   int64_t interval_steps = 0, interval_loss_steps = 0, interval_skipped = 0;
   int64_t interval_samples = 0, run_samples = 0;  // trained (data-only steps excluded)
+  int64_t interval_tokens = 0, run_tokens = 0;    // their tokens ([curriculum]: truncated)
   // Mean loss of the interval's applied steps (NaN when every one was skipped).
   auto mean_loss = [&] {
     return interval_loss_steps > 0 ? interval_loss / static_cast<double>(interval_loss_steps)
                                    : std::numeric_limits<double>::quiet_NaN();
   };
   const double gpus = static_cast<double>(dp_size_ * tp_size_ * pp_size_);
-  auto axes = [&](int64_t step) { return metrics_axes(step, L.global_batch, cfg_.data.seq_len); };
+  auto axes = [&](int64_t step) {
+    MetricsAxes a = metrics_axes(step, L.global_batch, cfg_.data.seq_len);
+    if (cfg_.curriculum.enabled) a.tokens = consumed_tokens_;  // the fork's consumed_train_tokens
+    return a;
+  };
   int64_t consecutive_skipped = 0;
 
   auto run_eval = [&] {
@@ -516,6 +534,8 @@ TrainSummary Trainer::run() {
       if (run_samples == 0) sum.first_loss = st.loss;
       interval_samples += st.global_batch;
       run_samples += st.global_batch;
+      interval_tokens += st.global_batch * st.seq_len;
+      run_tokens += st.global_batch * st.seq_len;
     }
     if (st.skipped) {
       sum.skipped_steps++;
@@ -543,13 +563,16 @@ TrainSummary Trainer::run() {
     interval_steps++;
     if (metrics_ && st.step % cfg_.log.tensorboard_log_interval == 0) {
       write_step_metrics(metrics_, st, L.global_batch, axes(st.step));
+      if (cfg_.curriculum.enabled) {
+        metrics_.scalar("curriculum_seqlen", static_cast<double>(st.seq_len), st.step);
+      }
     }
 
     if (st.step % L.log_interval == 0 || st.step == L.steps) {
       stream_->synchronize();  // the last optimizer step must be inside the timed interval
       const double secs = interval_train_s + interval.seconds();
       sum.train_seconds += secs;
-      const double tok_s = static_cast<double>(interval_samples * T) / secs;
+      const double tok_s = static_cast<double>(interval_tokens) / secs;
       const double tflops = tok_s * fpt / 1e12 / gpus;  // per GPU, as Megatron logs it
       const double per_step = sum.train_seconds / static_cast<double>(sum.steps);
       sum.final_loss = mean_loss();
@@ -569,6 +592,7 @@ TrainSummary Trainer::run() {
         absl::StrAppend(&line, absl::StrFormat(" | loss scale %.1f", st.loss_scale));
       if (interval_skipped > 0) absl::StrAppend(&line, " | skipped ", interval_skipped);
       if (st.data_only) absl::StrAppend(&line, " | data only ([train] skip_iterations)");
+      if (cfg_.curriculum.enabled) absl::StrAppend(&line, " | curriculum seqlen ", st.seq_len);
       engine::log_info(log_, line);
       if (metrics_) {
         IntervalMetrics im;
@@ -588,6 +612,7 @@ TrainSummary Trainer::run() {
       interval_loss = 0.0;
       interval_parts = {0.0, 0.0};
       interval_steps = interval_loss_steps = interval_skipped = interval_samples = 0;
+      interval_tokens = 0;
       interval_train_s = 0.0;
       interval.restart();
     }
@@ -626,12 +651,12 @@ TrainSummary Trainer::run() {
   }
 
   sum.tokens_per_second =
-      sum.train_seconds > 0 ? static_cast<double>(run_samples * T) / sum.train_seconds : 0.0;
+      sum.train_seconds > 0 ? static_cast<double>(run_tokens) / sum.train_seconds : 0.0;
   std::string line = absl::StrFormat(
       "done: %d steps (%d skipped), %s tokens in %s (%s tok/s, %.3g TFLOP/s/GPU) | train loss %.4f "
       "-> "
       "%.4f",
-      sum.steps, sum.skipped_steps, si(static_cast<double>(run_samples * T)),
+      sum.steps, sum.skipped_steps, si(static_cast<double>(run_tokens)),
       engine::format_duration(wall.seconds()), si(sum.tokens_per_second),
       sum.tokens_per_second * fpt / 1e12 / gpus, sum.first_loss, sum.final_loss);
   if (!sum.val_losses.empty()) {

@@ -145,6 +145,9 @@ struct TrainerState {
   int64_t consumed_valid_samples = 0;  // Megatron's consumed_valid_samples
   LrSchedulerState lr;
   std::optional<LossScalerState> loss_scaler;  // fp16's dynamic scaler (none without one)
+  // Megatron's consumed_train_tokens (samples * the curriculum's length of each step); < 0:
+  // not recorded, consumed_samples * seq_len.
+  int64_t consumed_tokens = -1;
 };
 
 // Called by run() after each step (after its log line and evaluation); returning true ends the
@@ -201,7 +204,7 @@ class Trainer {
 
   TrainerState state() const {
     TrainerState s{step_,           optimizer_steps_, micro_batches_, consumed_samples_,
-                   consumed_valid_, lr_.state(),      std::nullopt};
+                   consumed_valid_, lr_.state(),      std::nullopt,   consumed_tokens_};
     if (scaler_.dynamic()) s.loss_scaler = scaler_.state();
     return s;
   }
@@ -242,7 +245,14 @@ class Trainer {
   // The loss is the mean over micro-batches of each one's mean over its counted targets
   // (eod_mask_loss, BERT's masked-LM loss as Megatron's pretrain_bert, T5), rather than the
   // mean over every token of the step.
-  bool per_micro_batch_mean() const { return model_->per_micro_batch_mean(); }
+  // A curriculum step counts seqlen of T targets: the same mean as the fork's over its
+  // truncated loss mask.
+  bool per_micro_batch_mean() const {
+    return model_->per_micro_batch_mean() || cfg_.curriculum.enabled;
+  }
+  // Tokens per sample trained at step `step` (1-based): the curriculum's length, else the
+  // family's tokens per sample (T5: encoder + decoder).
+  int64_t step_seq_len(int64_t step) const;
 
   TrainConfig cfg_;
   GptPrecision prec_;
@@ -259,6 +269,7 @@ class Trainer {
   int64_t optimizer_steps_ = 0;  // AdamW updates applied (skipped steps excluded)
   uint64_t micro_batches_ = 0;   // micro-batches trained so far over all DP ranks (dropout)
   int64_t consumed_samples_ = 0, consumed_valid_ = 0;  // the data streams' positions
+  int64_t consumed_tokens_ = 0;  // Megatron's consumed_train_tokens (the lr decay's count)
   LrScheduler lr_;
   LossScaler scaler_;               // loss scaling of fp16 (or a static [train] loss_scale)
   int64_t plan_micro_batches_ = 0;  // the micro-batches per rank plan_ was made for

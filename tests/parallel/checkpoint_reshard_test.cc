@@ -119,7 +119,7 @@ void save(LayoutRun& r, const std::string& dir) {
   barrier();
   const std::string tmp = io::checkpoint_tmp_dir(dir, t.steps_done(), "test");
   ANVIL_CHECK_OK(io::write_checkpoint_shard(
-      tmp, rank, gpt_checkpoint_slices(t.model(), r.grid ? r.grid->dp_rank() : 0, t.stream())));
+      tmp, rank, t.model().checkpoint_slices(r.grid ? r.grid->dp_rank() : 0, t.stream())));
   barrier();
   if (rank == 0) {
     io::CheckpointInfo info;
@@ -133,9 +133,8 @@ void save(LayoutRun& r, const std::string& dir) {
 void load(LayoutRun& r, const std::string& dir) {
   auto c = io::Checkpoint::open(io::checkpoint_step_dir(dir, kSaveStep));
   ANVIL_CHECK_OK(c.status());
-  ANVIL_CHECK_OK(gpt_load_checkpoint(
-      r.trainer->model(), [&](const std::string& name) { return c->read(name); }, false,
-      r.trainer->stream()));
+  ANVIL_CHECK_OK(r.trainer->model().load_checkpoint(
+      [&](const std::string& name) { return c->read(name); }, false, r.trainer->stream()));
   auto st = trainer_state_from(c->info().state, r.cfg);
   ANVIL_CHECK_OK(st.status());
   r.trainer->restore(*st);
