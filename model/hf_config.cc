@@ -99,6 +99,16 @@ absl::StatusOr<const HfFamily*> hf_family_of(const engine::Config& cfg,
                                              const engine::ConfigSchema& schema) {
   // Only the families of the checkpoint's [model] type: an encoder's options could otherwise
   // match GPT-2's.
+  // No family writes num_key_value_heads yet: a grouped-query model would be read back by
+  // transformers with n_heads K/V heads, i.e. as a different model.
+  const std::string kv = model_text(cfg, schema, "n_kv_heads");
+  const std::string heads = model_text(cfg, schema, "n_heads");
+  if (!kv.empty() && kv != "0" && kv != heads) {
+    return absl::UnimplementedError(absl::StrCat(
+        "[model] n_kv_heads = ", kv, " < n_heads = ", heads,
+        " (grouped-query attention) is not exported to Hugging Face yet: config.json would need "
+        "num_key_value_heads and the K/V projections their own shapes"));
+  }
   std::string type = model_text(cfg, schema, "type");
   if (type.empty()) type = "gpt";
   auto family_type = [](const HfFamily& f) {

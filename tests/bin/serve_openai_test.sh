@@ -4,7 +4,8 @@
 # qwen2_instruct.jinja), then scripts/openai_client_check.js: completions, chat, streamed chat,
 # models.list, OpenAI errors (404, 400, 405), and chat == completion of the conversation rendered
 # by @huggingface/jinja. Also: without a chat template a chat request is a 400 saying so.
-# Skips (exit 0 with a message) only when node or the npm packages are absent.
+# Skips (exit 77, ctest's SKIP_RETURN_CODE, with a message) only when node or the npm
+# packages are absent.
 # usage: serve_openai_test.sh BUILD/bin/train BUILD/bin/preprocess BUILD/bin/serve
 set -euo pipefail
 train=$1
@@ -13,7 +14,7 @@ serve=$3
 if ! command -v node >/dev/null || [[ ! -f data/npm/node_modules/openai/package.json ]] ||
   [[ ! -f data/npm/node_modules/@huggingface/jinja/package.json ]]; then
   echo "SKIP: node or data/npm/node_modules/{openai,@huggingface/jinja} absent (scripts/fetch-tokenizers.sh)"
-  exit 0
+  exit 77
 fi
 work=$(mktemp -d)
 server_pid=

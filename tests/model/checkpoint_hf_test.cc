@@ -301,6 +301,18 @@ TEST(CheckpointHfConfigTest, LlamaImportAndExport) {
       engine::Config::load_string(m->ini, "imported", variant_schema());
   ASSERT_TRUE(cfg.ok()) << cfg.status();
   ASSERT_EQ(hf_family_of(*cfg, variant_schema()).value(), &f);
+  // Grouped-query attention is refused (config.json would claim n_heads K/V heads); n_kv_heads
+  // equal to n_heads is plain multi-head attention.
+  absl::StatusOr<engine::Config> gqa =
+      engine::Config::load_string(m->ini + "n_kv_heads = 2\n", "gqa", variant_schema());
+  ASSERT_TRUE(gqa.ok()) << gqa.status();
+  EXPECT_THAT(std::string(hf_family_of(*gqa, variant_schema()).status().message()),
+              HasSubstr("[model] n_kv_heads = 2 < n_heads = 4 (grouped-query attention) is not "
+                        "exported"));
+  absl::StatusOr<engine::Config> mha =
+      engine::Config::load_string(m->ini + "n_kv_heads = 4\n", "mha", variant_schema());
+  ASSERT_TRUE(mha.ok()) << mha.status();
+  EXPECT_EQ(hf_family_of(*mha, variant_schema()).value(), &f);
   const HfJsonFields back = hf_config_fields(f, *cfg, variant_schema());
   for (const char* k : {"vocab_size", "hidden_size", "intermediate_size", "num_key_value_heads",
                         "rms_norm_eps", "rope_theta", "tie_word_embeddings", "hidden_act"}) {
