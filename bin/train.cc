@@ -31,6 +31,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bin/data_streams.h"
@@ -78,6 +79,9 @@ constexpr char kUsage[] =
     "       train --print-config-docs\n"
     "       train [CONFIG.ini] --print-device\n"
     "  --dry-run            print the model size and memory plan, then exit\n"
+    "  --world N            with --dry-run: plan an N-rank job from this one process (every\n"
+    "                       pipeline stage's plan; the largest is compared with\n"
+    "                       --device-memory), e.g. a cluster config on a login node\n"
     "  --device-memory M    with --dry-run: plan against M bytes of device memory (80GiB,\n"
     "                       141GB, h100, h200) and exit 1 when the plan does not fit; a CUDA\n"
     "                       run without a visible GPU plans for an h100 unless M is given\n"
@@ -322,6 +326,39 @@ model::RunContext run_context(const model::TrainConfig& cfg, std::string config_
   return run;
 }
 
+// --dry-run --world N: every pipeline stage's memory plan for rank (tp 0, stage, dp 0) of the
+// config's N-rank grid, planned here without a communicator (the TP and DP ranks of a stage plan
+// alike up to ZeRO's remainders). With --device-memory the largest must fit.
+int plan_world(const model::TrainConfig& cfg, const model::GptPrecision& prec,
+               const anvil::bin::DeviceMemory& stated, const anvil::engine::LogContext& ctx,
+               const ErrorPrinter& fail) {
+  std::optional<anvil::engine::MemoryPlan> largest;
+  int largest_stage = 0;
+  for (int stage = 0; stage < cfg.parallel.pp; ++stage) {
+    model::ModelPlace at;
+    at.pp_rank = stage;
+    absl::StatusOr<anvil::engine::MemoryPlan> plan = model::Trainer::plan(cfg, prec, at);
+    if (!plan.ok()) return fail(plan.status());
+    log_info(ctx, absl::StrFormat("pipeline stage %d of %d (tp %d x pp %d x dp %d): %s", stage,
+                                  cfg.parallel.pp, cfg.parallel.tp, cfg.parallel.pp,
+                                  cfg.parallel.dp,
+                                  format_bytes(static_cast<double>(plan->total_bytes()))));
+    if (!largest || plan->total_bytes() > largest->total_bytes()) {
+      largest = std::move(*plan);
+      largest_stage = stage;
+    }
+  }
+  log_info(ctx, absl::StrFormat("memory plan of the largest stage (%d, micro_batch %d):\n%s",
+                                largest_stage, cfg.train.micro_batch, largest->format()));
+  if (stated.bytes == 0) return 0;
+  std::string line;
+  if (absl::Status s = anvil::bin::check_stated_fit(*largest, stated, &line); !s.ok()) {
+    return fail(s);
+  }
+  log_info(ctx, line);
+  return 0;
+}
+
 int run(int argc, char** argv) {
   // From here on a stop signal only sets a flag: the training loop saves and ends the run.
   // exit_duration_min counts from here.
@@ -332,6 +369,7 @@ int run(int argc, char** argv) {
   std::vector<std::string> overrides;
   bool dry_run = false, print_docs = false, print_device = false;
   anvil::bin::DeviceMemory stated;  // --device-memory
+  int planned_world = 0;            // --world: a dry run of that many ranks
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--dry-run") {
@@ -348,6 +386,17 @@ int run(int argc, char** argv) {
         return 2;
       }
       stated = *m;
+    } else if (a == "--world" || absl::StartsWith(a, "--world=")) {
+      if (a == "--world" && i + 1 == argc) {
+        std::fprintf(stderr, "train: error: --world needs a value\n%s", kUsage);
+        return 2;
+      }
+      const std::string v = a == "--world" ? argv[++i] : a.substr(8);
+      if (!absl::SimpleAtoi(v, &planned_world) || planned_world < 1) {
+        std::fprintf(stderr, "train: error: --world '%s': expected a rank count >= 1\n",
+                     v.substr(0, 64).c_str());
+        return 2;
+      }
     } else if (a == "--print-config-docs") {
       print_docs = true;
     } else if (a == "--print-device") {
@@ -387,6 +436,10 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "train: error: no config file given\n%s", kUsage);
     return 2;
   }
+  if (planned_world > 0 && !dry_run) {
+    std::fprintf(stderr, "train: error: --world plans a dry run: add --dry-run\n");
+    return 2;
+  }
   if (stated.bytes > 0 && !dry_run) {
     std::fprintf(stderr, "train: error: --device-memory plans a dry run: add --dry-run\n");
     return 2;
@@ -396,8 +449,14 @@ int run(int argc, char** argv) {
   absl::StatusOr<anvil::parallel::LaunchInfo> launch =
       anvil::parallel::launch_info_from_env(anvil::parallel::env_map(environ));
   if (!launch.ok()) return fail(launch.status());
+  if (planned_world > 0 && launch->world > 1) {
+    return fail(absl::InvalidArgumentError(absl::StrFormat(
+        "--world %d plans from one process; it was launched as %d ranks", planned_world,
+        launch->world)));
+  }
   fail.rank = launch->rank;
   fail.world = launch->world;
+  const int config_world = planned_world > 0 ? planned_world : launch->world;
   anvil::engine::set_process_rank(launch->rank);
 
   // The tokenizer's vocabulary and EOD first (as overrides), then the whole config parsed.
@@ -410,14 +469,14 @@ int run(int argc, char** argv) {
     if (!more.ok()) {
       // A [tokenizer] error the parser words better (a missing vocab_file) comes first.
       absl::Status parsed =
-          model::load_train_config(*config_path, overrides, nullptr, launch->world).status();
+          model::load_train_config(*config_path, overrides, nullptr, config_world).status();
       return fail(parsed.ok() ? more.status() : parsed);
     }
     all.insert(all.end(), more->begin(), more->end());
   }
   anvil::engine::Config raw;
   absl::StatusOr<model::TrainConfig> loaded =
-      model::load_train_config(*config_path, all, &raw, launch->world);
+      model::load_train_config(*config_path, all, &raw, config_world);
   if (!loaded.ok()) return fail(loaded.status());
   const model::TrainConfig& cfg = *loaded;
   anvil::engine::set_interrupt_message(launch->rank == 0, !cfg.checkpoint.save.empty());
@@ -434,6 +493,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   const anvil::engine::LogContext ctx{launch->rank, launch->world, cfg.log.all_ranks};
+  if (planned_world > 0) return plan_world(cfg, *prec, stated, ctx, fail);
   const bool cuda = prec->device == anvil::engine::Device::kCuda;
   const int cuda_device =
       cuda && !absent_gpu ? launch->local_rank % anvil::engine::cuda_device_count() : 0;

@@ -8,7 +8,11 @@
 #      fit" naming both sizes, exit 1; a micro-batch too large for an H100: exit 1, and fits an
 #      H200 when it does;
 #   3. the same on a CPU config: the stated memory replaces the host's;
-#   4. a bad size, --device-memory without --dry-run: exit 2 with a message.
+#   4. a bad size, --device-memory without --dry-run: exit 2 with a message;
+#   5. --world N plans a cluster config from one process: configs/tr11_bloom_176b.ini at its 384
+#      ranks prints all 12 pipeline stages and fits 80 GiB with ZeRO-1 (the fork's BF16_Optimizer)
+#      but not with zero_stage 0; without --world the 384-rank layout is refused on one rank;
+#      --world without --dry-run, or 0, is refused.
 # With a GPU visible, case 1's assumption does not apply and is skipped.
 # usage: train_dry_run_device_test.sh BUILD/bin/train BUILD/bin/preprocess (from the repo root)
 set -euo pipefail
@@ -62,4 +66,17 @@ run 0 "dry run: fits" configs/tiny_cpu.ini "${data[@]}" --dry-run --device-memor
 run 2 "--device-memory 'lots': expected a size" configs/demo_gpu.ini --dry-run --device-memory lots
 run 2 "--device-memory '0GiB': expected a size" configs/demo_gpu.ini --dry-run --device-memory 0GiB
 run 2 "--device-memory plans a dry run: add --dry-run" configs/demo_gpu.ini --device-memory h100
+# 5. A cluster config planned from one process.
+run 0 "dry run: fits" configs/tr11_bloom_176b.ini --dry-run --world 384 --device-memory 80GiB
+[[ $(grep -c "pipeline stage [0-9]* of 12 (tp 4 x pp 12 x dp 8)" "$work/out.log") == 12 ]] \
+  || fail "not every stage planned: $(grep "pipeline stage" "$work/out.log")"
+grep -q "memory plan of the largest stage (0, micro_batch 2)" "$work/out.log" \
+  || fail "no largest stage: $(tail -12 "$work/out.log")"
+run 1 "dry run: does not fit" configs/tr11_bloom_176b.ini parallel.zero_stage=0 --dry-run \
+  --world 384 --device-memory 80GiB
+run 1 "launched ranks are not divisible by tp 4 * pp 12" configs/tr11_bloom_176b.ini --dry-run
+run 1 "launched ranks are not divisible by tp 4 * pp 12" configs/tr11_bloom_176b.ini --dry-run \
+  --world 24
+run 2 "--world plans a dry run: add --dry-run" configs/tr11_bloom_176b.ini --world 384
+run 2 "--world '0': expected a rank count >= 1" configs/tr11_bloom_176b.ini --dry-run --world 0
 echo "train_dry_run_device_test: OK"
