@@ -339,10 +339,10 @@ int plan_world(const model::TrainConfig& cfg, const model::GptPrecision& prec,
     at.pp_rank = stage;
     absl::StatusOr<anvil::engine::MemoryPlan> plan = model::Trainer::plan(cfg, prec, at);
     if (!plan.ok()) return fail(plan.status());
-    log_info(ctx, absl::StrFormat("pipeline stage %d of %d (tp %d x pp %d x dp %d): %s", stage,
-                                  cfg.parallel.pp, cfg.parallel.tp, cfg.parallel.pp,
-                                  cfg.parallel.dp,
-                                  format_bytes(static_cast<double>(plan->total_bytes()))));
+    log_info(ctx,
+             absl::StrFormat("pipeline stage %d of %d (tp %d x pp %d x dp %d): %s", stage,
+                             cfg.parallel.pp, cfg.parallel.tp, cfg.parallel.pp, cfg.parallel.dp,
+                             format_bytes(static_cast<double>(plan->total_bytes()))));
     if (!largest || plan->total_bytes() > largest->total_bytes()) {
       largest = std::move(*plan);
       largest_stage = stage;
@@ -450,9 +450,9 @@ int run(int argc, char** argv) {
       anvil::parallel::launch_info_from_env(anvil::parallel::env_map(environ));
   if (!launch.ok()) return fail(launch.status());
   if (planned_world > 0 && launch->world > 1) {
-    return fail(absl::InvalidArgumentError(absl::StrFormat(
-        "--world %d plans from one process; it was launched as %d ranks", planned_world,
-        launch->world)));
+    return fail(absl::InvalidArgumentError(
+        absl::StrFormat("--world %d plans from one process; it was launched as %d ranks",
+                        planned_world, launch->world)));
   }
   fail.rank = launch->rank;
   fail.world = launch->world;

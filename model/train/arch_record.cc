@@ -75,6 +75,9 @@ void add_gpt(const GptConfig& m, Record& r) {
                                {"ffn_hidden", m.ffn()}}) {
     r[key] = absl::StrCat(v);
   }
+  // Only for grouped-query attention: records of multi-head models written before the key
+  // existed stay equal.
+  if (m.grouped_query()) r["n_kv_heads"] = absl::StrCat(m.kv_heads());
   r["ln_eps"] = text(m.ln_eps);
   r["hidden_dropout"] = text(m.hidden_dropout);
   r["attention_dropout"] = text(m.attention_dropout);

@@ -71,6 +71,24 @@ TEST(ArchRecordTest, EveryKeyThatChangesATensorsMeaningIsChecked) {
   }
 }
 
+// Grouped-query attention is recorded; n_kv_heads = n_heads is the multi-head model. (A
+// multi-head checkpoint's record has no n_kv_heads; a grouped-query run of it is refused by the
+// c_attn shape.)
+TEST(ArchRecordTest, GroupedQueryHeads) {
+  TrainConfig gqa = two_layers();
+  gqa.model.n_kv_heads = 2;
+  TrainConfig mqa = gqa;
+  mqa.model.n_kv_heads = 1;
+  EXPECT_NE(refusal(gqa, mqa).find("[model] n_kv_heads: checkpoint 2, config 1"),
+            std::string::npos);
+  EXPECT_NE(refusal(gqa, two_layers()).find("[model] n_kv_heads: checkpoint 2, config (none)"),
+            std::string::npos);
+  EXPECT_TRUE(check_checkpoint_model(checkpoint_model_record(gqa), gqa, "CK").ok());
+  TrainConfig mha = two_layers();
+  mha.model.n_kv_heads = 4;
+  EXPECT_TRUE(check_checkpoint_model(checkpoint_model_record(two_layers()), mha, "CK").ok());
+}
+
 // The case: same tensor shapes (d_model 32), another function. Both keys are named.
 TEST(ArchRecordTest, ListsEveryDifferingKey) {
   TrainConfig run = two_layers();
