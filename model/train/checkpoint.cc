@@ -3,9 +3,12 @@
 #include "model/train/checkpoint.h"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "engine/dtype.h"
 #include "engine/memory.h"
@@ -335,7 +338,7 @@ std::map<std::string, int64_t> checkpoint_layout(const TrainConfig& cfg) {
 
 std::map<std::string, double> checkpoint_lr_schedule(const TrainConfig& cfg,
                                                      const TrainerState& state) {
-  const LrSchedule& s = cfg.optim.schedule;
+  const LrSchedule& s = state.schedule ? *state.schedule : cfg.optim.schedule;
   LrScheduler scheduler(s, cfg.train.global_batch);
   scheduler.restore(state.lr);
   return {{"lr", s.lr},
@@ -343,7 +346,63 @@ std::map<std::string, double> checkpoint_lr_schedule(const TrainConfig& cfg,
           {"warmup_samples", s.warmup_in_samples(cfg.train.global_batch)},
           {"decay_samples", static_cast<double>(s.decay_in_samples(cfg.train.global_batch))},
           {"decay_tokens", static_cast<double>(s.decay_tokens)},
+          {"decay_style", static_cast<double>(s.style)},
           {"current_lr", scheduler.lr()}};
+}
+
+absl::StatusOr<std::optional<LrSchedule>> resume_lr_schedule(
+    const std::map<std::string, double>& saved, const TrainConfig& cfg, const std::string& where,
+    std::string* note) {
+  const std::map<std::string, double> mine = checkpoint_lr_schedule(cfg, TrainerState{});
+  auto describe = [](const std::string& key, double v) {
+    if (key != "decay_style") return absl::StrFormat("%.17g", v);
+    return std::string(decay_style_name(static_cast<DecayStyle>(static_cast<int>(v))));
+  };
+  std::vector<std::string> differ;
+  for (const char* key :
+       {"lr", "min_lr", "warmup_samples", "decay_samples", "decay_tokens", "decay_style"}) {
+    auto it = saved.find(key);
+    if (it == saved.end()) continue;  // older checkpoints lack decay_style
+    if (it->second != mine.at(key)) {
+      differ.push_back(absl::StrCat(key, ": checkpoint ", describe(key, it->second), ", config ",
+                                    describe(key, mine.at(key))));
+    }
+  }
+  note->clear();
+  if (differ.empty()) return std::optional<LrSchedule>();
+  const std::string list = absl::StrJoin(differ, "; ");
+  const CheckpointConfig& k = cfg.checkpoint;
+  if (k.override_lr_scheduler) {
+    *note = absl::StrCat("[checkpoint] override_lr_scheduler: the config's lr schedule replaces ",
+                         where, "'s (", list, ")");
+    return std::optional<LrSchedule>();
+  }
+  if (!k.use_checkpoint_lr_scheduler) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, " was trained with another lr schedule (", list,
+                     "): set [checkpoint] override_lr_scheduler = true to use the config's, or "
+                     "use_checkpoint_lr_scheduler = true to keep the checkpoint's"));
+  }
+  // The checkpoint's schedule, in samples (its W and D are stored converted).
+  LrSchedule s = cfg.optim.schedule;
+  s.lr = saved.at("lr");
+  s.min_lr = saved.at("min_lr");
+  s.warmup_steps = s.decay_steps = 0;
+  s.warmup_fraction = 0.0;
+  const double warmup = saved.at("warmup_samples");
+  s.decay_samples = static_cast<int64_t>(saved.at("decay_samples"));
+  if (warmup != std::floor(warmup)) {
+    s.warmup_fraction = warmup / static_cast<double>(s.decay_samples);
+  } else {
+    s.warmup_samples = static_cast<int64_t>(warmup);
+  }
+  s.decay_tokens = static_cast<int64_t>(saved.at("decay_tokens"));
+  if (auto it = saved.find("decay_style"); it != saved.end()) {
+    s.style = static_cast<DecayStyle>(static_cast<int>(it->second));
+  }
+  *note = absl::StrCat("[checkpoint] use_checkpoint_lr_scheduler: keeping ", where,
+                       "'s lr schedule (", list, ")");
+  return std::optional<LrSchedule>(s);
 }
 
 }  // namespace anvil::model

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,15 @@ absl::StatusOr<TrainerState> trainer_state_from(const std::map<std::string, int6
 // of `state` uses, for the manifest (informative: loading works from any layout, and the
 // schedule's position is one of the counters).
 std::map<std::string, int64_t> checkpoint_layout(const TrainConfig& cfg);
+// On resume: the lr schedule to continue with, from the checkpoint's checkpoint_lr_schedule
+// map `saved` (of the checkpoint at `where`) and the config. Equal values (or decay_style absent,
+// in older checkpoints): none (the config's). Differing: the config's with [checkpoint]
+// override_lr_scheduler, the checkpoint's with use_checkpoint_lr_scheduler, else
+// InvalidArgument listing each differing value (Megatron's AnnealingLR asserts). `note` gets
+// the log line of a replaced schedule ("" otherwise).
+absl::StatusOr<std::optional<LrSchedule>> resume_lr_schedule(
+    const std::map<std::string, double>& saved, const TrainConfig& cfg, const std::string& where,
+    std::string* note);
 std::map<std::string, double> checkpoint_lr_schedule(const TrainConfig& cfg,
                                                      const TrainerState& state);
 

@@ -74,6 +74,7 @@ class LrScheduler {
   LrScheduler(const LrSchedule& schedule, int64_t global_batch);
 
   double lr() const { return lr_; }
+  const LrSchedule& schedule() const { return schedule_; }
   const LrSchedulerState& state() const { return state_; }
   // After an applied update of `increment` samples; `consumed_tokens`: the run's consumed
   // tokens before that update's (Megatron's args.consumed_train_tokens at the call).

@@ -78,6 +78,10 @@ absl::Status load_run_checkpoint(const RunContext& run, const CheckpointedModel&
   }
   ANVIL_ASSIGN_OR_RETURN(TrainerState st, trainer_state_from(c->record.state, cfg));
   ANVIL_ASSIGN_OR_RETURN(st.loss_scaler, loss_scaler_from_map(c->record.grad_scaler));
+  std::string note;
+  ANVIL_ASSIGN_OR_RETURN(st.schedule,
+                         resume_lr_schedule(c->record.lr_schedule, cfg, c->dir, &note));
+  if (!note.empty()) engine::log_info(run.ctx, note);
   model.restore(st);
   const int64_t samples = cfg.train.run_samples();
   auto saved = c->record.state.find("train_samples");

@@ -88,9 +88,14 @@ class T5Trainer {
   TrainSummary run();
 
   TrainerState state() const {
-    return TrainerState{
-        step_,           optimizer_steps_, micro_batches_, step_ * cfg_.train.global_batch,
-        consumed_valid_, lr_.state(),      std::nullopt};
+    TrainerState s;
+    s.step = step_;
+    s.optimizer_steps = optimizer_steps_;
+    s.micro_batches = micro_batches_;
+    s.consumed_samples = step_ * cfg_.train.global_batch;
+    s.consumed_valid_samples = consumed_valid_;
+    s.lr = lr_.state();
+    return s;
   }
   // Continues a run from `s` (a checkpoint's; the model's state loaded separately).
   void restore(const TrainerState& s);

@@ -438,6 +438,12 @@ absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size
   ANVIL_RETURN_IF_ERROR(need(k.load_step >= -1, c, "checkpoint", "load_step",
                              absl::StrFormat("must be >= 0 or -1 (latest), got %d", k.load_step)));
   k.finetune = c.get_bool("checkpoint", "finetune");
+  k.override_lr_scheduler = c.get_bool("checkpoint", "override_lr_scheduler");
+  k.use_checkpoint_lr_scheduler = c.get_bool("checkpoint", "use_checkpoint_lr_scheduler");
+  ANVIL_RETURN_IF_ERROR(need(!(k.override_lr_scheduler && k.use_checkpoint_lr_scheduler), c,
+                             "checkpoint", "use_checkpoint_lr_scheduler",
+                             "and override_lr_scheduler exclude each other (Megatron asserts "
+                             "the same): pick the config's schedule or the checkpoint's"));
   k.exit_duration_min = c.get_float("checkpoint", "exit_duration_min");
   ANVIL_RETURN_IF_ERROR(
       need(k.exit_duration_min >= 0.0, c, "checkpoint", "exit_duration_min",

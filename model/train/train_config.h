@@ -102,12 +102,17 @@ struct TokenizerConfig {
 
 // [checkpoint] (docs/checkpoints.md): saving, resuming and run limits. bin/train acts on it.
 struct CheckpointConfig {
-  std::string save;                // directory to save into ("" = no saving)
-  int64_t save_interval = 0;       // save every N steps (0: only at the end and on exits)
-  int64_t keep_last = 0;           // after a save keep the newest K complete ones (0 = all)
-  std::string load;                // directory to resume from ("" = start from scratch)
-  int64_t load_step = -1;          // step to load (-1: the one `latest` names)
-  bool finetune = false;           // load the weights only: fresh optimizer, step 0
+  std::string save;           // directory to save into ("" = no saving)
+  int64_t save_interval = 0;  // save every N steps (0: only at the end and on exits)
+  int64_t keep_last = 0;      // after a save keep the newest K complete ones (0 = all)
+  std::string load;           // directory to resume from ("" = start from scratch)
+  int64_t load_step = -1;     // step to load (-1: the one `latest` names)
+  bool finetune = false;      // load the weights only: fresh optimizer, step 0
+  // On resume, when the checkpoint's lr schedule differs from the config's (Megatron's
+  // AnnealingLR load_state_dict): the config's wins (override), the checkpoint's wins
+  // (use_checkpoint), or, with neither, the resume is refused.
+  bool override_lr_scheduler = false;
+  bool use_checkpoint_lr_scheduler = false;
   int64_t exit_interval = 0;       // save and exit after a step that is a multiple of N
   double exit_duration_min = 0.0;  // save and exit once this many wall minutes have passed
 };

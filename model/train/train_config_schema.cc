@@ -241,6 +241,13 @@ ConfigSchema build_schema() {
         "Step of the checkpoint to load; -1 = the one DIR/latest names.");
   s.add("checkpoint", "finetune", kBool, "false",
         "Load the weights only (--finetune): fresh AdamW state, step 0, any batch size and seed.");
+  s.add("checkpoint", "override_lr_scheduler", kBool, "false",
+        "On resume use the config's lr schedule (lr, min_lr, warmup, decay, decay style) where it "
+        "differs from the checkpoint's; the position in it continues (--override-lr-scheduler).");
+  s.add("checkpoint", "use_checkpoint_lr_scheduler", kBool, "false",
+        "On resume use the checkpoint's lr schedule where it differs from the config's, and keep "
+        "it in the checkpoints this run saves (--use-checkpoint-lr-scheduler). With neither "
+        "option a differing schedule refuses the resume, naming each value, as Megatron asserts.");
   s.add("checkpoint", "exit_interval", kInt, "0",
         "Save and stop with status 0 after a step that is a multiple of N (--exit-interval); 0 = "
         "off.");

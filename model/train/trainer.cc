@@ -193,6 +193,10 @@ void Trainer::restore(const TrainerState& s) {
   consumed_valid_ = s.consumed_valid_samples;
   consumed_tokens_ =
       s.consumed_tokens >= 0 ? s.consumed_tokens : s.consumed_samples * cfg_.data.seq_len;
+  if (s.schedule) {
+    lr_ = LrScheduler(*s.schedule, cfg_.train.global_batch);
+    schedule_from_checkpoint_ = true;
+  }
   lr_.restore(s.lr);
   // As Megatron: a dynamic scaler continues from the checkpoint's state; a checkpoint without
   // one (saved by a bf16/fp32 run) starts it afresh, and a static scale ignores it.

@@ -148,6 +148,9 @@ struct TrainerState {
   // Megatron's consumed_train_tokens (samples * the curriculum's length of each step); < 0:
   // not recorded, consumed_samples * seq_len.
   int64_t consumed_tokens = -1;
+  // The lr schedule in use where it is not the config's: the checkpoint's, kept with
+  // [checkpoint] use_checkpoint_lr_scheduler (model/train/checkpoint.h resume_lr_schedule).
+  std::optional<LrSchedule> schedule;
 };
 
 // Called by run() after each step (after its log line and evaluation); returning true ends the
@@ -203,9 +206,16 @@ class Trainer {
   TrainSummary run();
 
   TrainerState state() const {
-    TrainerState s{step_,           optimizer_steps_, micro_batches_, consumed_samples_,
-                   consumed_valid_, lr_.state(),      std::nullopt,   consumed_tokens_};
+    TrainerState s;
+    s.step = step_;
+    s.optimizer_steps = optimizer_steps_;
+    s.micro_batches = micro_batches_;
+    s.consumed_samples = consumed_samples_;
+    s.consumed_valid_samples = consumed_valid_;
+    s.lr = lr_.state();
+    s.consumed_tokens = consumed_tokens_;
     if (scaler_.dynamic()) s.loss_scaler = scaler_.state();
+    if (schedule_from_checkpoint_) s.schedule = lr_.schedule();
     return s;
   }
   // Continues a run from `s` (a checkpoint's; the model's state loaded separately).
@@ -271,9 +281,10 @@ class Trainer {
   int64_t consumed_samples_ = 0, consumed_valid_ = 0;  // the data streams' positions
   int64_t consumed_tokens_ = 0;  // Megatron's consumed_train_tokens (the lr decay's count)
   LrScheduler lr_;
-  LossScaler scaler_;               // loss scaling of fp16 (or a static [train] loss_scale)
-  int64_t plan_micro_batches_ = 0;  // the micro-batches per rank plan_ was made for
-  int64_t eval_global_batch_ = 0;   // the global batch evaluations use: the last step's
+  bool schedule_from_checkpoint_ = false;  // lr_ runs a checkpoint's schedule, not the config's
+  LossScaler scaler_;                      // loss scaling of fp16 (or a static [train] loss_scale)
+  int64_t plan_micro_batches_ = 0;         // the micro-batches per rank plan_ was made for
+  int64_t eval_global_batch_ = 0;          // the global batch evaluations use: the last step's
   int dp_size_ = 1, dp_rank_ = 0, tp_size_ = 1, pp_size_ = 1, pp_rank_ = 0;
   parallel::PipelinePlan plan_;
   // Groups (null where the size is 1, or without MPI); NcclComms on CUDA are owned here.

@@ -178,7 +178,8 @@ done
 dead=$(bash -c 'echo $$')
 echo 3 > "$work/ck/latest.tmp-$dead"
 "$train" "$work/t.ini" checkpoint.load="$work/ck" checkpoint.save="$work/ck" train.steps=7 \
-  > "$work/b.log" 2>&1 || fail "resume failed: $(tail -3 "$work/b.log")"
+  checkpoint.override_lr_scheduler=true > "$work/b.log" 2>&1 \
+  || fail "resume failed: $(tail -3 "$work/b.log")"
 [[ ! -e $work/ck/latest.tmp-$dead ]] || fail "latest.tmp-$dead survived a completed save"
 [[ $(cat "$work/ck/latest") == 7 ]] || fail "latest is not 7"
 
