@@ -188,8 +188,8 @@ absl::Status name_hf_fields(const absl::Status& st, const model::HfFamily& f,
     }
   }
   if (named.empty()) return st;
-  return absl::Status(st.code(), absl::StrCat(msg, " (config.json: ", absl::StrJoin(named, "; "),
-                                              ")"));
+  return absl::Status(st.code(),
+                      absl::StrCat(msg, " (config.json: ", absl::StrJoin(named, "; "), ")"));
 }
 
 absl::Status import_hf(const std::string& hf_dir, const std::string& ckpt_dir) {

@@ -54,13 +54,15 @@ absl::Status save(Trainer& t, const TrainConfig& cfg, const std::string& dir) {
   info.state = checkpoint_counters(t.state(), cfg);
   info.layout = checkpoint_layout(cfg);
   info.lr_schedule = checkpoint_lr_schedule(cfg, t.state());
-  return io::save_checkpoint(dir, info, gpt_checkpoint_slices(gpt_model(t.model()), 0, t.stream()), 2);
+  return io::save_checkpoint(dir, info, gpt_checkpoint_slices(gpt_model(t.model()), 0, t.stream()),
+                             2);
 }
 
 absl::Status load(Trainer& t, const TrainConfig& cfg, const std::string& dir, bool finetune) {
   ANVIL_ASSIGN_OR_RETURN(io::Checkpoint c, io::open_newest_complete(dir, -1, [](const auto&) {}));
   ANVIL_RETURN_IF_ERROR(gpt_load_checkpoint(
-      gpt_model(t.model()), [&](const std::string& name) { return c.read(name); }, finetune, t.stream()));
+      gpt_model(t.model()), [&](const std::string& name) { return c.read(name); }, finetune,
+      t.stream()));
   if (finetune) return absl::OkStatus();
   ANVIL_ASSIGN_OR_RETURN(TrainerState s, trainer_state_from(c.info().state, cfg));
   t.restore(s);

@@ -16,8 +16,8 @@
 #include "gtest/gtest.h"
 #include "io/checkpoint.h"
 #include "model/train/checkpoint.h"
-#include "model/train/loss_scaler.h"
 #include "model/train/gpt_train_model.h"
+#include "model/train/loss_scaler.h"
 #include "model/train/trainer.h"
 #include "tests/io/io_test_util.h"
 #include "tests/parallel/tiny_training.h"
@@ -176,13 +176,15 @@ absl::Status save(Trainer& t, const TrainConfig& cfg, const std::string& dir) {
   info.layout = checkpoint_layout(cfg);
   info.lr_schedule = checkpoint_lr_schedule(cfg, t.state());
   info.grad_scaler = loss_scaler_map(t.state().loss_scaler);
-  return io::save_checkpoint(dir, info, gpt_checkpoint_slices(gpt_model(t.model()), 0, t.stream()), 2);
+  return io::save_checkpoint(dir, info, gpt_checkpoint_slices(gpt_model(t.model()), 0, t.stream()),
+                             2);
 }
 
 absl::Status load(Trainer& t, const TrainConfig& cfg, const std::string& dir) {
   ANVIL_ASSIGN_OR_RETURN(io::Checkpoint c, io::open_newest_complete(dir, -1, [](const auto&) {}));
   ANVIL_RETURN_IF_ERROR(gpt_load_checkpoint(
-      gpt_model(t.model()), [&](const std::string& name) { return c.read(name); }, false, t.stream()));
+      gpt_model(t.model()), [&](const std::string& name) { return c.read(name); }, false,
+      t.stream()));
   ANVIL_ASSIGN_OR_RETURN(TrainerState s, trainer_state_from(c.info().state, cfg));
   ANVIL_ASSIGN_OR_RETURN(s.loss_scaler, loss_scaler_from_map(c.info().grad_scaler));
   t.restore(s);

@@ -2,7 +2,6 @@
 // learns it (the loss falls well below its start); gradient accumulation over micro-batches
 // gives the same step as one big micro-batch; evaluation and run() report what they did; eod
 // loss masking and position resets.
-#include "model/train/gpt_train_model.h"
 #include "model/train/trainer.h"
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "model/train/gpt_train_model.h"
 
 namespace anvil::model {
 namespace {
