@@ -39,6 +39,38 @@
 
 namespace anvil::bin {
 
+inline int port_of(const sockaddr_storage& a) {
+  if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&a)->sin_port);
+  if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&a)->sin6_port);
+  return -1;
+}
+
+// Debian's cpp-httplib 0.11 listens with a backlog of 5 (compiled in): a burst of more
+// connections than that against a busy accept thread overflowed it, the kernel dropped their
+// SYNs and the clients resent them only 1 s later. listen() again on the listening socket of
+// `port` (Linux updates a listening socket's backlog in place) raises it to SOMAXCONN.
+inline void widen_listen_backlog(int port) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return;
+  const int own = dirfd(dir);
+  while (const dirent* e = readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == own) continue;
+    int listening = 0;
+    socklen_t len = sizeof(listening);
+    sockaddr_storage local{};
+    socklen_t n = sizeof(local);
+    if (getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 ||
+        !listening ||
+        getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &n) != 0) {
+      continue;
+    }
+    if (port_of(local) == port) listen(static_cast<int>(fd), SOMAXCONN);
+  }
+  closedir(dir);
+}
+
 class ConnectionGuard {
  public:
   using Clock = std::chrono::steady_clock;
@@ -109,12 +141,6 @@ class ConnectionGuard {
             : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&peer)->sin6_addr);
     if (inet_ntop(peer.ss_family, addr, ip, sizeof(ip)) == nullptr) return "";
     return std::string(ip) + "|" + std::to_string(port_of(peer));
-  }
-
-  static int port_of(const sockaddr_storage& a) {
-    if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&a)->sin_port);
-    if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&a)->sin6_port);
-    return -1;
   }
 
   // Sends `reply` (may be empty) to the connection of peer `key` and shuts it down, through a

@@ -620,6 +620,7 @@ int run(const Flags& f) {
     std::fprintf(stderr, "serve: error: cannot listen on %s:%d\n", f.host.c_str(), f.port);
     return 1;
   }
+  anvil::bin::widen_listen_backlog(port);
   guard = std::make_unique<anvil::bin::ConnectionGuard>(
       port,
       std::chrono::duration_cast<anvil::bin::ConnectionGuard::Clock::duration>(

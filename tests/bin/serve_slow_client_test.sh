@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bin/serve under slow and greedy clients, and its messages for out-of-range fields (ctest
 # serve_slow_client_test, CPU; bin/connection_guard.h):
-#   1. ten connections that trickle a request one byte every 0.5 s, from one client, with
+#   1. ten connections (opened at once, without SYN retransmits) that trickle a request one byte every 0.5 s, from one client, with
 #      --threads 8 --max-connections-per-client 4 --request-timeout 3: within 2 s six of them
 #      get 503 (over the client's limit) and /health answers at once; by 5 s the other four get
 #      408 (no whole request in 3 s); then a completion still works. (Before: the trickling
@@ -77,7 +77,11 @@ python3 - "$port" <<'PY' || fail "slow clients"
 import socket, sys, threading, time
 port = int(sys.argv[1])
 request = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n"
+opened = time.time()  # no 408 may come before opened + 3 s
 slow = [socket.create_connection(("127.0.0.1", port)) for _ in range(10)]
+# The kernel completes handshakes while they fit the listen backlog: with httplib's 5 the 7th of
+# a burst had its SYN dropped and resent 1 s later (bin/connection_guard.h widen_listen_backlog).
+assert time.time() - opened < 0.9, ("a burst of 10 connections took", time.time() - opened)
 stop = threading.Event()
 def trickle():
     for k in range(len(request)):
@@ -112,16 +116,17 @@ def health():
         data += c
     return time.time() - t, data
 
-time.sleep(2.0)
+time.sleep(max(0.0, opened + 2.0 - time.time()))
 took, data = health()
 assert data.endswith(b"ok\n") and took < 1.0, ("health while clients trickle", took, data)
-first = [status(s, 0.05) for s in slow]
-assert sum(1 for x in first if x and " 503 " in x) == 6, ("6 over the limit get 503", first)
-# One of the four sometimes gets its 408 already here, 2.2 s after it opened (seen 2026-12-06,
-# unexplained: the guard's clock starts at its first scan of the socket); counted, not failed.
-early = [x for x in first if x and " 408 " in x]
+first = [(status(s, 0.05), time.time() - opened) for s in slow]
+assert sum(1 for x, _ in first if x and " 503 " in x) == 6, ("6 over the limit get 503", first)
+# On a loaded machine this pass may end past 3 s (a slow /health): a 408 is then right, but
+# never one read before 3 s after the connections were opened.
+early = [(x, t) for x, t in first if x and " 408 " in x]
+assert all(t >= 3.0 for _, t in early), ("408 before the 3 s request timeout", first)
 time.sleep(4.0)  # the 3 s request timeout, with slack for a loaded CI machine
-later = [status(s, 3.0) for s, x in zip(slow, first) if not x]
+later = [status(s, 3.0) for s, (x, _) in zip(slow, first) if not x]
 assert len(early) + len(later) == 4 and all(x and " 408 " in x for x in later), \
     ("408 after 3 s", first, later)
 stop.set()
