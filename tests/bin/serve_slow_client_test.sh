@@ -4,8 +4,9 @@
 #   1. ten connections (opened at once, without SYN retransmits) that trickle a request one byte
 #      every 0.5 s, from one client, with --threads 8 --max-connections-per-client 4
 #      --request-timeout 3: within 2 s six of them get 503 (over the client's limit) and /health
-#      answers at once; by 5 s the other four get 408 (none before 3 s; no whole request in 3 s); then a completion still works. (Before: the trickling
-#      connections held every worker and /health waited for them.)
+#      answers at once; by 5 s the other four get 408 (none before 3 s: no whole request in
+#      3 s); then a completion still works. (Before: the trickling connections held every
+#      worker and /health waited for them.)
 #   2. --max-connections-per-client not below --threads is refused;
 #   3. the messages name the rule broken and the limit: temperature 1e308 "must be <= 1000000",
 #      top_p 0 "must be > 0", top_k 2.5 "must be an integer", logprobs 50 "must be <= 20";
