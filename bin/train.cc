@@ -194,7 +194,7 @@ model::CheckpointFiles checkpoint_files(const model::CheckpointConfig& ck) {
   };
   f.finish = [dir = ck.save, keep = ck.keep_last](
                  int64_t step, const std::string& token, int world,
-                 const model::CheckpointRecord& r) -> absl::StatusOr<std::vector<std::string>> {
+                 const model::CheckpointRecord& r) -> absl::Status {
     io::CheckpointInfo info;
     info.step = r.step;
     info.config = r.config;
@@ -204,8 +204,12 @@ model::CheckpointFiles checkpoint_files(const model::CheckpointConfig& ck) {
     info.lr_schedule = r.lr_schedule;
     info.grad_scaler = r.grad_scaler;
     info.attachments = r.attachments;
-    ANVIL_RETURN_IF_ERROR(
-        io::finish_checkpoint(dir, io::checkpoint_tmp_dir(dir, step, token), world, info, keep));
+    return io::finish_checkpoint(dir, io::checkpoint_tmp_dir(dir, step, token), world, info, keep);
+  };
+  f.remove_stale =
+      [dir = ck.save](const std::string& token) -> absl::StatusOr<std::vector<std::string>> {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) return std::vector<std::string>{};  // a new one
     return io::remove_stale_checkpoint_temps(dir, token);
   };
   f.step_dir = [dir = ck.save](int64_t step) { return io::checkpoint_step_dir(dir, step); };

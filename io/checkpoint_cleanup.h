@@ -15,9 +15,9 @@ namespace anvil::io {
 
 // Removes every directory DIR/step_%08d.tmp-<pid> and file DIR/latest.tmp-<pid> whose pid is
 // not `own_token` and names no running process on this host (kill(pid, 0) fails with ESRCH);
-// tokens that are not process ids are left alone. Returns the removed paths. Called by rank 0 after
-// a completed save (a second job saving into the same DIR from this host keeps its directory while
-// it runs).
+// tokens that are not process ids are left alone. Returns the removed paths. Called by rank 0 at
+// the start of a run that saves into DIR and after each completed save (a second job saving into
+// the same DIR from this host keeps its directory while it runs).
 absl::StatusOr<std::vector<std::string>> remove_stale_checkpoint_temps(
     const std::string& dir, const std::string& own_token);
 

@@ -12,6 +12,16 @@
 
 namespace anvil::model {
 
+absl::Status remove_stale_saves(const RunContext& run, const CheckpointFiles& files) {
+  if (run.grid->rank() != 0 || run.cfg->checkpoint.save.empty()) return absl::OkStatus();
+  ANVIL_ASSIGN_OR_RETURN(const std::vector<std::string> stale, files.remove_stale(run.token));
+  for (const std::string& path : stale) {
+    engine::log_info(run.ctx,
+                     absl::StrCat("removed ", path, ", the leftover of an interrupted save"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status save_run_checkpoint(const RunContext& run, const CheckpointedModel& model,
                                  const CheckpointFiles& files) {
   engine::Stream cpu = engine::Stream::cpu();
@@ -37,12 +47,8 @@ absl::Status save_run_checkpoint(const RunContext& run, const CheckpointedModel&
     r.lr_schedule = checkpoint_lr_schedule(cfg, state);
     r.grad_scaler = loss_scaler_map(state.loss_scaler);
     r.attachments = run.attachments;
-    ANVIL_ASSIGN_OR_RETURN(std::vector<std::string> stale,
-                           files.finish(step, run.token, run.grid->world(), r));
-    for (const std::string& path : stale) {
-      engine::log_info(run.ctx,
-                       absl::StrCat("removed ", path, ", the leftover of an interrupted save"));
-    }
+    ANVIL_RETURN_IF_ERROR(files.finish(step, run.token, run.grid->world(), r));
+    ANVIL_RETURN_IF_ERROR(remove_stale_saves(run, files));
   }
   barrier();
   return absl::OkStatus();

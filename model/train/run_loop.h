@@ -47,15 +47,17 @@ struct OpenedCheckpoint {
 // The files side (bin/train: io/checkpoint.h over [checkpoint] save and load).
 struct CheckpointFiles {
   // Save, in this order: begin (rank 0: the temporary directory of `token`), write_shard (every
-  // rank), finish (rank 0: manifest, commit, keep_last; returns the leftover temporaries of
-  // earlier interrupted saves it removed).
+  // rank), finish (rank 0: manifest, commit, keep_last).
   std::function<absl::Status(int64_t step, const std::string& token)> begin;
   std::function<absl::Status(int64_t step, const std::string& token, int rank,
                              const std::vector<engine::HostSlice>& slices)>
       write_shard;
-  std::function<absl::StatusOr<std::vector<std::string>>(int64_t step, const std::string& token,
-                                                         int world, const CheckpointRecord& record)>
+  std::function<absl::Status(int64_t step, const std::string& token, int world,
+                             const CheckpointRecord& record)>
       finish;
+  // Rank 0: removes the leftover temporaries of interrupted saves (of processes that are gone,
+  // never `token`'s) and returns their paths; called at the start of a run and after each save.
+  std::function<absl::StatusOr<std::vector<std::string>>(const std::string& token)> remove_stale;
   std::function<std::string(int64_t step)> step_dir;  // where step's checkpoint is committed
   // The newest complete checkpoint to load (NotFound: none at all); warn reports each refused.
   std::function<absl::StatusOr<OpenedCheckpoint>(const std::function<void(const std::string&)>&)>
@@ -82,6 +84,9 @@ struct RunContext {
   engine::LogContext ctx;
 };
 
+// Rank 0, when the run saves: removes the leftovers of interrupted saves into
+// cfg.checkpoint.save (files.remove_stale), logging each.
+absl::Status remove_stale_saves(const RunContext& run, const CheckpointFiles& files);
 // Saves the model's state into cfg.checkpoint.save (collective over the world).
 absl::Status save_run_checkpoint(const RunContext& run, const CheckpointedModel& model,
                                  const CheckpointFiles& files);
@@ -116,6 +121,8 @@ RunEnd run_with_checkpoints(const RunContext& run, TrainerT& tr, const Checkpoin
     engine::log_info(run.ctx, "detected kill switch at " + kill_switch + ": exiting");
     return {};
   }
+  // Before anything is saved: a killed save may have left a whole checkpoint's bytes behind.
+  if (absl::Status s = remove_stale_saves(run, files); !s.ok()) return {s, {}};
   if (!ck.load.empty()) {
     if (absl::Status s = load_run_checkpoint(run, model, files); !s.ok()) return {s, {}};
   }

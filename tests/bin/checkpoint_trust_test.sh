@@ -11,7 +11,7 @@
 #      smaller, a transposed tensor, a missing or an extra one, absurd sizes), a safetensors shape
 #      whose size overflows, and an index shard outside the directory: rc != 0, nothing written;
 #   5. a save that fails (files limited in size, as a full disk) leaves no temporaries, and the
-#      latest.tmp-<pid> of a killed save is removed by the next save;
+#      leftovers of a killed save are removed when the next run starts and by the next save;
 #   6. a .bin truncated while training reads it stops the run with rc 1 and the file's name.
 # usage: checkpoint_trust_test.sh BUILD/bin/train BUILD/bin/convert BUILD/bin/eval BUILD/bin/finetune
 set -euo pipefail
@@ -164,8 +164,12 @@ import_refused overflow "shape [4611686018427387952,4] has more than"
 edit_hf escape 'index = {k: "model.safetensors" for k in tensors}; index["transformer.wte.weight"] = "../../../etc/passwd"'
 import_refused escape "the shard \"../../../etc/passwd\" of tensor transformer.wte.weight is outside"
 
-# 5. A save that fails leaves no temporaries, twice in a row; a killed save's latest.tmp-<pid>
-# goes at the next save.
+# 5. A save that fails leaves no temporaries, twice in a row; the leftovers of a killed save
+# (step_X.tmp-<pid>, latest.tmp-<pid>) go when the next run starts, before it saves anything (here
+# every save of that run fails), and at the next completed save.
+dead=$(bash -c 'echo $$')
+mkdir -p "$work/full/step_00000002.tmp-$dead" && echo partial > "$work/full/latest.tmp-$dead"
+head -c 1000000 /dev/zero > "$work/full/step_00000002.tmp-$dead/rank_00000.safetensors"
 for attempt in 1 2; do
   rc=0
   (trap '' XFSZ; ulimit -f 2048; exec "$train" "$work/t.ini" train.steps=3 \
@@ -174,8 +178,9 @@ for attempt in 1 2; do
   grep -q "File too large" "$work/full.log" || fail "the save did not fail: $(tail -2 "$work/full.log")"
   leftovers=$(find "$work/full" -name '*.tmp-*')
   [[ -z $leftovers ]] || fail "attempt $attempt left $leftovers: $(tail -2 "$work/full.log")"
+  [[ $attempt == 2 ]] || grep -q "removed $work/full/step_00000002.tmp-$dead, the leftover" \
+    "$work/full.log" || fail "the start's removal was not logged: $(head -5 "$work/full.log")"
 done
-dead=$(bash -c 'echo $$')
 echo 3 > "$work/ck/latest.tmp-$dead"
 "$train" "$work/t.ini" checkpoint.load="$work/ck" checkpoint.save="$work/ck" train.steps=7 \
   checkpoint.override_lr_scheduler=true > "$work/b.log" 2>&1 \
