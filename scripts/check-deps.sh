@@ -64,7 +64,6 @@ kKnown=(
   "model/train/model_tensors.cc -> model/t5/t5_impl.h"
   "model/train/t5_checkpoint.h -> model/t5/t5.h"
   "model/train/t5_stage.h -> model/t5/t5.h"
-  "model/train/t5_train.h -> model/t5/t5.h"
   # The families' Model adapters (model/model.h) need TrainConfig and the checkpoint format of
   # train/ (gone when the family registry moves them into the family folders):
   "model/train/gpt_train_model.h -> model/gpt/gpt.h"

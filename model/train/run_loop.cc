@@ -8,7 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/status.h"
+#include "engine/stop_signals.h"
+#include "model/train/kill_switch.h"
 #include "model/train/loss_scaler.h"
+#include "model/train/trainer.h"
 
 namespace anvil::model {
 
@@ -127,6 +130,63 @@ void log_stop(const RunContext& run, int64_t step, int sig, bool out_of_time) {
   engine::log_info(
       run.ctx, absl::StrFormat("%s: stopping after step %d%s", why, step,
                                ck.save.empty() ? " (no [checkpoint] save: nothing saved)" : ""));
+}
+
+RunEnd run_with_checkpoints(const RunContext& run, Trainer& tr, const CheckpointedModel& model,
+                            const CheckpointFiles& files,
+                            const std::function<double()>& seconds_since_start) {
+  const CheckpointConfig& ck = run.cfg->checkpoint;
+  const std::string& kill_switch = run.cfg->train.kill_switch_path;
+  if (kill_switch_found(run.world, kill_switch)) {  // the fork: exit before anything, status 0
+    engine::log_info(run.ctx, "detected kill switch at " + kill_switch + ": exiting");
+    return {};
+  }
+  // Before anything is saved: a killed save may have left a whole checkpoint's bytes behind.
+  if (absl::Status s = remove_stale_saves(run, files); !s.ok()) return {s, {}};
+  if (!ck.load.empty()) {
+    if (absl::Status s = load_run_checkpoint(run, model, files); !s.ok()) return {s, {}};
+  }
+  int64_t saved_step = ck.load.empty() ? -1 : tr.steps_done();
+  absl::Status save_status;
+  auto save = [&] {
+    save_status = save_run_checkpoint(run, model, files);
+    if (save_status.ok()) {
+      saved_step = tr.steps_done();
+      engine::log_info(run.ctx, "saved checkpoint " + files.step_dir(saved_step) + " at step " +
+                                    std::to_string(saved_step));
+    }
+    return save_status.ok();
+  };
+  tr.set_step_hook([&](const StepStats& st) {
+    // From here a signal stops the run after the next step (and its message says so); one that
+    // came while step st.step was in flight stops it now. Announcing first, then reading, leaves
+    // no moment where the message and the stop disagree.
+    engine::set_step_in_flight(st.step + 1);
+    const auto [sig, out_of_time] = agree_on_stop(
+        run.world, st.step,
+        ck.exit_duration_min > 0 && seconds_since_start() >= 60 * ck.exit_duration_min);
+    const bool at_exit_interval = ck.exit_interval > 0 && st.step % ck.exit_interval == 0;
+    const bool killed = kill_switch_found(run.world, kill_switch);
+    const bool stop = sig > 0 || out_of_time || at_exit_interval || killed;
+    const bool periodic = ck.save_interval > 0 && st.step % ck.save_interval == 0;
+    if (!ck.save.empty() && (stop || periodic) && !save()) return true;
+    if (killed) {
+      engine::log_info(run.ctx, "detected kill switch at " + kill_switch + ": exiting after step " +
+                                    std::to_string(st.step));
+    } else if (stop) {
+      log_stop(run, st.step, sig, out_of_time);
+    }
+    return stop;
+  });
+  engine::set_step_in_flight(tr.steps_done() + 1);
+  const TrainSummary summary = tr.run();
+  engine::set_step_in_flight(tr.steps_done());  // the final save's step
+  if (!save_status.ok()) return {save_status, {}};
+  // A diverged run ends without a final save: the newest checkpoint stays the last good one.
+  // The gradient norm is the global batch's on every rank, so all ranks stop here together.
+  if (!summary.status.ok()) return {{}, summary.status};
+  if (!ck.save.empty() && saved_step != tr.steps_done() && !save()) return {save_status, {}};
+  return {};
 }
 
 }  // namespace anvil::model

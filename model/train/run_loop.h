@@ -17,9 +17,7 @@
 #include "absl/status/statusor.h"
 #include "engine/host_slice.h"
 #include "engine/log.h"
-#include "engine/stop_signals.h"
 #include "model/train/checkpoint.h"
-#include "model/train/kill_switch.h"
 #include "model/train/train_config.h"
 #include "model/train/trainer.h"
 #include "parallel/comm.h"
@@ -64,7 +62,7 @@ struct CheckpointFiles {
       open_newest;
 };
 
-// The trainer's side of a checkpoint (GPT's Trainer and T5's T5Trainer).
+// The trainer's side of a checkpoint (model/train/trainer.h).
 struct CheckpointedModel {
   std::function<std::vector<engine::HostSlice>(int dp_rank)> slices;
   std::function<absl::Status(const TensorLookup& lookup, bool weights_only)> load;
@@ -110,63 +108,9 @@ struct RunEnd {
 
 // Loads [checkpoint] load, runs `tr` to the end saving every save_interval steps and when a stop
 // (signal, exit_interval, exit_duration_min after `seconds_since_start()` minutes) ends it, then
-// saves the final state. TrainerT: Trainer or T5Trainer (until the one trainer).
-template <typename TrainerT>
-RunEnd run_with_checkpoints(const RunContext& run, TrainerT& tr, const CheckpointedModel& model,
+// saves the final state.
+RunEnd run_with_checkpoints(const RunContext& run, Trainer& tr, const CheckpointedModel& model,
                             const CheckpointFiles& files,
-                            const std::function<double()>& seconds_since_start) {
-  const CheckpointConfig& ck = run.cfg->checkpoint;
-  const std::string& kill_switch = run.cfg->train.kill_switch_path;
-  if (kill_switch_found(run.world, kill_switch)) {  // the fork: exit before anything, status 0
-    engine::log_info(run.ctx, "detected kill switch at " + kill_switch + ": exiting");
-    return {};
-  }
-  // Before anything is saved: a killed save may have left a whole checkpoint's bytes behind.
-  if (absl::Status s = remove_stale_saves(run, files); !s.ok()) return {s, {}};
-  if (!ck.load.empty()) {
-    if (absl::Status s = load_run_checkpoint(run, model, files); !s.ok()) return {s, {}};
-  }
-  int64_t saved_step = ck.load.empty() ? -1 : tr.steps_done();
-  absl::Status save_status;
-  auto save = [&] {
-    save_status = save_run_checkpoint(run, model, files);
-    if (save_status.ok()) {
-      saved_step = tr.steps_done();
-      engine::log_info(run.ctx, "saved checkpoint " + files.step_dir(saved_step) + " at step " +
-                                    std::to_string(saved_step));
-    }
-    return save_status.ok();
-  };
-  tr.set_step_hook([&](const StepStats& st) {
-    // From here a signal stops the run after the next step (and its message says so); one that
-    // came while step st.step was in flight stops it now. Announcing first, then reading, leaves
-    // no moment where the message and the stop disagree.
-    engine::set_step_in_flight(st.step + 1);
-    const auto [sig, out_of_time] = agree_on_stop(
-        run.world, st.step,
-        ck.exit_duration_min > 0 && seconds_since_start() >= 60 * ck.exit_duration_min);
-    const bool at_exit_interval = ck.exit_interval > 0 && st.step % ck.exit_interval == 0;
-    const bool killed = kill_switch_found(run.world, kill_switch);
-    const bool stop = sig > 0 || out_of_time || at_exit_interval || killed;
-    const bool periodic = ck.save_interval > 0 && st.step % ck.save_interval == 0;
-    if (!ck.save.empty() && (stop || periodic) && !save()) return true;
-    if (killed) {
-      engine::log_info(run.ctx, "detected kill switch at " + kill_switch + ": exiting after step " +
-                                    std::to_string(st.step));
-    } else if (stop) {
-      log_stop(run, st.step, sig, out_of_time);
-    }
-    return stop;
-  });
-  engine::set_step_in_flight(tr.steps_done() + 1);
-  const TrainSummary summary = tr.run();
-  engine::set_step_in_flight(tr.steps_done());  // the final save's step
-  if (!save_status.ok()) return {save_status, {}};
-  // A diverged run ends without a final save: the newest checkpoint stays the last good one.
-  // The gradient norm is the global batch's on every rank, so all ranks stop here together.
-  if (!summary.status.ok()) return {{}, summary.status};
-  if (!ck.save.empty() && saved_step != tr.steps_done() && !save()) return {save_status, {}};
-  return {};
-}
+                            const std::function<double()>& seconds_since_start);
 
 }  // namespace anvil::model

@@ -1,6 +1,6 @@
 // T5 checkpoints on the CPU, in-process (model/train/t5_checkpoint.h over io/checkpoint.h): a tiny
 // T5 v1.1 (dropout on) trained 8 steps, and the same run saved at step 4, stopped and continued by
-// a fresh T5Trainer from the checkpoint, give bitwise the same losses for steps 5-8 (the
+// a fresh Trainer from the checkpoint, give bitwise the same losses for steps 5-8 (the
 // weights, AdamW moments, step counters, dropout counter, data position and lr schedule all
 // restored; on a GPU too, in bf16). finetune loads weights only. Another architecture, a GPT config
 // or a truncated tensor file is refused with a message naming the key or the file. The four
@@ -22,7 +22,8 @@
 #include "gtest/gtest.h"
 #include "io/checkpoint.h"
 #include "model/train/checkpoint.h"
-#include "model/train/t5_train.h"
+#include "model/train/t5_train_model.h"
+#include "model/train/trainer.h"
 #include "tests/io/io_test_util.h"
 #include "tests/parallel/tiny_t5_training.h"
 #include "tests/testing/tensor_testing.h"
@@ -33,9 +34,9 @@ namespace {
 using testing_parallel::hashed_t5_samples;
 using testing_parallel::tiny_t5_train_config;
 
-std::unique_ptr<T5Trainer> make_trainer(const TrainConfig& cfg,
-                                        const GptPrecision& prec = GptPrecision{}) {
-  auto t = T5Trainer::create(
+std::unique_ptr<Trainer> make_trainer(const TrainConfig& cfg,
+                                      const GptPrecision& prec = GptPrecision{}) {
+  auto t = Trainer::create(
       cfg, prec, hashed_t5_samples(cfg.data.seq_len, cfg.data.decoder_seq_len, cfg.t5.vocab_size),
       {});
   EXPECT_TRUE(t.ok()) << t.status();
@@ -43,22 +44,24 @@ std::unique_ptr<T5Trainer> make_trainer(const TrainConfig& cfg,
 }
 
 // As bin/train saves on one rank.
-absl::Status save(T5Trainer& t, const TrainConfig& cfg, const std::string& dir) {
+absl::Status save(Trainer& t, const TrainConfig& cfg, const std::string& dir) {
   io::CheckpointInfo info;
   info.step = t.steps_done();
   info.model = checkpoint_model_record(cfg);
   info.state = checkpoint_counters(t.state(), cfg);
   info.layout = checkpoint_layout(cfg);
   info.lr_schedule = checkpoint_lr_schedule(cfg, t.state());
-  return io::save_checkpoint(dir, info, t5_checkpoint_slices(t.model(), 0, t.stream()), 2);
+  return io::save_checkpoint(dir, info, t5_checkpoint_slices(t5_model(t.model()), 0, t.stream()),
+                             2);
 }
 
 // As bin/train loads: the newest complete checkpoint, its model checked first.
-absl::Status load(T5Trainer& t, const TrainConfig& cfg, const std::string& dir, bool finetune) {
+absl::Status load(Trainer& t, const TrainConfig& cfg, const std::string& dir, bool finetune) {
   ANVIL_ASSIGN_OR_RETURN(io::Checkpoint c, io::open_newest_complete(dir, -1, [](const auto&) {}));
   ANVIL_RETURN_IF_ERROR(check_checkpoint_model(c.info().model, cfg, c.dir()));
   ANVIL_RETURN_IF_ERROR(t5_load_checkpoint(
-      t.model(), [&](const std::string& name) { return c.read(name); }, finetune, t.stream()));
+      t5_model(t.model()), [&](const std::string& name) { return c.read(name); }, finetune,
+      t.stream()));
   if (finetune) return absl::OkStatus();
   ANVIL_ASSIGN_OR_RETURN(TrainerState s, trainer_state_from(c.info().state, cfg));
   t.restore(s);
@@ -68,7 +71,7 @@ absl::Status load(T5Trainer& t, const TrainConfig& cfg, const std::string& dir, 
 // Runs `cfg` and saves after step `at`, stopping there.
 void run_and_save(const TrainConfig& cfg, int64_t at, const std::string& dir,
                   const GptPrecision& prec = GptPrecision{}) {
-  std::unique_ptr<T5Trainer> first = make_trainer(cfg, prec);
+  std::unique_ptr<Trainer> first = make_trainer(cfg, prec);
   ASSERT_NE(first, nullptr);
   absl::Status saved;
   first->set_step_hook([&](const StepStats& st) {
@@ -82,14 +85,14 @@ void run_and_save(const TrainConfig& cfg, int64_t at, const std::string& dir,
 
 void expect_continues_bitwise(const TrainConfig& cfg, const GptPrecision& prec) {
   io::testing::ScratchDir dir;
-  std::unique_ptr<T5Trainer> whole = make_trainer(cfg, prec);
+  std::unique_ptr<Trainer> whole = make_trainer(cfg, prec);
   ASSERT_NE(whole, nullptr);
   const std::vector<double> want = whole->run().losses;
   ASSERT_EQ(want.size(), 8u);
   EXPECT_NE(want[0], want[7]);  // it trains
 
   run_and_save(cfg, 4, dir.path(), prec);
-  std::unique_ptr<T5Trainer> second = make_trainer(cfg, prec);
+  std::unique_ptr<Trainer> second = make_trainer(cfg, prec);
   ASSERT_NE(second, nullptr);
   const absl::Status loaded = load(*second, cfg, dir.path(), false);
   ASSERT_TRUE(loaded.ok()) << loaded;
@@ -123,7 +126,7 @@ TEST(T5CheckpointTest, FinetuneLoadsWeightsOnly) {
   TrainConfig cfg = tiny_t5_train_config(3);
   run_and_save(cfg, 3, dir.path());
   cfg.train.seed = 11;  // a new run from the saved weights
-  std::unique_ptr<T5Trainer> tuned = make_trainer(cfg);
+  std::unique_ptr<Trainer> tuned = make_trainer(cfg);
   ASSERT_NE(tuned, nullptr);
   ASSERT_TRUE(load(*tuned, cfg, dir.path(), true).ok());
   EXPECT_EQ(tuned->steps_done(), 0);
@@ -132,7 +135,7 @@ TEST(T5CheckpointTest, FinetuneLoadsWeightsOnly) {
   for (const char* name :
        {"shared.weight", "decoder.block.1.layer.1.EncDecAttention.kv.weight",
         "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"}) {
-    const Param* w = tuned->model().params().find(name);
+    const Param* w = t5_model(tuned->model()).params().find(name);
     ASSERT_NE(w, nullptr) << name;
     auto saved = c->read(std::string(kMasterState) + name);
     ASSERT_TRUE(saved.ok()) << saved.status();
@@ -152,7 +155,7 @@ TEST(T5CheckpointTest, RefusesAnotherArchitecture) {
   run_and_save(cfg, 1, dir.path());
   TrainConfig wider = cfg;
   wider.t5.d_ff = 32;
-  std::unique_ptr<T5Trainer> other = make_trainer(wider);
+  std::unique_ptr<Trainer> other = make_trainer(wider);
   ASSERT_NE(other, nullptr);
   absl::Status s = load(*other, wider, dir.path(), false);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);

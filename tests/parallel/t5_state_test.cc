@@ -1,5 +1,5 @@
 // T5 training state across ranks on the CPU under mpirun (np 1, 2, 4, 8), through
-// model::T5Trainer:
+// model::Trainer:
 //  - ZeRO: dp = world (up to 4) with zero_stage 0-3, on 4 ranks tp 2 x dp 2 (also with sequence
 //    parallelism and full recomputation) and pp 2 x dp 2 with ZeRO 2 and 3, on 8 ranks pp 4 x dp 2
 //    with ZeRO 2 and 3 (stages past block 0: the relative tables' copies), train to the single-rank
@@ -35,7 +35,8 @@
 #include "io/checkpoint.h"
 #include "model/train/checkpoint.h"
 #include "model/train/t5_checkpoint.h"
-#include "model/train/t5_train.h"
+#include "model/train/t5_train_model.h"
+#include "model/train/trainer.h"
 #include "parallel/grid.h"
 #include "parallel/mpi_comm.h"
 #include "tests/io/io_test_util.h"
@@ -84,9 +85,9 @@ int world_rank() {
   return r;
 }
 
-std::unique_ptr<T5Trainer> make_trainer(const TrainConfig& cfg, engine::DType dt,
-                                        const TrainerParallel& par) {
-  auto t = T5Trainer::create(
+std::unique_ptr<Trainer> make_trainer(const TrainConfig& cfg, engine::DType dt,
+                                      const TrainerParallel& par) {
+  auto t = Trainer::create(
       cfg, cpu(dt),
       hashed_t5_samples(cfg.data.seq_len, cfg.data.decoder_seq_len, cfg.t5.vocab_size), {},
       engine::LogContext{}, par);
@@ -105,12 +106,12 @@ std::vector<double> flat_values(T5Model& m, engine::Stream& s) {
 
 // max |parameter - the single-rank model's| over this rank's parameters, matched by name and,
 // under TP, by global element.
-double max_param_diff(T5Trainer& t, T5Trainer& ref, int tp, int tp_rank) {
-  const std::vector<double> got = flat_values(t.model(), t.stream());
-  const std::vector<double> want = flat_values(ref.model(), ref.stream());
+double max_param_diff(Trainer& t, Trainer& ref, int tp, int tp_rank) {
+  const std::vector<double> got = flat_values(t5_model(t.model()), t.stream());
+  const std::vector<double> want = flat_values(t5_model(ref.model()), ref.stream());
   double most = 0.0;
-  for (const Param& p : t.model().params().all()) {
-    const Param* q = ref.model().params().find(p.name);
+  for (const Param& p : t5_model(t.model()).params().all()) {
+    const Param* q = t5_model(ref.model()).params().find(p.name);
     EXPECT_NE(q, nullptr) << p.name;
     if (q == nullptr) continue;
     for (int64_t i = 0; i < p.numel(); ++i) {
@@ -139,7 +140,7 @@ TEST_P(T5ZeroTest, EqualsOneRankWithTheSameGlobalBatch) {
   TrainConfig ref_cfg = tiny_t5_train_config(3);
   // Under TP the FFN-hidden dropout masks are not one rank's (model/t5/t5.h).
   if (tp > 1) ref_cfg.t5.dropout = 0.0f;
-  std::unique_ptr<T5Trainer> ref = make_trainer(ref_cfg, engine::DType::kF64, {});
+  std::unique_ptr<Trainer> ref = make_trainer(ref_cfg, engine::DType::kF64, {});
   const int dp_size = world / (tp * pp);
   if (ref_cfg.train.global_batch < ref_cfg.train.micro_batch * dp_size) {
     GTEST_SKIP() << "a global batch of " << ref_cfg.train.global_batch << " over dp " << dp_size;
@@ -155,10 +156,10 @@ TEST_P(T5ZeroTest, EqualsOneRankWithTheSameGlobalBatch) {
     cfg.parallel.sequence_parallel = true;
     cfg.parallel.recompute = "full";
   }
-  std::unique_ptr<T5Trainer> dp = make_trainer(cfg, engine::DType::kF64, l->par());
+  std::unique_ptr<Trainer> dp = make_trainer(cfg, engine::DType::kF64, l->par());
   if (zero_stage > 0 && dp_size > 1) {
-    const int64_t n = dp->model().params().flat_numel();
-    const GptModel::FlatBuffers fb = dp->model().flat_buffers();
+    const int64_t n = t5_model(dp->model()).params().flat_numel();
+    const GptModel::FlatBuffers fb = t5_model(dp->model()).flat_buffers();
     EXPECT_EQ(fb.m.numel(), n / dp_size);  // the moments are a shard
     EXPECT_EQ(fb.grad.empty(), zero_stage >= 2);
     EXPECT_EQ(fb.value.numel(), zero_stage == 3 ? n / dp_size : n);
@@ -261,7 +262,7 @@ TrainConfig config_for(const Layout& l) {
 // A trainer of layout l (one rank without communication when l.world() == 1).
 struct LayoutRun {
   std::unique_ptr<Launch> mpi;  // null on one rank
-  std::unique_ptr<T5Trainer> trainer;
+  std::unique_ptr<Trainer> trainer;
   TrainConfig cfg;
 };
 
@@ -294,7 +295,7 @@ std::string shared_dir(std::unique_ptr<io::testing::ScratchDir>& owned) {
 
 // bin/train's save: rank 0 begins, every rank of the run writes its boxes, rank 0 finishes.
 absl::Status save(LayoutRun& r, const std::string& dir) {
-  T5Trainer& t = *r.trainer;
+  Trainer& t = *r.trainer;
   const int rank = r.mpi ? r.mpi->rank : 0, world = r.mpi ? r.mpi->world : 1;
   auto barrier = [&] {
     if (world > 1) MPI_Barrier(MPI_COMM_WORLD);
@@ -304,8 +305,8 @@ absl::Status save(LayoutRun& r, const std::string& dir) {
   barrier();
   const std::string tmp = io::checkpoint_tmp_dir(dir, step, "test");
   const int dp_rank = r.mpi ? r.mpi->grid->dp_rank() : 0;
-  ANVIL_RETURN_IF_ERROR(
-      io::write_checkpoint_shard(tmp, rank, t5_checkpoint_slices(t.model(), dp_rank, t.stream())));
+  ANVIL_RETURN_IF_ERROR(io::write_checkpoint_shard(
+      tmp, rank, t5_checkpoint_slices(t5_model(t.model()), dp_rank, t.stream())));
   barrier();
   if (rank == 0) {
     io::CheckpointInfo info;
@@ -321,17 +322,18 @@ absl::Status save(LayoutRun& r, const std::string& dir) {
 }
 
 absl::Status load(LayoutRun& r, const std::string& dir) {
-  T5Trainer& t = *r.trainer;
+  Trainer& t = *r.trainer;
   ANVIL_ASSIGN_OR_RETURN(io::Checkpoint c, io::open_newest_complete(dir, -1, [](const auto&) {}));
   ANVIL_RETURN_IF_ERROR(check_checkpoint_model(c.info().model, r.cfg, c.dir()));
   ANVIL_RETURN_IF_ERROR(t5_load_checkpoint(
-      t.model(), [&](const std::string& name) { return c.read(name); }, false, t.stream()));
+      t5_model(t.model()), [&](const std::string& name) { return c.read(name); }, false,
+      t.stream()));
   ANVIL_ASSIGN_OR_RETURN(TrainerState s, trainer_state_from(c.info().state, r.cfg));
   t.restore(s);
   return absl::OkStatus();
 }
 
-std::vector<double> train_until(T5Trainer& t, int64_t step) {
+std::vector<double> train_until(Trainer& t, int64_t step) {
   std::vector<double> losses;
   while (t.steps_done() < step) losses.push_back(t.step().loss);
   return losses;

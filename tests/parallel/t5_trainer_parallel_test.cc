@@ -1,6 +1,6 @@
-// T5Trainer (model/train/t5_train.h) under every parallel layout of the world size against the
-// single-rank trainer on the same global batches: 3 steps of a tiny T5 (cosine-decayed AdamW,
-// clipping, 4 micro-batches per step on one rank), comparing the logged losses and gradient
+// The trainer (model/train/trainer.h) running T5 under every parallel layout of the world size
+// against the single-rank trainer on the same global batches: 3 steps of a tiny T5 (cosine-decayed
+// AdamW, clipping, 4 micro-batches per step on one rank), comparing the logged losses and gradient
 // norms of every step and, by global element, this rank's parameters afterwards.
 //  - CPU in double (mpirun np 1, 2, 4, 8): PP2, PP2 x DP2, PP4 (split 2 and split 1), TP2 x PP2,
 //    TP2 x PP2 x DP2 (dropout on without TP; off with TP, whose FFN-hidden masks are numbered
@@ -22,7 +22,8 @@
 #include "absl/strings/str_format.h"
 #include "engine/device.h"
 #include "gtest/gtest.h"
-#include "model/train/t5_train.h"
+#include "model/train/t5_train_model.h"
+#include "model/train/trainer.h"
 #include "parallel/grid.h"
 #include "parallel/group_comms.h"
 #include "parallel/mpi_comm.h"
@@ -100,14 +101,14 @@ std::vector<Layout> layouts(int world) {
 }
 
 struct Run {
-  std::unique_ptr<T5Trainer> trainer;
+  std::unique_ptr<Trainer> trainer;
   std::vector<double> losses, norms;
 };
 
 Run train(const TrainConfig& cfg, const GptPrecision& prec, const TrainerParallel& par) {
   Run r;
-  auto t = T5Trainer::create(cfg, prec, testing_parallel::hashed_t5_samples(kTe, kTd, kVocab), {},
-                             engine::LogContext{}, par);
+  auto t = Trainer::create(cfg, prec, testing_parallel::hashed_t5_samples(kTe, kTd, kVocab), {},
+                           engine::LogContext{}, par);
   EXPECT_TRUE(t.ok()) << t.status();
   if (!t.ok()) return r;
   r.trainer = std::move(*t);
@@ -154,7 +155,7 @@ void check_layouts(const GptPrecision& prec, double rtol, double rtol_split, boo
       EXPECT_NEAR(run.norms[i], ref.norms[i], tol * ref.norms[i]) << "step " << i;
     }
     if (!params) continue;
-    T5Model &m = run.trainer->model(), &r = ref.trainer->model();
+    T5Model &m = t5_model(run.trainer->model()), &r = t5_model(ref.trainer->model());
     for (const Param& p : m.params().all()) {
       const Param* q = r.params().find(p.name);
       ASSERT_NE(q, nullptr) << p.name;

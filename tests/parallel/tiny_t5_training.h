@@ -1,12 +1,13 @@
 // Shared setup of the T5 training tests (t5_checkpoint_test, t5_state_test,
-// t5_trainer_parallel_test): a tiny T5 v1.1 (dropout on) for model::T5Trainer on the CPU, and a
+// t5_trainer_parallel_test): a tiny T5 v1.1 (dropout on) for model::Trainer on the CPU, and a
 // deterministic T5 record stream. Header-only, as tiny_training.h.
 #pragma once
 
 #include <cstdint>
 
-#include "model/train/t5_train.h"
+#include "model/train/t5_train_model.h"
 #include "model/train/train_config.h"
+#include "model/train/trainer.h"
 #include "tests/parallel/tiny_training.h"
 
 namespace anvil::model::testing_parallel {
@@ -39,7 +40,7 @@ inline TrainConfig tiny_t5_train_config(int64_t steps) {
   return c;
 }
 
-// T5 record i (model/train/t5_train.h), depending on i only: tokens in [0, vocab), an encoder
+// T5 record i (model/train/t5_train_model.h), depending on i only: tokens in [0, vocab), an encoder
 // length in [Te/2, Te], about one label in four not counted (-1).
 inline SampleFn hashed_t5_samples(int64_t enc_len, int64_t dec_len, int64_t vocab) {
   return [enc_len, dec_len, vocab](int64_t index, int32_t* out) {
