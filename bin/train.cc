@@ -244,6 +244,23 @@ model::CheckpointedModel checkpointed(model::Trainer& t) {
   return m;
 }
 
+// TensorBoard events from the last rank, as Megatron (every rank has the step's loss and norm):
+// its writer there, null on the other ranks and without [log] tensorboard_dir.
+absl::StatusOr<std::unique_ptr<anvil::io::TensorBoardWriter>> open_tensorboard(
+    const model::TrainConfig& cfg, int rank, int world, const anvil::engine::LogContext& ctx) {
+  std::unique_ptr<anvil::io::TensorBoardWriter> none;
+  if (cfg.log.tensorboard_dir.empty()) return none;
+  log_info(ctx, absl::StrFormat("TensorBoard events: %s/events.out.tfevents.* (rank %d)",
+                                cfg.log.tensorboard_dir, world - 1));
+  if (rank != world - 1) return none;
+  auto w = anvil::io::TensorBoardWriter::open(cfg.log.tensorboard_dir);
+  if (!w.ok()) {
+    return absl::Status(w.status().code(),
+                        absl::StrCat("[log] tensorboard_dir: ", w.status().message()));
+  }
+  return std::move(*w);
+}
+
 // The trainer's scalars into the TensorBoard file. A failed write warns once, naming the file,
 // and ends the file's scalars, not the run.
 model::MetricsSink tensorboard_sink(anvil::io::TensorBoardWriter& w,
@@ -293,8 +310,8 @@ absl::StatusOr<model::EvalSuite> load_eval_suite(const model::TrainConfig& cfg) 
 
 // Runs `tr` with the run's checkpoints (model/train/run_loop.h); bin/train's exit status
 // (fatal: a rank-local error that ends every rank; fail: one every rank has).
-template <typename TrainerT, typename Fatal>
-int train_loop(const model::RunContext& run, TrainerT& tr, const anvil::engine::Timer& started,
+template <typename Fatal>
+int train_loop(const model::RunContext& run, model::Trainer& tr, const anvil::engine::Timer& started,
                const Fatal& fatal, const ErrorPrinter& fail) {
   const model::RunEnd end =
       model::run_with_checkpoints(run, tr, checkpointed(tr), checkpoint_files(run.cfg->checkpoint),
@@ -545,6 +562,10 @@ int run(int argc, char** argv) {
         anvil::train_t5::make_t5_trainer(cfg, *prec, ctx, dry_run, t5_par);
     if (!t5.ok()) return fatal(t5.status());
     if (*t5 == nullptr) return 0;  // --dry-run
+    absl::StatusOr<std::unique_ptr<anvil::io::TensorBoardWriter>> tensorboard =
+        open_tensorboard(cfg, launch->rank, launch->world, ctx);
+    if (!tensorboard.ok()) return fatal(tensorboard.status());
+    if (*tensorboard) (*t5)->set_metrics_sink(tensorboard_sink(**tensorboard, ctx));
     const model::RunContext run =
         run_context(cfg, raw.dump(), (*rt)->grid(), (*rt)->comms().world.get(), ctx);
     return train_loop(run, **t5, started, fatal, fail);
@@ -617,21 +638,10 @@ int run(int argc, char** argv) {
     }
   }
   if (dry_run) return 0;
-  // TensorBoard events from the last rank, as Megatron (every rank has the step's loss and
-  // norm); opened before the data so that an unusable directory fails at once.
-  std::unique_ptr<anvil::io::TensorBoardWriter> tensorboard;
-  if (!cfg.log.tensorboard_dir.empty()) {
-    log_info(ctx, absl::StrFormat("TensorBoard events: %s/events.out.tfevents.* (rank %d)",
-                                  cfg.log.tensorboard_dir, launch->world - 1));
-  }
-  if (!cfg.log.tensorboard_dir.empty() && launch->rank == launch->world - 1) {
-    auto w = anvil::io::TensorBoardWriter::open(cfg.log.tensorboard_dir);
-    if (!w.ok()) {
-      return fatal(absl::Status(w.status().code(),
-                                absl::StrCat("[log] tensorboard_dir: ", w.status().message())));
-    }
-    tensorboard = std::move(*w);
-  }
+  // Opened before the data so that an unusable directory fails at once.
+  absl::StatusOr<std::unique_ptr<anvil::io::TensorBoardWriter>> tensorboard =
+      open_tensorboard(cfg, launch->rank, launch->world, ctx);
+  if (!tensorboard.ok()) return fatal(tensorboard.status());
 
   // Data: Megatron's GPT datasets over the split (io/gpt_dataset, io/blended_dataset), with
   // Megatron's sample counts; the index caches are built here by every process that lacks them.
@@ -655,7 +665,7 @@ int run(int argc, char** argv) {
   if (!trainer.ok()) return fatal(trainer.status());
   model::Trainer& tr = **trainer;
   tr.set_held_out_sets(std::move(valid_fns), std::move(test_fns));
-  if (tensorboard) tr.set_metrics_sink(tensorboard_sink(*tensorboard, ctx));
+  if (*tensorboard) tr.set_metrics_sink(tensorboard_sink(**tensorboard, ctx));
   if (cfg.eval.any()) {
     absl::StatusOr<model::EvalSuite> suite = load_eval_suite(cfg);
     if (!suite.ok()) return fatal(suite.status());

@@ -4,7 +4,8 @@
 # sentences, BERT WordPiece + 100 sentinels) and the validation loss falls by more than 1.5 nats
 # from the untrained one (about ln(30624) = 10.3); --dry-run prints the memory plan and stops
 # (smaller activations with recompute = full); a run saved at step 2 and resumed logs the
-# uninterrupted run's later steps, and a config of another T5 version refuses its checkpoint;
+# uninterrupted run's later steps (its TensorBoard losses are the logged ones), and a config of
+# another T5 version refuses its checkpoint;
 # bin/convert exports the checkpoint to HF and imports it back (export again: the same bytes),
 # and the import finetunes; with MPIRUN set (mpirun and its flags), tp = 2 (dropout off: the
 # FFN-hidden masks are per TP slice; also with sequence parallelism and full recompute), dp = 2,
@@ -46,13 +47,21 @@ awk -v a="$(arena "$work/dry.log")" -v f="$(arena "$work/dry_full.log")" \
   fail "recompute=full: activations $(arena "$work/dry_full.log") MiB, not below $(arena "$work/dry.log")"
 
 # Checkpoints: 4 steps saving at step 2, then a run resumed from that checkpoint logs the
-# uninterrupted run's steps 3 and 4; a v1.1 config refuses the v1.0 checkpoint naming the key.
+# uninterrupted run's steps 3 and 4 (the uninterrupted run also writes TensorBoard events, whose
+# losses are the logged ones); a v1.1 config refuses the v1.0 checkpoint naming the key.
 # step 3/4 | loss 10.3535 | lr 1.000e-03 | grad norm 4.447
 steps() { grep -oE 'step +[0-9]+/4 \| loss [0-9.]+ \| lr [0-9.e+-]+ \| grad norm [0-9.]+' "$1"; }
 ck=(train.steps=4 optim.warmup_steps=2 train.log_interval=1 train.eval_iters=0 train.device=cpu
   "data.cache_dir=$work")
-"$train" "$config" "${ck[@]}" > "$work/whole.log" 2>&1 ||
+"$train" "$config" "${ck[@]}" log.tensorboard_dir="$work/tb" > "$work/whole.log" 2>&1 ||
   fail "4 steps: $(tail -3 "$work/whole.log")"
+# Its TensorBoard events (the shared trainer's metrics sink): the logged loss of every step.
+for s in 1 2 3 4; do
+  logged=$(grep -oE "step +$s/4 \| loss [0-9.]+" "$work/whole.log" | grep -oE '[0-9.]+$')
+  tb=$(python3 scripts/gpu/tensorboard_check.py --reader minimal --tag "lm-loss-training/lm loss" \
+    "$work/tb" | awk -F'\t' -v s=$s '$2 == s { printf "%.4f", $3 }')
+  [[ -n $logged && $tb == "$logged" ]] || fail "step $s: TensorBoard lm loss '$tb', logged '$logged'"
+done
 "$train" "$config" "${ck[@]}" checkpoint.exit_interval=2 "checkpoint.save=$work/ck" \
   > "$work/first.log" 2>&1 || fail "save: $(tail -3 "$work/first.log")"
 grep -q "saved checkpoint $work/ck/step_00000002 at step 2" "$work/first.log" ||
