@@ -5,7 +5,6 @@
 #include <cmath>
 #include <string>
 
-
 namespace anvil::model {
 namespace {
 
@@ -60,13 +59,16 @@ void write_interval_metrics(const MetricsSink& sink, const IntervalMetrics& m,
   if (sink.flush) sink.flush();
 }
 
-void write_validation_metrics(const MetricsSink& sink, double loss, const MetricsAxes& at,
-                              const LossParts& parts) {
-  // Megatron's evaluate_and_print_results: "<key> validation" and its ppl for each key.
+void write_validation_metrics(const MetricsSink& sink, const std::string& group, double loss,
+                              const MetricsAxes& at, const LossParts& parts) {
+  // Megatron-DeepSpeed's evaluate_and_print_results: "<key> validation" and its ppl for each
+  // key, under tf_plot_prefix = lm-loss-validation/<data_group_name>. (The fork writes the ppl
+  // only with --log-validation-ppl-to-tensorboard; anvil always does.)
+  const std::string prefix = "lm-loss-validation/" + group + "/";
   auto key = [&](const std::string& name, double v) {
-    by_step_samples_tokens(sink, "lm-loss-validation/" + name + " validation", v, at);
-    by_step_samples_tokens(sink, "lm-loss-validation/" + name + " validation ppl",
-                           std::exp(std::min(20.0, v)), at);
+    by_step_samples_tokens(sink, prefix + name + " validation", v, at);
+    by_step_samples_tokens(sink, prefix + name + " validation ppl", std::exp(std::min(20.0, v)),
+                           at);
   };
   if (parts.present()) {
     key("lm loss", parts.lm);

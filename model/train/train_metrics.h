@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <string>
 #include <string_view>
 
 namespace anvil::model {
@@ -83,7 +84,9 @@ void write_step_metrics(const MetricsSink& sink, const StepStats& st, int64_t gl
                         const MetricsAxes& at);
 void write_interval_metrics(const MetricsSink& sink, const IntervalMetrics& m,
                             const MetricsAxes& at);
-void write_validation_metrics(const MetricsSink& sink, double loss, const MetricsAxes& at,
-                              const LossParts& parts = {});
+// One validation set's evaluation under Megatron-DeepSpeed's per-group prefix
+// "lm-loss-validation/<group>/" (the fork names an unnamed set "valid").
+void write_validation_metrics(const MetricsSink& sink, const std::string& group, double loss,
+                              const MetricsAxes& at, const LossParts& parts = {});
 
 }  // namespace anvil::model

@@ -515,8 +515,11 @@ TrainSummary Trainer::run() {
             parts_string(v[i].parts));
       }
       engine::log_info(log_, absl::StrCat(line, " | ", engine::format_duration(t.seconds())));
-      if (metrics_) {
-        write_validation_metrics(metrics_, v.front().loss, axes(step_), v.front().parts);
+      for (size_t i = 0; metrics_ && i < v.size(); ++i) {
+        // The fork names the validation set of the [data] split "valid" (anvil's log: "val").
+        const std::string& name = valid_sets_[i].name;
+        write_validation_metrics(metrics_, name == "val" ? "valid" : name, v[i].loss, axes(step_),
+                                 v[i].parts);
       }
     }
     if (eval_hook_) eval_hook_(step_);

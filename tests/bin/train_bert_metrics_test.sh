@@ -45,9 +45,9 @@ done < <(sed -n "s/.*step $n\/4 | loss $n | $parts | lr.*/\1 \2 \3 \4/p" "$work/
 evals=0
 while read -r s l a b; do
   near "$(awk -v a="$a" -v b="$b" 'BEGIN { print a + b }')" "$l" || fail "val $s: $a + $b != $l"
-  near "$(scalars "lm-loss-validation/lm loss validation" | value "$s" | head -1)" "$a" ||
+  near "$(scalars "lm-loss-validation/valid/lm loss validation" | value "$s" | head -1)" "$a" ||
     fail "val step $s: TB lm loss validation"
-  near "$(scalars "lm-loss-validation/sop loss validation" | value "$s" | head -1)" "$b" ||
+  near "$(scalars "lm-loss-validation/valid/sop loss validation" | value "$s" | head -1)" "$b" ||
     fail "val step $s: TB sop loss validation"
   evals=$((evals + 1))
 done < <(sed -n "s/.*step *$n\/4 | val loss $n (ppl [0-9.]*) | $parts .*/\1 \2 \3 \4/p" \

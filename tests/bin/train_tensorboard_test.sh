@@ -9,6 +9,8 @@
 #      validation loss at steps 0, 2, 4 and 4 again (Megatron evaluates after the loop too)
 #      equal to the "val loss" lines, in order; "vs samples" and
 #      "vs tokens" at step * 4 and step * 4 * 128;
+#      named validation groups each under lm-loss-validation/NAME/ (an unnamed set: "valid",
+#      as Megatron-DeepSpeed names it), with the losses their log lines show;
 #   2. SIGKILL after the step-2 log line (and evaluation): the file still holds steps 1 and 2
 #      (flushed at each log interval), every record intact;
 #   3. a tensorboard_dir that cannot be a directory, or tensorboard_log_interval 0: exit 1 with
@@ -67,8 +69,8 @@ for s in 1 2 3 4; do
   [[ $(scalars "$work/tb" "lm-loss-training/lm loss vs tokens" | value $((s * 512))) == "$v" ]] \
     || fail "lm loss vs tokens at $((s * 512))"
 done
-val=$(scalars "$work/tb" "lm-loss-validation/lm loss validation")
-ppl=$(scalars "$work/tb" "lm-loss-validation/lm loss validation ppl")
+val=$(scalars "$work/tb" "lm-loss-validation/valid/lm loss validation")
+ppl=$(scalars "$work/tb" "lm-loss-validation/valid/lm loss validation ppl")
 mapfile -t logged_val < <(grep -oE "val loss [0-9.]+ \(ppl" "$work/a.log" | cut -d' ' -f3)
 [[ ${#logged_val[@]} == 4 ]] || fail "expected 4 val loss lines, got ${#logged_val[@]}"
 mapfile -t val_lines <<< "$val"
@@ -87,6 +89,24 @@ for s in 0 2 4 4; do
     || fail "step $s: validation ppl $p, expected $want"
   i=$((i + 1))
 done
+
+# 1b. Named validation groups (valid_weighted_split_paths): each under Megatron-DeepSpeed's
+# lm-loss-validation/NAME/ prefix, with the losses logged as "NAME loss".
+groups="alpha: 1 0:0.5 tests/io/fixtures/gpt_index/synth_a; beta: 1 0.5:1 tests/io/fixtures/gpt_index/synth_a"
+"$train" "${args[@]}" train.steps=2 data.valid_weighted_split_paths="$groups" \
+  log.tensorboard_dir="$work/groups" > "$work/g.log" 2>&1 || fail "groups run: $(tail -3 "$work/g.log")"
+for name in alpha beta; do
+  mapfile -t logged < <(grep -oE "$name loss [0-9.]+ \(ppl" "$work/g.log" | cut -d' ' -f3)
+  mapfile -t events < <(scalars "$work/groups" "lm-loss-validation/$name/lm loss validation")
+  [[ ${#logged[@]} -ge 2 && ${#events[@]} == "${#logged[@]}" ]] \
+    || fail "$name: ${#events[@]} events for ${#logged[@]} logged evaluations"
+  for i in "${!logged[@]}"; do
+    read -r _ v <<< "${events[$i]}"
+    [[ $(printf "%.4f" "$v") == "${logged[$i]}" ]] || fail "$name evaluation $i: $v, logged ${logged[$i]}"
+  done
+done
+[[ -z $(scalars "$work/groups" "lm-loss-validation/valid/lm loss validation") ]] \
+  || fail "an unnamed validation set was written next to the groups"
 
 # 2. SIGKILL after the step-2 log line: steps 1 and 2 were flushed.
 "$train" "${args[@]}" train.steps=200 log.tensorboard_dir="$work/killed" > "$work/k.log" 2>&1 &

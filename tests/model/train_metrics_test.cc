@@ -105,20 +105,27 @@ TEST(TrainMetrics, IntervalScalarsFlushOnce) {
 
 TEST(TrainMetrics, ValidationLossAndCappedPerplexity) {
   Recorder r;
-  write_validation_metrics(r.sink(), 2.0, MetricsAxes{5, 20, 40});
+  write_validation_metrics(r.sink(), "valid", 2.0, MetricsAxes{5, 20, 40});
   const Scalars want = {
-      {"lm-loss-validation/lm loss validation", 2.0, 5},
-      {"lm-loss-validation/lm loss validation vs samples", 2.0, 20},
-      {"lm-loss-validation/lm loss validation vs tokens", 2.0, 40},
-      {"lm-loss-validation/lm loss validation ppl", std::exp(2.0), 5},
-      {"lm-loss-validation/lm loss validation ppl vs samples", std::exp(2.0), 20},
-      {"lm-loss-validation/lm loss validation ppl vs tokens", std::exp(2.0), 40},
+      {"lm-loss-validation/valid/lm loss validation", 2.0, 5},
+      {"lm-loss-validation/valid/lm loss validation vs samples", 2.0, 20},
+      {"lm-loss-validation/valid/lm loss validation vs tokens", 2.0, 40},
+      {"lm-loss-validation/valid/lm loss validation ppl", std::exp(2.0), 5},
+      {"lm-loss-validation/valid/lm loss validation ppl vs samples", std::exp(2.0), 20},
+      {"lm-loss-validation/valid/lm loss validation ppl vs tokens", std::exp(2.0), 40},
   };
   EXPECT_EQ(r.scalars, want);
   EXPECT_EQ(r.flushes, 1);
+  // A named group (Megatron-DeepSpeed's --valid-weighted-split-names) under its own prefix.
+  Recorder named;
+  write_validation_metrics(named.sink(), "wiki", 2.0, MetricsAxes{5, 20, 40});
+  ASSERT_EQ(named.scalars.size(), want.size());
+  EXPECT_EQ(
+      named.scalars[0],
+      std::make_tuple(std::string("lm-loss-validation/wiki/lm loss validation"), 2.0, int64_t{5}));
   // Megatron: ppl = exp(min(20, loss)).
   Recorder big;
-  write_validation_metrics(big.sink(), 25.0, MetricsAxes{1, 1, 1});
+  write_validation_metrics(big.sink(), "valid", 25.0, MetricsAxes{1, 1, 1});
   EXPECT_EQ(std::get<1>(big.scalars[3]), std::exp(20.0));
 }
 
@@ -141,22 +148,25 @@ TEST(TrainMetrics, BertPartsUnderMegatronsKeys) {
   };
   EXPECT_EQ(loss, want);
   Recorder v;
-  write_validation_metrics(v.sink(), 2.5, MetricsAxes{5, 20, 40}, LossParts{2.0, 0.5});
+  write_validation_metrics(v.sink(), "valid", 2.5, MetricsAxes{5, 20, 40}, LossParts{2.0, 0.5});
   ASSERT_EQ(v.scalars.size(), 18u);
-  EXPECT_EQ(v.scalars[0],
-            std::make_tuple(std::string("lm-loss-validation/lm loss validation"), 2.0, int64_t{5}));
-  EXPECT_EQ(v.scalars[9], std::make_tuple(std::string("lm-loss-validation/sop loss validation ppl"),
-                                          std::exp(0.5), int64_t{5}));
-  EXPECT_EQ(v.scalars[12], std::make_tuple(std::string("lm-loss-validation/total loss validation"),
-                                           2.5, int64_t{5}));
+  EXPECT_EQ(
+      v.scalars[0],
+      std::make_tuple(std::string("lm-loss-validation/valid/lm loss validation"), 2.0, int64_t{5}));
+  EXPECT_EQ(v.scalars[9],
+            std::make_tuple(std::string("lm-loss-validation/valid/sop loss validation ppl"),
+                            std::exp(0.5), int64_t{5}));
+  EXPECT_EQ(v.scalars[12],
+            std::make_tuple(std::string("lm-loss-validation/valid/total loss validation"), 2.5,
+                            int64_t{5}));
   // Not BERT (no parts): "lm loss" is the loss; BERT without a binary head: lm loss and total.
   Recorder n;
-  write_validation_metrics(n.sink(), 2.0, MetricsAxes{5, 20, 40}, LossParts{});
+  write_validation_metrics(n.sink(), "valid", 2.0, MetricsAxes{5, 20, 40}, LossParts{});
   EXPECT_EQ(n.scalars.size(), 6u);
   Recorder m;
   LossParts lm_only;
   lm_only.lm = 2.0;
-  write_validation_metrics(m.sink(), 2.0, MetricsAxes{5, 20, 40}, lm_only);
+  write_validation_metrics(m.sink(), "valid", 2.0, MetricsAxes{5, 20, 40}, lm_only);
   EXPECT_EQ(m.scalars.size(), 12u);
 }
 
@@ -165,7 +175,7 @@ TEST(TrainMetrics, NoFlushFunctionIsFine) {
   MetricsSink s;
   s.scalar = [&](std::string_view tag, double, int64_t) { tags.emplace_back(tag); };
   EXPECT_TRUE(static_cast<bool>(s));
-  write_validation_metrics(s, 1.0, MetricsAxes{});
+  write_validation_metrics(s, "valid", 1.0, MetricsAxes{});
   EXPECT_EQ(tags.size(), 6u);
   EXPECT_FALSE(static_cast<bool>(MetricsSink{}));
 }
