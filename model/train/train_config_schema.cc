@@ -261,7 +261,7 @@ ConfigSchema build_schema() {
         "Write TensorBoard event files into this directory (--tensorboard-dir), created when "
         "missing, from the last rank as Megatron: Megatron-DeepSpeed's scalar names "
         "(lm-loss-training/lm loss, learning-rate/learning-rate, grad-norm/grad-norm, "
-        "lm-loss-validation/lm loss validation, iteration-time/..., each also vs samples and "
+        "lm-loss-validation/valid/lm loss validation, iteration-time/..., each also vs samples and "
         "vs tokens: docs/tensorboard.md). Empty = none.");
   s.add("log", "tensorboard_log_interval", kInt, "1",
         "Write the per-step scalars (loss, learning rate, grad norm, batch size) every N steps "
