@@ -408,7 +408,13 @@ INSTANTIATE_TEST_SUITE_P(
                       GpuCase{300, 2048, DType::kF32, false},
                       GpuCase{4099, 768, DType::kBF16, false},
                       GpuCase{2, 12288, DType::kBF16, false},
-                      GpuCase{2, 12288, DType::kF32, false}));
+                      GpuCase{2, 12288, DType::kF32, false},
+                      // Row-resident path at the GPT widths with many blocks of rows, and a
+                      // width whose packs do not fill the last lane round (1000 / 8 = 125).
+                      GpuCase{2050, 2048, DType::kBF16, false},
+                      GpuCase{1000, 1024, DType::kBF16, false},
+                      GpuCase{777, 1024, DType::kF32, false},
+                      GpuCase{3001, 1000, DType::kBF16, false}));
 
 }  // namespace
 }  // namespace anvil::ops
