@@ -305,14 +305,13 @@ void register_model(const std::string& model, int64_t d, int64_t params) {
   register_model("gpt350M", 1024, 354823168);
   register_model("gpt1.3B", 2048, 1313722368);
   // {vocab, padded}: GPT-2 (padded to a multiple of 64), LLaMA-2, LLaMA-3.
-  for (const auto& [vocab, padded] : std::vector<std::pair<int64_t, int64_t>>{
-           {50257, 50304}, {32000, 32000}, {128256, 128256}}) {
-    benchmark::RegisterBenchmark(
-        ("cross_entropy_" + std::to_string(padded)).c_str(), bench_kernel,
-        static_cast<size_t>(kTokens * padded) * 2 + kSlack,
-        [vocab = vocab, padded = padded](Buffers& b, Stream& s) {
-          return cross_entropy(b, s, vocab, padded);
-        })
+  for (const auto& [vocab, padded] :
+       std::vector<std::pair<int64_t, int64_t>>{{50257, 50304}, {32000, 32000}, {128256, 128256}}) {
+    benchmark::RegisterBenchmark(("cross_entropy_" + std::to_string(padded)).c_str(), bench_kernel,
+                                 static_cast<size_t>(kTokens * padded) * 2 + kSlack,
+                                 [vocab = vocab, padded = padded](Buffers& b, Stream& s) {
+                                   return cross_entropy(b, s, vocab, padded);
+                                 })
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
   }

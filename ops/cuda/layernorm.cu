@@ -208,16 +208,15 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (row >= rows) return;  // the whole warp leaves together: shuffles below stay full-warp
   const int64_t o = row * cols;
-  // Every load is issued before the first use: the row, then gamma and beta (L2-resident).
-  Packed<T, V> v[kPacks], w[kPacks], gm[kPacks], bt[kPacks];
+  // The row's loads are all issued before the first use; gamma and beta are read at the end
+  // (L1 hits after the block's first warp; holding them too would cost occupancy).
+  Packed<T, V> v[kPacks], w[kPacks];
 #pragma unroll
   for (int j = 0; j < kPacks; ++j) {
     const int64_t c = static_cast<int64_t>(j * 32 + lane) * V;
     if (c < cols) {
       v[j] = load_packed<V>(a + o + c);
       if constexpr (kResidual) w[j] = load_packed<V>(b + o + c);
-      gm[j] = load_packed<V>(gamma + c);
-      bt[j] = load_packed<V>(beta + c);
     }
   }
   float s = 0.0f;
@@ -251,11 +250,12 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   for (int j = 0; j < kPacks; ++j) {
     const int64_t c = static_cast<int64_t>(j * 32 + lane) * V;
     if (c < cols) {
+      const Packed<T, V> gm = load_packed<V>(gamma + c);
+      const Packed<T, V> bt = load_packed<V>(beta + c);
       Packed<T, V> out;
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        out.v[k] =
-            from_f32<T>((to_f32(v[j].v[k]) - m) * rs * to_f32(gm[j].v[k]) + to_f32(bt[j].v[k]));
+        out.v[k] = from_f32<T>((to_f32(v[j].v[k]) - m) * rs * to_f32(gm.v[k]) + to_f32(bt.v[k]));
       }
       store_packed<V>(y + o + c, out);
     }
@@ -274,10 +274,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 // dx, dy, x: [rows, cols] T; gamma: [cols] T; mean, rstd: [rows] f32.
 template <typename T, int V, int kPacks, bool kAdd>
 __global__ void __launch_bounds__(32 * norm_bwd_warps(kPacks))
-    layernorm_bwd_kernel_row_in_registers(T* dx, float* part_dgamma, float* part_dbeta,
-                                          const T* dy, const T* x, const T* gamma,
-                                          const float* mean, const float* rstd, int64_t rows,
-                                          int64_t cols, int64_t rows_per_group) {
+    layernorm_bwd_kernel_row_in_registers(T* dx, float* part_dgamma, float* part_dbeta, const T* dy,
+                                          const T* x, const T* gamma, const float* mean,
+                                          const float* rstd, int64_t rows, int64_t cols,
+                                          int64_t rows_per_group) {
   constexpr int kWarps = norm_bwd_warps(kPacks);
   constexpr int kSlots = kPacks * 32;  // packs of a row as laid out over the lanes
   // acc[w][0: dgamma, 1: dbeta][k][p]: warp w's sums for element k of pack p; p = j 32 + lane is
@@ -286,26 +286,26 @@ __global__ void __launch_bounds__(32 * norm_bwd_warps(kPacks))
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   float* acc_g = acc + (warp * 2) * V * kSlots;
   float* acc_b = acc_g + V * kSlots;
-  Packed<T, V> gm[kPacks];
 #pragma unroll
   for (int j = 0; j < kPacks; ++j) {
-    const int64_t c = static_cast<int64_t>(j * 32 + lane) * V;
-    if (c < cols) gm[j] = load_packed<V>(gamma + c);
 #pragma unroll
-    for (int k = 0; k < V; ++k) acc_g[k * kSlots + j * 32 + lane] = acc_b[k * kSlots + j * 32 + lane] = 0.0f;
+    for (int k = 0; k < V; ++k)
+      acc_g[k * kSlots + j * 32 + lane] = acc_b[k * kSlots + j * 32 + lane] = 0.0f;
   }
 
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * rows_per_group;
   const int64_t r1 = std::min<int64_t>(rows, r0 + rows_per_group);
   for (int64_t row = r0 + warp; row < r1; row += kWarps) {
     const int64_t o = row * cols;
-    Packed<T, V> d[kPacks], xv[kPacks], prev[kPacks];
+    // gamma is re-read per row (L1 hits): holding it across rows would cost occupancy.
+    Packed<T, V> d[kPacks], xv[kPacks], gm[kPacks], prev[kPacks];
 #pragma unroll
     for (int j = 0; j < kPacks; ++j) {
       const int64_t c = static_cast<int64_t>(j * 32 + lane) * V;
       if (c < cols) {
         d[j] = load_packed<V>(dy + o + c);
         xv[j] = load_packed<V>(x + o + c);
+        gm[j] = load_packed<V>(gamma + c);
         if constexpr (kAdd) prev[j] = load_packed<V>(dx + o + c);
       }
     }
@@ -399,8 +399,7 @@ int64_t launch_backward_rows(const LayerNormArgs& args, T* dx, float* part_dgamm
       ceil_div(args.rows, std::min(norm_group_capacity(args.rows), resident));
   const int64_t groups = ceil_div(args.rows, rows_per_group);
   kernel<<<static_cast<unsigned>(groups), kThreads, kSmem, stream>>>(
-      dx, part_dgamma, part_dbeta, dy, x, gamma, mean, rstd, args.rows, args.cols,
-      rows_per_group);
+      dx, part_dgamma, part_dbeta, dy, x, gamma, mean, rstd, args.rows, args.cols, rows_per_group);
   ANVIL_CUDA_LAUNCH_CHECK();
   return groups;
 }
@@ -494,7 +493,8 @@ void layernorm_backward(const LayerNormArgs& args, Accumulate acc, TensorView dx
     using T = std::remove_pointer_t<decltype(tag)>;
     constexpr int kV = kVec16<T>;
     const int packs = row_packs_per_lane(args.cols, kV);
-    if (packs > 0 && args.cols % kV == 0 && aligned_to(16, {dx.data, dy.data, x.data, gamma.data})) {
+    if (packs > 0 && args.cols % kV == 0 &&
+        aligned_to(16, {dx.data, dy.data, x.data, gamma.data})) {
       dispatch_packs(packs, [&](auto p) {
         constexpr int kPacks = decltype(p)::value;
         groups = acc == Accumulate::kAdd

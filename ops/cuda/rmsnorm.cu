@@ -156,14 +156,15 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (row >= rows) return;  // the whole warp leaves together: shuffles below stay full-warp
   const int64_t o = row * cols;
-  Packed<T, V> v[kPacks], w[kPacks], gm[kPacks];
+  // The row's loads are all issued before the first use; gamma is read at the end (L1 hits
+  // after the block's first warp; holding it too would cost occupancy).
+  Packed<T, V> v[kPacks], w[kPacks];
 #pragma unroll
   for (int j = 0; j < kPacks; ++j) {
     const int64_t c = static_cast<int64_t>(j * 32 + lane) * V;
     if (c < cols) {
       v[j] = load_packed<V>(a + o + c);
       if constexpr (kResidual) w[j] = load_packed<V>(b + o + c);
-      gm[j] = load_packed<V>(gamma + c);
     }
   }
   float ss = 0.0f;
@@ -185,12 +186,13 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   for (int j = 0; j < kPacks; ++j) {
     const int64_t c = static_cast<int64_t>(j * 32 + lane) * V;
     if (c < cols) {
+      const Packed<T, V> gm = load_packed<V>(gamma + c);
       Packed<T, V> out;
 #pragma unroll
       for (int k = 0; k < V; ++k) {
         // HF: weight * (x * rstd).to(input dtype)
         const float xn = to_f32(from_f32<T>(to_f32(v[j].v[k]) * rs));
-        out.v[k] = from_f32<T>(xn * to_f32(gm[j].v[k]));
+        out.v[k] = from_f32<T>(xn * to_f32(gm.v[k]));
       }
       store_packed<V>(y + o + c, out);
     }
@@ -216,11 +218,8 @@ __global__ void __launch_bounds__(32 * norm_bwd_warps(kPacks))
   extern __shared__ float acc[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   float* acc_g = acc + warp * V * kSlots;
-  Packed<T, V> gm[kPacks];
 #pragma unroll
   for (int j = 0; j < kPacks; ++j) {
-    const int64_t c = static_cast<int64_t>(j * 32 + lane) * V;
-    if (c < cols) gm[j] = load_packed<V>(gamma + c);
 #pragma unroll
     for (int k = 0; k < V; ++k) acc_g[k * kSlots + j * 32 + lane] = 0.0f;
   }
@@ -229,13 +228,15 @@ __global__ void __launch_bounds__(32 * norm_bwd_warps(kPacks))
   const int64_t r1 = std::min<int64_t>(rows, r0 + rows_per_group);
   for (int64_t row = r0 + warp; row < r1; row += kWarps) {
     const int64_t o = row * cols;
-    Packed<T, V> d[kPacks], xv[kPacks], prev[kPacks];
+    // gamma is re-read per row (L1 hits): holding it across rows would cost occupancy.
+    Packed<T, V> d[kPacks], xv[kPacks], gm[kPacks], prev[kPacks];
 #pragma unroll
     for (int j = 0; j < kPacks; ++j) {
       const int64_t c = static_cast<int64_t>(j * 32 + lane) * V;
       if (c < cols) {
         d[j] = load_packed<V>(dy + o + c);
         xv[j] = load_packed<V>(x + o + c);
+        gm[j] = load_packed<V>(gamma + c);
         if constexpr (kAdd) prev[j] = load_packed<V>(dx + o + c);
       }
     }
@@ -381,7 +382,8 @@ void rmsnorm_backward(const RmsNormArgs& args, Accumulate acc, TensorView dx, Te
     using T = std::remove_pointer_t<decltype(tag)>;
     constexpr int kV = kVec16<T>;
     const int packs = row_packs_per_lane(args.cols, kV);
-    if (packs > 0 && args.cols % kV == 0 && aligned_to(16, {dx.data, dy.data, x.data, gamma.data})) {
+    if (packs > 0 && args.cols % kV == 0 &&
+        aligned_to(16, {dx.data, dy.data, x.data, gamma.data})) {
       dispatch_packs(packs, [&](auto p) {
         constexpr int kPacks = decltype(p)::value;
         groups = acc == Accumulate::kAdd
@@ -409,8 +411,8 @@ void rmsnorm_backward(const RmsNormArgs& args, Accumulate acc, TensorView dx, Te
         ceil_div(args.rows, groups));
     ANVIL_CUDA_LAUNCH_CHECK();
   });
-  launch_norm_reduce_partials(dgamma.as<float>(), part_dgamma, nullptr, nullptr, groups,
-                              args.cols, s);
+  launch_norm_reduce_partials(dgamma.as<float>(), part_dgamma, nullptr, nullptr, groups, args.cols,
+                              s);
 }
 
 }  // namespace anvil::ops::cuda
