@@ -1,10 +1,7 @@
 // CUDA fused softmax + cross-entropy, one block per row (token):
-//   pass 1: (max, sum of exp) in f32 over the real vocabulary, block-reduced;
+//   pass 1: online (max, sum of exp) in f32 over the real vocabulary, block-reduced;
 //           loss[r] = max + log(sum) - x[target]                                          (=)
 //   pass 2: dlogits[r, c] = grad_scale * (exp(x[c] - lse) - [c == target]), 0 on padding   (=)
-// Rows of up to 7 x 8192 16-byte packs (57344 bf16: GPT-2's 50304, LLaMA-2's 32000) stay in the
-// registers of a 1024-thread block between the passes, so each logit is read from memory once;
-// longer rows (LLaMA-3's 128256) or unaligned ones re-read the row in pass 2 (from L2 mostly).
 // Ignored rows (target < 0) write loss 0 and a zero gradient row and skip the math. A target
 // >= vocab cannot be reported without a host sync, so it yields a NaN loss and a NaN gradient
 // over the real vocabulary (the step's gradient norm turns non-finite). dlogits may alias
@@ -163,103 +160,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-constexpr int kRowThreads = 1024;
-
-// The row-resident kernel: thread t holds packs i = j kRowThreads + t (j < kPacks, i < the row's
-// packs) in registers from pass 1 to pass 2. Same contract and reads-before-barrier order as
-// cross_entropy_block_per_row (dlogits may alias logits); kVec = 16 / sizeof(T).
-template <typename T, int kVec, int kPacks>
-__global__ void __launch_bounds__(kRowThreads)
-    cross_entropy_row_in_registers(float* losses, T* dlogits, const T* logits,
-                                   const int32_t* targets, int64_t vocab, int64_t padded_vocab,
-                                   float grad_scale) {
-  const int64_t row = blockIdx.x;
-  const T* x = logits + row * padded_vocab;
-  T* dx = dlogits == nullptr ? nullptr : dlogits + row * padded_vocab;
-  const int32_t target = targets[row];
-  const int64_t num_packs = padded_vocab / kVec;
-
-  if (target < 0) {  // ignored token; uniform over the block, so the early return is safe
-    if (threadIdx.x == 0) losses[row] = 0.0f;
-    if (dx != nullptr) {
-      Pack<T, kVec> zero;
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) zero.v[k] = from_f32<T>(0.0f);
-#pragma unroll
-      for (int j = 0; j < kPacks; ++j) {
-        const int64_t i = j * kRowThreads + threadIdx.x;
-        if (i < num_packs) store_pack(dx + i * kVec, zero);
-      }
-    }
-    return;
-  }
-  const bool bad_target = target >= vocab;
-  float target_logit = 0.0f;
-  if (threadIdx.x == 0 && !bad_target) target_logit = to_f32(x[target]);
-
-  // Pass 1: every load first, then this thread's max and sum of exp over its real elements.
-  Pack<T, kVec> p[kPacks];
-#pragma unroll
-  for (int j = 0; j < kPacks; ++j) {
-    const int64_t i = j * kRowThreads + threadIdx.x;
-    if (i < num_packs) p[j] = load_pack<T, kVec>(x + i * kVec);
-  }
-  float m = -INFINITY;
-#pragma unroll
-  for (int j = 0; j < kPacks; ++j) {
-    const int64_t c0 = (j * kRowThreads + static_cast<int64_t>(threadIdx.x)) * kVec;
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) {
-      if (c0 + k < vocab) m = fmaxf(m, to_f32(p[j].v[k]));
-    }
-  }
-  float s = 0.0f;
-  if (m != -INFINITY) {  // else every element is -inf (or there are none): contributes nothing
-#pragma unroll
-    for (int j = 0; j < kPacks; ++j) {
-      const int64_t c0 = (j * kRowThreads + static_cast<int64_t>(threadIdx.x)) * kVec;
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        if (c0 + k < vocab) s += __expf(to_f32(p[j].v[k]) - m);
-      }
-    }
-  }
-
-  using BlockReduce = cub::BlockReduce<MaxSum, kRowThreads>;
-  __shared__ typename BlockReduce::TempStorage temp;
-  __shared__ float shared_lse;
-  const MaxSum total = BlockReduce(temp).Reduce(MaxSum{m, s}, CombineMaxSum());
-  if (threadIdx.x == 0) {
-    const float lse = total.m + logf(total.s);
-    shared_lse = lse;
-    losses[row] = bad_target ? NAN : lse - target_logit;
-  }
-  // Every pass-1 read of this row happens before this barrier, every pass-2 write after it.
-  __syncthreads();
-  if (dx == nullptr) return;
-
-  // Pass 2: gradient over the whole padded row, from registers.
-  const float lse = shared_lse;
-#pragma unroll
-  for (int j = 0; j < kPacks; ++j) {
-    const int64_t i = j * kRowThreads + threadIdx.x;
-    if (i < num_packs) {
-      Pack<T, kVec> out;
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        const int64_t c = i * kVec + k;
-        float g = 0.0f;
-        if (c < vocab) {
-          const float e = __expf(to_f32(p[j].v[k]) - lse);
-          g = bad_target ? NAN : grad_scale * (c == target ? e - 1.0f : e);
-        }
-        out.v[k] = from_f32<T>(g);
-      }
-      store_pack(dx + i * kVec, out);
-    }
-  }
-}
-
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <typename T>
@@ -271,14 +171,7 @@ void launch(const CrossEntropyArgs& args, TensorView losses, TensorView dlogits,
   const bool vectorize =
       args.padded_vocab % kVec == 0 && aligned16(x) && (dx == nullptr || aligned16(dx));
   const dim3 grid(static_cast<unsigned>(args.rows));
-  const int64_t packs_per_thread = ceil_div(args.padded_vocab / kVec, kRowThreads);
-  if (vectorize && packs_per_thread <= 7) {
-    const auto row_kernel = packs_per_thread <= 2   ? cross_entropy_row_in_registers<T, kVec, 2>
-                            : packs_per_thread <= 4 ? cross_entropy_row_in_registers<T, kVec, 4>
-                                                    : cross_entropy_row_in_registers<T, kVec, 7>;
-    row_kernel<<<grid, kRowThreads, 0, stream>>>(losses.as<float>(), dx, x, targets.as<int32_t>(),
-                                                 args.vocab, args.padded_vocab, args.grad_scale);
-  } else if (vectorize) {
+  if (vectorize) {
     cross_entropy_block_per_row<T, kVec>
         <<<grid, kThreads, 0, stream>>>(losses.as<float>(), dx, x, targets.as<int32_t>(),
                                         args.vocab, args.padded_vocab, args.grad_scale);
