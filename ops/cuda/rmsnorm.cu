@@ -315,6 +315,7 @@ int64_t launch_backward_rows(const RmsNormArgs& args, T* dx, float* part_dgamma,
   const auto kernel = rmsnorm_bwd_kernel_row_in_registers<T, kV, kPacks, kAdd>;
   ANVIL_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  // Cached per kernel: a process drives one GPU model.
   static const int64_t resident = resident_blocks(kernel, kThreads, kSmem);
   const int64_t rows_per_group =
       ceil_div(args.rows, std::min(norm_group_capacity(args.rows), resident));
