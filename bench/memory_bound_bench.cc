@@ -1,14 +1,17 @@
 // The memory-bound kernels of a GPT training step on one GPU, as GB/s of the bytes each must
 // move at least, next to a device-to-device copy measured in the same process (the ceiling):
 //   build/bench/memory_bound_bench [--benchmark_filter=gpt124M]
-// Shapes: tokens = 32768 rows (B 32 x T 1024), d = 768 (124M) or 2048 (1.3B), vocabulary 50304
-// padded, ffn = 4 d, bf16 activations, f32 gradients / master weights / AdamW state.
+// Shapes: tokens = 32768 rows (B 32 x T 1024), d = 768 (124M), 1024 (350M) or 2048 (1.3B),
+// ffn = 4 d, bf16 activations, f32 gradients / master weights / AdamW state.
 // Minimum traffic per call (what "GB/s" divides):
 //   layernorm_fwd       read x, write y (bf16), write mean + rstd (f32)
 //   residual_ln_fwd     read a, b, write sum, y (bf16), write mean + rstd
 //   layernorm_bwd       read dy, x (bf16), read mean + rstd, write dx (bf16)
+//   rmsnorm_fwd         read x, write y (bf16), write rstd (f32)
+//   rmsnorm_bwd         read dy, x (bf16), read rstd, write dx (bf16)
 //   gelu_fwd / _bwd     fwd: read x, write y; bwd: read dy, x, write dx ([tokens, 4d] bf16)
-//   cross_entropy       read logits, write dlogits in place ([tokens, 50304] bf16), targets
+//   cross_entropy_V     read logits, write dlogits in place ([tokens, V] bf16), targets; V =
+//                       50304 (GPT-2's 50257 padded), 32000 (LLaMA-2), 128256 (LLaMA-3)
 //   adamw               read master, m, v, grad (f32), write master, m, v (f32), param (bf16)
 //   grad_norm           read grad (f32)
 // the parameter count n of adamw / grad_norm is the model's (124M: 124.4M, 1.3B: 1.31B).
@@ -37,6 +40,7 @@
 #include "ops/grad_norm.h"
 #include "ops/init_normal.h"
 #include "ops/layernorm.h"
+#include "ops/rmsnorm.h"
 
 namespace anvil {
 namespace {
@@ -46,7 +50,6 @@ using engine::Stream;
 using engine::TensorView;
 
 constexpr int64_t kTokens = 32768;
-constexpr int64_t kVocab = 50304;
 constexpr int kCallsPerIteration = 5;
 
 // One allocation per case, carved into operands filled on the device.
@@ -200,6 +203,31 @@ Kernel layernorm_bwd(Buffers& buf, Stream& s, int64_t d) {
           }};
 }
 
+Kernel rmsnorm_fwd(Buffers& buf, Stream& s, int64_t d) {
+  const ops::RmsNormArgs a{kTokens, d};
+  TensorView x = buf.take(DType::kBF16, {kTokens, d}, 1, 1.0, s);
+  TensorView y = buf.take(DType::kBF16, {kTokens, d}, 0, 0.0, s);
+  TensorView rstd = buf.take(DType::kF32, {kTokens}, 0, 0.0, s);
+  TensorView gamma = buf.take(DType::kBF16, {d}, 2, 1.0, s);
+  return {4.0 * kTokens * d + 4.0 * kTokens,
+          [=, &s] { ops::rmsnorm_forward(a, y, rstd, x, gamma, s); }};
+}
+
+Kernel rmsnorm_bwd(Buffers& buf, Stream& s, int64_t d) {
+  const ops::RmsNormArgs a{kTokens, d};
+  TensorView x = buf.take(DType::kBF16, {kTokens, d}, 1, 1.0, s);
+  TensorView dy = buf.take(DType::kBF16, {kTokens, d}, 5, 1.0, s);
+  TensorView dx = buf.take(DType::kBF16, {kTokens, d}, 0, 0.0, s);
+  TensorView gamma = buf.take(DType::kBF16, {d}, 2, 1.0, s);
+  TensorView rstd = buf.take(DType::kF32, {kTokens}, 7, 0.1, s);
+  TensorView dgamma = buf.take(DType::kF32, {d}, 0, 0.0, s);
+  const engine::Workspace ws = buf.workspace(ops::rmsnorm_backward_workspace_bytes(a));
+  return {6.0 * kTokens * d + 4.0 * kTokens, [=, &s] {
+            ops::rmsnorm_backward(a, ops::Accumulate::kOverwrite, dx, dgamma, dy, x, gamma, rstd,
+                                  ws, s);
+          }};
+}
+
 Kernel gelu_fwd(Buffers& buf, Stream& s, int64_t d) {
   TensorView x = buf.take(DType::kBF16, {kTokens, 4 * d}, 1, 1.0, s);
   TensorView y = buf.take(DType::kBF16, {kTokens, 4 * d}, 0, 0.0, s);
@@ -215,13 +243,13 @@ Kernel gelu_bwd(Buffers& buf, Stream& s, int64_t d) {
 
 // In place like the model's (dlogits aliases logits), so every call after the first reads the
 // previous call's gradients: the traffic is the same and the values stay finite.
-Kernel cross_entropy(Buffers& buf, Stream& s) {
-  ops::CrossEntropyArgs a{kTokens, 50257, kVocab};
+Kernel cross_entropy(Buffers& buf, Stream& s, int64_t vocab, int64_t padded) {
+  ops::CrossEntropyArgs a{kTokens, vocab, padded};
   a.grad_scale = 1.0f / kTokens;
-  TensorView logits = buf.take(DType::kBF16, {kTokens, kVocab}, 1, 2.0, s);
+  TensorView logits = buf.take(DType::kBF16, {kTokens, padded}, 1, 2.0, s);
   TensorView losses = buf.take(DType::kF32, {kTokens}, 0, 0.0, s);
   TensorView targets = buf.take(DType::kI32, {kTokens}, 0, 0.0, s);  // token 0
-  return {4.0 * kTokens * kVocab + 8.0 * kTokens,
+  return {4.0 * kTokens * padded + 8.0 * kTokens,
           [=, &s] { ops::softmax_cross_entropy(a, losses, logits, logits, targets, s); }};
 }
 
@@ -255,6 +283,8 @@ void register_model(const std::string& model, int64_t d, int64_t params) {
       {"layernorm_fwd", 2 * act, [d](Buffers& b, Stream& s) { return layernorm_fwd(b, s, d); }},
       {"residual_ln_fwd", 4 * act, [d](Buffers& b, Stream& s) { return residual_ln_fwd(b, s, d); }},
       {"layernorm_bwd", 3 * act, [d](Buffers& b, Stream& s) { return layernorm_bwd(b, s, d); }},
+      {"rmsnorm_fwd", 2 * act, [d](Buffers& b, Stream& s) { return rmsnorm_fwd(b, s, d); }},
+      {"rmsnorm_bwd", 3 * act, [d](Buffers& b, Stream& s) { return rmsnorm_bwd(b, s, d); }},
       {"gelu_fwd", 8 * act, [d](Buffers& b, Stream& s) { return gelu_fwd(b, s, d); }},
       {"gelu_bwd", 12 * act, [d](Buffers& b, Stream& s) { return gelu_bwd(b, s, d); }},
       {"adamw", static_cast<size_t>(params) * 18,
@@ -272,12 +302,19 @@ void register_model(const std::string& model, int64_t d, int64_t params) {
 
 [[maybe_unused]] const bool kRegistered = [] {
   register_model("gpt124M", 768, 124439808);
+  register_model("gpt350M", 1024, 354823168);
   register_model("gpt1.3B", 2048, 1313722368);
-  benchmark::RegisterBenchmark("cross_entropy_50304", bench_kernel,
-                               static_cast<size_t>(kTokens * kVocab) * 2 + kSlack,
-                               [](Buffers& b, Stream& s) { return cross_entropy(b, s); })
-      ->UseManualTime()
-      ->Unit(benchmark::kMicrosecond);
+  // {vocab, padded}: GPT-2 (padded to a multiple of 64), LLaMA-2, LLaMA-3.
+  for (const auto& [vocab, padded] :
+       std::vector<std::pair<int64_t, int64_t>>{{50257, 50304}, {32000, 32000}, {128256, 128256}}) {
+    benchmark::RegisterBenchmark(("cross_entropy_" + std::to_string(padded)).c_str(), bench_kernel,
+                                 static_cast<size_t>(kTokens * padded) * 2 + kSlack,
+                                 [vocab = vocab, padded = padded](Buffers& b, Stream& s) {
+                                   return cross_entropy(b, s, vocab, padded);
+                                 })
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
   return true;
 }();
 

@@ -52,7 +52,8 @@ void layernorm_backward(const LayerNormArgs& args, Accumulate acc, TensorView dx
 // cpu: f32/f64/bf16 activations; with f64 activations mean/rstd and dgamma/dbeta may be f64 too
 // (finite differences in double). Needs no workspace (its *_workspace_bytes is 0).
 // cuda: bf16/f32 activations, f32 mean/rstd/dgamma/dbeta. Backward writes per-block partial
-// dgamma/dbeta sums into the workspace and reduces them in a fixed order: deterministic.
+// dgamma/dbeta sums into the workspace and reduces them in a fixed order: deterministic (the
+// block count follows the GPU's resident blocks: bitwise reproducible on one GPU model).
 // The public layernorm_backward_workspace_bytes returns the CUDA size (enough for both).
 namespace cpu {
 void layernorm_forward(const LayerNormArgs& args, TensorView y, TensorView mean, TensorView rstd,

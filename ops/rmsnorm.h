@@ -55,7 +55,8 @@ void rmsnorm_backward(const RmsNormArgs& args, Accumulate acc, TensorView dx, Te
 // cpu: f32/f64/bf16 activations; with f64 activations rstd and dgamma may be f64 too (finite
 // differences in double). Needs no workspace.
 // cuda: bf16/f32 activations, f32 rstd/dgamma. Backward writes per-block partial dgamma sums
-// into the workspace and reduces them in a fixed order: deterministic.
+// into the workspace and reduces them in a fixed order: deterministic (the block count follows
+// the GPU's resident blocks: bitwise reproducible on one GPU model).
 // The public rmsnorm_backward_workspace_bytes returns the CUDA size (enough for both).
 namespace cpu {
 void rmsnorm_forward(const RmsNormArgs& args, TensorView y, TensorView rstd, ConstTensorView x,

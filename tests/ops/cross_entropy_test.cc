@@ -259,7 +259,13 @@ INSTANTIATE_TEST_SUITE_P(
         GpuCase{DType::kBF16, 1, 1000, 1024, -4.0f, 4.0f},
         GpuCase{DType::kBF16, 7, 130, 136, -4.0f, 4.0f},
         GpuCase{DType::kF32, 7, 130, 132, -4.0f, 4.0f},
-        GpuCase{DType::kF32, 5, 4097, 4101, -4.0f, 4.0f}));
+        GpuCase{DType::kF32, 5, 4097, 4101, -4.0f, 4.0f},
+        // Row held in registers: LLaMA-2's vocabulary, a full last pack slot (57344 = 7 x 8192
+        // bf16), f32 rows; LLaMA-3's 128256 exceeds the registers (the two-read kernel).
+        GpuCase{DType::kBF16, 6, 32000, 32000, -5.0f, 5.0f},
+        GpuCase{DType::kBF16, 5, 57300, 57344, -5.0f, 5.0f},
+        GpuCase{DType::kF32, 5, 8000, 8000, -5.0f, 5.0f},
+        GpuCase{DType::kBF16, 3, 128256, 128256, -5.0f, 5.0f}));
 
 TEST(CrossEntropyGpuEdge, TargetBeyondVocabGivesNaN) {
   ANVIL_SKIP_WITHOUT_GPU();

@@ -396,19 +396,22 @@ TEST_P(LayerNormGpu, BackwardMatchesCpuTwin) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, LayerNormGpu,
-    ::testing::Values(GpuCase{1, 768, DType::kBF16, false}, GpuCase{1, 768, DType::kF32, false},
-                      GpuCase{64, 768, DType::kBF16, false}, GpuCase{64, 768, DType::kF32, false},
-                      GpuCase{33, 13, DType::kBF16, false},  // cols % 8 != 0
-                      GpuCase{33, 13, DType::kF32, false},
-                      GpuCase{7, 1000, DType::kBF16, true},  // vector width fits, pointers don't
-                      GpuCase{5, 4097, DType::kBF16, false}, GpuCase{5, 4097, DType::kF32, false},
-                      GpuCase{1000, 64, DType::kBF16, false},  // many row groups
-                      // 16-byte partial sums: a partial column tile, many groups
-                      GpuCase{129, 1000, DType::kBF16, false},
-                      GpuCase{300, 2048, DType::kF32, false},
-                      GpuCase{4099, 768, DType::kBF16, false},
-                      GpuCase{2, 12288, DType::kBF16, false},
-                      GpuCase{2, 12288, DType::kF32, false}));
+    ::testing::Values(
+        GpuCase{1, 768, DType::kBF16, false}, GpuCase{1, 768, DType::kF32, false},
+        GpuCase{64, 768, DType::kBF16, false}, GpuCase{64, 768, DType::kF32, false},
+        GpuCase{33, 13, DType::kBF16, false},  // cols % 8 != 0
+        GpuCase{33, 13, DType::kF32, false},
+        GpuCase{7, 1000, DType::kBF16, true},  // vector width fits, pointers don't
+        GpuCase{5, 4097, DType::kBF16, false}, GpuCase{5, 4097, DType::kF32, false},
+        GpuCase{1000, 64, DType::kBF16, false},  // many row groups
+        // 16-byte partial sums: a partial column tile, many groups
+        GpuCase{129, 1000, DType::kBF16, false}, GpuCase{300, 2048, DType::kF32, false},
+        GpuCase{4099, 768, DType::kBF16, false}, GpuCase{2, 12288, DType::kBF16, false},
+        GpuCase{2, 12288, DType::kF32, false},
+        // Row-resident path at the GPT widths with many blocks of rows, and a
+        // width whose packs do not fill the last lane round (1000 / 8 = 125).
+        GpuCase{2050, 2048, DType::kBF16, false}, GpuCase{1000, 1024, DType::kBF16, false},
+        GpuCase{777, 1024, DType::kF32, false}, GpuCase{3001, 1000, DType::kBF16, false}));
 
 }  // namespace
 }  // namespace anvil::ops

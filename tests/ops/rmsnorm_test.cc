@@ -337,7 +337,12 @@ INSTANTIATE_TEST_SUITE_P(
                       GpuCase{7, 1000, DType::kBF16, true},  // vector width fits, pointers don't
                       GpuCase{5, 4097, DType::kBF16, false}, GpuCase{5, 4097, DType::kF32, false},
                       GpuCase{1000, 64, DType::kBF16, false},  // many row groups
-                      GpuCase{2, 12288, DType::kBF16, false}));
+                      GpuCase{2, 12288, DType::kBF16, false},
+                      // Row-resident path at the GPT widths with many blocks of rows.
+                      GpuCase{2050, 2048, DType::kBF16, false},
+                      GpuCase{4099, 768, DType::kBF16, false},
+                      GpuCase{777, 1024, DType::kF32, false},
+                      GpuCase{3001, 1000, DType::kBF16, false}));
 
 }  // namespace
 }  // namespace anvil::ops
