@@ -41,20 +41,32 @@ struct DataStreams {
   std::vector<io::BertCorpus> bert;  // the [data] paths; then valid_paths, if any
 };
 
+// Sample i past the end of the `size` samples of split `what`: one warning when wrapping around
+// (*warned), else the run stops (exit status 1) naming the split.
+inline void past_the_end(const std::string& what, int64_t size, int64_t i, bool wrap,
+                         const engine::LogContext& ctx, bool* warned) {
+  if (!wrap) {
+    stop_unless_ok(absl::OutOfRangeError(absl::StrFormat(
+                       "the %s split's %d samples are used up (sample %d asked for)%s", what, size,
+                       i, what == "train" ? "" : "; [data] valid_exhausted = wrap starts it over")),
+                   "data");
+  }
+  if (*warned) return;
+  *warned = true;
+  engine::log_warning(ctx, absl::StrFormat("the %s split's %d samples are used up (sample %d "
+                                           "asked for): wrapping around",
+                                           what, size, i));
+}
+
 // Samples of a validation or test split. Past its end (a resumed run with more evaluations than
-// the split was sized for) Megatron's sampler asserts; here the stream wraps around, with one
-// warning.
-inline model::SampleFn held_out_samples(const io::GptSamples& s, const std::string& what,
+// the split was sized for) Megatron-DeepSpeed's iterator raises StopIteration; here the stream
+// wraps around with one warning, or with `wrap` false ([data] valid_exhausted = error) the run
+// stops with the set's name.
+inline model::SampleFn held_out_samples(const io::GptSamples& s, const std::string& what, bool wrap,
                                         const engine::LogContext& ctx) {
   auto warned = std::make_shared<bool>(false);
-  return [&s, what, ctx, warned](int64_t i, int32_t* out) {
-    if (i >= s.size() && !*warned) {
-      *warned = true;
-      engine::log_warning(ctx,
-                          absl::StrFormat("the %s split's %d samples are used up (sample %d asked "
-                                          "for): wrapping around",
-                                          what, s.size(), i));
-    }
+  return [&s, what, wrap, ctx, warned](int64_t i, int32_t* out) {
+    if (i >= s.size()) past_the_end(what, s.size(), i, wrap, ctx, warned.get());
     stop_unless_ok(s.sample(i % s.size(), out), absl::StrCat("the ", what, " split, sample ", i));
   };
 }
@@ -213,10 +225,10 @@ inline absl::Status open_gpt_data(const model::TrainConfig& cfg, const std::arra
     stop_unless_ok(ts.sample(i, rec), absl::StrCat("the training split, sample ", i));
   };
   for (const auto& [name, samples] : valid_sets) {
-    out->valid.push_back({name, held_out_samples(*samples, name, ctx)});
+    out->valid.push_back({name, held_out_samples(*samples, name, cfg.data.wrap_held_out, ctx)});
   }
   for (const auto& [name, samples] : test_sets) {
-    out->test.push_back({name, held_out_samples(*samples, name, ctx)});
+    out->test.push_back({name, held_out_samples(*samples, name, cfg.data.wrap_held_out, ctx)});
   }
   out->gpt_train = std::move(*train_samples);
   out->gpt_valid = std::move(valid_sets);
@@ -225,21 +237,13 @@ inline absl::Status open_gpt_data(const model::TrainConfig& cfg, const std::arra
 }
 
 // Writes BERT sample i % size of `ds` as a record of seq_len T (model/train/sample_record.h); a
-// held-out set wraps around (one warning), the training set must not (CHECK: Megatron sizes it
-// for the run).
+// held-out set wraps around (one warning) or stops the run (wrap false), the training set must
+// not run out (Megatron sizes it for the run): it stops the run.
 inline model::SampleFn bert_stream(const io::BertSamples& ds, int64_t T, const std::string& what,
                                    bool wrap, const engine::LogContext& ctx) {
   auto warned = std::make_shared<bool>(false);
   return [&ds, T, what, wrap, ctx, warned](int64_t i, int32_t* out) {
-    ANVIL_CHECK_MSG(wrap || i < ds.size(),
-                    absl::StrFormat("the %s split has %d BERT samples, sample %d asked for", what,
-                                    ds.size(), i));
-    if (i >= ds.size() && !*warned) {
-      *warned = true;
-      engine::log_warning(ctx, absl::StrFormat("the %s split's %d samples are used up (sample %d "
-                                               "asked for): wrapping around",
-                                               what, ds.size(), i));
-    }
+    if (i >= ds.size()) past_the_end(what, ds.size(), i, wrap, ctx, warned.get());
     io::BertSample s;
     stop_unless_ok(ds.sample(i % ds.size(), &s), absl::StrCat("the ", what, " split, sample ", i));
     const model::BertRecord r = model::bert_record(out, T);
@@ -341,8 +345,12 @@ inline absl::Status open_bert_data(const model::TrainConfig& cfg,
   const int64_t T = d.seq_len;
   const io::BertSamples* valid = out->bert.back().sets[1].get();
   out->train = bert_stream(*c.sets[0], T, "train", /*wrap=*/false, ctx);
-  if (valid) out->valid.push_back({"val", bert_stream(*valid, T, "val", true, ctx)});
-  if (c.sets[2]) out->test.push_back({"test", bert_stream(*c.sets[2], T, "test", true, ctx)});
+  if (valid) {
+    out->valid.push_back({"val", bert_stream(*valid, T, "val", cfg.data.wrap_held_out, ctx)});
+  }
+  if (c.sets[2]) {
+    out->test.push_back({"test", bert_stream(*c.sets[2], T, "test", cfg.data.wrap_held_out, ctx)});
+  }
   engine::log_info(
       ctx, absl::StrFormat("data (BERT, %s head): train %d samples%s, validation %d, test %d",
                            cfg.model.binary_head ? "sentence-order" : "no binary",

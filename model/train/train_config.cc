@@ -312,6 +312,7 @@ absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size
   t.data.eod_mask_loss = c.get_bool("data", "eod_mask_loss");
   t.data.reset_position_ids = c.get_bool("data", "reset_position_ids");
   t.data.reset_attention_mask = c.get_bool("data", "reset_attention_mask");
+  t.data.wrap_held_out = c.get_string("data", "valid_exhausted") == "wrap";
   if (m.bert()) {  // BERT's samples are sentence pairs with their own masks, no eod
     for (const char* key : {"eod_mask_loss", "reset_position_ids", "reset_attention_mask"}) {
       ANVIL_RETURN_IF_ERROR(need(!c.get_bool("data", key), c, "data", key,

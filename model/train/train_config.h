@@ -47,6 +47,7 @@ struct DataConfig {
   bool eod_mask_loss = false;         // no loss on the token after an eod (Megatron's rule)
   bool reset_position_ids = false;    // positions restart after every eod
   bool reset_attention_mask = false;  // document-aware causal mask (attention within a doc)
+  bool wrap_held_out = true;          // valid_exhausted = wrap (else error)
   double last_epoch_cutoff = 0.95;    // separate last epoch below this share of an epoch
   double mask_prob = 0.15;            // BERT: masked-LM share of the tokens
   double short_seq_prob = 0.1;        // BERT: probability of a shorter target length

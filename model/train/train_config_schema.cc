@@ -107,6 +107,13 @@ ConfigSchema build_schema() {
   s.add("data", "reset_attention_mask", kBool, "false",
         "--reset-attention-mask: tokens attend only to earlier tokens of their own document "
         "(documents end at eod_token).");
+  s.add("data", "valid_exhausted", kString, "wrap",
+        "When an evaluation asks a validation or test set for more samples than it was sized "
+        "for (Megatron's counts; e.g. a resumed run with a smaller eval_interval, or a small "
+        "valid_paths set): wrap = start the set over, with one warning (anvil's default); "
+        "error = stop the run with exit status 1 naming the set, as Megatron-DeepSpeed does "
+        "(its validation iterator raises StopIteration).",
+        {"wrap", "error"});
   // [train]
   s.add("train", "micro_batch", kInt, "8", "Samples per forward/backward (--micro-batch-size).");
   s.add("train", "global_batch", kInt, "0",

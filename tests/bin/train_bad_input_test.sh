@@ -8,7 +8,9 @@
 #      [train] check_memory = false); with MPIRUN set (mpirun and its flags), two ranks whose
 #      plans fit alone but not together on this host;
 #   3. an absurd [optim] lr; a run whose loss goes NaN stops after max_skipped_steps (on one
-#      rank, and with MPIRUN on two data-parallel ranks).
+#      rank, and with MPIRUN on two data-parallel ranks);
+#   4. a validation set used up by a resumed run's extra evaluations: [data] valid_exhausted =
+#      error stops the run naming the set, wrap (the default) warns once and goes on.
 # usage: train_bad_input_test.sh BUILD/bin/train   (from the repository root)
 set -euo pipefail
 train=$1
@@ -94,4 +96,20 @@ if [[ -n ${MPIRUN:-} ]]; then
   grep -q "error (rank 0 of 2): the run diverged: 3 consecutive steps" "$work/out.log" \
     || fail "2 ranks: no divergence message: $(grep error "$work/out.log" | head -2)"
 fi
+
+# 4. A validation set used up: a run saved at step 4 (evaluations at 4 and at the end: the two
+# its set was sized for) resumed for 8 steps evaluates twice more over a set sized for three.
+# valid_exhausted = error stops it naming the set (Megatron-DeepSpeed's StopIteration); wrap
+# (the default) starts the set over with one warning.
+ev=(train.eval_interval=4 train.eval_iters=2)
+"$train" "$work/t.ini" "${ev[@]}" train.steps=4 checkpoint.save="$work/ev" > "$work/ev.log" 2>&1 \
+  || fail "evaluating run: $(tail -3 "$work/ev.log")"
+refused "the val split's 27 samples are used up (sample 27 asked for); [data] valid_exhausted" \
+  "${ev[@]}" train.steps=8 checkpoint.load="$work/ev" checkpoint.override_lr_scheduler=true \
+  data.valid_exhausted=error
+grep -qE "step +8/8 \| loss" "$work/out.log" || fail "the error came before step 8's evaluation"
+"$train" "$work/t.ini" "${ev[@]}" train.steps=8 checkpoint.load="$work/ev" \
+  checkpoint.override_lr_scheduler=true > "$work/wrap.log" 2>&1 || fail "wrap: $(tail -3 "$work/wrap.log")"
+[[ $(grep -c "the val split's 27 samples are used up (sample 27 asked for): wrapping around" \
+  "$work/wrap.log") == 1 ]] || fail "no single wrap warning: $(grep -i warn "$work/wrap.log")"
 echo "PASS"
