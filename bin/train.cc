@@ -244,6 +244,20 @@ model::CheckpointedModel checkpointed(model::Trainer& t) {
   return m;
 }
 
+// The training samples the run reads: [train] train_samples or steps x global_batch, or more
+// when it resumes a checkpoint trained with larger batches (its consumed samples plus this
+// run's remaining steps). Without a checkpoint to resume, the load reports why later.
+int64_t train_samples_needed(const model::TrainConfig& cfg) {
+  const int64_t planned = cfg.train.run_samples();
+  const model::CheckpointConfig& ck = cfg.checkpoint;
+  if (ck.load.empty() || ck.finetune) return planned;
+  absl::StatusOr<anvil::io::Checkpoint> c =
+      anvil::io::open_newest_complete(ck.load, ck.load_step, [](const std::string&) {});
+  if (!c.ok()) return planned;
+  absl::StatusOr<model::TrainerState> s = model::trainer_state_from(c->info().state, cfg);
+  return s.ok() ? std::max(planned, model::resumed_run_samples(*s, cfg)) : planned;
+}
+
 // TensorBoard events from the last rank, as Megatron (every rank has the step's loss and norm):
 // its writer there, null on the other ranks and without [log] tensorboard_dir.
 absl::StatusOr<std::unique_ptr<anvil::io::TensorBoardWriter>> open_tensorboard(
@@ -311,8 +325,8 @@ absl::StatusOr<model::EvalSuite> load_eval_suite(const model::TrainConfig& cfg) 
 // Runs `tr` with the run's checkpoints (model/train/run_loop.h); bin/train's exit status
 // (fatal: a rank-local error that ends every rank; fail: one every rank has).
 template <typename Fatal>
-int train_loop(const model::RunContext& run, model::Trainer& tr, const anvil::engine::Timer& started,
-               const Fatal& fatal, const ErrorPrinter& fail) {
+int train_loop(const model::RunContext& run, model::Trainer& tr,
+               const anvil::engine::Timer& started, const Fatal& fatal, const ErrorPrinter& fail) {
   const model::RunEnd end =
       model::run_with_checkpoints(run, tr, checkpointed(tr), checkpoint_files(run.cfg->checkpoint),
                                   [&started] { return started.seconds(); });
@@ -647,8 +661,8 @@ int run(int argc, char** argv) {
   // Megatron's sample counts; the index caches are built here by every process that lacks them.
   std::array<int64_t, 3> want = anvil::io::megatron_split_samples(
       cfg.train.steps, cfg.train.global_batch, cfg.train.eval_interval, cfg.train.eval_iters);
-  want[0] = cfg.train.run_samples();  // Megatron: --train-samples when given
-  DataStreams data;                   // (the samples' owners live as long as the trainer)
+  want[0] = train_samples_needed(cfg);  // Megatron: --train-samples when given
+  DataStreams data;                     // (the samples' owners live as long as the trainer)
   if (absl::Status s = cfg.model.bert() ? open_bert_data(cfg, want, ctx, &data)
                                         : open_gpt_data(cfg, want, ctx, &data);
       !s.ok()) {

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "engine/checked_math.h"
 #include "engine/dtype.h"
 #include "engine/memory.h"
 #include "engine/status.h"
@@ -276,6 +277,22 @@ std::map<std::string, int64_t> checkpoint_counters(const TrainerState& s, const 
           {"data_seed", static_cast<int64_t>(cfg.data.seed)}};
 }
 
+std::string batch_change_note(const TrainerState& s, const TrainConfig& cfg) {
+  const LoopConfig& l = cfg.train;
+  const int64_t want = samples_after_steps(l.rampup, l.global_batch, s.step);
+  if (s.consumed_samples == want) return "";
+  return absl::StrCat("the checkpoint consumed ", s.consumed_samples, " samples in ", s.step,
+                      " steps, where [train] global_batch ", l.global_batch,
+                      " and rampup_batch_size give ", want,
+                      ": the batch size changed; training continues from sample ",
+                      s.consumed_samples, " with this run's batch sizes (as Megatron-DeepSpeed)");
+}
+
+int64_t resumed_run_samples(const TrainerState& s, const TrainConfig& cfg) {
+  return s.consumed_samples +
+         std::max<int64_t>(0, cfg.train.steps - s.step) * cfg.train.global_batch;
+}
+
 absl::StatusOr<TrainerState> trainer_state_from(const std::map<std::string, int64_t>& counters,
                                                 const TrainConfig& cfg) {
   auto get = [&](const char* key) -> absl::StatusOr<int64_t> {
@@ -294,12 +311,9 @@ absl::StatusOr<TrainerState> trainer_state_from(const std::map<std::string, int6
   ANVIL_ASSIGN_OR_RETURN(int64_t seed, get("seed"));
   ANVIL_ASSIGN_OR_RETURN(int64_t data_seed, get("data_seed"));
   const LoopConfig& l = cfg.train;
-  const int64_t want = samples_after_steps(l.rampup, l.global_batch, s.step);
-  if (s.consumed_samples != want) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "checkpoint: ", s.consumed_samples, " samples consumed in ", s.step,
-        " steps, but [train] global_batch ", l.global_batch, " and rampup_batch_size give ", want,
-        ": resuming needs the same batch sizes (or [checkpoint] finetune = true)"));
+  if (s.consumed_samples < 0 || s.consumed_samples > engine::kMaxSamples) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint: consumed_samples ", s.consumed_samples, " outside [0, 2^40]"));
   }
   // Checkpoints from before these counters: Megatron's fallbacks (training.py
   // build_train_valid_test_data_iterators) and the schedule of the applied steps.

@@ -87,12 +87,19 @@ absl::Status gpt_load_checkpoint(GptModel& model, const TensorLookup& lookup, bo
 // depends on it) and the seeds of init/dropout and of the data order.
 std::map<std::string, int64_t> checkpoint_counters(const TrainerState& s, const TrainConfig& cfg);
 // Back from a checkpoint's counters. InvalidArgument naming the numbers when the config would
-// not continue the same sample stream: other batch sizes (consumed samples != those of `step`
-// steps under global_batch and rampup_batch_size), [train] seed or [data] seed. Counters older
+// not continue the same sample stream: [train] seed or [data] seed. Other batch sizes are
+// allowed, as Megatron-DeepSpeed allows them: the run continues from the consumed samples
+// (batch_change_note says so). Counters older
 // checkpoints lack take Megatron's fallbacks (validation: step // eval_interval evaluations of
 // eval_iters global batches; the lr position: the applied steps' samples).
 absl::StatusOr<TrainerState> trainer_state_from(const std::map<std::string, int64_t>& counters,
                                                 const TrainConfig& cfg);
+// "" when `s` consumed the samples that `s.step` steps of cfg's global_batch and
+// rampup_batch_size give, else a note naming both (the batch size changed since the save).
+std::string batch_change_note(const TrainerState& s, const TrainConfig& cfg);
+// Training samples a run resumed from `s` reads: its consumed samples plus the remaining steps
+// at cfg's global batch (an upper bound under ramp-up).
+int64_t resumed_run_samples(const TrainerState& s, const TrainConfig& cfg);
 // The parallel layout (tp, pp, dp, zero_stage, virtual_stages, sequence_parallel; a pipelined
 // T5 also pp_split_rank) and the LR schedule's parameters (in samples) with the lr the next step
 // of `state` uses, for the manifest (informative: loading works from any layout, and the

@@ -92,6 +92,9 @@ absl::Status load_run_checkpoint(const RunContext& run, const CheckpointedModel&
                          resume_lr_schedule(c->record.lr_schedule, cfg, c->dir, &note));
   if (!note.empty()) engine::log_info(run.ctx, note);
   model.restore(st);
+  if (const std::string changed = batch_change_note(st, cfg); !changed.empty()) {
+    engine::log_warning(run.ctx, changed);
+  }
   const int64_t samples = cfg.train.run_samples();
   auto saved = c->record.state.find("train_samples");
   if (saved != c->record.state.end() && saved->second != samples) {

@@ -7,7 +7,8 @@
 #      the checkpoint it saves records lr 1e-3 again (so a second resume keeps it);
 #   3. override_lr_scheduler: steps 5-8 use the lrs of the uninterrupted lr 2e-3 run (the
 #      position continues in the config's schedule), and says so in the log;
-#   4. both options at once is a config error; an equal schedule resumes without a note.
+#   4. both options at once is a config error; an equal schedule resumes without a note;
+#   5. another global batch (larger or smaller) resumes from the consumed samples with a note.
 # usage: train_lr_resume_test.sh BUILD/bin/train BUILD/bin/preprocess (from the repo root)
 set -euo pipefail
 train=$1
@@ -85,4 +86,17 @@ grep -qF "override_lr_scheduler exclude each other" "$work/b.log" || fail "both:
 t same.log checkpoint.load="$work/ck" || fail "same schedule: $(tail -3 "$work/same.log")"
 [[ $(lrs "$work/same.log") == "$want1" ]] || fail "same lrs"
 if grep -qE "(override|use_checkpoint)_lr_scheduler: " "$work/same.log"; then fail "a note for an equal schedule"; fi
+
+# 5. Another global batch (Megatron-DeepSpeed allows it): the run continues from the 8 samples
+# the checkpoint consumed, says so, and its own batches follow: 8 + 4 x 4 = 24 samples at step
+# 8 with global_batch 4, 8 + 4 x 1 = 12 with global_batch 1 (micro_batch 1).
+for g in 4 1; do
+  t g$g.log checkpoint.load="$work/ck" checkpoint.override_lr_scheduler=true \
+    train.global_batch=$g train.micro_batch=$((g < 2 ? 1 : 2)) checkpoint.save="$work/ck_g$g" \
+    || fail "global_batch $g: $(tail -3 "$work/g$g.log")"
+  grep -qF "the checkpoint consumed 8 samples in 4 steps, where [train] global_batch $g" \
+    "$work/g$g.log" || fail "global_batch $g: no note: $(grep -i warn "$work/g$g.log")"
+  grep -qE "\"consumed_samples\": $((8 + 4 * g))[,}]" "$work/ck_g$g/step_00000008/manifest.json" \
+    || fail "global_batch $g: $(grep -o '"consumed_samples": [0-9]*' "$work/ck_g$g/step_00000008/manifest.json")"
+done
 echo "train_lr_resume_test: OK"

@@ -397,8 +397,9 @@ TEST(MegatronScheduleTest, NamedHeldOutSetsShareTheStreamPosition) {
   EXPECT_EQ((*trainer)->state().consumed_valid_samples, 12);
 }
 
-// A resume refuses other batch sizes: consumed samples are checked against global_batch and
-// the ramp-up; counters of older checkpoints take Megatron's fallbacks.
+// A resume with other batch sizes continues from the consumed samples, as Megatron-DeepSpeed,
+// with a note naming both counts; a shrunken batch reads more samples than steps x
+// global_batch; counters of older checkpoints take Megatron's fallbacks.
 TEST(MegatronScheduleTest, CheckpointCountersCheckTheRampup) {
   TrainConfig cfg = small_config();
   cfg.train.global_batch = 8;
@@ -412,12 +413,22 @@ TEST(MegatronScheduleTest, CheckpointCountersCheckTheRampup) {
   // 3 increments of 12 / 3 = 4 samples: G = 2 at 0 and 2, 4 at 4, 6 at 8, 8 at 14 (> 12).
   EXPECT_EQ(s.consumed_samples, 2 + 2 + 4 + 6 + 8);
   std::map<std::string, int64_t> counters = checkpoint_counters(s, cfg);
-  EXPECT_TRUE(trainer_state_from(counters, cfg).ok());
+  ASSERT_TRUE(trainer_state_from(counters, cfg).ok());
+  EXPECT_EQ(batch_change_note(*trainer_state_from(counters, cfg), cfg), "");
   TrainConfig other = cfg;
   other.train.rampup = BatchRampup{};
-  EXPECT_THAT(std::string(trainer_state_from(counters, other).status().message()),
-              HasSubstr("22 samples consumed in 5 steps, but [train] global_batch 8 and "
+  absl::StatusOr<TrainerState> changed = trainer_state_from(counters, other);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ(changed->consumed_samples, 22);
+  EXPECT_THAT(batch_change_note(*changed, other),
+              HasSubstr("consumed 22 samples in 5 steps, where [train] global_batch 8 and "
                         "rampup_batch_size give 40"));
+  other.train.steps = 10;
+  EXPECT_EQ(resumed_run_samples(*changed, other), 22 + 5 * 8);
+  TrainConfig smaller = other;
+  smaller.train.global_batch = 2;  // 5 steps of 2 would be 10 samples: 22 read already
+  EXPECT_EQ(resumed_run_samples(*changed, smaller), 22 + 5 * 2);
+  EXPECT_GT(resumed_run_samples(*changed, smaller), smaller.train.run_samples());
   counters.erase("consumed_valid_samples");
   counters.erase("lr_samples");
   auto old = trainer_state_from(counters, cfg);
