@@ -22,30 +22,8 @@ finetune=$4
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-cat > "$work/t.ini" <<INI
-[model]
-vocab_size = 65535
-max_seq_len = 16
-d_model = 32
-n_heads = 4
-n_layers = 2
-hidden_dropout = 0.1
-[data]
-paths = tests/io/fixtures/gpt_index/synth_a
-seq_len = 16
-eod_token = 0
-cache_dir = $work/cache
-[train]
-micro_batch = 2
-global_batch = 4
-steps = 6
-device = cpu
-eval_iters = 0
-log_interval = 1
-[optim]
-lr = 1e-2
-warmup_steps = 2
-INI
+source "$(dirname "$0")/tiny_synth_ini.sh"
+tiny_synth_ini "$work/t.ini" "$work" model.n_heads=4 model.hidden_dropout=0.1
 # refused LOG WANT CMD...: CMD exits non-zero (not a crash) and LOG holds WANT.
 refused() {
   local log=$1 want=$2 rc=0

@@ -16,28 +16,8 @@ set -euo pipefail
 train=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cat > "$work/t.ini" <<INI
-[model]
-vocab_size = 65535
-max_seq_len = 16
-d_model = 32
-n_heads = 2
-n_layers = 2
-[data]
-paths = tests/io/fixtures/gpt_index/synth_a
-seq_len = 16
-eod_token = 0
-cache_dir = $work/cache
-[train]
-micro_batch = 2
-global_batch = 4
-steps = 20
-device = cpu
-eval_iters = 0
-log_interval = 1
-[optim]
-lr = 1e-2
-INI
+source "$(dirname "$0")/tiny_synth_ini.sh"
+tiny_synth_ini "$work/t.ini" "$work" train.steps=20 optim.warmup_steps=0
 fail() { echo "FAIL: $*"; exit 1; }
 
 # refused PATTERN ARGS...: bin/train with ARGS exits 1 within 60 s, printing PATTERN.

@@ -8,36 +8,10 @@ set -euo pipefail
 train=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cat > "$work/t.ini" <<INI
-[model]
-vocab_size = 65535
-max_seq_len = 16
-d_model = 32
-n_heads = 2
-n_layers = 2
-[data]
-paths = tests/io/fixtures/gpt_index/synth_a
-seq_len = 16
-eod_token = 0
-cache_dir = $work/cache
-[train]
-micro_batch = 2
-global_batch = 4
-steps = 6
-device = cpu
-eval_iters = 0
-log_interval = 1
-[optim]
-lr = 1e-2
-warmup_steps = 2
-[curriculum]
-enabled = true
-schedule = fixed_discrete
-min_difficulty = 4
-max_difficulty = 16
-difficulty = 4, 8, 16
-max_step = 2, 4
-INI
+source "$(dirname "$0")/tiny_synth_ini.sh"
+tiny_synth_ini "$work/t.ini" "$work" curriculum.enabled=true curriculum.schedule=fixed_discrete \
+  curriculum.min_difficulty=4 curriculum.max_difficulty=16 "curriculum.difficulty=4, 8, 16" \
+  "curriculum.max_step=2, 4"
 fail() { echo "FAIL: $*"; exit 1; }
 losses() { grep -oE 'step +[0-9]+/[0-9]+ \| loss [0-9.]+' "$1" | sed -E 's/ +/ /g'; }
 

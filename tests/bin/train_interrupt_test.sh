@@ -16,26 +16,8 @@ work=$(mktemp -d)
 pid=
 trap '[[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null; rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-cat > "$work/t.ini" <<INI
-[model]
-vocab_size = 65535
-max_seq_len = 16
-d_model = 32
-n_heads = 2
-n_layers = 2
-[data]
-paths = tests/io/fixtures/gpt_index/synth_a
-seq_len = 16
-eod_token = 0
-cache_dir = $work/cache
-[train]
-micro_batch = 2
-global_batch = 4
-steps = 1000
-device = cpu
-eval_iters = 0
-log_interval = 1
-INI
+source "$(dirname "$0")/tiny_synth_ini.sh"
+tiny_synth_ini "$work/t.ini" "$work" train.steps=1000 optim.lr=3e-4 optim.warmup_steps=0
 # start LOG ARGS...: bin/train in the background with SIGINT at its default action; sets pid.
 start() {
   local log=$1

@@ -20,32 +20,9 @@ fail() {
   echo "FAIL: $*"
   exit 1
 }
-cat > "$work/t.ini" <<INI
-[model]
-vocab_size = 65535
-max_seq_len = 16
-d_model = 32
-n_heads = 2
-n_layers = 2
-hidden_dropout = 0.1
-attention_dropout = 0.1
-[data]
-paths = tests/io/fixtures/gpt_index/synth_a
-seq_len = 16
-eod_token = 0
-cache_dir = $work/cache
-[train]
-micro_batch = 2
-global_batch = 4
-steps = 24
-device = cpu
-precision = fp16
-eval_iters = 0
-log_interval = 4
-[optim]
-lr = 1e-2
-warmup_steps = 2
-INI
+source "$(dirname "$0")/tiny_synth_ini.sh"
+tiny_synth_ini "$work/t.ini" "$work" model.hidden_dropout=0.1 model.attention_dropout=0.1 \
+  train.steps=24 train.precision=fp16 train.log_interval=4
 losses() { grep -oE 'step +[0-9]+/[0-9]+ \| loss [0-9.na-]+ .*loss scale [0-9.]+' "$1" |
   sed -E 's/ +/ /g; s/\| lr.*\| loss scale/| loss scale/'; }
 
