@@ -43,12 +43,17 @@ class ChoiceLogprobs {
     top_.erase(top_.end() - 1);
     offsets_.erase(offsets_.end() - 1);
   }
-  nlohmann::json json() const {
-    return {{"tokens", tokens_},
-            {"token_logprobs", logprobs_},
-            {"top_logprobs", top_},
-            {"text_offset", offsets_}};
+  nlohmann::json json() const { return json(0, tokens_.size()); }
+  // The entries [from, to) alone (a streamed chunk's), offsets still counted from the choice's
+  // start.
+  nlohmann::json json(size_t from, size_t to) const {
+    auto part = [&](const auto& v) { return std::vector(v.begin() + from, v.begin() + to); };
+    return {{"tokens", part(tokens_)},
+            {"token_logprobs", part(logprobs_)},
+            {"top_logprobs", part(top_)},
+            {"text_offset", part(offsets_)}};
   }
+  size_t size() const { return tokens_.size(); }
 
  private:
   void add(int32_t token, nlohmann::json logprob, nlohmann::json top) {

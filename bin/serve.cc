@@ -13,9 +13,10 @@
 // context; 0 only with echo), temperature (1), top_p (1), top_k (0: off), repetition_penalty
 // (1), stop (string or list), seed (default: random), logprobs (null, or k: each token's log
 // probability and its k likeliest alternatives, bin/openai_logprobs.h), echo (false: the prompt
-// is returned, and scored with logprobs), stream (false; not with logprobs or echo). The
-// response is a text_completion object; with stream = true, server-sent
-// events `data: {...}` carry the text as it grows, then `data: [DONE]`. Bad requests get a 4xx
+// is returned, and scored with logprobs), stream (false; not with echo; with logprobs, each
+// chunk carries the entries of its tokens). The response is a text_completion object; with
+// stream = true, server-sent events `data: {...}` carry the text as it grows, then
+// `data: [DONE]`. Bad requests get a 4xx
 // {"error": {"message": ..., "type": "invalid_request_error"}}. GET /health answers "ok".
 // Connections (bin/connection_guard.h): --threads workers (default 32) serve them; a request
 // must arrive whole within --request-timeout seconds (default 30; else 408), and one client
@@ -302,19 +303,25 @@ class Server {
     }
     // Streaming: the choices one after the other (later ones run meanwhile), each as the stable
     // part of its text grows, then its finish reason; then [DONE].
+    // With logprobs, each chunk carries the entries of the tokens scored since the last chunk.
     struct State {
       size_t job = 0, sent = 0;
       bool done = false;
       bool role_sent = false;  // chat: the first chunk's delta is {"role": "assistant"}
+      std::optional<anvil::bin::ChoiceLogprobs> lp;  // the current job's (logprobs requested)
+      size_t lp_sent = 0;                            // its entries sent
     };
     auto st = std::make_shared<State>();
+    const int64_t logprobs = p.logprobs;
+    auto text_of = [this](int32_t t) { return token_text(t); };
+    if (logprobs >= 0) st->lp.emplace(text_of);
     auto stops = std::make_shared<std::vector<std::vector<std::string>>>();
     for (const model::GenerationRequest& r : reqs) stops->push_back(r.stop);
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [st, jobs, stops, chunk, is_chat, id, created, name = name_](size_t,
-                                                                     httplib::DataSink& sink) {
+        [st, jobs, stops, chunk, is_chat, id, created, text_of, name = name_](
+            size_t, httplib::DataSink& sink) {
           auto send = [&](const std::string& line) { return sink.write(line.data(), line.size()); };
           if (is_chat && !st->role_sent) {
             st->role_sent = true;
@@ -342,16 +349,24 @@ class Server {
           const size_t upto = fin ? e.text.size() : model::stable_prefix(e.text, (*stops)[st->job]);
           std::string delta = upto > st->sent ? e.text.substr(st->sent, upto - st->sent) : "";
           st->sent = std::max(st->sent, upto);
+          if (st->lp && (e.has_token || e.eod_token)) st->lp->add(e);
           bool ok = true;
           if (!delta.empty() || fin) {
-            ok = send(
-                "data: " +
-                dump(chunk(st->job, delta, fin ? model::finish_reason_name(e.finished) : nullptr)) +
-                "\n\n");
+            json c = chunk(st->job, delta, fin ? model::finish_reason_name(e.finished) : nullptr);
+            if (st->lp) {
+              const json part = st->lp->json(st->lp_sent, st->lp->size());
+              c["choices"][0]["logprobs"] = is_chat ? anvil::bin::chat_logprobs(part) : part;
+              st->lp_sent = st->lp->size();
+            }
+            ok = send("data: " + dump(c) + "\n\n");
           }
           if (fin) {
             ++st->job;
             st->sent = 0;
+            if (st->lp) {
+              st->lp.emplace(text_of);
+              st->lp_sent = 0;
+            }
           }
           return ok;  // false: the client is gone
         },
@@ -447,8 +462,8 @@ class Server {
       return e;
     }
     out->logprobs = static_cast<int64_t>(logprobs);
-    if (out->stream && (out->echo || out->logprobs >= 0)) {
-      return bad("'echo' and 'logprobs' are not supported with 'stream'");
+    if (out->stream && out->echo) {
+      return bad("'echo' is not supported with 'stream'");
     }
     // Any larger max_tokens is capped by the context below.
     if (auto e = number(j, "max_tokens", {true, out->echo ? 0.0 : 1.0, false, kNoLimit}, 16,

@@ -2,8 +2,9 @@
 // The official `openai` npm client (pinned in scripts/fetch-tokenizers.sh) against a running
 // bin/serve (tests/bin/serve_openai_test.sh):
 //   node scripts/openai_client_check.js BASE_URL TEMPLATE_FILE
-// completions, chat (plain, streamed, with logprobs), models.list, and errors (an unknown route: 404; a bad
-// request: 400, raised as APIError with the server's message). Then the greedy chat answer must
+// completions, chat (plain, streamed, with logprobs, streamed with logprobs), models.list, and
+// errors (an unknown route: 404; a bad request: 400, raised as APIError with the server's
+// message). Then the greedy chat answer must
 // equal a greedy completion of the conversation rendered with @huggingface/jinja (the
 // reference renderer), i.e. bin/serve's template rendering + encoding + generation by hand.
 "use strict";
@@ -91,13 +92,28 @@ async function main() {
     assert(Buffer.from(e.bytes).toString("utf8") === e.token, `bytes ${i}`);
   });
 
+  // Streamed with logprobs: the chunks' content entries, in order, are the unstreamed ones.
+  const lpStream = await client.chat.completions.create({ model, messages, max_tokens: 4,
+                                                          temperature: 0, logprobs: true,
+                                                          top_logprobs: 2, stream: true });
+  const streamedLp = [];
+  for await (const chunk of lpStream) {
+    const l = chunk.choices[0].logprobs;
+    if (l && l.content) streamedLp.push(...l.content);
+  }
+  assert(streamedLp.length === content.length, "streamed logprobs count");
+  streamedLp.forEach((e, i) => {
+    assert(e.token === content[i].token, `streamed logprobs token ${i}`);
+    assert(Math.abs(e.logprob - content[i].logprob) < 1e-6, `streamed logprob ${i}`);
+  });
+
   await expectError(client.get("/nope"), 404, /unknown route GET \/v1\/nope/, "unknown route");
   await expectError(client.chat.completions.create({ model, messages: [] }), 400,
                     /'messages' must be a non-empty list/, "empty messages");
   await expectError(client.completions.create({ model, prompt: "x", temperature: -1 }), 400,
                     /'temperature' must be >= 0/, "bad temperature");
   await expectError(client.post("/models", { body: {} }), 405, /not allowed/, "wrong method");
-  console.log("openai client: completions, chat, chat stream, models, errors: ok");
+  console.log("openai client: completions, chat, chat stream, logprobs stream, models, errors: ok");
 }
 
 main().catch((e) => {

@@ -249,7 +249,25 @@ for c in zero["choices"]:
     for a, b in zip(z["token_logprobs"][1:], lp["token_logprobs"][1:6]):
         assert abs(a - b) <= tol, (a, b)  # the same prefill (other LM-head chunks)
 PY
-for body in '{"prompt": "x", "logprobs": 1, "stream": true}' '{"prompt": [1, 99999999]}' \
+# Streamed with logprobs: the chunks' entries, in order, are the unstreamed request's.
+curl -sS -N --max-time 60 "$url" -d "{\"prompt\": $ids, \"max_tokens\": 3, \"temperature\": 0, \"logprobs\": 2, \"stream\": true}" \
+  > "$work/lp_stream.txt" || fail "streamed logprobs request"
+python3 - "$work/lp_stream.txt" "$work/lp_gen.json" "$exact" <<'PY' \
+  || fail "streamed logprobs: $(cat "$work/lp_stream.txt")"
+import json, sys
+chunks = [json.loads(l[6:]) for l in open(sys.argv[1]) if l.startswith("data: {")]
+want = json.load(open(sys.argv[2]))["choices"][0]["logprobs"]
+tol = 0.0 if sys.argv[3] == "1" else 1e-3
+got = {"tokens": [], "token_logprobs": [], "text_offset": []}
+for c in chunks:
+    lp = c["choices"][0]["logprobs"]
+    for k in got:
+        got[k] += lp[k]
+assert got["tokens"] == want["tokens"] and got["text_offset"] == want["text_offset"], (got, want)
+for a, b in zip(got["token_logprobs"], want["token_logprobs"]):
+    assert abs(a - b) <= tol, (a, b)
+PY
+for body in '{"prompt": "x", "echo": true, "stream": true}' '{"prompt": [1, 99999999]}' \
     '{"prompt": "x", "max_tokens": 0}' '{"prompt": "x", "logprobs": 50}' \
     '{"prompt": [[1, 2], 3]}' '{"prompt": "x", "echo": 1}'; do
   code=$(post "$body")
