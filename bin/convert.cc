@@ -130,7 +130,8 @@ absl::Status export_hf(const std::string& ckpt_dir, const std::string& hf_dir, i
   }
   ANVIL_ASSIGN_OR_RETURN(
       std::vector<anvil::engine::HostSlice> tensors,
-      model::to_hf_tensors(*f, std::move(params), {cfg.get_int("model", "n_heads")}));
+      model::to_hf_tensors(*f, std::move(params),
+                           {cfg.get_int("model", "n_heads"), cfg.get_int("model", "n_kv_heads")}));
   std::vector<io::StTensorRef> refs;
   for (const anvil::engine::HostSlice& t : tensors) {
     refs.push_back({t.tensor, io::StDType::kF32, t.shape, t.data.data()});
@@ -199,7 +200,11 @@ absl::Status import_hf(const std::string& hf_dir, const std::string& ckpt_dir) {
   ANVIL_ASSIGN_OR_RETURN(json j, io::parse_json_text(text, cpath));
   ANVIL_ASSIGN_OR_RETURN(std::string type, io::json_string(j, "model_type", cpath));
   model::HfJsonFields fields;
-  for (const auto& [key, value] : j.items()) fields[key] = value.dump();
+  for (const auto& [key, value] : j.items()) {
+    fields[key] = value.dump();
+    if (!value.is_object()) continue;  // members as "key.member" (model/hf_config.h)
+    for (const auto& [member, v] : value.items()) fields[key + "." + member] = v.dump();
+  }
   ANVIL_ASSIGN_OR_RETURN(const model::HfFamily* f, model::hf_family(type, fields));
   ANVIL_ASSIGN_OR_RETURN(model::HfImportedModel m,
                          model::hf_import_model(*f, fields, model::train_config_schema(), cpath));

@@ -224,8 +224,8 @@ void GptInference::Impl::pass(int64_t rows, int64_t n_cache, const std::vector<i
     ops::layernorm_forward({rows, d, cfg.ln_eps}, x, mean, rstd, h, buf.w.wte_ln_g, buf.w.wte_ln_b,
                            s);
   }
-  const ops::RotaryArgs ra{rows, cfg.n_heads / tp, cfg.head_dim(), cfg.rotary_dim(),
-                           cfg.rotary_base};
+  const ops::RotaryArgs ra{
+      rows, cfg.n_heads / tp, cfg.head_dim(), cfg.rotary_dim(), cfg.rotary_base, cfg.rope_scaling};
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
     const gpt_detail::LayerWeights& w = buf.w.layers[static_cast<size_t>(l)];
     if (l == 0) {
