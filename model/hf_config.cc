@@ -315,6 +315,17 @@ absl::StatusOr<HfImportedModel> hf_import_model(const HfFamily& f, const HfJsonF
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": no positive number of attention heads"));
   }
+  // Mistral-Nemo, Gemma: heads wider than hidden_size / heads, which anvil cannot express.
+  const std::string* d_model = find("d_model");
+  auto hd = json.find("head_dim");
+  int64_t d = 0, head_dim = 0;
+  if (hd != json.end() && hd->second != "null" && d_model != nullptr &&
+      absl::SimpleAtoi(*d_model, &d) &&
+      (!absl::SimpleAtoi(hd->second, &head_dim) || head_dim * m.dims.n_heads != d)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": head_dim = ", hd->second, " but hidden_size / num_attention_heads = ", d, " / ",
+        m.dims.n_heads, ": anvil's heads are d_model / n_heads wide"));
+  }
   const std::string* kv = find("n_kv_heads");
   if (kv != nullptr && (!absl::SimpleAtoi(*kv, &m.dims.n_kv_heads) || m.dims.n_kv_heads <= 0 ||
                         m.dims.n_heads % m.dims.n_kv_heads != 0)) {

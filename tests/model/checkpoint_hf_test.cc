@@ -444,6 +444,12 @@ TEST(CheckpointHfConfigTest, ImportErrors) {
   j.erase("rope_scaling.factor");
   EXPECT_THAT(message(j), HasSubstr("rope_scaling type \"linear\" needs rope_scaling.factor"));
   j = llama_json();
+  j["head_dim"] = "128";  // 256 / 4 = 64
+  EXPECT_THAT(message(j), HasSubstr("c.json: head_dim = 128 but hidden_size / "
+                                    "num_attention_heads = 256 / 4"));
+  j["head_dim"] = "64";  // Llama 3.2 writes it out
+  EXPECT_TRUE(hf_import_model(f, j, variant_schema(), "c.json").ok());
+  j = llama_json();
   j["attention_bias"] = "true";
   EXPECT_THAT(message(j), HasSubstr("c.json: attention_bias is true; anvil's llama implements "
                                     "false"));
