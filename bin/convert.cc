@@ -233,14 +233,15 @@ absl::Status import_hf(const std::string& hf_dir, const std::string& ckpt_dir) {
   for (anvil::engine::HostSlice& t : slices) t.tensor = model::kMasterState + t.tensor;
   // The model's tokenizer.json (and tokenizer_config.json: its chat template, special tokens)
   // goes with the checkpoint, named by a [tokenizer] section, so bin/generate and bin/serve
-  // need no tokenizer flags; training from the import reads it at its HF_DIR path.
+  // need no tokenizer flags. vocab_file is HF_DIR itself (an HF tokenizer directory), so a run
+  // trained from the import keeps both files in its checkpoints as bin/train does.
   std::string ini = m.ini;
   io::CheckpointInfo info;
   std::error_code ec;
   if (std::filesystem::is_regular_file(hf_dir + "/tokenizer.json", ec)) {
-    const std::string abs = std::filesystem::absolute(hf_dir + "/tokenizer.json", ec).string();
+    const std::string abs = std::filesystem::absolute(hf_dir, ec).lexically_normal().string();
     absl::StrAppend(&ini, "[tokenizer]\ntype = HF\nvocab_file = ", abs, "\n");
-    info.attachments["tokenizer/tokenizer.json"] = abs;
+    info.attachments["tokenizer/tokenizer.json"] = hf_dir + "/tokenizer.json";
     if (std::filesystem::is_regular_file(hf_dir + "/tokenizer_config.json", ec)) {
       info.attachments["tokenizer/tokenizer_config.json"] = hf_dir + "/tokenizer_config.json";
     }

@@ -13,7 +13,8 @@
 # with the checkpoint ([tokenizer] type HF), bin/generate runs from it with no tokenizer flags,
 # and export writes both files back byte for byte.
 # usage: convert_variants_test.sh BUILD/bin/train BUILD/bin/convert [BUILD/bin/generate]
-#        (from the repository root; generate defaults to convert's directory)
+#        (from the repository root; generate defaults to convert's directory; KEEP=1 keeps the
+#        work directory)
 set -euo pipefail
 train=$1
 convert=$2
