@@ -1,7 +1,9 @@
 // bin/convert: anvil checkpoints <-> Hugging Face model directories (docs/checkpoints.md).
 //   build/bin/convert export CKPT_DIR HF_DIR [STEP]   config.json + model.safetensors (f32)
 //   build/bin/convert import HF_DIR CKPT_DIR          CKPT_DIR/step_00000000 (weights only;
-//                                                     CKPT_DIR must hold no checkpoint yet)
+//                                                     CKPT_DIR must hold no checkpoint yet;
+//                                                     HF_DIR's tokenizer.json and
+//                                                     tokenizer_config.json kept with it)
 // export takes the checkpoint `latest` names (or STEP), its master weights, and writes them
 // under the HF names of the family its [model] settings make it (GPT2LMHeadModel,
 // BloomForCausalLM, LlamaForCausalLM, BertForPreTraining, T5ForConditionalGeneration v1.0 /
@@ -97,6 +99,10 @@ absl::Status export_tokenizer(const io::Checkpoint& c, const anvil::engine::Conf
     // bin/train keeps DIR/tokenizer.json when vocab_file names a directory.
     if (!absl::EndsWith(vocab, ".json")) vocab = "tokenizer.json";
     ANVIL_RETURN_IF_ERROR(copy_attachment(c, vocab, hf_dir, "tokenizer.json"));
+    // An import's own tokenizer_config.json (chat template, special tokens) goes back as it was.
+    if (c.info().attachments.count("tokenizer/tokenizer_config.json") != 0) {
+      return copy_attachment(c, "tokenizer_config.json", hf_dir, "tokenizer_config.json");
+    }
     tc["tokenizer_class"] = "PreTrainedTokenizerFast";
   } else if (type == "BertWordPieceLowerCase" || type == "BertWordPieceCase") {
     ANVIL_RETURN_IF_ERROR(copy_attachment(c, vocab, hf_dir, "vocab.txt"));
@@ -130,7 +136,8 @@ absl::Status export_hf(const std::string& ckpt_dir, const std::string& hf_dir, i
   }
   ANVIL_ASSIGN_OR_RETURN(
       std::vector<anvil::engine::HostSlice> tensors,
-      model::to_hf_tensors(*f, std::move(params), {cfg.get_int("model", "n_heads")}));
+      model::to_hf_tensors(*f, std::move(params),
+                           {cfg.get_int("model", "n_heads"), cfg.get_int("model", "n_kv_heads")}));
   std::vector<io::StTensorRef> refs;
   for (const anvil::engine::HostSlice& t : tensors) {
     refs.push_back({t.tensor, io::StDType::kF32, t.shape, t.data.data()});
@@ -199,7 +206,11 @@ absl::Status import_hf(const std::string& hf_dir, const std::string& ckpt_dir) {
   ANVIL_ASSIGN_OR_RETURN(json j, io::parse_json_text(text, cpath));
   ANVIL_ASSIGN_OR_RETURN(std::string type, io::json_string(j, "model_type", cpath));
   model::HfJsonFields fields;
-  for (const auto& [key, value] : j.items()) fields[key] = value.dump();
+  for (const auto& [key, value] : j.items()) {
+    fields[key] = value.dump();
+    if (!value.is_object()) continue;  // members as "key.member" (model/hf_config.h)
+    for (const auto& [member, v] : value.items()) fields[key + "." + member] = v.dump();
+  }
   ANVIL_ASSIGN_OR_RETURN(const model::HfFamily* f, model::hf_family(type, fields));
   ANVIL_ASSIGN_OR_RETURN(model::HfImportedModel m,
                          model::hf_import_model(*f, fields, model::train_config_schema(), cpath));
@@ -220,8 +231,21 @@ absl::Status import_hf(const std::string& hf_dir, const std::string& ckpt_dir) {
                          model::from_hf_tensors(*f, std::move(hf), m.dims, m.tied));
   ANVIL_RETURN_IF_ERROR(model::check_model_tensors(cfg, slices, cpath));
   for (anvil::engine::HostSlice& t : slices) t.tensor = model::kMasterState + t.tensor;
-  const std::string& ini = m.ini;
+  // The model's tokenizer.json (and tokenizer_config.json: its chat template, special tokens)
+  // goes with the checkpoint, named by a [tokenizer] section, so bin/generate and bin/serve
+  // need no tokenizer flags. vocab_file is HF_DIR itself (an HF tokenizer directory), so a run
+  // trained from the import keeps both files in its checkpoints as bin/train does.
+  std::string ini = m.ini;
   io::CheckpointInfo info;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(hf_dir + "/tokenizer.json", ec)) {
+    const std::string abs = std::filesystem::absolute(hf_dir, ec).lexically_normal().string();
+    absl::StrAppend(&ini, "[tokenizer]\ntype = HF\nvocab_file = ", abs, "\n");
+    info.attachments["tokenizer/tokenizer.json"] = hf_dir + "/tokenizer.json";
+    if (std::filesystem::is_regular_file(hf_dir + "/tokenizer_config.json", ec)) {
+      info.attachments["tokenizer/tokenizer_config.json"] = hf_dir + "/tokenizer_config.json";
+    }
+  }
   info.step = 0;
   info.config = ini;
   info.model = model::checkpoint_model_record(cfg);

@@ -76,6 +76,33 @@ absl::Status check_heads(const HostSlice& t, const std::string& hf_name, int64_t
                    " heads (rows must be a multiple of ", 3 * heads, ")"));
 }
 
+// kGroupedQkv: the rows of HF's [q; k; v] (heads, kv_heads, kv_heads blocks of head rows)
+// in anvil's grouped order (to_grouped) and back. Unchanged without grouping.
+absl::Status check_qkv(const HostSlice& t, const std::string& hf_name, const HfDims& d) {
+  const int64_t n = d.n_heads + 2 * d.kv();
+  if (d.kv() >= 1 && d.n_heads % d.kv() == 0 && rows_of(t) % n == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      hf_name, ": shape ", shape_str(t.shape), " does not split into ", d.n_heads, " query + 2 x ",
+      d.kv(), " key/value heads (rows must be a multiple of ", n, ", kv heads must divide heads)"));
+}
+HostSlice regroup_qkv(const HostSlice& t, const HfDims& d, bool to_grouped) {
+  const int64_t H = d.n_heads, KV = d.kv(), G = H / KV;
+  if (KV == H) return t;
+  const size_t unit = t.data.size() / static_cast<size_t>(H + 2 * KV);  // elements per head
+  HostSlice out = t;
+  auto move = [&](int64_t stacked, int64_t grouped) {
+    const int64_t from = to_grouped ? stacked : grouped, to = to_grouped ? grouped : stacked;
+    std::copy_n(t.data.begin() + static_cast<std::ptrdiff_t>(from * unit), unit,
+                out.data.begin() + static_cast<std::ptrdiff_t>(to * unit));
+  };
+  for (int64_t g = 0; g < KV; ++g) {
+    for (int64_t j = 0; j < G; ++j) move(g * G + j, g * (G + 2) + j);
+    move(H + g, g * (G + 2) + G);
+    move(H + KV + g, g * (G + 2) + G + 1);
+  }
+  return out;
+}
+
 std::string with_prefix(const HfFamily& f, const std::string& hf) {
   const auto& u = f.unprefixed;
   return std::find(u.begin(), u.end(), hf) != u.end() ? hf : f.prefix + hf;
@@ -112,9 +139,9 @@ absl::StatusOr<HostSlice> concat_rows(std::vector<HostSlice> parts,
 }  // namespace
 
 const std::vector<const HfFamily*>& hf_families() {
-  static const std::vector<const HfFamily*> all = {&gpt2_hf_family(),   &bloom_hf_family(),
-                                                   &llama_hf_family(),  &bert_hf_family(),
-                                                   &t5_v10_hf_family(), &t5_v11_hf_family()};
+  static const std::vector<const HfFamily*> all = {
+      &gpt2_hf_family(),  &bloom_hf_family(), &llama_hf_family(),  &mistral_hf_family(),
+      &qwen2_hf_family(), &bert_hf_family(),  &t5_v10_hf_family(), &t5_v11_hf_family()};
   return all;
 }
 
@@ -168,18 +195,30 @@ absl::StatusOr<std::vector<HostSlice>> to_hf_tensors(const HfFamily& f,
       t = swap_row_blocks(t, 3, dims.n_heads);
     }
     const int64_t n = static_cast<int64_t>(rule->hf.size());
-    if (rows_of(t) % n != 0 || t.shape.empty()) {
+    // Head blocks per HF tensor: equal parts, or q | k | v of heads, kv, kv heads.
+    std::vector<int64_t> blocks(static_cast<size_t>(n), 1);
+    if (rule->layout == HfLayout::kGroupedQkv) {
+      ANVIL_RETURN_IF_ERROR(check_qkv(t, t.tensor, dims));
+      t = regroup_qkv(t, dims, /*to_grouped=*/false);
+      if (n == 3) blocks = {dims.n_heads, dims.kv(), dims.kv()};
+    }
+    int64_t total = 0;
+    for (int64_t b : blocks) total += b;
+    if (t.shape.empty() || rows_of(t) % total != 0) {
       return absl::InvalidArgumentError(absl::StrCat(t.tensor, ": shape ", shape_str(t.shape),
                                                      " does not split into ", n, " HF tensors"));
     }
-    const size_t part = t.data.size() / static_cast<size_t>(n);
+    const size_t unit = t.data.size() / static_cast<size_t>(total);
+    size_t at = 0;
     for (int64_t k = 0; k < n; ++k) {
       std::vector<int64_t> shape = t.shape;
-      shape[0] /= n;
+      shape[0] = shape[0] / total * blocks[static_cast<size_t>(k)];
+      const size_t len = unit * static_cast<size_t>(blocks[static_cast<size_t>(k)]);
       out.push_back(
           whole(with_prefix(f, at_layer(rule->hf[k], *layer)), shape,
-                std::vector<float>(t.data.begin() + static_cast<std::ptrdiff_t>(k * part),
-                                   t.data.begin() + static_cast<std::ptrdiff_t>((k + 1) * part))));
+                std::vector<float>(t.data.begin() + static_cast<std::ptrdiff_t>(at),
+                                   t.data.begin() + static_cast<std::ptrdiff_t>(at + len))));
+      at += len;
     }
   }
   return out;
@@ -254,12 +293,27 @@ absl::StatusOr<std::vector<HostSlice>> from_hf_tensors(const HfFamily& f, std::v
         names.push_back(it->second.tensor);
         used.insert(n);
       }
+      if (r.layout == HfLayout::kGroupedQkv && parts.size() == 3) {
+        // q_proj holds heads, k_proj and v_proj kv_heads blocks of equal rows.
+        const int64_t q = rows_of(parts[0]), k = rows_of(parts[1]), v = rows_of(parts[2]);
+        if (q % dims.n_heads != 0 || k != v || k * dims.n_heads != q * dims.kv()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              names[0], " ", shape_str(parts[0].shape), ", ", names[1], " ",
+              shape_str(parts[1].shape), ", ", names[2], " ", shape_str(parts[2].shape),
+              ": expected ", dims.n_heads, " query heads and ", dims.kv(),
+              " key/value heads of one head size (num_attention_heads, num_key_value_heads)"));
+        }
+      }
       ANVIL_ASSIGN_OR_RETURN(HostSlice t,
                              concat_rows(std::move(parts), names, at_layer(r.anvil, i)));
       if (r.layout == HfLayout::kTransposed) t = transpose_2d(t);
       if (r.layout == HfLayout::kHeadsInterleaved) {
         ANVIL_RETURN_IF_ERROR(check_heads(t, names[0], dims.n_heads));
         t = swap_row_blocks(t, dims.n_heads, 3);
+      }
+      if (r.layout == HfLayout::kGroupedQkv) {
+        ANVIL_RETURN_IF_ERROR(check_qkv(t, names[0], dims));
+        t = regroup_qkv(t, dims, /*to_grouped=*/true);
       }
       out.push_back(std::move(t));
     }

@@ -32,6 +32,7 @@ struct HfConfigField {
   bool zero_is_null = false;
   bool zero_is_4d = false;
   bool zero_is_per_head = false;  // anvil's 0 means d_model / n_heads (T5's d_kv)
+  bool zero_is_heads = false;     // anvil's 0 means n_heads (num_key_value_heads)
 };
 
 // A config.json field with a fixed value (JSON text), written on export and checked on import
@@ -52,6 +53,11 @@ enum class HfLayout {
   // anvil's rows are [3][heads][rows / (3 heads)] (q of all heads | k | v), HF's are
   // [heads][3][rows / (3 heads)] (BLOOM's query_key_value, per head q, k, v).
   kHeadsInterleaved,
+  // The q | k | v projections (HF q_proj [heads * hd, ...], k_proj and v_proj [kv_heads * hd,
+  // ...]) and anvil's c_attn: with kv_heads == heads their rows stacked; with fewer (grouped-
+  // query attention) in Megatron-core's grouped order, per kv head g: [q heads g*G .. g*G+G-1 |
+  // k_g | v_g] (G = heads / kv_heads; model/blocks/attention.h). Weights and biases alike.
+  kGroupedQkv,
 };
 
 // One anvil tensor and the HF tensor(s) holding it; "{i}" in both stands for the layer index.
@@ -89,11 +95,15 @@ struct HfFamily {
   // [model] values written on import when no config.json field gives them (BLOOM has no
   // maximum sequence length: ALiBi).
   std::vector<HfSetting> import_defaults;
+  // config.json's rope_scaling object <-> [model] rope_scaling* (linear, llama3; null: none).
+  bool rope_scaling = false;
 };
 
 const HfFamily& gpt2_hf_family();
 const HfFamily& bloom_hf_family();
 const HfFamily& llama_hf_family();
+const HfFamily& mistral_hf_family();  // model/gpt/hf_llama.cc
+const HfFamily& qwen2_hf_family();
 const HfFamily& bert_hf_family();
 const HfFamily& t5_v10_hf_family();  // model/t5/hf_t5.cc
 const HfFamily& t5_v11_hf_family();
@@ -108,6 +118,8 @@ absl::StatusOr<const HfFamily*> hf_family(const std::string& model_type,
 // What the layouts need to know of the model.
 struct HfDims {
   int64_t n_heads = 1;
+  int64_t n_kv_heads = 0;  // 0: n_heads
+  int64_t kv() const { return n_kv_heads == 0 ? n_heads : n_kv_heads; }
 };
 
 // anvil logical tensors (names without "master/") -> HF tensors (full names, prefix included).

@@ -1,11 +1,13 @@
 // config.json <-> [model] by the family tables (see hf_config.h).
 #include "model/hf_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -25,6 +27,9 @@ const std::map<std::string, std::string>& gpt2_values() {
                                                        {"activation", "gelu"},
                                                        {"norm", "layernorm"},
                                                        {"bias", "true"},
+                                                       {"qkv_bias", "false"},
+                                                       {"rope_scaling", "none"},
+                                                       {"sliding_window", "0"},
                                                        {"tie_embeddings", "true"}};
   return v;
 }
@@ -93,22 +98,105 @@ absl::StatusOr<std::string> ini_value(const HfConfigField& k, const std::string&
       absl::StrCat(where, ": ", k.hf_key, ": expected ", want, ", got ", json));
 }
 
+// config.json rope_scaling (JSON text) from [model] rope_scaling*: null, or HF's object.
+std::string rope_scaling_json(const engine::Config& cfg, const engine::ConfigSchema& schema) {
+  const std::string type = model_text(cfg, schema, "rope_scaling");
+  if (type.empty() || type == "none") return "null";
+  const std::string factor =
+      absl::StrCat("\"factor\": ", number_text(cfg.get_float("model", "rope_scaling_factor")));
+  if (type == "linear") return absl::StrCat("{", factor, ", \"rope_type\": \"linear\"}");
+  return absl::StrCat(
+      "{", factor,
+      ", \"high_freq_factor\": ", number_text(cfg.get_float("model", "rope_high_freq_factor")),
+      ", \"low_freq_factor\": ", number_text(cfg.get_float("model", "rope_low_freq_factor")),
+      ", \"original_max_position_embeddings\": ",
+      model_text(cfg, schema, "rope_original_max_position"), ", \"rope_type\": \"llama3\"}");
+}
+
+// [model] rope_scaling* from config.json's rope_scaling (absent or null: none). Its members come
+// as fields "rope_scaling.<member>" (see hf_config.h). Types other than linear / llama3 and
+// members those types do not have are refused by name.
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> rope_scaling_values(
+    const HfJsonFields& json, const std::string& where) {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto it = json.find("rope_scaling");
+  if (it == json.end() || it->second == "null") return out;
+  std::map<std::string, std::string> member;  // without "rope_scaling."
+  for (const auto& [k, v] : json) {
+    if (absl::StartsWith(k, "rope_scaling.")) member[k.substr(13)] = v;
+  }
+  std::string type;
+  for (const char* key : {"rope_type", "type"}) {  // "type": transformers before 4.45
+    auto t = member.find(key);
+    if (t == member.end()) continue;
+    if (!type.empty() && type != t->second) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": rope_scaling.rope_type ", type,
+                                                     " and rope_scaling.type ", t->second,
+                                                     " differ"));
+    }
+    type = t->second;
+  }
+  if (type == "\"default\"") return out;
+  std::vector<std::pair<std::string, HfConfigField>> allowed;  // member -> [model] key
+  if (type == "\"linear\"") {
+    out.emplace_back("rope_scaling", "linear");
+    allowed = {{"factor", {"rope_scaling.factor", "rope_scaling_factor", ConfigType::kFloat}}};
+  } else if (type == "\"llama3\"") {
+    out.emplace_back("rope_scaling", "llama3");
+    allowed = {{"factor", {"rope_scaling.factor", "rope_scaling_factor", ConfigType::kFloat}},
+               {"low_freq_factor",
+                {"rope_scaling.low_freq_factor", "rope_low_freq_factor", ConfigType::kFloat}},
+               {"high_freq_factor",
+                {"rope_scaling.high_freq_factor", "rope_high_freq_factor", ConfigType::kFloat}},
+               {"original_max_position_embeddings",
+                {"rope_scaling.original_max_position_embeddings", "rope_original_max_position",
+                 ConfigType::kInt}}};
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": rope_scaling type ", type.empty() ? "(none given)" : type,
+                     " is not supported (anvil implements \"linear\" and \"llama3\")"));
+  }
+  for (const auto& [name, v] : member) {
+    if (name == "rope_type" || name == "type") continue;
+    auto a = std::find_if(allowed.begin(), allowed.end(),
+                          [&, n = name](const auto& p) { return p.first == n; });
+    if (a == allowed.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": rope_scaling.", name, " = ", v,
+                                                     " is not part of rope_scaling type ", type,
+                                                     " as anvil implements it"));
+    }
+  }
+  for (const auto& [name, field] : allowed) {
+    auto m = member.find(name);
+    if (m == member.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": rope_scaling type ", type, " needs rope_scaling.", name));
+    }
+    // JSON integers are valid floats; an integral float (8192.0) an integer only as text "8192".
+    std::string v = m->second;
+    int64_t i = 0;
+    double d = 0;
+    if (field.type == ConfigType::kInt && !absl::SimpleAtoi(v, &i) && absl::SimpleAtod(v, &d) &&
+        d == std::floor(d)) {
+      v = number_text(d);
+    }
+    ANVIL_ASSIGN_OR_RETURN(std::string value, ini_value(field, v, where));
+    out.emplace_back(field.anvil_key, value);
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<const HfFamily*> hf_family_of(const engine::Config& cfg,
                                              const engine::ConfigSchema& schema) {
   // Only the families of the checkpoint's [model] type: an encoder's options could otherwise
   // match GPT-2's.
-  // No family writes num_key_value_heads yet: a grouped-query model would be read back by
-  // transformers with n_heads K/V heads, i.e. as a different model.
+  // Only the LLaMA-like families write num_key_value_heads: a grouped-query model of another
+  // family would be read back by transformers with n_heads K/V heads (a different model).
   const std::string kv = model_text(cfg, schema, "n_kv_heads");
   const std::string heads = model_text(cfg, schema, "n_heads");
-  if (!kv.empty() && kv != "0" && kv != heads) {
-    return absl::UnimplementedError(absl::StrCat(
-        "[model] n_kv_heads = ", kv, " < n_heads = ", heads,
-        " (grouped-query attention) is not exported to Hugging Face yet: config.json would need "
-        "num_key_value_heads and the K/V projections their own shapes"));
-  }
+  const bool grouped = !kv.empty() && kv != "0" && kv != heads;
   std::string type = model_text(cfg, schema, "type");
   if (type.empty()) type = "gpt";
   auto family_type = [](const HfFamily& f) {
@@ -120,6 +208,13 @@ absl::StatusOr<const HfFamily*> hf_family_of(const engine::Config& cfg,
   std::vector<std::string> why;
   for (const HfFamily* f : hf_families()) {
     if (family_type(*f) != type) continue;
+    if (grouped && std::none_of(f->config.begin(), f->config.end(), [](const HfConfigField& k) {
+          return k.hf_key == "num_key_value_heads";
+        })) {
+      why.push_back(absl::StrCat(f->model_type, " has no grouped-query attention (n_kv_heads = ",
+                                 kv, " < n_heads = ", heads, ")"));
+      continue;
+    }
     const HfSetting* differs = nullptr;
     for (const HfSetting& s : f->settings) {
       if (!same_value(model_text(cfg, schema, s.key), s.value)) {
@@ -146,12 +241,14 @@ HfJsonFields hf_config_fields(const HfFamily& f, const engine::Config& cfg,
     std::string v = model_text(cfg, schema, k.anvil_key);
     if (v == "0" && k.zero_is_null) v = "null";
     if (v == "0" && k.zero_is_4d) v = absl::StrCat(4 * cfg.get_int("model", "d_model"));
+    if (v == "0" && k.zero_is_heads) v = model_text(cfg, schema, "n_heads");
     if (v == "0" && k.zero_is_per_head) {
       v = absl::StrCat(cfg.get_int("model", "d_model") / cfg.get_int("model", "n_heads"));
     }
     out[k.hf_key] = v;
   }
   for (const HfFixedField& k : f.fixed) out[k.hf_key] = k.json_value;
+  if (f.rope_scaling) out["rope_scaling"] = rope_scaling_json(cfg, schema);
   return out;
 }
 
@@ -181,16 +278,18 @@ absl::StatusOr<HfImportedModel> hf_import_model(const HfFamily& f, const HfJsonF
     ANVIL_ASSIGN_OR_RETURN(std::string v, ini_value(k, it->second, where));
     if (const std::string* have = find(k.anvil_key)) {
       if (!same_value(*have, v)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ": ", k.hf_key, " = ", v, " but ", source[k.anvil_key], " = ", *have,
-            ": anvil has one [model] ", k.anvil_key, " for both",
-            k.hf_key == "num_key_value_heads" ? " (grouped-query attention is not implemented)"
-                                              : ""));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": ", k.hf_key, " = ", v, " but ", source[k.anvil_key], " = ",
+                         *have, ": anvil has one [model] ", k.anvil_key, " for both"));
       }
       continue;
     }
     values.emplace_back(k.anvil_key, v);
     source[k.anvil_key] = k.hf_key;
+  }
+  if (f.rope_scaling) {
+    ANVIL_ASSIGN_OR_RETURN(auto rope, rope_scaling_values(json, where));
+    for (auto& kv : rope) values.push_back(std::move(kv));
   }
   for (const HfSetting& s : f.settings) values.emplace_back(s.key, s.value);
   for (const HfSetting& s : f.import_defaults) {
@@ -215,6 +314,25 @@ absl::StatusOr<HfImportedModel> hf_import_model(const HfFamily& f, const HfJsonF
   if (heads == nullptr || !absl::SimpleAtoi(*heads, &m.dims.n_heads) || m.dims.n_heads <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": no positive number of attention heads"));
+  }
+  // Mistral-Nemo, Gemma: heads wider than hidden_size / heads, which anvil cannot express.
+  const std::string* d_model = find("d_model");
+  auto hd = json.find("head_dim");
+  int64_t d = 0, head_dim = 0;
+  if (hd != json.end() && hd->second != "null" && d_model != nullptr &&
+      absl::SimpleAtoi(*d_model, &d) &&
+      (!absl::SimpleAtoi(hd->second, &head_dim) || head_dim * m.dims.n_heads != d)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": head_dim = ", hd->second, " but hidden_size / num_attention_heads = ", d, " / ",
+        m.dims.n_heads, ": anvil's heads are d_model / n_heads wide"));
+  }
+  const std::string* kv = find("n_kv_heads");
+  if (kv != nullptr && (!absl::SimpleAtoi(*kv, &m.dims.n_kv_heads) || m.dims.n_kv_heads <= 0 ||
+                        m.dims.n_heads % m.dims.n_kv_heads != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": num_key_value_heads ", *kv,
+                                                   " must be positive and divide "
+                                                   "num_attention_heads ",
+                                                   m.dims.n_heads));
   }
   const std::string* tie = find("tie_embeddings");
   m.tied = tie == nullptr || same_value(*tie, "true");

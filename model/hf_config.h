@@ -1,6 +1,7 @@
 // config.json <-> [model] for bin/convert, by the family tables of model/checkpoint_hf.h.
 // config.json is seen as the JSON text of each top-level field ("4", "1e-05", "true",
 // "\"silu\"", "null"), so model/ needs no JSON library; bin/convert parses and writes the file.
+// On import the members of an object field are also given as "field.member" (rope_scaling's).
 // [model] keys the schema does not declare (a build without the GPT-variant options) read as
 // GPT-2's values; a family that needs another value there is refused with the key named.
 #pragma once
@@ -35,7 +36,7 @@ struct HfImportedModel {
 };
 
 // Fixed fields must hold the family's value when present; fields naming one [model] key must
-// agree (LLaMA's num_key_value_heads = num_attention_heads: no GQA); numbers must be numbers.
+// agree; numbers must be numbers; num_key_value_heads must divide num_attention_heads.
 // Errors start with `where` (the config.json path) and name the field.
 absl::StatusOr<HfImportedModel> hf_import_model(const HfFamily& f, const HfJsonFields& json,
                                                 const engine::ConfigSchema& schema,

@@ -7,6 +7,7 @@
 
 #include "engine/status.h"
 #include "ops/arg_check.h"
+#include "ops/rotary_detail.h"
 
 namespace anvil::ops {
 namespace {
@@ -35,9 +36,30 @@ void check(const char* op, const RotaryArgs& a, const ConstTensorView& x,
                           engine::describe(x) + " (row stride " +
                           str(x.ndim == 2 ? x.strides[0] : 0) + ")");
   detail::check_arg(op, "positions", positions, DType::kI32, {a.rows}, stream);
+  const RotaryScaling& sc = a.scaling;
+  ANVIL_CHECK_MSG(sc.type == RotaryScalingType::kNone ||
+                      (sc.factor > 0.0f &&
+                       (sc.type == RotaryScalingType::kLinear ||
+                        (sc.low_freq_factor > 0.0f && sc.high_freq_factor > sc.low_freq_factor &&
+                         sc.original_max_position > 0))),
+                  std::string(op) +
+                      ": rope scaling needs factor > 0 (llama3: 0 < low_freq_factor < "
+                      "high_freq_factor, original_max_position > 0); got factor " +
+                      std::to_string(sc.factor) + ", low_freq_factor " +
+                      std::to_string(sc.low_freq_factor) + ", high_freq_factor " +
+                      std::to_string(sc.high_freq_factor) + ", original_max_position " +
+                      str(sc.original_max_position));
 }
 
 }  // namespace
+
+std::vector<float> rotary_inv_freqs(float base, int64_t rot_dim, const RotaryScaling& scaling) {
+  std::vector<float> out(static_cast<size_t>(rot_dim / 2));
+  for (int64_t i = 0; i < rot_dim / 2; ++i) {
+    out[static_cast<size_t>(i)] = detail::rotary_inv_freq(base, i, rot_dim, scaling);
+  }
+  return out;
+}
 
 void rotary_forward(const RotaryArgs& args, TensorView x, ConstTensorView positions,
                     Stream& stream) {

@@ -89,7 +89,9 @@ ops::AttentionArgs unfused_args(const AttentionConfig& c, float dropout,
 }
 
 ops::RotaryArgs rotary_args(const AttentionConfig& c, int64_t heads = 0) {
-  return {c.rows(), heads == 0 ? c.local_heads() : heads, c.head_dim, c.rotary_dim, c.rotary_base};
+  return {c.rows(),      heads == 0 ? c.local_heads() : heads,
+          c.head_dim,    c.rotary_dim,
+          c.rotary_base, c.rotary_scaling};
 }
 
 // Local group g of a grouped qkv (or dqkv) [rows, qkv_cols]: its G query heads, k and v, and

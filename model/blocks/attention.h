@@ -38,6 +38,7 @@
 #include "engine/workspace.h"
 #include "model/blocks/mlp.h"
 #include "ops/flash_attention.h"
+#include "ops/rotary.h"
 
 namespace anvil::model::blocks {
 
@@ -59,7 +60,8 @@ struct AttentionConfig {
   AttentionPosition position = AttentionPosition::kNone;
   int64_t rotary_dim = 0;  // rotary: rotated dims of each head
   float rotary_base = 10000.0f;
-  float dropout = 0.0f;  // on the probabilities (train only)
+  ops::RotaryScaling rotary_scaling;  // HF rope_scaling of the frequencies (ops/rotary.h)
+  float dropout = 0.0f;               // on the probabilities (train only)
 
   int64_t local_heads() const { return heads / tp; }
   int64_t kv() const { return kv_heads == 0 ? heads : kv_heads; }

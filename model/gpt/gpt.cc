@@ -30,8 +30,9 @@ using engine::DType;
 // Parameters of one transformer layer (two norms, c_attn, attn c_proj, c_fc, mlp c_proj).
 int64_t layer_params(const GptConfig& c) {
   const int64_t d = c.d_model, f = c.ffn(), fc = c.fc_out(), b = c.bias ? 1 : 0;
+  const int64_t bq = c.has_qkv_bias() ? 1 : 0;
   const int64_t norms = (c.layernorm() ? 4 : 2) * d;
-  return norms + c.qkv_rows() * d + b * c.qkv_rows() + d * d + b * d + fc * d + b * fc + d * f +
+  return norms + c.qkv_rows() * d + bq * c.qkv_rows() + d * d + b * d + fc * d + b * fc + d * f +
          b * d;
 }
 
@@ -149,6 +150,22 @@ absl::Status GptConfig::validate() const {
                "even and >= 2, and rotary_base > 0; got rotary_percent ", rotary_percent,
                " (head_dim ", head_dim(), ", rot_dim ", rotary_dim(), "), rotary_base ",
                rotary_base);
+  }
+  const ops::RotaryScaling& rs = rope_scaling;
+  if (rs.type != ops::RotaryScalingType::kNone &&
+      (position_embedding != PositionEmbedding::kRotary || !(rs.factor > 0.0f) ||
+       (rs.type == ops::RotaryScalingType::kLlama3 &&
+        !(rs.low_freq_factor > 0.0f && rs.high_freq_factor > rs.low_freq_factor &&
+          rs.original_max_position > 0)))) {
+    return bad(
+        "GPT config: rope_scaling needs position_embedding rotary and "
+        "rope_scaling_factor > 0 (llama3 also 0 < rope_low_freq_factor < "
+        "rope_high_freq_factor and rope_original_max_position > 0); got factor ",
+        rs.factor, ", low ", rs.low_freq_factor, ", high ", rs.high_freq_factor,
+        ", original_max_position ", rs.original_max_position);
+  }
+  if (sliding_window < 0) {
+    return bad("GPT config: sliding_window must be >= 0 (0: none), got ", sliding_window);
   }
   if (bert() &&
       (type_vocab_size < 1 || type_vocab_size > engine::kMaxDimension || !layernorm() || glu())) {

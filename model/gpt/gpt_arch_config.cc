@@ -34,6 +34,12 @@ constexpr std::pair<NormPlacement, const char*> kPlacementNames[] = {
     {NormPlacement::kPost, "post"},
 };
 
+constexpr std::pair<ops::RotaryScalingType, const char*> kRopeScalingNames[] = {
+    {ops::RotaryScalingType::kNone, "none"},
+    {ops::RotaryScalingType::kLinear, "linear"},
+    {ops::RotaryScalingType::kLlama3, "llama3"},
+};
+
 constexpr std::pair<Norm, const char*> kNormNames[] = {
     {Norm::kLayerNorm, "layernorm"},
     {Norm::kRmsNorm, "rmsnorm"},
@@ -97,6 +103,25 @@ void add_gpt_arch_schema(engine::ConfigSchema& s) {
         all_names(kPositionNames));
   s.add("model", "rotary_base", ConfigType::kFloat, "10000",
         "Rotary: inv_freq_i = rotary_base^(-2i / rot_dim) (--rotary-base; LLaMA 10000).");
+  s.add("model", "rope_scaling", ConfigType::kString, "none",
+        "Rotary: HF rope_scaling of the frequencies (ops/rotary.h): none; linear = inv_freq / "
+        "rope_scaling_factor (positions divided by the factor); llama3 = Llama 3.1's "
+        "(transformers' _compute_llama3_parameters): wavelengths 2 pi / inv_freq longer than "
+        "rope_original_max_position / rope_low_freq_factor divided by the factor, shorter than "
+        "rope_original_max_position / rope_high_freq_factor kept, those between interpolated.",
+        all_names(kRopeScalingNames));
+  s.add("model", "rope_scaling_factor", ConfigType::kFloat, "1.0",
+        "rope_scaling linear / llama3: the factor (HF rope_scaling.factor; Llama 3.1: 8).");
+  s.add("model", "rope_low_freq_factor", ConfigType::kFloat, "1.0",
+        "rope_scaling llama3: low_freq_factor (Llama 3.1: 1).");
+  s.add("model", "rope_high_freq_factor", ConfigType::kFloat, "4.0",
+        "rope_scaling llama3: high_freq_factor, > rope_low_freq_factor (Llama 3.1: 4).");
+  s.add("model", "rope_original_max_position", ConfigType::kInt, "8192",
+        "rope_scaling llama3: original_max_position_embeddings (Llama 3.1: 8192).");
+  s.add("model", "sliding_window", ConfigType::kInt, "0",
+        "Mistral's sliding-window attention span (HF sliding_window); 0 = none. Not implemented "
+        "as a window: [data] seq_len (and an inference max_len) must be <= it, where the window "
+        "never hides a key and attention is the full causal one; kept so export writes it back.");
   s.add("model", "rotary_percent", ConfigType::kFloat, "1.0",
         "Rotary: the first rot_dim = rotary_percent * head_dim dims of each head rotate, the rest "
         "pass through (--rotary-percent; GPT-NeoX 0.25); rot_dim must be even.");
@@ -121,6 +146,10 @@ void add_gpt_arch_schema(engine::ConfigSchema& s) {
   s.add("model", "bias", ConfigType::kBool, "true",
         "Biases in every linear layer (c_attn, attn c_proj, c_fc, mlp c_proj); false = none, as "
         "LLaMA (--disable-bias-linear).");
+  s.add("model", "qkv_bias", ConfigType::kBool, "false",
+        "A bias on c_attn (the q, k, v projections) even with bias = false (Qwen2: q/k/v_proj "
+        "have biases, o_proj and the MLP none; Megatron's --add-qkv-bias). Split over TP with "
+        "c_attn's rows.");
   s.add("model", "tie_embeddings", ConfigType::kBool, "true",
         "LM head tied to the word embedding wte (GPT-2, BLOOM); false = a separate "
         "lm_head.weight [padded vocabulary, d_model], vocab-parallel under tensor parallelism "
@@ -131,10 +160,18 @@ void parse_gpt_arch(const engine::Config& c, GptConfig& m) {
   m.position_embedding = from_name(kPositionNames, c.get_string("model", "position_embedding"));
   m.rotary_base = static_cast<float>(c.get_float("model", "rotary_base"));
   m.rotary_percent = static_cast<float>(c.get_float("model", "rotary_percent"));
+  m.rope_scaling.type = from_name(kRopeScalingNames, c.get_string("model", "rope_scaling"));
+  m.rope_scaling.factor = static_cast<float>(c.get_float("model", "rope_scaling_factor"));
+  m.rope_scaling.low_freq_factor = static_cast<float>(c.get_float("model", "rope_low_freq_factor"));
+  m.rope_scaling.high_freq_factor =
+      static_cast<float>(c.get_float("model", "rope_high_freq_factor"));
+  m.rope_scaling.original_max_position = c.get_int("model", "rope_original_max_position");
+  m.sliding_window = c.get_int("model", "sliding_window");
   m.embed_layernorm = c.get_bool("model", "embed_layernorm");
   m.activation = from_name(kActivationNames, c.get_string("model", "activation"));
   m.norm = from_name(kNormNames, c.get_string("model", "norm"));
   m.bias = c.get_bool("model", "bias");
+  m.qkv_bias = c.get_bool("model", "qkv_bias");
   m.tie_embeddings = c.get_bool("model", "tie_embeddings");
   m.type = from_name(kTypeNames, c.get_string("model", "type"));
   m.norm_placement = from_name(kPlacementNames, c.get_string("model", "norm_placement"));

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "engine/device.h"
 #include "engine/dtype.h"
+#include "ops/rotary.h"
 #include "parallel/parallel_config.h"
 
 namespace anvil::parallel {
@@ -58,12 +59,17 @@ struct GptConfig {
   float init_std = 0.02f;
   // Architecture options; the defaults are GPT-2.
   PositionEmbedding position_embedding = PositionEmbedding::kLearned;
-  float rotary_base = 10000.0f;  // kRotary: inv_freq_i = base^(-2i / rot_dim)
-  float rotary_percent = 1.0f;   // kRotary: rot_dim = rotary_percent * head_dim (even)
+  float rotary_base = 10000.0f;     // kRotary: inv_freq_i = base^(-2i / rot_dim)
+  float rotary_percent = 1.0f;      // kRotary: rot_dim = rotary_percent * head_dim (even)
+  ops::RotaryScaling rope_scaling;  // kRotary: HF rope_scaling (linear, llama3) of inv_freq
+  // Mistral's sliding_window: 0 = none. Not implemented as a window: every run's sequence
+  // length must be <= it, where it equals full causal attention (train config, inference).
+  int64_t sliding_window = 0;
   bool embed_layernorm = false;  // BLOOM: LayerNorm wte_ln right after the word embedding
   Activation activation = Activation::kGelu;
   Norm norm = Norm::kLayerNorm;
   bool bias = true;            // biases of every linear layer
+  bool qkv_bias = false;       // a bias on c_attn even without `bias` (Qwen2)
   bool tie_embeddings = true;  // LM head = wte; false: a separate lm_head.weight
   // Model family and the encoder options it brings (BERT: type kBert, causal false).
   ModelType type = ModelType::kGpt;
@@ -79,6 +85,7 @@ struct GptConfig {
   bool t5() const { return type == ModelType::kT5; }
   bool post_ln() const { return norm_placement == NormPlacement::kPost; }
   bool layernorm() const { return norm == Norm::kLayerNorm; }
+  bool has_qkv_bias() const { return bias || qkv_bias; }
   // c_fc's output width: ffn, or 2 * ffn (g | u) with a gated activation (Megatron-DeepSpeed's
   // --glu-activation sizing: ffn_hidden is the width after the gate).
   int64_t fc_out() const { return glu() ? 2 * ffn() : ffn(); }

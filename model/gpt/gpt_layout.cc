@@ -57,7 +57,11 @@ std::vector<LayerParam> layer_param_list(const GptConfig& cfg, int tp) {
   std::vector<LayerParam> out;
   for (LayerParam& p : all) {
     const bool norm = absl::StartsWith(p.name, "ln_");
-    if (absl::EndsWith(p.name, ".bias") && (norm ? !cfg.layernorm() : !cfg.bias)) continue;
+    const bool qkv = p.field == &W::qkv_b;  // Qwen2: c_attn's bias alone (qkv_bias)
+    if (absl::EndsWith(p.name, ".bias") &&
+        (norm ? !cfg.layernorm() : !(qkv ? cfg.has_qkv_bias() : cfg.bias))) {
+      continue;
+    }
     out.push_back(std::move(p));
   }
   return out;

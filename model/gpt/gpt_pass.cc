@@ -205,6 +205,7 @@ blocks::AttentionConfig GptModel::Impl::attention_config() const {
   }
   c.rotary_dim = cfg.rotary_dim();
   c.rotary_base = cfg.rotary_base;
+  c.rotary_scaling = cfg.rope_scaling;
   c.dropout = cfg.attention_dropout;
   return c;
 }

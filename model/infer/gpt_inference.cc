@@ -51,11 +51,13 @@ int64_t input_len(int64_t rows, int64_t batch) { return 4 * rows + 3 * batch; }
 
 struct Buffers {
   ParamTable table;
-  TensorView flat;            // [flat_numel] act
-  gpt_detail::Weights w;      // views of flat
-  TensorView cache;           // [layers, B * L, 2 * d / tp] act: per row k | v
+  TensorView flat;        // [flat_numel] act
+  gpt_detail::Weights w;  // views of flat
+  // [layers, B * L, 2 * kv_heads / tp * head_dim] act: per row k | v of every local head, or
+  // with grouped-query attention k_g | v_g of each local kv head g.
+  TensorView cache;
   TensorView x, h, ln, proj;  // [R, d] act, R = B * L
-  TensorView qkv;             // [R, 3d / tp] act
+  TensorView qkv;             // [R, qkv_rows / tp] act (grouped: Megatron-core's group order)
   TensorView atty;            // [R, d / tp] act
   blocks::MlpActs mlp;        // pre [R, fc_out / tp] (GLU: [g | u]), act [R, ffn / tp]
   TensorView mean, rstd;      // [R] f32
@@ -66,6 +68,22 @@ struct Buffers {
   TensorView inputs;          // [input_len(R, B)] i32
   engine::Workspace gemm_ws;  // cuBLASLt, CUDA only
 };
+
+// Columns of k (and of v) per cache row: this rank's kv heads.
+int64_t kv_width(const GptConfig& cfg, const GptShard& shard) {
+  return cfg.kv_heads() / shard.tp * cfg.head_dim();
+}
+
+// Grouped-query attention: this rank's kv head g (of G = heads / kv_heads query heads) in qkv's
+// columns [g (G + 2) hd, (g + 1)(G + 2) hd) = [q heads | k | v]; its k | v in cache columns
+// [2 g hd, 2 (g + 1) hd).
+struct GroupCols {
+  int64_t q, k, v, width;  // first columns of q, k, v in qkv; width = G * hd
+};
+GroupCols group_cols(const GptConfig& cfg, int64_t g) {
+  const int64_t hd = cfg.head_dim(), G = cfg.n_heads / cfg.kv_heads(), at = g * (G + 2) * hd;
+  return {at, at + G * hd, at + (G + 1) * hd, G * hd};
+}
 
 Buffers layout(const GptConfig& cfg, const InferenceShape& shape, const GptPrecision& prec,
                const GptShard& shard, Carver& c) {
@@ -79,14 +97,14 @@ Buffers layout(const GptConfig& cfg, const InferenceShape& shape, const GptPreci
     b.table.bind(b.flat, {}, {}, {}, {});
     b.w = gpt_detail::weights_of(b.table, &Param::value, cfg, shard);
   }
-  b.cache = c.take("kv_cache", "keys and values", act, {cfg.n_layers, R, 2 * dl});
+  b.cache = c.take("kv_cache", "keys and values", act, {cfg.n_layers, R, 2 * kv_width(cfg, shard)});
   for (auto [v, name] : {std::pair<TensorView*, const char*>{&b.x, "x"},
                          {&b.h, "h"},
                          {&b.ln, "ln"},
                          {&b.proj, "proj"}}) {
     *v = c.take("activations", name, act, {R, d});
   }
-  b.qkv = c.take("activations", "qkv", act, {R, 3 * dl});
+  b.qkv = c.take("activations", "qkv", act, {R, cfg.qkv_rows() / tp});
   b.atty = c.take("activations", "atty", act, {R, dl});
   b.mlp = blocks::mlp_saved_acts(
       gpt_detail::mlp_config(cfg, shard), R, act, "mlp.",
@@ -110,11 +128,6 @@ absl::Status check(const GptConfig& cfg, const InferenceShape& shape, const GptP
                    const GptShard& shard) {
   ANVIL_RETURN_IF_ERROR(cfg.validate());
   ANVIL_RETURN_IF_ERROR(shard.validate(cfg));
-  if (cfg.grouped_query()) {  // the KV cache and attend() assume q | k | v of n_heads each
-    return absl::UnimplementedError(absl::StrCat(
-        "GPT inference: [model] n_kv_heads ", cfg.n_kv_heads, " < n_heads ", cfg.n_heads,
-        " (grouped-query attention) is trained but not yet served (no KV cache of n_kv_heads)"));
-  }
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
   if (!cfg.causal) {
     return bad(
@@ -129,6 +142,12 @@ absl::Status check(const GptConfig& cfg, const InferenceShape& shape, const GptP
   if (shape.max_batch < 1 || shape.max_len < 1 || shape.max_len > cfg.max_seq_len) {
     return bad("inference: need max_batch >= 1 and 1 <= max_len <= max_seq_len (", cfg.max_seq_len,
                "), got max_batch ", shape.max_batch, ", max_len ", shape.max_len);
+  }
+  if (cfg.sliding_window > 0 && shape.max_len > cfg.sliding_window) {
+    return bad("inference: max_len ", shape.max_len, " exceeds [model] sliding_window ",
+               cfg.sliding_window,
+               ": sliding-window attention is not implemented (full causal attention equals it "
+               "only up to sliding_window positions); pass a max_len <= sliding_window");
   }
   const int64_t widest = std::max({3 * cfg.d_model, cfg.ffn(), cfg.padded()});
   if (!engine::product_within({shape.max_batch, shape.max_len, widest}, engine::kMaxElements) ||
@@ -175,8 +194,8 @@ struct GptInference::Impl {
   // pass's inputs (the first chunk: a decode step copies its inputs once).
   void head(TensorView ln, const std::vector<int32_t>& readout, int64_t first, int64_t k,
             bool staged, const RowSink& sink, engine::Stream& s);
-  TensorView cache_layer(int64_t l) const {  // [B * L, 2d / tp]
-    const int64_t r = shape.max_batch * shape.max_len, w = 2 * cfg.d_model / shard.tp;
+  TensorView cache_layer(int64_t l) const {  // [B * L, 2 kv_width]
+    const int64_t r = shape.max_batch * shape.max_len, w = 2 * kv_width(cfg, shard);
     return flat_slice(engine::reshape(buf.cache, {buf.cache.numel()}), l * r * w, {r, w});
   }
   TensorView in(int64_t at, int64_t n) const { return flat_slice(buf.inputs, at, {n}); }
@@ -186,6 +205,39 @@ struct GptInference::Impl {
     fa->bias = ops::AttentionBias::kAlibi;
     fa->total_heads = cfg.n_heads;
     fa->head_offset = shard.tp_rank * (cfg.n_heads / shard.tp);
+  }
+  // The local kv heads: 1 (all heads in one call) or, grouped, kv_heads / tp.
+  int64_t local_groups() const { return cfg.grouped_query() ? cfg.kv_heads() / shard.tp : 1; }
+  // attention(q, k, v) into atty for local group g (all local heads when not grouped): q from
+  // qkv, k and v from `kv` (qkv itself or a cache layer); fa has the batch and lengths set.
+  void attend_groups(ops::FlashAttentionArgs fa, TensorView atty, TensorView qkv, TensorView kv,
+                     bool kv_is_cache, const ops::AttentionMasks& masks, engine::Stream& s) {
+    const int64_t hd = cfg.head_dim(), d = cfg.d_model / shard.tp, kvw = kv_width(cfg, shard);
+    set_alibi(&fa);
+    const int64_t first_head = fa.head_offset;
+    for (int64_t g = 0; g < local_groups(); ++g) {
+      TensorView q, k, v, out = atty;
+      if (!cfg.grouped_query()) {  // q | k | v of all local heads
+        q = engine::slice_cols(qkv, 0, d);
+        k = engine::slice_cols(kv, kv_is_cache ? 0 : d, kv_is_cache ? kvw : 2 * d);
+        v = engine::slice_cols(kv, kv_is_cache ? kvw : 2 * d, kv_is_cache ? 2 * kvw : 3 * d);
+      } else {
+        const GroupCols c = group_cols(cfg, g);
+        q = engine::slice_cols(qkv, c.q, c.q + c.width);
+        out = engine::slice_cols(atty, g * c.width, (g + 1) * c.width);
+        if (kv_is_cache) {
+          k = engine::slice_cols(kv, 2 * g * hd, (2 * g + 1) * hd);
+          v = engine::slice_cols(kv, (2 * g + 1) * hd, (2 * g + 2) * hd);
+        } else {
+          k = engine::slice_cols(kv, c.k, c.k + hd), v = engine::slice_cols(kv, c.v, c.v + hd);
+        }
+        fa.heads = c.width / hd;
+        fa.kv_heads = 1;
+        if (fa.total_heads > 0) fa.head_offset = first_head + g * fa.heads;  // ALiBi's slopes
+      }
+      ops::flash_attention_forward(fa, out, flat_slice(buf.lse, 0, {fa.batch, fa.heads, fa.q_len}),
+                                   q, k, v, masks, s);
+    }
   }
   void tp_sum(TensorView x, engine::Stream& s) {  // in place over TP (no-op without)
     if (shard.tp > 1) shard.tp_comm->all_reduce(x, parallel::ReduceOp::kSum, s);
@@ -224,8 +276,8 @@ void GptInference::Impl::pass(int64_t rows, int64_t n_cache, const std::vector<i
     ops::layernorm_forward({rows, d, cfg.ln_eps}, x, mean, rstd, h, buf.w.wte_ln_g, buf.w.wte_ln_b,
                            s);
   }
-  const ops::RotaryArgs ra{rows, cfg.n_heads / tp, cfg.head_dim(), cfg.rotary_dim(),
-                           cfg.rotary_base};
+  const ops::RotaryArgs ra{
+      rows, cfg.n_heads / tp, cfg.head_dim(), cfg.rotary_dim(), cfg.rotary_base, cfg.rope_scaling};
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
     const gpt_detail::LayerWeights& w = buf.w.layers[static_cast<size_t>(l)];
     if (l == 0) {
@@ -234,12 +286,27 @@ void GptInference::Impl::pass(int64_t rows, int64_t n_cache, const std::vector<i
       blocks::residual_norm_forward(na, x, ln, mean, rstd, h, proj, w.ln1_g, w.ln1_b, s);
     }
     blocks::linear(qkv, ln, w.qkv_w, w.qkv_b, s);
-    if (cfg.position_embedding == PositionEmbedding::kRotary) {  // q, k before the cache
-      ops::rotary_forward(ra, engine::slice_cols(qkv, 0, dl), positions, s);
-      ops::rotary_forward(ra, engine::slice_cols(qkv, dl, 2 * dl), positions, s);
+    if (cfg.grouped_query()) {  // per local kv head g: q heads | k rotated, k | v cached
+      const int64_t hd = cfg.head_dim();
+      for (int64_t g = 0; g < local_groups(); ++g) {
+        const GroupCols c = group_cols(cfg, g);
+        if (cfg.position_embedding == PositionEmbedding::kRotary) {
+          ops::RotaryArgs gr = ra;
+          gr.heads = c.width / hd + 1;
+          ops::rotary_forward(gr, engine::slice_cols(qkv, c.q, c.v), positions, s);
+        }
+        ops::copy_rows(engine::slice_cols(cache_layer(l), 2 * g * hd, 2 * (g + 1) * hd),
+                       engine::slice_cols(qkv, c.k, c.v + hd), in(2 * R, n_cache),
+                       in(3 * R, n_cache), s);
+      }
+    } else {
+      if (cfg.position_embedding == PositionEmbedding::kRotary) {  // q, k before the cache
+        ops::rotary_forward(ra, engine::slice_cols(qkv, 0, dl), positions, s);
+        ops::rotary_forward(ra, engine::slice_cols(qkv, dl, 2 * dl), positions, s);
+      }
+      ops::copy_rows(cache_layer(l), engine::slice_cols(qkv, dl, 3 * dl), in(2 * R, n_cache),
+                     in(3 * R, n_cache), s);
     }
-    ops::copy_rows(cache_layer(l), engine::slice_cols(qkv, dl, 3 * dl), in(2 * R, n_cache),
-                   in(3 * R, n_cache), s);
     attend(l, atty, qkv);
     blocks::row_linear(proj, atty, w.attn_proj_w, w.attn_proj_b, rank0, s);
     tp_sum(proj, s);
@@ -456,15 +523,12 @@ absl::Status GptInference::prefill(const std::vector<int64_t>& slots,
     }
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(m.cfg.head_dim()));
-  const int64_t d = m.cfg.d_model / m.shard.tp, heads = m.cfg.n_heads / m.shard.tp;
+  const int64_t heads = m.cfg.n_heads / m.shard.tp;
   auto attend = [&](int64_t /*layer*/, TensorView atty, TensorView qkv) {
     ops::FlashAttentionArgs fa;
     fa.batch = n, fa.q_len = fa.kv_len = T, fa.heads = heads;
     fa.head_dim = m.cfg.head_dim(), fa.causal = true, fa.scale = scale;
-    m.set_alibi(&fa);
-    ops::flash_attention_forward(fa, atty, flat_slice(m.buf.lse, 0, {n, heads, T}),
-                                 engine::slice_cols(qkv, 0, d), engine::slice_cols(qkv, d, 2 * d),
-                                 engine::slice_cols(qkv, 2 * d, 3 * d), {}, stream);
+    m.attend_groups(fa, atty, qkv, qkv, /*kv_is_cache=*/false, {}, stream);
   };
   const size_t v = static_cast<size_t>(m.cfg.vocab_size);
   logits->resize(static_cast<size_t>(n) * v);
@@ -523,18 +587,15 @@ absl::Status GptInference::decode(const std::vector<int64_t>& slots,
     in[4 * R + 2 * B + b] = static_cast<int32_t>(len + 1);
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(m.cfg.head_dim()));
-  const int64_t d = m.cfg.d_model / m.shard.tp, heads = m.cfg.n_heads / m.shard.tp;
+  const int64_t heads = m.cfg.n_heads / m.shard.tp;
   auto attend = [&](int64_t layer, TensorView atty, TensorView qkv) {
     ops::FlashAttentionArgs fa;
     fa.batch = B, fa.q_len = 1, fa.kv_len = L, fa.heads = heads;
     fa.head_dim = m.cfg.head_dim(), fa.causal = false, fa.scale = scale;
-    m.set_alibi(&fa);  // slope * key position: the same softmax as slope * (j - i)
+    // ALiBi: slope * key position, the same softmax as slope * (j - i).
     ops::AttentionMasks masks;
     masks.kv_lengths = m.in(4 * R + 2 * B, B);
-    const TensorView cache = m.cache_layer(layer);  // [B * L, 2d / tp]: k | v
-    ops::flash_attention_forward(fa, atty, flat_slice(m.buf.lse, 0, {B, heads, 1}),
-                                 engine::slice_cols(qkv, 0, d), engine::slice_cols(cache, 0, d),
-                                 engine::slice_cols(cache, d, 2 * d), masks, stream);
+    m.attend_groups(fa, atty, qkv, m.cache_layer(layer), /*kv_is_cache=*/true, masks, stream);
   };
   std::vector<int32_t> readout(slots.begin(), slots.end());  // row b is slot b
   const size_t v = static_cast<size_t>(m.cfg.vocab_size);

@@ -15,7 +15,9 @@
 // Logits: [n, vocab_size] f32 over the real vocabulary (the padded rows of wte are left out).
 // Memory (one arena per category, sized by plan(), nothing allocated afterwards):
 //   params       the flat parameter buffer (act dtype), ParamTable layout of GptModel
-//   kv_cache     [layers, max_batch, max_len, 2, heads / tp, head_dim] act (k | v per position)
+//   kv_cache     [layers, max_batch, max_len, 2, kv_heads / tp, head_dim] act (k | v per
+//                position; grouped-query attention: k_g | v_g per kv head g, which the G =
+//                heads / kv_heads query heads g*G .. g*G+G-1 read, one flash call per group)
 //   activations  one layer's buffers for max_batch * max_len rows (prefill's worst case)
 //   workspace    the cuBLASLt workspace (CUDA)
 // Precision: f32 on the CPU; bf16 on CUDA with f32 GEMM accumulation and f32 logits (the flash

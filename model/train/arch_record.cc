@@ -85,12 +85,25 @@ void add_gpt(const GptConfig& m, Record& r) {
   if (m.position_embedding == PositionEmbedding::kRotary) {
     r["rotary_base"] = text(m.rotary_base);
     r["rotary_percent"] = text(m.rotary_percent);
+    // Only when scaled: records of unscaled rotary models stay equal.
+    const ops::RotaryScaling& rs = m.rope_scaling;
+    if (rs.type != ops::RotaryScalingType::kNone) {
+      r["rope_scaling"] = rs.type == ops::RotaryScalingType::kLinear ? "linear" : "llama3";
+      r["rope_scaling_factor"] = text(rs.factor);
+    }
+    if (rs.type == ops::RotaryScalingType::kLlama3) {
+      r["rope_low_freq_factor"] = text(rs.low_freq_factor);
+      r["rope_high_freq_factor"] = text(rs.high_freq_factor);
+      r["rope_original_max_position"] = absl::StrCat(rs.original_max_position);
+    }
   }
+  if (m.sliding_window > 0) r["sliding_window"] = absl::StrCat(m.sliding_window);
   r["embed_layernorm"] = text(m.embed_layernorm);
   r["activation"] = name_of(m.activation);
   r["norm"] = m.layernorm() ? "layernorm" : "rmsnorm";
   r["norm_placement"] = m.post_ln() ? "post" : "pre";
   r["bias"] = text(m.bias);
+  if (m.qkv_bias && !m.bias) r["qkv_bias"] = "true";  // absent: as before the key existed
   r["tie_embeddings"] = text(m.tie_embeddings);
   if (m.bert()) {
     r["type_vocab_size"] = absl::StrCat(m.type_vocab_size);

@@ -293,6 +293,12 @@ absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size
       need(t.data.seq_len <= m.max_seq_len, c, "data", "seq_len",
            absl::StrFormat("%d exceeds [model] max_seq_len %d (the position embedding rows)",
                            t.data.seq_len, m.max_seq_len)));
+  ANVIL_RETURN_IF_ERROR(
+      need(m.sliding_window == 0 || t.data.seq_len <= m.sliding_window, c, "data", "seq_len",
+           absl::StrFormat("%d exceeds [model] sliding_window %d: sliding-window attention is not "
+                           "implemented (anvil attends to every earlier position, which equals the "
+                           "window only for sequences of at most sliding_window tokens)",
+                           t.data.seq_len, m.sliding_window)));
   t.data.cache_dir = c.get_string("data", "cache_dir");
   t.data.last_epoch_cutoff = c.get_float("data", "last_epoch_cutoff");
   t.data.mask_prob = c.get_float("data", "mask_prob");

@@ -20,7 +20,8 @@ namespace {
 void rotate(const RotaryArgs& a, TensorView x, ConstTensorView positions, double sign) {
   const int64_t half = a.rot_dim / 2, ld = x.strides[0];
   std::vector<float> inv_freq(half);
-  for (int64_t i = 0; i < half; ++i) inv_freq[i] = detail::rotary_inv_freq(a.base, i, a.rot_dim);
+  for (int64_t i = 0; i < half; ++i)
+    inv_freq[i] = detail::rotary_inv_freq(a.base, i, a.rot_dim, a.scaling);
   const int32_t* pos = positions.as<int32_t>();
   dispatch_float(x.dtype, "cpu::rotary", [&](auto tag) {
     using T = std::remove_pointer_t<decltype(tag)>;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Hugging Face BLOOM and LLaMA parity of bin/convert and of anvil's GPT variants (ALiBi + embed
+# Hugging Face BLOOM, LLaMA, Llama-3-style (grouped-query, llama3 rope scaling) and Qwen2-style
+# (grouped-query, q/k/v bias) parity of bin/convert and of anvil's GPT variants (ALiBi + embed
 # LayerNorm; rotary + RMSNorm + SwiGLU + untied head), on the GPU machine from the repo root
 # (needs torch and transformers; binaries from .gpu/run when the bundle is there, else
 # $BUILD/bin). Conventions of scripts/gpu/hf_parity.sh. For each family:
@@ -13,10 +14,10 @@
 #      anvil's first-step loss when reloading its own checkpoint agree.
 # Losses must agree within 0.02 + 2% (bf16 activations and weights in anvil vs f32 in HF, as in
 # hf_parity.sh; rotary cos/sin in f32 in anvil, in bf16 never here since HF runs f32).
-#   scripts/gpu/hf_variants_parity.sh [bloom|llama ...]
+#   scripts/gpu/hf_variants_parity.sh [bloom|llama|llama3|qwen2 ...]
 set -euo pipefail
 py=tests/parity/hf_variants_parity.py
-if [[ $# -gt 0 ]]; then families=("$@"); else families=(bloom llama); fi
+if [[ $# -gt 0 ]]; then families=("$@"); else families=(bloom llama llama3 qwen2); fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 anvil() { if [[ -x .gpu/run ]]; then .gpu/run "$@"; else "${BUILD:-build}/bin/$1" "${@:2}"; fi; }

@@ -5,6 +5,7 @@
 // type and file contents are part of the record; an older record (type only) is not checked.
 #include "model/train/arch_record.h"
 
+#include <map>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -87,6 +88,39 @@ TEST(ArchRecordTest, GroupedQueryHeads) {
   TrainConfig mha = two_layers();
   mha.model.n_kv_heads = 4;
   EXPECT_TRUE(check_checkpoint_model(checkpoint_model_record(two_layers()), mha, "CK").ok());
+}
+
+// Rope scaling, a q/k/v-only bias and a sliding window are recorded when set (unset: records of
+// older checkpoints stay equal); a run with other values is refused naming them.
+TEST(ArchRecordTest, RopeScalingQkvBiasSlidingWindow) {
+  TrainConfig rope = two_layers();
+  rope.model.position_embedding = PositionEmbedding::kRotary;
+  const std::map<std::string, std::string> plain = checkpoint_model_record(rope);
+  EXPECT_EQ(plain.count("rope_scaling"), 0u);
+  EXPECT_EQ(plain.count("qkv_bias"), 0u);
+  EXPECT_EQ(plain.count("sliding_window"), 0u);
+  TrainConfig l3 = rope;
+  l3.model.rope_scaling.type = ops::RotaryScalingType::kLlama3;
+  l3.model.rope_scaling.factor = 8.0f;
+  TrainConfig l3b = l3;
+  l3b.model.rope_scaling.original_max_position = 4096;
+  EXPECT_NE(refusal(l3, l3b).find("[model] rope_original_max_position: checkpoint 8192, config "
+                                  "4096"),
+            std::string::npos);
+  EXPECT_NE(refusal(l3, rope).find("[model] rope_scaling: checkpoint llama3, config (none)"),
+            std::string::npos);
+  TrainConfig qwen = rope;
+  qwen.model.bias = false;
+  qwen.model.qkv_bias = true;
+  TrainConfig nobias = qwen;
+  nobias.model.qkv_bias = false;
+  EXPECT_NE(refusal(qwen, nobias).find("[model] qkv_bias: checkpoint true, config (none)"),
+            std::string::npos);
+  TrainConfig sw = rope;
+  sw.model.sliding_window = 4096;
+  EXPECT_NE(refusal(sw, rope).find("[model] sliding_window: checkpoint 4096, config (none)"),
+            std::string::npos);
+  EXPECT_TRUE(check_checkpoint_model(checkpoint_model_record(l3), l3, "CK").ok());
 }
 
 // The case: same tensor shapes (d_model 32), another function. Both keys are named.

@@ -102,7 +102,7 @@ TEST(CheckpointHfTest, Gpt2) {
   EXPECT_EQ(by_name(*anvil2).at("h.0.attn.c_attn.weight").data, w.data);
   EXPECT_EQ(hf_family("gpt2").value(), &f);
   EXPECT_THAT(std::string(hf_family("mamba").status().message()),
-              HasSubstr("supported: gpt2, bloom, llama, bert, t5"));
+              HasSubstr("supported: gpt2, bloom, llama, mistral, qwen2, bert, t5"));
 }
 
 // BLOOM: d 6, 2 heads of 3, 2 layers, vocab 7.
@@ -213,6 +213,84 @@ TEST(CheckpointHfTest, LlamaStacksProjections) {
   EXPECT_TRUE(from_hf_tensors(f, llama_tensors(false), {2}, true).ok());
 }
 
+// Grouped-query LLaMA / Qwen2: d 8, 4 heads of 2, 2 kv heads (G = 2), 1 layer, ffn 5, vocab 7;
+// Qwen2 also has q/k/v_proj biases.
+std::vector<HostSlice> gqa_tensors(bool qkv_bias) {
+  uint64_t s = 300;
+  const std::string l = "model.layers.0.";
+  std::vector<HostSlice> t = {random_tensor("model.embed_tokens.weight", {7, 8}, s++),
+                              random_tensor("model.norm.weight", {8}, s++),
+                              random_tensor(l + "input_layernorm.weight", {8}, s++),
+                              random_tensor(l + "post_attention_layernorm.weight", {8}, s++),
+                              random_tensor(l + "self_attn.q_proj.weight", {8, 8}, s++),
+                              random_tensor(l + "self_attn.k_proj.weight", {4, 8}, s++),
+                              random_tensor(l + "self_attn.v_proj.weight", {4, 8}, s++),
+                              random_tensor(l + "self_attn.o_proj.weight", {8, 8}, s++),
+                              random_tensor(l + "mlp.gate_proj.weight", {5, 8}, s++),
+                              random_tensor(l + "mlp.up_proj.weight", {5, 8}, s++),
+                              random_tensor(l + "mlp.down_proj.weight", {8, 5}, s++),
+                              random_tensor("lm_head.weight", {7, 8}, s++)};
+  if (qkv_bias) {
+    t.push_back(random_tensor(l + "self_attn.q_proj.bias", {8}, s++));
+    t.push_back(random_tensor(l + "self_attn.k_proj.bias", {4}, s++));
+    t.push_back(random_tensor(l + "self_attn.v_proj.bias", {4}, s++));
+  }
+  return t;
+}
+
+// c_attn's rows in Megatron-core's grouped order, per kv head g: q heads 2g, 2g+1, k_g, v_g
+// (each head_dim 2 rows of q/k/v_proj), written out by hand.
+TEST(CheckpointHfTest, GroupedQueryProjectionsInMegatronOrder) {
+  const HfDims dims{4, 2};
+  for (const HfFamily* f : {&llama_hf_family(), &mistral_hf_family(), &qwen2_hf_family()}) {
+    const bool bias = f == &qwen2_hf_family();
+    const std::vector<HostSlice> hf = gqa_tensors(bias);
+    absl::StatusOr<std::vector<HostSlice>> anvil = from_hf_tensors(*f, hf, dims, false);
+    ASSERT_TRUE(anvil.ok()) << f->model_type << ": " << anvil.status();
+    const std::map<std::string, HostSlice> a = by_name(*anvil), h = by_name(hf);
+    const std::string l = "model.layers.0.self_attn.";
+    for (const char* kind : {"weight", "bias"}) {
+      auto it = a.find(std::string("h.0.attn.c_attn.") + kind);
+      if (std::string(kind) == "bias" && !bias) {
+        EXPECT_EQ(it, a.end());
+        continue;
+      }
+      ASSERT_NE(it, a.end()) << kind;
+      const int64_t cols = std::string(kind) == "weight" ? 8 : 1;
+      ASSERT_EQ(it->second.shape[0], 16);  // (4 + 2 * 2) heads x head_dim 2
+      // anvil head block b of group g -> (HF tensor, head in it).
+      const std::vector<std::pair<const char*, int64_t>> order = {
+          {"q_proj", 0}, {"q_proj", 1}, {"k_proj", 0}, {"v_proj", 0},
+          {"q_proj", 2}, {"q_proj", 3}, {"k_proj", 1}, {"v_proj", 1}};
+      for (size_t b = 0; b < order.size(); ++b) {
+        const std::vector<float>& src = h.at(l + order[b].first + "." + kind).data;
+        const int64_t n = 2 * cols;  // one head's elements
+        EXPECT_TRUE(std::equal(src.begin() + order[b].second * n,
+                               src.begin() + (order[b].second + 1) * n,
+                               it->second.data.begin() + static_cast<int64_t>(b) * n))
+            << f->model_type << " " << kind << " block " << b;
+      }
+    }
+    expect_round_trip(*f, hf, {}, dims, false);
+  }
+  // k_proj with the rows of 4 kv heads while config.json says 2.
+  std::vector<HostSlice> bad = gqa_tensors(false);
+  for (HostSlice& t : bad) {
+    if (t.tensor.find("k_proj") != t.tensor.npos) t = random_tensor(t.tensor, {8, 8}, 9);
+  }
+  EXPECT_THAT(std::string(from_hf_tensors(llama_hf_family(), bad, dims, false).status().message()),
+              HasSubstr("expected 4 query heads and 2 key/value heads"));
+  // Multi-query (1 kv head): q heads 0..3, k, v.
+  const HfDims mqa{4, 1};
+  std::vector<HostSlice> one = gqa_tensors(false);
+  for (HostSlice& t : one) {
+    if (t.tensor.find("k_proj") != t.tensor.npos || t.tensor.find("v_proj") != t.tensor.npos) {
+      t = random_tensor(t.tensor, {2, 8}, t.tensor.find("k_") != t.tensor.npos ? 10 : 11);
+    }
+  }
+  expect_round_trip(llama_hf_family(), one, {}, mqa, false);
+}
+
 TEST(CheckpointHfTest, ErrorsNameTheTensor) {
   const HfFamily& f = llama_hf_family();
   auto message = [&](std::vector<HostSlice> hf) {
@@ -301,18 +379,33 @@ TEST(CheckpointHfConfigTest, LlamaImportAndExport) {
       engine::Config::load_string(m->ini, "imported", variant_schema());
   ASSERT_TRUE(cfg.ok()) << cfg.status();
   ASSERT_EQ(hf_family_of(*cfg, variant_schema()).value(), &f);
-  // Grouped-query attention is refused (config.json would claim n_heads K/V heads); n_kv_heads
-  // equal to n_heads is plain multi-head attention.
-  absl::StatusOr<engine::Config> gqa =
-      engine::Config::load_string(m->ini + "n_kv_heads = 2\n", "gqa", variant_schema());
+  EXPECT_EQ(m->dims.n_kv_heads, 4);
+  // Grouped-query attention: num_key_value_heads is n_kv_heads, both ways.
+  HfJsonFields gj = llama_json();
+  gj["num_key_value_heads"] = "1";
+  absl::StatusOr<HfImportedModel> g = hf_import_model(f, gj, variant_schema(), "c.json");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_THAT(g->ini, HasSubstr("n_kv_heads = 1\n"));
+  EXPECT_EQ(g->dims.n_kv_heads, 1);
+  absl::StatusOr<engine::Config> gqa = engine::Config::load_string(g->ini, "gqa", variant_schema());
   ASSERT_TRUE(gqa.ok()) << gqa.status();
-  EXPECT_THAT(std::string(hf_family_of(*gqa, variant_schema()).status().message()),
-              HasSubstr("[model] n_kv_heads = 2 < n_heads = 4 (grouped-query attention) is not "
-                        "exported"));
-  absl::StatusOr<engine::Config> mha =
-      engine::Config::load_string(m->ini + "n_kv_heads = 4\n", "mha", variant_schema());
+  EXPECT_EQ(hf_family_of(*gqa, variant_schema()).value(), &f);
+  EXPECT_EQ(hf_config_fields(f, *gqa, variant_schema()).at("num_key_value_heads"), "1");
+  // n_kv_heads 0 (= n_heads) is written out.
+  absl::StatusOr<engine::Config> mha = engine::Config::load_string(
+      "[model]\nn_heads = 4\nposition_embedding = rotary\nactivation = swiglu\nnorm = "
+      "rmsnorm\nbias = false\n",
+      "mha", variant_schema());
   ASSERT_TRUE(mha.ok()) << mha.status();
   EXPECT_EQ(hf_family_of(*mha, variant_schema()).value(), &f);
+  EXPECT_EQ(hf_config_fields(f, *mha, variant_schema()).at("num_key_value_heads"), "4");
+  EXPECT_EQ(hf_config_fields(f, *mha, variant_schema()).at("rope_scaling"), "null");
+  // A grouped GPT-2-like model has no family.
+  absl::StatusOr<engine::Config> gpt =
+      engine::Config::load_string("[model]\nn_heads = 4\nn_kv_heads = 2\n", "g", variant_schema());
+  ASSERT_TRUE(gpt.ok()) << gpt.status();
+  EXPECT_THAT(std::string(hf_family_of(*gpt, variant_schema()).status().message()),
+              HasSubstr("gpt2 has no grouped-query attention (n_kv_heads = 2 < n_heads = 4)"));
   const HfJsonFields back = hf_config_fields(f, *cfg, variant_schema());
   for (const char* k : {"vocab_size", "hidden_size", "intermediate_size", "num_key_value_heads",
                         "rms_norm_eps", "rope_theta", "tie_word_embeddings", "hidden_act"}) {
@@ -335,13 +428,31 @@ TEST(CheckpointHfConfigTest, ImportErrors) {
     return std::string(hf_import_model(f, j, variant_schema(), "c.json").status().message());
   };
   HfJsonFields j = llama_json();
-  j["num_key_value_heads"] = "1";
-  EXPECT_THAT(message(j), HasSubstr("c.json: num_key_value_heads = 1 but num_attention_heads = 4"));
-  EXPECT_THAT(message(j), HasSubstr("grouped-query attention is not implemented"));
+  j["num_key_value_heads"] = "3";
+  EXPECT_THAT(message(j), HasSubstr("c.json: num_key_value_heads 3 must be positive and divide "
+                                    "num_attention_heads 4"));
   j = llama_json();
-  j["rope_scaling"] = "{\"type\":\"linear\"}";
-  EXPECT_THAT(message(j), HasSubstr("c.json: rope_scaling is {\"type\":\"linear\"}; anvil's "
-                                    "llama implements null"));
+  j["rope_scaling"] = "{\"type\":\"dynamic\",\"factor\":2.0}";
+  j["rope_scaling.type"] = "\"dynamic\"";
+  j["rope_scaling.factor"] = "2.0";
+  EXPECT_THAT(message(j), HasSubstr("c.json: rope_scaling type \"dynamic\" is not supported"));
+  j["rope_scaling.type"] = "\"linear\"";
+  j["rope_scaling.beta"] = "1";
+  EXPECT_THAT(message(j), HasSubstr("c.json: rope_scaling.beta = 1 is not part of rope_scaling "
+                                    "type \"linear\""));
+  j.erase("rope_scaling.beta");
+  j.erase("rope_scaling.factor");
+  EXPECT_THAT(message(j), HasSubstr("rope_scaling type \"linear\" needs rope_scaling.factor"));
+  j = llama_json();
+  j["head_dim"] = "128";  // 256 / 4 = 64
+  EXPECT_THAT(message(j), HasSubstr("c.json: head_dim = 128 but hidden_size / "
+                                    "num_attention_heads = 256 / 4"));
+  j["head_dim"] = "64";  // Llama 3.2 writes it out
+  EXPECT_TRUE(hf_import_model(f, j, variant_schema(), "c.json").ok());
+  j = llama_json();
+  j["attention_bias"] = "true";
+  EXPECT_THAT(message(j), HasSubstr("c.json: attention_bias is true; anvil's llama implements "
+                                    "false"));
   j = llama_json();
   j["hidden_size"] = "\"big\"";
   EXPECT_THAT(message(j), HasSubstr("c.json: hidden_size: expected an integer, got \"big\""));
@@ -352,6 +463,90 @@ TEST(CheckpointHfConfigTest, ImportErrors) {
             hf_import_model(f, llama_json(), train_config_schema(), "c.json").status().message()),
         HasSubstr("c.json: a LlamaForCausalLM needs [model] "));
   }
+}
+
+// rope_scaling's members (as bin/convert gives them) to [model] rope_scaling* and back.
+TEST(CheckpointHfConfigTest, RopeScaling) {
+  const HfFamily& f = llama_hf_family();
+  HfJsonFields j = llama_json();
+  j["rope_scaling"] = "{...}";  // the object's text; its members are what import reads
+  j["rope_scaling.rope_type"] = "\"llama3\"";
+  j["rope_scaling.factor"] = "8.0";
+  j["rope_scaling.low_freq_factor"] = "1.0";
+  j["rope_scaling.high_freq_factor"] = "4.0";
+  j["rope_scaling.original_max_position_embeddings"] = "8192";
+  absl::StatusOr<HfImportedModel> m = hf_import_model(f, j, variant_schema(), "c.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  for (const char* line :
+       {"rope_scaling = llama3\n", "rope_scaling_factor = 8.0\n", "rope_low_freq_factor = 1.0\n",
+        "rope_high_freq_factor = 4.0\n", "rope_original_max_position = 8192\n"}) {
+    EXPECT_THAT(m->ini, HasSubstr(line));
+  }
+  absl::StatusOr<engine::Config> cfg =
+      engine::Config::load_string(m->ini, "imported", variant_schema());
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(hf_config_fields(f, *cfg, variant_schema()).at("rope_scaling"),
+            "{\"factor\": 8, \"high_freq_factor\": 4, \"low_freq_factor\": 1, "
+            "\"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"}");
+  // Older transformers: "type"; linear has a factor only.
+  j = llama_json();
+  j["rope_scaling"] = "{...}";
+  j["rope_scaling.type"] = "\"linear\"";
+  j["rope_scaling.factor"] = "2.5";
+  m = hf_import_model(f, j, variant_schema(), "c.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_THAT(m->ini, HasSubstr("rope_scaling = linear\nrope_scaling_factor = 2.5\n"));
+  cfg = engine::Config::load_string(m->ini, "imported", variant_schema());
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(hf_config_fields(f, *cfg, variant_schema()).at("rope_scaling"),
+            "{\"factor\": 2.5, \"rope_type\": \"linear\"}");
+}
+
+// Mistral's sliding_window and Qwen2's q/k/v bias pick their family on export.
+TEST(CheckpointHfConfigTest, MistralAndQwen2) {
+  HfJsonFields j = llama_json();
+  for (const char* k : {"rope_scaling", "attention_bias"}) j.erase(k);
+  j["model_type"] = "\"mistral\"";
+  j["sliding_window"] = "4096";
+  absl::StatusOr<HfImportedModel> m =
+      hf_import_model(mistral_hf_family(), j, variant_schema(), "c.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_THAT(m->ini, HasSubstr("sliding_window = 4096\n"));
+  absl::StatusOr<engine::Config> cfg = engine::Config::load_string(m->ini, "m", variant_schema());
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(hf_family_of(*cfg, variant_schema()).value(), &mistral_hf_family());
+  EXPECT_EQ(hf_config_fields(mistral_hf_family(), *cfg, variant_schema()).at("sliding_window"),
+            "4096");
+  // No window (Mistral v0.2+): null both ways, and such a model exports as a LLaMA.
+  j["sliding_window"] = "null";
+  m = hf_import_model(mistral_hf_family(), j, variant_schema(), "c.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_THAT(m->ini, HasSubstr("sliding_window = 0\n"));
+  cfg = engine::Config::load_string(m->ini, "m", variant_schema());
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(hf_config_fields(mistral_hf_family(), *cfg, variant_schema()).at("sliding_window"),
+            "null");
+  EXPECT_EQ(hf_family_of(*cfg, variant_schema()).value(), &llama_hf_family());
+
+  j = llama_json();
+  j["model_type"] = "\"qwen2\"";
+  j["use_sliding_window"] = "false";
+  j["sliding_window"] = "131072";  // unused by HF without use_sliding_window
+  j.erase("attention_bias");
+  m = hf_import_model(qwen2_hf_family(), j, variant_schema(), "c.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_THAT(m->ini, HasSubstr("qkv_bias = true\n"));
+  EXPECT_THAT(m->ini, HasSubstr("bias = false\n"));
+  cfg = engine::Config::load_string(m->ini, "q", variant_schema());
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(hf_family_of(*cfg, variant_schema()).value(), &qwen2_hf_family());
+  EXPECT_EQ(hf_config_fields(qwen2_hf_family(), *cfg, variant_schema()).at("use_sliding_window"),
+            "false");
+  j["use_sliding_window"] = "true";
+  EXPECT_THAT(
+      std::string(
+          hf_import_model(qwen2_hf_family(), j, variant_schema(), "c.json").status().message()),
+      HasSubstr("c.json: use_sliding_window is true; anvil's qwen2 implements false"));
 }
 
 TEST(CheckpointHfConfigTest, BloomAndGpt2) {

@@ -269,6 +269,30 @@ const Variant kVariants[] = {
        c.tie_embeddings = false;
        c.ffn_hidden = 12;
      }},
+    // Qwen2: a bias on c_attn alone, on one kv head (multi-query), llama3 rope scaling with a
+    // short original context so the 5 positions see scaled, interpolated and kept frequencies.
+    {"QwenQkvBiasMqaLlama3Rope",
+     [](GptConfig& c) {
+       c.norm = Norm::kRmsNorm;
+       c.activation = Activation::kSwiglu;
+       c.position_embedding = PositionEmbedding::kRotary;
+       c.rotary_base = 100.0f;
+       c.rope_scaling.type = ops::RotaryScalingType::kLlama3;
+       c.rope_scaling.factor = 3.0f;
+       c.rope_scaling.original_max_position = 8;
+       c.bias = false;
+       c.qkv_bias = true;
+       c.n_kv_heads = 1;
+       c.tie_embeddings = false;
+       c.ffn_hidden = 12;
+     }},
+    {"RotaryLinearScaling",
+     [](GptConfig& c) {
+       c.position_embedding = PositionEmbedding::kRotary;
+       c.rotary_base = 100.0f;
+       c.rope_scaling.type = ops::RotaryScalingType::kLinear;
+       c.rope_scaling.factor = 0.5f;
+     }},
 };
 
 class GptGradVariant : public ::testing::TestWithParam<Variant> {
@@ -306,7 +330,8 @@ TEST_P(GptGradVariant, ParamTableAndInit) {
   EXPECT_EQ(t.find("wte_ln.bias") != nullptr, cfg.embed_layernorm);
   EXPECT_EQ(t.find("lm_head.weight") != nullptr, !cfg.tie_embeddings);
   EXPECT_EQ(t.find("h.1.mlp.c_fc.bias") != nullptr, cfg.bias);
-  EXPECT_EQ(t.find("h.0.attn.c_attn.bias") != nullptr, cfg.bias);
+  EXPECT_EQ(t.find("h.0.attn.c_attn.bias") != nullptr, cfg.bias || cfg.qkv_bias);
+  EXPECT_EQ(t.find("h.0.attn.c_proj.bias") != nullptr, cfg.bias);
   EXPECT_EQ(t.find("h.1.mlp.c_proj.bias") != nullptr, cfg.bias);
   EXPECT_EQ(t.find("h.1.ln_2.bias") != nullptr, cfg.layernorm());
   EXPECT_EQ(t.find("ln_f.bias") != nullptr, cfg.layernorm());

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/dtype.h"
 #include "gtest/gtest.h"
 #include "model/gpt/gpt.h"
@@ -51,7 +52,9 @@ constexpr int64_t kMaxLen = 24;
 
 // GPT-2, and the BLOOM (ALiBi, embedding LayerNorm) and LLaMA (rotary, RMSNorm, SwiGLU, no
 // biases, untied head) architectures of model/gpt/gpt.h.
-enum class Arch { kGpt2, kBloom, kLlama };
+// kQwenGqa: LLaMA with grouped-query attention (4 heads on 2 kv heads), a bias on c_attn alone
+// and llama3 rope scaling; kLlamaMqa: multi-query (2 heads on 1 kv head), linear rope scaling.
+enum class Arch { kGpt2, kBloom, kLlama, kQwenGqa, kLlamaMqa };
 
 struct Case {
   Device device;
@@ -69,12 +72,25 @@ GptConfig tiny_config(Arch arch) {
   if (arch == Arch::kBloom) {
     c.position_embedding = PositionEmbedding::kAlibi;
     c.embed_layernorm = true;
-  } else if (arch == Arch::kLlama) {
+  } else {
     c.position_embedding = PositionEmbedding::kRotary;
     c.activation = Activation::kSwiglu;
     c.norm = Norm::kRmsNorm;
     c.bias = false;
     c.tie_embeddings = false;
+  }
+  if (arch == Arch::kQwenGqa) {
+    c.d_model = 256;
+    c.n_heads = 4;
+    c.n_kv_heads = 2;
+    c.qkv_bias = true;
+    c.rope_scaling.type = ops::RotaryScalingType::kLlama3;
+    c.rope_scaling.factor = 4.0f;
+    c.rope_scaling.original_max_position = 16;  // all three frequency bands at head_dim 64
+  } else if (arch == Arch::kLlamaMqa) {
+    c.n_kv_heads = 1;
+    c.rope_scaling.type = ops::RotaryScalingType::kLinear;
+    c.rope_scaling.factor = 2.0f;
   }
   return c;
 }
@@ -117,6 +133,17 @@ class GptInferenceTest : public ::testing::TestWithParam<Case> {
     ASSERT_TRUE(ref.ok()) << ref.status();
     ref_ = std::move(ref).value();
     weights_ = reference_weights(*ref_, *stream_);
+    // Initialization leaves biases 0: give c_attn's (Qwen2's only bias) values, in both models.
+    bool biased = false;
+    for (auto& [name, t] : weights_) {
+      if (name.find("attn.c_attn.bias") == std::string::npos) continue;
+      t.data = testing::random_uniform(static_cast<int64_t>(t.data.size()), 77);
+      for (float& v : t.data) v *= 0.5f;
+      biased = true;
+    }
+    if (biased) {
+      ASSERT_TRUE(gpt_load_checkpoint(*ref_, lookup_of(weights_), true, *stream_).ok());
+    }
   }
   std::unique_ptr<GptInference> make(int64_t max_batch) {
     auto m = GptInference::create(tiny_config(GetParam().arch), {max_batch, kMaxLen},
@@ -453,8 +480,10 @@ TEST_P(GptInferenceTest, BadInputsAreErrors) {
   w = weights_;
   w["master/h.0.attn.c_proj.weight"].shape = {64, 128};
   s = m->load(lookup_of(w), *stream_);
-  EXPECT_NE(msg(s).find("master/h.0.attn.c_proj.weight has shape [64, 128], the model needs "
-                        "[128, 128]"),
+  const int64_t d = tiny_config(GetParam().arch).d_model;
+  EXPECT_NE(msg(s).find(absl::StrCat("master/h.0.attn.c_proj.weight has shape [64, 128], the model "
+                                     "needs [",
+                                     d, ", ", d, "]")),
             std::string::npos)
       << s;
 }
@@ -464,7 +493,8 @@ TEST_P(GptInferenceTest, PlanSizesTheKvCache) {
   auto plan = GptInference::plan(c, {3, 0}, precision(GetParam().device));
   ASSERT_TRUE(plan.ok()) << plan.status();
   const size_t elem = GetParam().device == Device::kCuda ? 2 : 4;
-  const size_t kv = static_cast<size_t>(c.n_layers * 3 * c.max_seq_len * 2 * c.d_model) * elem;
+  const size_t kv =
+      static_cast<size_t>(c.n_layers * 3 * c.max_seq_len * 2 * c.kv_heads() * c.head_dim()) * elem;
   EXPECT_EQ(plan->category_bytes("kv_cache"), engine::align_up(kv));
   EXPECT_FALSE(GptInference::plan(c, {1, kMaxLen + 1}, precision(GetParam().device)).ok());
   EXPECT_FALSE(GptInference::plan(c, {0, 4}, precision(GetParam().device)).ok());
@@ -474,11 +504,15 @@ INSTANTIATE_TEST_SUITE_P(
     Devices, GptInferenceTest,
     ::testing::Values(Case{Device::kCpu, Arch::kGpt2}, Case{Device::kCuda, Arch::kGpt2},
                       Case{Device::kCpu, Arch::kBloom}, Case{Device::kCuda, Arch::kBloom},
-                      Case{Device::kCpu, Arch::kLlama}, Case{Device::kCuda, Arch::kLlama}),
+                      Case{Device::kCpu, Arch::kLlama}, Case{Device::kCuda, Arch::kLlama},
+                      Case{Device::kCpu, Arch::kQwenGqa}, Case{Device::kCuda, Arch::kQwenGqa},
+                      Case{Device::kCpu, Arch::kLlamaMqa}, Case{Device::kCuda, Arch::kLlamaMqa}),
     [](const ::testing::TestParamInfo<Case>& i) {
-      const char* arch = i.param.arch == Arch::kGpt2    ? "Gpt2"
-                         : i.param.arch == Arch::kBloom ? "Bloom"
-                                                        : "Llama";
+      const char* arch = i.param.arch == Arch::kGpt2       ? "Gpt2"
+                         : i.param.arch == Arch::kBloom    ? "Bloom"
+                         : i.param.arch == Arch::kQwenGqa  ? "QwenGqa"
+                         : i.param.arch == Arch::kLlamaMqa ? "LlamaMqa"
+                                                           : "Llama";
       return std::string(arch) + (i.param.device == Device::kCpu ? "Cpu" : "Cuda");
     });
 

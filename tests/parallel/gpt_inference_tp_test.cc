@@ -125,6 +125,51 @@ TEST(GptInferenceTp, EqualsSingleRank) {
   EXPECT_EQ(ta, tb);
 }
 
+// Grouped-query attention (8 heads on 4 kv heads: every TP rank holds whole groups) with a
+// Qwen2-style bias on c_attn alone (given nonzero values) and llama3 rope scaling.
+TEST(GptInferenceTp, GroupedQueryEqualsSingleRank) {
+  int world = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (4 % world != 0) GTEST_SKIP() << "4 kv heads over " << world << " ranks";
+  auto grid = parallel::ProcessGrid::create(world, rank, world, 1, 1);
+  ASSERT_TRUE(grid.ok()) << grid.status();
+  parallel::CommOptions opt;
+  opt.timeout_s = 120;
+  auto comms = parallel::create_mpi_group_comms(*grid, opt);
+  ASSERT_TRUE(comms.ok()) << comms.status();
+  engine::Stream s = engine::Stream::cpu();
+  const GptPrecision prec{Device::kCpu, DType::kF32, DType::kF32};
+  GptConfig cfg = tiny_config();
+  cfg.n_heads = 8;
+  cfg.n_kv_heads = 4;
+  cfg.position_embedding = PositionEmbedding::kRotary;
+  cfg.activation = Activation::kSwiglu;
+  cfg.norm = Norm::kRmsNorm;
+  cfg.bias = false;
+  cfg.qkv_bias = true;
+  cfg.tie_embeddings = false;
+  cfg.rope_scaling.type = ops::RotaryScalingType::kLlama3;
+  cfg.rope_scaling.factor = 4.0f;
+  cfg.rope_scaling.original_max_position = 16;
+  Weights w = initial_weights(cfg);
+  for (auto& [name, t] : w.w) {
+    if (name.find("attn.c_attn.bias") == std::string::npos) continue;
+    t.data = testing::random_uniform(static_cast<int64_t>(t.data.size()), 41);
+  }
+  GptShard shard;
+  shard.tp = world;
+  shard.tp_rank = rank;
+  shard.tp_comm = comms->tp.get();
+  auto one = GptInference::create(cfg, {3, 0}, prec);
+  auto tp = GptInference::create(cfg, {3, 0}, prec, shard);
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_TRUE(tp.ok()) << tp.status();
+  ASSERT_TRUE((*one)->load(w.lookup(), s).ok());
+  ASSERT_TRUE((*tp)->load(w.lookup(), s).ok());
+  compare_logits(**one, **tp, testing::Tol{1e-5, 1e-5, 1e-10}, s);
+}
+
 TEST(GptInferenceTp, CudaEqualsSingleRank) {
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);

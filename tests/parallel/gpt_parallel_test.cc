@@ -353,6 +353,20 @@ TEST_P(GptParallelTest, GroupedQueryLlamaStyleEqualsOneRank) {
                 f64 ? Tolerance{1e-11, 1e-11, 1e-11, true} : Tolerance{1e-5, 1e-5, 2e-4, true});
 }
 
+// Qwen2-style: grouped-query attention with a bias on c_attn alone (split with c_attn's group
+// rows) and llama3 rope scaling.
+TEST_P(GptParallelTest, QwenStyleQkvBiasEqualsOneRank) {
+  const bool f64 = GetParam() == engine::DType::kF64;
+  TrainConfig c = llama_config();
+  c.model.n_kv_heads = 2;
+  c.model.qkv_bias = true;
+  c.model.rope_scaling.type = ops::RotaryScalingType::kLlama3;
+  c.model.rope_scaling.factor = 4.0f;
+  c.model.rope_scaling.original_max_position = 16;
+  check_layouts(c, variant_layouts(), GetParam(),
+                f64 ? Tolerance{1e-11, 1e-11, 1e-11, true} : Tolerance{1e-5, 1e-5, 2e-4, true});
+}
+
 // BERT (type bert, HF layout): post-LN, GELU-erf, token types and the embedding LayerNorm,
 // bidirectional attention with padding, the MLM head (vocab-parallel bias) and the binary head.
 TrainConfig bert_config() {

@@ -26,6 +26,29 @@ def make_hf(args):
                                        hidden_dropout=0.0, attention_dropout=0.0,
                                        bos_token_id=0, eos_token_id=0)
         model = transformers.BloomForCausalLM(cfg)
+    elif args.family == "llama3":  # grouped-query (2 kv heads) + llama3 rope scaling
+        cfg = transformers.LlamaConfig(vocab_size=args.vocab, hidden_size=256,
+                                       intermediate_size=512, num_hidden_layers=2,
+                                       num_attention_heads=4, num_key_value_heads=2,
+                                       max_position_embeddings=args.seq_len, rms_norm_eps=1e-5,
+                                       rope_theta=500000.0, initializer_range=args.init,
+                                       rope_scaling={"rope_type": "llama3", "factor": 8.0,
+                                                     "low_freq_factor": 1.0,
+                                                     "high_freq_factor": 4.0,
+                                                     # short: the 64 positions meet all bands
+                                                     "original_max_position_embeddings": 32},
+                                       tie_word_embeddings=False, attention_bias=False,
+                                       bos_token_id=0, eos_token_id=0)
+        model = transformers.LlamaForCausalLM(cfg)
+    elif args.family == "qwen2":  # grouped-query (2 kv heads) + q/k/v bias
+        cfg = transformers.Qwen2Config(vocab_size=args.vocab, hidden_size=256,
+                                       intermediate_size=512, num_hidden_layers=2,
+                                       num_attention_heads=4, num_key_value_heads=2,
+                                       max_position_embeddings=args.seq_len, rms_norm_eps=1e-6,
+                                       rope_theta=1000000.0, initializer_range=args.init,
+                                       use_sliding_window=False, tie_word_embeddings=False,
+                                       bos_token_id=0, eos_token_id=0)
+        model = transformers.Qwen2ForCausalLM(cfg)
     else:
         cfg = transformers.LlamaConfig(vocab_size=args.vocab, hidden_size=256,
                                        intermediate_size=512, num_hidden_layers=2,
@@ -71,7 +94,7 @@ def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
     h = sub.add_parser("make-hf")
-    h.add_argument("family", choices=["bloom", "llama"])
+    h.add_argument("family", choices=["bloom", "llama", "llama3", "qwen2"])
     h.add_argument("dir")
     h.add_argument("--init", type=float, default=0.2)
     l = sub.add_parser("hf-loss")
