@@ -57,6 +57,20 @@ void check_segments(const char* op, const AttentionArgs& args, ConstTensorView s
                segments));
 }
 
+// prefix_end: empty or a contiguous i32 [B*T] on the stream's device.
+void check_prefix(const char* op, const AttentionArgs& args, const Stream& stream) {
+  const ConstTensorView& p = args.prefix_end;
+  if (p.empty()) return;
+  const int64_t bt = args.batch * args.seq;
+  ANVIL_CHECK_MSG(p.dtype == DType::kI32 && p.device == stream.device() && p.is_contiguous() &&
+                      p.ndim == 1 && p.dim(0) == bt,
+                  expected(op, "prefix_end",
+                           "empty or a contiguous i32 [B*T] = [" + std::to_string(bt) + "] on " +
+                               std::string(engine::device_name(stream.device())) +
+                               " (per-query prefix ends, see ops/attention.h)",
+                           p));
+}
+
 // Checks what forward and backward share; returns the act dtype (qkv's).
 DType check_common(const char* op, const AttentionArgs& args, ConstTensorView qkv,
                    ConstTensorView probs, ConstTensorView segments, Workspace ws,
@@ -90,6 +104,7 @@ DType check_common(const char* op, const AttentionArgs& args, ConstTensorView qk
                                std::to_string(args.seq) + "]",
                            probs));
   check_segments(op, args, segments, stream);
+  check_prefix(op, args, stream);
   if (stream.is_cuda()) {
     const size_t need = cuda::attention_workspace_bytes(args, engine::dtype_size(act));
     ANVIL_CHECK_MSG(ws.data != nullptr && ws.bytes >= need,

@@ -5,8 +5,10 @@
 //   out = P' v, heads concatenated                                                  (= out, P)
 //   backward: dqkv (=) through the same path (masked entries get zero gradient); the dropout
 //   mask is regenerated from Philox.
-// Visibility: key j is visible to query i of sample b iff j <= i and, when segments are given,
-// segments[b*T + j] == segments[b*T + i]. The diagonal is always visible, so no row is empty.
+// Visibility: key j is visible to query i of sample b iff (j <= i or, when args.prefix_end is
+// given, j < prefix_end[b*T + i]: a bidirectional prefix, see ops/flash_attention.h) and, when
+// segments are given, segments[b*T + j] == segments[b*T + i]. The diagonal is always visible,
+// so no row is empty.
 // Layout: qkv: [B*T, 3*H*Dh] with q | k | v along the last dim, each [H, Dh] (GPT-2/HF c_attn);
 // out: [B*T, H*Dh].
 //
@@ -48,6 +50,7 @@ struct AttentionArgs {
   uint64_t offset = 0;      // Philox offset of the probability dropout
   int64_t total_heads = 0;  // 0: heads (heads of the whole model, for the dropout numbering)
   int64_t head_offset = 0;  // first model head of this call: heads [head_offset, +heads)
+  ConstTensorView prefix_end = {};  // [B*T] i32 or empty: keys j < prefix_end[b*T + i] visible
 };
 
 // Scratch the op needs beyond its saved probabilities (permuted q/k/v, their gradients...).

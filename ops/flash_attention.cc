@@ -51,6 +51,12 @@ void check_masks(const char* op, const FlashAttentionArgs& a, const AttentionMas
   if (!m.kv_lengths.empty()) {
     detail::check_arg(op, "kv_lengths", m.kv_lengths, DType::kI32, {a.batch}, stream);
   }
+  if (!m.prefix_end.empty()) {
+    ANVIL_CHECK_MSG(a.causal, std::string(op) +
+                                  ": prefix_end widens the causal mask, so it needs causal = "
+                                  "true (without causal every key is already visible)");
+    detail::check_arg(op, "prefix_end", m.prefix_end, DType::kI32, {a.batch * a.q_len}, stream);
+  }
   if (a.bias == AttentionBias::kRelativeBuckets) {
     detail::check_arg(op, "rel_buckets", m.rel_buckets, DType::kI32, {a.q_len + a.kv_len - 1},
                       stream);

@@ -8,9 +8,17 @@
 // Backward: dq, dk, dv (=) through the same path; P is recomputed from q, k and the saved lse,
 // the dropout mask is regenerated from Philox. Deterministic (no atomics).
 //
-// Visibility: visible(b, i, j) = (!causal || j <= i) && j < kv_lengths[b] (when given)
-//   && seg_q[b*Tq + i] == seg_k[b*Tk + j] (when segments are given).
+// Visibility: visible(b, i, j) = (!causal || j <= i || j < prefix_end[b*Tq + i] (when given))
+//   && j < kv_lengths[b] (when given) && seg_q[b*Tq + i] == seg_k[b*Tk + j] (when segments are
+//   given).
 // causal is top-left aligned (key j visible to query i iff j <= i); used with Tq == Tk.
+// prefix_end (causal only) is a per-query bidirectional prefix: query i also sees every key
+// before prefix_end[b*Tq + i], later ones included. Prefix-LM passes one value per sample (its
+// prefix length) on every query of the sample; packed T0/MTF sequences pass, on each token of a
+// segment, the segment's start plus its input length (segments keep the documents apart), so
+// each input is bidirectional and each target causal. Values need not be clamped (<= 0: plain
+// causal; >= Tk: the whole row). The CUDA kernels skip only tiles that neither the diagonal nor
+// the prefix makes visible.
 // Segments are Megatron's reset_attention_mask document ids (see ops/attention.h for their
 // construction from the tokens); kv_lengths is BERT/T5's key-padding mask.
 //
@@ -78,6 +86,7 @@ struct AttentionMasks {
   ConstTensorView seg_q;        // [B*Tq] i32 document ids of the queries
   ConstTensorView seg_k;        // [B*Tk] i32 document ids of the keys (given with seg_q)
   ConstTensorView kv_lengths;   // [B] i32: keys j >= kv_lengths[b] are padding
+  ConstTensorView prefix_end;   // [B*Tq] i32 (causal only): keys j < prefix_end[b*Tq + i] visible
   ConstTensorView rel_buckets;  // [Tq + Tk - 1] i32: bucket of distance j - i at j - i + Tq - 1
   ConstTensorView rel_table;    // [num_buckets, total_heads] f32 (kRelativeBuckets)
 };

@@ -10,10 +10,11 @@
 namespace anvil::ops::detail {
 
 // Key j visible to query i of sample b (ops/flash_attention.h); null pointers: not used.
+// prefix_end [B*Tq] widens the causal mask: keys j < prefix_end[b*Tq + i] are visible too.
 ANVIL_HOST_DEVICE bool visible(bool causal, int64_t i, int64_t j, int64_t b, int64_t q_len,
                                int64_t kv_len, const int32_t* seg_q, const int32_t* seg_k,
-                               const int32_t* kv_lengths) {
-  if (causal && j > i) return false;
+                               const int32_t* kv_lengths, const int32_t* prefix_end = nullptr) {
+  if (causal && j > i && (prefix_end == nullptr || j >= prefix_end[b * q_len + i])) return false;
   if (kv_lengths != nullptr && j >= kv_lengths[b]) return false;
   if (seg_q != nullptr && seg_q[b * q_len + i] != seg_k[b * kv_len + j]) return false;
   return true;

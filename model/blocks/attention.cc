@@ -80,11 +80,12 @@ ops::FlashAttentionArgs flash_args(const AttentionConfig& c, float dropout,
 }
 
 ops::AttentionArgs unfused_args(const AttentionConfig& c, float dropout,
-                                const AttentionDropoutSite& site) {
+                                const AttentionDropoutSite& site, const AttentionInputs& in) {
   ops::AttentionArgs aa{c.batch, c.q_len, c.local_heads(), c.head_dim,
                         c.scale, dropout, site.seed,       site.offset};
   aa.total_heads = c.heads;
   aa.head_offset = c.head_offset();
+  aa.prefix_end = in.masks.prefix_end;
   return aa;
 }
 
@@ -159,8 +160,8 @@ void attention_forward(const AttentionConfig& c, TensorView out, const Attention
   if (c.flash) {
     ops::flash_attention_forward(flash_args(c, p, site), acts.att, acts.lse, q, k, v, in.masks, s);
   } else {
-    ops::attention_forward(unfused_args(c, p, site), acts.att, acts.probs, acts.qkv, in.masks.seg_q,
-                           ws, s);
+    ops::attention_forward(unfused_args(c, p, site, in), acts.att, acts.probs, acts.qkv,
+                           in.masks.seg_q, ws, s);
   }
   row_linear(out, acts.att, w.out_w, w.out_b, c.tp_rank == 0, s);
 }
@@ -192,7 +193,7 @@ void attention_backward(const AttentionConfig& c, TensorView dx, TensorView dmem
     ops::flash_attention_backward(flash_args(c, c.dropout, site), dq, dk, dv, d_rel_table,
                                   scratch.datt, q, k, v, acts.att, acts.lse, in.masks, ws, s);
   } else {
-    const ops::AttentionArgs aa = unfused_args(c, c.dropout, site);
+    const ops::AttentionArgs aa = unfused_args(c, c.dropout, site, in);
     // The probabilities were not kept: recompute them (att is rewritten with equal values).
     if (c.recompute_probs) {
       ops::attention_forward(aa, acts.att, acts.probs, acts.qkv, in.masks.seg_q, ws, s);

@@ -19,7 +19,8 @@
 // Positions are a spec: none / learned (added to x by the embedding block, nothing here),
 // rotary (q, k rotated), ALiBi (flash bias from the model head numbers) or relative buckets
 // (flash bias from the inputs' bucket table and the learned [buckets, heads] f32 table).
-// Masks: causal (config), padding (kv_lengths) and document ids (segments) come with the inputs.
+// Masks: causal (config), padding (kv_lengths), document ids (segments) and bidirectional prefix
+// ends (prefix_end: prefix-LM) come with the inputs.
 // The probability dropout numbers its elements over the model's heads (head_offset), so a TP
 // rank draws the same masks as one rank holding all heads.
 // Backward from d out [rows, d]: weight (and bias) gradients (+=), d rel_table (+=, f32), d x
@@ -94,8 +95,8 @@ struct AttentionActs {
 };
 
 // One micro-batch's position and mask inputs on the stream's device: positions [rows] i32
-// (rotary); masks.seg_q / seg_k (document ids; the unfused op reads seg_q), kv_lengths
-// (padding), rel_buckets and rel_table (relative buckets).
+// (rotary); masks.seg_q / seg_k (document ids; the unfused op reads seg_q), prefix_end (both
+// ops), kv_lengths (padding), rel_buckets and rel_table (relative buckets).
 struct AttentionInputs {
   engine::ConstTensorView positions;
   ops::AttentionMasks masks;

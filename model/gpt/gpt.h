@@ -37,7 +37,9 @@ namespace anvil::model {
 
 // One micro-batch's host inputs, [B*T] i32 each. targets < 0 are not counted; segments (may be
 // null: plain causal attention) number the documents of each sample for a document-aware
-// causal mask (Megatron's reset_attention_mask; see ops/attention.h).
+// causal mask (Megatron's reset_attention_mask; see ops/attention.h); prefix_end (may be null)
+// widens the causal mask per query: keys before prefix_end[i] are visible too (prefix-LM, see
+// ops/flash_attention.h).
 // BERT (cfg.bert()) also takes token_types [B*T] (< type_vocab_size), lengths [B] (the real
 // tokens of each sample: keys at or past it are padding) and, with the binary head,
 // binary_labels [B] (0/1; < 0: not counted).
@@ -49,6 +51,7 @@ struct GptBatch {
   const int32_t* token_types = nullptr;
   const int32_t* lengths = nullptr;
   const int32_t* binary_labels = nullptr;
+  const int32_t* prefix_end = nullptr;
 };
 
 class GptModel {

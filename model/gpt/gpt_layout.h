@@ -126,7 +126,8 @@ Weights weights_of(const ParamTable& t, TensorView Param::*field, const GptConfi
                    const GptShard& shard);
 
 // Flash attention (ops/flash_attention.h) wherever it runs: always on the CPU; on CUDA where
-// ops::flash_attention_cuda_supports says so (bf16 or fp16, head_dim a multiple of 8 in [32, 256]). Elsewhere the unfused op (ops/attention.h) runs.
+// ops::flash_attention_cuda_supports says so (bf16 or fp16, head_dim a multiple of 8 in [32, 256]).
+// Elsewhere the unfused op (ops/attention.h) runs.
 bool uses_flash_attention(const GptConfig& cfg, const GptPrecision& prec);
 
 // One micro-batch's inputs on the device, [B*T] i32 each; BERT also token_types [B*T], lengths
@@ -134,7 +135,9 @@ bool uses_flash_attention(const GptConfig& cfg, const GptPrecision& prec);
 struct SlotData {
   TensorView tokens, positions, targets, segments;
   TensorView token_types, lengths, binary_labels;
+  TensorView prefix_end;  // [B*T] i32 (GptBatch::prefix_end)
   bool has_segments = false;
+  bool has_prefix = false;
   int64_t counted = 0;          // BERT: targets >= 0 of the micro-batch (host count)
   uint64_t dropout_offset = 0;  // of the slot's last forward
 };

@@ -61,11 +61,13 @@ blocks::AttentionActs attention_acts(const gpt_detail::LayerActs& a) {
   return {a.qkv, {}, a.lse, a.probs, a.atty};
 }
 
-// Rotary positions; the document masks (segments) and BERT's key-padding mask (lengths).
+// Rotary positions; the document masks (segments), the prefix-LM prefix ends and BERT's
+// key-padding mask (lengths).
 blocks::AttentionInputs attention_inputs(const gpt_detail::SlotData& sd) {
   blocks::AttentionInputs in;
   in.positions = sd.positions;
   if (sd.has_segments) in.masks.seg_q = in.masks.seg_k = sd.segments;
+  if (sd.has_prefix) in.masks.prefix_end = sd.prefix_end;
   if (!sd.lengths.empty()) in.masks.kv_lengths = sd.lengths;
   return in;
 }
@@ -127,6 +129,8 @@ void GptModel::Impl::set_batch(int64_t chunk, int64_t slot, const GptBatch& batc
   put(d.targets, batch.targets);
   d.has_segments = batch.segments != nullptr;
   if (d.has_segments) put(d.segments, batch.segments);
+  d.has_prefix = batch.prefix_end != nullptr;
+  if (d.has_prefix) put(d.prefix_end, batch.prefix_end);
   if (!cfg.bert()) return;
   ANVIL_CHECK_MSG(batch.token_types && batch.lengths && (batch.binary_labels || !cfg.binary_head),
                   "GptModel::set_batch: BERT needs token_types, lengths and binary_labels");

@@ -9,6 +9,7 @@
 #include "engine/checked_math.h"
 #include "engine/status.h"
 #include "model/train/checkpoint.h"
+#include "model/train/prefix_lm.h"
 #include "model/train/sample_record.h"
 #include "model/train/trainer.h"
 #include "parallel/comm.h"
@@ -56,10 +57,10 @@ absl::StatusOr<engine::MemoryPlan> GptTrainModel::plan(const TrainConfig& cfg,
   ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan,
                          GptModel::plan(cfg.model, GptRunShape{B, T}, prec, shard));
   if (prec.device == engine::Device::kCpu) {
-    // create()'s four (BERT: five) i32 arrays of [accumulation steps * B*T] (<= global_batch *
-    // T tokens, bounded by the config's validation).
+    // create()'s four (BERT, prefix-LM: five) i32 arrays of [accumulation steps * B*T]
+    // (<= global_batch * T tokens, bounded by the config's validation).
     const int64_t accum = std::max<int64_t>(cfg.train.accumulation_steps(cfg.parallel.dp), 1);
-    const size_t arrays = cfg.model.bert() ? 5 : 4;
+    const size_t arrays = cfg.model.bert() || cfg.data.prefix_lm ? 5 : 4;
     plan.add("batch", "host micro-batches",
              engine::saturating_mul(arrays * sizeof(int32_t), static_cast<size_t>(accum * B * T)));
   }
@@ -96,6 +97,7 @@ absl::StatusOr<std::unique_ptr<GptTrainModel>> GptTrainModel::create(const Train
   t->positions_.resize(n);
   for (size_t i = 0; i < n; ++i) t->positions_[i] = static_cast<int32_t>(i % T);
   t->sample_.assign(static_cast<size_t>(sample_record_width(cfg.model.type, T)), 0);
+  if (cfg.data.prefix_lm) t->prefix_end_.assign(n, 0);
   if (cfg.model.bert()) {
     t->types_.assign(n, 0);
     t->lengths_.assign(n / static_cast<size_t>(T), 0);
@@ -158,6 +160,13 @@ int64_t GptTrainModel::load_micro_batch(const SampleFn& fn, int64_t first_index,
         docs += tokens[t] == d.eod_token;
       }
     }
+    // Prefix-LM (pretrain_prefix_lm.py): the sample's random prefix, bidirectional in the
+    // attention; with loss_on_targets_only no loss on the prefix (model/train/prefix_lm.h).
+    if (d.prefix_lm) {
+      const PrefixLmOptions o{static_cast<int32_t>(d.eod_token), d.reset_attention_mask,
+                              d.loss_on_targets_only, d.seed};
+      apply_prefix_lm(o, first_index + b, tokens, T, prefix_end_.data() + row, targets);
+    }
     // The curriculum's truncation: positions and attention are causal, so outputs before
     // counted_tokens_ do not see the tokens after it; their targets are left out of the loss.
     if (counted_tokens_ > 0) std::fill(targets + counted_tokens_, targets + T, -1);
@@ -170,6 +179,7 @@ GptBatch GptTrainModel::host_batch(int64_t m) const {
   const size_t row = static_cast<size_t>(m * B_ * T_);
   GptBatch b{tokens_.data() + row, positions_.data() + row, targets_.data() + row,
              data_.reset_attention_mask ? segments_.data() + row : nullptr};
+  if (data_.prefix_lm) b.prefix_end = prefix_end_.data() + row;
   if (cfg_.bert()) {
     const size_t first = static_cast<size_t>(m * B_);
     b.token_types = types_.data() + row;

@@ -1,7 +1,8 @@
 // GPT and BERT (GptModel, model/gpt/gpt.h) as the shared trainer's Model (model/model.h): the
 // rank's GptShard of the grid coordinates, the host micro-batches decoded from the family's
 // sample records (model/train/sample_record.h; GPT: Megatron's get_ltor_masks_and_position_ids
-// under [data] eod_mask_loss, reset_position_ids, reset_attention_mask; BERT: decode_bert_record),
+// under [data] eod_mask_loss, reset_position_ids, reset_attention_mask, and prefix_lm's prefixes
+// (model/train/prefix_lm.h); BERT: decode_bert_record),
 // the tied embedding's gradient summed over the embedding group, the checkpoint tensors of
 // model/train/checkpoint.h, and BERT's loss parts.
 #pragma once
@@ -64,8 +65,11 @@ class GptTrainModel : public Model {
   size_t arena_bytes() const override { return model_->arena_bytes(); }
   int64_t load_micro_batch(const SampleFn& samples, int64_t first_index, int64_t m) override;
   void set_counted_tokens(int64_t n) override { counted_tokens_ = n; }
-  // With eod_mask_loss, and BERT's masked-LM loss (Megatron's pretrain_bert).
-  bool per_micro_batch_mean() const override { return data_.eod_mask_loss || cfg_.bert(); }
+  // With eod_mask_loss, BERT's masked-LM loss (Megatron's pretrain_bert) and prefix-LM
+  // (pretrain_prefix_lm.py's loss_func: the mean over each micro-batch's loss mask).
+  bool per_micro_batch_mean() const override {
+    return data_.eod_mask_loss || cfg_.bert() || data_.prefix_lm;
+  }
   int64_t tokens_per_sample() const override { return T_; }
   double flops_per_token() const override;
   bool reports_loss_parts() const override { return cfg_.bert(); }
@@ -103,6 +107,7 @@ class GptTrainModel : public Model {
   // Host micro-batches of one step, [accumulation steps * B*T] each (BERT: token types; lengths_
   // and binary_ [accumulation steps * B]); sample_: one record (model/train/sample_record.h).
   std::vector<int32_t> tokens_, positions_, targets_, segments_, sample_;
+  std::vector<int32_t> prefix_end_;  // prefix-LM: [accumulation steps * B*T]
   std::vector<int32_t> types_, lengths_, binary_;
 };
 

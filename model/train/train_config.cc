@@ -319,6 +319,17 @@ absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size
   t.data.reset_position_ids = c.get_bool("data", "reset_position_ids");
   t.data.reset_attention_mask = c.get_bool("data", "reset_attention_mask");
   t.data.wrap_held_out = c.get_string("data", "valid_exhausted") == "wrap";
+  t.data.prefix_lm = c.get_bool("data", "prefix_lm");
+  t.data.loss_on_targets_only = c.get_bool("data", "loss_on_targets_only");
+  ANVIL_RETURN_IF_ERROR(need(t.data.prefix_lm || !t.data.loss_on_targets_only, c, "data",
+                             "loss_on_targets_only", "needs [data] prefix_lm = true"));
+  ANVIL_RETURN_IF_ERROR(
+      need(!t.data.prefix_lm || (m.type == ModelType::kGpt && m.causal), c, "data", "prefix_lm",
+           "needs [model] type = gpt with causal attention (the prefix widens the causal mask)"));
+  ANVIL_RETURN_IF_ERROR(need(!c.get_bool("data", "reweight_loss_based_on_position_frequency"), c,
+                             "data", "reweight_loss_based_on_position_frequency",
+                             "is not implemented yet (it needs per-token loss weights in the LM "
+                             "head; model/train/prefix_lm.h has the weights)"));
   if (m.bert()) {  // BERT's samples are sentence pairs with their own masks, no eod
     for (const char* key : {"eod_mask_loss", "reset_position_ids", "reset_attention_mask"}) {
       ANVIL_RETURN_IF_ERROR(need(!c.get_bool("data", key), c, "data", key,

@@ -48,10 +48,15 @@ struct DataConfig {
   bool reset_position_ids = false;    // positions restart after every eod
   bool reset_attention_mask = false;  // document-aware causal mask (attention within a doc)
   bool wrap_held_out = true;          // valid_exhausted = wrap (else error)
-  double last_epoch_cutoff = 0.95;    // separate last epoch below this share of an epoch
-  double mask_prob = 0.15;            // BERT: masked-LM share of the tokens
-  double short_seq_prob = 0.1;        // BERT: probability of a shorter target length
-  int64_t decoder_seq_len = 128;      // T5: decoder tokens per sample (seq_len: the encoder's)
+  // Prefix-LM (pretrain_prefix_lm.py, model/train/prefix_lm.h): a random bidirectional prefix
+  // per sample (per document with reset_attention_mask); no loss on the prefix when
+  // loss_on_targets_only.
+  bool prefix_lm = false;
+  bool loss_on_targets_only = false;
+  double last_epoch_cutoff = 0.95;  // separate last epoch below this share of an epoch
+  double mask_prob = 0.15;          // BERT: masked-LM share of the tokens
+  double short_seq_prob = 0.1;      // BERT: probability of a shorter target length
+  int64_t decoder_seq_len = 128;    // T5: decoder tokens per sample (seq_len: the encoder's)
   // Named groups (--{train,valid,test}-weighted-split-paths); empty = paths and split.
   std::vector<DataGroup> train_groups, valid_groups, test_groups;
 };

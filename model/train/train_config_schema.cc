@@ -114,6 +114,19 @@ ConfigSchema build_schema() {
         "error = stop the run with exit status 1 naming the set, as Megatron-DeepSpeed does "
         "(its validation iterator raises StopIteration).",
         {"wrap", "error"});
+  s.add("data", "prefix_lm", kBool, "false",
+        "Prefix-LM (Megatron-DeepSpeed's pretrain_prefix_lm.py), type gpt: each sample (each "
+        "document with reset_attention_mask) gets a random prefix length p drawn as the fork's "
+        "get_prefix_indices draws it (randint(1, seq_len); per document randint(start + 1, eod)), "
+        "with CPython's generator seeded per sample from [data] seed and the sample index "
+        "(the fork: one process-wide stream); tokens before p attend to each other "
+        "bidirectionally, the rest causally.");
+  s.add("data", "loss_on_targets_only", kBool, "false",
+        "--loss-on-targets-only (prefix_lm): no loss on the prefix tokens except the last one "
+        "(which predicts the first target); the loss is the mean over each micro-batch's "
+        "remaining tokens.");
+  s.add("data", "reweight_loss_based_on_position_frequency", kBool, "false",
+        "--reweight-loss-based-on-position-frequency: not implemented yet (refused when true).");
   // [train]
   s.add("train", "micro_batch", kInt, "8", "Samples per forward/backward (--micro-batch-size).");
   s.add("train", "global_batch", kInt, "0",

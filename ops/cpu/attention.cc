@@ -1,5 +1,6 @@
 // CPU twin of ops/attention.h, the reference: plain loops over (batch, head, query row).
-//   vis_ij = j <= i && (no segments || seg_j == seg_i)   (the sample's document ids)
+//   vis_ij = (j <= i || j < prefix_end_i) && (no segments || seg_j == seg_i)   (the sample's
+//   document ids; prefix_end when given)
 //   s_ij = scale * q_i . k_j for visible j (P_ij = 0 exactly where not visible)
 //   P_ij = softmax over visible j of s_ij                                   (= probs)
 //   P'_ij = keep_ij ? P_ij / (1 - p) : 0,  keep_ij = philox(seed, offset, e) >= p with
@@ -68,12 +69,15 @@ struct Layout {
   }
 };
 
-// Key visibility: causal, and within one document when segments (seg: [B*T]) are given.
+// Key visibility: causal (widened by the prefix when prefix_end: [B*T] is given), and within
+// one document when segments (seg: [B*T]) are given.
 struct Mask {
-  const int32_t* seg;  // null: plain causal
+  const int32_t* seg;     // null: plain causal
+  const int32_t* prefix;  // null: no prefix
   int64_t T;
   bool visible(int64_t b, int64_t i, int64_t j) const {
-    return j <= i && (seg == nullptr || seg[b * T + j] == seg[b * T + i]);
+    return (j <= i || (prefix != nullptr && j < prefix[b * T + i])) &&
+           (seg == nullptr || seg[b * T + j] == seg[b * T + i]);
   }
 };
 
@@ -111,7 +115,7 @@ void forward_typed(const AttentionArgs& args, T* out, T* probs, const T* qkv, co
         // out_i = sum_j P'_ij v_j over the visible j.
         T* oi = out + L.out(b, i, h);
         for (int64_t d = 0; d < L.Dh; ++d) oi[d] = 0;
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = 0; j < L.T; ++j) {
           if (!m.visible(b, i, j)) continue;
           const T pd = drop.apply(row[j], L.drop_row(b, h, i) + j);
           const T* vj = qkv + L.qkv(b, j, 2, h);
@@ -142,11 +146,11 @@ void backward_typed(const AttentionArgs& args, T* dqkv, const T* dout, const T* 
         };
         // Masked j have P_ij = 0 and no gradient: skipped in both sums.
         T rowdot = 0;
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = 0; j < L.T; ++j) {
           if (m.visible(b, i, j)) rowdot += row[j] * dp(j);
         }
         T* dqi = dqkv + L.qkv(b, i, 0, h);
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = 0; j < L.T; ++j) {
           if (!m.visible(b, i, j)) continue;
           const T pd = drop.apply(row[j], r + j);
           T* dvj = dqkv + L.qkv(b, j, 2, h);
@@ -165,7 +169,8 @@ void backward_typed(const AttentionArgs& args, T* dqkv, const T* dout, const T* 
 }
 
 Mask mask_of(const AttentionArgs& args, ConstTensorView segments) {
-  return Mask{segments.empty() ? nullptr : segments.as<int32_t>(), args.seq};
+  return Mask{segments.empty() ? nullptr : segments.as<int32_t>(),
+              args.prefix_end.empty() ? nullptr : args.prefix_end.as<int32_t>(), args.seq};
 }
 
 }  // namespace

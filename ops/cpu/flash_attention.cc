@@ -54,7 +54,7 @@ struct RowScorer {
   int64_t kv_col() const { return h / a.group() * a.head_dim; }  // of h's kv head in k, v
   bool visible(int64_t i, int64_t j) const {
     return detail::visible(a.causal, i, j, b, a.q_len, a.kv_len, ints(m.seg_q), ints(m.seg_k),
-                           ints(m.kv_lengths));
+                           ints(m.kv_lengths), ints(m.prefix_end));
   }
   double bias(int64_t i, int64_t j) const {
     const int64_t th = a.total_heads == 0 ? a.heads : a.total_heads;

@@ -356,6 +356,18 @@ TEST(TrainConfigTest, DataPathsEodOptionsAndSeed) {
       kValid, {"data.eod_mask_loss=true", "data.reset_position_ids=true", "data.eod_token=256"});
   ASSERT_TRUE(eod.ok()) << eod.status();
   EXPECT_TRUE(eod->data.eod_mask_loss && eod->data.reset_position_ids);
+  // Prefix-LM: loss_on_targets_only belongs to it; GPT only; reweighting is refused by name.
+  auto prefix = load(kValid, {"data.prefix_lm=true", "data.loss_on_targets_only=true"});
+  ASSERT_TRUE(prefix.ok()) << prefix.status();
+  EXPECT_TRUE(prefix->data.prefix_lm && prefix->data.loss_on_targets_only);
+  EXPECT_THAT(error_of(kValid, {"data.loss_on_targets_only=true"}),
+              AllOf(HasSubstr("[data] loss_on_targets_only"), HasSubstr("prefix_lm")));
+  EXPECT_THAT(error_of(kValid, {"data.prefix_lm=true", "model.type=bert"}),
+              HasSubstr("[data] prefix_lm"));
+  EXPECT_THAT(
+      error_of(kValid,
+               {"data.prefix_lm=true", "data.reweight_loss_based_on_position_frequency=true"}),
+      AllOf(HasSubstr("reweight_loss_based_on_position_frequency"), HasSubstr("not implemented")));
 }
 
 TEST(TrainConfigTest, ResolvesDevice) {

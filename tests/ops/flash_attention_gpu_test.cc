@@ -4,7 +4,8 @@
 // element or a NaN fails. Head sizes 32, 40, 64, 80, 96, 128, 168, 256 (tile widths 64-256,
 // padded inside the kernels when smaller; 168 for the width 192), lengths that are not tile
 // multiples (1, 17, 1000, 2049), every mask kind (causal, bidirectional, documents, key padding
-// with an empty sample, cross-attention lengths, ALiBi, relative buckets), dropout on and off, a TP
+// with an empty sample, cross-attention lengths, ALiBi, relative buckets, bidirectional prefixes
+// per sample and per packed segment), dropout on and off, a TP
 // head offset; backward is bitwise reproducible. Skipped without a GPU. Sizes are kept so that the
 // single-threaded CPU reference stays near a minute in all.
 #include <cmath>
@@ -258,6 +259,31 @@ TEST(FlashAttentionGpu, RelativeBucketsBackward) {
     t.scale = 1.0f, t.total_heads = 4, t.head_offset = 1;
     add_relative_buckets(&t, 29);
     check_gpu(t, 30);
+  }
+}
+
+// Bidirectional prefixes: prefix-LM (one per sample: inside the first tile, across several
+// tiles, none, the whole sample) and packed segments with input prefixes, head sizes 64, 128
+// and 80 (width 96, zero-padded), lengths that are not tile multiples; ALiBi and dropout
+// (BLOOM's prefix-LM). Prefixes past the diagonal make tiles above it visible: the forward and
+// dq kernels must walk them and the dk/dv kernel must start before the diagonal.
+TEST(FlashAttentionGpu, PrefixLmAndPackedSegmentPrefixes) {
+  ANVIL_SKIP_WITHOUT_GPU();
+  for (int64_t dh : {64, 128, 80}) {
+    Case c = gpu_case(4, 333, 2, dh, true);
+    add_sample_prefixes(&c, {40, 200, 0, 333});
+    check_gpu(c, 70 + dh);
+    c.dropout = 0.1f, c.bias = AttentionBias::kAlibi, c.total_heads = 4, c.head_offset = 1;
+    check_gpu(c, 71 + dh);
+    Case s = gpu_case(2, 517, 2, dh, true);
+    add_documents(&s, 72 + dh);  // about one segment end in 40 tokens
+    add_segment_prefixes(&s);
+    check_gpu(s, 73 + dh);
+    Case l = gpu_case(1, 1100, 1, dh, true);  // few long segments: prefixes over many tiles
+    l.segs_q = l.segs_k = std::vector<int32_t>(1100, 0);
+    for (int64_t t = 700; t < 1100; ++t) l.segs_q[t] = l.segs_k[t] = 1;
+    add_segment_prefixes(&l);
+    check_gpu(l, 74 + dh);
   }
 }
 

@@ -5,7 +5,9 @@
 // padding, ALiBi, relative buckets with the table gradient, cross-attention with Tq != Tk,
 // no scaling, dropout); grouped-query attention against the same problem with K/V expanded per
 // query head, and against central differences; empty rows (all keys padded) give out 0, lse +inf
-// and zero gradients. The CUDA kernels against this twin: tests/ops/flash_attention_gpu_test.cc.
+// and zero gradients. The bidirectional prefix (prefix-LM per sample, packed segments with input
+// prefixes) against a dense mask built as Megatron-DeepSpeed builds it, the unfused op, and
+// central differences. The CUDA kernels against this twin: tests/ops/flash_attention_gpu_test.cc.
 #include "ops/flash_attention.h"
 
 #include <cmath>
@@ -273,6 +275,151 @@ TEST(FlashAttentionCpu, AlibiSlopesAreMegatrons) {
   }
 }
 
+// ---- bidirectional prefix (prefix-LM, packed T0/MTF) ------------------------------------------
+
+// The dense [B, T, T] mask as Megatron-DeepSpeed builds it (megatron/utils.py
+// get_ltor_masks_and_position_ids and the packed MTF masks): lower triangle, minus the keys of
+// other segments, plus the square [s, pe) x [s, pe) of each segment [s, e) whose prefix ends
+// at pe. Built from the segment ids and each segment's prefix end, not from prefix_end per
+// query, so it checks the op's per-query rule independently.
+std::vector<char> dense_prefix_mask(const Case& c) {
+  const int64_t T = c.tq;
+  std::vector<char> m(c.batch * T * T, 0);
+  for (int64_t b = 0; b < c.batch; ++b) {
+    auto seg = [&](int64_t t) { return c.segs_q.empty() ? 0 : c.segs_q[b * T + t]; };
+    for (int64_t i = 0; i < T; ++i) {
+      for (int64_t j = 0; j <= i; ++j) m[(b * T + i) * T + j] = seg(i) == seg(j);
+    }
+    int64_t s = 0;
+    for (int64_t e = 1; e <= T; ++e) {
+      if (e < T && seg(e) == seg(s)) continue;
+      const int64_t pe = std::min<int64_t>(T, c.prefix_end[b * T + s]);
+      for (int64_t i = s; i < pe; ++i) {
+        for (int64_t j = s; j < pe; ++j) m[(b * T + i) * T + j] = 1;
+      }
+      s = e;
+    }
+  }
+  return m;
+}
+
+// out of self-attention over the fused q | k | v (in.xq) with a dense mask, in double.
+std::vector<double> dense_attention(const Case& c, const Inputs& in, const std::vector<char>& m) {
+  const int64_t T = c.tq, hd = c.heads * c.dh;
+  std::vector<double> out(c.batch * T * hd, 0.0);
+  auto x = [&](int64_t b, int64_t t, int64_t part, int64_t h, int64_t d) {
+    return static_cast<double>(in.xq[(b * T + t) * 3 * hd + part * hd + h * c.dh + d]);
+  };
+  for (int64_t b = 0; b < c.batch; ++b) {
+    for (int64_t h = 0; h < c.heads; ++h) {
+      for (int64_t i = 0; i < T; ++i) {
+        std::vector<double> s(T, -std::numeric_limits<double>::infinity());
+        double mx = s[0];
+        for (int64_t j = 0; j < T; ++j) {
+          if (!m[(b * T + i) * T + j]) continue;
+          double dot = 0;
+          for (int64_t d = 0; d < c.dh; ++d) dot += x(b, i, 0, h, d) * x(b, j, 1, h, d);
+          s[j] = c.scale * dot;
+          mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < T; ++j) sum += std::exp(s[j] - mx);
+        for (int64_t j = 0; j < T; ++j) {
+          const double p = std::exp(s[j] - mx) / sum;
+          for (int64_t d = 0; d < c.dh; ++d) {
+            out[(b * T + i) * hd + h * c.dh + d] += p * x(b, j, 2, h, d);
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// The unfused op (ops/attention.h) on the same problem: out and dqkv, unpacked as the flash
+// Results are.
+Results unfused(const Case& c, const Inputs& in) {
+  TestStream stream(Device::kCpu);
+  TensorPool pool(Device::kCpu);
+  AttentionArgs u{c.batch,   c.tq, c.heads, c.dh,          c.scale,
+                  c.dropout, 99,   5,       c.total_heads, c.head_offset};
+  const int64_t bt = c.batch * c.tq, hd = c.heads * c.dh;
+  u.prefix_end = pool.from_i32(c.prefix_end, {bt});
+  TensorView qkv = pool.from(in.xq, DType::kF64, {bt, 3 * hd});
+  TensorView out = pool.empty(DType::kF64, {bt, hd});
+  TensorView probs = pool.empty(DType::kF64, {c.batch, c.heads, c.tq, c.tq});
+  TensorView dqkv = pool.empty(DType::kF64, {bt, 3 * hd});
+  TensorView dout = pool.from(in.dout, DType::kF64, {bt, hd});
+  ConstTensorView segs;
+  if (!c.segs_q.empty()) segs = pool.from_i32(c.segs_q, {bt});
+  attention_forward(u, out, probs, qkv, segs, {}, stream);
+  attention_backward(u, dqkv, dout, qkv, probs, segs, {}, stream);
+  Results r;
+  r.out = testing::to_host_f64(out);
+  const std::vector<double> g = testing::to_host_f64(dqkv);
+  for (int64_t row = 0; row < bt; ++row) {
+    for (int64_t col = 0; col < hd; ++col) {
+      r.dq.push_back(g[row * 3 * hd + col]);
+      r.dk.push_back(g[row * 3 * hd + hd + col]);
+      r.dv.push_back(g[row * 3 * hd + 2 * hd + col]);
+    }
+  }
+  return r;
+}
+
+// Flash (CPU twin) and unfused against the dense mask without dropout, then against each other
+// (forward and backward) with dropout and a TP head offset.
+void check_prefix_against_dense_and_unfused(Case c) {
+  const Tol tight{1e-12, 1e-10, 1e-20};
+  const Inputs in = random_inputs(c, 41);
+  const std::vector<double> dense = dense_attention(c, in, dense_prefix_mask(c));
+  EXPECT_TRUE(testing::tensors_near(run(c, Device::kCpu, DType::kF64, in).out, dense, tight))
+      << "flash vs dense";
+  EXPECT_TRUE(testing::tensors_near(unfused(c, in).out, dense, tight)) << "unfused vs dense";
+  c.dropout = 0.2f, c.total_heads = 5, c.head_offset = 2;
+  const Results f = run(c, Device::kCpu, DType::kF64, in), u = unfused(c, in);
+  EXPECT_TRUE(testing::tensors_near(f.out, u.out, tight)) << "out";
+  EXPECT_TRUE(testing::tensors_near(f.dq, u.dq, tight)) << "dq";
+  EXPECT_TRUE(testing::tensors_near(f.dk, u.dk, tight)) << "dk";
+  EXPECT_TRUE(testing::tensors_near(f.dv, u.dv, tight)) << "dv";
+}
+
+TEST(FlashAttentionCpu, PrefixLmMatchesDenseMaskAndUnfused) {
+  Case c;
+  c.batch = 4, c.tq = c.tk = 11, c.heads = 2, c.dh = 4;
+  add_sample_prefixes(&c, {4, 0, 11, 1});  // a prefix, none, the whole sample, the first token
+  check_prefix_against_dense_and_unfused(c);
+}
+
+TEST(FlashAttentionCpu, PackedSegmentPrefixesMatchDenseMaskAndUnfused) {
+  Case c;
+  c.batch = 2, c.tq = c.tk = 13, c.heads = 2, c.dh = 4;
+  for (int64_t b = 0; b < c.batch; ++b) {  // segments of 5, 1, 4, 3 and 2, 7, 4 tokens
+    const std::vector<int64_t> ends =
+        b == 0 ? std::vector<int64_t>{5, 6, 10, 13} : std::vector<int64_t>{2, 9, 13};
+    int32_t seg = 0;
+    for (int64_t t = 0; t < c.tq; ++t) {
+      if (t == ends[seg]) ++seg;
+      c.segs_q.push_back(seg);
+    }
+  }
+  c.segs_k = c.segs_q;
+  add_segment_prefixes(&c);
+  check_prefix_against_dense_and_unfused(c);
+}
+
+TEST(FlashAttentionCpu, BackwardMatchesFiniteDifferencesPrefix) {
+  Case c;
+  c.batch = 2, c.tq = c.tk = 6, c.heads = 2, c.dh = 3;
+  add_sample_prefixes(&c, {3, 1});
+  check_fd(c);
+  Case s;  // packed segments with their input prefixes, and dropout
+  s.batch = 1, s.tq = s.tk = 7, s.heads = 2, s.dh = 3, s.dropout = 0.2f;
+  s.segs_q = s.segs_k = {0, 0, 0, 0, 1, 1, 1};
+  add_segment_prefixes(&s);
+  check_fd(s);
+}
+
 TEST(FlashAttentionCpu, CudaKernelsTakeBf16AndF16HeadSizes32To256InStepsOf8) {
   for (int64_t dh = 0; dh <= 272; ++dh) {
     const bool want = dh % 8 == 0 && dh >= 32 && dh <= 256;
@@ -303,6 +450,11 @@ TEST(FlashAttentionCpuDeathTest, RejectsMismatchedShapes) {
                "kv_heads must divide heads");
   a.kv_heads = 1;  // k, v still hold 2 heads
   EXPECT_DEATH(flash_attention_forward(a, w.out, w.lse, w.q, w.k, w.v, w.masks, stream), "k must");
+  a = args_of(c);
+  a.causal = false;
+  w.masks.prefix_end = pool.from_i32(std::vector<int32_t>(c.batch * c.tq, 2), {c.batch * c.tq});
+  EXPECT_DEATH(flash_attention_forward(a, w.out, w.lse, w.q, w.k, w.v, w.masks, stream),
+               "prefix_end widens the causal mask");
 }
 
 }  // namespace

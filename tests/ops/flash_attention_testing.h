@@ -31,7 +31,8 @@ struct Case {
   int64_t total_heads = 0, head_offset = 0;
   int64_t kv_heads = 0;  // heads of k and v (0: heads): grouped-query attention
   std::vector<int32_t> segs_q, segs_k, kv_lengths, rel_buckets;
-  std::vector<float> rel_table;  // [buckets, total heads]
+  std::vector<int32_t> prefix_end;  // [B*Tq] bidirectional prefix ends (causal), or empty
+  std::vector<float> rel_table;     // [buckets, total heads]
 };
 
 inline FlashAttentionArgs args_of(const Case& c) {
@@ -56,6 +57,28 @@ inline FlashAttentionArgs args_of(const Case& c) {
 inline int64_t kv_heads_of(const Case& c) { return c.kv_heads == 0 ? c.heads : c.kv_heads; }
 
 inline int64_t model_heads(const Case& c) { return c.total_heads == 0 ? c.heads : c.total_heads; }
+
+// Prefix-LM: one prefix length per sample, on every query of the sample.
+inline void add_sample_prefixes(Case* c, const std::vector<int32_t>& lengths) {
+  for (int64_t b = 0; b < c->batch; ++b) {
+    for (int64_t i = 0; i < c->tq; ++i) c->prefix_end.push_back(lengths[b]);
+  }
+}
+
+// Packed input/target pairs (T0/MTF): given the segment ids, each token of a segment gets the
+// segment's first position plus input_len(segment) = (its length + 1) / 2 (rounded, at least 1),
+// so each segment's first half is bidirectional.
+inline void add_segment_prefixes(Case* c) {
+  for (int64_t b = 0; b < c->batch; ++b) {
+    int64_t start = 0;
+    for (int64_t i = 0; i <= c->tq; ++i) {
+      if (i < c->tq && c->segs_q[b * c->tq + i] == c->segs_q[b * c->tq + start]) continue;
+      const int32_t end = static_cast<int32_t>(start + (i - start + 1) / 2);
+      for (int64_t t = start; t < i; ++t) c->prefix_end.push_back(end);
+      start = i;
+    }
+  }
+}
 
 // Relative buckets like T5's (bidirectional, 8 buckets, exact up to 2, log-spaced to 16).
 inline void add_relative_buckets(Case* c, uint64_t seed) {
@@ -112,6 +135,7 @@ inline Views make_views(TensorPool& pool, const Case& c, DType dt, const std::ve
     w.masks.seg_k = pool.from_i32(c.segs_k, {c.batch * c.tk});
   }
   if (!c.kv_lengths.empty()) w.masks.kv_lengths = pool.from_i32(c.kv_lengths, {c.batch});
+  if (!c.prefix_end.empty()) w.masks.prefix_end = pool.from_i32(c.prefix_end, {c.batch * c.tq});
   if (c.bias == AttentionBias::kRelativeBuckets) {
     const int64_t nb = static_cast<int64_t>(c.rel_table.size()) / model_heads(c);
     w.masks.rel_buckets =

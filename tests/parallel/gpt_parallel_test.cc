@@ -20,8 +20,8 @@
 // Recomputation without other parallelism must be bitwise identical to the run that keeps the
 // activations.
 // The BLOOM-style (ALiBi, embedding LayerNorm), LLaMA-style (RMSNorm, SwiGLU, rotary, no
-// biases, untied LM head) and BERT (post-LN, MLM + binary heads) variants run a subset of the
-// layouts; on GPUs with d_model 128 and 2
+// biases, untied LM head), BERT (post-LN, MLM + binary heads) and prefix-LM variants run a
+// subset of the layouts; on GPUs with d_model 128 and 2
 // heads (flash attention needs head_dim 64 or 128 in bf16).
 #include <mpi.h>
 
@@ -388,6 +388,24 @@ TEST_P(GptParallelTest, BertEqualsOneRank) {
   const bool f64 = GetParam() == engine::DType::kF64;
   for (const TrainConfig& c : {bert_config(), bert_pre_ln_config()}) {
     SCOPED_TRACE(c.model.post_ln() ? "bert post-LN" : "bert pre-LN");
+    check_layouts(c, variant_layouts(), GetParam(),
+                  f64 ? Tolerance{1e-11, 1e-11, 1e-11, true} : Tolerance{1e-5, 1e-5, 2e-4, true});
+  }
+}
+
+// Prefix-LM ([data] prefix_lm, loss_on_targets_only): every rank draws the same prefixes (per
+// sample, from the sample index), the prefix ends reach every stage's attention, and the
+// loss is the mean over each micro-batch's targets; per row, and per document with
+// reset_attention_mask (eod 3: a few documents per sample).
+TEST_P(GptParallelTest, PrefixLmEqualsOneRank) {
+  const bool f64 = GetParam() == engine::DType::kF64;
+  for (const bool per_document : {false, true}) {
+    SCOPED_TRACE(per_document ? "per document" : "per row");
+    TrainConfig c = tiny_config();
+    c.data.prefix_lm = true;
+    c.data.loss_on_targets_only = true;
+    c.data.reset_attention_mask = per_document;
+    c.data.eod_token = 3;
     check_layouts(c, variant_layouts(), GetParam(),
                   f64 ? Tolerance{1e-11, 1e-11, 1e-11, true} : Tolerance{1e-5, 1e-5, 2e-4, true});
   }
