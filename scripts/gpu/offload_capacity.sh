@@ -11,7 +11,8 @@
 #      way: tokens/s of the last step and the ratio.
 # Host memory bounds the offloaded sizes too (18 bytes of pinned host memory per parameter:
 # f32 master, m, v, gradient staging, bf16 parameter staging).
-#   scripts/gpu/offload_capacity.sh [LADDER]   (LADDER: names from the table below, default all)
+#   scripts/gpu/offload_capacity.sh [LADDER]   (LADDER: names from the table below, default all;
+#                                              SKIP_COST=1: the capacity ladder only)
 # Logs go to $OUT (default /tmp/anvil-offload).
 set -uo pipefail
 out=${OUT:-/tmp/anvil-offload}
@@ -64,6 +65,7 @@ for offload in false true; do
   done <<< "$ladder"
 done
 for offload in false true; do
+  [[ -z ${SKIP_COST:-} ]] || break
   train "$out/1p3B_B8_offload_$offload.log" 24 2048 16 "$offload" 8 6
   echo "1.3B B8 x 2048 offload=$offload: $(last_step "$out/1p3B_B8_offload_$offload.log")" |
     tee -a "$out/table.md"

@@ -4,7 +4,8 @@
 #   1. one rank: a tiny GPT trains 4 steps with and without offload; the logged losses and grad
 #      norms are equal and the saved checkpoints' tensor files (masters, Adam moments) are
 #      byte-identical; resuming the offloaded run from its step-2 checkpoint gives the same
-#      step-4 tensors again (checkpoint load into the host state);
+#      step-4 tensors again (checkpoint load into the host state); the same with an fp16
+#      compute copy and dynamic loss scaling;
 #   2. with `dp` (ctest train_offload_dp_test; $MPIRUN, 2 ranks) instead: DP2 with ZeRO-1 and
 #      with ZeRO-2, each with and without offload: the same losses and byte-identical per-rank
 #      tensor files;
@@ -90,6 +91,12 @@ fi
 run plain false 0 1
 run off true 0 1
 same_run plain off
+# fp16 compute copy with dynamic loss scaling: the host step unscales and writes f16 back.
+fp16=$'[train]\nprecision = fp16\ninitial_loss_scale = 1024'
+run plain16 false 0 1 4 "$fp16"
+run off16 true 0 1 4 "$fp16"
+same_run plain16 off16
+grep -q "f16 parameters" "$work/off16.log" || fail "off16: not fp16"
 # The offloaded run saved and stopped at step 2 ([checkpoint] exit_interval), then resumed.
 run half true 0 1 4 "exit_interval = 2"
 run resumed true 0 1 4 "load = $work/half"
