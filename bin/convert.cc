@@ -2,6 +2,9 @@
 //   build/bin/convert export CKPT_DIR HF_DIR [STEP]   config.json + model.safetensors (f32)
 //   build/bin/convert import HF_DIR CKPT_DIR          CKPT_DIR/step_00000000 (weights only;
 //                                                     CKPT_DIR must hold no checkpoint yet)
+//   build/bin/convert import-megatron DS_DIR CKPT_DIR / export-megatron CKPT_DIR DS_DIR [...]:
+//                                                     Megatron-DeepSpeed's DeepSpeed folders
+//                                                     (bin/convert_megatron.h)
 // export takes the checkpoint `latest` names (or STEP), its master weights, and writes them
 // under the HF names of the family its [model] settings make it (GPT2LMHeadModel,
 // BloomForCausalLM, LlamaForCausalLM, BertForPreTraining, T5ForConditionalGeneration v1.0 /
