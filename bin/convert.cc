@@ -4,6 +4,9 @@
 //                                                     CKPT_DIR must hold no checkpoint yet;
 //                                                     HF_DIR's tokenizer.json and
 //                                                     tokenizer_config.json kept with it)
+//   build/bin/convert import-megatron DS_DIR CKPT_DIR / export-megatron CKPT_DIR DS_DIR [...]:
+//                                                     Megatron-DeepSpeed's DeepSpeed folders
+//                                                     (bin/convert_megatron.h)
 // export takes the checkpoint `latest` names (or STEP), its master weights, and writes them
 // under the HF names of the family its [model] settings make it (GPT2LMHeadModel,
 // BloomForCausalLM, LlamaForCausalLM, BertForPreTraining, T5ForConditionalGeneration v1.0 /
@@ -53,7 +56,10 @@ namespace io = anvil::io;
 
 constexpr char kUsage[] =
     "usage: convert export CKPT_DIR HF_DIR [STEP]\n"
-    "       convert import HF_DIR CKPT_DIR\n";
+    "       convert import HF_DIR CKPT_DIR\n"
+    "       convert import-megatron DEEPSPEED_DIR CKPT_DIR\n"
+    "       convert export-megatron CKPT_DIR DEEPSPEED_DIR [--tp N] [--pp N] [--dp N]\n"
+    "                               [--dtype fp16|fp32] [--vocab-divisible-by N]\n";
 
 // Copies attachment tokenizer/<file name of `path`> of checkpoint c to HF_DIR/<as>.
 absl::Status copy_attachment(const io::Checkpoint& c, const std::string& path,
@@ -268,6 +274,10 @@ int run(int argc, char** argv) {
     s = export_hf(a[1], a[2], step);
   } else if (a.size() == 3 && a[0] == "import-megatron") {  // bin/convert_megatron.h
     s = anvil::convert::import_megatron(a[1], a[2]);
+  } else if (a.size() >= 3 && a[0] == "export-megatron") {  // bin/convert_megatron.h
+    absl::StatusOr<anvil::convert::MegatronExportOptions> o =
+        anvil::convert::parse_megatron_export_options({a.begin() + 3, a.end()});
+    s = o.ok() ? anvil::convert::export_megatron(a[1], a[2], *o) : o.status();
   } else if (a.size() == 3 && a[0] == "import") {
     s = import_hf(a[1], a[2]);
   } else {

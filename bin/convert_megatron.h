@@ -6,13 +6,23 @@
 // scheduler's position (num_steps, num_tokens, warmup_tokens), the Adam step and the loss
 // scaler. The [model] section is the BLOOM family's from the fork's args (validated as
 // bin/train validates it); [train] global_batch and seed and [data] seed come from args too.
-// Not done yet: export-megatron, the universal layout (ds_to_universal.py), bf16 ZeRO files.
+// bin/convert export-megatron CKPT_DIR DIR [--tp N] [--pp N] [--dp N] [--dtype fp16|fp32]
+// [--vocab-divisible-by N]: the inverse, the newest complete anvil checkpoint of a BLOOM-style
+// [model] as the fork's folder at TP x PP x DP (default 1 x 1 x 1; io/torch_pt/megatron_ds.h
+// write_megatron_ds): masters and moments in the ZeRO-1 partitions, module weights in --dtype
+// (default fp16), the embedding padded to a multiple of divisible-by x TP rows (default [model]
+// vocab_multiple) with zero rows, and the counters, lr schedule and loss scaler the import reads.
+// Not done yet: the universal layout (ds_to_universal.py), bf16 ZeRO files, RNG states.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/status.h"
 #include "io/checkpoint.h"
@@ -21,8 +31,10 @@
 #include "model/hf_config.h"
 #include "model/megatron_ds/names.h"
 #include "model/train/checkpoint.h"
+#include "model/train/lr_schedule.h"
 #include "model/train/model_tensors.h"
 #include "model/train/train_config.h"
+#include "model/train/trainer.h"
 
 namespace anvil::convert {
 
@@ -103,6 +115,183 @@ inline absl::Status import_megatron(const std::string& dir, const std::string& c
       c.dir.c_str(), c.tp, c.pp, c.dp, static_cast<long long>(c.iteration),
       static_cast<long long>(c.consumed_samples),
       io::checkpoint_step_dir(ckpt_dir, c.iteration).c_str(), ini.c_str());
+  return absl::OkStatus();
+}
+
+// export-megatron's options after CKPT_DIR DIR.
+struct MegatronExportOptions {
+  int tp = 1, pp = 1, dp = 1;
+  io::torch_pt::DType dtype = io::torch_pt::DType::kF16;
+  int64_t vocab_divisible_by = 0;  // 0: [model] vocab_multiple
+};
+
+inline absl::StatusOr<MegatronExportOptions> parse_megatron_export_options(
+    const std::vector<std::string>& a) {
+  MegatronExportOptions o;
+  for (size_t i = 0; i < a.size(); i += 2) {
+    if (i + 1 >= a.size()) return absl::InvalidArgumentError(absl::StrCat(a[i], " needs a value"));
+    const std::string& k = a[i];
+    const std::string& v = a[i + 1];
+    int64_t n = 0;
+    if (k == "--dtype") {
+      if (v == "fp16") {
+        o.dtype = io::torch_pt::DType::kF16;
+      } else if (v == "fp32") {
+        o.dtype = io::torch_pt::DType::kF32;
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--dtype ", v,
+            ": unsupported dtype (fp16 or fp32; bf16 would be the fork's BF16_Optimizer layout, "
+            "bf16_zero_* files, which export-megatron does not write)"));
+      }
+      continue;
+    }
+    if (!absl::SimpleAtoi(v, &n) || n < 1 || n > 4096) {
+      return absl::InvalidArgumentError(absl::StrCat(k, " ", v, ": expected an integer >= 1"));
+    }
+    if (k == "--tp") {
+      o.tp = static_cast<int>(n);
+    } else if (k == "--pp") {
+      o.pp = static_cast<int>(n);
+    } else if (k == "--dp") {
+      o.dp = static_cast<int>(n);
+    } else if (k == "--vocab-divisible-by") {
+      o.vocab_divisible_by = n;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown option ", k, " (--tp, --pp, --dp, --dtype, --vocab-divisible-by)"));
+    }
+  }
+  return o;
+}
+
+inline absl::Status export_megatron(const std::string& ckpt_dir, const std::string& dir,
+                                    const MegatronExportOptions& o) {
+  namespace model = anvil::model;
+  namespace io = anvil::io;
+  ANVIL_ASSIGN_OR_RETURN(io::Checkpoint ck,
+                         io::open_newest_complete(ckpt_dir, -1, [](const std::string& w) {
+                           std::fprintf(stderr, "convert: warning: %s\n", w.c_str());
+                         }));
+  const std::string where = ck.dir() + "/manifest.json (config)";
+  const engine::ConfigSchema& schema = model::train_config_schema();
+  ANVIL_ASSIGN_OR_RETURN(engine::Config ecfg,
+                         engine::Config::load_string(ck.info().config, where, schema));
+  // The fork's GPTModelPipe layout holds the BLOOM family only (ALiBi, embedding LayerNorm,
+  // tied head, GELU MLP of 4 x d).
+  absl::StatusOr<const model::HfFamily*> fam = model::hf_family_of(ecfg, schema);
+  if (!fam.ok() || (*fam)->model_type != "bloom") {
+    return absl::UnimplementedError(absl::StrCat(
+        ck.dir(),
+        ": unknown layout for export-megatron: the fork's GPTModelPipe checkpoint holds "
+        "BLOOM-style models (ALiBi, embedding LayerNorm, tied head); this [model] is ",
+        fam.ok() ? (*fam)->model_type : std::string(fam.status().message())));
+  }
+  // The config as the run parsed it (its [parallel] checked against its own world).
+  const int64_t world = ecfg.get_int("parallel", "tp") * ecfg.get_int("parallel", "pp") *
+                        std::max<int64_t>(1, ecfg.get_int("parallel", "dp"));
+  ANVIL_ASSIGN_OR_RETURN(model::TrainConfig cfg,
+                         model::parse_train_config(ecfg, static_cast<int>(world)));
+  const model::GptConfig& m = cfg.model;
+  if (m.ffn() != 4 * m.d_model) {
+    return absl::UnimplementedError(absl::StrCat(where, ": [model] ffn_hidden ", m.ffn(),
+                                                 " (the fork's BLOOM layout has 4 x d_model)"));
+  }
+  io::torch_pt::MegatronDsCheckpoint c;
+  c.tp = o.tp;
+  c.pp = o.pp;
+  c.dp = o.dp;
+  c.num_layers = m.n_layers;
+  c.hidden_size = m.d_model;
+  c.num_heads = m.n_heads;
+  c.ffn_hidden = m.ffn();
+  c.vocab = m.vocab_size;
+  const int64_t multiple =
+      (o.vocab_divisible_by > 0 ? o.vocab_divisible_by : m.vocab_multiple) * o.tp;
+  c.padded_vocab = (m.vocab_size + multiple - 1) / multiple * multiple;
+  c.layernorm_epsilon = ecfg.get_float("model", "ln_eps");  // as written (m.ln_eps: a float)
+  c.seq_length = cfg.data.seq_len;
+  c.global_batch = cfg.train.global_batch;
+  const std::map<std::string, int64_t>& st = ck.info().state;
+  auto state = [&](const char* k) {
+    auto it = st.find(k);
+    return it == st.end() ? int64_t{0} : it->second;
+  };
+  c.iteration = ck.info().step;
+  c.adam_step = state("optimizer_steps");
+  c.consumed_samples = state("consumed_samples");
+  c.consumed_valid_samples = state("consumed_valid_samples");
+  c.consumed_tokens = state("lr_tokens");
+  c.seed = st.count("seed") ? state("seed") : static_cast<int64_t>(cfg.train.seed);
+  c.lr_scheduler = {{"num_steps", static_cast<double>(state("lr_samples"))},
+                    {"num_tokens", static_cast<double>(state("lr_tokens"))},
+                    {"warmup_tokens", static_cast<double>(state("lr_warmup_tokens"))}};
+  const std::map<std::string, double>& gs = ck.info().grad_scaler;
+  if (gs.count("scale")) {
+    // import-megatron's inverse: growth = cur_iter - last_overflow_iter - 1.
+    const auto get = [&](const char* k) { return gs.count(k) ? gs.at(k) : 0.0; };
+    c.loss_scaler = {{"cur_scale", get("scale")},
+                     {"cur_iter", static_cast<double>(c.iteration)},
+                     {"last_overflow_iter", c.iteration - 1 - get("growth_tracker")},
+                     {"cur_hysteresis", get("hysteresis_tracker")},
+                     {"scale_window", static_cast<double>(cfg.train.precision.dynamic.window)},
+                     {"min_scale", cfg.train.precision.dynamic.min_scale}};
+  }
+  // The tensors: every master, and the moments (zeros for a weights-only checkpoint).
+  std::vector<engine::HostSlice> slices;
+  bool moments = true;
+  for (const std::string& name : ck.tensor_names()) {
+    if (!absl::StartsWith(name, model::kMasterState)) continue;
+    ANVIL_ASSIGN_OR_RETURN(engine::HostSlice t, ck.read(name));
+    const std::string base = name.substr(sizeof(model::kMasterState) - 1);
+    for (const char* s : {model::kExpAvgState, model::kExpAvgSqState}) {
+      absl::StatusOr<engine::HostSlice> mom = ck.read(s + base);
+      if (!mom.ok()) {
+        moments = false;
+        mom = t;
+        mom->tensor = s + base;
+        std::fill(mom->data.begin(), mom->data.end(), 0.0f);
+      }
+      slices.push_back(*std::move(mom));
+    }
+    slices.push_back(std::move(t));
+  }
+  if (!moments) {
+    std::fprintf(stderr, "convert: warning: %s holds no Adam moments: exported as zeros\n",
+                 ck.dir().c_str());
+  }
+  ANVIL_ASSIGN_OR_RETURN(
+      c.tensors, model::anvil_to_megatron_ds(slices, {m.n_heads, m.vocab_size}, c.padded_vocab));
+  // The args: the run's schedule (the checkpoint's when it kept one) and optimizer settings.
+  model::TrainerState ts;
+  std::map<std::string, double> lr = ck.info().lr_schedule;
+  if (lr.empty()) lr = model::checkpoint_lr_schedule(cfg, ts);
+  io::torch_pt::MegatronDsArgs a;
+  a.params_dtype = o.dtype;
+  a.micro_batch = cfg.train.micro_batch;
+  a.train_samples = cfg.train.run_samples();
+  a.vocab_divisible_by = multiple / o.tp;
+  a.lr = lr["lr"];
+  a.min_lr = lr["min_lr"];
+  a.current_lr = lr.count("current_lr") ? lr["current_lr"] : a.lr;
+  a.warmup_samples = static_cast<int64_t>(lr["warmup_samples"]);
+  a.decay_samples = static_cast<int64_t>(lr["decay_samples"]);
+  a.decay_style = std::string(
+      model::decay_style_name(static_cast<model::DecayStyle>(static_cast<int>(lr["decay_style"]))));
+  a.weight_decay = cfg.optim.weight_decay;
+  a.beta1 = cfg.optim.beta1;
+  a.beta2 = cfg.optim.beta2;
+  a.eps = cfg.optim.eps;
+  a.clip_grad = cfg.optim.clip_grad;
+  ANVIL_RETURN_IF_ERROR(io::torch_pt::write_megatron_ds(c, a, dir));
+  std::printf(
+      "exported %s (step %lld, %lld samples consumed) to %s/global_step%lld as the fork's "
+      "DeepSpeed checkpoint at TP%d x PP%d x DP%d (%s module weights, vocabulary %lld padded to "
+      "%lld)\n",
+      ck.dir().c_str(), static_cast<long long>(c.iteration),
+      static_cast<long long>(c.consumed_samples), dir.c_str(), static_cast<long long>(c.iteration),
+      o.tp, o.pp, o.dp, o.dtype == io::torch_pt::DType::kF16 ? "fp16" : "fp32",
+      static_cast<long long>(c.vocab), static_cast<long long>(c.padded_vocab));
   return absl::OkStatus();
 }
 

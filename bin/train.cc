@@ -56,6 +56,7 @@
 #include "model/train/gpt_train_model.h"
 #include "model/train/run_loop.h"
 #include "model/train/train_config.h"
+#include "model/train/train_model.h"
 #include "model/train/trainer.h"
 #include "parallel/comm.h"
 #include "parallel/launch_env.h"
@@ -361,6 +362,15 @@ model::RunContext run_context(const model::TrainConfig& cfg, std::string config_
   return run;
 }
 
+// The pinned host memory of a CUDA rank's optimizer offload (outside its GPU plan).
+std::string offload_line(size_t bytes) {
+  return absl::StrFormat(
+      "optimizer offload ([parallel] offload_optimizer): %s (%d bytes) of pinned host memory on "
+      "this rank (f32 master weights, AdamW m and v, gradient and parameter staging), not in the "
+      "GPU plan above",
+      format_bytes(static_cast<double>(bytes)), bytes);
+}
+
 // --dry-run --world N: every pipeline stage's memory plan for rank (tp 0, stage, dp 0) of the
 // config's N-rank grid, planned here without a communicator (the TP and DP ranks of a stage plan
 // alike up to ZeRO's remainders). With --device-memory the largest must fit.
@@ -385,6 +395,13 @@ int plan_world(const model::TrainConfig& cfg, const model::GptPrecision& prec,
   }
   log_info(ctx, absl::StrFormat("memory plan of the largest stage (%d, micro_batch %d):\n%s",
                                 largest_stage, cfg.train.micro_batch, largest->format()));
+  if (prec.device == anvil::engine::Device::kCuda && cfg.parallel.offload_optimizer) {
+    model::ModelPlace at;
+    at.pp_rank = largest_stage;
+    absl::StatusOr<size_t> host = model::train_model_offload_bytes(cfg, prec, at);
+    if (!host.ok()) return fail(host.status());
+    log_info(ctx, offload_line(*host));
+  }
   if (stated.bytes == 0) return 0;
   std::string line;
   if (absl::Status s = anvil::bin::check_stated_fit(*largest, stated, &line); !s.ok()) {
@@ -604,10 +621,12 @@ int run(int argc, char** argv) {
           count(static_cast<double>(tokens_per_step) * static_cast<double>(cfg.train.steps))));
   const std::string precision = model::describe_precision(
       prec->act, model::loss_scaler_config(cfg.train.precision, prec->act));
-  log_info(ctx, absl::StrCat(cuda ? absl::StrFormat("device: cuda:%d (%s)", cuda_device, precision)
-                                  : absl::StrCat("device: cpu (", precision, ")"),
-                             "; parallel: ", (*rt)->grid().describe(), ", launcher ",
-                             launch->launcher, ", ZeRO stage ", cfg.parallel.zero_stage));
+  log_info(ctx,
+           absl::StrCat(cuda ? absl::StrFormat("device: cuda:%d (%s)", cuda_device, precision)
+                             : absl::StrCat("device: cpu (", precision, ")"),
+                        "; parallel: ", (*rt)->grid().describe(), ", launcher ", launch->launcher,
+                        ", ZeRO stage ", cfg.parallel.zero_stage,
+                        cfg.parallel.offload_optimizer ? ", optimizer offloaded to the host" : ""));
 
   const anvil::parallel::ProcessGrid& grid = (*rt)->grid();
   absl::StatusOr<model::GptShard> shard =
@@ -620,6 +639,12 @@ int run(int argc, char** argv) {
                                 "of %d, pipeline stage %d of %d, %d activation slot(s)):\n%s",
                                 cfg.train.micro_batch, T, grid.tp_rank(), grid.tp_size(),
                                 grid.pp_rank(), grid.pp_size(), shard->act_slots, plan->format()));
+  if (cuda && cfg.parallel.offload_optimizer) {
+    absl::StatusOr<size_t> host =
+        model::train_model_offload_bytes(cfg, *prec, anvil::train_t5::place_of(grid));
+    if (!host.ok()) return fatal(host.status());
+    log_info(ctx, offload_line(*host));
+  }
   if (stated.bytes > 0) return report_stated(*plan);
   if (cuda) {
     size_t free_bytes = 0, total_bytes = 0;

@@ -15,16 +15,18 @@ std::vector<parallel::SyncBucket> sync_buckets(
 }
 
 parallel::SyncBuffers carve_sync_buffers(const parallel::SyncLayout& l, engine::DType act,
-                                         engine::DType grad, Carver& carver) {
+                                         engine::DType grad, Carver& carver, bool offload) {
   const int z = l.stage;
   const int64_t n = l.numel, no = l.state_numel;
   parallel::SyncBuffers b;
   b.value =
       carver.take("params", z == 3 ? "params (compute copy, own shard)" : "params (compute copy)",
                   act, {z == 3 ? no : n});
-  b.master = act == grad ? b.value : carver.take("master", "master weights", grad, {no});
-  b.m = carver.take("optimizer", "adamw m", grad, {no});
-  b.v = carver.take("optimizer", "adamw v", grad, {no});
+  if (!offload) {
+    b.master = act == grad ? b.value : carver.take("master", "master weights", grad, {no});
+    b.m = carver.take("optimizer", "adamw m", grad, {no});
+    b.v = carver.take("optimizer", "adamw v", grad, {no});
+  }
   if (z < 2) b.grad = carver.take("grads", "gradients", grad, {n});
   if (z > 0) b.grad_shard = carver.take("grads", "gradients (own shard, reduced)", grad, {no});
   if (z >= 2) {

@@ -20,9 +20,11 @@ std::vector<parallel::SyncBucket> sync_buckets(
     const ParamTable& t, const std::function<bool(const std::string&)>& is_layer);
 
 // Carves layout's buffers (categories "params", "master", "optimizer", "grads"): the compute
-// copy in act, the rest in grad dtype; master is value when the two dtypes are equal.
+// copy in act, the rest in grad dtype; master is value when the two dtypes are equal. With
+// offload (optimizer offload: parallel/offload_optimizer.h owns them in host memory) master, m
+// and v are left empty for the caller to point at the host state.
 parallel::SyncBuffers carve_sync_buffers(const parallel::SyncLayout& layout, engine::DType act,
-                                         engine::DType grad, Carver& carver);
+                                         engine::DType grad, Carver& carver, bool offload = false);
 
 // Points every parameter's views at the buffers holding it whole (value, master, grad, m, v
 // where [flat_numel]; the persistent buckets' values and gradients in persist_* at stages 2,

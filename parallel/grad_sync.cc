@@ -75,6 +75,13 @@ absl::StatusOr<std::unique_ptr<GradSync>> GradSync::create(std::vector<SyncBucke
         "GradSync: optimizer state of ", buffers.m.numel(), " elements, stage ", options.stage,
         " over ", g->layout_.dp, " ranks needs ", g->layout_.state_numel));
   }
+  if (options.offload != nullptr &&
+      (options.stage == 3 || buffers.master.data == buffers.value.data ||
+       buffers.master.numel() != g->layout_.state_numel)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GradSync: optimizer offload needs stage 0-2 (got ", options.stage,
+                     ") and the offload's own master of ", g->layout_.state_numel, " elements"));
+  }
   if (options.stage == 0) {
     if (options.dp != nullptr) {
       DataParallelOptions dopt;
@@ -228,6 +235,30 @@ void GradSync::add_grad_squares(TensorView out, int64_t lo, int64_t hi, engine::
 }
 
 void GradSync::optimizer_step(const ops::AdamWArgs& args, engine::Stream& s) {
+  if (options_.offload) {
+    // The same ranges as below, in the offload's state coordinates (flat positions, or shard
+    // offsets under ZeRO) and the compute copy's (flat positions).
+    std::vector<OffloadRange> ranges;
+    if (!zero_) {
+      for (const SyncBucket& k : buckets_) {
+        ranges.push_back({k.begin, k.begin, k.decay_end - k.begin, true});
+        ranges.push_back({k.decay_end, k.decay_end, k.end - k.decay_end, false});
+      }
+    } else {
+      for (size_t i = 0; i < zero_->buckets().size(); ++i) {
+        const ZeroPiece p = zero_->piece(i);
+        ranges.push_back({p.shard_offset, p.begin, p.decay_end - p.begin, true});
+        ranges.push_back(
+            {p.shard_offset + p.decay_end - p.begin, p.decay_end, p.end - p.decay_end, false});
+      }
+    }
+    options_.offload->step(args, ranges, zero_ ? buf_.grad_shard : buf_.grad, buf_.value, s);
+    for (size_t i = 0; zero_ && i < buckets_.size(); ++i) {  // stages 1, 2: as below
+      zero_all_gather(*options_.dp, *zero_, i, span(buf_.value, buckets_[i].begin, buckets_[i].end),
+                      zero_piece_view(*zero_, i, buf_.value), s);
+    }
+    return;
+  }
   const bool shared = buf_.master.data == buf_.value.data;  // no separate compute copy
   const TensorView value = shared ? TensorView{} : buf_.value;
   if (!zero_) {

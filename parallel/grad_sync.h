@@ -28,6 +28,7 @@
 #include "ops/adamw.h"
 #include "parallel/comm.h"
 #include "parallel/data_parallel.h"
+#include "parallel/offload_optimizer.h"
 #include "parallel/zero.h"
 
 namespace anvil::parallel {
@@ -70,6 +71,10 @@ struct GradSyncOptions {
   Comm* dp = nullptr;           // the DP group (not owned); null: no reduction (stage 0)
   int64_t dp_bucket_elems = 0;  // stage 0: elements per all-reduce (0: one)
   int cuda_device = 0;          // for the side streams (CUDA)
+  // Optimizer offload (stages 0-2; not owned): master, m and v are its host views and
+  // optimizer_step runs its host AdamW on the reduced gradients (grad at stage 0, grad_shard
+  // under ZeRO), writing the compute copy back, before the ZeRO all-gathers.
+  OffloadOptimizer* offload = nullptr;
 };
 
 enum class LayerPart { kValues, kGrads };
@@ -120,8 +125,9 @@ class GradSync {
   void add_grad_squares(engine::TensorView out, int64_t lo, int64_t hi, engine::Workspace ws,
                         engine::Stream& s) const;
   // AdamW on the elements this rank updates (args.weight_decay on the decay ranges, 0 on the
-  // rest), then the parameters handed back: stages 1, 2 all-gather every bucket into value,
-  // stage 3 the persistent ones (the layers are gathered on use).
+  // rest; on the host with options.offload), then the parameters handed back: stages 1, 2
+  // all-gather every bucket into value, stage 3 the persistent ones (the layers are gathered on
+  // use).
   void optimizer_step(const ops::AdamWArgs& args, engine::Stream& s);
   // After the caller overwrote this rank's values (a checkpoint load): stage 3 gathers the
   // persistent buckets again.

@@ -52,6 +52,17 @@ void add_parallel_schema(engine::ConfigSchema& s) {
         "sharded over DP (Megatron's distributed optimizer); 2 = also the gradients "
         "(reduce-scattered layer by layer in backward); 3 = also the parameters (gathered layer "
         "by layer before use).");
+  s.add("parallel", "offload_optimizer", kBool, "false",
+        "DeepSpeed's ZeRO-Offload (--cpu-optimizer, offload_optimizer in the DeepSpeed config): "
+        "the f32 master weights and AdamW moments of this rank's optimizer state (its ZeRO shard "
+        "with zero_stage 1 or 2) live in pinned host memory and the AdamW step runs on the host "
+        "(multi-threaded, bitwise equal to the device step): gradients are copied to the host "
+        "and the updated parameters back, chunk by chunk, overlapped with the step. The GPU then "
+        "holds no master weights or optimizer state (bin/train --dry-run shows both plans). Not "
+        "with zero_stage 3.");
+  s.add("parallel", "offload_threads", kInt, "0",
+        "Threads of the offloaded host AdamW (offload_optimizer); 0 = the host's hardware "
+        "threads. Ranks sharing a host share its cores: use cores / ranks per host.");
   s.add("parallel", "bucket_mb", kInt, "100",
         "MiB of f32 gradient per DP all-reduce bucket (100 MiB = 25M elements); 0 = one bucket.");
   s.add("parallel", "timeout_s", kInt, "600",
@@ -149,6 +160,18 @@ absl::StatusOr<ParallelConfig> parse_parallel_config(const engine::Config& c, in
   p.recompute = recompute;
   p.sequence_parallel = c.get_bool("parallel", "sequence_parallel");
   p.pipeline_partition = partition;
+  p.offload_optimizer = c.get_bool("parallel", "offload_optimizer");
+  const int64_t threads = c.get_int("parallel", "offload_threads");
+  if (threads < 0 || threads > 4096) {
+    return c.error("parallel", "offload_threads",
+                   absl::StrFormat("must be in [0, 4096] (0 = hardware threads), got %d", threads));
+  }
+  p.offload_threads = static_cast<int>(threads);
+  if (p.offload_optimizer && zero == 3) {
+    return c.error("parallel", "offload_optimizer",
+                   "is not implemented with zero_stage 3 (parameters sharded too; DeepSpeed's "
+                   "ZeRO-Infinity): use zero_stage 0, 1 or 2");
+  }
   const int64_t micro_per_rank = global_batch / (micro_batch * resolved_dp);
   if (v > 1 && micro_per_rank % pp != 0) {
     return c.error("parallel", "virtual_stages",

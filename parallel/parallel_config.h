@@ -33,6 +33,10 @@ struct ParallelConfig {
   bool sequence_parallel = false;   // Megatron's sequence parallelism (with tp > 1)
   std::string pipeline_partition = "balanced";  // or "type:transformer|embedding"
   int pp_split_rank = 0;  // T5: stages [0, split) hold the encoder (resolved; model/t5/t5.h)
+  // ZeRO-Offload: f32 master weights and AdamW moments of this rank's optimizer state in
+  // (pinned) host memory, the AdamW step on the host (parallel/offload_optimizer.h).
+  bool offload_optimizer = false;
+  int offload_threads = 0;  // host AdamW threads; 0 = the host's hardware threads
 
   int64_t bucket_elems() const { return static_cast<int64_t>(bucket_mb * (1 << 20) / 4); }
 };

@@ -21,8 +21,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/host_slice.h"
+#include "io/torch_pt/value.h"
 
 namespace anvil::io::torch_pt {
 
@@ -45,5 +47,38 @@ struct MegatronDsCheckpoint {
 // Errors name the file and the field (an unknown parameter name, a missing record, sizes that
 // do not add up).
 absl::StatusOr<MegatronDsCheckpoint> read_megatron_ds(const std::string& dir);
+
+// What write_megatron_ds puts into the fork's args Namespace and lr_scheduler beyond the
+// MegatronDsCheckpoint fields (the fork's tools and its resume read them).
+struct MegatronDsArgs {
+  DType params_dtype = DType::kF16;  // the layer files' module weights: kF16 or kF32
+  int64_t micro_batch = 1, train_samples = 0, vocab_divisible_by = 128;
+  double lr = 0, min_lr = 0, weight_decay = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double clip_grad = 1.0;
+  double current_lr = 0;  // the param groups' lr (the schedule's at the iteration)
+  int64_t warmup_samples = 0, decay_samples = 0;
+  std::string decay_style = "cosine";  // the fork's lr_decay_style name
+};
+
+// Writes c (whole tensors "fp32/", "exp_avg/", "exp_avg_sq/" + fork name, as read_megatron_ds
+// returns them; word_embeddings.weight already padded to c.padded_vocab rows) as the fork's
+// DeepSpeed folder at c.tp x c.pp x c.dp, the layout read_megatron_ds reads and
+// scripts/make_megatron_ds_fixture.py writes: DIR/latest = global_step<iteration>, and in it
+//   layer_XX-model_TT-model_states.pt  (DP rank 0's module weights in args.params_dtype: 01 the
+//                                      embedding (+ its LayerNorm), 03.. the layers, 04+L the
+//                                      final LayerNorm; TP pieces as the fork splits them)
+//   mp_rank_YY_model_states.pt         (args, iteration, tokens, lr_scheduler, param_shapes,
+//                                      checkpoint_info; no RNG states: resume the fork with
+//                                      --no-load-rng)
+//   zero_pp_rank_D_mp_rank_YY_optim_states.pt  (ZeRO-1: three param groups per stage (the weights
+//                                      in two halves, then LayerNorms and biases), each flattened,
+//                                      padded to a multiple of 2 x dp, cut into dp partitions)
+// c.lr_scheduler: num_steps, num_tokens, warmup_tokens (the schedule's position); c.loss_scaler:
+// DynamicLossScaler's fields (cur_scale, last_overflow_iter, cur_hysteresis ...; absent ones get
+// DeepSpeed's defaults). Layers are split evenly over the stages. InvalidArgument for degrees that
+// do not divide (layers by pp, heads / ffn / padded vocabulary by tp), a missing tensor, an
+// existing DIR/latest.
+absl::Status write_megatron_ds(const MegatronDsCheckpoint& c, const MegatronDsArgs& args,
+                               const std::string& dir);
 
 }  // namespace anvil::io::torch_pt

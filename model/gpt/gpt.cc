@@ -17,6 +17,7 @@
 #include "engine/status.h"
 #include "model/gpt/gpt_impl.h"
 #include "model/gpt/gpt_init.h"
+#include "model/sync_layout.h"
 #include "ops/adamw.h"
 #include "ops/grad_norm.h"
 #include "parallel/parallel_config.h"
@@ -214,6 +215,9 @@ absl::Status GptShard::validate(const GptConfig& cfg) const {
   if (zero_dp < 1 || zero_rank < 0 || zero_rank >= zero_dp) {
     return bad("GPT shard: ZeRO rank ", zero_rank, " outside a DP group of ", zero_dp);
   }
+  if (offload_optimizer && zero_stage == 3) {
+    return bad("optimizer offload is not implemented with ZeRO stage 3 (stages 0, 1, 2)");
+  }
   for (const std::vector<int64_t>& c : layer_chunks(cfg)) {
     if (c.empty()) return bad("GPT shard: a model chunk without layers");
     for (size_t i = 0; i < c.size(); ++i) {
@@ -248,6 +252,17 @@ absl::StatusOr<engine::MemoryPlan> GptModel::plan(const GptConfig& cfg, const Gp
   Carver carver(&plan);
   gpt_detail::gpt_layout(cfg, shape, prec, shard, carver);
   return plan;
+}
+
+absl::StatusOr<size_t> GptModel::offload_host_bytes(const GptConfig& cfg, const GptRunShape& shape,
+                                                    const GptPrecision& prec,
+                                                    const GptShard& shard) {
+  if (!shard.offload_optimizer) return size_t{0};
+  ANVIL_RETURN_IF_ERROR(gpt_detail::check_run(cfg, shape, prec, shard));
+  engine::MemoryPlan plan;
+  Carver carver(&plan);
+  const gpt_detail::Buffers b = gpt_detail::gpt_layout(cfg, shape, prec, shard, carver);
+  return parallel::OffloadOptimizer::host_bytes(b.sync_layout.state_numel, prec.act);
 }
 
 absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
@@ -291,6 +306,20 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
   }
   gpt_detail::Buffers& b = impl->buf;
   const parallel::SyncBuffers& f = b.flat;
+  if (shard.offload_optimizer) {
+    // The optimizer state of this rank in host memory; the device keeps no master / m / v.
+    int cuda_device = 0;
+    if (prec.device == engine::Device::kCuda) ANVIL_CUDA_CHECK(cudaGetDevice(&cuda_device));
+    parallel::OffloadOptions oo;
+    oo.threads = shard.offload_threads;
+    ANVIL_ASSIGN_OR_RETURN(impl->offload,
+                           parallel::OffloadOptimizer::create(b.sync_layout.state_numel, prec.act,
+                                                              prec.device, cuda_device, oo));
+    b.flat.master = impl->offload->master();
+    b.flat.m = impl->offload->m();
+    b.flat.v = impl->offload->v();
+    bind_sync_buffers(b.table, b.flat, b.sync_layout);
+  }
   for (engine::TensorView v :
        {f.value, f.master, f.grad, f.m, f.v, f.grad_shard, f.persist_grad, f.persist_value}) {
     if (!v.empty()) engine::fill_zero(v, stream);
@@ -302,8 +331,13 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
     return gpt_detail::InitTarget{v, v.numel() == n ? nullptr : part};
   };
   std::vector<gpt_detail::InitTarget> targets{target(f.value)};
-  if (f.master.data != f.value.data) targets.push_back(target(f.master));
+  if (f.master.data != f.value.data && !impl->offload) targets.push_back(target(f.master));
   gpt_detail::init_params(cfg, shard, b.table, targets, seed, stream);
+  if (impl->offload) {
+    // The host master drawn by the CPU twin (the same Philox values as the device's).
+    engine::Stream host = engine::Stream::cpu();
+    gpt_detail::init_params(cfg, shard, b.table, {target(f.master)}, seed, host);
+  }
   bert_head_setup(cfg, shape, b, stream);
   impl->sync->params_loaded(stream);  // ZeRO-3: gathers the embedding and final-LN buckets
   stream.synchronize();
@@ -325,6 +359,7 @@ absl::Status GptModel::Impl::setup_grad_sync(engine::Device device) {
   o.stage = shard.zero_stage;
   o.dp = shard.dp_comm;
   o.dp_bucket_elems = shard.dp_bucket_elems;
+  o.offload = offload.get();
   if (device == engine::Device::kCuda) ANVIL_CUDA_CHECK(cudaGetDevice(&o.cuda_device));
   auto bind = [this](int64_t local, parallel::LayerPart part, engine::TensorView bucket) {
     gpt_detail::Weights& w = part == parallel::LayerPart::kValues ? buf.w : buf.g;

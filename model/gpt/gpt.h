@@ -67,6 +67,12 @@ class GptModel {
   // Allocates one arena per category and initializes parameters as GPT-2 does: N(0, init_std),
   // residual output projections N(0, init_std / sqrt(2 L)), biases 0, LN gamma 1 beta 0
   // (deterministic for `seed`, identical on CPU and GPU).
+  // Host bytes the optimizer offload of this shard holds (0 without shard.offload_optimizer):
+  // f32 master, m, v and gradient staging of the state this rank updates, and the compute-copy
+  // staging (parallel/offload_optimizer.h); pinned on CUDA, not part of plan().
+  static absl::StatusOr<size_t> offload_host_bytes(const GptConfig& cfg, const GptRunShape& shape,
+                                                   const GptPrecision& prec,
+                                                   const GptShard& shard = {});
   static absl::StatusOr<std::unique_ptr<GptModel>> create(const GptConfig& cfg,
                                                           const GptRunShape& shape,
                                                           const GptPrecision& prec, uint64_t seed,

@@ -165,6 +165,12 @@ struct GptShard {
   int zero_dp = 1, zero_rank = 0;
   parallel::Comm* dp_comm = nullptr;
   int64_t dp_bucket_elems = 0;
+  // Optimizer offload (ZeRO-Offload, parallel/offload_optimizer.h; zero_stage 0-2): the f32
+  // master weights and AdamW moments of the state this rank updates (its ZeRO pieces) live in
+  // host memory (pinned on CUDA) and AdamW runs there with offload_threads threads (0: all);
+  // the device holds the compute copy and the gradients only.
+  bool offload_optimizer = false;
+  int offload_threads = 0;
   Recompute recompute = Recompute::kNone;
 
   // InvalidArgument naming the numbers (heads % tp, ffn % tp, padded vocab % tp, layer ranges).

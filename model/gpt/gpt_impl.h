@@ -19,6 +19,7 @@
 #include "ops/embedding.h"
 #include "ops/rotary.h"
 #include "parallel/grad_sync.h"
+#include "parallel/offload_optimizer.h"
 #include "parallel/tensor_parallel.h"
 
 namespace anvil::model {
@@ -43,6 +44,8 @@ struct GptModel::Impl {
   engine::TensorView last_input_grad;    // d(input) of the last backward_chunk
   // Gradient sync over DP (parallel/grad_sync.h): plain DP or ZeRO 1-3 over the layout's
   // buckets; it binds buf.w.layers / buf.g.layers of a layer to gathered values or scratch.
+  // Optimizer offload: the host master / m / v that buf.flat's views point at (null: none).
+  std::unique_ptr<parallel::OffloadOptimizer> offload;
   std::unique_ptr<parallel::GradSync> sync;
   bool hidden_head = false;  // GptModel::set_hidden_head
 

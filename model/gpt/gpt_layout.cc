@@ -377,7 +377,7 @@ void carve_params(const GptShard& shard, const GptPrecision& prec, Carver& carve
     b.layer_param.push_back(param);
   }
   b.sync_layout = parallel::sync_layout(buckets, shard.zero_stage, shard.zero_dp);
-  b.flat = carve_sync_buffers(b.sync_layout, prec.act, prec.grad, carver);
+  b.flat = carve_sync_buffers(b.sync_layout, prec.act, prec.grad, carver, shard.offload_optimizer);
 }
 
 }  // namespace

@@ -46,6 +46,8 @@ absl::StatusOr<GptShard> GptTrainModel::shard_for(const TrainConfig& cfg, int tp
     sh.zero_dp = pc.dp;
     sh.zero_rank = dp_rank;
   }
+  sh.offload_optimizer = pc.offload_optimizer;
+  sh.offload_threads = pc.offload_threads;
   ANVIL_RETURN_IF_ERROR(sh.validate(cfg.model));  // tp_comm is the caller's
   return sh;
 }
@@ -56,6 +58,12 @@ absl::StatusOr<engine::MemoryPlan> GptTrainModel::plan(const TrainConfig& cfg,
   const int64_t B = cfg.train.micro_batch, T = cfg.data.seq_len;
   ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan,
                          GptModel::plan(cfg.model, GptRunShape{B, T}, prec, shard));
+  if (prec.device == engine::Device::kCpu && shard.offload_optimizer) {
+    // The offloaded optimizer state shares the host with everything else on the CPU.
+    ANVIL_ASSIGN_OR_RETURN(size_t bytes,
+                           GptModel::offload_host_bytes(cfg.model, GptRunShape{B, T}, prec, shard));
+    plan.add("offload (host)", "offloaded master, adamw m / v, staging", bytes);
+  }
   if (prec.device == engine::Device::kCpu) {
     // create()'s four (BERT, prefix-LM: five) i32 arrays of [accumulation steps * B*T]
     // (<= global_batch * T tokens, bounded by the config's validation).

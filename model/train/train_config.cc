@@ -504,6 +504,10 @@ absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size
                    "sequence-length curriculum truncates causal (GPT-family) samples; [model] "
                    "type bert and t5 do not support it");
   }
+  if (t.parallel.offload_optimizer && t.model.t5()) {
+    return c.error("parallel", "offload_optimizer",
+                   "is not implemented for [model] type t5 yet (GPT and BERT families only)");
+  }
   return t;
 }
 

@@ -22,6 +22,15 @@ absl::StatusOr<engine::MemoryPlan> train_model_plan(const TrainConfig& cfg,
   return GptTrainModel::plan(cfg, prec, shard);
 }
 
+absl::StatusOr<size_t> train_model_offload_bytes(const TrainConfig& cfg, const GptPrecision& prec,
+                                                 const ModelPlace& at) {
+  if (!cfg.parallel.offload_optimizer || cfg.model.t5()) return size_t{0};
+  ANVIL_ASSIGN_OR_RETURN(GptShard shard,
+                         GptTrainModel::shard_for(cfg, at.tp_rank, at.pp_rank, at.dp_rank));
+  return GptModel::offload_host_bytes(cfg.model, {cfg.train.micro_batch, cfg.data.seq_len}, prec,
+                                      shard);
+}
+
 absl::StatusOr<std::unique_ptr<Model>> create_train_model(const TrainConfig& cfg,
                                                           const GptPrecision& prec,
                                                           const ModelPlace& at) {

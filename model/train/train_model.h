@@ -27,6 +27,11 @@ struct ModelPlace {
 // micro-batches on the CPU.
 absl::StatusOr<engine::MemoryPlan> train_model_plan(const TrainConfig& cfg,
                                                     const GptPrecision& prec, const ModelPlace& at);
+// Host bytes of the rank's optimizer offload ([parallel] offload_optimizer; 0 without it):
+// pinned host memory on CUDA, outside train_model_plan's device plan (on the CPU the plan
+// includes it as "offload (host)").
+absl::StatusOr<size_t> train_model_offload_bytes(const TrainConfig& cfg, const GptPrecision& prec,
+                                                 const ModelPlace& at);
 // Creates the rank's model (initialized with cfg.train.seed, identical on every rank).
 absl::StatusOr<std::unique_ptr<Model>> create_train_model(const TrainConfig& cfg,
                                                           const GptPrecision& prec,

@@ -53,6 +53,20 @@ TEST(ParallelConfigTest, DefaultsAndInferredDp) {
   EXPECT_EQ(explicit_dp->parallel.timeout_s, 30.0);
 }
 
+TEST(ParallelConfigTest, OffloadOptimizer) {
+  auto off = load(2, {"parallel.offload_optimizer=true", "parallel.offload_threads=3"});
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_TRUE(off->parallel.offload_optimizer);
+  EXPECT_EQ(off->parallel.offload_threads, 3);
+  EXPECT_FALSE(load(1)->parallel.offload_optimizer);
+  EXPECT_THAT(error(2, {"parallel.offload_optimizer=true", "parallel.zero_stage=3"}),
+              HasSubstr("[parallel] offload_optimizer: is not implemented with zero_stage 3"));
+  EXPECT_THAT(error(1, {"parallel.offload_threads=-1"}), HasSubstr("[parallel] offload_threads"));
+  EXPECT_THAT(error(1, {"parallel.offload_optimizer=true", "model.type=t5", "tokenizer.type=Byte",
+                        "tokenizer.vocab_extra_ids=100"}),
+              HasSubstr("[parallel] offload_optimizer: is not implemented for [model] type t5"));
+}
+
 TEST(ParallelConfigTest, ErrorsNameTheNumbers) {
   EXPECT_THAT(error(2, {"parallel.dp=4"}),
               HasSubstr("[parallel] dp: tp 1 * dp 4 * pp 1 = 4 does not match the 2 launched "
