@@ -9,6 +9,8 @@
 // BM_FlashT5* time T5-base's shapes (B 32, 12 heads of 64, encoder 512 bidirectional, decoder 114
 // causal, scale 1) with and without the relative-bucket bias (range 4: 1 = with) and the
 // probability dropout 0.1 (range 5: 1 = with).
+// BM_FlashForwardWgmma* time the Hopper forward (AttentionKernel::kWgmma: sm_90a wgmma + TMA) on
+// the bf16 head 64 and 128 shapes, beside BM_FlashForward* (mma.sync) of the same shapes.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -54,7 +56,8 @@ void fill_host(engine::TensorView v, const std::vector<T>& h, DType dt, const en
 
 // t5: T5's scale and, per state.range(4) and range(5), relative-bucket bias (32 buckets) and
 // dropout.
-void bench_attention(benchmark::State& state, bool causal, bool backward, bool t5 = false) {
+void bench_attention(benchmark::State& state, bool causal, bool backward, bool t5 = false,
+                     ops::AttentionKernel kernel = ops::AttentionKernel::kMmaSync) {
   if (engine::cuda_device_count() < 1) {
     state.SkipWithError("no CUDA device");
     return;
@@ -68,6 +71,7 @@ void bench_attention(benchmark::State& state, bool causal, bool backward, bool t
   ops::FlashAttentionArgs a;
   a.batch = B, a.q_len = a.kv_len = T, a.heads = H, a.head_dim = Dh, a.causal = causal;
   a.scale = t5 ? 1.0f : 0.125f;
+  a.kernel = kernel;
   const bool rel = t5 && state.range(4) == 1;
   constexpr int64_t kBuckets = 32;
   if (t5 && state.range(5) == 1) a.dropout_p = 0.1f, a.seed = 7;
@@ -165,6 +169,26 @@ BENCHMARK(BM_FlashForwardCausal)->Apply(args);
 BENCHMARK(BM_FlashForwardBackwardCausal)->Apply(args);
 BENCHMARK(BM_FlashForward)->Apply(args);
 BENCHMARK(BM_FlashForwardBackward)->Apply(args);
+
+void wgmma_args(benchmark::internal::Benchmark* b) {
+  for (int64_t t : {1024, 2048, 4096}) {
+    b->Args({16384 / t, t, 32, 64, 0});
+    b->Args({16384 / t, t, 16, 128, 0});
+  }
+  b->Iterations(10)->UseManualTime()->Unit(benchmark::kMillisecond);
+}
+void BM_FlashForwardWgmmaCausal(benchmark::State& s) {
+  bench_attention(s, true, false, false, ops::AttentionKernel::kWgmma);
+}
+void BM_FlashForwardWgmma(benchmark::State& s) {
+  bench_attention(s, false, false, false, ops::AttentionKernel::kWgmma);
+}
+void BM_FlashForwardMmaSyncCausal(benchmark::State& s) { bench_attention(s, true, false); }
+void BM_FlashForwardMmaSync(benchmark::State& s) { bench_attention(s, false, false); }
+BENCHMARK(BM_FlashForwardWgmmaCausal)->Apply(wgmma_args);
+BENCHMARK(BM_FlashForwardMmaSyncCausal)->Apply(wgmma_args);
+BENCHMARK(BM_FlashForwardWgmma)->Apply(wgmma_args);
+BENCHMARK(BM_FlashForwardMmaSync)->Apply(wgmma_args);
 
 void t5_args(benchmark::internal::Benchmark* b, int64_t t) {
   for (int64_t drop : {0, 1}) {

@@ -65,6 +65,13 @@ using engine::Workspace;
 
 enum class AttentionBias { kNone, kAlibi, kRelativeBuckets };
 
+// Which CUDA forward kernel runs (the CPU twin ignores it):
+//   kMmaSync  FlashAttention-2 schedule on mma.sync, every option, every GPU (the default);
+//   kWgmma    Hopper-native (sm_90a wgmma + TMA, warp-specialized, FlashAttention-3 style) where
+//             it applies: bf16, head size 64 or 128, no bias, no dropout, on a compute
+//             capability 9.0 GPU; anything else runs kMmaSync. Backward is kMmaSync either way.
+enum class AttentionKernel { kMmaSync, kWgmma };
+
 struct FlashAttentionArgs {
   int64_t batch = 0, q_len = 0, kv_len = 0, heads = 0, head_dim = 0;
   bool causal = true;
@@ -76,6 +83,7 @@ struct FlashAttentionArgs {
   int64_t total_heads = 0;  // heads of the whole model (0: heads): dropout numbering, ALiBi
   int64_t head_offset = 0;  // first model head of this call
   int64_t kv_heads = 0;     // heads of k and v (0: heads); divides heads (grouped-query)
+  AttentionKernel kernel = AttentionKernel::kMmaSync;  // CUDA forward kernel (see above)
 
   int64_t kv() const { return kv_heads == 0 ? heads : kv_heads; }
   int64_t group() const { return heads / kv(); }  // query heads per kv head
@@ -130,6 +138,10 @@ void flash_attention_backward(const FlashAttentionArgs& args, TensorView dq, Ten
                               Workspace ws, Stream& stream);
 }  // namespace cpu
 namespace cuda {
+// Whether forward with these arguments runs the Hopper kernel (args.kernel == kWgmma and the
+// kernel takes the case on this device); else it runs mma.sync.
+bool flash_attention_forward_uses_wgmma(const FlashAttentionArgs& args, ConstTensorView q,
+                                        ConstTensorView k, ConstTensorView v);
 size_t flash_attention_workspace_bytes(const FlashAttentionArgs& args, int64_t num_buckets);
 void flash_attention_forward(const FlashAttentionArgs& args, TensorView out, TensorView lse,
                              ConstTensorView q, ConstTensorView k, ConstTensorView v,

@@ -46,6 +46,12 @@ flash::Params make_params(const FlashAttentionArgs& a, ConstTensorView q, ConstT
 
 }  // namespace
 
+bool flash_attention_forward_uses_wgmma(const FlashAttentionArgs& args, ConstTensorView q,
+                                        ConstTensorView k, ConstTensorView v) {
+  return args.kernel == AttentionKernel::kWgmma && q.dtype == engine::DType::kBF16 &&
+         flash::forward_sm90a_supports(make_params(args, q, k, v, AttentionMasks{}));
+}
+
 size_t flash_attention_workspace_bytes(const FlashAttentionArgs& args, int64_t /*num_buckets*/) {
   int64_t floats = args.batch * args.heads * args.q_len;
   if (args.bias == AttentionBias::kRelativeBuckets) {
@@ -66,6 +72,8 @@ void flash_attention_forward(const FlashAttentionArgs& args, TensorView out, Ten
   const int batch = static_cast<int>(args.batch);
   if (q.dtype == engine::DType::kF16) {
     flash::forward_f16(p, batch, stream.cuda_stream());
+  } else if (flash_attention_forward_uses_wgmma(args, q, k, v)) {
+    flash::forward_sm90a_bf16(p, batch, stream.cuda_stream());
   } else {
     flash::forward_bf16(p, batch, stream.cuda_stream());
   }

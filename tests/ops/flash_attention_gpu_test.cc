@@ -5,9 +5,12 @@
 // padded inside the kernels when smaller; 168 for the width 192), lengths that are not tile
 // multiples (1, 17, 1000, 2049), every mask kind (causal, bidirectional, documents, key padding
 // with an empty sample, cross-attention lengths, ALiBi, relative buckets, bidirectional prefixes
-// per sample and per packed segment), dropout on and off, a TP
-// head offset; backward is bitwise reproducible. Skipped without a GPU. Sizes are kept so that the
+// per sample and per packed segment), dropout on and off, a TP head offset; backward is bitwise
+// reproducible. The Hopper forward (AttentionKernel::kWgmma) against the same CPU twin on its
+// cases (bf16, heads 64 and 128). Skipped without a GPU. Sizes are kept so that the
 // single-threaded CPU reference stays near a minute in all.
+#include <cuda_runtime.h>
+
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -284,6 +287,100 @@ TEST(FlashAttentionGpu, PrefixLmAndPackedSegmentPrefixes) {
     for (int64_t t = 700; t < 1100; ++t) l.segs_q[t] = l.segs_k[t] = 1;
     add_segment_prefixes(&l);
     check_gpu(l, 74 + dh);
+  }
+}
+
+// The Hopper forward (AttentionKernel::kWgmma: sm_90a wgmma + TMA, flash_attention_forward_
+// sm90a.cu) only runs on compute capability 9.0; elsewhere its tests skip.
+bool hopper() {
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  return major == 9 && minor == 0;
+}
+
+#define ANVIL_SKIP_WITHOUT_HOPPER() \
+  ANVIL_SKIP_WITHOUT_GPU();         \
+  if (!hopper()) GTEST_SKIP() << "the wgmma forward needs a compute capability 9.0 GPU"
+
+// bf16 out and lse of the wgmma forward against the f32 CPU twin (bounds of check_gpu's out),
+// after asserting that the case does run the new kernel, so a silent fallback to mma.sync
+// cannot pass for it.
+void check_wgmma(Case c, uint64_t seed) {
+  c.kernel = AttentionKernel::kWgmma;
+  SCOPED_TRACE(::testing::Message()
+               << "wgmma B=" << c.batch << " Tq=" << c.tq << " Tk=" << c.tk << " H=" << c.heads
+               << " kv heads=" << c.kv_heads << " Dh=" << c.dh << " causal=" << c.causal
+               << " documents=" << !c.segs_q.empty() << " padded=" << !c.kv_lengths.empty());
+  const Inputs in = exact_inputs(c, seed);
+  {
+    testing::TensorPool pool(Device::kCuda);
+    const Views w = make_views(pool, c, DType::kBF16, in.xq, in.xkv, in.dout);
+    ASSERT_TRUE(cuda::flash_attention_forward_uses_wgmma(args_of(c), w.q, w.k, w.v));
+  }
+  const Results ref = run(c, Device::kCpu, DType::kF32, in, /*backward=*/false);
+  const Results got = run(c, Device::kCuda, DType::kBF16, in, /*backward=*/false);
+  expect_near_scaled(got.out, ref.out, 2e-2, 2e-2, 2e-4, "out");
+  expect_lse_near(got.lse, ref.lse);
+}
+
+// Lengths under one tile (1, 17), several tiles with a partial last one (1000, 2049: 16 and 17
+// key tiles of 128), causal and bidirectional.
+TEST(FlashAttentionGpu, WgmmaForwardLengthsCausalAndNot) {
+  ANVIL_SKIP_WITHOUT_HOPPER();
+  for (int64_t dh : {64, 128}) {
+    for (bool causal : {true, false}) {
+      for (int64_t t : {1, 17}) check_wgmma(gpu_case(2, t, 2, dh, causal), 200 + t + dh);
+      check_wgmma(gpu_case(1, 1000, 1, dh, causal), 201 + dh);
+      check_wgmma(gpu_case(1, 2049, 1, dh, causal), 202 + dh);
+    }
+  }
+}
+
+// Key padding (an empty sample: out 0, lse +inf), cross-attention lengths (fewer and more
+// queries than keys), documents, grouped-query heads (kv heads 1 and 2 of 4).
+TEST(FlashAttentionGpu, WgmmaForwardPaddingCrossDocumentsGroupedQuery) {
+  ANVIL_SKIP_WITHOUT_HOPPER();
+  for (int64_t dh : {64, 128}) {
+    Case c = gpu_case(3, 130, 2, dh, false);
+    c.kv_lengths = {130, 77, 1};
+    check_wgmma(c, 210 + dh);
+    Case x = gpu_case(2, 70, 2, dh, false);
+    x.cross = true, x.tk = 133, x.kv_lengths = {133, 50}, x.scale = 1.0f;
+    check_wgmma(x, 211 + dh);
+    x.kv_lengths = {0, 64};
+    check_wgmma(x, 212 + dh);
+    Case y = gpu_case(2, 300, 2, dh, false);
+    y.cross = true, y.tk = 114, y.kv_lengths = {114, 61};
+    check_wgmma(y, 213 + dh);
+    Case d = gpu_case(2, 300, 2, dh, true);
+    add_documents(&d, 214 + dh);
+    check_wgmma(d, 215 + dh);
+    for (int64_t kv : {1, 2}) {
+      Case g = gpu_case(2, 260, 4, dh, true);
+      g.kv_heads = kv;
+      add_documents(&g, 216 + dh);
+      check_wgmma(g, 217 + dh + kv);
+      Case gx = gpu_case(2, 70, 4, dh, false);
+      gx.kv_heads = kv, gx.cross = true, gx.tk = 200, gx.kv_lengths = {200, 90};
+      check_wgmma(gx, 219 + dh + kv);
+    }
+  }
+}
+
+// What the wgmma kernel does not take runs mma.sync (and stays correct).
+TEST(FlashAttentionGpu, WgmmaFallsBackOutsideItsCases) {
+  ANVIL_SKIP_WITHOUT_HOPPER();
+  testing::TensorPool pool(Device::kCuda);
+  for (int64_t dh : {80, 64}) {
+    Case c = gpu_case(1, 40, 2, dh, true);
+    c.kernel = AttentionKernel::kWgmma;
+    if (dh == 64) c.bias = AttentionBias::kAlibi;
+    const Inputs in = exact_inputs(c, 230 + dh);
+    const Views w = make_views(pool, c, DType::kBF16, in.xq, in.xkv, in.dout);
+    EXPECT_FALSE(cuda::flash_attention_forward_uses_wgmma(args_of(c), w.q, w.k, w.v)) << dh;
+    check_gpu(c, 231 + dh, /*backward=*/false);
   }
 }
 

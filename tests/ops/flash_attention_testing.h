@@ -30,6 +30,7 @@ struct Case {
   float scale = 0.5f, dropout = 0.0f;
   int64_t total_heads = 0, head_offset = 0;
   int64_t kv_heads = 0;  // heads of k and v (0: heads): grouped-query attention
+  AttentionKernel kernel = AttentionKernel::kMmaSync;  // CUDA forward kernel
   std::vector<int32_t> segs_q, segs_k, kv_lengths, rel_buckets;
   std::vector<int32_t> prefix_end;  // [B*Tq] bidirectional prefix ends (causal), or empty
   std::vector<float> rel_table;     // [buckets, total heads]
@@ -51,6 +52,7 @@ inline FlashAttentionArgs args_of(const Case& c) {
   a.total_heads = c.total_heads;
   a.head_offset = c.head_offset;
   a.kv_heads = c.kv_heads;
+  a.kernel = c.kernel;
   return a;
 }
 
