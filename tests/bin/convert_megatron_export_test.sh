@@ -74,27 +74,9 @@ refused "--tp 3" "TP3 x PP1 x DP1 does not divide" \
 refused "--zero 1" "unknown option --zero" \
   "$convert" export-megatron "$work/ck" "$work/x3" --zero 1
 # A GPT-2 checkpoint (learned positions, no embedding LayerNorm): one step of a tiny run.
-cat > "$work/gpt2.ini" <<INI
-[model]
-vocab_size = 65535
-max_seq_len = 16
-d_model = 32
-n_heads = 2
-n_layers = 2
-[data]
-paths = tests/io/fixtures/gpt_index/synth_a
-seq_len = 16
-eod_token = 0
-cache_dir = $work/cache
-[train]
-micro_batch = 2
-global_batch = 2
-steps = 1
-device = cpu
-eval_iters = 0
-[checkpoint]
-save = $work/gpt2
-INI
+source "$(dirname "$0")/tiny_synth_ini.sh"
+tiny_synth_ini "$work/gpt2.ini" "$work" train.global_batch=2 train.steps=1 optim.warmup_steps=0 \
+  checkpoint.save="$work/gpt2"
 "$train" "$work/gpt2.ini" > "$work/train.log" 2>&1 || { cat "$work/train.log"; fail "train"; }
 refused "a GPT-2 checkpoint" "unknown layout for export-megatron" \
   "$convert" export-megatron "$work/gpt2" "$work/x3"

@@ -19,38 +19,12 @@ mode=${2:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-ini() {  # ini NAME OFFLOAD ZERO_STAGE STEPS [extra ini lines]
-  cat <<INI
-[model]
-vocab_size = 65535
-max_seq_len = 16
-d_model = 32
-n_heads = 2
-n_layers = 2
-[data]
-paths = tests/io/fixtures/gpt_index/synth_a
-seq_len = 16
-eod_token = 0
-cache_dir = $work/cache
-[train]
-micro_batch = 2
-global_batch = 4
-steps = $4
-device = cpu
-eval_iters = 0
-log_interval = 1
-[optim]
-lr = 1e-2
-warmup_steps = 1
-weight_decay = 0.1
-[parallel]
-offload_optimizer = $2
-offload_threads = 2
-zero_stage = $3
-[checkpoint]
-save = $work/$1
-INI
-  if [[ $# -gt 4 ]]; then echo "$5"; fi
+source "$(dirname "$0")/tiny_synth_ini.sh"
+ini() {  # ini NAME OFFLOAD ZERO_STAGE STEPS [SECTION.KEY=VALUE...]: the config on stdout
+  tiny_synth_ini "$work/.$1.ini" "$work" train.steps="$4" optim.warmup_steps=1 \
+    optim.weight_decay=0.1 parallel.offload_optimizer="$2" parallel.offload_threads=2 \
+    parallel.zero_stage="$3" checkpoint.save="$work/$1" "${@:5}"
+  cat "$work/.$1.ini"
 }
 steps() { grep -oE 'step [0-9]+/[0-9]+ \| loss [0-9.]+.*grad norm [0-9.e+-]+' "$1"; }
 same_run() {  # same_run A B: equal step lines and byte-identical tensor files at step 4
@@ -64,8 +38,8 @@ same_run() {  # same_run A B: equal step lines and byte-identical tensor files a
   done
   [[ $n -gt 0 ]] || fail "$1: no tensor files"
 }
-run() {  # run NAME OFFLOAD ZERO NP [STEPS] [extra]
-  ini "$1" "$2" "$3" "${5:-4}" "${6:-}" > "$work/$1.ini"
+run() {  # run NAME OFFLOAD ZERO NP [STEPS] [SECTION.KEY=VALUE...]
+  ini "$1" "$2" "$3" "${5:-4}" "${@:6}" > "$work/$1.ini"
   if [[ $4 == 1 ]]; then
     "$train" "$work/$1.ini" > "$work/$1.log" 2>&1 || { cat "$work/$1.log"; fail "$1"; }
   else
@@ -92,14 +66,14 @@ run plain false 0 1
 run off true 0 1
 same_run plain off
 # fp16 compute copy with dynamic loss scaling: the host step unscales and writes f16 back.
-fp16=$'[train]\nprecision = fp16\ninitial_loss_scale = 1024'
-run plain16 false 0 1 4 "$fp16"
-run off16 true 0 1 4 "$fp16"
+fp16=(train.precision=fp16 train.initial_loss_scale=1024)
+run plain16 false 0 1 4 "${fp16[@]}"
+run off16 true 0 1 4 "${fp16[@]}"
 same_run plain16 off16
 grep -q "f16 parameters" "$work/off16.log" || fail "off16: not fp16"
 # The offloaded run saved and stopped at step 2 ([checkpoint] exit_interval), then resumed.
-run half true 0 1 4 "exit_interval = 2"
-run resumed true 0 1 4 "load = $work/half"
+run half true 0 1 4 checkpoint.exit_interval=2
+run resumed true 0 1 4 checkpoint.load="$work/half"
 for f in "$work/plain/step_00000004/"rank_*.safetensors; do
   cmp "$f" "$work/resumed/step_00000004/$(basename "$f")" || fail "resumed offload run differs"
 done
@@ -113,7 +87,7 @@ if grep -qE "^ *(master|optimizer) " "$work/dry.log"; then
   cat "$work/dry.log"
   fail "dry run: device master / optimizer with offload"
 fi
-ini z3 true 3 4 "" > "$work/z3.ini"
+ini z3 true 3 4 > "$work/z3.ini"
 if "$train" "$work/z3.ini" parallel.dp=1 --dry-run > "$work/z3.log" 2>&1; then
   fail "offload with zero_stage 3 was accepted"
 fi
