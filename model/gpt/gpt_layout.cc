@@ -219,12 +219,6 @@ absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const Gpt
         " x n_heads ", cfg.n_heads, " x seq_len^2 ", shape.seq_len,
         "^2, exceed the limit 2^44 = ", engine::kMaxElements, " elements of one tensor"));
   }
-  if (cfg.rope_scaling.type != ops::RotaryScalingType::kNone &&
-      prec.device == engine::Device::kCuda) {
-    return absl::InvalidArgumentError(
-        "[model] rope_scaling: CPU-only for now (device = cpu); its CUDA rotary kernel has not "
-        "yet run on a GPU");
-  }
   if (cfg.grouped_query() && !uses_flash_attention(cfg, prec)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "[model] n_kv_heads ", cfg.n_kv_heads, " < n_heads ", cfg.n_heads,
