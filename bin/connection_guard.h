@@ -45,11 +45,9 @@ inline int port_of(const sockaddr_storage& a) {
   return -1;
 }
 
-// Debian's cpp-httplib 0.11 listens with a backlog of 5 (compiled in): a burst of more
-// connections than that against a busy accept thread overflowed it, the kernel dropped their
-// SYNs and the clients resent them only 1 s later. listen() again on the listening socket of
-// `port` (Linux updates a listening socket's backlog in place) raises it to SOMAXCONN.
-inline void widen_listen_backlog(int port) {
+// Calls f(fd) for each socket descriptor the process holds now (from /proc/self/fd).
+template <typename F>
+void for_each_socket(const F& f) {
   DIR* dir = opendir("/proc/self/fd");
   if (dir == nullptr) return;
   const int own = dirfd(dir);
@@ -57,18 +55,27 @@ inline void widen_listen_backlog(int port) {
     char* end = nullptr;
     const long fd = std::strtol(e->d_name, &end, 10);
     if (end == e->d_name || *end != '\0' || fd == own) continue;
+    struct stat st;
+    if (fstat(static_cast<int>(fd), &st) == 0 && S_ISSOCK(st.st_mode)) f(static_cast<int>(fd));
+  }
+  closedir(dir);
+}
+
+// Debian's cpp-httplib 0.11 listens with a backlog of 5 (compiled in): a burst of more
+// connections than that against a busy accept thread overflowed it, the kernel dropped their
+// SYNs and the clients resent them only 1 s later. listen() again on the listening socket of
+// `port` (Linux updates a listening socket's backlog in place) raises it to SOMAXCONN.
+inline void widen_listen_backlog(int port) {
+  for_each_socket([port](int fd) {
     int listening = 0;
     socklen_t len = sizeof(listening);
     sockaddr_storage local{};
     socklen_t n = sizeof(local);
-    if (getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 ||
-        !listening ||
-        getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &n) != 0) {
-      continue;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 && listening &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &n) == 0 && port_of(local) == port) {
+      listen(fd, SOMAXCONN);
     }
-    if (port_of(local) == port) listen(static_cast<int>(fd), SOMAXCONN);
-  }
-  closedir(dir);
+  });
 }
 
 class ConnectionGuard {
@@ -167,19 +174,10 @@ class ConnectionGuard {
   // The sockets of our port now: peer key -> descriptor.
   std::map<std::string, int> sockets() const {
     std::map<std::string, int> out;
-    DIR* dir = opendir("/proc/self/fd");
-    if (dir == nullptr) return out;
-    const int own = dirfd(dir);
-    while (const dirent* e = readdir(dir)) {
-      char* end = nullptr;
-      const long fd = std::strtol(e->d_name, &end, 10);
-      if (end == e->d_name || *end != '\0' || fd == own) continue;
-      struct stat st;
-      if (fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-      const std::string key = peer_of(static_cast<int>(fd));
-      if (!key.empty()) out.emplace(key, static_cast<int>(fd));
-    }
-    closedir(dir);
+    for_each_socket([this, &out](int fd) {
+      const std::string key = peer_of(fd);
+      if (!key.empty()) out.emplace(key, fd);
+    });
     return out;
   }
 

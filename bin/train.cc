@@ -181,9 +181,42 @@ std::map<std::string, std::string> tokenizer_attachments(const model::TokenizerC
   return out;
 }
 
+// The checkpoint [checkpoint] load names, opened and verified (every shard's CRC) once per
+// process: the training split is sized from its counters before the data opens
+// (train_samples_needed) and the load reads its tensors. The open's warnings are kept for the
+// load's log.
+class ResumeCheckpoint {
+ public:
+  explicit ResumeCheckpoint(const model::CheckpointConfig& ck)
+      : dir_(ck.load), step_(ck.load_step) {}
+
+  // The first call opens (io::open_newest_complete); every call reports the open's warnings.
+  absl::StatusOr<std::shared_ptr<const anvil::io::Checkpoint>> open(
+      const std::function<void(const std::string&)>& warn) {
+    if (!opened_) {
+      absl::StatusOr<anvil::io::Checkpoint> c = anvil::io::open_newest_complete(
+          dir_, step_, [this](const std::string& w) { warnings_.push_back(w); });
+      if (c.ok()) {
+        opened_ = std::make_shared<const anvil::io::Checkpoint>(*std::move(c));
+      } else {
+        opened_ = c.status();
+      }
+    }
+    for (const std::string& w : warnings_) warn(w);
+    return *opened_;
+  }
+
+ private:
+  std::string dir_;
+  int64_t step_;
+  std::vector<std::string> warnings_;
+  std::optional<absl::StatusOr<std::shared_ptr<const anvil::io::Checkpoint>>> opened_;
+};
+
 // The files of the run's checkpoints (model/train/run_loop.h): io/checkpoint over [checkpoint]
-// save and load.
-model::CheckpointFiles checkpoint_files(const model::CheckpointConfig& ck) {
+// save, and the load of `resume`.
+model::CheckpointFiles checkpoint_files(const model::CheckpointConfig& ck,
+                                        std::shared_ptr<ResumeCheckpoint> resume) {
   namespace io = anvil::io;
   model::CheckpointFiles f;
   f.begin = [dir = ck.save](int64_t step, const std::string& token) {
@@ -214,11 +247,9 @@ model::CheckpointFiles checkpoint_files(const model::CheckpointConfig& ck) {
     return io::remove_stale_checkpoint_temps(dir, token);
   };
   f.step_dir = [dir = ck.save](int64_t step) { return io::checkpoint_step_dir(dir, step); };
-  f.open_newest = [dir = ck.load,
-                   step = ck.load_step](const std::function<void(const std::string&)>& warn)
+  f.open_newest = [resume](const std::function<void(const std::string&)>& warn)
       -> absl::StatusOr<model::OpenedCheckpoint> {
-    ANVIL_ASSIGN_OR_RETURN(io::Checkpoint opened, io::open_newest_complete(dir, step, warn));
-    auto c = std::make_shared<const io::Checkpoint>(std::move(opened));
+    ANVIL_ASSIGN_OR_RETURN(std::shared_ptr<const io::Checkpoint> c, resume->open(warn));
     model::OpenedCheckpoint o;
     o.dir = c->dir();
     const io::CheckpointInfo& info = c->info();
@@ -248,14 +279,14 @@ model::CheckpointedModel checkpointed(model::Trainer& t) {
 // The training samples the run reads: [train] train_samples or steps x global_batch, or more
 // when it resumes a checkpoint trained with larger batches (its consumed samples plus this
 // run's remaining steps). Without a checkpoint to resume, the load reports why later.
-int64_t train_samples_needed(const model::TrainConfig& cfg) {
+int64_t train_samples_needed(const model::TrainConfig& cfg, ResumeCheckpoint& resume) {
   const int64_t planned = cfg.train.run_samples();
   const model::CheckpointConfig& ck = cfg.checkpoint;
   if (ck.load.empty() || ck.finetune) return planned;
-  absl::StatusOr<anvil::io::Checkpoint> c =
-      anvil::io::open_newest_complete(ck.load, ck.load_step, [](const std::string&) {});
+  absl::StatusOr<std::shared_ptr<const anvil::io::Checkpoint>> c =
+      resume.open([](const std::string&) {});
   if (!c.ok()) return planned;
-  absl::StatusOr<model::TrainerState> s = model::trainer_state_from(c->info().state, cfg);
+  absl::StatusOr<model::TrainerState> s = model::trainer_state_from((*c)->info().state, cfg);
   return s.ok() ? std::max(planned, model::resumed_run_samples(*s, cfg)) : planned;
 }
 
@@ -327,10 +358,11 @@ absl::StatusOr<model::EvalSuite> load_eval_suite(const model::TrainConfig& cfg) 
 // (fatal: a rank-local error that ends every rank; fail: one every rank has).
 template <typename Fatal>
 int train_loop(const model::RunContext& run, model::Trainer& tr,
-               const anvil::engine::Timer& started, const Fatal& fatal, const ErrorPrinter& fail) {
-  const model::RunEnd end =
-      model::run_with_checkpoints(run, tr, checkpointed(tr), checkpoint_files(run.cfg->checkpoint),
-                                  [&started] { return started.seconds(); });
+               std::shared_ptr<ResumeCheckpoint> resume, const anvil::engine::Timer& started,
+               const Fatal& fatal, const ErrorPrinter& fail) {
+  const model::RunEnd end = model::run_with_checkpoints(
+      run, tr, checkpointed(tr), checkpoint_files(run.cfg->checkpoint, std::move(resume)),
+      [&started] { return started.seconds(); });
   if (!end.fatal.ok()) return fatal(end.fatal);
   if (!end.shared.ok()) {  // every rank has it: rank 0 reports, each exits 1 without an abort
     ErrorPrinter shared = fail;
@@ -535,6 +567,12 @@ int run(int argc, char** argv) {
   // A dry run of a CUDA job where no GPU is visible (a login node) plans for the stated GPU.
   const bool absent_gpu =
       dry_run && cfg.train.device == "cuda" && anvil::engine::cuda_device_count() == 0;
+  if (absent_gpu && !anvil::engine::cuda_kernels_built()) {
+    return fail(absl::FailedPreconditionError(
+        "--dry-run of a [train] device = cuda run: this build has no CUDA kernels (cmake "
+        "-DANVIL_CUDA_KERNELS=OFF, as `make demo` builds on a machine without a GPU), so it "
+        "cannot size their workspaces; plan it with a full build"));
+  }
   absl::StatusOr<model::GptPrecision> prec =
       absent_gpu ? anvil::bin::planned_cuda_precision(cfg.train.precision.mode)
                  : model::resolve_precision(cfg.train.device, cfg.train.precision.mode);
@@ -599,7 +637,8 @@ int run(int argc, char** argv) {
     if (*tensorboard) (*t5)->set_metrics_sink(tensorboard_sink(**tensorboard, ctx));
     const model::RunContext run =
         run_context(cfg, raw.dump(), (*rt)->grid(), (*rt)->comms().world.get(), ctx);
-    return train_loop(run, **t5, started, fatal, fail);
+    return train_loop(run, **t5, std::make_shared<ResumeCheckpoint>(cfg.checkpoint), started, fatal,
+                      fail);
   }
   const model::GptConfig& m = cfg.model;
   const int64_t T = cfg.data.seq_len;
@@ -686,8 +725,9 @@ int run(int argc, char** argv) {
   // Megatron's sample counts; the index caches are built here by every process that lacks them.
   std::array<int64_t, 3> want = anvil::io::megatron_split_samples(
       cfg.train.steps, cfg.train.global_batch, cfg.train.eval_interval, cfg.train.eval_iters);
-  want[0] = train_samples_needed(cfg);  // Megatron: --train-samples when given
-  DataStreams data;                     // (the samples' owners live as long as the trainer)
+  auto resume = std::make_shared<ResumeCheckpoint>(cfg.checkpoint);
+  want[0] = train_samples_needed(cfg, *resume);  // Megatron: --train-samples when given
+  DataStreams data;  // (the samples' owners live as long as the trainer)
   if (absl::Status s = cfg.model.bert() ? open_bert_data(cfg, want, ctx, &data)
                                         : open_gpt_data(cfg, want, ctx, &data);
       !s.ok()) {
@@ -719,7 +759,7 @@ int run(int argc, char** argv) {
   }
   const model::RunContext run =
       run_context(cfg, raw.dump(), (*rt)->grid(), (*rt)->comms().world.get(), ctx);
-  return train_loop(run, tr, started, fatal, fail);
+  return train_loop(run, tr, std::move(resume), started, fatal, fail);
 }
 
 }  // namespace
