@@ -2,7 +2,9 @@
 # `make demo`: from a fresh Debian 12 checkout to a GPT whose validation loss visibly falls.
 #   1. installs the dependencies (scripts/install-deps.sh, apt; a no-op when present),
 #   2. configures build/ (Release, Ninja when available) and builds only bin/train and
-#      bin/preprocess (the tests and the other programs: `make` / `make test`),
+#      bin/preprocess (the tests and the other programs: `make` / `make test`); where no GPU is
+#      visible, build-cpu/ instead, without the CUDA kernels (-DANVIL_CUDA_KERNELS=OFF: nvcc is
+#      most of a first build on a small machine, and the CPU never runs the kernels),
 #   3. tokenizes the King James Bible with GPT-2's BPE into
 #      data/demo/kjv_gpt2_text_document.{bin,idx} (scripts/prepare-demo-data.sh),
 #   4. trains configs/demo_gpu.ini on a GPU, else configs/tiny_cpu.ini on the CPU
@@ -21,10 +23,18 @@ JOBS=${JOBS:-$(nproc)}
 
 scripts/install-deps.sh
 
+# A GPU is visible when the NVIDIA driver lists one (what cudaGetDeviceCount needs).
+kernels=ON
+if ! ls /proc/driver/nvidia/gpus/* >/dev/null 2>&1 && ! nvidia-smi -L >/dev/null 2>&1; then
+  kernels=OFF
+  BUILD=$BUILD-cpu
+  echo "demo: no GPU visible: building $BUILD/ without the CUDA kernels (-DANVIL_CUDA_KERNELS=OFF)"
+fi
 if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
   generator=()
   command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
-  cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release
+  cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DANVIL_CUDA_KERNELS=$kernels
 fi
 cmake --build "$BUILD" -j "$JOBS" --target train preprocess
 

@@ -539,7 +539,10 @@ absl::StatusOr<GptPrecision> resolve_precision(const std::string& device,
   const bool have_gpu = engine::cuda_device_count() > 0;
   if (device == "cuda" && !have_gpu) {
     return absl::FailedPreconditionError(
-        "[train] device = cuda but no CUDA device is visible; use device = auto or cpu");
+        engine::cuda_kernels_built()
+            ? "[train] device = cuda but no CUDA device is visible; use device = auto or cpu"
+            : "[train] device = cuda but this build has no CUDA kernels (cmake "
+              "-DANVIL_CUDA_KERNELS=OFF); use device = auto or cpu, or a full build");
   }
   if (device == "cuda" || (device == "auto" && have_gpu)) {
     p.device = engine::Device::kCuda;
