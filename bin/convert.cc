@@ -161,7 +161,7 @@ absl::Status export_hf(const std::string& ckpt_dir, const std::string& hf_dir, i
   }
   // The causal LMs' document separator; BERT has none (BertConfig's pad_token_id 0 stays), T5
   // keeps HF's own pad 0 / eos 1 / decoder start 0 (its tokenizer has no eod).
-  if (f->model_type != "bert" && f->model_type != "t5") {
+  if (f->eod_is_eos) {
     j["bos_token_id"] = j["eos_token_id"] = cfg.get_int("data", "eod_token");
   }
   ANVIL_RETURN_IF_ERROR(io::write_file_atomic(hf_dir + "/config.json", j.dump(2) + "\n"));
@@ -224,9 +224,7 @@ absl::Status import_hf(const std::string& hf_dir, const std::string& ckpt_dir) {
   // What is not the import's is set to pass: the default [data] seq_len may exceed its
   // max_seq_len, and T5 training needs a tokenizer with sentinels (not recorded below).
   std::vector<std::string> pass = {"data.seq_len=1"};
-  if (f->model_type == "t5") {
-    pass.insert(pass.end(), {"tokenizer.type=Byte", "tokenizer.vocab_extra_ids=100"});
-  }
+  pass.insert(pass.end(), f->import_overrides.begin(), f->import_overrides.end());
   absl::StatusOr<model::TrainConfig> loaded =
       model::load_train_config_string(m.ini, cpath + " (as [model])", pass);
   ANVIL_RETURN_IF_ERROR(name_hf_fields(loaded.status(), *f, fields));

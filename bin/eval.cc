@@ -36,6 +36,7 @@
 #include "model/gpt/gpt.h"
 #include "model/tasks/eval_tasks.h"
 #include "model/train/checkpoint.h"
+#include "model/train/family.h"
 #include "model/train/train_config.h"
 #include "nlohmann/json.hpp"
 #include "parallel/grid.h"
@@ -261,6 +262,8 @@ absl::Status run(const Flags& f) {
       model::TrainConfig cfg,
       model::load_train_config_string(c.info().config, c.dir() + "/manifest.json (config)", {},
                                       nullptr, world));
+  // The checkpoint's family, looked up once: a causal LM runs here.
+  ANVIL_RETURN_IF_ERROR(model::check_causal_lm(model::family_of(cfg)));
   model::GptConfig mc = cfg.model;
   // Megatron's make-vocab-size-divisible-by x TP (the checkpoint has no padding rows).
   mc.vocab_multiple = 128 * f.tp;

@@ -37,6 +37,7 @@
 #include "model/tasks/finetune_cls.h"
 #include "model/train/arch_record.h"
 #include "model/train/checkpoint.h"
+#include "model/train/family.h"
 #include "model/train/train_config.h"
 #include "parallel/grid.h"
 #include "parallel/group_comm.h"
@@ -84,19 +85,20 @@ absl::StatusOr<std::vector<model::ClsExample>> load_examples(const std::vector<s
   return out;
 }
 
-absl::StatusOr<model::ClsTask> make_task(const model::TrainConfig& cfg, const io::Tokenizer& tok,
-                                         int32_t pad) {
+absl::StatusOr<model::ClsTask> make_task(const model::TrainConfig& cfg, const model::Family& family,
+                                         const io::Tokenizer& tok, int32_t pad) {
   const model::FinetuneConfig& f = cfg.finetune;
   if (f.head == model::FinetuneHead::kLinear) {
     const bool mc = f.task == model::FinetuneTask::kMultipleChoice;
     return model::ClsTask::create_linear(
         model::LinearHead(cfg.model.d_model, f.classes(), mc ? f.classes() : 1, cfg.model.init_std,
-                          cfg.train.seed, /*pooler=*/cfg.model.bert()),
+                          cfg.train.seed, /*pooler=*/family.pooled_cls),
         cfg.model.vocab_size, pad);
   }
-  if (cfg.model.bert()) {
+  if (family.pooled_cls) {
     return absl::InvalidArgumentError(
-        "[finetune] head: label_words reads the GPT's LM head; a BERT needs head = linear");
+        absl::StrCat("[finetune] head: label_words reads the GPT's LM head; a ", family.title,
+                     " needs head = linear"));
   }
   std::vector<int32_t> label_tokens;
   for (const std::string& w : f.labels) {
@@ -227,7 +229,8 @@ absl::Status run(const std::string& path, const std::vector<std::string>& overri
   // GPT: sequences separated and ended by the end-of-document token, also the padding; BERT:
   // Megatron's [CLS] a [SEP] b [SEP] with its [PAD].
   const io::SpecialTokens& sp = tok->special();
-  const bool bert = cfg.model.bert();
+  const model::Family& family = model::family_of(cfg);  // looked up once
+  const bool bert = family.pooled_cls;
   if (bert && (sp.cls < 0 || sp.sep < 0)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "[tokenizer] %s has no [CLS] / [SEP] tokens, which a BERT's sequences need", tok->name()));
@@ -235,7 +238,7 @@ absl::Status run(const std::string& path, const std::vector<std::string>& overri
   const int32_t eod = static_cast<int32_t>(sp.eod >= 0 ? sp.eod : cfg.data.eod_token);
   const int32_t pad = bert ? std::max(sp.pad, 0) : eod;
   const io::SequenceLayout layout{bert, bert ? sp.sep : eod, sp.cls};
-  ANVIL_ASSIGN_OR_RETURN(model::ClsTask task, make_task(cfg, *tok, pad));
+  ANVIL_ASSIGN_OR_RETURN(model::ClsTask task, make_task(cfg, family, *tok, pad));
   ANVIL_ASSIGN_OR_RETURN(std::vector<model::ClsExample> train,
                          load_examples(f.train_data, cfg, *tok, layout, ctx));
   ANVIL_RETURN_IF_ERROR(task.check(train));

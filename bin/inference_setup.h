@@ -26,6 +26,7 @@
 #include "io/checkpoint.h"
 #include "io/tokenizer.h"
 #include "model/infer/gpt_inference.h"
+#include "model/train/family.h"
 #include "model/train/train_config.h"
 #include "parallel/bootstrap.h"
 #include "parallel/nccl_comm.h"
@@ -144,6 +145,8 @@ inline absl::StatusOr<InferenceSetup> open_for_inference(const InferenceOptions&
           c->info().config, s.dir + "/manifest.json (config)",
           {"parallel.tp=1", "parallel.pp=1", "parallel.virtual_stages=1", "parallel.dp=0",
            "parallel.zero_stage=0", "parallel.sequence_parallel=false", "data.seq_len=1"}));
+  // The checkpoint's family, looked up once: a causal LM runs here.
+  ANVIL_RETURN_IF_ERROR(model::check_causal_lm(model::family_of(s.config)));
   ANVIL_ASSIGN_OR_RETURN(s.precision, model::resolve_precision(o.device));
   const model::InferenceShape shape{o.max_batch, o.max_len};
   ANVIL_ASSIGN_OR_RETURN(s.plan,

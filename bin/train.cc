@@ -36,7 +36,7 @@
 #include "absl/strings/str_format.h"
 #include "bin/data_streams.h"
 #include "bin/dry_run_plan.h"
-#include "bin/train_t5.h"
+#include "bin/t5_data.h"
 #include "engine/arena.h"
 #include "engine/config.h"
 #include "engine/device.h"
@@ -51,9 +51,10 @@
 #include "io/indexed_dataset.h"
 #include "io/tensorboard_writer.h"
 #include "io/tokenizer.h"
+#include "model/gpt/gpt_train_model.h"
 #include "model/tasks/eval_suite.h"
 #include "model/train/checkpoint.h"
-#include "model/train/gpt_train_model.h"
+#include "model/train/family.h"
 #include "model/train/run_loop.h"
 #include "model/train/train_config.h"
 #include "model/train/train_model.h"
@@ -74,6 +75,7 @@ using anvil::bin::count;
 using anvil::bin::DataStreams;
 using anvil::bin::open_bert_data;
 using anvil::bin::open_gpt_data;
+using anvil::bin::open_t5_data;
 
 constexpr char kUsage[] =
     "usage: train CONFIG.ini [section.key=value ...] [--dry-run]\n"
@@ -134,6 +136,31 @@ std::pair<size_t, int> host_plan_bytes(anvil::parallel::Comm& world, int rank, i
     ++ranks;
   }
   return {static_cast<size_t>(std::min(bytes, 0x1p63)), ranks};
+}
+
+// The grid coordinates of this rank, where the trainer's family plans its model.
+model::ModelPlace place_of(const anvil::parallel::ProcessGrid& grid) {
+  model::ModelPlace at;
+  at.tp_rank = grid.tp_rank();
+  at.pp_rank = grid.pp_rank();
+  at.dp_rank = grid.dp_rank();
+  return at;
+}
+
+// The run's samples in the family's record layout (model/train/family.h): Megatron's GPT, BERT
+// or T5 datasets over the [data] split.
+absl::Status open_data(const model::Family& family, const model::TrainConfig& cfg,
+                       const std::array<int64_t, 3>& want, const anvil::engine::LogContext& ctx,
+                       DataStreams* data) {
+  switch (family.samples) {
+    case model::SampleLayout::kBertPair:
+      return open_bert_data(cfg, want, ctx, data);
+    case model::SampleLayout::kT5Spans:
+      return open_t5_data(cfg, ctx, data);
+    case model::SampleLayout::kTokens:
+      break;
+  }
+  return open_gpt_data(cfg, want, ctx, data);
 }
 
 // [model] vocab_size and [data] eod_token from the [tokenizer] of the unparsed config (overrides
@@ -613,43 +640,10 @@ int run(int argc, char** argv) {
     log_info(ctx, line);
     return 0;
   };
-  if (cfg.model.t5()) {  // the encoder-decoder's own trainer
-    const model::TrainerParallel t5_par{&(*rt)->grid(), &(*rt)->comms(), (*rt)->store(),
-                                        launch->local_rank};
-    if (stated.bytes > 0) {  // the plan printed, then compared with the stated memory
-      model::TrainConfig unchecked = cfg;
-      unchecked.train.check_memory = false;
-      absl::StatusOr<std::unique_ptr<model::Trainer>> none =
-          anvil::train_t5::make_t5_trainer(unchecked, *prec, ctx, /*dry_run=*/true, t5_par);
-      if (!none.ok()) return fatal(none.status());
-      absl::StatusOr<anvil::engine::MemoryPlan> plan =
-          model::Trainer::plan(cfg, *prec, anvil::train_t5::place_of(*t5_par.grid));
-      if (!plan.ok()) return fatal(plan.status());
-      return report_stated(*plan);
-    }
-    absl::StatusOr<std::unique_ptr<model::Trainer>> t5 =
-        anvil::train_t5::make_t5_trainer(cfg, *prec, ctx, dry_run, t5_par);
-    if (!t5.ok()) return fatal(t5.status());
-    if (*t5 == nullptr) return 0;  // --dry-run
-    absl::StatusOr<std::unique_ptr<anvil::io::TensorBoardWriter>> tensorboard =
-        open_tensorboard(cfg, launch->rank, launch->world, ctx);
-    if (!tensorboard.ok()) return fatal(tensorboard.status());
-    if (*tensorboard) (*t5)->set_metrics_sink(tensorboard_sink(**tensorboard, ctx));
-    const model::RunContext run =
-        run_context(cfg, raw.dump(), (*rt)->grid(), (*rt)->comms().world.get(), ctx);
-    return train_loop(run, **t5, std::make_shared<ResumeCheckpoint>(cfg.checkpoint), started, fatal,
-                      fail);
-  }
-  const model::GptConfig& m = cfg.model;
+  const model::Family& family = model::family_of(cfg);  // looked up once
   const int64_t T = cfg.data.seq_len;
   const int64_t tokens_per_step = cfg.train.global_batch * T;
-  log_info(ctx,
-           absl::StrFormat(
-               "model: %s %d layers, d_model %d, %d heads, ffn %d, vocab %d (padded %d), "
-               "seq_len %d: %s parameters (%s in matmuls), %s FLOP per token (fwd+bwd)",
-               m.bert() ? "BERT" : "GPT", m.n_layers, m.d_model, m.n_heads, m.ffn(), m.vocab_size,
-               m.padded(), T, count(static_cast<double>(m.total_params())),
-               count(static_cast<double>(m.matmul_params())), count(model::flops_per_token(m, T))));
+  log_info(ctx, family.summary(cfg));
   log_info(
       ctx,
       absl::StrFormat(
@@ -668,19 +662,16 @@ int run(int argc, char** argv) {
                         cfg.parallel.offload_optimizer ? ", optimizer offloaded to the host" : ""));
 
   const anvil::parallel::ProcessGrid& grid = (*rt)->grid();
-  absl::StatusOr<model::GptShard> shard =
-      model::GptTrainModel::shard_for(cfg, grid.tp_rank(), grid.pp_rank(), grid.dp_rank());
-  if (!shard.ok()) return fatal(shard.status());
-  absl::StatusOr<anvil::engine::MemoryPlan> plan =
-      model::Trainer::plan(cfg, *prec, anvil::train_t5::place_of(grid));
+  absl::StatusOr<int64_t> act_slots = family.activation_slots(cfg, place_of(grid));
+  if (!act_slots.ok()) return fatal(act_slots.status());
+  absl::StatusOr<anvil::engine::MemoryPlan> plan = model::Trainer::plan(cfg, *prec, place_of(grid));
   if (!plan.ok()) return fatal(plan.status());
   log_info(ctx, absl::StrFormat("memory plan of this rank (micro_batch %d, seq_len %d, tp rank %d "
                                 "of %d, pipeline stage %d of %d, %d activation slot(s)):\n%s",
                                 cfg.train.micro_batch, T, grid.tp_rank(), grid.tp_size(),
-                                grid.pp_rank(), grid.pp_size(), shard->act_slots, plan->format()));
+                                grid.pp_rank(), grid.pp_size(), *act_slots, plan->format()));
   if (cuda && cfg.parallel.offload_optimizer) {
-    absl::StatusOr<size_t> host =
-        model::train_model_offload_bytes(cfg, *prec, anvil::train_t5::place_of(grid));
+    absl::StatusOr<size_t> host = model::train_model_offload_bytes(cfg, *prec, place_of(grid));
     if (!host.ok()) return fatal(host.status());
     log_info(ctx, offload_line(*host));
   }
@@ -728,11 +719,7 @@ int run(int argc, char** argv) {
   auto resume = std::make_shared<ResumeCheckpoint>(cfg.checkpoint);
   want[0] = train_samples_needed(cfg, *resume);  // Megatron: --train-samples when given
   DataStreams data;  // (the samples' owners live as long as the trainer)
-  if (absl::Status s = cfg.model.bert() ? open_bert_data(cfg, want, ctx, &data)
-                                        : open_gpt_data(cfg, want, ctx, &data);
-      !s.ok()) {
-    return fatal(s);
-  }
+  if (absl::Status s = open_data(family, cfg, want, ctx, &data); !s.ok()) return fatal(s);
   model::SampleFn train_fn = data.train;
   std::vector<model::HeldOutSet> valid_fns = data.valid, test_fns = data.test;
   model::TrainerParallel par;

@@ -97,6 +97,12 @@ struct HfFamily {
   std::vector<HfSetting> import_defaults;
   // config.json's rope_scaling object <-> [model] rope_scaling* (linear, llama3; null: none).
   bool rope_scaling = false;
+  // Overrides bin/convert import adds when it validates the imported [model] as a train config
+  // outside the model's keys (T5 training needs a tokenizer with sentinels; none is recorded).
+  std::vector<std::string> import_overrides;
+  // Export writes config.json bos_token_id = eos_token_id = [data] eod_token (the causal LMs'
+  // document separator); false: HF's own ids stay (BERT's pad 0; T5's pad 0 / eos 1).
+  bool eod_is_eos = true;
 };
 
 const HfFamily& gpt2_hf_family();

@@ -11,7 +11,8 @@
 //     reduce_gradients (over DP), grad_sum_squares (the norm), optimizer_step;
 //   - its checkpoint tensors (names and boxes, model/train/checkpoint.h's format).
 // Memory plans and creation are per family (static, before a model exists): the trainer asks
-// the family's factory (model/train/train_model.h).
+// the family's entry of the model-family registry (model/train/family.h, through
+// model/train/train_model.h).
 #pragma once
 
 #include <cstdint>

@@ -3,7 +3,7 @@
 // into activation slot k, its backward, the loss of the stage that ends the model, and, for each
 // direction, the tensors a chunk sends after its computation and where the matching tensors of a
 // peer arrive. GPT sends one tensor each way ([B*T, d] hidden / its gradient); T5 sends the decoder
-// hidden and the encoder output between decoder stages (model/train/t5_stage.h). The lists of two
+// hidden and the encoder output between decoder stages (model/t5/t5_stage.h). The lists of two
 // neighbouring stages match one another in count, order, shape and dtype (they are posted as one
 // Comm::batch_p2p, matched in list order).
 #pragma once

@@ -112,6 +112,7 @@ const HfFamily& bert_hf_family() {
                   {"tie_embeddings", "true"}};
     // BertConfig's defaults for fields a config.json may leave out (anvil's differ).
     g.import_defaults = {{"ln_eps", "1e-12"}, {"max_seq_len", "512"}};
+    g.eod_is_eos = false;  // BertConfig's pad_token_id 0 stays
     return g;
   }();
   return f;

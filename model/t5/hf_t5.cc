@@ -75,6 +75,8 @@ HfFamily t5_family(bool v11) {
              {"tie_word_embeddings", v11 ? "false" : "true"},
              {"is_encoder_decoder", "true"}};
   f.settings = {{"type", "t5"}, {"t5_version", v11 ? "1.1" : "1.0"}};
+  f.import_overrides = {"tokenizer.type=Byte", "tokenizer.vocab_extra_ids=100"};
+  f.eod_is_eos = false;
   return f;
 }
 

@@ -30,10 +30,10 @@
 // backward; selective recomputes nothing (the flash attention keeps only its softmax statistics).
 // Pipeline parallelism (T5Shard pp) as Megatron's: the encoder's layers on stages [0, split), the
 // decoder's on [split, pp); each stage runs its part per activation slot (the stage API below,
-// driven by model/train/t5_stage.h). Data parallelism and ZeRO 1-3 over T5Shard's DP group run in
+// driven by model/t5/t5_stage.h). Data parallelism and ZeRO 1-3 over T5Shard's DP group run in
 // the model's gradient sync (parallel/grad_sync.h; reduce_gradients once per step); without that
 // group the caller may sum flat_buffers().grad over DP itself. Checkpoints:
-// model/train/t5_checkpoint.h. Precision as GptModel (gpt.h): on CUDA bf16 parameters/activations
+// model/t5/t5_checkpoint.h. Precision as GptModel (gpt.h): on CUDA bf16 parameters/activations
 // with f32 master weights, gradients and AdamW state; on the CPU f32, or f64 for gradient checks.
 #pragma once
 

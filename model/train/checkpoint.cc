@@ -16,6 +16,7 @@
 #include "engine/status.h"
 #include "model/gpt/gpt_layout.h"
 #include "model/train/batch_schedule.h"
+#include "model/train/family.h"
 #include "model/train/lr_schedule.h"
 #include "parallel/zero.h"
 
@@ -346,7 +347,7 @@ std::map<std::string, int64_t> checkpoint_layout(const TrainConfig& cfg) {
                                         {"zero_stage", p.zero_stage},
                                         {"virtual_stages", p.virtual_stages},
                                         {"sequence_parallel", p.sequence_parallel ? 1 : 0}};
-  if (cfg.model.t5() && p.pp > 1) out["pp_split_rank"] = p.pp_split_rank;
+  family_of(cfg).layout_record(cfg, out);  // T5: pp_split_rank
   return out;
 }
 

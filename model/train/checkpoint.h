@@ -1,4 +1,4 @@
-// What a GPT rank (and through CheckpointModel a T5 rank: model/train/t5_checkpoint.h) puts into a
+// What a GPT rank (and through CheckpointModel a T5 rank: model/t5/t5_checkpoint.h) puts into a
 // checkpoint and takes out of one, in logical (unsharded) terms, so a checkpoint saved under
 // one (tp, pp, dp, zero_stage, virtual_stages, sequence_parallel) layout loads into any other. The
 // files are io/'s business (io/checkpoint.h); the two meet in engine::HostSlice boxes and whole

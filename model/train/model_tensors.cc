@@ -3,9 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "model/train/checkpoint.h"
-#include "model/gpt/gpt_layout.h"
-#include "model/t5/t5_impl.h"
+#include "model/train/family.h"
 
 namespace anvil::model {
 namespace {
@@ -14,23 +12,10 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return absl::StrCat("[", absl::StrJoin(s, ", "), "]");
 }
 
-std::string layers_of(const TrainConfig& cfg) {
-  return cfg.model.t5()
-             ? absl::StrCat(cfg.t5.n_encoder_layers, " encoder and ", cfg.t5.n_decoder_layers,
-                            " decoder layers")
-             : absl::StrCat(cfg.model.n_layers, cfg.model.n_layers == 1 ? " layer" : " layers");
-}
-
 }  // namespace
 
 std::map<std::string, std::vector<int64_t>> model_tensor_shapes(const TrainConfig& cfg) {
-  std::map<std::string, std::vector<int64_t>> out;
-  const bool t5 = cfg.model.t5();
-  const ParamTable table =
-      t5 ? t5_detail::make_t5_param_table(cfg.t5) : gpt_detail::make_param_table(cfg.model);
-  const int64_t vocab = t5 ? cfg.t5.vocab_size : cfg.model.vocab_size;
-  for (const Param& p : table.all()) out[p.name] = logical_shape(p, vocab, 1);
-  return out;
+  return family_of(cfg).tensor_shapes(cfg);
 }
 
 absl::Status check_model_tensors(const TrainConfig& cfg,
@@ -40,7 +25,7 @@ absl::Status check_model_tensors(const TrainConfig& cfg,
   std::map<std::string, const engine::HostSlice*> have;
   for (const engine::HostSlice& t : tensors) have[t.tensor] = &t;
   const std::string model =
-      absl::StrCat("the model of ", layers_of(cfg), " that ", where, " describes");
+      absl::StrCat("the model of ", family_of(cfg).layers(cfg), " that ", where, " describes");
   for (const auto& [name, shape] : want) {
     if (have.count(name) == 0) {
       return absl::InvalidArgumentError(

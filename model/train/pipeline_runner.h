@@ -7,7 +7,7 @@
 // Without pipeline parallelism (one stage) the plan is F(0) B(0) F(1) B(1) ... on slot 0 and
 // there is nothing to send: the single-rank step runs through the same code.
 // The runner drives any PipelineStage (model/pipeline_stage.h); GptPipelineStage adapts GptModel
-// and the GptModel overloads below are that adapter (T5: model/train/t5_stage.h).
+// and the GptModel overloads below are that adapter (T5: model/t5/t5_stage.h).
 #pragma once
 
 #include <cstdint>

@@ -13,7 +13,7 @@ int64_t sample_record_width(ModelType type, int64_t seq_len) {
     case ModelType::kBert:
       return 5 * seq_len + 1;
     case ModelType::kGpt:
-    case ModelType::kT5:  // T5 records: model/train/t5_train_model.h (two sequence lengths)
+    case ModelType::kT5:  // T5 records: model/t5/t5_train_model.h (two sequence lengths)
       break;
   }
   return seq_len + 1;

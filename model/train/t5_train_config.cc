@@ -36,7 +36,7 @@ void add_t5_schema(engine::ConfigSchema& s) {
         "as bin/preprocess --vocab-extra-ids made the data).");
 }
 
-absl::Status parse_t5_config(const engine::Config& c, TrainConfig& t) {
+absl::Status parse_seq2seq_keys(const engine::Config& c, TrainConfig& t) {
   const int64_t extra = c.get_int("tokenizer", "vocab_extra_ids");
   if (extra < 0 || extra > 1000000) {
     return c.error("tokenizer", "vocab_extra_ids",
@@ -48,12 +48,12 @@ absl::Status parse_t5_config(const engine::Config& c, TrainConfig& t) {
     return c.error("data", "decoder_seq_len",
                    absl::StrFormat("must be in [2, 2^31 - 1], got %d", t.data.decoder_seq_len));
   }
+  return absl::OkStatus();
+}
+
+absl::Status parse_t5_model(const engine::Config& c, TrainConfig& t) {
   const GptConfig& m = t.model;
   const int64_t split = c.get_int("parallel", "pp_split_rank");
-  if (!m.t5()) {
-    if (split != 0) return c.error("parallel", "pp_split_rank", "is for [model] type = t5 only");
-    return absl::OkStatus();
-  }
   for (const char* key : {"decoder_layers", "d_kv"}) {
     if (c.get_int("model", key) < 0) {
       return c.error("model", key,
@@ -118,7 +118,7 @@ absl::Status parse_t5_config(const engine::Config& c, TrainConfig& t) {
   if (c.get_float("train", "loss_scale") > 0.0) {
     return c.error("train", "loss_scale", "is not supported with [model] type = t5 yet");
   }
-  if (t.tokenizer.type.empty() || extra == 0) {
+  if (t.tokenizer.type.empty() || t.tokenizer.vocab_extra_ids == 0) {
     return c.error("tokenizer", "vocab_extra_ids",
                    "type t5 needs a [tokenizer] (WordPiece, as Megatron's T5) with the sentinels "
                    "the data was made with (T5: 100)");

@@ -14,13 +14,12 @@ struct TrainConfig;
 // [data] decoder_seq_len and [tokenizer] vocab_extra_ids.
 void add_t5_schema(engine::ConfigSchema& schema);
 
-// After the rest of `t` is parsed: the T5 keys (every rank reads them, T5 or not), and with
-// [model] type = t5 t.t5 from the shared [model] keys plus the T5 ones, checked: [parallel]
-// pp_split_rank resolved (0 = pp / 2) and the stage split valid (model/t5/t5.h t5_stage_layers),
-// one model chunk per stage, no sequence parallelism, ZeRO stages 2-3 or recomputation yet
-// (tp, pp, dp, ZeRO 1 and checkpoints work), no [eval] tasks yet, a [tokenizer] with
-// vocab_extra_ids. pp_split_rank is refused for other model types. Errors name the file, section
-// and key.
-absl::Status parse_t5_config(const engine::Config& config, TrainConfig& t);
+// The keys of the sequence-to-sequence samples every family parses ([tokenizer] vocab_extra_ids,
+// [data] decoder_seq_len) into t.
+absl::Status parse_seq2seq_keys(const engine::Config& config, TrainConfig& t);
+
+// The T5 family's part of parse_train_config (model/t5/t5_family.cc): t.t5 from [model], the
+// pipeline split (pp_split_rank) and what type t5 does not support yet.
+absl::Status parse_t5_model(const engine::Config& config, TrainConfig& t);
 
 }  // namespace anvil::model

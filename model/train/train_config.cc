@@ -493,21 +493,9 @@ absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size
   ANVIL_RETURN_IF_ERROR(split("ffn_hidden", t.model.ffn()));
   ANVIL_RETURN_IF_ERROR(split("padded_vocab", t.model.padded()));
   ANVIL_ASSIGN_OR_RETURN(t.eval, parse_eval_config(c, t.data.seq_len, tok.type));
-  if (t.model.bert() && t.eval.any()) {
-    return c.error("model", "type",
-                   "bert: the [eval] zero-shot tasks score a causal LM; remove them for BERT");
-  }
   ANVIL_ASSIGN_OR_RETURN(t.finetune, parse_finetune_config(c, tok.type));
   ANVIL_ASSIGN_OR_RETURN(t.curriculum, parse_curriculum_config(c, t.data.seq_len));
-  if (t.curriculum.enabled && (t.model.bert() || t.model.t5() || !t.model.causal)) {
-    return c.error("curriculum", "enabled",
-                   "sequence-length curriculum truncates causal (GPT-family) samples; [model] "
-                   "type bert and t5 do not support it");
-  }
-  if (t.parallel.offload_optimizer && t.model.t5()) {
-    return c.error("parallel", "offload_optimizer",
-                   "is not implemented for [model] type t5 yet (GPT and BERT families only)");
-  }
+  // The family's own rules: its parse (model/train/family.h, after these sections).
   return t;
 }
 

@@ -130,6 +130,9 @@ struct LogConfig {
 };
 
 struct TrainConfig {
+  // The model family (model/train/family.h) when [model] type names one outside ModelType (a
+  // test's); "" = the family of model.type (gpt, bert, t5).
+  std::string family;
   GptConfig model;
   DataConfig data;
   LoopConfig train;

@@ -1,6 +1,6 @@
 // The shared trainer's family dispatch (model/train/trainer.h): the memory plan and the Model
-// (model/model.h) of [model] type on one rank of the grid. GPT and BERT: GptTrainModel
-// (model/train/gpt_train_model.h); T5: T5TrainModel (model/train/t5_train_model.h).
+// (model/model.h) of [model] type on one rank of the grid, through the family registry
+// (model/train/family.h).
 #pragma once
 
 #include <memory>

@@ -18,7 +18,7 @@
 #include "io/safetensors.h"
 #include "model/checkpoint_hf.h"
 #include "model/hf_config.h"
-#include "model/train/t5_checkpoint.h"
+#include "model/t5/t5_checkpoint.h"
 #include "model/train/train_config.h"
 #include "tests/io/io_test_util.h"
 

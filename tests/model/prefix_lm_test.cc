@@ -23,7 +23,7 @@
 
 #include "engine/python_random.h"
 #include "gtest/gtest.h"
-#include "model/train/gpt_train_model.h"
+#include "model/gpt/gpt_train_model.h"
 #include "model/train/trainer.h"
 #include "ops/flash_attention_detail.h"
 

@@ -1,4 +1,4 @@
-// T5 checkpoints on the CPU, in-process (model/train/t5_checkpoint.h over io/checkpoint.h): a tiny
+// T5 checkpoints on the CPU, in-process (model/t5/t5_checkpoint.h over io/checkpoint.h): a tiny
 // T5 v1.1 (dropout on) trained 8 steps, and the same run saved at step 4, stopped and continued by
 // a fresh Trainer from the checkpoint, give bitwise the same losses for steps 5-8 (the
 // weights, AdamW moments, step counters, dropout counter, data position and lr schedule all
@@ -7,7 +7,7 @@
 // pipeline stages of a T5 v1.0 (pp 4, split 2) write each element once (a parameter several
 // stages hold by the first of them) and their checkpoint holds the whole model's tensors; loading
 // it sets every stage's copies.
-#include "model/train/t5_checkpoint.h"
+#include "model/t5/t5_checkpoint.h"
 
 #include <cstdint>
 #include <filesystem>
@@ -21,8 +21,8 @@
 #include "engine/status.h"
 #include "gtest/gtest.h"
 #include "io/checkpoint.h"
+#include "model/t5/t5_train_model.h"
 #include "model/train/checkpoint.h"
-#include "model/train/t5_train_model.h"
 #include "model/train/trainer.h"
 #include "tests/io/io_test_util.h"
 #include "tests/parallel/tiny_t5_training.h"

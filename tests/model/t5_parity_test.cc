@@ -1,7 +1,7 @@
 // Parity with Hugging Face T5ForConditionalGeneration (run by scripts/gpu/t5_parity.sh): with
 // ANVIL_T5_PARITY_DIR set to a directory written by tests/parity/hf_t5_parity.py (HF's
 // save_pretrained layout plus batch.safetensors), loads HF's weights through the converter's
-// import path (io/hf_dir.h, model/t5/hf_t5.cc, model/train/t5_checkpoint.h) and the batch into
+// import path (io/hf_dir.h, model/t5/hf_t5.cc, model/t5/t5_checkpoint.h) and the batch into
 // T5Model and compares the mean token loss and the gradient norm with HF's (computed in float64 on
 // the CPU; HF's norms and softmax run in f32 even then):
 //   CPU f64: within 1e-5 relative;  CPU f32: within 1e-4;  CUDA bf16 (when a GPU is present):
@@ -23,7 +23,7 @@
 #include "io/safetensors.h"
 #include "model/checkpoint_hf.h"
 #include "model/t5/t5.h"
-#include "model/train/t5_checkpoint.h"
+#include "model/t5/t5_checkpoint.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/tensor_testing.h"
 

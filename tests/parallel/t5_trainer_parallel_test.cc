@@ -22,7 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/device.h"
 #include "gtest/gtest.h"
-#include "model/train/t5_train_model.h"
+#include "model/t5/t5_train_model.h"
 #include "model/train/trainer.h"
 #include "parallel/grid.h"
 #include "parallel/group_comms.h"

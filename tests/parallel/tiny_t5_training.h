@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "model/train/t5_train_model.h"
+#include "model/t5/t5_train_model.h"
 #include "model/train/train_config.h"
 #include "model/train/trainer.h"
 #include "tests/parallel/tiny_training.h"
@@ -40,7 +40,7 @@ inline TrainConfig tiny_t5_train_config(int64_t steps) {
   return c;
 }
 
-// T5 record i (model/train/t5_train_model.h), depending on i only: tokens in [0, vocab), an encoder
+// T5 record i (model/t5/t5_train_model.h), depending on i only: tokens in [0, vocab), an encoder
 // length in [Te/2, Te], about one label in four not counted (-1).
 inline SampleFn hashed_t5_samples(int64_t enc_len, int64_t dec_len, int64_t vocab) {
   return [enc_len, dec_len, vocab](int64_t index, int32_t* out) {

@@ -1,10 +1,8 @@
-// bin/train's path for [model] type = t5 (included by bin/train.cc only): Megatron's T5
-// span-corruption samples (io/t5_dataset.h) over the [data] split of one sentence-split corpus
-// (bin/preprocess --split-sentences with a WordPiece tokenizer and --vocab-extra-ids), written
-// as T5 records (model/train/t5_train_model.h) for the shared model::Trainer (tensor, pipeline
-// and data parallelism over the launcher's grid). The memory plan of this rank (its stage) is
-// printed and checked as for GPT ([train] check_memory), --dry-run stops after it; bin/train then
-// runs the trainer with the same checkpoint loop as GPT's.
+// bin/train's data for the T5 sample layout (model::SampleLayout::kT5Spans; included by
+// bin/train.cc only): Megatron's T5 span-corruption samples (io/t5_dataset.h) over the [data]
+// split of one sentence-split corpus (bin/preprocess --split-sentences with a WordPiece tokenizer
+// and --vocab-extra-ids), written as T5 records (model/t5/t5_train_model.h) for the shared
+// model::Trainer.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bin/data_error.h"
+#include "bin/data_streams.h"
 #include "engine/log.h"
 #include "engine/status.h"
 #include "io/data_split.h"
@@ -23,21 +22,11 @@
 #include "io/masked_lm.h"
 #include "io/t5_dataset.h"
 #include "io/tokenizer.h"
-#include "model/train/t5_train_model.h"
+#include "model/t5/t5_train_model.h"
 #include "model/train/train_config.h"
 #include "model/train/trainer.h"
-#include "parallel/grid.h"
 
-namespace anvil::train_t5 {
-
-// The grid coordinates of this rank, where the trainer's family plans its model.
-inline model::ModelPlace place_of(const parallel::ProcessGrid& grid) {
-  model::ModelPlace at;
-  at.tp_rank = grid.tp_rank();
-  at.pp_rank = grid.pp_rank();
-  at.dp_rank = grid.dp_rank();
-  return at;
-}
+namespace anvil::bin {
 
 // Sample i (wrapping around the dataset) of `ds` as a T5 record: labels where loss_mask is 0
 // become -1; the encoder length is the padding mask's count of ones.
@@ -60,27 +49,11 @@ inline model::SampleFn t5_samples(std::shared_ptr<const io::T5Dataset> ds, int64
   };
 }
 
-// The trainer of cfg (type t5) on this rank of the grid, over its data; null after a dry run
-// (the plan printed). bin/train runs it with its checkpoint loop.
-inline absl::StatusOr<std::unique_ptr<model::Trainer>> make_t5_trainer(
-    const model::TrainConfig& cfg, const model::GptPrecision& prec, const engine::LogContext& ctx,
-    bool dry_run, const model::TrainerParallel& par) {
-  const model::T5Config& m = cfg.t5;
+// The T5 samples of cfg (type t5) into `out`: train, and "val" from the valid split when
+// [train] eval_iters > 0 (a warning and no evaluation when the split is too small).
+inline absl::Status open_t5_data(const model::TrainConfig& cfg, const engine::LogContext& ctx,
+                                 DataStreams* out) {
   const int64_t Te = cfg.data.seq_len, Td = cfg.data.decoder_seq_len;
-  engine::log_info(
-      ctx, absl::StrFormat("model: T5 v%s, %d encoder + %d decoder layers, d_model %d, %d heads "
-                           "of %d, d_ff %d, vocab %d (padded %d), encoder %d / decoder %d tokens: "
-                           "%d parameters in matmuls",
-                           m.gated() ? "1.1" : "1.0", m.n_encoder_layers, m.n_decoder_layers,
-                           m.d_model, m.n_heads, m.d_kv, m.d_ff, m.vocab_size, m.padded(), Te, Td,
-                           m.matmul_params()));
-  ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan,
-                         model::Trainer::plan(cfg, prec, place_of(*par.grid)));
-  engine::log_info(
-      ctx, absl::StrCat("memory plan (micro_batch ", cfg.train.micro_batch, "):\n", plan.format()));
-  if (cfg.train.check_memory) ANVIL_RETURN_IF_ERROR(model::Trainer::check_fits(plan, prec));
-  if (dry_run) return nullptr;
-
   if (cfg.data.sources.size() != 1 || cfg.data.weighted || !cfg.data.train_groups.empty()) {
     return absl::InvalidArgumentError(
         "[data] paths: type t5 reads one sentence-split corpus (no blends or groups yet)");
@@ -123,7 +96,9 @@ inline absl::StatusOr<std::unique_ptr<model::Trainer>> make_t5_trainer(
                            "samples%s",
                            prefix, data->num_documents(), splits[0].first, splits[0].second,
                            train_ds->size(), valid_fn ? ", validation from the valid split" : ""));
-  return model::Trainer::create(cfg, prec, t5_samples(train_ds, Te, Td), valid_fn, ctx, par);
+  out->train = t5_samples(train_ds, Te, Td);
+  if (valid_fn) out->valid.push_back({"val", std::move(valid_fn)});
+  return absl::OkStatus();
 }
 
-}  // namespace anvil::train_t5
+}  // namespace anvil::bin

@@ -1,8 +1,8 @@
 // T5 (T5Model, model/t5/t5.h) as the shared trainer's Model (model/model.h): the rank's T5Shard
 // (TP slice, pipeline stage of Megatron's split layout, activation slots of the step's 1F1B plan,
 // ZeRO rank), the host micro-batches decoded from T5 records, the pipeline stage of
-// model/train/t5_stage.h, the shared parameters' copies summed over the pipeline, and the
-// checkpoint tensors of model/train/t5_checkpoint.h.
+// model/t5/t5_stage.h, the shared parameters' copies summed over the pipeline, and the
+// checkpoint tensors of model/t5/t5_checkpoint.h.
 //
 // Sample record of T5 (what a SampleFn writes for one sample, int32):
 //   enc_tokens[Te] | dec_tokens[Td] | labels[Td] | enc_length[1]
@@ -21,7 +21,7 @@
 #include "engine/status.h"
 #include "model/model.h"
 #include "model/t5/t5.h"
-#include "model/train/t5_stage.h"
+#include "model/t5/t5_stage.h"
 #include "model/train/train_config.h"
 #include "model/train/train_model.h"
 

@@ -1,6 +1,6 @@
 // T5 as the trainer's Model (see t5_train_model.h): its shard, plan, host micro-batches and
 // step hooks, moved out of the former T5-only trainer unchanged.
-#include "model/train/t5_train_model.h"
+#include "model/t5/t5_train_model.h"
 
 #include <algorithm>
 #include <utility>
@@ -8,8 +8,8 @@
 #include "absl/strings/str_format.h"
 #include "engine/checked_math.h"
 #include "engine/status.h"
+#include "model/t5/t5_checkpoint.h"
 #include "model/train/pipeline_runner.h"
-#include "model/train/t5_checkpoint.h"
 
 namespace anvil::model {
 

@@ -1,6 +1,6 @@
 // T5 parameter state <-> logical checkpoint tensors (see t5_checkpoint.h): T5Model seen as
 // model/train/checkpoint.h's CheckpointModel.
-#include "model/train/t5_checkpoint.h"
+#include "model/t5/t5_checkpoint.h"
 
 namespace anvil::model {
 namespace {

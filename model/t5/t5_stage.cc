@@ -1,5 +1,5 @@
 // T5Model driven as a pipeline stage (see t5_stage.h).
-#include "model/train/t5_stage.h"
+#include "model/t5/t5_stage.h"
 
 #include "absl/strings/str_cat.h"
 #include "engine/status.h"
