@@ -36,6 +36,7 @@
 #include "absl/strings/str_format.h"
 #include "bin/data_streams.h"
 #include "bin/dry_run_plan.h"
+#include "bin/mtf_data.h"
 #include "bin/train_t5.h"
 #include "engine/arena.h"
 #include "engine/config.h"
@@ -688,8 +689,9 @@ int run(int argc, char** argv) {
       cfg.train.steps, cfg.train.global_batch, cfg.train.eval_interval, cfg.train.eval_iters);
   want[0] = train_samples_needed(cfg);  // Megatron: --train-samples when given
   DataStreams data;                     // (the samples' owners live as long as the trainer)
-  if (absl::Status s = cfg.model.bert() ? open_bert_data(cfg, want, ctx, &data)
-                                        : open_gpt_data(cfg, want, ctx, &data);
+  if (absl::Status s = cfg.data.mtf       ? anvil::bin::open_mtf_data(cfg, want, ctx, &data)
+                       : cfg.model.bert() ? open_bert_data(cfg, want, ctx, &data)
+                                          : open_gpt_data(cfg, want, ctx, &data);
       !s.ok()) {
     return fatal(s);
   }
