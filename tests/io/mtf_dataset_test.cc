@@ -15,9 +15,9 @@
 namespace anvil::io {
 namespace {
 
+using testing::ScratchDir;
 using testing_mtf::FixtureCase;
 using testing_mtf::read_fixture;
-using testing::ScratchDir;
 
 // PREFIX_{inputs,targets}_document with pairs d = first .. of the given sizes, tokens
 // 1000 d + t (inputs) and 1000 d + 500 + t (targets), as the fixture numbers them.
