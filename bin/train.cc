@@ -36,6 +36,7 @@
 #include "absl/strings/str_format.h"
 #include "bin/data_streams.h"
 #include "bin/dry_run_plan.h"
+#include "bin/mtf_data.h"
 #include "bin/t5_data.h"
 #include "engine/arena.h"
 #include "engine/config.h"
@@ -160,7 +161,9 @@ absl::Status open_data(const model::Family& family, const model::TrainConfig& cf
     case model::SampleLayout::kTokens:
       break;
   }
-  return open_gpt_data(cfg, want, ctx, data);
+  // Packed T0/MTF rows (bin/mtf_data.h) or Megatron's GPT samples.
+  return cfg.data.mtf ? anvil::bin::open_mtf_data(cfg, want, ctx, data)
+                      : open_gpt_data(cfg, want, ctx, data);
 }
 
 // [model] vocab_size and [data] eod_token from the [tokenizer] of the unparsed config (overrides

@@ -16,9 +16,8 @@
 // As in the fork, the shuffled ids are 0 .. n - 1 of the dataset whatever the split's first
 // document (its build_dataset passes the split's documents, of which only the count is used).
 // The fork loops forever when no pair fits; this index returns an error.
-// Not yet wired to bin/preprocess or bin/train (issue 24 item 3): the batch side (segment ids
-// as document ids, prefix_end = segment start + inputs per token, loss on targets only) is
-// ops/flash_attention.h's prefix_end and model/train/prefix_lm.h's kind of construction.
+// Wired up by io/mtf_dataset.h (the pair of datasets, splits) and model/train/mtf_batch.h (the
+// trainer's record and batch, [data] mtf).
 #pragma once
 
 #include <array>

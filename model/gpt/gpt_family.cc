@@ -20,6 +20,7 @@
 #include "model/gpt/gpt_train_model.h"
 #include "model/train/arch_record.h"
 #include "model/train/checkpoint.h"
+#include "model/train/mtf_batch.h"
 #include "model/train/sample_record.h"
 #include "model/train/trainer.h"
 #include "parallel/parallel_config.h"
@@ -196,7 +197,9 @@ Family gpt_family() {
   Family f = gpt_like("gpt", "GPT");
   f.samples = SampleLayout::kTokens;
   f.causal_lm = true;
-  f.record_width = [](const TrainConfig& cfg) { return cfg.data.seq_len + 1; };
+  f.record_width = [](const TrainConfig& cfg) {
+    return cfg.data.mtf ? mtf_record_width(cfg.data.seq_len) : cfg.data.seq_len + 1;
+  };
   f.parse = [](const engine::Config& c, TrainConfig& t) -> absl::Status {
     if (t.curriculum.enabled && !t.model.causal) {
       return c.error("curriculum", "enabled", kNoCurriculum);

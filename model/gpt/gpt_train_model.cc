@@ -9,6 +9,7 @@
 #include "engine/checked_math.h"
 #include "engine/status.h"
 #include "model/train/checkpoint.h"
+#include "model/train/mtf_batch.h"
 #include "model/train/prefix_lm.h"
 #include "model/train/sample_record.h"
 #include "model/train/trainer.h"
@@ -65,10 +66,10 @@ absl::StatusOr<engine::MemoryPlan> GptTrainModel::plan(const TrainConfig& cfg,
     plan.add("offload (host)", "offloaded master, adamw m / v, staging", bytes);
   }
   if (prec.device == engine::Device::kCpu) {
-    // create()'s four (BERT, prefix-LM: five) i32 arrays of [accumulation steps * B*T]
+    // create()'s four (BERT, prefix-LM, MTF: five) i32 arrays of [accumulation steps * B*T]
     // (<= global_batch * T tokens, bounded by the config's validation).
     const int64_t accum = std::max<int64_t>(cfg.train.accumulation_steps(cfg.parallel.dp), 1);
-    const size_t arrays = cfg.model.bert() || cfg.data.prefix_lm ? 5 : 4;
+    const size_t arrays = cfg.model.bert() || cfg.data.prefix_lm || cfg.data.mtf ? 5 : 4;
     plan.add("batch", "host micro-batches",
              engine::saturating_mul(arrays * sizeof(int32_t), static_cast<size_t>(accum * B * T)));
   }
@@ -89,6 +90,11 @@ absl::StatusOr<std::unique_ptr<GptTrainModel>> GptTrainModel::create(const Train
   if (cfg.data.prefix_lm && prec.device == engine::Device::kCuda) {
     return absl::InvalidArgumentError(
         "[data] prefix_lm: CPU-only for now (device = cpu); the prefix in the CUDA attention "
+        "kernels has not yet run on a GPU");
+  }
+  if (cfg.data.mtf && prec.device == engine::Device::kCuda) {
+    return absl::InvalidArgumentError(
+        "[data] mtf: CPU-only for now (device = cpu); the prefix in the CUDA attention "
         "kernels has not yet run on a GPU");
   }
   ANVIL_ASSIGN_OR_RETURN(GptShard shard, shard_for(cfg, at.tp_rank, at.pp_rank, at.dp_rank));
@@ -116,8 +122,10 @@ absl::StatusOr<std::unique_ptr<GptTrainModel>> GptTrainModel::create(const Train
   t->segments_.assign(n, 0);
   t->positions_.resize(n);
   for (size_t i = 0; i < n; ++i) t->positions_[i] = static_cast<int32_t>(i % T);
-  t->sample_.assign(static_cast<size_t>(sample_record_width(cfg.model.type, T)), 0);
-  if (cfg.data.prefix_lm) t->prefix_end_.assign(n, 0);
+  t->sample_.assign(static_cast<size_t>(cfg.data.mtf ? mtf_record_width(T)
+                                                     : sample_record_width(cfg.model.type, T)),
+                    0);
+  if (cfg.data.prefix_lm || cfg.data.mtf) t->prefix_end_.assign(n, 0);
   if (cfg.model.bert()) {
     t->types_.assign(n, 0);
     t->lengths_.assign(n / static_cast<size_t>(T), 0);
@@ -140,6 +148,19 @@ int64_t GptTrainModel::load_micro_batch(const SampleFn& fn, int64_t first_index,
       counted += decode_bert_record(cfg_, first_index + b, T, sample_.data(), tokens_.data() + row,
                                     types_.data() + row, targets_.data() + row,
                                     lengths_.data() + m * B, binary_.data() + m * B, b);
+    }
+    return counted;
+  }
+  if (d.mtf) {  // packed T0/MTF rows (model/train/mtf_batch.h)
+    const MtfBatchOptions o{vocab, static_cast<int32_t>(d.pad_token),
+                            static_cast<int32_t>(d.eod_token), d.eod_mask_loss,
+                            d.reset_position_ids};
+    for (int64_t b = 0; b < B; ++b) {
+      fn(first_index + b, sample_.data());
+      const int64_t row = (m * B + b) * T;
+      counted += decode_mtf_record(o, first_index + b, T, sample_.data(), tokens_.data() + row,
+                                   targets_.data() + row, positions_.data() + row,
+                                   segments_.data() + row, prefix_end_.data() + row);
     }
     return counted;
   }
@@ -198,8 +219,8 @@ int64_t GptTrainModel::load_micro_batch(const SampleFn& fn, int64_t first_index,
 GptBatch GptTrainModel::host_batch(int64_t m) const {
   const size_t row = static_cast<size_t>(m * B_ * T_);
   GptBatch b{tokens_.data() + row, positions_.data() + row, targets_.data() + row,
-             data_.reset_attention_mask ? segments_.data() + row : nullptr};
-  if (data_.prefix_lm) b.prefix_end = prefix_end_.data() + row;
+             data_.reset_attention_mask || data_.mtf ? segments_.data() + row : nullptr};
+  if (data_.prefix_lm || data_.mtf) b.prefix_end = prefix_end_.data() + row;
   if (cfg_.bert()) {
     const size_t first = static_cast<size_t>(m * B_);
     b.token_types = types_.data() + row;

@@ -2,7 +2,7 @@
 // rank's GptShard of the grid coordinates, the host micro-batches decoded from the family's
 // sample records (model/train/sample_record.h; GPT: Megatron's get_ltor_masks_and_position_ids
 // under [data] eod_mask_loss, reset_position_ids, reset_attention_mask, and prefix_lm's prefixes
-// (model/train/prefix_lm.h); BERT: decode_bert_record),
+// (model/train/prefix_lm.h); packed T0/MTF rows: decode_mtf_record; BERT: decode_bert_record),
 // the tied embedding's gradient summed over the embedding group, the checkpoint tensors of
 // model/train/checkpoint.h, and BERT's loss parts.
 #pragma once
@@ -66,9 +66,10 @@ class GptTrainModel : public Model {
   int64_t load_micro_batch(const SampleFn& samples, int64_t first_index, int64_t m) override;
   void set_counted_tokens(int64_t n) override { counted_tokens_ = n; }
   // With eod_mask_loss, BERT's masked-LM loss (Megatron's pretrain_bert) and prefix-LM
-  // (pretrain_prefix_lm.py's loss_func: the mean over each micro-batch's loss mask).
+  // (pretrain_prefix_lm.py's loss_func: the mean over each micro-batch's loss mask) and MTF
+  // (GPTModelPipe's CrossEntropy without a prefix mask type: the same mean).
   bool per_micro_batch_mean() const override {
-    return data_.eod_mask_loss || cfg_.bert() || data_.prefix_lm;
+    return data_.eod_mask_loss || cfg_.bert() || data_.prefix_lm || data_.mtf;
   }
   int64_t tokens_per_sample() const override { return T_; }
   double flops_per_token() const override;

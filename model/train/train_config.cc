@@ -16,6 +16,7 @@
 #include "engine/device.h"
 #include "engine/status.h"
 #include "model/gpt/gpt_arch_config.h"
+#include "model/train/mtf_config.h"
 #include "model/train/train_sections.h"
 
 namespace anvil::model {
@@ -330,6 +331,7 @@ absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size
                              "data", "reweight_loss_based_on_position_frequency",
                              "is not implemented yet (it needs per-token loss weights in the LM "
                              "head; model/train/prefix_lm.h has the weights)"));
+  ANVIL_RETURN_IF_ERROR(parse_mtf_keys(c, m, &t.data));
   if (m.bert()) {  // BERT's samples are sentence pairs with their own masks, no eod
     for (const char* key : {"eod_mask_loss", "reset_position_ids", "reset_attention_mask"}) {
       ANVIL_RETURN_IF_ERROR(need(!c.get_bool("data", key), c, "data", key,
@@ -495,6 +497,11 @@ absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size
   ANVIL_ASSIGN_OR_RETURN(t.eval, parse_eval_config(c, t.data.seq_len, tok.type));
   ANVIL_ASSIGN_OR_RETURN(t.finetune, parse_finetune_config(c, tok.type));
   ANVIL_ASSIGN_OR_RETURN(t.curriculum, parse_curriculum_config(c, t.data.seq_len));
+  if (t.curriculum.enabled && t.data.mtf) {
+    return c.error("curriculum", "enabled",
+                   "is not combined with [data] mtf (a truncated packed row would cut its pairs, "
+                   "whose inputs see each other bidirectionally)");
+  }
   // The family's own rules: its parse (model/train/family.h, after these sections).
   return t;
 }

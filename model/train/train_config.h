@@ -53,6 +53,11 @@ struct DataConfig {
   // loss_on_targets_only.
   bool prefix_lm = false;
   bool loss_on_targets_only = false;
+  // Packed T0/MTF finetuning (finetune_t0_non_causal_decoder.py, model/train/mtf_batch.h): the
+  // paths are PREFIX of PREFIX_inputs_document / PREFIX_targets_document; pad_token is the
+  // tokenizer's pad id (-1: not set).
+  bool mtf = false;
+  int64_t pad_token = -1;
   double last_epoch_cutoff = 0.95;  // separate last epoch below this share of an epoch
   double mask_prob = 0.15;          // BERT: masked-LM share of the tokens
   double short_seq_prob = 0.1;      // BERT: probability of a shorter target length

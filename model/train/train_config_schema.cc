@@ -126,6 +126,20 @@ ConfigSchema build_schema() {
         "--loss-on-targets-only (prefix_lm): no loss on the prefix tokens except the last one "
         "(which predicts the first target); the loss is the mean over each micro-batch's "
         "remaining tokens.");
+  s.add("data", "mtf", kBool, "false",
+        "Packed multitask finetuning (T0 / BLOOMZ: Megatron-DeepSpeed's "
+        "finetune_t0_non_causal_decoder.py with DecoderPackedMTFDataset), type gpt with alibi or "
+        "rotary positions: paths = PREFIX names the pair PREFIX_inputs_document / "
+        "PREFIX_targets_document (bin/preprocess --json-keys inputs targets, as the fork's "
+        "--data-path); pairs are shuffled per epoch with [data] seed and packed greedily into "
+        "rows of seq_len + 1 tokens as the fork packs them, each pair attending only to itself, "
+        "its inputs bidirectionally and its targets causally; the loss is the mean over each "
+        "micro-batch's target tokens. One unweighted prefix only; not combined with prefix_lm, "
+        "reset_attention_mask or [curriculum]. CPU-only for now: the prefix in the CUDA "
+        "attention kernels has not yet run on a GPU.");
+  s.add("data", "pad_token", kInt, "-1",
+        "mtf: the tokenizer's pad id (the fork's tokenizer.pad; BLOOM's tokenizer: 3) that fills "
+        "each packed row; no loss where the input token is pad_token. Required with mtf.");
   s.add("data", "reweight_loss_based_on_position_frequency", kBool, "false",
         "--reweight-loss-based-on-position-frequency: not implemented yet (refused when true).");
   // [train]

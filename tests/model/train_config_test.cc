@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "engine/device.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -368,6 +369,36 @@ TEST(TrainConfigTest, DataPathsEodOptionsAndSeed) {
       error_of(kValid,
                {"data.prefix_lm=true", "data.reweight_loss_based_on_position_frequency=true"}),
       AllOf(HasSubstr("reweight_loss_based_on_position_frequency"), HasSubstr("not implemented")));
+}
+
+// [data] mtf (packed T0/MTF finetuning): ALiBi or rotary positions as the fork requires, a pad
+// token in the vocabulary, one unweighted prefix, and none of the other loss / mask recipes.
+TEST(TrainConfigTest, MtfKeys) {
+  const std::vector<std::string> ok = {"data.mtf=true", "data.pad_token=3",
+                                       "model.position_embedding=alibi"};
+  auto mtf = load(kValid, ok);
+  ASSERT_TRUE(mtf.ok()) << mtf.status();
+  EXPECT_TRUE(mtf->data.mtf);
+  EXPECT_EQ(mtf->data.pad_token, 3);
+  auto with = [&ok](std::vector<std::string> more) {
+    more.insert(more.begin(), ok.begin(), ok.end());
+    return more;
+  };
+  EXPECT_THAT(error_of(kValid, {"data.mtf=true", "data.pad_token=3"}),
+              AllOf(HasSubstr("[data] mtf"), HasSubstr("alibi or rotary")));
+  EXPECT_THAT(error_of(kValid, {"data.mtf=true", "model.position_embedding=rotary"}),
+              AllOf(HasSubstr("[data] pad_token"), HasSubstr("got -1")));
+  EXPECT_THAT(error_of(kValid, with({"data.pad_token=257"})), HasSubstr("[data] pad_token"));
+  EXPECT_THAT(error_of(kValid, with({"model.type=bert"})), HasSubstr("[data] mtf"));
+  for (const char* key : {"prefix_lm", "reset_attention_mask"}) {
+    EXPECT_THAT(error_of(kValid, with({absl::StrCat("data.", key, "=true"), "data.eod_token=256"})),
+                AllOf(HasSubstr(absl::StrCat("[data] ", key)), HasSubstr("mtf")));
+  }
+  EXPECT_THAT(error_of(kValid, with({"data.paths=0.5 a 0.5 b"})),
+              AllOf(HasSubstr("[data] mtf"), HasSubstr("one unweighted")));
+  EXPECT_THAT(error_of(kValid, with({"curriculum.enabled=true", "curriculum.max_difficulty=64",
+                                     "curriculum.total_curriculum_step=10"})),
+              AllOf(HasSubstr("[curriculum] enabled"), HasSubstr("mtf")));
 }
 
 TEST(TrainConfigTest, ResolvesDevice) {

@@ -20,9 +20,9 @@
 // Recomputation without other parallelism must be bitwise identical to the run that keeps the
 // activations.
 // The BLOOM-style (ALiBi, embedding LayerNorm), LLaMA-style (RMSNorm, SwiGLU, rotary, no
-// biases, untied LM head), BERT (post-LN, MLM + binary heads) and prefix-LM variants run a
-// subset of the layouts; on GPUs with d_model 128 and 2
-// heads (flash attention needs head_dim 64 or 128 in bf16).
+// biases, untied LM head), BERT (post-LN, MLM + binary heads), prefix-LM and packed T0/MTF
+// variants run a subset of the layouts; on GPUs with d_model 128 and 2 heads (flash attention
+// needs head_dim 64 or 128 in bf16).
 #include <mpi.h>
 
 #include <algorithm>
@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -37,7 +38,9 @@
 #include "engine/device.h"
 #include "engine/status.h"
 #include "gtest/gtest.h"
+#include "io/mtf_packing.h"
 #include "model/gpt/gpt_train_model.h"
+#include "model/train/mtf_batch.h"
 #include "model/train/trainer.h"
 #include "parallel/grid.h"
 #include "parallel/mpi_comm.h"
@@ -57,9 +60,46 @@ TrainConfig tiny_config() {
   return c;
 }
 
-SampleFn samples(const GptConfig& m, int64_t seq_len) {
-  return m.bert() ? testing_parallel::hashed_bert_samples(seq_len, m.vocab_size)
-                  : testing_parallel::hashed_samples(seq_len, m.vocab_size);
+// Packed T0/MTF record i (model/train/mtf_batch.h), depending on i only: pairs of 1-5 input
+// and 1-4 target tokens in [0, vocab) packed into T + 1 tokens as io/mtf_packing packs them,
+// padded with pad.
+SampleFn hashed_mtf_samples(int64_t seq_len, int64_t vocab, int32_t pad) {
+  return [seq_len, vocab, pad](int64_t index, int32_t* out) {
+    uint64_t x = 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(index + 3);
+    auto next = [&x](uint64_t n) {
+      x ^= x >> 31;
+      x *= 0xbf58476d1ce4e5b9ull;
+      x ^= x >> 27;
+      return static_cast<int32_t>(x % n);
+    };
+    std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> pairs;
+    int64_t used = 0;
+    while (true) {
+      const int64_t ni = 1 + next(5), nt = 1 + next(4);
+      if (used + ni + nt > seq_len + 1) break;
+      pairs.emplace_back();
+      for (int64_t t = 0; t < ni; ++t) pairs.back().first.push_back(next(vocab));
+      for (int64_t t = 0; t < nt; ++t) pairs.back().second.push_back(next(vocab));
+      used += ni + nt;
+    }
+    auto row = io::pack_mtf_row(pairs, seq_len + 1, pad);
+    ANVIL_CHECK_OK(row.status());
+    const MtfRecord r = mtf_record(out, seq_len);
+    for (int64_t t = 0; t <= seq_len; ++t) {
+      r.tokens[t] = row->tokens[static_cast<size_t>(t)];
+      r.segment_ids[t] = row->segment_ids[static_cast<size_t>(t)];
+      r.is_inputs[t] = row->is_inputs[static_cast<size_t>(t)];
+    }
+  };
+}
+
+SampleFn samples(const TrainConfig& c) {
+  const GptConfig& m = c.model;
+  if (c.data.mtf) {
+    return hashed_mtf_samples(c.data.seq_len, m.vocab_size, static_cast<int32_t>(c.data.pad_token));
+  }
+  return m.bert() ? testing_parallel::hashed_bert_samples(c.data.seq_len, m.vocab_size)
+                  : testing_parallel::hashed_samples(c.data.seq_len, m.vocab_size);
 }
 
 struct Layout {
@@ -91,8 +131,7 @@ GptPrecision precision(engine::DType dt) {
 
 RunResult train(const TrainConfig& cfg, engine::DType dt, const TrainerParallel& par) {
   RunResult r;
-  auto t = Trainer::create(cfg, precision(dt), samples(cfg.model, cfg.data.seq_len), {},
-                           engine::LogContext{}, par);
+  auto t = Trainer::create(cfg, precision(dt), samples(cfg), {}, engine::LogContext{}, par);
   ANVIL_CHECK_OK(t.status());
   r.trainer = std::move(*t);
   for (int i = 0; i < cfg.train.steps; ++i) {
@@ -409,6 +448,18 @@ TEST_P(GptParallelTest, PrefixLmEqualsOneRank) {
     check_layouts(c, variant_layouts(), GetParam(),
                   f64 ? Tolerance{1e-11, 1e-11, 1e-11, true} : Tolerance{1e-5, 1e-5, 2e-4, true});
   }
+}
+
+// Packed T0/MTF rows ([data] mtf, ALiBi): the segment ids and per-pair prefix ends reach
+// every stage's attention, the loss is each micro-batch's mean over the targets.
+TEST_P(GptParallelTest, MtfEqualsOneRank) {
+  const bool f64 = GetParam() == engine::DType::kF64;
+  TrainConfig c = tiny_config();
+  c.model.position_embedding = PositionEmbedding::kAlibi;
+  c.data.mtf = true;
+  c.data.pad_token = 3;
+  check_layouts(c, variant_layouts(), GetParam(),
+                f64 ? Tolerance{1e-11, 1e-11, 1e-11, true} : Tolerance{1e-5, 1e-5, 2e-4, true});
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GptParallelTest,
