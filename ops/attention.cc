@@ -62,10 +62,6 @@ void check_prefix(const char* op, const AttentionArgs& args, const Stream& strea
   const ConstTensorView& p = args.prefix_end;
   if (p.empty()) return;
   const int64_t bt = args.batch * args.seq;
-  ANVIL_CHECK_MSG(stream.device() == engine::Device::kCpu,
-                  std::string(op) +
-                      ": prefix_end is CPU-only for now (its CUDA kernels await "
-                      "their GPU check)");
   ANVIL_CHECK_MSG(p.dtype == DType::kI32 && p.device == stream.device() && p.is_contiguous() &&
                       p.ndim == 1 && p.dim(0) == bt,
                   expected(op, "prefix_end",

@@ -56,11 +56,6 @@ void check_masks(const char* op, const FlashAttentionArgs& a, const AttentionMas
                                   ": prefix_end widens the causal mask, so it needs causal = "
                                   "true (without causal every key is already visible)");
     detail::check_arg(op, "prefix_end", m.prefix_end, DType::kI32, {a.batch * a.q_len}, stream);
-    // The CUDA kernels' prefix visibility has not yet run on a GPU against this twin.
-    ANVIL_CHECK_MSG(stream.device() == engine::Device::kCpu,
-                    std::string(op) +
-                        ": prefix_end is CPU-only for now (its CUDA kernels "
-                        "await their GPU check)");
   }
   if (a.bias == AttentionBias::kRelativeBuckets) {
     detail::check_arg(op, "rel_buckets", m.rel_buckets, DType::kI32, {a.q_len + a.kv_len - 1},

@@ -37,11 +37,6 @@ void check(const char* op, const RotaryArgs& a, const ConstTensorView& x,
                           str(x.ndim == 2 ? x.strides[0] : 0) + ")");
   detail::check_arg(op, "positions", positions, DType::kI32, {a.rows}, stream);
   const RotaryScaling& sc = a.scaling;
-  // The CUDA kernel's scaled frequencies have not yet run on a GPU against this twin.
-  ANVIL_CHECK_MSG(sc.type == RotaryScalingType::kNone || stream.device() == engine::Device::kCpu,
-                  std::string(op) +
-                      ": rope scaling is CPU-only for now (its CUDA kernel awaits "
-                      "its GPU check)");
   ANVIL_CHECK_MSG(sc.type == RotaryScalingType::kNone ||
                       (sc.factor > 0.0f &&
                        (sc.type == RotaryScalingType::kLinear ||

@@ -108,8 +108,7 @@ void add_gpt_arch_schema(engine::ConfigSchema& s) {
         "rope_scaling_factor (positions divided by the factor); llama3 = Llama 3.1's "
         "(transformers' _compute_llama3_parameters): wavelengths 2 pi / inv_freq longer than "
         "rope_original_max_position / rope_low_freq_factor divided by the factor, shorter than "
-        "rope_original_max_position / rope_high_freq_factor kept, those between interpolated. "
-        "linear and llama3 are CPU-only for now: their CUDA kernel has not yet run on a GPU.",
+        "rope_original_max_position / rope_high_freq_factor kept, those between interpolated.",
         all_names(kRopeScalingNames));
   s.add("model", "rope_scaling_factor", ConfigType::kFloat, "1.0",
         "rope_scaling linear / llama3: the factor (HF rope_scaling.factor; Llama 3.1: 8).");

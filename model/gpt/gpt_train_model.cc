@@ -80,23 +80,6 @@ absl::StatusOr<std::unique_ptr<GptTrainModel>> GptTrainModel::create(const Train
                                                                      const GptPrecision& prec,
                                                                      const ModelPlace& at) {
   const parallel::ParallelConfig& pc = cfg.parallel;
-  // (--dry-run still plans them: the memory does not depend on it.)
-  if (cfg.model.rope_scaling.type != ops::RotaryScalingType::kNone &&
-      prec.device == engine::Device::kCuda) {
-    return absl::InvalidArgumentError(
-        "[model] rope_scaling: CPU-only for now (device = cpu); its CUDA rotary kernel has not "
-        "yet run on a GPU");
-  }
-  if (cfg.data.prefix_lm && prec.device == engine::Device::kCuda) {
-    return absl::InvalidArgumentError(
-        "[data] prefix_lm: CPU-only for now (device = cpu); the prefix in the CUDA attention "
-        "kernels has not yet run on a GPU");
-  }
-  if (cfg.data.mtf && prec.device == engine::Device::kCuda) {
-    return absl::InvalidArgumentError(
-        "[data] mtf: CPU-only for now (device = cpu); the prefix in the CUDA attention "
-        "kernels has not yet run on a GPU");
-  }
   ANVIL_ASSIGN_OR_RETURN(GptShard shard, shard_for(cfg, at.tp_rank, at.pp_rank, at.dp_rank));
   shard.tp_comm = at.tp;
   // The model reduces its gradients over DP (parallel/grad_sync.h): plain DP's bucketed

@@ -143,12 +143,6 @@ absl::Status check(const GptConfig& cfg, const InferenceShape& shape, const GptP
     return bad("inference: need max_batch >= 1 and 1 <= max_len <= max_seq_len (", cfg.max_seq_len,
                "), got max_batch ", shape.max_batch, ", max_len ", shape.max_len);
   }
-  if (cfg.rope_scaling.type != ops::RotaryScalingType::kNone &&
-      prec.device == engine::Device::kCuda) {
-    return bad(
-        "inference: [model] rope_scaling is CPU-only for now (--device cpu); its CUDA rotary "
-        "kernel has not yet run on a GPU");
-  }
   if (cfg.sliding_window > 0 && shape.max_len > cfg.sliding_window) {
     return bad("inference: max_len ", shape.max_len, " exceeds [model] sliding_window ",
                cfg.sliding_window,

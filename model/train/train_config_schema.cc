@@ -120,8 +120,7 @@ ConfigSchema build_schema() {
         "get_prefix_indices draws it (randint(1, seq_len); per document randint(start + 1, eod)), "
         "with CPython's generator seeded per sample from [data] seed and the sample index "
         "(the fork: one process-wide stream); tokens before p attend to each other "
-        "bidirectionally, the rest causally. CPU-only for now: the prefix in the CUDA attention "
-        "kernels has not yet run on a GPU.");
+        "bidirectionally, the rest causally.");
   s.add("data", "loss_on_targets_only", kBool, "false",
         "--loss-on-targets-only (prefix_lm): no loss on the prefix tokens except the last one "
         "(which predicts the first target); the loss is the mean over each micro-batch's "

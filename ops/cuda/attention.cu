@@ -1,6 +1,7 @@
 // CUDA twin of ops/attention.h: causal multi-head self-attention with an optional document mask,
 // the correct baseline built from batched cuBLASLt GEMMs (ops::gemm) and warp-per-row softmax
-// kernels. vis_ij = j <= i && (no segments || seg[b*T + j] == seg[b*T + i]).
+// kernels. vis_ij = (j <= i || j < prefix_end[b*T + i]) && (no segments || seg[b*T + j] ==
+// seg[b*T + i]) (prefix_end when given).
 //   forward : q,k,v = split heads of qkv;  S = scale * q k^T (f32);  P = softmax of S over the
 //             visible j (= probs);  P' = dropout(P);  out_h = P' v;  out = merge heads(out_h) (=)
 //   backward: dv = P'^T dout_h;  dP' = dout_h v^T (f32);  dP = dropout_backward(dP');
@@ -81,7 +82,8 @@ __global__ void scatter_heads_grid_stride(Act* dst, int64_t dst_ld, int64_t col0
 // Where row r = bh*T + i of the [BH*T, T] probabilities sits: its query i, its sample's document
 // ids, and its first element in the model-wide [B, TH, T, T] dropout numbering.
 struct RowMap {
-  const int32_t* seg;  // [B*T] document ids; null: plain causal
+  const int32_t* seg;     // [B*T] document ids; null: plain causal
+  const int32_t* prefix;  // [B*T] prefix ends; null: none
   int64_t seq, heads, total_heads, head_offset;
   uint64_t seed, offset;
   float p, keep_scale;
@@ -91,11 +93,14 @@ struct Row {
   int64_t i;
   const int32_t* seg;  // the sample's ids (seg + b*T), or null
   int32_t seg_i;
-  uint64_t drop0;  // dropout index of (b, h, i, 0)
+  int64_t prefix_i;  // keys before it are visible too (0: none)
+  int64_t end;       // keys >= end are not visible: max(i + 1, min(prefix_i, T))
+  uint64_t drop0;    // dropout index of (b, h, i, 0)
 
-  // Key j is visible to query i: causal, and the same document when segments are given.
+  // Key j is visible to query i: causal or in the prefix, and the same document when segments
+  // are given.
   __device__ __forceinline__ bool visible(int64_t j) const {
-    return j <= i && (seg == nullptr || seg[j] == seg_i);
+    return (j <= i || j < prefix_i) && (seg == nullptr || seg[j] == seg_i);
   }
 };
 
@@ -112,6 +117,8 @@ __device__ __forceinline__ Row row_of(const RowMap& m, int64_t row) {
   r.i = i;
   r.seg = m.seg == nullptr ? nullptr : m.seg + b * m.seq;
   r.seg_i = r.seg == nullptr ? 0 : r.seg[i];
+  r.prefix_i = m.prefix == nullptr ? 0 : m.prefix[b * m.seq + i];
+  r.end = r.prefix_i > i + 1 ? (r.prefix_i < m.seq ? r.prefix_i : m.seq) : i + 1;
   r.drop0 = drop_index(m, row * m.seq, b);
   return r;
 }
@@ -136,12 +143,12 @@ __global__ void masked_softmax_warp_per_row(Act* probs, Act* dropped, const floa
   const Row r = row_of(m, row);
   const float* s = scores + row * seq;
   float mx = -INFINITY;
-  for (int64_t j = lane; j <= r.i; j += kWarp) {
+  for (int64_t j = lane; j < r.end; j += kWarp) {
     if (r.visible(j)) mx = fmaxf(mx, s[j]);
   }
   mx = warp_max(mx);  // finite: the diagonal is always visible
   float sum = 0.0f;
-  for (int64_t j = lane; j <= r.i; j += kWarp) {
+  for (int64_t j = lane; j < r.end; j += kWarp) {
     if (r.visible(j)) sum += expf(s[j] - mx);
   }
   const float inv = 1.0f / warp_sum(sum);
@@ -179,7 +186,7 @@ __global__ void masked_softmax_backward_warp_per_row(Act* dscores, const float* 
   const float* dpr = dprobs + row * seq;
   const Act* pr = probs + row * seq;
   float acc = 0.0f;
-  for (int64_t j = lane; j <= r.i; j += kWarp) {
+  for (int64_t j = lane; j < r.end; j += kWarp) {
     if (r.visible(j)) acc += to_f32(pr[j]) * drop_at(m, dpr[j], r.drop0 + j);
   }
   acc = warp_sum(acc);
@@ -193,6 +200,7 @@ __global__ void masked_softmax_backward_warp_per_row(Act* dscores, const float* 
 RowMap row_map(const AttentionArgs& a, ConstTensorView segments) {
   RowMap m;
   m.seg = segments.empty() ? nullptr : segments.as<int32_t>();
+  m.prefix = a.prefix_end.empty() ? nullptr : a.prefix_end.as<int32_t>();
   m.seq = a.seq;
   m.heads = a.heads;
   m.total_heads = a.total_heads == 0 ? a.heads : a.total_heads;

@@ -34,6 +34,7 @@ flash::Params make_params(const FlashAttentionArgs& a, ConstTensorView q, ConstT
   p.seg_q = ints(m.seg_q);
   p.seg_k = ints(m.seg_k);
   p.kv_lengths = ints(m.kv_lengths);
+  p.prefix_end = ints(m.prefix_end);
   p.rel_buckets = ints(m.rel_buckets);
   p.rel_table = m.rel_table.empty() ? nullptr : m.rel_table.as<float>();
   p.dropout_p = a.dropout_p;

@@ -4,6 +4,7 @@
 //            P = 2^(x - lse log2 e);  dP = keep/(1-p) dout V^T;  dS = P (dP - dvec_i)
 //            dq = scale sum_j dS_ij k_j                                             (=)
 //   dkdv   : a block owns 64 MT keys (K, V in smem), walks the query blocks that see them
+//            (causal: from the diagonal, or the first query whose prefix_end passes the block)
 //            (Q, dout double-buffered):
 //            with the same P, dP, dS in transposed form (rows = keys):
 //            dv_j = sum_i keep/(1-p) P_ij dout_i;  dk_j = scale sum_i dS_ij q_i    (=)
@@ -189,7 +190,11 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 2)
                  do_rows = smem_u32(sdo) + warp * 16 * MT * S * 2;
   const T* kg = act<T>(p.k) + int64_t(b) * p.tk * p.ldk + int64_t(h / p.group) * p.dh;
   const T* vg = act<T>(p.v) + int64_t(b) * p.tk * p.ldv + int64_t(h / p.group) * p.dh;
-  const int kv_stop = p.causal ? min(sc.kv_end, q0 + kM) : sc.kv_end;
+  // Keys past this block's last query and its queries' prefixes (causal) or past the padding
+  // never matter.
+  const int kv_stop =
+      p.causal ? min(sc.kv_end, max(q0 + kM, warp_prefix_max(p, b, q0, kM))) : sc.kv_end;
+  const int warp_prefix = warp_prefix_max(p, b, w0, 16 * MT);  // 0 without a prefix
   const int n_blocks = (kv_stop + kRows - 1) / kRows;
   const int run_len = n_blocks * kRows + 15;  // running sums a strip's slices reach
   // All read after the barrier below.
@@ -239,9 +244,10 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 2)
 #pragma unroll
     for (int c0 = 0; c0 < kRows; c0 += N) {
       const int kc = k0 + c0;
-      // Rows all past the end or before every key of the slice (causal): nothing to add
-      // (warp-uniform; dS is 0 there, so neither to the diagonal sums).
-      if (w0 >= p.tq || (p.causal && kc > w0 + 16 * MT - 1)) continue;
+      // Rows all past the end or, causal, before every key of the slice with prefixes ending at
+      // or before it: nothing to add (warp-uniform; dS is 0 there, so neither to the diagonal
+      // sums).
+      if (w0 >= p.tq || (p.causal && kc > w0 + 16 * MT - 1 && kc >= warp_prefix)) continue;
       float s[MT][N / 8][4], dp[MT][N / 8][4];
       zero(s);
       zero(dp);
@@ -378,8 +384,9 @@ __global__ void __launch_bounds__(kThreads, 2) flash_dkdv_kernel(const Params p)
     const T* dg = act<T>(p.dout) + int64_t(b) * p.tq * p.ldd + int64_t(h) * p.dh;
     const float* lse_g = p.lse + (int64_t(b) * p.heads + h) * p.tq;
     const float* dvec_g = p.dvec + (int64_t(b) * p.heads + h) * p.tq;
-    // Query blocks that can see a key of this block: causal ones start at the diagonal.
-    const int m_first = (p.causal ? k0 : 0) / kRows;
+    // Query blocks that can see a key of this block: causal ones start at the diagonal or at the
+    // first query whose prefix reaches past k0.
+    const int m_first = (p.causal ? warp_first_query(p, b, k0) : 0) / kRows;
     const int m_blocks = k0 < sc.kv_end ? (p.tq + kRows - 1) / kRows : 0;
 
     if (m_first < m_blocks) {
@@ -411,8 +418,10 @@ __global__ void __launch_bounds__(kThreads, 2) flash_dkdv_kernel(const Params p)
 #pragma unroll
       for (int c0 = 0; c0 < kRows; c0 += N) {
         const int mc = m0 + c0;
-        // Keys all padding or after every query of the slice (causal): nothing to add.
-        if (key0 >= sc.kv_end || mc >= p.tq || (p.causal && key0 > mc + N - 1)) continue;
+        // Keys all padding, or (causal) after every query of the slice and at or past their
+        // prefixes: nothing to add (warp-uniform).
+        if (key0 >= sc.kv_end || mc >= p.tq) continue;
+        if (p.causal && key0 > mc + N - 1 && warp_prefix_max(p, b, mc, N) <= key0) continue;
         float st[MT][N / 8][4], dpt[MT][N / 8][4];  // rows: the warp's keys; columns: queries
         zero(st);
         zero(dpt);

@@ -1,6 +1,7 @@
 // CUDA forward of ops/flash_attention.h (FlashAttention-2 schedule on mma.sync):
 // a block owns 64 MT queries of one (sample, head), four warps of 16 MT rows; it walks the
-// visible key blocks of 64 (causal: up to its diagonal; padding: up to kv_lengths[b]) with an
+// visible key blocks of 64 (causal: up to its diagonal or its queries' largest prefix_end;
+// padding: up to kv_lengths[b]) with an
 // online softmax in log2 units:
 //   x_ij = (scale q_i.k_j + bias) log2(e);  m_i = running max;  l_i += sum_j 2^(x_ij - m_i)
 //   acc_i = acc_i 2^(m_old - m_new) + sum_j 2^(x_ij - m_i) keep_ij v_j
@@ -89,8 +90,11 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 && !kDropout ? 4 
   const T* qg = act<T>(p.q) + int64_t(b) * p.tq * p.ldq + int64_t(h) * p.dh;
   const T* kg = act<T>(p.k) + int64_t(b) * p.tk * p.ldk + int64_t(h / p.group) * p.dh;
   const T* vg = act<T>(p.v) + int64_t(b) * p.tk * p.ldv + int64_t(h / p.group) * p.dh;
-  // Keys past this block's last query (causal) or past the padding never matter.
-  const int kv_stop = p.causal ? min(sc.kv_end, q0 + kM) : sc.kv_end;
+  // Keys past this block's last query and its queries' prefixes (causal) or past the padding
+  // never matter.
+  const int kv_stop =
+      p.causal ? min(sc.kv_end, max(q0 + kM, warp_prefix_max(p, b, q0, kM))) : sc.kv_end;
+  const int warp_prefix = warp_prefix_max(p, b, w0, 16 * MT);  // 0 without a prefix
   const int n_blocks = (kv_stop + kRows - 1) / kRows;
   // Read after the loop's first barrier.
   if (kBias && p.bias == 2) load_rel_band(sband, p, h, p.tq - q0 - kM, kM + kv_stop - 1);
@@ -126,9 +130,9 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 && !kDropout ? 4 
 #pragma unroll
     for (int c0 = 0; c0 < kRows; c0 += N) {
       const int kc = k0 + c0;
-      // A warp whose rows are all past the end or before every key of the slice (causal) has
-      // nothing to add (warp-uniform).
-      if (w0 >= p.tq || (p.causal && kc > w0 + 16 * MT - 1)) continue;
+      // A warp whose rows are all past the end or, causal, before every key of the slice and
+      // with prefixes ending at or before it has nothing to add (warp-uniform).
+      if (w0 >= p.tq || (p.causal && kc > w0 + 16 * MT - 1 && kc >= warp_prefix)) continue;
       float s[MT][N / 8][4];
       zero(s);
       gemm_nt<T, D, MT, N>(s, q_rows, k_tile + c0 * S * 2, lr);

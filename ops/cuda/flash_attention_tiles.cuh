@@ -59,6 +59,7 @@ struct Params {
   int bias;          // AttentionBias as int
   float scale_log2;  // scale * log2(e)
   const int32_t *seg_q, *seg_k, *kv_lengths, *rel_buckets;
+  const int32_t* prefix_end;    // [B*Tq] keys j < prefix_end[b*Tq + i] visible (causal), or null
   const float* rel_table;       // [num_buckets, total_heads]
   float dropout_p, keep_scale;  // keep_scale = 1 / (1 - p)
   uint64_t seed, offset;
@@ -331,10 +332,13 @@ struct Scorer {
         band_shift(band_shift_) {}
 
   __device__ bool visible(int i, int j) const {
-    return i < p.tq && j < kv_end && (!p.causal || j <= i) &&
+    return i < p.tq && j < kv_end &&
+           (!p.causal || j <= i ||
+            (p.prefix_end != nullptr && j < p.prefix_end[int64_t(b) * p.tq + i])) &&
            (!segmented || p.seg_q[int64_t(b) * p.tq + i] == p.seg_k[int64_t(b) * p.tk + j]);
   }
-  // True when every (i, j) in [i0, i1) x [j0, j1) is visible, so no per-element test is needed.
+  // True when every (i, j) in [i0, i1) x [j0, j1) is visible, so no per-element test is needed
+  // (the prefix only adds visible keys, so the causal test stays sufficient).
   __device__ bool all_visible(int i0, int i1, int j1) const {
     return !segmented && i1 <= p.tq && j1 <= kv_end && (!p.causal || j1 - 1 <= i0);
   }
@@ -355,6 +359,32 @@ struct Scorer {
     return engine::philox_uniform_at(p.seed, p.offset, e) >= p.dropout_p ? 1.f : 0.f;
   }
 };
+
+// Largest prefix_end over queries [i0, i0 + n) of sample b, in every lane of the warp (0
+// without a prefix; rows past Tq count 0). Causal tile skipping keeps a key tile from j0 when
+// j0 <= the last query or j0 < this maximum. Call with the whole warp.
+__device__ __forceinline__ int warp_prefix_max(const Params& p, int b, int i0, int n) {
+  if (p.prefix_end == nullptr) return 0;
+  int v = 0;
+  for (int r = threadIdx.x & 31; r < n; r += 32) {
+    if (i0 + r < p.tq) v = max(v, p.prefix_end[int64_t(b) * p.tq + i0 + r]);
+  }
+  return __reduce_max_sync(0xffffffffu, v);
+}
+
+// First query of sample b that sees a key >= k0 (causal with a prefix): min(k0, the first i
+// with prefix_end[i] > k0), in every lane of the warp. Call with the whole warp.
+__device__ __forceinline__ int warp_first_query(const Params& p, int b, int k0) {
+  if (p.prefix_end == nullptr) return k0;
+  int first = k0;
+  for (int i = threadIdx.x & 31; i < min(k0, p.tq); i += 32) {
+    if (p.prefix_end[int64_t(b) * p.tq + i] > k0) {
+      first = i;
+      break;
+    }
+  }
+  return __reduce_min_sync(0xffffffffu, first);
+}
 
 // Calls Kernel<T, D, kDropout, kBias>::launch(p, batch, stream) for the runtime flags of p. The
 // tuned bf16 widths 64 and 128 compile every pair of flags, so their common case (no dropout, no

@@ -23,10 +23,10 @@ constexpr int kThreads = 256;
 template <typename T, int V>
 __global__ void rotary_kernel_vec(T* x, const int32_t* positions, int64_t rows, int64_t heads,
                                   int64_t head_dim, int64_t half, int64_t ld, float base,
-                                  float sign) {
+                                  RotaryScaling scaling, float sign) {
   extern __shared__ float inv_freq[];
   for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    inv_freq[i] = detail::rotary_inv_freq(base, i, 2 * half);
+    inv_freq[i] = detail::rotary_inv_freq(base, i, 2 * half, scaling);
   }
   __syncthreads();
   const int64_t per_head = half / V, per_row = heads * per_head;
@@ -63,11 +63,13 @@ void rotate(const RotaryArgs& a, TensorView x, ConstTensorView positions, float 
     if (vec) {
       const int64_t work = a.rows * a.heads * (half / kV);
       rotary_kernel_vec<T, kV><<<ceil_div(work, kThreads), kThreads, smem, stream.cuda_stream()>>>(
-          x.as<T>(), positions.as<int32_t>(), a.rows, a.heads, a.head_dim, half, ld, a.base, sign);
+          x.as<T>(), positions.as<int32_t>(), a.rows, a.heads, a.head_dim, half, ld, a.base,
+          a.scaling, sign);
     } else {
       const int64_t work = a.rows * a.heads * half;
       rotary_kernel_vec<T, 1><<<ceil_div(work, kThreads), kThreads, smem, stream.cuda_stream()>>>(
-          x.as<T>(), positions.as<int32_t>(), a.rows, a.heads, a.head_dim, half, ld, a.base, sign);
+          x.as<T>(), positions.as<int32_t>(), a.rows, a.heads, a.head_dim, half, ld, a.base,
+          a.scaling, sign);
     }
   });
   ANVIL_CUDA_LAUNCH_CHECK();

@@ -127,11 +127,6 @@ class GptInferenceTest : public ::testing::TestWithParam<Case> {
   void SetUp() override {
     if (GetParam().device == Device::kCuda && !testing::gpu_available())
       GTEST_SKIP() << "no CUDA device";
-    // Their rope scaling is refused on CUDA until its kernel has run on a GPU (branch
-    // gpu-pending holds it).
-    if (GetParam().device == Device::kCuda &&
-        (GetParam().arch == Arch::kQwenGqa || GetParam().arch == Arch::kLlamaMqa))
-      GTEST_SKIP() << "rope_scaling on CUDA awaits its GPU check";
     stream_ = std::make_unique<testing::TestStream>(GetParam().device);
     auto ref = GptModel::create(tiny_config(GetParam().arch), GptRunShape{3, 8},
                                 precision(GetParam().device), 11);

@@ -272,7 +272,6 @@ TEST(FlashAttentionGpu, RelativeBucketsBackward) {
 // dq kernels must walk them and the dk/dv kernel must start before the diagonal.
 TEST(FlashAttentionGpu, PrefixLmAndPackedSegmentPrefixes) {
   ANVIL_SKIP_WITHOUT_GPU();
-  GTEST_SKIP() << "prefix_end in the CUDA kernels awaits its GPU check (branch gpu-pending)";
   for (int64_t dh : {64, 128, 80}) {
     Case c = gpu_case(4, 333, 2, dh, true);
     add_sample_prefixes(&c, {40, 200, 0, 333});

@@ -131,7 +131,6 @@ TEST(RotaryScaling, LinearDividesPositions) {
 
 TEST(RotaryScalingGpu, Llama3MatchesCpuTwin) {
   ANVIL_SKIP_WITHOUT_GPU();
-  GTEST_SKIP() << "rope scaling on CUDA awaits its GPU check (the kernel: branch gpu-pending)";
   RotaryArgs args{37, 4, 128, 128, 500000.0f};
   args.scaling.type = RotaryScalingType::kLlama3;
   args.scaling.factor = 8.0f;
