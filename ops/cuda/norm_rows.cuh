@@ -74,6 +74,34 @@ int64_t resident_blocks(Kernel kernel, int threads, size_t smem_bytes) {
 constexpr int kPartialCols = 32;  // reduce kernel: columns per block (one per lane)
 constexpr int kPartialRows = 32;  // reduce kernel: warps striding over the groups
 
+// Loads the row at offset o of a (plus the row of b, written back as sum = a + b, with kResidual)
+// into the lane's packs v (row layout above). All loads are issued before the first use.
+// sum, a, b: [rows, cols] T.
+template <typename T, int V, int kPacks, bool kResidual>
+__device__ __forceinline__ void load_row(Packed<T, V> (&v)[kPacks], T* sum, const T* a, const T* b,
+                                         int64_t o, int64_t cols, int lane) {
+  Packed<T, V> w[kPacks];
+#pragma unroll
+  for (int j = 0; j < kPacks; ++j) {
+    const int64_t c = static_cast<int64_t>(j * 32 + lane) * V;
+    if (c < cols) {
+      v[j] = load_packed<V>(a + o + c);
+      if constexpr (kResidual) w[j] = load_packed<V>(b + o + c);
+    }
+  }
+  if constexpr (kResidual) {
+#pragma unroll
+    for (int j = 0; j < kPacks; ++j) {
+      const int64_t c = static_cast<int64_t>(j * 32 + lane) * V;
+      if (c < cols) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) v[j].v[k] = from_f32<T>(to_f32(v[j].v[k]) + to_f32(w[j].v[k]));
+        store_packed<V>(sum + o + c, v[j]);
+      }
+    }
+  }
+}
+
 // dst0[c] += sum_g part0[g, c]; dst1 likewise when non-null. part0, part1: [groups, cols] f32.
 // Thread (tx, ty) of a (kPartialCols, kPartialRows) block sums groups ty, ty + kPartialRows, ...
 // of one column; the kPartialRows sums are then added in ty order. static: one copy per .cu.

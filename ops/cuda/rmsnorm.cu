@@ -158,25 +158,12 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const int64_t o = row * cols;
   // The row's loads are all issued before the first use; gamma is read at the end (L1 hits
   // after the block's first warp; holding it too would cost occupancy).
-  Packed<T, V> v[kPacks], w[kPacks];
-#pragma unroll
-  for (int j = 0; j < kPacks; ++j) {
-    const int64_t c = static_cast<int64_t>(j * 32 + lane) * V;
-    if (c < cols) {
-      v[j] = load_packed<V>(a + o + c);
-      if constexpr (kResidual) w[j] = load_packed<V>(b + o + c);
-    }
-  }
+  Packed<T, V> v[kPacks];
+  load_row<T, V, kPacks, kResidual>(v, sum, a, b, o, cols, lane);
   float ss = 0.0f;
 #pragma unroll
   for (int j = 0; j < kPacks; ++j) {
-    const int64_t c = static_cast<int64_t>(j * 32 + lane) * V;
-    if (c < cols) {
-      if constexpr (kResidual) {
-#pragma unroll
-        for (int k = 0; k < V; ++k) v[j].v[k] = from_f32<T>(to_f32(v[j].v[k]) + to_f32(w[j].v[k]));
-        store_packed<V>(sum + o + c, v[j]);
-      }
+    if (static_cast<int64_t>(j * 32 + lane) * V < cols) {
 #pragma unroll
       for (int k = 0; k < V; ++k) ss += to_f32(v[j].v[k]) * to_f32(v[j].v[k]);
     }
