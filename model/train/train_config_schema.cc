@@ -134,8 +134,7 @@ ConfigSchema build_schema() {
         "rows of seq_len + 1 tokens as the fork packs them, each pair attending only to itself, "
         "its inputs bidirectionally and its targets causally; the loss is the mean over each "
         "micro-batch's target tokens. One unweighted prefix only; not combined with prefix_lm, "
-        "reset_attention_mask or [curriculum]. CPU-only for now: the prefix in the CUDA "
-        "attention kernels has not yet run on a GPU.");
+        "reset_attention_mask or [curriculum].");
   s.add("data", "pad_token", kInt, "-1",
         "mtf: the tokenizer's pad id (the fork's tokenizer.pad; BLOOM's tokenizer: 3) that fills "
         "each packed row; no loss where the input token is pad_token. Required with mtf.");

@@ -7,6 +7,9 @@
 // LayerNorm) and LLaMA-style (RMSNorm, SwiGLU, rotary, no biases, untied LM head) in bf16 with
 // head_dim 64 (flash attention, which ALiBi and rotary need); in f32 (the unfused attention)
 // the options that do not touch attention.
+// Prefix-LM and packed T0/MTF pairs (prefix_end, with segments for the pairs) on the GPU against
+// the CPU, in bf16 with rotary and with ALiBi (the flash attention with prefix_end); on the CPU
+// alone, that the prefix changes what the model learns (so that the GPU check can fail).
 // Skips without a GPU.
 #include <cmath>
 #include <cstdint>
@@ -235,6 +238,77 @@ TEST_P(GptGpuVariant, Bf16MatchesCpuAndTrains) {
   const std::vector<double> lg = train(gpu, b, counted);
   EXPECT_LT(lc.back(), lc.front() - 0.5);
   EXPECT_LT(lg.back(), lg.front() - 0.5);
+  EXPECT_NEAR(lg.back(), lc.back(), 0.1 * lc.back());
+}
+
+// Two packed pairs per sample (segments 0 and 1), each with a bidirectional input of 10 tokens:
+// prefix_end = pair start + 10 for every query of the pair, as model/train/mtf_batch.cc sets
+// it (prefix-LM is the one-segment case). Every target is counted, so a prefix that sees the
+// future lets the model copy: the trained loss with the prefix must be far below the causal
+// one on the CPU, and the GPU must train to the CPU's loss with the prefix.
+struct PrefixInputs {
+  std::vector<int32_t> segments, prefix_end;
+};
+
+PrefixInputs packed_prefix_inputs() {
+  PrefixInputs p;
+  constexpr int32_t kPair = kShape.seq_len / 2, kInput = 10;
+  for (int64_t i = 0; i < kRows; ++i) {
+    const int32_t t = static_cast<int32_t>(i % kShape.seq_len), pair = t / kPair;
+    p.segments.push_back(pair);
+    p.prefix_end.push_back(pair * kPair + kInput);
+  }
+  return p;
+}
+
+std::vector<double> train_batch(DeviceRun& r, const GptBatch& gb, int64_t counted) {
+  std::vector<double> losses;
+  for (int step = 1; step <= 20; ++step) {
+    r.model->zero_grads(*r.stream);
+    r.model->forward(gb, true, 0, *r.stream);
+    losses.push_back(r.model->loss_sum(*r.stream) / counted);
+    r.model->backward(1.0f / counted, *r.stream);
+    r.model->optimizer_step({3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, step}, *r.stream);
+  }
+  return losses;
+}
+
+GptBatch batch_of(const Batch& b, const PrefixInputs& p, bool with_prefix) {
+  GptBatch gb;
+  gb.tokens = b.tokens.data();
+  gb.positions = b.positions.data();
+  gb.targets = b.targets.data();
+  gb.segments = p.segments.data();
+  if (with_prefix) gb.prefix_end = p.prefix_end.data();
+  return gb;
+}
+
+// On the CPU alone (runs without a GPU): the check below that the GPU honours prefix_end can
+// fail only if the prefix changes what the model learns.
+TEST_P(GptGpuVariant, PackedPrefixChangesTrainingOnCpu) {
+  const GptConfig cfg = GetParam()();
+  const Batch b = make_batch();
+  const int64_t counted = kRows - 1;
+  const PrefixInputs p = packed_prefix_inputs();
+  DeviceRun causal = make_run(Device::kCpu, DType::kF32, cfg);
+  DeviceRun prefix = make_run(Device::kCpu, DType::kF32, cfg);
+  const std::vector<double> lc = train_batch(causal, batch_of(b, p, false), counted);
+  const std::vector<double> lp = train_batch(prefix, batch_of(b, p, true), counted);
+  EXPECT_LT(lp.back(), lc.back() - 0.3);
+}
+
+TEST_P(GptGpuVariant, PackedPrefixPairsMatchCpu) {
+  ANVIL_SKIP_WITHOUT_GPU();
+  const GptConfig cfg = GetParam()();
+  const Batch b = make_batch();
+  const int64_t counted = kRows - 1;
+  const PrefixInputs p = packed_prefix_inputs();
+  DeviceRun cpu = make_run(Device::kCpu, DType::kF32, cfg);
+  DeviceRun gpu = make_run(Device::kCuda, DType::kBF16, cfg);
+  const std::vector<double> lc = train_batch(cpu, batch_of(b, p, true), counted);
+  const std::vector<double> lg = train_batch(gpu, batch_of(b, p, true), counted);
+  ASSERT_TRUE(std::isfinite(lg.back()));
+  EXPECT_NEAR(lg.front(), lc.front(), 1e-2 * lc.front());
   EXPECT_NEAR(lg.back(), lc.back(), 0.1 * lc.back());
 }
 
