@@ -71,6 +71,7 @@ namespace {
 using anvil::engine::format_bytes;
 using anvil::engine::log_info;
 using anvil::engine::log_warning;
+namespace io = anvil::io;
 namespace model = anvil::model;
 using anvil::bin::count;
 using anvil::bin::DataStreams;
@@ -243,11 +244,38 @@ class ResumeCheckpoint {
   std::optional<absl::StatusOr<std::shared_ptr<const anvil::io::Checkpoint>>> opened_;
 };
 
+// The run loop's checkpoint record (model/ does not include io/) and io's manifest: the same
+// fields, converted here alone, both ways.
+io::CheckpointInfo checkpoint_info(const model::CheckpointRecord& r) {
+  io::CheckpointInfo info;
+  info.step = r.step;
+  info.config = r.config;
+  info.state = r.state;
+  info.layout = r.layout;
+  info.lr_schedule = r.lr_schedule;
+  info.grad_scaler = r.grad_scaler;
+  info.model = r.model;
+  info.attachments = r.attachments;
+  return info;
+}
+
+model::CheckpointRecord checkpoint_record(const io::CheckpointInfo& info) {
+  model::CheckpointRecord r;
+  r.step = info.step;
+  r.config = info.config;
+  r.state = info.state;
+  r.layout = info.layout;
+  r.lr_schedule = info.lr_schedule;
+  r.grad_scaler = info.grad_scaler;
+  r.model = info.model;
+  r.attachments = info.attachments;
+  return r;
+}
+
 // The files of the run's checkpoints (model/train/run_loop.h): io/checkpoint over [checkpoint]
 // save, and the load of `resume`.
 model::CheckpointFiles checkpoint_files(const model::CheckpointConfig& ck,
                                         std::shared_ptr<ResumeCheckpoint> resume) {
-  namespace io = anvil::io;
   model::CheckpointFiles f;
   f.begin = [dir = ck.save](int64_t step, const std::string& token) {
     return io::begin_checkpoint(dir, step, token);
@@ -259,16 +287,8 @@ model::CheckpointFiles checkpoint_files(const model::CheckpointConfig& ck,
   f.finish = [dir = ck.save, keep = ck.keep_last](
                  int64_t step, const std::string& token, int world,
                  const model::CheckpointRecord& r) -> absl::Status {
-    io::CheckpointInfo info;
-    info.step = r.step;
-    info.config = r.config;
-    info.model = r.model;
-    info.state = r.state;
-    info.layout = r.layout;
-    info.lr_schedule = r.lr_schedule;
-    info.grad_scaler = r.grad_scaler;
-    info.attachments = r.attachments;
-    return io::finish_checkpoint(dir, io::checkpoint_tmp_dir(dir, step, token), world, info, keep);
+    return io::finish_checkpoint(dir, io::checkpoint_tmp_dir(dir, step, token), world,
+                                 checkpoint_info(r), keep);
   };
   f.remove_stale =
       [dir = ck.save](const std::string& token) -> absl::StatusOr<std::vector<std::string>> {
@@ -282,9 +302,7 @@ model::CheckpointFiles checkpoint_files(const model::CheckpointConfig& ck,
     ANVIL_ASSIGN_OR_RETURN(std::shared_ptr<const io::Checkpoint> c, resume->open(warn));
     model::OpenedCheckpoint o;
     o.dir = c->dir();
-    const io::CheckpointInfo& info = c->info();
-    o.record = {info.step,        info.config,      info.state, info.layout,
-                info.lr_schedule, info.grad_scaler, info.model, info.attachments};
+    o.record = checkpoint_record(c->info());
     o.tensor_names = c->tensor_names();
     o.read = [c](const std::string& name) { return c->read(name); };
     return o;

@@ -528,20 +528,20 @@ double GptModel::grad_sum_squares(engine::Stream& stream) {
   return read_back(b.norm_out, stream)[0];
 }
 
-ops::AdamWArgs GptModel::OptimizerStep::adamw_args() const {
+ops::AdamWArgs adamw_args(const OptimizerStep& s) {
   ops::AdamWArgs a;
-  a.lr = lr;
-  a.beta1 = beta1;
-  a.beta2 = beta2;
-  a.eps = eps;
-  a.weight_decay = weight_decay;
-  a.step = step;
-  a.grad_scale = grad_scale;
+  a.lr = s.lr;
+  a.beta1 = s.beta1;
+  a.beta2 = s.beta2;
+  a.eps = s.eps;
+  a.weight_decay = s.weight_decay;
+  a.step = s.step;
+  a.grad_scale = s.grad_scale;
   return a;
 }
 
 void GptModel::optimizer_step(const OptimizerStep& s, engine::Stream& stream) {
-  impl_->sync->optimizer_step(s.adamw_args(), stream);
+  impl_->sync->optimizer_step(adamw_args(s), stream);
 }
 
 size_t GptModel::arena_bytes() const {

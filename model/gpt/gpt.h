@@ -25,6 +25,7 @@
 #include "engine/stream.h"
 #include "engine/tensor.h"
 #include "model/gpt/gpt_config.h"
+#include "model/model.h"
 #include "model/param_table.h"
 #include "ops/adamw.h"
 
@@ -178,11 +179,7 @@ class GptModel {
   // One AdamW step on all parameters this rank updates (no decay on biases and LayerNorms; see
   // ParamTable), under ZeRO on the own pieces, then the parameters gathered back (stages 1, 2:
   // every bucket; 3: the buckets that stay gathered).
-  struct OptimizerStep {
-    float lr, beta1, beta2, eps, weight_decay, grad_scale;
-    int64_t step;
-    ops::AdamWArgs adamw_args() const;  // the same as the op's arguments
-  };
+  using OptimizerStep = model::OptimizerStep;
   void optimizer_step(const OptimizerStep& s, engine::Stream& stream);
 
   // Bytes actually held by the model's arenas, in total and for one plan category.
@@ -196,5 +193,8 @@ class GptModel {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The AdamW op's arguments of one optimizer step (GptModel and T5Model apply them).
+ops::AdamWArgs adamw_args(const OptimizerStep& s);
 
 }  // namespace anvil::model

@@ -213,7 +213,7 @@ Family bert_family() {
   Family f = gpt_like("bert", "BERT");
   f.samples = SampleLayout::kBertPair;
   f.pooled_cls = true;
-  f.record_width = [](const TrainConfig& cfg) { return 5 * cfg.data.seq_len + 1; };
+  f.record_width = [](const TrainConfig& cfg) { return bert_record_width(cfg.data.seq_len); };
   f.parse = [](const engine::Config& c, TrainConfig& t) -> absl::Status {
     if (t.eval.any()) {
       return c.error("model", "type",

@@ -9,6 +9,7 @@
 #include "engine/checked_math.h"
 #include "engine/status.h"
 #include "model/train/checkpoint.h"
+#include "model/train/family.h"
 #include "model/train/mtf_batch.h"
 #include "model/train/prefix_lm.h"
 #include "model/train/sample_record.h"
@@ -105,9 +106,7 @@ absl::StatusOr<std::unique_ptr<GptTrainModel>> GptTrainModel::create(const Train
   t->segments_.assign(n, 0);
   t->positions_.resize(n);
   for (size_t i = 0; i < n; ++i) t->positions_[i] = static_cast<int32_t>(i % T);
-  t->sample_.assign(static_cast<size_t>(cfg.data.mtf ? mtf_record_width(T)
-                                                     : sample_record_width(cfg.model.type, T)),
-                    0);
+  t->sample_.assign(static_cast<size_t>(family_of(cfg).record_width(cfg)), 0);
   if (cfg.data.prefix_lm || cfg.data.mtf) t->prefix_end_.assign(n, 0);
   if (cfg.model.bert()) {
     t->types_.assign(n, 0);
@@ -223,15 +222,7 @@ void GptTrainModel::sum_shared_grads(engine::Stream& s) {
 }
 
 void GptTrainModel::optimizer_step(const OptimizerStep& o, engine::Stream& s) {
-  GptModel::OptimizerStep g;
-  g.lr = o.lr;
-  g.beta1 = o.beta1;
-  g.beta2 = o.beta2;
-  g.eps = o.eps;
-  g.weight_decay = o.weight_decay;
-  g.grad_scale = o.grad_scale;
-  g.step = o.step;
-  model_->optimizer_step(g, s);
+  model_->optimizer_step(o, s);
 }
 
 std::vector<engine::HostSlice> GptTrainModel::checkpoint_slices(int dp_rank, engine::Stream& s) {

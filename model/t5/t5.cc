@@ -331,7 +331,7 @@ bool T5Model::first_copy(const Param& p) const {
 double T5Model::grad_norm(engine::Stream& stream) { return std::sqrt(grad_sum_squares(stream)); }
 
 void T5Model::optimizer_step(const GptModel::OptimizerStep& s, engine::Stream& stream) {
-  impl_->sync->optimizer_step(s.adamw_args(), stream);
+  impl_->sync->optimizer_step(adamw_args(s), stream);
 }
 
 absl::Status T5Model::Impl::setup_grad_sync() {

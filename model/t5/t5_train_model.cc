@@ -9,6 +9,7 @@
 #include "engine/checked_math.h"
 #include "engine/status.h"
 #include "model/t5/t5_checkpoint.h"
+#include "model/train/family.h"
 #include "model/train/pipeline_runner.h"
 
 namespace anvil::model {
@@ -48,7 +49,7 @@ absl::StatusOr<engine::MemoryPlan> T5TrainModel::plan(const TrainConfig& cfg,
     // create()'s i32 arrays of the accumulation steps' micro-batches and one record.
     const int64_t accum = std::max<int64_t>(cfg.train.accumulation_steps(cfg.parallel.dp), 1);
     const size_t ints = static_cast<size_t>(accum * B * (Te + 2 * Td + 1)) +
-                        static_cast<size_t>(t5_record_width(Te, Td));
+                        static_cast<size_t>(family_of(cfg).record_width(cfg));
     plan.add("batch", "host micro-batches", engine::saturating_mul(sizeof(int32_t), ints));
   }
   return plan;
@@ -82,7 +83,7 @@ absl::StatusOr<std::unique_ptr<T5TrainModel>> T5TrainModel::create(const TrainCo
   t->dec_.assign(accum * static_cast<size_t>(B * Td), 0);
   t->labels_.assign(accum * static_cast<size_t>(B * Td), -1);
   t->lengths_.assign(accum * static_cast<size_t>(B), 0);
-  t->record_.assign(static_cast<size_t>(t5_record_width(Te, Td)), 0);
+  t->record_.assign(static_cast<size_t>(family_of(cfg).record_width(cfg)), 0);
   return t;
 }
 
@@ -145,15 +146,7 @@ T5Batch T5TrainModel::host_batch(int64_t m) const {
 }
 
 void T5TrainModel::optimizer_step(const OptimizerStep& o, engine::Stream& s) {
-  GptModel::OptimizerStep g;
-  g.lr = o.lr;
-  g.beta1 = o.beta1;
-  g.beta2 = o.beta2;
-  g.eps = o.eps;
-  g.weight_decay = o.weight_decay;
-  g.grad_scale = o.grad_scale;
-  g.step = o.step;
-  model_->optimizer_step(g, s);
+  model_->optimizer_step(o, s);
 }
 
 std::vector<engine::HostSlice> T5TrainModel::checkpoint_slices(int dp_rank, engine::Stream& s) {

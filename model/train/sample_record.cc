@@ -8,17 +8,6 @@
 
 namespace anvil::model {
 
-int64_t sample_record_width(ModelType type, int64_t seq_len) {
-  switch (type) {
-    case ModelType::kBert:
-      return 5 * seq_len + 1;
-    case ModelType::kGpt:
-    case ModelType::kT5:  // T5 records: model/t5/t5_train_model.h (two sequence lengths)
-      break;
-  }
-  return seq_len + 1;
-}
-
 BertRecord bert_record(int32_t* record, int64_t seq_len) {
   const int64_t T = seq_len;
   return {record, record + T, record + 2 * T, record + 3 * T, record + 4 * T, record + 5 * T};

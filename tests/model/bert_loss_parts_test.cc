@@ -69,7 +69,7 @@ std::vector<double> param(GptModel& m, const char* name) {
 // The parts of one micro-batch of samples first..first+B-1 by the reference above.
 Parts reference_parts(GptModel& m, const TrainConfig& c, const SampleFn& fn, int64_t first) {
   const int64_t B = c.train.micro_batch, T = c.data.seq_len, d = c.model.d_model;
-  std::vector<int32_t> record(static_cast<size_t>(sample_record_width(ModelType::kBert, T)));
+  std::vector<int32_t> record(static_cast<size_t>(bert_record_width(T)));
   std::vector<int32_t> tokens(B * T), types(B * T), targets(B * T), positions(B * T);
   std::vector<int32_t> lengths(B), labels(B);
   for (int64_t b = 0; b < B; ++b) {
