@@ -283,8 +283,15 @@ GptBatch batch_of(const Batch& b, const PrefixInputs& p, bool with_prefix) {
   return gb;
 }
 
-// On the CPU alone (runs without a GPU): the check below that the GPU honours prefix_end can
-// fail only if the prefix changes what the model learns.
+// Mean |a[i] - b[i]| over two loss trajectories.
+double mean_gap(const std::vector<double>& a, const std::vector<double>& b) {
+  double sum = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) sum += std::abs(a[i] - b[i]);
+  return sum / static_cast<double>(a.size());
+}
+
+// On the CPU alone (runs without a GPU): the prefix changes the trajectory (by 0.04 and 0.09 on
+// average over the 20 steps, ALiBi and rotary), so the GPU check below can fail.
 TEST_P(GptGpuVariant, PackedPrefixChangesTrainingOnCpu) {
   const GptConfig cfg = GetParam()();
   const Batch b = make_batch();
@@ -294,22 +301,28 @@ TEST_P(GptGpuVariant, PackedPrefixChangesTrainingOnCpu) {
   DeviceRun prefix = make_run(Device::kCpu, DType::kF32, cfg);
   const std::vector<double> lc = train_batch(causal, batch_of(b, p, false), counted);
   const std::vector<double> lp = train_batch(prefix, batch_of(b, p, true), counted);
-  EXPECT_LT(lp.back(), lc.back() - 0.3);
+  EXPECT_GT(mean_gap(lp, lc), 0.02);
 }
 
+// The GPU (bf16) trains on the CPU's trajectory with the prefix: closer to it than half the
+// prefix's own effect on the CPU.
 TEST_P(GptGpuVariant, PackedPrefixPairsMatchCpu) {
   ANVIL_SKIP_WITHOUT_GPU();
   const GptConfig cfg = GetParam()();
   const Batch b = make_batch();
   const int64_t counted = kRows - 1;
   const PrefixInputs p = packed_prefix_inputs();
+  DeviceRun cpu_causal = make_run(Device::kCpu, DType::kF32, cfg);
   DeviceRun cpu = make_run(Device::kCpu, DType::kF32, cfg);
   DeviceRun gpu = make_run(Device::kCuda, DType::kBF16, cfg);
+  const std::vector<double> lcc = train_batch(cpu_causal, batch_of(b, p, false), counted);
   const std::vector<double> lc = train_batch(cpu, batch_of(b, p, true), counted);
   const std::vector<double> lg = train_batch(gpu, batch_of(b, p, true), counted);
   ASSERT_TRUE(std::isfinite(lg.back()));
   EXPECT_NEAR(lg.front(), lc.front(), 1e-2 * lc.front());
-  EXPECT_NEAR(lg.back(), lc.back(), 0.1 * lc.back());
+  EXPECT_LT(mean_gap(lg, lc), 0.5 * mean_gap(lc, lcc))
+      << "GPU vs CPU " << mean_gap(lg, lc) << ", CPU prefix vs causal " << mean_gap(lc, lcc)
+      << "; last losses " << lg.back() << " " << lc.back() << " " << lcc.back();
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GptGpuVariant, ::testing::Values(&bloom_config, &llama_config));
