@@ -63,6 +63,12 @@ class Model : public PipelineStage {
   // The step's loss is the mean over micro-batches of each one's mean over its counted targets
   // (true), or the mean over every token of the step (false).
   virtual bool per_micro_batch_mean() const = 0;
+  // With per_micro_batch_mean: what the loss sum of host micro-batch m, of `counted` targets
+  // (load_micro_batch's return), is divided by; by default `counted` (prefix-LM: the fork's
+  // normalizers, model/train/train_config.h PrefixLmNormalizer).
+  virtual double loss_normalizer(int64_t /*m*/, int64_t counted) const {
+    return static_cast<double>(counted);
+  }
   // Tokens of one sample (throughput) and model FLOPs per such token (forward + backward).
   virtual int64_t tokens_per_sample() const = 0;
   virtual double flops_per_token() const = 0;

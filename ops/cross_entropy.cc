@@ -1,6 +1,6 @@
 // Dispatcher for the fused softmax + cross-entropy (math in ops/cross_entropy.h):
-//   loss[r] = logsumexp(logits[r, :vocab]) - logits[r, target[r]]                     (=)
-//   dlogits[r, c] = grad_scale * (softmax[c] - [c == target[r]]), 0 on padding        (=)
+//   loss[r] = w[r] (logsumexp(logits[r, :vocab]) - logits[r, target[r]])              (=)
+//   dlogits[r, c] = grad_scale * w[r] * (softmax[c] - [c == target[r]]), 0 on padding (=)
 // Checks shapes, dtypes and devices, then runs the CPU or CUDA twin.
 #include "ops/cross_entropy.h"
 
@@ -64,6 +64,11 @@ void softmax_cross_entropy(const CrossEntropyArgs& args, TensorView losses, Tens
                            "empty or contiguous " + std::string(engine::dtype_name(logits.dtype)) +
                                " " + dims + " (logits' dtype) on the stream's device",
                            dlogits));
+  const ConstTensorView& w = args.row_weights;
+  ANVIL_CHECK_MSG(w.empty() || (w.dtype == DType::kF32 && w.device == dev && is_shape(w, {rows})),
+                  expected("row_weights", "empty or contiguous f32 " + dims1 +
+                                              " on the stream's device",
+                           w));
   if (rows == 0) return;
   if (!stream.is_cuda()) {
     // Only the CPU can afford to look at targets here; the GPU kernel turns an out-of-range

@@ -1,6 +1,9 @@
 // Fused softmax + cross-entropy over a vocabulary padded to a multiple of 128, one row per token:
-//   p = softmax(logits[r, :vocab]);  loss[r] = -log p[target[r]]                     (=)
-//   dlogits[r, c] = grad_scale * (p[c] - [c == target[r]]) for c < vocab, 0 for padding (=)
+//   p = softmax(logits[r, :vocab]);  loss[r] = -w[r] log p[target[r]]                (=)
+//   dlogits[r, c] = grad_scale * w[r] * (p[c] - [c == target[r]]) for c < vocab, 0 for padding
+//                                                                                     (=)
+// w = args.row_weights ([rows] f32; empty: every w[r] = 1), per-token loss weights
+// (Megatron-DeepSpeed's reweight_loss_based_on_position_frequency multiplies its loss mask).
 // target < 0 marks an ignored token: loss 0, gradient row 0. grad_scale is d(total)/d(loss[r]),
 // usually 1 / (number of counted tokens in the global batch). dlogits may alias logits
 // (the probabilities are never materialized); an empty dlogits computes losses only.
@@ -26,6 +29,7 @@ struct CrossEntropyArgs {
   int64_t vocab;         // real vocabulary size
   int64_t padded_vocab;  // row length of logits (>= vocab)
   float grad_scale = 1.0f;
+  ConstTensorView row_weights = {};  // [rows] f32 on the stream's device, or empty (w = 1)
 };
 
 // losses: [rows] f32 (=); dlogits: [rows, padded_vocab] act (=) or empty;

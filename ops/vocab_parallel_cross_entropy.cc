@@ -110,6 +110,9 @@ void vocab_shard_cross_entropy(const VocabShardArgs& args, TensorView losses, Te
   check_arg(kOp, "sum_exp", sum_exp, stat, {args.rows}, s);
   check_arg(kOp, "target_logit", target_logit, stat, {args.rows}, s);
   check_targets(kOp, args, targets, s);
+  if (!args.row_weights.empty()) {
+    check_arg(kOp, "row_weights", args.row_weights, DType::kF32, {args.rows}, s);
+  }
   if (args.rows == 0) return;
   if (s.is_cuda()) {
     cuda::vocab_shard_cross_entropy(args, losses, dlogits, logits, row_max, sum_exp, target_logit,

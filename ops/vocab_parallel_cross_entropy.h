@@ -7,10 +7,10 @@
 //   2. vocab_shard_sum_exp: s_local[r] = sum_{local real c} exp(x[r, c] - m[r])            (=)
 //                           xt_local[r] = x[r, target[r]] if the target is local, else 0   (=)
 //      all-reduce SUM  ->   s[r], xt[r]   (exactly one rank contributes xt[r])
-//   3. vocab_shard_cross_entropy, with lse = m + log(s):
-//      loss[r] = target[r] >= 0 ? lse - xt[r] : 0      (the same on every rank)            (=)
-//      dlogits[r, c] = grad_scale * (exp(x[r, c] - lse) - [global c == target[r]]) on real
-//                      columns, 0 on padding columns and on rows with target[r] < 0       (=)
+//   3. vocab_shard_cross_entropy, with lse = m + log(s) and w = args.row_weights (or 1):
+//      loss[r] = target[r] >= 0 ? w[r] (lse - xt[r]) : 0      (the same on every rank)     (=)
+//      dlogits[r, c] = grad_scale * w[r] * (exp(x[r, c] - lse) - [global c == target[r]]) on
+//                      real columns, 0 on padding columns and on rows with target[r] < 0  (=)
 // target < 0 marks an ignored token, as in ops/cross_entropy.h. dlogits may alias logits (the
 // probabilities are never materialized); an empty dlogits computes losses only.
 // Targets must be below vocab (-1, or any negative value, means ignored): the dispatchers CHECK
@@ -39,6 +39,9 @@ struct VocabShardArgs {
   int64_t shard_start;
   int64_t shard_cols;  // row length of the local logits (padded_vocab / tp)
   float grad_scale = 1.0f;
+  // Per-token loss weights of step 3 (ops/cross_entropy.h): [rows] f32 on the stream's device,
+  // or empty (w = 1).
+  ConstTensorView row_weights = {};
 };
 
 // Dtypes: logits/dlogits act (CPU f32, f64, bf16; CUDA f32, bf16); row_max, sum_exp,
@@ -59,10 +62,10 @@ void vocab_shard_sum_exp(const VocabShardArgs& args, TensorView sum_exp, TensorV
                          Stream& s);
 
 // Given global sum_exp and target_logit (after all-reduce sums over TP):
-// losses: [rows] stats (=) targets[r] >= 0 ? log(sum_exp) + row_max - target_logit : 0
+// losses: [rows] stats (=) targets[r] >= 0 ? w[r] (log(sum_exp) + row_max - target_logit) : 0
 // dlogits: [rows, shard_cols] act (=), may alias logits, or empty (losses only):
-//   grad_scale * (exp(logit - row_max) / sum_exp - [global col == target]) on real columns, 0 on
-//   padding columns and on rows with target < 0.
+//   grad_scale * w[r] * (exp(logit - row_max) / sum_exp - [global col == target]) on real
+//   columns, 0 on padding columns and on rows with target < 0.
 void vocab_shard_cross_entropy(const VocabShardArgs& args, TensorView losses, TensorView dlogits,
                                ConstTensorView logits, ConstTensorView row_max,
                                ConstTensorView sum_exp, ConstTensorView target_logit,

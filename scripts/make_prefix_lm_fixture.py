@@ -118,6 +118,23 @@ def reweight_loss_mask_(loss_mask):
         loss_mask[t] = f32(loss_mask[t] * w)
 
 
+# --- megatron/model/gpt_model.py get_cross_entropy(is_prefix=True): GPTModelPipe's divisor is
+# micro_batch_size * average_tokens_per_sample (float32 as torch) --------------------------------
+def pipe_tokens_per_sample(targets_only, reweight):
+    T = SEQ_LEN
+    if not targets_only:
+        return float(T)
+    if not reweight:
+        return (T + 1) / 2
+    # reweight.flip(-1).cumsum(-1).mean(): the weights ascending, running sums, their mean.
+    w = [f32(f32(f32(T - t) / f32(T + 1)) * f32(2.0)) for t in range(T)]
+    acc, total = f32(0.0), f32(0.0)
+    for v in reversed(w):
+        acc = f32(acc + v)
+        total = f32(total + acc)
+    return f32(total / f32(T))
+
+
 def record(index):
     # T + 1 tokens; no eod first and no two eods in a row (the fork's randint would raise on
     # a document of its eod alone). Eods are frequent, so rows hold several documents.
@@ -139,6 +156,7 @@ CASES = [
     ('row_all_reweight', False, False, True, False, True),
     ('doc_targets', True, True, True, True, False),
     ('doc_all', True, False, False, False, False),
+    ('row_targets_reweight', False, False, False, True, True),
 ]
 
 
@@ -161,6 +179,7 @@ def main():
                            ('loss_on_targets_only', int(targets_only)),
                            ('reweight', int(reweight))):
             lines.append('param %s %d' % (key, value))
+        lines.append('pipe_tokens_per_sample %r' % pipe_tokens_per_sample(targets_only, reweight))
         for k in range(SAMPLES):
             rec = record(k)
             tokens = rec[:-1]

@@ -41,14 +41,14 @@ void lm_head_forward(const LmHeadConfig& c, TensorView logits, engine::ConstTens
 }
 
 void lm_head_loss(const LmHeadConfig& c, TensorView losses, TensorView logits,
-                  engine::ConstTensorView targets, bool train, TensorView ce,
-                  parallel::Comm* tp_comm, engine::Stream& s) {
+                  engine::ConstTensorView targets, engine::ConstTensorView weights, bool train,
+                  TensorView ce, parallel::Comm* tp_comm, engine::Stream& s) {
   check(c);
   const int64_t rows = c.rows, cols = c.local_cols();
   const TensorView dlogits = train ? logits : TensorView{};
   if (c.tp == 1) {
-    ops::softmax_cross_entropy({rows, c.vocab, c.padded_vocab, 1.0f}, losses, dlogits, logits,
-                               targets, s);
+    ops::softmax_cross_entropy({rows, c.vocab, c.padded_vocab, 1.0f, weights}, losses, dlogits,
+                               logits, targets, s);
     return;
   }
   ANVIL_CHECK_MSG(tp_comm != nullptr, "LM head: tp > 1 needs the TP communicator");
@@ -56,7 +56,7 @@ void lm_head_loss(const LmHeadConfig& c, TensorView losses, TensorView logits,
   const TensorView sums = span(ce, rows, 2 * rows);  // sum of exp | target logit
   const TensorView sum_exp = span(ce, rows, rows);
   const TensorView target_logit = span(ce, 2 * rows, rows);
-  const ops::VocabShardArgs va{rows, c.vocab, c.tp_rank * cols, cols, 1.0f};
+  const ops::VocabShardArgs va{rows, c.vocab, c.tp_rank * cols, cols, 1.0f, weights};
   ops::vocab_shard_max(va, row_max, logits, s);
   tp_comm->all_reduce(row_max, parallel::ReduceOp::kMax, s);
   ops::vocab_shard_sum_exp(va, sum_exp, target_logit, logits, row_max, targets, s);

@@ -44,12 +44,13 @@ LmHeadActs lm_head_saved_acts(const LmHeadConfig& c, engine::DType dtype, engine
 void lm_head_forward(const LmHeadConfig& c, engine::TensorView logits, engine::ConstTensorView x,
                      engine::ConstTensorView w, engine::Stream& s);
 
-// losses [rows] (=) of logits against targets [rows] i32 (< 0: ignored); train: dlogits
-// (grad_scale 1) replace the logits. tp > 1: ce [3 rows] scratch (stat dtype) and the TP
+// losses [rows] (=) of logits against targets [rows] i32 (< 0: ignored), each times its weight
+// in weights [rows] f32 (empty: 1; ops/cross_entropy.h row_weights); train: dlogits (grad_scale
+// 1, times the weight) replace the logits. tp > 1: ce [3 rows] scratch (stat dtype) and the TP
 // group's communicator.
 void lm_head_loss(const LmHeadConfig& c, engine::TensorView losses, engine::TensorView logits,
-                  engine::ConstTensorView targets, bool train, engine::TensorView ce,
-                  parallel::Comm* tp_comm, engine::Stream& s);
+                  engine::ConstTensorView targets, engine::ConstTensorView weights, bool train,
+                  engine::TensorView ce, parallel::Comm* tp_comm, engine::Stream& s);
 
 // dW (+=) and dx (=, partial over TP) from the dlogits the training loss left, scaled by
 // grad_scale (d total / d loss_r).

@@ -40,7 +40,8 @@ namespace anvil::model {
 // null: plain causal attention) number the documents of each sample for a document-aware
 // causal mask (Megatron's reset_attention_mask; see ops/attention.h); prefix_end (may be null)
 // widens the causal mask per query: keys before prefix_end[i] are visible too (prefix-LM, see
-// ops/flash_attention.h).
+// ops/flash_attention.h); loss_weights (may be null: 1) are per-token loss weights [B*T] f32 that
+// multiply each token's loss and its gradient (reweight_loss_based_on_position_frequency).
 // BERT (cfg.bert()) also takes token_types [B*T] (< type_vocab_size), lengths [B] (the real
 // tokens of each sample: keys at or past it are padding) and, with the binary head,
 // binary_labels [B] (0/1; < 0: not counted).
@@ -53,6 +54,7 @@ struct GptBatch {
   const int32_t* lengths = nullptr;
   const int32_t* binary_labels = nullptr;
   const int32_t* prefix_end = nullptr;
+  const float* loss_weights = nullptr;
 };
 
 class GptModel {

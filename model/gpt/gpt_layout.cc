@@ -477,6 +477,7 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
       sd.targets = A(sl + "targets", DType::kI32, {bt});
       sd.segments = A(sl + "segments", DType::kI32, {bt});
       sd.prefix_end = A(sl + "prefix_end", DType::kI32, {bt});
+      sd.loss_weights = A(sl + "loss_weights", DType::kF32, {bt});
       if (cfg.bert()) {
         sd.token_types = A(sl + "token_types", DType::kI32, {bt});
         sd.lengths = A(sl + "lengths", DType::kI32, {shape.micro_batch});

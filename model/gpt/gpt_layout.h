@@ -135,9 +135,11 @@ bool uses_flash_attention(const GptConfig& cfg, const GptPrecision& prec);
 struct SlotData {
   TensorView tokens, positions, targets, segments;
   TensorView token_types, lengths, binary_labels;
-  TensorView prefix_end;  // [B*T] i32 (GptBatch::prefix_end)
+  TensorView prefix_end;    // [B*T] i32 (GptBatch::prefix_end)
+  TensorView loss_weights;  // [B*T] f32 (GptBatch::loss_weights)
   bool has_segments = false;
   bool has_prefix = false;
+  bool has_weights = false;
   int64_t counted = 0;          // BERT: targets >= 0 of the micro-batch (host count)
   uint64_t dropout_offset = 0;  // of the slot's last forward
 };

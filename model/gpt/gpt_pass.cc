@@ -131,6 +131,11 @@ void GptModel::Impl::set_batch(int64_t chunk, int64_t slot, const GptBatch& batc
   if (d.has_segments) put(d.segments, batch.segments);
   d.has_prefix = batch.prefix_end != nullptr;
   if (d.has_prefix) put(d.prefix_end, batch.prefix_end);
+  d.has_weights = batch.loss_weights != nullptr;
+  if (d.has_weights) {
+    engine::copy(d.loss_weights,
+                 engine::make_view(batch.loss_weights, engine::DType::kF32, host, {bt}), s);
+  }
   if (!cfg.bert()) return;
   ANVIL_CHECK_MSG(batch.token_types && batch.lengths && (batch.binary_labels || !cfg.binary_head),
                   "GptModel::set_batch: BERT needs token_types, lengths and binary_labels");
@@ -269,7 +274,8 @@ void GptModel::Impl::head_forward(const gpt_detail::SlotData& sd, int64_t slot, 
 
 void GptModel::Impl::lm_loss(const gpt_detail::SlotData& sd, gpt_detail::HeadActs& hd, bool train,
                              engine::Stream& s) {
-  blocks::lm_head_loss(lm_head_config(), hd.losses, hd.logits, sd.targets, train, buf.ce,
+  blocks::lm_head_loss(lm_head_config(), hd.losses, hd.logits, sd.targets,
+                       sd.has_weights ? sd.loss_weights : TensorView{}, train, buf.ce,
                        shard.tp_comm, s);
 }
 

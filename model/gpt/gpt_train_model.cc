@@ -68,11 +68,14 @@ absl::StatusOr<engine::MemoryPlan> GptTrainModel::plan(const TrainConfig& cfg,
   }
   if (prec.device == engine::Device::kCpu) {
     // create()'s four (BERT, prefix-LM, MTF: five) i32 arrays of [accumulation steps * B*T]
-    // (<= global_batch * T tokens, bounded by the config's validation).
+    // (<= global_batch * T tokens, bounded by the config's validation), and the loss weights.
     const int64_t accum = std::max<int64_t>(cfg.train.accumulation_steps(cfg.parallel.dp), 1);
     const size_t arrays = cfg.model.bert() || cfg.data.prefix_lm || cfg.data.mtf ? 5 : 4;
+    const size_t weights =
+        cfg.data.reweight_loss ? static_cast<size_t>(B * T) * sizeof(float) : 0;
     plan.add("batch", "host micro-batches",
-             engine::saturating_mul(arrays * sizeof(int32_t), static_cast<size_t>(accum * B * T)));
+             engine::saturating_mul(arrays * sizeof(int32_t), static_cast<size_t>(accum * B * T)) +
+                 weights);
   }
   return plan;
 }
@@ -108,6 +111,13 @@ absl::StatusOr<std::unique_ptr<GptTrainModel>> GptTrainModel::create(const Train
   for (size_t i = 0; i < n; ++i) t->positions_[i] = static_cast<int32_t>(i % T);
   t->sample_.assign(static_cast<size_t>(family_of(cfg).record_width(cfg)), 0);
   if (cfg.data.prefix_lm || cfg.data.mtf) t->prefix_end_.assign(n, 0);
+  if (cfg.data.reweight_loss) {
+    t->loss_weights_.resize(static_cast<size_t>(B * T));
+    for (int64_t i = 0; i < B * T; ++i) {
+      t->loss_weights_[static_cast<size_t>(i)] = position_frequency_weight(i % T, T);
+    }
+    t->weight_sums_.assign(static_cast<size_t>(std::max<int64_t>(accum, 1)), 0.0);
+  }
   if (cfg.model.bert()) {
     t->types_.assign(n, 0);
     t->lengths_.assign(n / static_cast<size_t>(T), 0);
@@ -195,7 +205,31 @@ int64_t GptTrainModel::load_micro_batch(const SampleFn& fn, int64_t first_index,
     if (counted_tokens_ > 0) std::fill(targets + counted_tokens_, targets + T, -1);
     for (int64_t t = 0; t < T; ++t) counted += targets[t] >= 0;
   }
+  if (!loss_weights_.empty()) {  // the fork's loss_mask.sum() after reweight_loss_mask_
+    double sum = 0.0;
+    const int32_t* targets = targets_.data() + m * B * T;
+    for (int64_t i = 0; i < B * T; ++i) {
+      if (targets[i] >= 0) sum += loss_weights_[static_cast<size_t>(i)];
+    }
+    weight_sums_[static_cast<size_t>(m)] = sum;
+  }
   return counted;
+}
+
+double GptTrainModel::loss_normalizer(int64_t m, int64_t counted) const {
+  const DataConfig& d = data_;
+  if (!d.prefix_lm) return static_cast<double>(counted);
+  if (d.prefix_lm_normalizer == DataConfig::PrefixLmNormalizer::kMaskSum) {
+    return d.reweight_loss ? weight_sums_[static_cast<size_t>(m)] : static_cast<double>(counted);
+  }
+  // GPTModelPipe's CrossEntropy: micro_batch x average_tokens_per_sample, where with targets
+  // only the weights' mean cumulative sum, mean_k sum_{j <= k} 2 j / (T + 1) = (T + 2) / 3 (the
+  // fork sums in f32; equal to rounding), and without weights (T + 1) / 2.
+  const double T = static_cast<double>(T_);
+  const double per_sample = !d.loss_on_targets_only ? T
+                            : d.reweight_loss       ? (T + 2.0) / 3.0
+                                                    : (T + 1.0) / 2.0;
+  return static_cast<double>(B_) * per_sample;
 }
 
 GptBatch GptTrainModel::host_batch(int64_t m) const {
@@ -203,6 +237,7 @@ GptBatch GptTrainModel::host_batch(int64_t m) const {
   GptBatch b{tokens_.data() + row, positions_.data() + row, targets_.data() + row,
              data_.reset_attention_mask || data_.mtf ? segments_.data() + row : nullptr};
   if (data_.prefix_lm || data_.mtf) b.prefix_end = prefix_end_.data() + row;
+  if (!loss_weights_.empty()) b.loss_weights = loss_weights_.data();
   if (cfg_.bert()) {
     const size_t first = static_cast<size_t>(m * B_);
     b.token_types = types_.data() + row;

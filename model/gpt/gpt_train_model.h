@@ -71,6 +71,8 @@ class GptTrainModel : public Model {
   bool per_micro_batch_mean() const override {
     return data_.eod_mask_loss || cfg_.bert() || data_.prefix_lm || data_.mtf;
   }
+  // Prefix-LM: DataConfig::PrefixLmNormalizer (the fork's GPTModelPipe or GPTModel division).
+  double loss_normalizer(int64_t m, int64_t counted) const override;
   int64_t tokens_per_sample() const override { return T_; }
   double flops_per_token() const override;
   bool reports_loss_parts() const override { return cfg_.bert(); }
@@ -109,6 +111,10 @@ class GptTrainModel : public Model {
   // and binary_ [accumulation steps * B]); sample_: one record (model/train/sample_record.h).
   std::vector<int32_t> tokens_, positions_, targets_, segments_, sample_;
   std::vector<int32_t> prefix_end_;  // prefix-LM: [accumulation steps * B*T]
+  // reweight_loss_based_on_position_frequency: each token's weight [B*T] (the same for every
+  // micro-batch) and, per host micro-batch, the weights' sum over its counted tokens.
+  std::vector<float> loss_weights_;
+  std::vector<double> weight_sums_;
   std::vector<int32_t> types_, lengths_, binary_;
 };
 

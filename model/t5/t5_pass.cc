@@ -339,8 +339,8 @@ void T5Model::Impl::decoder_forward(bool train, engine::Stream& s) {
   // LM head (v1.0: tied, the input scaled by d^-1/2) and the loss; training keeps dlogits.
   const blocks::LmHeadConfig head = lm_head_config();
   blocks::lm_head_forward(head, act().logits, act().dec, buf.w.lm_head, s);
-  blocks::lm_head_loss(head, act().losses, act().logits, act().labels, train, buf.ce, shard.tp_comm,
-                       s);
+  blocks::lm_head_loss(head, act().losses, act().logits, act().labels, {}, train, buf.ce,
+                       shard.tp_comm, s);
 }
 
 void T5Model::Impl::backward(float grad_scale, engine::Stream& s) {

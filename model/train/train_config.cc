@@ -327,10 +327,15 @@ absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size
   ANVIL_RETURN_IF_ERROR(
       need(!t.data.prefix_lm || (m.type == ModelType::kGpt && m.causal), c, "data", "prefix_lm",
            "needs [model] type = gpt with causal attention (the prefix widens the causal mask)"));
-  ANVIL_RETURN_IF_ERROR(need(!c.get_bool("data", "reweight_loss_based_on_position_frequency"), c,
-                             "data", "reweight_loss_based_on_position_frequency",
-                             "is not implemented yet (it needs per-token loss weights in the LM "
-                             "head; model/train/prefix_lm.h has the weights)"));
+  t.data.reweight_loss = c.get_bool("data", "reweight_loss_based_on_position_frequency");
+  ANVIL_RETURN_IF_ERROR(need(t.data.prefix_lm || !t.data.reweight_loss, c, "data",
+                             "reweight_loss_based_on_position_frequency",
+                             "needs [data] prefix_lm = true (pretrain_prefix_lm.py's option)"));
+  const bool mask_sum = c.get_string("data", "prefix_lm_normalizer") == "mask_sum";
+  ANVIL_RETURN_IF_ERROR(need(t.data.prefix_lm || !mask_sum, c, "data", "prefix_lm_normalizer",
+                             "needs [data] prefix_lm = true"));
+  t.data.prefix_lm_normalizer = mask_sum ? DataConfig::PrefixLmNormalizer::kMaskSum
+                                         : DataConfig::PrefixLmNormalizer::kPipe;
   ANVIL_RETURN_IF_ERROR(parse_mtf_keys(c, m, &t.data));
   if (m.bert()) {  // BERT's samples are sentence pairs with their own masks, no eod
     for (const char* key : {"eod_mask_loss", "reset_position_ids", "reset_attention_mask"}) {
@@ -501,6 +506,11 @@ absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size
     return c.error("curriculum", "enabled",
                    "is not combined with [data] mtf (a truncated packed row would cut its pairs, "
                    "whose inputs see each other bidirectionally)");
+  }
+  if (t.curriculum.enabled && t.data.prefix_lm) {
+    return c.error("curriculum", "enabled",
+                   "is not combined with [data] prefix_lm (the fork truncates the tokens away; "
+                   "here a prefix past the cut would still see them)");
   }
   // The family's own rules: its parse (model/train/family.h, after these sections).
   return t;

@@ -53,6 +53,16 @@ struct DataConfig {
   // loss_on_targets_only.
   bool prefix_lm = false;
   bool loss_on_targets_only = false;
+  // reweight_loss_based_on_position_frequency: token t of T weighs (T - t) / (T + 1) * 2 in the
+  // loss (model/train/prefix_lm.h position_frequency_weight).
+  bool reweight_loss = false;
+  // What each prefix-LM micro-batch's weighted loss sum is divided by: kPipe = the fork's
+  // GPTModelPipe (DeepSpeed, the BigScience runs): micro_batch x the expected loss tokens per
+  // sample (T; with loss_on_targets_only (T + 1) / 2, and (T + 2) / 3 when also reweighted);
+  // kMaskSum = its GPTModel without DeepSpeed: the sum of the micro-batch's loss mask (weights
+  // included).
+  enum class PrefixLmNormalizer { kPipe, kMaskSum };
+  PrefixLmNormalizer prefix_lm_normalizer = PrefixLmNormalizer::kPipe;
   // Packed T0/MTF finetuning (finetune_t0_non_causal_decoder.py, model/train/mtf_batch.h): the
   // paths are PREFIX of PREFIX_inputs_document / PREFIX_targets_document; pad_token is the
   // tokenizer's pad id (-1: not set).

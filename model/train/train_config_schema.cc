@@ -123,8 +123,17 @@ ConfigSchema build_schema() {
         "bidirectionally, the rest causally.");
   s.add("data", "loss_on_targets_only", kBool, "false",
         "--loss-on-targets-only (prefix_lm): no loss on the prefix tokens except the last one "
-        "(which predicts the first target); the loss is the mean over each micro-batch's "
-        "remaining tokens.");
+        "(which predicts the first target); see prefix_lm_normalizer for what the loss is "
+        "divided by.");
+  s.add("data", "prefix_lm_normalizer", kString, "pipe",
+        "prefix_lm: what each micro-batch's (weighted) loss sum is divided by, as the fork "
+        "divides it. pipe = its GPTModelPipe under DeepSpeed (the BigScience runs): micro_batch "
+        "x the expected loss tokens per sample, seq_len, or with loss_on_targets_only (seq_len + "
+        "1) / 2, and (seq_len + 2) / 3 when also reweighted (a constant: each counted token "
+        "weighs the same whatever its micro-batch); mask_sum = its GPTModel without DeepSpeed "
+        "(pretrain_prefix_lm.py's loss_func): the sum of the micro-batch's loss mask, i.e. the "
+        "mean over its counted tokens (weighted). Equal when every token counts.",
+        {"pipe", "mask_sum"});
   s.add("data", "mtf", kBool, "false",
         "Packed multitask finetuning (T0 / BLOOMZ: Megatron-DeepSpeed's "
         "finetune_t0_non_causal_decoder.py with DecoderPackedMTFDataset), type gpt with alibi or "
@@ -139,7 +148,10 @@ ConfigSchema build_schema() {
         "mtf: the tokenizer's pad id (the fork's tokenizer.pad; BLOOM's tokenizer: 3) that fills "
         "each packed row; no loss where the input token is pad_token. Required with mtf.");
   s.add("data", "reweight_loss_based_on_position_frequency", kBool, "false",
-        "--reweight-loss-based-on-position-frequency: not implemented yet (refused when true).");
+        "--reweight-loss-based-on-position-frequency (prefix_lm): the loss of the token at "
+        "position t of seq_len T (its row position) weighs (T - t) / (T + 1) * 2, in f32 as the "
+        "fork's reweight_loss_mask_ computes it; the weights multiply each token's loss and "
+        "gradient in the LM head's cross-entropy.");
   // [train]
   s.add("train", "micro_batch", kInt, "8", "Samples per forward/backward (--micro-batch-size).");
   s.add("train", "global_batch", kInt, "0",

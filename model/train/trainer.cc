@@ -260,12 +260,13 @@ StepStats Trainer::step() {
     fill_batch(train_, sampler_index(consumed_samples_, B, dp, dp_rank_, m), m);
   }
   model_->set_counted_tokens(0);
-  // With eod_mask_loss, Megatron's loss is the mean over each micro-batch's unmasked tokens,
-  // averaged over the micro-batches (of all DP ranks).
+  // With eod_mask_loss, Megatron's loss is the mean over each micro-batch's unmasked tokens
+  // (Model::loss_normalizer: prefix-LM's own), averaged over the micro-batches (of all DP ranks).
   auto masked_scale = [&](int64_t m) {
     const int64_t counted = counted_[static_cast<size_t>(m)];
-    return counted > 0 ? 1.0 / (static_cast<double>(total_micro) * static_cast<double>(counted))
-                       : 0.0;
+    return counted > 0
+               ? 1.0 / (static_cast<double>(total_micro) * model_->loss_normalizer(m, counted))
+               : 0.0;
   };
   PipelineStepFns fns;
   fns.grad_scale = [&](int64_t m) {
@@ -430,7 +431,7 @@ EvalResult Trainer::evaluate_stream(const SampleFn& fn, int64_t* consumed) {
       const int64_t counted = fill_batch(fn, sampler_index(*consumed, B, dp_size_, dp_rank_, m), 0);
       const double l = run_pipeline_forward(*model_, pp_size_, pp_rank_, pp_comm_, *stream_);
       sum += l;
-      if (counted > 0) masked += l / static_cast<double>(counted);
+      if (counted > 0) masked += l / model_->loss_normalizer(0, counted);
       if (counted > 0 && model_->reports_loss_parts()) {
         sop_sum += model_->binary_loss_sum(0, *stream_) / static_cast<double>(B);
       }

@@ -1,6 +1,8 @@
 // CPU twin of the fused softmax + cross-entropy, the reference for the CUDA kernel:
-//   lse = log sum_{c < vocab} exp(x[c]);  loss[r] = lse - x[target]                    (=)
-//   dlogits[r, c] = grad_scale * (exp(x[c] - lse) - [c == target]) for c < vocab, 0 after (=)
+//   lse = log sum_{c < vocab} exp(x[c]);  loss[r] = w[r] (lse - x[target])             (=)
+//   dlogits[r, c] = grad_scale * w[r] * (exp(x[c] - lse) - [c == target]) for c < vocab,
+//                   0 after                                                              (=)
+// w: args.row_weights, or 1 when empty.
 // Ignored rows (target < 0): loss 0, gradient row 0. Accumulates in double whatever the storage
 // type (f32, f64, bf16 or f16: scalar_io); each row is read completely before its gradient is
 // written, so dlogits may alias logits.
@@ -25,6 +27,7 @@ void cross_entropy_rows(const CrossEntropyArgs& args, L* losses, T* dlogits, con
                         const int32_t* targets) {
   const int64_t vocab = args.vocab;
   const int64_t pv = args.padded_vocab;
+  const float* weights = args.row_weights.empty() ? nullptr : args.row_weights.as<float>();
   for (int64_t r = 0; r < args.rows; ++r) {
     const T* x = logits + r * pv;
     T* dx = dlogits == nullptr ? nullptr : dlogits + r * pv;
@@ -43,9 +46,10 @@ void cross_entropy_rows(const CrossEntropyArgs& args, L* losses, T* dlogits, con
     double sum = 0.0;
     for (int64_t c = 0; c < vocab; ++c) sum += std::exp(load(x, c) - mx);
     const double lse = mx + std::log(sum);
-    losses[r] = static_cast<L>(lse - load(x, t));
+    const double w = weights == nullptr ? 1.0 : static_cast<double>(weights[r]);
+    losses[r] = static_cast<L>(w * (lse - load(x, t)));
     if (dx == nullptr) continue;
-    const double scale = args.grad_scale;
+    const double scale = args.grad_scale * w;
     for (int64_t c = 0; c < vocab; ++c) {
       const double p = std::exp(load(x, c) - lse);  // read before the (possibly aliased) write
       store(dx, c, scale * (p - (c == t ? 1.0 : 0.0)));

@@ -84,7 +84,7 @@ template <typename T, typename S>
 void cross_entropy_rows(const VocabShardArgs& a, S* losses, T* dx, const T* x, const S* row_max,
                         const S* sum_exp, const S* target_logit, const int32_t* targets) {
   const int64_t real = real_cols(a);
-  const double scale = a.grad_scale;
+  const float* weights = a.row_weights.empty() ? nullptr : a.row_weights.as<float>();
   for (int64_t r = 0; r < a.rows; ++r) {
     const int64_t row = r * a.shard_cols;
     const int64_t t = local_target(a, targets[r]);  // CHECKs target < vocab
@@ -96,8 +96,10 @@ void cross_entropy_rows(const VocabShardArgs& a, S* losses, T* dx, const T* x, c
       continue;
     }
     const double lse = load(row_max, r) + std::log(load(sum_exp, r));
-    store(losses, r, lse - load(target_logit, r));
+    const double w = weights == nullptr ? 1.0 : static_cast<double>(weights[r]);
+    store(losses, r, w * (lse - load(target_logit, r)));
     if (dx == nullptr) continue;
+    const double scale = a.grad_scale * w;
     for (int64_t c = 0; c < real; ++c) {
       const double p = std::exp(load(x, row + c) - lse);  // read before the (aliased) write
       store(dx, row + c, scale * (p - (c == t ? 1.0 : 0.0)));

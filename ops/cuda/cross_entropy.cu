@@ -1,7 +1,9 @@
 // CUDA fused softmax + cross-entropy, one block per row (token):
 //   pass 1: online (max, sum of exp) in f32 over the real vocabulary, block-reduced;
-//           loss[r] = max + log(sum) - x[target]                                          (=)
-//   pass 2: dlogits[r, c] = grad_scale * (exp(x[c] - lse) - [c == target]), 0 on padding   (=)
+//           loss[r] = w[r] (max + log(sum) - x[target])                                   (=)
+//   pass 2: dlogits[r, c] = grad_scale * w[r] * (exp(x[c] - lse) - [c == target]),
+//           0 on padding                                                                  (=)
+// w: the row weights, or 1 (weights null).
 // Ignored rows (target < 0) write loss 0 and a zero gradient row and skip the math. A target
 // >= vocab cannot be reported without a host sync, so it yields a NaN loss and a NaN gradient
 // over the real vocabulary (the step's gradient norm turns non-finite). dlogits may alias
@@ -79,7 +81,8 @@ struct CombineMaxSum {
 template <typename T, int kVec>
 __global__ void __launch_bounds__(kThreads)
     cross_entropy_block_per_row(float* losses, T* dlogits, const T* logits, const int32_t* targets,
-                                int64_t vocab, int64_t padded_vocab, float grad_scale) {
+                                const float* weights, int64_t vocab, int64_t padded_vocab,
+                                float grad_scale) {
   const int64_t row = blockIdx.x;
   const T* x = logits + row * padded_vocab;
   T* dx = dlogits == nullptr ? nullptr : dlogits + row * padded_vocab;
@@ -97,6 +100,7 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
   const bool bad_target = target >= vocab;
+  const float w = weights == nullptr ? 1.0f : weights[row];
   // Read the target logit now: with dlogits == logits it is overwritten after the barrier.
   float target_logit = 0.0f;
   if (threadIdx.x == 0 && !bad_target) target_logit = to_f32(x[target]);
@@ -134,7 +138,7 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) {
     const float lse = total.m + logf(total.s);
     shared_lse = lse;
-    losses[row] = bad_target ? NAN : lse - target_logit;
+    losses[row] = bad_target ? NAN : w * (lse - target_logit);
   }
   // Every pass-1 read of this row happens before this barrier, every pass-2 write after it.
   __syncthreads();
@@ -142,6 +146,7 @@ __global__ void __launch_bounds__(kThreads)
 
   // Pass 2: gradient over the whole padded row.
   const float lse = shared_lse;
+  const float scale = grad_scale * w;
   for (int64_t i = threadIdx.x; i < num_packs; i += kThreads) {
     const int64_t c0 = i * kVec;
     const Pack<T, kVec> in = load_pack<T, kVec>(x + c0);
@@ -152,7 +157,7 @@ __global__ void __launch_bounds__(kThreads)
       float g = 0.0f;
       if (c < vocab) {
         const float p = __expf(to_f32(in.v[k]) - lse);
-        g = bad_target ? NAN : grad_scale * (c == target ? p - 1.0f : p);
+        g = bad_target ? NAN : scale * (c == target ? p - 1.0f : p);
       }
       out.v[k] = from_f32<T>(g);
     }
@@ -168,16 +173,17 @@ void launch(const CrossEntropyArgs& args, TensorView losses, TensorView dlogits,
   constexpr int kVec = 16 / sizeof(T);
   const T* x = static_cast<const T*>(logits.data);
   T* dx = dlogits.empty() ? nullptr : static_cast<T*>(dlogits.data);
+  const float* weights = args.row_weights.empty() ? nullptr : args.row_weights.as<float>();
   const bool vectorize =
       args.padded_vocab % kVec == 0 && aligned16(x) && (dx == nullptr || aligned16(dx));
   const dim3 grid(static_cast<unsigned>(args.rows));
   if (vectorize) {
     cross_entropy_block_per_row<T, kVec>
-        <<<grid, kThreads, 0, stream>>>(losses.as<float>(), dx, x, targets.as<int32_t>(),
+        <<<grid, kThreads, 0, stream>>>(losses.as<float>(), dx, x, targets.as<int32_t>(), weights,
                                         args.vocab, args.padded_vocab, args.grad_scale);
   } else {
     cross_entropy_block_per_row<T, 1>
-        <<<grid, kThreads, 0, stream>>>(losses.as<float>(), dx, x, targets.as<int32_t>(),
+        <<<grid, kThreads, 0, stream>>>(losses.as<float>(), dx, x, targets.as<int32_t>(), weights,
                                         args.vocab, args.padded_vocab, args.grad_scale);
   }
   ANVIL_CUDA_LAUNCH_CHECK();

@@ -97,29 +97,33 @@ __device__ __forceinline__ float row_loss(int32_t t, int64_t vocab, float lse, f
 }
 
 // losses, row_max, sum_exp, target_logit: [rows] f32; targets: [rows] i32. One thread per row.
+// weights: [rows] f32 or null (1).
 __global__ void shard_loss_kernel(float* losses, const float* row_max, const float* sum_exp,
-                                  const float* target_logit, const int32_t* targets, int64_t rows,
-                                  int64_t vocab) {
+                                  const float* target_logit, const int32_t* targets,
+                                  const float* weights, int64_t rows, int64_t vocab) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= rows) return;
-  losses[r] = row_loss(targets[r], vocab, row_max[r] + logf(sum_exp[r]), target_logit[r]);
+  const float w = weights == nullptr ? 1.0f : weights[r];
+  losses[r] = w * row_loss(targets[r], vocab, row_max[r] + logf(sum_exp[r]), target_logit[r]);
 }
 
 // losses, row_max, sum_exp, target_logit: [rows] f32; dlogits (may equal logits), logits:
-// [rows, cols] T; targets: [rows] i32. Grid: one block per row; kVec > 1 only when cols % kVec
-// == 0 and both bases are 16-byte aligned.
+// [rows, cols] T; targets: [rows] i32; weights: [rows] f32 or null (1). Grid: one block per row;
+// kVec > 1 only when cols % kVec == 0 and both bases are 16-byte aligned.
 template <typename T, int kVec>
 __global__ void __launch_bounds__(kThreads)
     shard_ce_kernel(float* losses, T* dlogits, const T* logits, const float* row_max,
                     const float* sum_exp, const float* target_logit, const int32_t* targets,
-                    int64_t cols, int64_t real, int64_t shard_start, int64_t vocab,
-                    float grad_scale) {
+                    const float* weights, int64_t cols, int64_t real, int64_t shard_start,
+                    int64_t vocab, float grad_scale) {
   const int64_t row = blockIdx.x;
   const T* x = logits + row * cols;
   T* dx = dlogits + row * cols;
   const int32_t t = targets[row];
   const float lse = row_max[row] + logf(sum_exp[row]);
-  if (threadIdx.x == 0) losses[row] = row_loss(t, vocab, lse, target_logit[row]);
+  const float w = weights == nullptr ? 1.0f : weights[row];
+  if (threadIdx.x == 0) losses[row] = w * row_loss(t, vocab, lse, target_logit[row]);
+  const float scale = grad_scale * w;
   const bool ignored = t < 0;  // uniform over the block
   const bool bad = t >= vocab;
   const int64_t local_t = static_cast<int64_t>(t) - shard_start;  // may lie outside [0, cols)
@@ -138,7 +142,7 @@ __global__ void __launch_bounds__(kThreads)
         float g = 0.0f;
         if (c < real) {
           const float p = __expf(to_f32(in.v[k]) - lse);
-          g = bad ? NAN : grad_scale * (c == local_t ? p - 1.0f : p);
+          g = bad ? NAN : scale * (c == local_t ? p - 1.0f : p);
         }
         out.v[k] = from_f32<T>(g);
       }
@@ -210,12 +214,14 @@ void vocab_shard_cross_entropy(const VocabShardArgs& args, TensorView losses, Te
   constexpr const char* kOp = "cuda::vocab_shard_cross_entropy";
   if (args.rows == 0) return;
   check_grid(args, kOp);
+  const float* weights = args.row_weights.empty() ? nullptr : args.row_weights.as<float>();
   if (dlogits.empty()) {  // losses only: one thread per row
     constexpr int kLossThreads = 256;
     shard_loss_kernel<<<static_cast<unsigned>(ceil_div(args.rows, kLossThreads)), kLossThreads, 0,
                         s.cuda_stream()>>>(losses.as<float>(), row_max.as<float>(),
                                            sum_exp.as<float>(), target_logit.as<float>(),
-                                           targets.as<int32_t>(), args.rows, args.vocab);
+                                           targets.as<int32_t>(), weights, args.rows,
+                                           args.vocab);
     ANVIL_CUDA_LAUNCH_CHECK();
     return;
   }
@@ -226,8 +232,8 @@ void vocab_shard_cross_entropy(const VocabShardArgs& args, TensorView losses, Te
       shard_ce_kernel<T, decltype(vec)::value>
           <<<static_cast<unsigned>(args.rows), kThreads, 0, s.cuda_stream()>>>(
               losses.as<float>(), dlogits.as<T>(), logits.as<T>(), row_max.as<float>(),
-              sum_exp.as<float>(), target_logit.as<float>(), targets.as<int32_t>(), args.shard_cols,
-              real, args.shard_start, args.vocab, args.grad_scale);
+              sum_exp.as<float>(), target_logit.as<float>(), targets.as<int32_t>(), weights,
+              args.shard_cols, real, args.shard_start, args.vocab, args.grad_scale);
     });
   });
   ANVIL_CUDA_LAUNCH_CHECK();

@@ -63,7 +63,8 @@ Result run(TensorPool& pool, TestStream& s, const LmHeadConfig& c, const std::ve
   const TensorView losses = pool.empty(DType::kF64, {kRows});
   const TensorView ce = pool.empty(DType::kF64, {3 * kRows});
   lm_head_forward(c, logits, xv, wv, s);
-  lm_head_loss(c, losses, logits, pool.from_i32(kTargets, {kRows}), /*train=*/true, ce, comm, s);
+  lm_head_loss(c, losses, logits, pool.from_i32(kTargets, {kRows}), {}, /*train=*/true, ce,
+               comm, s);
   const TensorView dx = pool.empty(DType::kF64, {kRows, kD});
   const TensorView dw = pool.from_f64(std::vector<double>(w.size(), g0), {cols, kD});
   lm_head_backward(c, dx, dw, logits, xv, wv, kGradScale, s);
@@ -77,8 +78,8 @@ double total_loss(TensorPool& pool, TestStream& s, const LmHeadConfig& c,
   const TensorView logits = pool.empty(DType::kF64, {kRows, kPadded});
   const TensorView losses = pool.empty(DType::kF64, {kRows});
   lm_head_forward(c, logits, pool.from_f64(x, {kRows, kD}), pool.from_f64(w, {kPadded, kD}), s);
-  lm_head_loss(c, losses, logits, pool.from_i32(kTargets, {kRows}), /*train=*/false, {}, nullptr,
-               s);
+  lm_head_loss(c, losses, logits, pool.from_i32(kTargets, {kRows}), {}, /*train=*/false, {},
+               nullptr, s);
   double sum = 0.0;
   for (double l : testing::to_host_f64(losses)) sum += l;
   return kGradScale * sum;
@@ -104,7 +105,7 @@ TEST(LmHeadBlock, GradientsMatchFiniteDifferences) {
   const TensorView xv = pool.from_f64(x, {kRows, kD}), wv = pool.from_f64(w, {kPadded, kD});
   lm_head_forward(config(), logits, xv, wv, stream);
   lm_head_loss(config(), pool.empty(DType::kF64, {kRows}), logits, pool.from_i32(kTargets, {kRows}),
-               true, {}, nullptr, stream);
+               {}, true, {}, nullptr, stream);
   const TensorView dx = pool.empty(DType::kF64, {kRows, kD});
   lm_head_backward(unscaled, dx, pool.empty(DType::kF64, {kPadded, kD}), logits, xv, wv, kGradScale,
                    stream);

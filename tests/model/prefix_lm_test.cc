@@ -19,6 +19,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/python_random.h"
@@ -26,6 +27,7 @@
 #include "model/gpt/gpt_train_model.h"
 #include "model/train/trainer.h"
 #include "ops/flash_attention_detail.h"
+#include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {
 namespace {
@@ -40,6 +42,7 @@ struct Sample {
 struct FixtureCase {
   std::string name;
   std::map<std::string, int64_t> params;
+  double pipe_tokens_per_sample = 0.0;  // GPTModelPipe's average_tokens_per_sample
   std::vector<Sample> samples;
 };
 
@@ -85,6 +88,8 @@ const Fixture& fixture() {
         int64_t v = 0;
         ls >> key >> v;
         out.cases.back().params[key] = v;
+      } else if (tag == "pipe_tokens_per_sample") {
+        ls >> out.cases.back().pipe_tokens_per_sample;
       } else if (tag == "sample") {
         out.cases.back().samples.emplace_back();
         ls >> out.cases.back().samples.back().index;
@@ -230,6 +235,7 @@ TrainConfig tiny_config(const FixtureCase& c) {
   cfg.data.reset_position_ids = c.params.at("reset_position_ids") != 0;
   cfg.data.eod_mask_loss = c.params.at("eod_mask_loss") != 0;
   cfg.data.loss_on_targets_only = c.params.at("loss_on_targets_only") != 0;
+  cfg.data.reweight_loss = c.params.at("reweight") != 0;
   cfg.train.micro_batch = static_cast<int64_t>(c.samples.size());
   cfg.train.global_batch = cfg.train.micro_batch;  // one evaluation = one micro-batch
   cfg.train.steps = 2;
@@ -243,15 +249,16 @@ TrainConfig tiny_config(const FixtureCase& c) {
 }
 
 // The trainer's batches (load_micro_batch) against the fixture's, through the model: the loss
-// of evaluate() equals the loss sum of a forward of the fixture's inputs over the fixture's
-// counted targets; the plain causal forward differs. Every case but the reweighted one (not
-// implemented: refused by the config).
+// of evaluate() equals sum_t w_t * (the loss sum of a forward of the fixture's inputs with only
+// position t's counted targets), the weights w_t and counted targets being the fixture's loss
+// mask, divided as the fork divides: GPTModelPipe's micro_batch x average_tokens_per_sample
+// (the fixture's, in f32 as torch) and GPTModel's sum of the loss mask; the plain causal
+// forward differs.
 TEST(PrefixLm, TrainerBatchesAreTheFixtures) {
   const GptPrecision prec{engine::Device::kCpu, engine::DType::kF64, engine::DType::kF64};
   for (const FixtureCase& c : fixture().cases) {
-    if (c.params.at("reweight") != 0) continue;
     SCOPED_TRACE(c.name);
-    const TrainConfig cfg = tiny_config(c);
+    TrainConfig cfg = tiny_config(c);
     const int64_t T = cfg.data.seq_len, B = cfg.train.micro_batch;
     const SampleFn samples = [&c](int64_t index, int32_t* out) {
       const std::vector<int32_t>& r = c.samples.at(static_cast<size_t>(index)).record;
@@ -260,7 +267,8 @@ TEST(PrefixLm, TrainerBatchesAreTheFixtures) {
     auto trainer = Trainer::create(cfg, prec, samples, samples);
     ASSERT_TRUE(trainer.ok()) << trainer.status();
     std::vector<int32_t> tokens, positions, targets, segments, prefix_end;
-    int64_t counted = 0;
+    std::vector<float> weight;  // the fixture's loss mask: [B*T]
+    double mask_sum = 0.0;
     for (const Sample& s : c.samples) {
       ASSERT_EQ(s.index, static_cast<int64_t>(&s - c.samples.data()));
       const std::vector<int32_t> tok(s.record.begin(), s.record.begin() + T);
@@ -269,28 +277,105 @@ TEST(PrefixLm, TrainerBatchesAreTheFixtures) {
         tokens.push_back(tok[t]);
         positions.push_back(s.positions[t]);
         targets.push_back(s.loss_mask[t] == 0.0f ? -1 : s.record[t + 1]);
-        counted += s.loss_mask[t] != 0.0f;
+        weight.push_back(s.loss_mask[t]);
+        mask_sum += s.loss_mask[t];
         segments.push_back(seg[t]);
         // The fixture's prefix of t's row or document: the document's index is its id.
         prefix_end.push_back(s.prefix[cfg.data.reset_attention_mask ? seg[t] : 0]);
       }
     }
     ASSERT_EQ(static_cast<int64_t>(tokens.size()), B * T);
+    ASSERT_GT(c.pipe_tokens_per_sample, 0.0);
     const double got = (*trainer)->evaluate();
     GptModel& m = gpt_model((*trainer)->model());
-    GptBatch batch{tokens.data(), positions.data(), targets.data(),
+    engine::Stream& st = (*trainer)->stream();
+    GptBatch batch{tokens.data(), positions.data(), nullptr,
                    cfg.data.reset_attention_mask ? segments.data() : nullptr};
     batch.prefix_end = prefix_end.data();
-    m.forward(batch, /*train=*/false, 0, (*trainer)->stream());
-    const double want = m.loss_sum((*trainer)->stream()) / static_cast<double>(counted);
-    EXPECT_NEAR(got, want, 1e-12 * want);
+    // sum_t w_t * loss sum of position t, one forward per position (unweighted).
+    double weighted = 0.0;
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<int32_t> only_t(targets.size(), -1);
+      float w_t = 0.0f;
+      for (int64_t b = 0; b < B; ++b) {
+        const size_t i = static_cast<size_t>(b * T + t);
+        only_t[i] = targets[i];
+        if (targets[i] >= 0) w_t = weight[i];  // the same for every counted sample
+      }
+      batch.targets = only_t.data();
+      m.forward(batch, /*train=*/false, 0, st);
+      weighted += static_cast<double>(w_t) * m.loss_sum(st);
+    }
+    const double want = weighted / (static_cast<double>(B) * c.pipe_tokens_per_sample);
+    EXPECT_NEAR(got, want, 1e-6 * want);  // the fork's f32 mean vs the closed form
+    batch.targets = targets.data();
     batch.prefix_end = nullptr;
-    m.forward(batch, /*train=*/false, 0, (*trainer)->stream());
-    const double causal = m.loss_sum((*trainer)->stream()) / static_cast<double>(counted);
-    EXPECT_GT(std::abs(causal - got), 1e-6 * got) << "the prefix must change the attention";
-    const StepStats st = (*trainer)->step();
-    EXPECT_TRUE(std::isfinite(st.loss) && st.grad_norm > 0.0);
+    m.forward(batch, /*train=*/false, 0, st);
+    EXPECT_GT(std::abs(m.loss_sum(st) / mask_sum - got), 1e-6 * got)
+        << "the prefix must change the attention";
+    const StepStats stats = (*trainer)->step();
+    EXPECT_TRUE(std::isfinite(stats.loss) && stats.grad_norm > 0.0);
+
+    // GPTModel's division (without DeepSpeed): by the sum of the loss mask.
+    cfg.data.prefix_lm_normalizer = DataConfig::PrefixLmNormalizer::kMaskSum;
+    auto plain = Trainer::create(cfg, prec, samples, samples);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    EXPECT_NEAR((*plain)->evaluate(), weighted / mask_sum, 1e-12 * want);
   }
+}
+
+// Per-token loss weights (GptBatch::loss_weights) on the model: weights of 2 double the loss sum
+// and every gradient exactly (f64); weights of position t alone equal that position's loss.
+TEST(PrefixLm, LossWeightsScaleLossAndGradients) {
+  GptConfig g;
+  g.vocab_size = 12;
+  g.max_seq_len = 8;
+  g.d_model = 16;
+  g.n_heads = 2;
+  g.n_layers = 1;
+  const GptRunShape shape{2, 8};
+  const GptPrecision prec{engine::Device::kCpu, engine::DType::kF64, engine::DType::kF64};
+  engine::Stream s = engine::Stream::cpu();
+  const int64_t n = shape.micro_batch * shape.seq_len;
+  std::vector<int32_t> tokens(n), positions(n), targets(n);
+  for (int64_t i = 0; i < n; ++i) {
+    tokens[i] = static_cast<int32_t>((i * 7 + 3) % 12);
+    targets[i] = static_cast<int32_t>((i * 5 + 1) % 12);
+    positions[i] = static_cast<int32_t>(i % shape.seq_len);
+  }
+  auto run = [&](const std::vector<float>* w) {
+    auto m = GptModel::create(g, shape, prec, /*seed=*/3);
+    EXPECT_TRUE(m.ok()) << m.status();
+    GptBatch b{tokens.data(), positions.data(), targets.data(), nullptr};
+    if (w != nullptr) b.loss_weights = w->data();
+    (*m)->zero_grads(s);
+    (*m)->forward(b, /*train=*/true, 0, s);
+    const double loss = (*m)->loss_sum(s);
+    (*m)->backward(1.0f, s);
+    std::vector<std::vector<double>> grads;
+    for (const Param& p : (*m)->params().all()) grads.push_back(testing::to_host_f64(p.grad));
+    return std::make_pair(loss, grads);
+  };
+  const std::vector<float> twos(static_cast<size_t>(n), 2.0f);
+  const auto plain = run(nullptr), doubled = run(&twos);
+  EXPECT_NEAR(doubled.first, 2.0 * plain.first, 1e-12 * plain.first);
+  double norm = 0.0;
+  for (size_t k = 0; k < plain.second.size(); ++k) {
+    for (size_t i = 0; i < plain.second[k].size(); ++i) {
+      EXPECT_NEAR(doubled.second[k][i], 2.0 * plain.second[k][i], 1e-12) << k << "," << i;
+      norm += plain.second[k][i] * plain.second[k][i];
+    }
+  }
+  EXPECT_GT(norm, 0.0);
+  std::vector<float> one_hot(static_cast<size_t>(n), 0.0f);
+  one_hot[5] = 1.0f;
+  std::vector<int32_t> only(static_cast<size_t>(n), -1);
+  only[5] = targets[5];
+  const double weighted = run(&one_hot).first;
+  std::swap(targets, only);
+  const double single = run(nullptr).first;
+  EXPECT_NEAR(weighted, single, 1e-12);
+  EXPECT_GT(single, 0.0);
 }
 
 }  // namespace

@@ -357,7 +357,7 @@ TEST(TrainConfigTest, DataPathsEodOptionsAndSeed) {
       kValid, {"data.eod_mask_loss=true", "data.reset_position_ids=true", "data.eod_token=256"});
   ASSERT_TRUE(eod.ok()) << eod.status();
   EXPECT_TRUE(eod->data.eod_mask_loss && eod->data.reset_position_ids);
-  // Prefix-LM: loss_on_targets_only belongs to it; GPT only; reweighting is refused by name.
+  // Prefix-LM: loss_on_targets_only belongs to it; GPT only.
   auto prefix = load(kValid, {"data.prefix_lm=true", "data.loss_on_targets_only=true"});
   ASSERT_TRUE(prefix.ok()) << prefix.status();
   EXPECT_TRUE(prefix->data.prefix_lm && prefix->data.loss_on_targets_only);
@@ -365,10 +365,22 @@ TEST(TrainConfigTest, DataPathsEodOptionsAndSeed) {
               AllOf(HasSubstr("[data] loss_on_targets_only"), HasSubstr("prefix_lm")));
   EXPECT_THAT(error_of(kValid, {"data.prefix_lm=true", "model.type=bert"}),
               HasSubstr("[data] prefix_lm"));
-  EXPECT_THAT(
-      error_of(kValid,
-               {"data.prefix_lm=true", "data.reweight_loss_based_on_position_frequency=true"}),
-      AllOf(HasSubstr("reweight_loss_based_on_position_frequency"), HasSubstr("not implemented")));
+  // Reweighting and the normalizer belong to prefix_lm; the fork's GPTModelPipe division is
+  // the default.
+  EXPECT_EQ(prefix->data.prefix_lm_normalizer, DataConfig::PrefixLmNormalizer::kPipe);
+  EXPECT_FALSE(prefix->data.reweight_loss);
+  auto rw = load(kValid, {"data.prefix_lm=true", "data.reweight_loss_based_on_position_frequency=true",
+                          "data.prefix_lm_normalizer=mask_sum"});
+  ASSERT_TRUE(rw.ok()) << rw.status();
+  EXPECT_TRUE(rw->data.reweight_loss);
+  EXPECT_EQ(rw->data.prefix_lm_normalizer, DataConfig::PrefixLmNormalizer::kMaskSum);
+  EXPECT_THAT(error_of(kValid, {"data.reweight_loss_based_on_position_frequency=true"}),
+              AllOf(HasSubstr("reweight_loss_based_on_position_frequency"),
+                    HasSubstr("prefix_lm")));
+  EXPECT_THAT(error_of(kValid, {"data.prefix_lm_normalizer=mask_sum"}),
+              AllOf(HasSubstr("prefix_lm_normalizer"), HasSubstr("prefix_lm")));
+  EXPECT_THAT(error_of(kValid, {"data.prefix_lm=true", "data.prefix_lm_normalizer=mean"}),
+              HasSubstr("prefix_lm_normalizer"));
 }
 
 // [data] mtf (packed T0/MTF finetuning): ALiBi or rotary positions as the fork requires, a pad

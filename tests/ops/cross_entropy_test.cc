@@ -1,8 +1,9 @@
 // Tests of the fused softmax + cross-entropy (ops/cross_entropy.h):
 //   loss[r] = logsumexp(x[r, :vocab]) - x[r, target]   dlogits = grad_scale (softmax - onehot)
 // CPU twin: central finite differences of sum_r grad_scale * loss[r] in double, the closed form
-// for uniform logits, padding and ignored rows, losses-only and aliased dlogits. GPU vs the CPU
-// twin on the same (bf16-rounded) logits, GPT-2 vocabulary included.
+// for uniform logits, padding and ignored rows, losses-only and aliased dlogits, row weights as a
+// per-row factor. GPU vs the CPU twin on the same (bf16-rounded) logits, GPT-2 vocabulary
+// included, with and without row weights.
 #include "ops/cross_entropy.h"
 
 #include <cmath>
@@ -163,6 +164,44 @@ TEST(CrossEntropyCpu, IgnoredRowsLossesOnlyAndAlias) {
   EXPECT_EQ(testing::to_host(inplace), d);
 }
 
+// Row weights multiply each row's loss and gradient row and nothing else: the weighted op equals
+// w[r] times the unweighted one (in double: to rounding), a zero weight gives a zero row.
+TEST(CrossEntropyCpu, RowWeightsScaleEachRow) {
+  const int64_t rows = 6, vocab = 9, padded = 12;
+  const std::vector<double> w = {0.5, 2.0, 0.0, 1.3, 0.7, 1.0};
+  const std::vector<int32_t> targets_host = {3, 8, 0, -1, 5, 1};
+  std::vector<double> x0(rows * padded);
+  const std::vector<float> init = make_logits(rows, vocab, padded, 23, -3.0f, 3.0f, 0.25f);
+  for (size_t i = 0; i < x0.size(); ++i) x0[i] = init[i];
+  TestStream stream(Device::kCpu);
+  TensorPool pool(Device::kCpu);
+  const TensorView targets = pool.from_i32(targets_host, {rows});
+  const TensorView logits = pool.from_f64(x0, {rows, padded});
+  CrossEntropyArgs args{rows, vocab, padded, 0.37f};
+  TensorView losses = pool.empty(DType::kF64, {rows});
+  TensorView dlogits = pool.empty(DType::kF64, {rows, padded});
+  softmax_cross_entropy(args, losses, dlogits, logits, targets, stream);
+  args.row_weights = pool.from(std::vector<float>(w.begin(), w.end()), DType::kF32, {rows});
+  TensorView wlosses = pool.empty(DType::kF64, {rows});
+  TensorView wdlogits = pool.empty(DType::kF64, {rows, padded});
+  softmax_cross_entropy(args, wlosses, wdlogits, logits, targets, stream);
+  const std::vector<double> l = testing::to_host_f64(losses), wl = testing::to_host_f64(wlosses);
+  const std::vector<double> d = testing::to_host_f64(dlogits), wd = testing::to_host_f64(wdlogits);
+  double norm = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    EXPECT_NEAR(wl[r], w[r] * l[r], 1e-14) << r;
+    for (int64_t c = 0; c < padded; ++c) {
+      EXPECT_NEAR(wd[r * padded + c], w[r] * d[r * padded + c], 1e-15) << r << "," << c;
+      norm += wd[r * padded + c] * wd[r * padded + c];
+    }
+  }
+  EXPECT_GT(norm, 0.0);
+  EXPECT_GT(wl[1], l[1]);     // weight 2
+  EXPECT_EQ(wl[2], 0.0);      // weight 0
+  EXPECT_EQ(wl[3], 0.0);      // ignored
+  EXPECT_GT(l[2], 0.0);       // ... though its unweighted loss is not 0
+}
+
 TEST(CrossEntropyCpuDeathTest, TargetBeyondVocabIsChecked) {
   const CrossEntropyArgs args{/*rows=*/2, /*vocab=*/5, /*padded_vocab=*/8};
   TestStream stream(Device::kCpu);
@@ -242,6 +281,26 @@ TEST_P(CrossEntropyGpu, MatchesCpuTwin) {
                                     zero_ok));
   EXPECT_TRUE(testing::tensors_near(testing::to_host(inplace), ref_dlogits,
                                     grad_tol(p.dtype, grad_scale), zero_ok));
+
+  // Row weights in [0.1, 2): the weighted twins, with and without dlogits.
+  const std::vector<float> w = testing::random_uniform(p.rows, 300 + p.rows, 0.1f, 2.0f);
+  CrossEntropyArgs cpu_args = args, gpu_args = args;
+  cpu_args.row_weights = cpu.from(w, DType::kF32, {p.rows});
+  gpu_args.row_weights = gpu.from(w, DType::kF32, {p.rows});
+  softmax_cross_entropy(cpu_args, cpu_losses, cpu_dlogits,
+                        cpu.from(x, DType::kF32, {p.rows, p.padded}), cpu.from_i32(t, {p.rows}),
+                        cpu_stream);
+  TensorView wlosses = gpu.empty(DType::kF32, {p.rows});
+  TensorView wdlogits = gpu.empty(p.dtype, {p.rows, p.padded});
+  softmax_cross_entropy(gpu_args, wlosses, wdlogits, logits, targets, gpu_stream);
+  EXPECT_TRUE(testing::tensors_near(testing::to_host(wlosses), testing::to_host(cpu_losses),
+                                    loss_tol(p.dtype), zero_ok));
+  EXPECT_TRUE(testing::tensors_near(testing::to_host(wdlogits), testing::to_host(cpu_dlogits),
+                                    grad_tol(p.dtype, 2.0f * grad_scale), zero_ok));
+  TensorView weval = gpu.empty(DType::kF32, {p.rows});
+  softmax_cross_entropy(gpu_args, weval, TensorView{}, logits, targets, gpu_stream);
+  EXPECT_TRUE(testing::tensors_near(testing::to_host(weval), testing::to_host(cpu_losses),
+                                    loss_tol(p.dtype), zero_ok));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -74,10 +74,12 @@ struct ShardedResult {
 };
 
 // Runs the three steps on `tp` column shards of x on pool's device, with the all-reduces (max,
-// sum) done here on the host in double and rounded back to `stat`.
+// sum) done here on the host in double and rounded back to `stat`; `weights` (if not empty): the
+// row weights of step 3.
 ShardedResult run_sharded(TensorPool& pool, engine::Stream& stream, DType act, DType stat,
                           const std::vector<double>& x, const std::vector<int32_t>& targets,
-                          int64_t rows, int64_t vocab, int64_t padded, int tp, float grad_scale) {
+                          int64_t rows, int64_t vocab, int64_t padded, int tp, float grad_scale,
+                          const std::vector<float>& weights = {}) {
   const int64_t cols = padded / tp;
   const TensorView t = pool.from_i32(targets, {rows});
   std::vector<TensorView> logits(tp);
@@ -107,7 +109,8 @@ ShardedResult run_sharded(TensorPool& pool, engine::Stream& stream, DType act, D
   const TensorView global_target = upload(pool, xt, stat, {rows});
   res.dlogits.assign(rows * padded, NAN);
   for (int k = 0; k < tp; ++k) {
-    const VocabShardArgs args{rows, vocab, k * cols, cols, grad_scale};
+    VocabShardArgs args{rows, vocab, k * cols, cols, grad_scale};
+    if (!weights.empty()) args.row_weights = pool.from(weights, DType::kF32, {rows});
     TensorView losses = pool.empty(stat, {rows});
     TensorView dlogits = pool.empty(act, {rows, cols});
     vocab_shard_cross_entropy(args, losses, dlogits, logits[k], global_max, global_sum,
@@ -121,15 +124,19 @@ ShardedResult run_sharded(TensorPool& pool, engine::Stream& stream, DType act, D
   return res;
 }
 
-// The single-rank CPU op on the same logits (same storage dtype): {losses, dlogits}.
+// The single-rank CPU op on the same logits (same storage dtype), with the row weights if any:
+// {losses, dlogits}.
 std::vector<std::vector<double>> reference(DType act, DType stat, const std::vector<double>& x,
                                            const std::vector<int32_t>& targets, int64_t rows,
-                                           int64_t vocab, int64_t padded, float grad_scale) {
+                                           int64_t vocab, int64_t padded, float grad_scale,
+                                           const std::vector<float>& weights = {}) {
   TestStream stream(Device::kCpu);
   TensorPool pool(Device::kCpu);
   TensorView losses = pool.empty(stat, {rows});
   TensorView dlogits = pool.empty(act, {rows, padded});
-  cpu::softmax_cross_entropy(CrossEntropyArgs{rows, vocab, padded, grad_scale}, losses, dlogits,
+  CrossEntropyArgs args{rows, vocab, padded, grad_scale};
+  if (!weights.empty()) args.row_weights = pool.from(weights, DType::kF32, {rows});
+  cpu::softmax_cross_entropy(args, losses, dlogits,
                              upload(pool, x, act, {rows, padded}), pool.from_i32(targets, {rows}),
                              stream);
   return {testing::to_host_f64(losses), testing::to_host_f64(dlogits)};
@@ -177,6 +184,19 @@ TEST_P(VocabParallelCrossEntropyCpu, ShardsMatchSingleRankOp) {
     EXPECT_TRUE(testing::tensors_near(got.losses[k], want[0], loss_tol)) << "shard " << k;
   }
   EXPECT_TRUE(testing::tensors_near(got.dlogits, want[1], grad_tol));
+  // Row weights (one of them 0) on step 3 against the weighted single-rank op.
+  std::vector<float> w = testing::random_uniform(rows, 9, 0.1f, 2.0f);
+  w[2] = 0.0f;
+  const ShardedResult wgot = run_sharded(pool, stream, p.act, stat, x, targets, rows, vocab,
+                                         padded, p.tp, grad_scale, w);
+  const std::vector<std::vector<double>> wwant =
+      reference(p.act, stat, x, targets, rows, vocab, padded, grad_scale, w);
+  for (int k = 0; k < p.tp; ++k) {
+    EXPECT_TRUE(testing::tensors_near(wgot.losses[k], wwant[0], loss_tol, true)) << "shard " << k;
+  }
+  EXPECT_TRUE(testing::tensors_near(wgot.dlogits, wwant[1], grad_tol, true));
+  EXPECT_EQ(wgot.losses[0][2], 0.0);
+  EXPECT_NE(wgot.losses[0][0], got.losses[0][0]);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < padded; ++c) {
       if (c >= vocab || targets[r] < 0) {
@@ -312,8 +332,10 @@ TEST_P(VocabParallelCrossEntropyGpu, TwinsMatchCpu) {
   }
   const std::vector<double> shard_x = columns(x, rows, p.padded, start, cols);
 
+  const std::vector<float> w = testing::random_uniform(rows, 300 + rows, 0.1f, 2.0f);
   // Runs every twin on one device; returns {row_max, sum_exp, target_logit, losses, dlogits,
-  // losses (losses only), losses (in place), dlogits (in place)}.
+  // losses (losses only), losses (in place), dlogits (in place), and with row weights w: losses,
+  // dlogits, losses (losses only)}.
   auto run = [&](Device device) {
     TestStream stream(device);
     TensorPool pool(device);
@@ -336,9 +358,16 @@ TEST_P(VocabParallelCrossEntropyGpu, TwinsMatchCpu) {
     vocab_shard_cross_entropy(args, eval_losses, TensorView{}, logits, gm, gs, gxt, targets,
                               stream);
     vocab_shard_cross_entropy(args, inplace_losses, inplace, inplace, gm, gs, gxt, targets, stream);
+    VocabShardArgs wargs = args;
+    wargs.row_weights = pool.from(w, DType::kF32, {rows});
+    TensorView wlosses = pool.empty(DType::kF32, {rows});
+    TensorView wdlogits = pool.empty(p.dtype, {rows, cols});
+    TensorView weval = pool.empty(DType::kF32, {rows});
+    vocab_shard_cross_entropy(wargs, wlosses, wdlogits, logits, gm, gs, gxt, targets, stream);
+    vocab_shard_cross_entropy(wargs, weval, TensorView{}, logits, gm, gs, gxt, targets, stream);
     std::vector<std::vector<double>> out;
-    for (const TensorView& v :
-         {row_max, sum_exp, target_logit, losses, dlogits, eval_losses, inplace_losses, inplace}) {
+    for (const TensorView& v : {row_max, sum_exp, target_logit, losses, dlogits, eval_losses,
+                                inplace_losses, inplace, wlosses, wdlogits, weval}) {
       out.push_back(testing::to_host_f64(v));
     }
     return out;
@@ -361,6 +390,10 @@ TEST_P(VocabParallelCrossEntropyGpu, TwinsMatchCpu) {
   EXPECT_TRUE(testing::tensors_near(g[5], c[3], lt));
   EXPECT_TRUE(testing::tensors_near(g[6], c[3], lt));
   EXPECT_TRUE(testing::tensors_near(g[7], c[4], gt, /*allow_zero_ref=*/real == 0));
+  EXPECT_TRUE(testing::tensors_near(g[8], c[8], lt));
+  EXPECT_TRUE(testing::tensors_near(g[9], c[9], grad_tol(p.dtype, 2.0f * grad_scale),
+                                    /*allow_zero_ref=*/real == 0));
+  EXPECT_TRUE(testing::tensors_near(g[10], c[8], lt));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -402,6 +435,17 @@ TEST(VocabParallelCrossEntropyGpuPipeline, MatchesSingleRankCpuOp) {
       EXPECT_TRUE(testing::tensors_near(got.losses[k], want[0], loss_tol(dtype))) << k;
     }
     EXPECT_TRUE(testing::tensors_near(got.dlogits, want[1], grad_tol(dtype, grad_scale)));
+    // With row weights.
+    const std::vector<float> w = testing::random_uniform(rows, 43, 0.1f, 2.0f);
+    const ShardedResult wgot = run_sharded(pool, stream, dtype, DType::kF32, x, t, rows, vocab,
+                                           padded, 4, grad_scale, w);
+    const std::vector<std::vector<double>> wwant =
+        reference(DType::kF32, DType::kF32, x, t, rows, vocab, padded, grad_scale, w);
+    for (int k = 0; k < 4; ++k) {
+      EXPECT_TRUE(testing::tensors_near(wgot.losses[k], wwant[0], loss_tol(dtype))) << k;
+    }
+    EXPECT_TRUE(
+        testing::tensors_near(wgot.dlogits, wwant[1], grad_tol(dtype, 2.0f * grad_scale)));
   }
 }
 

@@ -434,16 +434,19 @@ TEST_P(GptParallelTest, BertEqualsOneRank) {
 
 // Prefix-LM ([data] prefix_lm, loss_on_targets_only): every rank draws the same prefixes (per
 // sample, from the sample index), the prefix ends reach every stage's attention, and the
-// loss is the mean over each micro-batch's targets; per row, and per document with
-// reset_attention_mask (eod 3: a few documents per sample).
+// loss is divided as the fork's GPTModelPipe divides it; per row, and per document with
+// reset_attention_mask (eod 3: a few documents per sample); then per row with the position
+// weights in the (vocab-parallel) cross-entropy, divided by each micro-batch's weight sum.
 TEST_P(GptParallelTest, PrefixLmEqualsOneRank) {
   const bool f64 = GetParam() == engine::DType::kF64;
-  for (const bool per_document : {false, true}) {
-    SCOPED_TRACE(per_document ? "per document" : "per row");
+  for (const int variant : {0, 1, 2}) {
+    SCOPED_TRACE(variant == 0 ? "per row" : variant == 1 ? "per document" : "reweighted");
     TrainConfig c = tiny_config();
     c.data.prefix_lm = true;
     c.data.loss_on_targets_only = true;
-    c.data.reset_attention_mask = per_document;
+    c.data.reset_attention_mask = variant == 1;
+    c.data.reweight_loss = variant == 2;
+    if (variant == 2) c.data.prefix_lm_normalizer = DataConfig::PrefixLmNormalizer::kMaskSum;
     c.data.eod_token = 3;
     check_layouts(c, variant_layouts(), GetParam(),
                   f64 ? Tolerance{1e-11, 1e-11, 1e-11, true} : Tolerance{1e-5, 1e-5, 2e-4, true});
