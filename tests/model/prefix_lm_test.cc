@@ -167,7 +167,7 @@ std::vector<int32_t> segments_of(const std::vector<int32_t>& tokens, int32_t eod
 }
 
 TEST(PrefixLm, BatchConstructionMatchesTheFork) {
-  ASSERT_EQ(fixture().cases.size(), 4u);
+  ASSERT_EQ(fixture().cases.size(), 5u);
   for (const FixtureCase& c : fixture().cases) {
     SCOPED_TRACE(c.name);
     const PrefixLmOptions o = options_of(c);

@@ -168,7 +168,8 @@ TEST(CrossEntropyCpu, IgnoredRowsLossesOnlyAndAlias) {
 // w[r] times the unweighted one (in double: to rounding), a zero weight gives a zero row.
 TEST(CrossEntropyCpu, RowWeightsScaleEachRow) {
   const int64_t rows = 6, vocab = 9, padded = 12;
-  const std::vector<double> w = {0.5, 2.0, 0.0, 1.3, 0.7, 1.0};
+  const std::vector<float> wf = {0.5f, 2.0f, 0.0f, 1.3f, 0.7f, 1.0f};
+  const std::vector<double> w(wf.begin(), wf.end());  // the f32 values the op reads
   const std::vector<int32_t> targets_host = {3, 8, 0, -1, 5, 1};
   std::vector<double> x0(rows * padded);
   const std::vector<float> init = make_logits(rows, vocab, padded, 23, -3.0f, 3.0f, 0.25f);
@@ -181,7 +182,7 @@ TEST(CrossEntropyCpu, RowWeightsScaleEachRow) {
   TensorView losses = pool.empty(DType::kF64, {rows});
   TensorView dlogits = pool.empty(DType::kF64, {rows, padded});
   softmax_cross_entropy(args, losses, dlogits, logits, targets, stream);
-  args.row_weights = pool.from(std::vector<float>(w.begin(), w.end()), DType::kF32, {rows});
+  args.row_weights = pool.from(wf, DType::kF32, {rows});
   TensorView wlosses = pool.empty(DType::kF64, {rows});
   TensorView wdlogits = pool.empty(DType::kF64, {rows, padded});
   softmax_cross_entropy(args, wlosses, wdlogits, logits, targets, stream);
