@@ -5,11 +5,12 @@
 
 namespace anvil::model {
 
-absl::Status parse_mtf_keys(const engine::Config& c, const GptConfig& m, DataConfig* d) {
+absl::Status parse_mtf_keys(const engine::Config& c, const GptConfig& m, bool causal_lm,
+                            DataConfig* d) {
   d->mtf = c.get_bool("data", "mtf");
   d->pad_token = c.get_int("data", "pad_token");
   if (!d->mtf) return absl::OkStatus();
-  if (m.type != ModelType::kGpt || !m.causal) {
+  if (!causal_lm) {
     return c.error("data", "mtf",
                    "needs [model] type = gpt with causal attention (the packed inputs widen the "
                    "causal mask)");

@@ -12,7 +12,9 @@
 
 namespace anvil::model {
 
-// Reads [data] mtf and pad_token into d (the other [data] keys already parsed into it).
-absl::Status parse_mtf_keys(const engine::Config& c, const GptConfig& m, DataConfig* d);
+// Reads [data] mtf and pad_token into d (the other [data] keys already parsed into it);
+// causal_lm: the family is a causal LM (model/train/family.h) with causal attention.
+absl::Status parse_mtf_keys(const engine::Config& c, const GptConfig& m, bool causal_lm,
+                            DataConfig* d);
 
 }  // namespace anvil::model

@@ -16,6 +16,7 @@
 #include "engine/device.h"
 #include "engine/status.h"
 #include "model/gpt/gpt_arch_config.h"
+#include "model/train/family.h"
 #include "model/train/mtf_config.h"
 #include "model/train/train_sections.h"
 
@@ -324,8 +325,10 @@ absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size
   t.data.loss_on_targets_only = c.get_bool("data", "loss_on_targets_only");
   ANVIL_RETURN_IF_ERROR(need(t.data.prefix_lm || !t.data.loss_on_targets_only, c, "data",
                              "loss_on_targets_only", "needs [data] prefix_lm = true"));
+  // Prefix-LM and packed MTF widen a causal LM's mask: a causal-LM family with causal attention.
+  const bool causal_lm = family_of(t).causal_lm && m.causal;
   ANVIL_RETURN_IF_ERROR(
-      need(!t.data.prefix_lm || (m.type == ModelType::kGpt && m.causal), c, "data", "prefix_lm",
+      need(!t.data.prefix_lm || causal_lm, c, "data", "prefix_lm",
            "needs [model] type = gpt with causal attention (the prefix widens the causal mask)"));
   t.data.reweight_loss = c.get_bool("data", "reweight_loss_based_on_position_frequency");
   ANVIL_RETURN_IF_ERROR(need(t.data.prefix_lm || !t.data.reweight_loss, c, "data",
@@ -336,11 +339,15 @@ absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size
                              "needs [data] prefix_lm = true"));
   t.data.prefix_lm_normalizer = mask_sum ? DataConfig::PrefixLmNormalizer::kMaskSum
                                          : DataConfig::PrefixLmNormalizer::kPipe;
-  ANVIL_RETURN_IF_ERROR(parse_mtf_keys(c, m, &t.data));
-  if (m.bert()) {  // BERT's samples are sentence pairs with their own masks, no eod
+  ANVIL_RETURN_IF_ERROR(parse_mtf_keys(c, m, causal_lm, &t.data));
+  // Eod handling is for token streams (SampleLayout::kTokens); BERT's sentence pairs and T5's
+  // span pairs bring their own masks and have no eod.
+  const Family& family = family_of(t);
+  if (family.samples != SampleLayout::kTokens) {
     for (const char* key : {"eod_mask_loss", "reset_position_ids", "reset_attention_mask"}) {
       ANVIL_RETURN_IF_ERROR(need(!c.get_bool("data", key), c, "data", key,
-                                 "is GPT's (eod handling); type bert samples have no eod"));
+                                 absl::StrCat("handles the eods of token streams (type gpt); type ",
+                                              family.type, " samples have no eod")));
     }
   }
   if (t.data.eod_mask_loss || t.data.reset_position_ids || t.data.reset_attention_mask) {

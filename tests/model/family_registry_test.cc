@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "model/train/arch_record.h"
 #include "model/train/checkpoint.h"
@@ -129,6 +130,31 @@ TEST(FamilyRegistryTest, ParsedConfigsReachTheirFamily) {
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(family_of(*g).record_width(*g), 17);
   EXPECT_EQ(checkpoint_layout(*g).count("pp_split_rank"), 0u);
+}
+
+// The shared [data] rules ask the family, not the type: eod handling only for token streams,
+// prefix-LM only for a causal LM.
+TEST(FamilyRegistryTest, DataRulesFollowTheFamily) {
+  const std::string bert =
+      "[model]\ntype = bert\nvocab_size = 64\nmax_seq_len = 16\nd_model = 16\nn_heads = 2\n"
+      "n_layers = 2\ntype_vocab_size = 2\n[data]\nseq_len = 16\n"
+      "[train]\nmicro_batch = 1\nglobal_batch = 1\n";
+  for (const char* key : {"eod_mask_loss", "reset_position_ids", "reset_attention_mask"}) {
+    absl::StatusOr<TrainConfig> b =
+        load_train_config_string(bert, "bert.ini", {absl::StrCat("data.", key, "=true")});
+    ASSERT_FALSE(b.ok()) << key;
+    EXPECT_NE(b.status().message().find(key), std::string::npos) << b.status();
+    EXPECT_NE(b.status().message().find("type bert samples have no eod"), std::string::npos)
+        << b.status();
+  }
+  absl::StatusOr<TrainConfig> p = load_train_config_string(bert, "bert.ini", {"data.prefix_lm=true"});
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("prefix_lm"), std::string::npos) << p.status();
+  const std::string gpt =
+      "[model]\nvocab_size = 64\nmax_seq_len = 16\nd_model = 16\nn_heads = 2\nn_layers = 2\n"
+      "[data]\nseq_len = 16\neod_token = 3\n[train]\nmicro_batch = 1\nglobal_batch = 1\n";
+  EXPECT_TRUE(load_train_config_string(gpt, "gpt.ini", {"data.eod_mask_loss=true"}).ok());
+  EXPECT_TRUE(load_train_config_string(gpt, "gpt.ini", {"data.prefix_lm=true"}).ok());
 }
 
 }  // namespace
