@@ -186,6 +186,49 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> rope_scaling_va
   return out;
 }
 
+// transformers 5 writes rotary settings as one object, rope_parameters = {rope_type, rope_theta,
+// and the scaling's members}, instead of rope_theta and rope_scaling: the fields rewritten as
+// the older ones (rope_theta, and rope_scaling with its members unless rope_type is "default"),
+// so that the one import reads both. A file holding both forms must agree on rope_theta, and
+// may not give a non-null rope_scaling besides.
+absl::Status legacy_rope_fields(HfJsonFields& json, const std::string& where) {
+  auto it = json.find("rope_parameters");
+  if (it == json.end() || it->second == "null") return absl::OkStatus();
+  std::map<std::string, std::string> member;  // without "rope_parameters."
+  for (const auto& [k, v] : json) {
+    if (absl::StartsWith(k, "rope_parameters.")) member[k.substr(16)] = v;
+  }
+  auto theta = member.find("rope_theta");
+  if (theta != member.end()) {
+    auto old = json.find("rope_theta");
+    if (old != json.end() && old->second != "null" && !same_value(old->second, theta->second)) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": rope_theta = ", old->second,
+                                                     " but rope_parameters.rope_theta = ",
+                                                     theta->second));
+    }
+    json["rope_theta"] = theta->second;
+    member.erase(theta);
+  }
+  auto type = member.find("rope_type");
+  if (type == member.end() || type->second == "\"default\"") {
+    member.erase("rope_type");
+    if (!member.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": rope_parameters.", member.begin()->first,
+                       " without a rope_type other than \"default\" is not supported"));
+    }
+    return absl::OkStatus();
+  }
+  auto old = json.find("rope_scaling");
+  if (old != json.end() && old->second != "null") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": both rope_scaling and rope_parameters give a rope scaling"));
+  }
+  json["rope_scaling"] = "{...}";
+  for (const auto& [name, v] : member) json["rope_scaling." + name] = v;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<const HfFamily*> hf_family_of(const engine::Config& cfg,
@@ -252,9 +295,11 @@ HfJsonFields hf_config_fields(const HfFamily& f, const engine::Config& cfg,
   return out;
 }
 
-absl::StatusOr<HfImportedModel> hf_import_model(const HfFamily& f, const HfJsonFields& json,
+absl::StatusOr<HfImportedModel> hf_import_model(const HfFamily& f, const HfJsonFields& given,
                                                 const engine::ConfigSchema& schema,
                                                 const std::string& where) {
+  HfJsonFields json = given;
+  ANVIL_RETURN_IF_ERROR(legacy_rope_fields(json, where));
   for (const HfFixedField& k : f.fixed) {
     auto it = json.find(k.hf_key);
     if (it != json.end() && !same_value(it->second, k.json_value)) {

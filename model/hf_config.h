@@ -1,7 +1,8 @@
 // config.json <-> [model] for bin/convert, by the family tables of model/checkpoint_hf.h.
 // config.json is seen as the JSON text of each top-level field ("4", "1e-05", "true",
 // "\"silu\"", "null"), so model/ needs no JSON library; bin/convert parses and writes the file.
-// On import the members of an object field are also given as "field.member" (rope_scaling's).
+// On import the members of an object field are also given as "field.member" (rope_scaling's;
+// transformers 5's rope_parameters, read as the rope_theta and rope_scaling it replaces).
 // [model] keys the schema does not declare (a build without the GPT-variant options) read as
 // GPT-2's values; a family that needs another value there is refused with the key named.
 #pragma once

@@ -24,6 +24,7 @@ namespace {
 
 using engine::HostSlice;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 using testing_hf::by_name;
 using testing_hf::random_tensor;
@@ -500,6 +501,56 @@ TEST(CheckpointHfConfigTest, RopeScaling) {
   ASSERT_TRUE(cfg.ok()) << cfg.status();
   EXPECT_EQ(hf_config_fields(f, *cfg, variant_schema()).at("rope_scaling"),
             "{\"factor\": 2.5, \"rope_type\": \"linear\"}");
+}
+
+// transformers 5's rope_parameters (rope_theta and the scaling in one object) imports as the
+// older rope_theta + rope_scaling do; conflicting or unknown forms are refused by name.
+TEST(CheckpointHfConfigTest, RopeParametersOfTransformers5) {
+  const HfFamily& f = llama_hf_family();
+  HfJsonFields old = llama_json();
+  old["rope_scaling"] = "{...}";
+  old["rope_scaling.rope_type"] = "\"llama3\"";
+  old["rope_scaling.factor"] = "8.0";
+  old["rope_scaling.low_freq_factor"] = "1.0";
+  old["rope_scaling.high_freq_factor"] = "4.0";
+  old["rope_scaling.original_max_position_embeddings"] = "8192";
+  HfJsonFields j = llama_json();
+  for (const char* k : {"rope_theta", "rope_scaling"}) j.erase(k);
+  j["rope_parameters"] = "{...}";
+  j["rope_parameters.rope_type"] = "\"llama3\"";
+  j["rope_parameters.rope_theta"] = "500000.0";
+  j["rope_parameters.factor"] = "8.0";
+  j["rope_parameters.low_freq_factor"] = "1.0";
+  j["rope_parameters.high_freq_factor"] = "4.0";
+  j["rope_parameters.original_max_position_embeddings"] = "8192";
+  absl::StatusOr<HfImportedModel> a = hf_import_model(f, old, variant_schema(), "c.json");
+  absl::StatusOr<HfImportedModel> b = hf_import_model(f, j, variant_schema(), "c.json");
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->ini, a->ini);
+  EXPECT_THAT(b->ini, HasSubstr("rotary_base = 500000.0\n"));
+  EXPECT_THAT(b->ini, HasSubstr("rope_scaling = llama3\n"));
+  // rope_type default: the base only (Qwen2 style).
+  HfJsonFields d = llama_json();
+  for (const char* k : {"rope_theta", "rope_scaling"}) d.erase(k);
+  d["rope_parameters"] = "{...}";
+  d["rope_parameters.rope_type"] = "\"default\"";
+  d["rope_parameters.rope_theta"] = "1000000.0";
+  b = hf_import_model(f, d, variant_schema(), "c.json");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_THAT(b->ini, HasSubstr("rotary_base = 1000000.0\n"));
+  EXPECT_THAT(b->ini, Not(HasSubstr("rope_scaling = llama3")));
+  // Both forms, disagreeing.
+  d["rope_theta"] = "10000.0";
+  b = hf_import_model(f, d, variant_schema(), "c.json");
+  ASSERT_FALSE(b.ok());
+  EXPECT_THAT(std::string(b.status().message()),
+              HasSubstr("rope_theta = 10000.0 but rope_parameters.rope_theta = 1000000.0"));
+  j["rope_scaling"] = "{...}";
+  j["rope_scaling.rope_type"] = "\"linear\"";
+  b = hf_import_model(f, j, variant_schema(), "c.json");
+  ASSERT_FALSE(b.ok());
+  EXPECT_THAT(std::string(b.status().message()), HasSubstr("both rope_scaling and rope_parameters"));
 }
 
 // Mistral's sliding_window and Qwen2's q/k/v bias pick their family on export.

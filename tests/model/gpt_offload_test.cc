@@ -59,12 +59,13 @@ ModelRun make_run(Device dev, DType act, bool offload) {
   return r;
 }
 
-void train(ModelRun& r, int steps) {
+// Steps first .. last (AdamW step numbers) on the fixed batch.
+void train(ModelRun& r, int first, int last) {
   std::vector<int32_t> seq = testing::random_ints(kRows + 1, 17, 0, 100);
   std::vector<int32_t> tokens(seq.begin(), seq.end() - 1), targets(seq.begin() + 1, seq.end());
   std::vector<int32_t> positions;
   for (int64_t i = 0; i < kRows; ++i) positions.push_back(static_cast<int32_t>(i % kShape.seq_len));
-  for (int s = 1; s <= steps; ++s) {
+  for (int s = first; s <= last; ++s) {
     r.model->zero_grads(*r.stream);
     r.model->forward(tokens.data(), positions.data(), targets.data(), true, 0, *r.stream);
     r.losses.push_back(r.model->loss_sum(*r.stream) / kRows);
@@ -97,8 +98,8 @@ void expect_offloaded(ModelRun& r, Device dev, DType act) {
 TEST(GptOffload, CpuBitwiseEqualsDeviceOptimizer) {
   ModelRun plain = make_run(Device::kCpu, DType::kF32, false);
   ModelRun off = make_run(Device::kCpu, DType::kF32, true);
-  train(plain, 3);
-  train(off, 3);
+  train(plain, 1, 3);
+  train(off, 1, 3);
   expect_offloaded(off, Device::kCpu, DType::kF32);
   EXPECT_EQ(plain.losses, off.losses);
   EXPECT_LT(off.losses.back(), off.losses.front());  // it trains
@@ -109,25 +110,34 @@ TEST(GptOffload, CpuBitwiseEqualsDeviceOptimizer) {
   EXPECT_EQ(testing::to_host(a.v), testing::to_host(b.v));
 }
 
+// On the GPU the host AdamW (f32 on the CPU) and the device kernel round differently, and a
+// one-ulp difference of a master weight can flip the bf16 rounding of its compute copy, after
+// which the two runs' gradients differ and AdamW's normalized update amplifies that on
+// near-zero gradients (up to 2 lr per step). So: after one step (the same gradients in both)
+// the state agrees to f32 rounding; over three steps the losses agree to 1e-3.
 TEST(GptOffload, GpuMatchesDeviceOptimizer) {
   if (!testing::gpu_available()) GTEST_SKIP() << "no CUDA device";
   ModelRun plain = make_run(Device::kCuda, DType::kBF16, false);
   ModelRun off = make_run(Device::kCuda, DType::kBF16, true);
-  train(plain, 3);
-  train(off, 3);
+  train(plain, 1, 1);
+  train(off, 1, 1);
   expect_offloaded(off, Device::kCuda, DType::kBF16);
+  const GptModel::FlatBuffers a = plain.model->flat_buffers(), b = off.model->flat_buffers();
+  EXPECT_TRUE(testing::tensors_near(testing::to_host(b.master), testing::to_host(a.master),
+                                    {1e-7, 1e-6, 1e-12}));
+  EXPECT_TRUE(
+      testing::tensors_near(testing::to_host(b.m), testing::to_host(a.m), {1e-9, 1e-6, 1e-12}));
+  EXPECT_TRUE(
+      testing::tensors_near(testing::to_host(b.v), testing::to_host(a.v), {1e-12, 1e-6, 1e-12}));
+  EXPECT_TRUE(testing::tensors_near(testing::to_host(b.value), testing::to_host(a.value),
+                                    {1e-6, 1e-2, 1e-8}));
+  train(plain, 2, 3);
+  train(off, 2, 3);
   ASSERT_EQ(plain.losses.size(), off.losses.size());
   for (size_t i = 0; i < plain.losses.size(); ++i) {
     EXPECT_NEAR(off.losses[i], plain.losses[i], 1e-3 * plain.losses[i]) << "step " << i + 1;
   }
   EXPECT_LT(off.losses.back(), off.losses.front());
-  const GptModel::FlatBuffers a = plain.model->flat_buffers(), b = off.model->flat_buffers();
-  EXPECT_TRUE(testing::tensors_near(testing::to_host(b.master), testing::to_host(a.master),
-                                    {1e-6, 1e-5, 1e-10}));
-  EXPECT_TRUE(
-      testing::tensors_near(testing::to_host(b.m), testing::to_host(a.m), {1e-7, 1e-3, 1e-6}));
-  EXPECT_TRUE(testing::tensors_near(testing::to_host(b.value), testing::to_host(a.value),
-                                    {1e-6, 1e-2, 1e-6}));
 }
 
 TEST(GptOffload, RefusesZeroStage3) {
