@@ -202,9 +202,9 @@ absl::Status legacy_rope_fields(HfJsonFields& json, const std::string& where) {
   if (theta != member.end()) {
     auto old = json.find("rope_theta");
     if (old != json.end() && old->second != "null" && !same_value(old->second, theta->second)) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": rope_theta = ", old->second,
-                                                     " but rope_parameters.rope_theta = ",
-                                                     theta->second));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": rope_theta = ", old->second,
+                       " but rope_parameters.rope_theta = ", theta->second));
     }
     json["rope_theta"] = theta->second;
     member.erase(theta);

@@ -65,10 +65,9 @@ void softmax_cross_entropy(const CrossEntropyArgs& args, TensorView losses, Tens
                                " " + dims + " (logits' dtype) on the stream's device",
                            dlogits));
   const ConstTensorView& w = args.row_weights;
-  ANVIL_CHECK_MSG(w.empty() || (w.dtype == DType::kF32 && w.device == dev && is_shape(w, {rows})),
-                  expected("row_weights", "empty or contiguous f32 " + dims1 +
-                                              " on the stream's device",
-                           w));
+  ANVIL_CHECK_MSG(
+      w.empty() || (w.dtype == DType::kF32 && w.device == dev && is_shape(w, {rows})),
+      expected("row_weights", "empty or contiguous f32 " + dims1 + " on the stream's device", w));
   if (rows == 0) return;
   if (!stream.is_cuda()) {
     // Only the CPU can afford to look at targets here; the GPU kernel turns an out-of-range

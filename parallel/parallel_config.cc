@@ -56,8 +56,10 @@ void add_parallel_schema(engine::ConfigSchema& s) {
         "DeepSpeed's ZeRO-Offload (--cpu-optimizer, offload_optimizer in the DeepSpeed config): "
         "the f32 master weights and AdamW moments of this rank's optimizer state (its ZeRO shard "
         "with zero_stage 1 or 2) live in pinned host memory and the AdamW step runs on the host "
-        "(multi-threaded, bitwise equal to the device step): gradients are copied to the host "
-        "and the updated parameters back, chunk by chunk, overlapped with the step. The GPU then "
+        "(multi-threaded; bitwise equal to the device step on the CPU; on CUDA the host and the "
+        "device AdamW round differently, see docs/performance.md): gradients are copied to the "
+        "host and the updated parameters back, chunk by chunk, overlapped with the step. The GPU "
+        "then "
         "holds no master weights or optimizer state (bin/train --dry-run shows both plans). Not "
         "with zero_stage 3.");
   s.add("parallel", "offload_threads", kInt, "0",

@@ -71,8 +71,7 @@ absl::StatusOr<engine::MemoryPlan> GptTrainModel::plan(const TrainConfig& cfg,
     // (<= global_batch * T tokens, bounded by the config's validation), and the loss weights.
     const int64_t accum = std::max<int64_t>(cfg.train.accumulation_steps(cfg.parallel.dp), 1);
     const size_t arrays = cfg.model.bert() || cfg.data.prefix_lm || cfg.data.mtf ? 5 : 4;
-    const size_t weights =
-        cfg.data.reweight_loss ? static_cast<size_t>(B * T) * sizeof(float) : 0;
+    const size_t weights = cfg.data.reweight_loss ? static_cast<size_t>(B * T) * sizeof(float) : 0;
     plan.add("batch", "host micro-batches",
              engine::saturating_mul(arrays * sizeof(int32_t), static_cast<size_t>(accum * B * T)) +
                  weights);

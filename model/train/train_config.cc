@@ -337,8 +337,8 @@ absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size
   const bool mask_sum = c.get_string("data", "prefix_lm_normalizer") == "mask_sum";
   ANVIL_RETURN_IF_ERROR(need(t.data.prefix_lm || !mask_sum, c, "data", "prefix_lm_normalizer",
                              "needs [data] prefix_lm = true"));
-  t.data.prefix_lm_normalizer = mask_sum ? DataConfig::PrefixLmNormalizer::kMaskSum
-                                         : DataConfig::PrefixLmNormalizer::kPipe;
+  t.data.prefix_lm_normalizer =
+      mask_sum ? DataConfig::PrefixLmNormalizer::kMaskSum : DataConfig::PrefixLmNormalizer::kPipe;
   ANVIL_RETURN_IF_ERROR(parse_mtf_keys(c, m, causal_lm, &t.data));
   // Eod handling is for token streams (SampleLayout::kTokens); BERT's sentence pairs and T5's
   // span pairs bring their own masks and have no eod.

@@ -29,8 +29,8 @@ using engine::DType;
 // Rows [r0, r1). T: logits/dlogits storage (scalar_io's types); L: losses storage. e: [vocab]
 // scratch holding exp(x - max) of the row, so that the gradient reuses the sum's exponentials.
 template <typename T, typename L>
-void cross_entropy_rows(const CrossEntropyArgs& args, int64_t r0, int64_t r1, L* losses,
-                        T* dlogits, const T* logits, const int32_t* targets, double* e) {
+void cross_entropy_rows(const CrossEntropyArgs& args, int64_t r0, int64_t r1, L* losses, T* dlogits,
+                        const T* logits, const int32_t* targets, double* e) {
   const int64_t vocab = args.vocab;
   const int64_t pv = args.padded_vocab;
   const float* weights = args.row_weights.empty() ? nullptr : args.row_weights.as<float>();

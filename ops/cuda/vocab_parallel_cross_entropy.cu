@@ -220,8 +220,7 @@ void vocab_shard_cross_entropy(const VocabShardArgs& args, TensorView losses, Te
     shard_loss_kernel<<<static_cast<unsigned>(ceil_div(args.rows, kLossThreads)), kLossThreads, 0,
                         s.cuda_stream()>>>(losses.as<float>(), row_max.as<float>(),
                                            sum_exp.as<float>(), target_logit.as<float>(),
-                                           targets.as<int32_t>(), weights, args.rows,
-                                           args.vocab);
+                                           targets.as<int32_t>(), weights, args.rows, args.vocab);
     ANVIL_CUDA_LAUNCH_CHECK();
     return;
   }

@@ -550,7 +550,8 @@ TEST(CheckpointHfConfigTest, RopeParametersOfTransformers5) {
   j["rope_scaling.rope_type"] = "\"linear\"";
   b = hf_import_model(f, j, variant_schema(), "c.json");
   ASSERT_FALSE(b.ok());
-  EXPECT_THAT(std::string(b.status().message()), HasSubstr("both rope_scaling and rope_parameters"));
+  EXPECT_THAT(std::string(b.status().message()),
+              HasSubstr("both rope_scaling and rope_parameters"));
 }
 
 // Mistral's sliding_window and Qwen2's q/k/v bias pick their family on export.

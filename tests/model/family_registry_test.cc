@@ -147,7 +147,8 @@ TEST(FamilyRegistryTest, DataRulesFollowTheFamily) {
     EXPECT_NE(b.status().message().find("type bert samples have no eod"), std::string::npos)
         << b.status();
   }
-  absl::StatusOr<TrainConfig> p = load_train_config_string(bert, "bert.ini", {"data.prefix_lm=true"});
+  absl::StatusOr<TrainConfig> p =
+      load_train_config_string(bert, "bert.ini", {"data.prefix_lm=true"});
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.status().message().find("prefix_lm"), std::string::npos) << p.status();
   const std::string gpt =

@@ -63,8 +63,8 @@ Result run(TensorPool& pool, TestStream& s, const LmHeadConfig& c, const std::ve
   const TensorView losses = pool.empty(DType::kF64, {kRows});
   const TensorView ce = pool.empty(DType::kF64, {3 * kRows});
   lm_head_forward(c, logits, xv, wv, s);
-  lm_head_loss(c, losses, logits, pool.from_i32(kTargets, {kRows}), {}, /*train=*/true, ce,
-               comm, s);
+  lm_head_loss(c, losses, logits, pool.from_i32(kTargets, {kRows}), {}, /*train=*/true, ce, comm,
+               s);
   const TensorView dx = pool.empty(DType::kF64, {kRows, kD});
   const TensorView dw = pool.from_f64(std::vector<double>(w.size(), g0), {cols, kD});
   lm_head_backward(c, dx, dw, logits, xv, wv, kGradScale, s);

@@ -369,14 +369,15 @@ TEST(TrainConfigTest, DataPathsEodOptionsAndSeed) {
   // the default.
   EXPECT_EQ(prefix->data.prefix_lm_normalizer, DataConfig::PrefixLmNormalizer::kPipe);
   EXPECT_FALSE(prefix->data.reweight_loss);
-  auto rw = load(kValid, {"data.prefix_lm=true", "data.reweight_loss_based_on_position_frequency=true",
-                          "data.prefix_lm_normalizer=mask_sum"});
+  auto rw =
+      load(kValid, {"data.prefix_lm=true", "data.reweight_loss_based_on_position_frequency=true",
+                    "data.prefix_lm_normalizer=mask_sum"});
   ASSERT_TRUE(rw.ok()) << rw.status();
   EXPECT_TRUE(rw->data.reweight_loss);
   EXPECT_EQ(rw->data.prefix_lm_normalizer, DataConfig::PrefixLmNormalizer::kMaskSum);
-  EXPECT_THAT(error_of(kValid, {"data.reweight_loss_based_on_position_frequency=true"}),
-              AllOf(HasSubstr("reweight_loss_based_on_position_frequency"),
-                    HasSubstr("prefix_lm")));
+  EXPECT_THAT(
+      error_of(kValid, {"data.reweight_loss_based_on_position_frequency=true"}),
+      AllOf(HasSubstr("reweight_loss_based_on_position_frequency"), HasSubstr("prefix_lm")));
   EXPECT_THAT(error_of(kValid, {"data.prefix_lm_normalizer=mask_sum"}),
               AllOf(HasSubstr("prefix_lm_normalizer"), HasSubstr("prefix_lm")));
   EXPECT_THAT(error_of(kValid, {"data.prefix_lm=true", "data.prefix_lm_normalizer=mean"}),

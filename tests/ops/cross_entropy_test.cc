@@ -197,10 +197,10 @@ TEST(CrossEntropyCpu, RowWeightsScaleEachRow) {
     }
   }
   EXPECT_GT(norm, 0.0);
-  EXPECT_GT(wl[1], l[1]);     // weight 2
-  EXPECT_EQ(wl[2], 0.0);      // weight 0
-  EXPECT_EQ(wl[3], 0.0);      // ignored
-  EXPECT_GT(l[2], 0.0);       // ... though its unweighted loss is not 0
+  EXPECT_GT(wl[1], l[1]);  // weight 2
+  EXPECT_EQ(wl[2], 0.0);   // weight 0
+  EXPECT_EQ(wl[3], 0.0);   // ignored
+  EXPECT_GT(l[2], 0.0);    // ... though its unweighted loss is not 0
 }
 
 TEST(CrossEntropyCpuDeathTest, TargetBeyondVocabIsChecked) {

@@ -136,9 +136,8 @@ std::vector<std::vector<double>> reference(DType act, DType stat, const std::vec
   TensorView dlogits = pool.empty(act, {rows, padded});
   CrossEntropyArgs args{rows, vocab, padded, grad_scale};
   if (!weights.empty()) args.row_weights = pool.from(weights, DType::kF32, {rows});
-  cpu::softmax_cross_entropy(args, losses, dlogits,
-                             upload(pool, x, act, {rows, padded}), pool.from_i32(targets, {rows}),
-                             stream);
+  cpu::softmax_cross_entropy(args, losses, dlogits, upload(pool, x, act, {rows, padded}),
+                             pool.from_i32(targets, {rows}), stream);
   return {testing::to_host_f64(losses), testing::to_host_f64(dlogits)};
 }
 
@@ -187,8 +186,8 @@ TEST_P(VocabParallelCrossEntropyCpu, ShardsMatchSingleRankOp) {
   // Row weights (one of them 0) on step 3 against the weighted single-rank op.
   std::vector<float> w = testing::random_uniform(rows, 9, 0.1f, 2.0f);
   w[2] = 0.0f;
-  const ShardedResult wgot = run_sharded(pool, stream, p.act, stat, x, targets, rows, vocab,
-                                         padded, p.tp, grad_scale, w);
+  const ShardedResult wgot =
+      run_sharded(pool, stream, p.act, stat, x, targets, rows, vocab, padded, p.tp, grad_scale, w);
   const std::vector<std::vector<double>> wwant =
       reference(p.act, stat, x, targets, rows, vocab, padded, grad_scale, w);
   for (int k = 0; k < p.tp; ++k) {
@@ -437,15 +436,14 @@ TEST(VocabParallelCrossEntropyGpuPipeline, MatchesSingleRankCpuOp) {
     EXPECT_TRUE(testing::tensors_near(got.dlogits, want[1], grad_tol(dtype, grad_scale)));
     // With row weights.
     const std::vector<float> w = testing::random_uniform(rows, 43, 0.1f, 2.0f);
-    const ShardedResult wgot = run_sharded(pool, stream, dtype, DType::kF32, x, t, rows, vocab,
-                                           padded, 4, grad_scale, w);
+    const ShardedResult wgot =
+        run_sharded(pool, stream, dtype, DType::kF32, x, t, rows, vocab, padded, 4, grad_scale, w);
     const std::vector<std::vector<double>> wwant =
         reference(DType::kF32, DType::kF32, x, t, rows, vocab, padded, grad_scale, w);
     for (int k = 0; k < 4; ++k) {
       EXPECT_TRUE(testing::tensors_near(wgot.losses[k], wwant[0], loss_tol(dtype))) << k;
     }
-    EXPECT_TRUE(
-        testing::tensors_near(wgot.dlogits, wwant[1], grad_tol(dtype, 2.0f * grad_scale)));
+    EXPECT_TRUE(testing::tensors_near(wgot.dlogits, wwant[1], grad_tol(dtype, 2.0f * grad_scale)));
   }
 }
 
