@@ -252,6 +252,7 @@ absl::Status run(const std::string& path, const std::vector<std::string>& overri
 
   ANVIL_ASSIGN_OR_RETURN(model::GptPrecision prec,
                          model::resolve_precision(cfg.train.device, cfg.train.precision.mode));
+  if (cfg.train.attention_kernel == "auto") prec.attention = anvil::ops::AttentionKernel::kWgmma;
   anvil::engine::Stream s = anvil::engine::Stream::cpu();
   const bool cuda = prec.device == anvil::engine::Device::kCuda;
   if (cuda) {

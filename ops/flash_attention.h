@@ -68,8 +68,9 @@ enum class AttentionBias { kNone, kAlibi, kRelativeBuckets };
 // Which CUDA forward kernel runs (the CPU twin ignores it):
 //   kMmaSync  FlashAttention-2 schedule on mma.sync, every option, every GPU (the default);
 //   kWgmma    Hopper-native (sm_90a wgmma + TMA, warp-specialized, FlashAttention-3 style) where
-//             it applies: bf16, head size 64 or 128, no bias, no dropout, on a compute
-//             capability 9.0 GPU; anything else runs kMmaSync. Backward is kMmaSync either way.
+//             it applies: bf16, head size 64 or 128, no bias, no dropout, no prefix_end, on a
+//             compute capability 9.0 GPU; anything else runs kMmaSync. Backward is kMmaSync
+//             either way.
 enum class AttentionKernel { kMmaSync, kWgmma };
 
 struct FlashAttentionArgs {
@@ -138,10 +139,11 @@ void flash_attention_backward(const FlashAttentionArgs& args, TensorView dq, Ten
                               Workspace ws, Stream& stream);
 }  // namespace cpu
 namespace cuda {
-// Whether forward with these arguments runs the Hopper kernel (args.kernel == kWgmma and the
-// kernel takes the case on this device); else it runs mma.sync.
+// Whether forward with these arguments and masks runs the Hopper kernel (args.kernel == kWgmma
+// and the kernel takes the case on this device); else it runs mma.sync.
 bool flash_attention_forward_uses_wgmma(const FlashAttentionArgs& args, ConstTensorView q,
-                                        ConstTensorView k, ConstTensorView v);
+                                        ConstTensorView k, ConstTensorView v,
+                                        const AttentionMasks& masks);
 size_t flash_attention_workspace_bytes(const FlashAttentionArgs& args, int64_t num_buckets);
 void flash_attention_forward(const FlashAttentionArgs& args, TensorView out, TensorView lse,
                              ConstTensorView q, ConstTensorView k, ConstTensorView v,

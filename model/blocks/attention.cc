@@ -76,6 +76,7 @@ ops::FlashAttentionArgs flash_args(const AttentionConfig& c, float dropout,
   }
   fa.dropout_p = dropout, fa.seed = site.seed, fa.offset = site.offset;
   fa.total_heads = c.heads, fa.head_offset = c.head_offset();
+  fa.kernel = c.kernel;
   return fa;
 }
 

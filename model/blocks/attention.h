@@ -63,6 +63,7 @@ struct AttentionConfig {
   float rotary_base = 10000.0f;
   ops::RotaryScaling rotary_scaling;  // HF rope_scaling of the frequencies (ops/rotary.h)
   float dropout = 0.0f;               // on the probabilities (train only)
+  ops::AttentionKernel kernel = ops::AttentionKernel::kMmaSync;  // CUDA flash forward kernel
 
   int64_t local_heads() const { return heads / tp; }
   int64_t kv() const { return kv_heads == 0 ? heads : kv_heads; }

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "engine/device.h"
 #include "engine/dtype.h"
+#include "ops/flash_attention.h"
 #include "ops/rotary.h"
 #include "parallel/parallel_config.h"
 
@@ -121,6 +122,9 @@ struct GptPrecision {
   engine::Device device = engine::Device::kCpu;
   engine::DType act = engine::DType::kF32;   // params (compute copy) and activations
   engine::DType grad = engine::DType::kF32;  // gradients, master weights, optimizer state
+  // CUDA flash-attention forward ([train] attention_kernel): kWgmma runs the Hopper kernel where
+  // it applies (ops/flash_attention.h), mma.sync elsewhere; the CPU ignores it.
+  ops::AttentionKernel attention = ops::AttentionKernel::kMmaSync;
 };
 
 // Activation recomputation (Megatron's --recompute-granularity): kSelective recomputes the

@@ -216,6 +216,7 @@ blocks::AttentionConfig GptModel::Impl::attention_config() const {
   c.rotary_base = cfg.rotary_base;
   c.rotary_scaling = cfg.rope_scaling;
   c.dropout = cfg.attention_dropout;
+  c.kernel = prec.attention;
   return c;
 }
 

@@ -47,9 +47,10 @@ flash::Params make_params(const FlashAttentionArgs& a, ConstTensorView q, ConstT
 }  // namespace
 
 bool flash_attention_forward_uses_wgmma(const FlashAttentionArgs& args, ConstTensorView q,
-                                        ConstTensorView k, ConstTensorView v) {
+                                        ConstTensorView k, ConstTensorView v,
+                                        const AttentionMasks& masks) {
   return args.kernel == AttentionKernel::kWgmma && q.dtype == engine::DType::kBF16 &&
-         flash::forward_sm90a_supports(make_params(args, q, k, v, AttentionMasks{}));
+         flash::forward_sm90a_supports(make_params(args, q, k, v, masks));
 }
 
 size_t flash_attention_workspace_bytes(const FlashAttentionArgs& args, int64_t /*num_buckets*/) {
@@ -72,7 +73,7 @@ void flash_attention_forward(const FlashAttentionArgs& args, TensorView out, Ten
   const int batch = static_cast<int>(args.batch);
   if (q.dtype == engine::DType::kF16) {
     flash::forward_f16(p, batch, stream.cuda_stream());
-  } else if (flash_attention_forward_uses_wgmma(args, q, k, v)) {
+  } else if (flash_attention_forward_uses_wgmma(args, q, k, v, masks)) {
     flash::forward_sm90a_bf16(p, batch, stream.cuda_stream());
   } else {
     flash::forward_bf16(p, batch, stream.cuda_stream());

@@ -327,7 +327,10 @@ bool aligned16(const void* x) { return reinterpret_cast<uintptr_t>(x) % 16 == 0;
 }  // namespace
 
 bool forward_sm90a_supports(const Params& p) {
-  if ((p.dh != 64 && p.dh != 128) || p.bias != 0 || p.dropout_p != 0.f) return false;
+  // Bidirectional prefixes (prefix-LM, packed MTF) are not in this kernel's visible-tile walk.
+  if ((p.dh != 64 && p.dh != 128) || p.bias != 0 || p.dropout_p != 0.f || p.prefix_end) {
+    return false;
+  }
   // TMA: 16-byte aligned bases and row strides.
   if (!aligned16(p.q) || !aligned16(p.k) || !aligned16(p.v) || p.ldq % 8 != 0 || p.ldk % 8 != 0 ||
       p.ldv % 8 != 0) {

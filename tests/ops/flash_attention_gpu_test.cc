@@ -317,7 +317,7 @@ void check_wgmma(Case c, uint64_t seed) {
   {
     testing::TensorPool pool(Device::kCuda);
     const Views w = make_views(pool, c, DType::kBF16, in.xq, in.xkv, in.dout);
-    ASSERT_TRUE(cuda::flash_attention_forward_uses_wgmma(args_of(c), w.q, w.k, w.v));
+    ASSERT_TRUE(cuda::flash_attention_forward_uses_wgmma(args_of(c), w.q, w.k, w.v, {}));
   }
   const Results ref = run(c, Device::kCpu, DType::kF32, in, /*backward=*/false);
   const Results got = run(c, Device::kCuda, DType::kBF16, in, /*backward=*/false);
@@ -379,8 +379,21 @@ TEST(FlashAttentionGpu, WgmmaFallsBackOutsideItsCases) {
     if (dh == 64) c.bias = AttentionBias::kAlibi;
     const Inputs in = exact_inputs(c, 230 + dh);
     const Views w = make_views(pool, c, DType::kBF16, in.xq, in.xkv, in.dout);
-    EXPECT_FALSE(cuda::flash_attention_forward_uses_wgmma(args_of(c), w.q, w.k, w.v)) << dh;
+    EXPECT_FALSE(cuda::flash_attention_forward_uses_wgmma(args_of(c), w.q, w.k, w.v, {})) << dh;
     check_gpu(c, 231 + dh, /*backward=*/false);
+  }
+  // Prefix-LM prefixes and packed MTF pairs are not in the wgmma kernel: with kWgmma asked they
+  // must still match the CPU twin (a kernel that ignored prefix_end would not).
+  for (int64_t dh : {64, 128}) {
+    Case c = gpu_case(2, 300, 2, dh, true);
+    c.kernel = AttentionKernel::kWgmma;
+    add_sample_prefixes(&c, {130, 7});
+    check_gpu(c, 232 + dh);
+    Case s = gpu_case(1, 517, 2, dh, true);
+    s.kernel = AttentionKernel::kWgmma;
+    add_documents(&s, 233 + dh);
+    add_segment_prefixes(&s);
+    check_gpu(s, 234 + dh);
   }
 }
 
