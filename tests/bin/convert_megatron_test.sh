@@ -8,7 +8,7 @@
 # import into the same directory and a folder that is not a DeepSpeed checkpoint are refused by
 # name; bin/train resumes the import at step 4 on one rank and at TP2 under mpirun with the same
 # losses.
-# (Not checked here: that step 4 equals the fork's own step; docs/checkpoints.md.)
+# (That step 4 equals the fork's own step: megatron_first_step_test.sh.)
 # usage: convert_megatron_test.sh CONVERT TRAIN PREPROCESS
 set -euo pipefail
 convert=$1
