@@ -57,7 +57,7 @@ namespace io = anvil::io;
 constexpr char kUsage[] =
     "usage: convert export CKPT_DIR HF_DIR [STEP]\n"
     "       convert import HF_DIR CKPT_DIR\n"
-    "       convert import-megatron DEEPSPEED_DIR CKPT_DIR\n"
+    "       convert import-megatron DEEPSPEED_DIR CKPT_DIR [--keep-vocab-padding]\n"
     "       convert export-megatron CKPT_DIR DEEPSPEED_DIR [--tp N] [--pp N] [--dp N]\n"
     "                               [--dtype fp16|fp32] [--vocab-divisible-by N]\n";
 
@@ -270,8 +270,9 @@ int run(int argc, char** argv) {
   if (a.size() >= 3 && a.size() <= 4 && a[0] == "export" &&
       (a.size() == 3 || (absl::SimpleAtoi(a[3], &step) && step >= 0))) {
     s = export_hf(a[1], a[2], step);
-  } else if (a.size() == 3 && a[0] == "import-megatron") {  // bin/convert_megatron.h
-    s = anvil::convert::import_megatron(a[1], a[2]);
+  } else if ((a.size() == 3 || (a.size() == 4 && a[3] == "--keep-vocab-padding")) &&
+             a[0] == "import-megatron") {  // bin/convert_megatron.h
+    s = anvil::convert::import_megatron(a[1], a[2], a.size() == 4);
   } else if (a.size() >= 3 && a[0] == "export-megatron") {  // bin/convert_megatron.h
     absl::StatusOr<anvil::convert::MegatronExportOptions> o =
         anvil::convert::parse_megatron_export_options({a.begin() + 3, a.end()});

@@ -1,18 +1,22 @@
-// bin/convert import-megatron DIR CKPT_DIR: a Megatron-DeepSpeed (bigscience-workshop fork)
-// DeepSpeed checkpoint folder of a BLOOM-style GPTModelPipe (fp16, ZeRO-1, any TP/PP/DP) into an
-// anvil checkpoint CKPT_DIR/step_<iteration>: fp32 master weights and Adam moments (from the
-// ZeRO-1 partitions; io/torch_pt/megatron_ds.h), mapped to anvil's names and layout
-// (model/megatron_ds/names.h), and the run counters: iteration, consumed samples, the LR
+// bin/convert import-megatron DIR CKPT_DIR [--keep-vocab-padding]: a Megatron-DeepSpeed
+// (bigscience-workshop fork) DeepSpeed checkpoint of a BLOOM-style GPTModelPipe (any TP/PP/DP;
+// fp16 with ZeRO-1, bf16 with BF16_Optimizer, or the universal folder of ds_to_universal.py,
+// found automatically: io/torch_pt/megatron_ds.h) into an anvil checkpoint
+// CKPT_DIR/step_<iteration>: fp32 master weights and Adam moments, mapped to anvil's names and
+// layout (model/megatron_ds/names.h), and the run counters: iteration, consumed samples, the LR
 // scheduler's position (num_steps, num_tokens, warmup_tokens), the Adam step and the loss
 // scaler. The [model] section is the BLOOM family's from the fork's args (validated as
 // bin/train validates it); [train] global_batch and seed and [data] seed come from args too.
+// The rows that pad the vocabulary (padded_vocab_size over original_vocab_size) are dropped;
+// --keep-vocab-padding keeps them as ordinary rows ([model] vocab_size = padded_vocab_size), so
+// the softmax spans them as the fork's does and the next steps are the fork's.
 // bin/convert export-megatron CKPT_DIR DIR [--tp N] [--pp N] [--dp N] [--dtype fp16|fp32]
 // [--vocab-divisible-by N]: the inverse, the newest complete anvil checkpoint of a BLOOM-style
 // [model] as the fork's folder at TP x PP x DP (default 1 x 1 x 1; io/torch_pt/megatron_ds.h
 // write_megatron_ds): masters and moments in the ZeRO-1 partitions, module weights in --dtype
 // (default fp16), the embedding padded to a multiple of divisible-by x TP rows (default [model]
 // vocab_multiple) with zero rows, and the counters, lr schedule and loss scaler the import reads.
-// Not done yet: the universal layout (ds_to_universal.py), bf16 ZeRO files, RNG states.
+// Not done yet: export in the bf16 or universal layouts, ZeRO-2/3 files, RNG states.
 #pragma once
 
 #include <algorithm>
@@ -38,7 +42,8 @@
 
 namespace anvil::convert {
 
-inline absl::Status import_megatron(const std::string& dir, const std::string& ckpt_dir) {
+inline absl::Status import_megatron(const std::string& dir, const std::string& ckpt_dir,
+                                    bool keep_vocab_padding = false) {
   namespace model = anvil::model;
   namespace io = anvil::io;
   if (!io::list_checkpoint_steps(ckpt_dir).empty()) {
@@ -46,6 +51,7 @@ inline absl::Status import_megatron(const std::string& dir, const std::string& c
         absl::StrCat(ckpt_dir, " already holds checkpoints: import into a new or empty directory"));
   }
   ANVIL_ASSIGN_OR_RETURN(io::torch_pt::MegatronDsCheckpoint c, io::torch_pt::read_megatron_ds(dir));
+  if (keep_vocab_padding) c.vocab = c.padded_vocab;
   const std::string where = c.dir + "/mp_rank_00_model_states.pt (args)";
   if (c.ffn_hidden != 4 * c.hidden_size) {
     return absl::UnimplementedError(absl::StrCat(where, ": ffn_hidden_size ", c.ffn_hidden,
@@ -110,9 +116,13 @@ inline absl::Status import_megatron(const std::string& dir, const std::string& c
   }
   ANVIL_RETURN_IF_ERROR(io::save_checkpoint(ckpt_dir, info, slices, 0));
   std::printf(
-      "imported %s (TP%d x PP%d x DP%d, iteration %lld, %lld samples consumed) into %s; the "
+      "imported %s (%s, TP%d x PP%d x DP%d, iteration %lld, %lld samples consumed) into %s; the "
       "settings it was trained with:\n%s",
-      c.dir.c_str(), c.tp, c.pp, c.dp, static_cast<long long>(c.iteration),
+      c.dir.c_str(),
+      c.layout == "universal"   ? "universal checkpoint"
+      : c.layout == "bf16_zero" ? "BF16_Optimizer"
+                                : "ZeRO-1",
+      c.tp, c.pp, c.dp, static_cast<long long>(c.iteration),
       static_cast<long long>(c.consumed_samples),
       io::checkpoint_step_dir(ckpt_dir, c.iteration).c_str(), ini.c_str());
   return absl::OkStatus();

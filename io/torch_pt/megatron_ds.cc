@@ -1,6 +1,8 @@
 // Megatron-DeepSpeed checkpoint folders -> whole fork-named tensors (io/torch_pt/megatron_ds.h).
 #include "io/torch_pt/megatron_ds.h"
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -101,51 +103,71 @@ engine::HostSlice join(const std::string& name, const std::vector<engine::HostSl
   return out;
 }
 
-}  // namespace
+// A 0-dim or one-element tensor, an int or a float (an optimizer's step count) as an integer.
+absl::StatusOr<int64_t> step_value(const PtFile& f, const ValuePtr& v, const std::string& what) {
+  if (v->kind == Value::Kind::kInt) return v->i;
+  if (v->kind == Value::Kind::kFloat) return static_cast<int64_t>(v->f);
+  if (v->kind == Value::Kind::kTensor && v->tensor.numel() == 1) {
+    if (v->tensor.dtype == DType::kI64) {
+      ANVIL_ASSIGN_OR_RETURN(std::string b, f.storage_bytes(v->tensor));
+      int64_t x;
+      std::memcpy(&x, b.data() + v->tensor.offset * 8, 8);
+      return x;
+    }
+    ANVIL_ASSIGN_OR_RETURN(std::vector<float> x, f.read_f32(v->tensor, what));
+    return static_cast<int64_t>(x[0]);
+  }
+  return field_error(f.path(), what, absl::StrCat("a ", describe(*v), " (expected a count)"));
+}
 
-absl::StatusOr<MegatronDsCheckpoint> read_megatron_ds(const std::string& dir) {
-  MegatronDsCheckpoint c;
-  std::ifstream in(dir + "/latest");
+std::string read_tag(const std::string& file) {
+  std::ifstream in(file);
   std::string tag;
-  if (!in || !std::getline(in, tag)) {
-    return absl::NotFoundError(absl::StrCat(dir,
-                                            "/latest: missing (not a DeepSpeed checkpoint "
-                                            "folder)"));
-  }
-  tag = std::string(absl::StripAsciiWhitespace(tag));
-  if (tag.empty() || tag.find('/') != std::string::npos || tag == "..") {
-    return absl::InvalidArgumentError(absl::StrCat(dir, "/latest: tag '", tag, "' is not a name"));
-  }
-  c.dir = dir + "/" + tag;
-  int layer01 = 0, mp_files = 0, zero_files = 0;
+  if (!in || !std::getline(in, tag)) return "";
+  return std::string(absl::StripAsciiWhitespace(tag));
+}
+
+bool is_file(const std::string& p) {
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(c.dir, ec)) {
-    const std::string n = e.path().filename().string();
-    if (absl::StartsWith(n, "layer_01-model_")) ++layer01;
-    if (absl::StartsWith(n, "mp_rank_") && absl::EndsWith(n, "_model_states.pt")) ++mp_files;
-    if (absl::StartsWith(n, "zero_pp_rank_") && absl::EndsWith(n, "_optim_states.pt")) {
-      ++zero_files;
+  return std::filesystem::is_regular_file(p, ec);
+}
+bool is_dir(const std::string& p) {
+  std::error_code ec;
+  return std::filesystem::is_directory(p, ec);
+}
+
+// DIR -> the folder of one checkpoint (c.dir) and its layout.
+absl::Status locate(const std::string& dir, MegatronDsCheckpoint& c) {
+  auto layout_of = [&](const std::string& d) {
+    c.dir = d;
+    c.layout = is_dir(d + "/zero") ? "universal" : "zero";
+  };
+  if (is_dir(dir + "/zero") && is_file(dir + "/mp_rank_00_model_states.pt")) {
+    layout_of(dir);  // the universal folder itself
+    return absl::OkStatus();
+  }
+  for (const char* latest : {"latest", "latest_universal"}) {
+    const std::string file = dir + "/" + latest;
+    if (!is_file(file)) continue;
+    const std::string tag = read_tag(file);
+    if (tag.empty() || tag.find('/') != std::string::npos || tag == "..") {
+      return absl::InvalidArgumentError(absl::StrCat(file, ": tag '", tag, "' is not a name"));
     }
-    if (absl::StartsWith(n, "bf16_zero_pp_rank_")) {
-      return absl::UnimplementedError(
-          absl::StrCat(c.dir, "/", n, ": bf16 ZeRO (BF16_Optimizer) checkpoints are not read yet"));
-    }
+    layout_of(dir + "/" + tag);
+    return absl::OkStatus();
   }
-  if (ec) return absl::NotFoundError(absl::StrCat(c.dir, ": ", ec.message()));
-  if (mp_files == 0 || zero_files == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(c.dir,
-                     ": no mp_rank_*_model_states.pt or zero_pp_rank_*_optim_states.pt (ZeRO-1 "
-                     "checkpoints of a pipelined GPTModelPipe are read)"));
+  if (is_file(dir + "/mp_rank_00_model_states.pt")) {
+    layout_of(dir);  // a global_stepN folder named directly
+    return absl::OkStatus();
   }
-  c.tp = layer01 > 0 ? layer01 : mp_files;
-  c.pp = mp_files / c.tp;
-  c.dp = zero_files / mp_files;
-  if (c.pp * c.tp != mp_files || c.dp * mp_files != zero_files) {
-    return absl::InvalidArgumentError(absl::StrCat(c.dir, ": ", layer01, " layer_01 files, ",
-                                                   mp_files, " mp_rank files and ", zero_files,
-                                                   " ZeRO files do not make a TP x PP x DP grid"));
-  }
+  return absl::NotFoundError(absl::StrCat(
+      dir,
+      "/latest: missing (not a DeepSpeed checkpoint folder: neither latest, latest_universal, "
+      "mp_rank_00_model_states.pt nor a universal zero/ folder)"));
+}
+
+// The run's settings and counters from mp_rank_00_model_states.pt.
+absl::Status read_model_states(MegatronDsCheckpoint& c) {
   const std::string mp0 = c.dir + "/mp_rank_00_model_states.pt";
   ANVIL_ASSIGN_OR_RETURN(PtFile f0, PtFile::open(mp0));
   const ValuePtr& r0 = f0.root();
@@ -176,6 +198,61 @@ absl::StatusOr<MegatronDsCheckpoint> read_megatron_ds(const std::string& dir) {
       c.lr_scheduler[k->s] = number(*v);
     }
   }
+  // The degrees it was saved with (the universal folder keeps no per-rank files but these).
+  for (auto [key, out] : {std::pair<const char*, int*>{"tensor_model_parallel_size", &c.saved_tp},
+                          {"pipeline_model_parallel_size", &c.saved_pp},
+                          {"data_parallel_size", &c.saved_dp}}) {
+    ValuePtr x = args->attr(key);
+    if (x && x->kind == Value::Kind::kInt) *out = static_cast<int>(x->i);
+  }
+  if (ValuePtr x = r0->get("dp_world_size"); x && x->kind == Value::Kind::kInt) {
+    c.saved_dp = static_cast<int>(x->i);
+  }
+  for (auto [key, out] : {std::pair<const char*, int64_t*>{"global_steps", &c.global_steps},
+                          {"skipped_steps", &c.skipped_steps}}) {
+    ValuePtr x = r0->get(key);
+    if (x && x->kind == Value::Kind::kInt) *out = x->i;
+  }
+  return absl::OkStatus();
+}
+
+// The ZeRO-1 (zero_pp_rank_*) or BF16_Optimizer (bf16_zero_pp_rank_*) files of c.dir.
+absl::Status read_zero(MegatronDsCheckpoint& c) {
+  int layer01 = 0, mp_files = 0, fp16_files = 0, bf16_files = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(c.dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (absl::StartsWith(n, "layer_01-model_")) ++layer01;
+    if (absl::StartsWith(n, "mp_rank_") && absl::EndsWith(n, "_model_states.pt")) ++mp_files;
+    if (absl::EndsWith(n, "_optim_states.pt")) {
+      if (absl::StartsWith(n, "zero_pp_rank_")) ++fp16_files;
+      if (absl::StartsWith(n, "bf16_zero_pp_rank_")) ++bf16_files;
+    }
+  }
+  if (ec) return absl::NotFoundError(absl::StrCat(c.dir, ": ", ec.message()));
+  if (fp16_files > 0 && bf16_files > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        c.dir, ": holds both zero_pp_rank_* (", fp16_files, ") and bf16_zero_pp_rank_* (",
+        bf16_files, ") optimizer files: one run's checkpoint has one kind"));
+  }
+  const bool bf16 = bf16_files > 0;
+  const int zero_files = bf16 ? bf16_files : fp16_files;
+  const std::string prefix = bf16 ? "bf16_zero_pp_rank_" : "zero_pp_rank_";
+  c.layout = bf16 ? "bf16_zero" : "zero";
+  if (mp_files == 0 || zero_files == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        c.dir,
+        ": no mp_rank_*_model_states.pt or zero_pp_rank_* / bf16_zero_pp_rank_*_optim_states.pt "
+        "(ZeRO-1 or BF16_Optimizer checkpoints of a pipelined GPTModelPipe are read)"));
+  }
+  c.tp = layer01 > 0 ? layer01 : mp_files;
+  c.pp = mp_files / c.tp;
+  c.dp = zero_files / mp_files;
+  if (c.pp * c.tp != mp_files || c.dp * mp_files != zero_files) {
+    return absl::InvalidArgumentError(absl::StrCat(c.dir, ": ", layer01, " layer_01 files, ",
+                                                   mp_files, " mp_rank files and ", zero_files,
+                                                   " ZeRO files do not make a TP x PP x DP grid"));
+  }
   std::map<std::string, std::vector<std::vector<engine::HostSlice>>> by_tp;  // name -> [tp]
   for (int pp = 0; pp < c.pp; ++pp) {
     for (int tp = 0; tp < c.tp; ++tp) {
@@ -187,13 +264,16 @@ absl::StatusOr<MegatronDsCheckpoint> read_megatron_ds(const std::string& dir) {
       std::vector<PtFile> zf;
       for (int d = 0; d < c.dp; ++d) {
         const std::string p =
-            c.dir + absl::StrFormat("/zero_pp_rank_%d_mp_rank_%02d_optim_states.pt", d, mp);
+            c.dir + absl::StrFormat("/%s%d_mp_rank_%02d_optim_states.pt", prefix, d, mp);
         ANVIL_ASSIGN_OR_RETURN(PtFile z, PtFile::open(p));
         zf.push_back(std::move(z));
       }
       for (size_t g = 0; g < shapes->items.size(); ++g) {
-        // The group's flat fp32 / exp_avg / exp_avg_sq over all DP partitions.
+        // The group's flat fp32 / exp_avg / exp_avg_sq over all DP partitions, and the
+        // alignment padding at the end of the last one (BF16_Optimizer keeps it in the fp32
+        // partition too; ZeRO-1's state_dict strips it there).
         std::vector<float> flat[3];
+        int64_t padding = 0;
         for (int d = 0; d < c.dp; ++d) {
           const std::string& zp = zf[d].path();
           ANVIL_ASSIGN_OR_RETURN(
@@ -203,11 +283,18 @@ absl::StatusOr<MegatronDsCheckpoint> read_megatron_ds(const std::string& dir) {
           ANVIL_ASSIGN_OR_RETURN(ValuePtr base,
                                  need(o, "base_optimizer_state", zp, Value::Kind::kDict));
           ANVIL_ASSIGN_OR_RETURN(ValuePtr state, need(base, "state", zp, Value::Kind::kDict));
+          ValuePtr st = state->get_int_key(static_cast<int64_t>(g));
           if (d == 0 && pp == 0 && tp == 0 && g == 0) {
+            // The Adam step: apex FusedAdam keeps it per param group, DeepSpeed's FusedAdam
+            // (>= 0.7) and torch.optim.AdamW per state.
             ANVIL_ASSIGN_OR_RETURN(ValuePtr groups,
                                    need(base, "param_groups", zp, Value::Kind::kList));
-            if (!groups->items.empty() && groups->items[0]->get("step")) {
-              c.adam_step = groups->items[0]->get("step")->i;
+            ValuePtr step = !groups->items.empty() && groups->items[0]->kind == Value::Kind::kDict
+                                ? groups->items[0]->get("step")
+                                : nullptr;
+            if (!step && st && st->kind == Value::Kind::kDict) step = st->get("step");
+            if (step) {
+              ANVIL_ASSIGN_OR_RETURN(c.adam_step, step_value(zf[d], step, "the Adam step"));
             }
             ValuePtr scaler = o->get("loss_scaler");
             if (scaler && scaler->kind == Value::Kind::kObject && scaler->state) {
@@ -218,8 +305,19 @@ absl::StatusOr<MegatronDsCheckpoint> read_megatron_ds(const std::string& dir) {
               }
             }
           }
-          ValuePtr st = state->get_int_key(static_cast<int64_t>(g));
-          if (g >= fp32->items.size() || !st || fp32->items[g]->kind != Value::Kind::kTensor) {
+          if (bf16) {
+            // "group_paddings" (DeepSpeed >= 0.7) or "groups_padding" (0.6).
+            ValuePtr pads = o->get("group_paddings");
+            if (!pads) pads = o->get("groups_padding");
+            if (!pads || pads->kind != Value::Kind::kList || g >= pads->items.size() ||
+                pads->items[g]->kind != Value::Kind::kInt) {
+              return field_error(zp, "group_paddings",
+                                 absl::StrCat("missing or without param group ", g));
+            }
+            padding += pads->items[g]->i;
+          }
+          if (g >= fp32->items.size() || !st || st->kind != Value::Kind::kDict ||
+              fp32->items[g]->kind != Value::Kind::kTensor) {
             return field_error(zp, "optimizer_state_dict",
                                absl::StrCat("no partition of param group ", g));
           }
@@ -234,6 +332,7 @@ absl::StatusOr<MegatronDsCheckpoint> read_megatron_ds(const std::string& dir) {
             flat[k].insert(flat[k].end(), v.begin(), v.end());
           }
         }
+        const int64_t unpadded = static_cast<int64_t>(flat[0].size()) - padding;
         int64_t off = 0;
         const Value& names = *shapes->items[g];
         for (const auto& [key, size] : names.dict) {
@@ -249,10 +348,10 @@ absl::StatusOr<MegatronDsCheckpoint> read_megatron_ds(const std::string& dir) {
             shape.push_back(x->i);
             numel *= x->i;
           }
-          if (off + numel > static_cast<int64_t>(flat[0].size()) ||
-              off + numel > static_cast<int64_t>(flat[1].size())) {
+          if (off + numel > unpadded || off + numel > static_cast<int64_t>(flat[1].size()) ||
+              off + numel > static_cast<int64_t>(flat[2].size())) {
             return field_error(mpf, "param_shapes",
-                               absl::StrCat("group ", g, " needs more than the ", flat[0].size(),
+                               absl::StrCat("group ", g, " needs more than the ", unpadded,
                                             " elements of its ZeRO partitions"));
           }
           ANVIL_ASSIGN_OR_RETURN(std::string name, fork_name(key->s, c.num_layers, pp, mpf));
@@ -272,9 +371,9 @@ absl::StatusOr<MegatronDsCheckpoint> read_megatron_ds(const std::string& dir) {
           }
           off += numel;
         }
-        if (off != static_cast<int64_t>(flat[0].size())) {
+        if (off != unpadded) {
           return field_error(mpf, "param_shapes",
-                             absl::StrCat("group ", g, " covers ", off, " of the ", flat[0].size(),
+                             absl::StrCat("group ", g, " covers ", off, " of the ", unpadded,
                                           " unpadded elements of its ZeRO partitions"));
         }
       }
@@ -292,6 +391,80 @@ absl::StatusOr<MegatronDsCheckpoint> read_megatron_ds(const std::string& dir) {
     }
     const std::string fork = name.substr(name.find('/') + 1);
     c.tensors[name] = join(name, parts, tp_dim(fork));
+  }
+  return absl::OkStatus();
+}
+
+// A universal checkpoint (ds_to_universal.py): c.dir/zero/<pipe-module name>/{fp32, exp_avg,
+// exp_avg_sq}.pt, each the whole TP-merged tensor ({"param": tensor, "cat_dim": ...,
+// "vocab_divisibility_padding_tensor" or "vocab_tensor" for the embedding}, or a bare tensor),
+// and step.pt (newer DeepSpeed) with the Adam step.
+absl::Status read_universal(MegatronDsCheckpoint& c) {
+  c.tp = c.saved_tp;
+  c.pp = c.saved_pp;
+  c.dp = c.saved_dp;
+  const std::string zero = c.dir + "/zero";
+  std::vector<std::string> params;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(zero, ec)) {
+    if (e.is_directory()) params.push_back(e.path().filename().string());
+  }
+  if (ec) return absl::NotFoundError(absl::StrCat(zero, ": ", ec.message()));
+  if (params.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(zero, ": no parameter folders"));
+  }
+  std::sort(params.begin(), params.end());
+  bool have_step = false;
+  for (const std::string& p : params) {
+    const std::string where = zero + "/" + p;
+    ANVIL_ASSIGN_OR_RETURN(std::string name, fork_name(p, c.num_layers, 0, where));
+    const char* states[3][2] = {
+        {"fp32", "fp32/"}, {"exp_avg", "exp_avg/"}, {"exp_avg_sq", "exp_avg_sq/"}};
+    for (const auto& [file, prefix] : states) {
+      const std::string path = absl::StrCat(where, "/", file, ".pt");
+      ANVIL_ASSIGN_OR_RETURN(PtFile f, PtFile::open(path));
+      ValuePtr t = f.root();
+      if (t->kind == Value::Kind::kDict) t = t->get("param");
+      if (!t || t->kind != Value::Kind::kTensor) {
+        return field_error(path, "param",
+                           absl::StrCat("missing or not a tensor (", describe(*f.root()), ")"));
+      }
+      ANVIL_ASSIGN_OR_RETURN(std::vector<float> v, f.read_f32(t->tensor, "the parameter"));
+      engine::HostSlice s;
+      s.tensor = prefix + name;
+      s.shape = t->tensor.shape;
+      s.offset.assign(s.shape.size(), 0);
+      s.extent = s.shape;
+      s.data = std::move(v);
+      c.tensors[s.tensor] = std::move(s);
+    }
+    const std::string step = where + "/step.pt";
+    if (!have_step && is_file(step)) {
+      ANVIL_ASSIGN_OR_RETURN(PtFile f, PtFile::open(step));
+      ANVIL_ASSIGN_OR_RETURN(c.adam_step, step_value(f, f.root(), "step"));
+      have_step = true;
+    }
+  }
+  if (!have_step) {
+    // The fork's ds_to_universal.py keeps no step: the engine's counters give it. The ZeRO and
+    // BF16 optimizers take one zero-gradient step at start (initialize_optimizer_states), which
+    // apex's FusedAdam counts; overflowed fp16 steps are skipped.
+    c.adam_step = c.global_steps - c.skipped_steps + 1;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<MegatronDsCheckpoint> read_megatron_ds(const std::string& dir) {
+  MegatronDsCheckpoint c;
+  ANVIL_RETURN_IF_ERROR(locate(dir, c));
+  if (!is_dir(c.dir)) return absl::NotFoundError(absl::StrCat(c.dir, ": no such folder"));
+  ANVIL_RETURN_IF_ERROR(read_model_states(c));
+  if (c.layout == "universal") {
+    ANVIL_RETURN_IF_ERROR(read_universal(c));
+  } else {
+    ANVIL_RETURN_IF_ERROR(read_zero(c));
   }
   return c;
 }

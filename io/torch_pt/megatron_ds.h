@@ -1,19 +1,30 @@
-// A Megatron-DeepSpeed (bigscience-workshop fork) DeepSpeed checkpoint folder read back into
-// whole tensors under the fork's names: DIR/latest names the tag; DIR/<tag>/ holds
+// A Megatron-DeepSpeed (bigscience-workshop fork) DeepSpeed checkpoint read back into whole
+// tensors under the fork's names. DIR is a checkpoint root (DIR/latest, else
+// DIR/latest_universal, names the tag folder), a tag folder itself (global_stepN/), or a universal
+// folder (global_stepN_universal/, holding zero/). The tag folder holds
 //   mp_rank_YY_model_states.pt        (YY = pp x tp_size + tp) args, iteration, lr_scheduler,
 //                                     param_shapes (per optimizer group: pipe-module name ->
 //                                     TP-local shape, in the order of the flat ZeRO buffers)
-//   zero_pp_rank_D_mp_rank_YY_optim_states.pt   ZeRO-1: per group the D-th partition of the
-//                                     flat fp32 master weights (the last one without its
+// and one of three layouts:
+//   zero_pp_rank_D_mp_rank_YY_optim_states.pt   ZeRO-1 (fp16): per group the D-th partition of
+//                                     the flat fp32 master weights (the last one without its
 //                                     padding) and of Adam's exp_avg / exp_avg_sq (with it)
+//   bf16_zero_pp_rank_D_mp_rank_YY_optim_states.pt   DeepSpeed's BF16_Optimizer (--bf16): the
+//                                     same keys, the fp32 partitions with their padding
+//                                     (group_paddings, "groups_padding" before 0.7), no loss scaler
+//   zero/<pipe-module name>/{fp32,exp_avg,exp_avg_sq}.pt   the universal layout of
+//                                     ds_to_universal.py: whole TP-merged tensors under "param"
+//                                     (the embedding with or without its vocabulary padding rows),
+//                                     step.pt with the Adam step in newer DeepSpeed; the
+//                                     mp_rank files are copies of the original's
 //   layer_XX-model_TT-model_states.pt the fp16/bf16 module weights (not needed: the fp32
 //                                     masters are the state)
 // The degrees come from the files (tp: layer_01 files; pp: mp_rank files / tp; dp: ZeRO files /
-// mp_rank files). Each group's partitions are concatenated over DP and cut by param_shapes;
-// TP pieces are joined (row-parallel dense / dense_4h_to_h weights by columns, column-parallel
-// QKV, dense_h_to_4h and the vocab-parallel embedding by rows; the rest is replicated: TP
-// rank 0's copy). Pipe names map to the fork's: tied_modules.embed.word_embeddings.* ->
-// word_embeddings.* (the first stage's copy), "<3 + i>.<sub>" -> layers.<i>.<sub>,
+// mp_rank files; universal: the args'). Each group's partitions are concatenated over DP and cut
+// by param_shapes; TP pieces are joined (row-parallel dense / dense_4h_to_h weights by columns,
+// column-parallel QKV, dense_h_to_4h and the vocab-parallel embedding by rows; the rest is
+// replicated: TP rank 0's copy). Pipe names map to the fork's: tied_modules.embed.word_embeddings.*
+// -> word_embeddings.* (the first stage's copy), "<3 + i>.<sub>" -> layers.<i>.<sub>,
 // "<4 + num_layers>.<w|b>" -> final_layernorm.<w|b>.
 #pragma once
 
@@ -29,8 +40,12 @@
 namespace anvil::io::torch_pt {
 
 struct MegatronDsCheckpoint {
-  std::string dir;  // DIR/<tag>
+  std::string dir;     // DIR/<tag>
+  std::string layout;  // "zero" (fp16 ZeRO-1), "bf16_zero" (BF16_Optimizer) or "universal"
   int tp = 1, pp = 1, dp = 1;
+  // args' tensor / pipeline / data parallel sizes (dp: the engine's dp_world_size when saved)
+  int saved_tp = 1, saved_pp = 1, saved_dp = 1;
+  int64_t global_steps = 0, skipped_steps = 0;  // the DeepSpeed engine's counters
   int64_t iteration = 0;
   int64_t num_layers = 0, hidden_size = 0, num_heads = 0, ffn_hidden = 0;
   int64_t padded_vocab = 0, vocab = 0;  // checkpoint_info's original_vocab_size
@@ -39,7 +54,10 @@ struct MegatronDsCheckpoint {
   double layernorm_epsilon = 1e-5;
   std::map<std::string, double> lr_scheduler;  // the fork's AnnealingLR state_dict (numbers)
   std::map<std::string, double> loss_scaler;   // DynamicLossScaler's numbers (cur_scale ...)
-  int64_t adam_step = 0;                       // base optimizer param_groups[0]["step"]
+  // The base optimizer's step (param_groups[0]["step"], else state[0]["step"]; universal:
+  // step.pt, else global_steps - skipped_steps + 1, the zero-gradient step the ZeRO and BF16
+  // optimizers take at start counted as apex's FusedAdam counts it).
+  int64_t adam_step = 0;
   // "fp32/<fork name>", "exp_avg/<fork name>", "exp_avg_sq/<fork name>": whole tensors.
   std::map<std::string, engine::HostSlice> tensors;
 };

@@ -424,7 +424,10 @@ absl::Status write_megatron_ds(const MegatronDsCheckpoint& c, const MegatronDsAr
       root->set("lr_scheduler", lr);
       root->set("sparse_tensor_module_names",
                 Value::object("builtins.set", {Value::list()}, false, nullptr));
-      root->set("skipped_steps", Value::integer(c.iteration - c.adam_step));
+      // The engine's skipped (overflowed) steps, as read_megatron_ds reads a universal folder's
+      // Adam step back: global_steps - skipped_steps + 1 (the optimizers' zero-gradient step).
+      root->set("skipped_steps",
+                Value::integer(std::max<int64_t>(0, c.iteration - c.adam_step + 1)));
       root->set("global_steps", Value::integer(c.iteration));
       root->set("global_samples", Value::integer(c.consumed_samples));
       root->set("dp_world_size", Value::integer(c.dp));

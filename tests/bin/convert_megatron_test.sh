@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # bin/convert import-megatron on the fork-layout fixture (TP2 x PP2 x DP2, ZeRO-1;
 # scripts/make_megatron_ds_fixture.py): the anvil checkpoint holds the iteration, the counters
-# and every master weight and Adam moment (their values: megatron_ds_test); a second import into
-# the same directory and a folder that is not a DeepSpeed checkpoint are refused by name; bin/train
-# resumes the import at step 4 on one rank and at TP2 under mpirun with the same losses.
-# (Not checked here: that step 4 equals the fork's own step; docs/checkpoints.md.)
+# and every master weight and Adam moment (their values: megatron_ds_test); the same checkpoint's
+# universal folder (ds_to_universal.py) and the BF16_Optimizer folder of the same state
+# (TP1 x PP2 x DP3) import to a byte-identical tensor file, their manifests differing in what
+# those layouts record differently (no loss scaler; bf16's Adam step and degrees); a second
+# import into the same directory and a folder that is not a DeepSpeed checkpoint are refused by
+# name; bin/train resumes the import at step 4 on one rank and at TP2 under mpirun with the same
+# losses.
+# (That step 4 equals the fork's own step: megatron_first_step_test.sh.)
 # usage: convert_megatron_test.sh CONVERT TRAIN PREPROCESS
 set -euo pipefail
 convert=$1
@@ -20,13 +24,33 @@ import json, sys
 m = json.load(open(sys.argv[1]))
 s = m["state"]
 assert s["step"] == 3 and s["consumed_samples"] == 24 and s["lr_samples"] == 24, s
-assert s["lr_tokens"] == 192 and s["optimizer_steps"] == 2 and s["seed"] == 42, s
+assert s["lr_tokens"] == 192 and s["optimizer_steps"] == 3 and s["seed"] == 42, s
 assert m["grad_scaler"]["scale"] == 2048.0, m["grad_scaler"]
 names = set(m["tensors"])
 assert len(names) == 3 * (3 + 4 * 12 + 2), len(names)
 for st in ("master/", "exp_avg/", "exp_avg_sq/"):
     assert m["tensors"][st + "wte.weight"]["shape"] == [120, 16]
     assert m["tensors"][st + "h.3.attn.c_attn.weight"]["shape"] == [48, 16]
+PY
+"$convert" import-megatron "$fx/ckpt/global_step3_universal" "$tmp/cku" > "$tmp/outu.txt"
+grep -q "(universal checkpoint, TP2 x PP2 x DP2, iteration 3, 24 samples consumed)" "$tmp/outu.txt"
+"$convert" import-megatron "$fx/ckpt_bf16" "$tmp/ckb" > "$tmp/outb.txt"
+grep -q "(BF16_Optimizer, TP1 x PP2 x DP3, iteration 3, 24 samples consumed)" "$tmp/outb.txt"
+s=step_00000003
+cmp "$tmp/ck/$s/rank_00000.safetensors" "$tmp/cku/$s/rank_00000.safetensors"
+cmp "$tmp/ck/$s/rank_00000.safetensors" "$tmp/ckb/$s/rank_00000.safetensors"
+python3 - "$tmp/ck/$s/manifest.json" "$tmp/cku/$s/manifest.json" "$tmp/ckb/$s/manifest.json" <<'PY'
+import json, sys
+z, u, b = (json.load(open(p)) for p in sys.argv[1:])
+assert "grad_scaler" in z and not u.get("grad_scaler") and not b.get("grad_scaler"), (z, u, b)
+for m in (z, u, b):
+    m.pop("grad_scaler", None)
+assert z == u, "universal import: manifests differ"
+assert b["state"]["optimizer_steps"] == 4, b["state"]
+assert b["layout"] == {"tp": 1, "pp": 2, "dp": 3, "zero_stage": 1}, b["layout"]
+b["state"]["optimizer_steps"] = z["state"]["optimizer_steps"]
+b["layout"] = z["layout"]
+assert z == b, "bf16 import: manifests differ beyond the Adam step and layout"
 PY
 if "$convert" import-megatron "$fx/ckpt" "$tmp/ck" 2> "$tmp/err.txt"; then
   echo "a second import into $tmp/ck was accepted"; exit 1
