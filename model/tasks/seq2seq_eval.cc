@@ -130,7 +130,7 @@ void Seq2SeqLmWindows::fill(int64_t w, absl::Span<const int32_t> tokens, int32_t
     enc[j] = c + j < a ? tokens[static_cast<size_t>(c + j)] : pad;
   for (int64_t j = 0; j < dec_len_; ++j) {
     const int64_t t = a + j;  // the token label j predicts
-    dec[j] = j == 0 ? decoder_start : (t - 1 < b ? tokens[static_cast<size_t>(t - 1)] : pad);
+    dec[j] = j == 0 ? decoder_start : (t < b ? tokens[static_cast<size_t>(t - 1)] : pad);
     labels[j] = t < b ? tokens[static_cast<size_t>(t)] : -1;
   }
   out[enc_len_ + 2 * dec_len_] = static_cast<int32_t>(a - c);
