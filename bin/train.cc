@@ -50,6 +50,7 @@
 #include "io/eval_text.h"
 #include "io/gpt_dataset.h"
 #include "io/indexed_dataset.h"
+#include "io/masked_lm.h"
 #include "io/tensorboard_writer.h"
 #include "io/tokenizer.h"
 #include "model/gpt/gpt_train_model.h"
@@ -378,10 +379,18 @@ model::MetricsSink tensorboard_sink(anvil::io::TensorBoardWriter& w,
 absl::StatusOr<model::EvalSuite> load_eval_suite(const model::TrainConfig& cfg) {
   const model::EvalConfig& e = cfg.eval;
   const model::TokenizerConfig& t = cfg.tokenizer;
-  ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<anvil::io::Tokenizer> tok,
-                         anvil::io::make_tokenizer({t.type, t.vocab_file, t.merge_file}));
+  ANVIL_ASSIGN_OR_RETURN(
+      std::unique_ptr<anvil::io::Tokenizer> tok,
+      anvil::io::make_tokenizer({t.type, t.vocab_file, t.merge_file, t.vocab_extra_ids}));
   model::EvalSuite suite;
   suite.pad = static_cast<int32_t>(cfg.data.eod_token);
+  if (model::family_of(cfg).encoder_decoder) {
+    // The decoder starts from the [BOS] of the span-corruption samples (io/t5_dataset.h) and
+    // pads with [PAD], as they do.
+    ANVIL_ASSIGN_OR_RETURN(anvil::io::MlmVocab vocab, anvil::io::make_mlm_vocab(*tok));
+    suite.pad = vocab.pad;
+    suite.decoder_start = vocab.bos;
+  }
   suite.text_stride = e.text_stride;
   if (!e.text.empty()) {
     ANVIL_ASSIGN_OR_RETURN(anvil::io::Detokenizer d,
@@ -761,8 +770,14 @@ int run(int argc, char** argv) {
         model::eval_parallel((*rt)->grid(), (*rt)->comms(), tr.pipeline_comm());
     tr.set_eval_hook([&, ep, suite = *std::move(suite)](int64_t step) {
       const absl::Status s =
-          model::run_eval_suite(suite, model::gpt_model(tr.model()), {cfg.train.micro_batch, T}, ep,
-                                tr.stream(), ctx, step, cfg.train.steps);
+          family.encoder_decoder
+              ? model::run_seq2seq_eval_suite(
+                    suite, tr.model(),
+                    {cfg.train.micro_batch, T, cfg.data.decoder_seq_len, cfg.model.vocab_size}, ep,
+                    tr.stream(), ctx, step, cfg.train.steps)
+              : model::run_eval_suite(suite, model::gpt_model(tr.model()),
+                                      {cfg.train.micro_batch, T}, ep, tr.stream(), ctx, step,
+                                      cfg.train.steps);
       if (!s.ok()) log_warning(ctx, absl::StrCat("[eval]: ", s.message()));
     });
   }

@@ -99,6 +99,11 @@ class Model : public PipelineStage {
   virtual bool zero_sharded() const = 0;
   virtual void optimizer_step(const OptimizerStep& o, engine::Stream& s) = 0;
 
+  // Zero-shot evaluation (model/tasks/seq2seq_eval.h): the [rows, padded vocabulary] logits of
+  // slot 0's last forward with train = false, on the stage that ends the model (the greedy
+  // predictions); an empty view where the family does not expose them.
+  virtual engine::ConstTensorView last_logits() const { return {}; }
+
   // Checkpoints: the boxes of master weights and AdamW moments this rank writes, and the load
   // of them (weights_only: without the moments). Syncs.
   virtual std::vector<engine::HostSlice> checkpoint_slices(int dp_rank, engine::Stream& s) = 0;

@@ -72,6 +72,7 @@ Family t5_family() {
   };
   // The shared embedding and relative tables are summed over the pipeline (sum_shared_grads).
   f.uses_embedding_group = false;
+  f.encoder_decoder = true;
   f.model_record = [](const TrainConfig& cfg, std::map<std::string, std::string>& r) {
     const T5Config& t = cfg.t5;
     r["t5_version"] = t.gated() ? "1.1" : "1.0";

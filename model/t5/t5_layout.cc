@@ -272,16 +272,29 @@ absl::Status check_t5_run(const T5Config& cfg, const T5RunShape& shape, const Gp
     ANVIL_RETURN_IF_ERROR(check_t5_row_split(cfg, shape, shard.tp));
   }
   const std::string act(engine::dtype_name(prec.act)), grad(engine::dtype_name(prec.grad));
+  const bool half = prec.act == DType::kBF16 || prec.act == DType::kF16;
   if (prec.device == engine::Device::kCpu) {
-    if (!((prec.act == DType::kF32 || prec.act == DType::kF64) && prec.grad == prec.act)) {
-      return bad("on the CPU act and grad must both be f32 or both f64, got act ", act, ", grad ",
-                 grad);
+    // CPU ops take f32 or f64 with one dtype throughout, or 16-bit storage (emulated: the twins
+    // widen it) with f32 gradients, as GPT's.
+    if (!((prec.act == DType::kF32 || prec.act == DType::kF64) && prec.grad == prec.act) &&
+        !(half && prec.grad == DType::kF32)) {
+      return bad(
+          "on the CPU act and grad must both be f32 or both f64, or act bf16/f16 with "
+          "grad f32, got act ",
+          act, ", grad ", grad);
     }
-  } else if (!(prec.act == DType::kBF16 && prec.grad == DType::kF32 &&
-               (cfg.d_kv == 64 || cfg.d_kv == 128))) {
-    // T5's attention (relative bias, cross-attention, no scaling) is flash attention only.
+    if (half && shard.tp > 1) {
+      return bad("on the CPU ", act,
+                 " activations need tp = 1 (MPI has no 16-bit sum for the tensor-parallel "
+                 "all-reduce), got tp ",
+                 shard.tp);
+    }
+  } else if (!(half && prec.grad == DType::kF32 && (cfg.d_kv == 64 || cfg.d_kv == 128) &&
+               ops::flash_attention_cuda_supports(prec.act, cfg.d_kv))) {
+    // T5's attention (relative bias, cross-attention, no scaling) is flash attention only,
+    // whose CUDA kernels take bf16 or f16.
     return bad(
-        "on CUDA act must be bf16 and grad f32 with d_kv 64 or 128 (flash attention), "
+        "on CUDA act must be bf16 or f16 and grad f32 with d_kv 64 or 128 (flash attention), "
         "got act ",
         act, ", grad ", grad, ", d_kv ", cfg.d_kv);
   }

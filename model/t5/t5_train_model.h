@@ -90,6 +90,7 @@ class T5TrainModel : public Model {
   bool grad_squares_over_tp() const override { return true; }
   bool zero_sharded() const override { return model_->shard().zero_stage > 0; }
   void optimizer_step(const OptimizerStep& o, engine::Stream& s) override;
+  engine::ConstTensorView last_logits() const override { return model_->last_logits(); }
   std::vector<engine::HostSlice> checkpoint_slices(int dp_rank, engine::Stream& s) override;
   absl::Status load_checkpoint(const TensorLookup& lookup, bool weights_only,
                                engine::Stream& s) override;

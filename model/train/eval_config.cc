@@ -7,20 +7,23 @@ namespace anvil::model {
 
 void add_eval_schema(engine::ConfigSchema& s) {
   using engine::ConfigType;
-  s.add(
-      "eval", "text", ConfigType::kString, "",
-      "A WikiText-style text file whose perplexity is logged at every evaluation (loss, "
-      "per-token and per-word adjusted perplexity, Megatron's zero-shot WIKITEXT103 task; "
-      "docs/eval.md); empty = none. Needs [tokenizer]; runs on the training layout (TP, PP, DP).");
+  s.add("eval", "text", ConfigType::kString, "",
+        "A WikiText-style text file whose perplexity is logged at every evaluation (loss, "
+        "per-token and per-word adjusted perplexity, Megatron's zero-shot WIKITEXT103 task; "
+        "docs/eval.md); empty = none. Needs [tokenizer]; runs on the training layout (TP, PP, DP). "
+        "[model] type t5: each window's new tokens are scored by the decoder given the tokens "
+        "before them on the encoder (tp = 1).");
   s.add("eval", "text_detokenizer", ConfigType::kString, "wikitext",
         "Detokenizer applied to [eval] text before tokenizing: wikitext (Megatron's) | none.");
   s.add("eval", "text_stride", ConfigType::kInt, "32",
         "Tokens counted per window after the first (--overlapping-eval); 1 .. [data] seq_len "
-        "(seq_len = disjoint windows).");
+        "(seq_len = disjoint windows). [model] type t5: the new tokens of every window, predicted "
+        "by the decoder; 1 .. [data] decoder_seq_len.");
   s.add("eval", "lambada", ConfigType::kString, "",
         "A LAMBADA JSONL file ({\"text\": ...} per line) whose last-word accuracy is logged at "
         "every evaluation; empty = none. Needs [tokenizer]; runs on the training layout (TP, PP, "
-        "DP).");
+        "DP). [model] type t5: the context on the encoder, the target predicted by the decoder "
+        "(tp = 1).");
   s.add("eval", "strict_lambada", ConfigType::kBool, "false",
         "LAMBADA target = the whole last word (--strict-lambada); false = the last token.");
 }

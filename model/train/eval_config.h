@@ -1,8 +1,8 @@
-// bin/train's [eval] section: zero-shot tasks (model/tasks/eval_tasks.h) run at every evaluation of
-// the training loop (before the first step, every [train] eval_interval steps, at the end) and
-// logged like the validation loss. The files are read and tokenized by bin/train (io/eval_text)
-// with the run's [tokenizer]. Supported layouts: tp = 1 and pp = 1 (the evaluation runs the
-// whole model on each rank); DP and ZeRO are fine (every DP rank evaluates every window).
+// bin/train's [eval] section: zero-shot tasks (model/tasks/eval_tasks.h; encoder-decoder families:
+// model/tasks/seq2seq_eval.h) run at every evaluation of the training loop (before the first
+// step, every [train] eval_interval steps, at the end) and logged like the validation loss. The
+// files are read and tokenized by bin/train (io/eval_text) with the run's [tokenizer]. They run
+// on the training layout (TP, PP, DP, ZeRO; T5: tp = 1).
 #pragma once
 
 #include <cstdint>

@@ -22,8 +22,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "engine/config.h"
 #include "engine/arena.h"
+#include "engine/config.h"
 #include "model/model.h"
 #include "model/train/train_config.h"
 #include "model/train/train_model.h"
@@ -69,6 +69,10 @@ struct Family {
   bool pooled_cls = false;
   // A causal LM that bin/generate, bin/serve and bin/eval run (model/infer/gpt_inference.h).
   bool causal_lm = false;
+  // An encoder-decoder: bin/train's [eval] tasks put the context on the encoder and score the
+  // continuation with the decoder (model/tasks/seq2seq_eval.h) instead of the causal LM's
+  // windows (model/tasks/eval_tasks.h).
+  bool encoder_decoder = false;
 
   // Checkpoints: the keys of the model record that decide what a stored tensor means
   // (arch_record.h; "type" is added by the caller), every logical tensor with its whole shape

@@ -103,20 +103,29 @@ absl::Status parse_t5_model(const engine::Config& c, TrainConfig& t) {
       return c.error("parallel", "sequence_parallel", std::string(s.message()));
     }
   }
-  if (t.eval.any()) return c.error("model", "type", "t5 has no [eval] tasks");
-  // rampup_batch_size and skip_iterations: the shared trainer's (model/train/trainer.h).
+  // [eval]: the context on the encoder, the continuation scored by the decoder
+  // (model/tasks/seq2seq_eval.h), whose greedy tokens read one vocabulary slice.
+  if (t.eval.any() && p.tp > 1) {
+    return c.error(
+        "parallel", "tp",
+        absl::StrFormat("[eval] tasks of [model] type t5 run with tp = 1, got tp %d", p.tp));
+  }
+  if (!t.eval.text.empty() && t.eval.text_stride > t.data.decoder_seq_len) {
+    return c.error("eval", "text_stride",
+                   absl::StrFormat("type t5 predicts each window's new tokens with the decoder: "
+                                   "must be <= [data] decoder_seq_len %d, got %d",
+                                   t.data.decoder_seq_len, t.eval.text_stride));
+  }
+  // rampup_batch_size, skip_iterations, fp16 with loss scaling: the shared trainer's
+  // (model/train/trainer.h).
   if (p.reduce_single_rank) {
     return c.error("parallel", "reduce_single_rank", "is not supported with [model] type = t5 yet");
   }
-  // The T5 loop has no loss scaler, and its attention is flash attention (bf16 on CUDA).
-  const std::string precision = c.get_string("train", "precision");
-  if (precision == "fp16" || (precision == "fp32" && c.get_string("train", "device") != "cpu")) {
+  // T5's attention is flash attention, whose CUDA kernels take bf16 or f16.
+  if (c.get_string("train", "precision") == "fp32" && c.get_string("train", "device") != "cpu") {
     return c.error("train", "precision",
-                   "t5 trains in bf16 on CUDA and f32 on the CPU (precision auto or bf16; fp32 "
-                   "only with device = cpu); fp16 with loss scaling is GPT/BERT only so far");
-  }
-  if (c.get_float("train", "loss_scale") > 0.0) {
-    return c.error("train", "loss_scale", "is not supported with [model] type = t5 yet");
+                   "t5 trains in bf16 or fp16 on CUDA (flash attention); fp32 only with device = "
+                   "cpu");
   }
   if (t.tokenizer.type.empty() || t.tokenizer.vocab_extra_ids == 0) {
     return c.error("tokenizer", "vocab_extra_ids",
