@@ -12,7 +12,8 @@
 //   length, tojson, upper, lower, title, capitalize, first, last, default, items, keys, values,
 //   string, join, replace, list, reverse, unique, indent, int, float, abs, safe, selectattr and
 //   rejectattr with a test such as equalto), methods (strip, lstrip, rstrip, split, startswith,
-//   endswith, replace, upper, lower, get, items, keys, values) and globals (namespace(), raise_exception(), range(), strftime_now()).
+//   endswith, replace, upper, lower, get, items, keys, values) and globals (namespace(),
+//   raise_exception(), range(), strftime_now()).
 // Anything else (macros, call blocks, includes...) is an error naming the construct and its line.
 // Error messages read "line N: ..."; a template's raise_exception("m") gives
 // "line N: raise_exception(): m".
