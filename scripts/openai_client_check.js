@@ -2,6 +2,8 @@
 // The official `openai` npm client (pinned in scripts/fetch-tokenizers.sh) against a running
 // bin/serve (tests/bin/serve_openai_test.sh):
 //   node scripts/openai_client_check.js BASE_URL TEMPLATE_FILE
+// (TEMPLATE_FILE: a .jinja file, or a tokenizer_config.json whose chat_template, bos_token and
+// eos_token are used, as bin/serve --chat-template reads them)
 // completions, chat (plain, streamed, with logprobs, streamed with logprobs), models.list, and
 // errors (an unknown route: 404; a bad request: 400, raised as APIError with the server's
 // message). Then the greedy chat answer must
@@ -16,6 +18,15 @@ const { Template } = require(path.join(npm, "@huggingface/jinja"));
 
 const [base, templateFile] = process.argv.slice(2);
 const client = new OpenAI({ apiKey: "none", baseURL: base, maxRetries: 0, timeout: 30000 });
+// The template and the bos/eos texts bin/serve renders with.
+const chatTemplate = (() => {
+  const text = fs.readFileSync(templateFile, "utf8");
+  if (!templateFile.endsWith(".json")) return { source: text, bos: "", eos: "" };
+  const cfg = JSON.parse(text);
+  const token = (t) => (typeof t === "string" ? t : t && typeof t.content === "string" ? t.content
+                                                                                      : "");
+  return { source: cfg.chat_template, bos: token(cfg.bos_token), eos: token(cfg.eos_token) };
+})();
 const assert = (cond, msg) => {
   if (!cond) throw new Error("FAIL: " + msg);
 };
@@ -69,8 +80,9 @@ async function main() {
   assert(finish === chat.choices[0].finish_reason, "streamed finish_reason");
 
   // Reference rendering + a completion of it: the same greedy text.
-  const rendered = new Template(fs.readFileSync(templateFile, "utf8")).render({
-    messages, add_generation_prompt: true, bos_token: "", eos_token: "", tools: null });
+  const rendered = new Template(chatTemplate.source).render({
+    messages, add_generation_prompt: true, bos_token: chatTemplate.bos,
+    eos_token: chatTemplate.eos, tools: null });
   const byHand = await client.completions.create({ model, prompt: rendered, max_tokens: 6,
                                                    temperature: 0 });
   assert(byHand.choices[0].text === msg.content,

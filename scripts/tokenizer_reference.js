@@ -28,9 +28,12 @@ const files = {
   gpt2: path.join(npm, "tokenizer-gpt2/models/tokenizer.json"),
   llama2: path.join(npm, "tokenizer-llama2/models/tokenizer.json"),
   llama3: path.join(npm, "tokenizer-llama3/models/tokenizer.json"),
+  llama3_1: path.join(npm, "tokenizer-llama3_1/models/tokenizer.json"),
+  qwen2_5: path.join(npm, "tokenizer-qwen2_5/models/tokenizer.json"),
   qwen3: path.join(npm, "tokenizer-qwen3/models/tokenizer.json"),
   gemma: path.join(npm, "tokenizer-gemma/models/tokenizer.json"),
   gemma3: path.join(npm, "tokenizer-gemma3/models/tokenizer.json"),
+  mistral_nemo: path.join(npm, "tokenizer-mistral_nemo/models/tokenizer.json"),
   bert_uncased: path.join(root, "tests/io/fixtures/tokenizers/bert_uncased_tokenizer.json"),
   bloom_style: path.join(derived, "bloom_style/tokenizer.json"),
   t5_style: path.join(derived, "t5_style/tokenizer.json"),
@@ -268,10 +271,16 @@ function jsIds() {
       console.error(`${name}: the JS reference cannot load it: ${e.message}`);
       continue;
     }
-    const out = { reference: `@lenml/tokenizers ${version}`, ids: [], ids_special: [] };
+    const out = { reference: `@lenml/tokenizers ${version}`, ids: [], ids_special: [],
+      decoded: [] };
     for (const t of texts()) {
-      out.ids.push(tok.encode(t.text, { add_special_tokens: false }));
+      const ids = tok.encode(t.text, { add_special_tokens: false });
+      out.ids.push(ids);
       out.ids_special.push(tok.encode(t.text, { add_special_tokens: true }));
+      // As tokenizers' decode(ids, skip_special_tokens=False): no clean-up of spaces (that is
+      // Python transformers' step, which a tokenizer_config.json may switch on).
+      out.decoded.push(ids.length === 0 ? "" : tok.decode(ids, { skip_special_tokens: false,
+        clean_up_tokenization_spaces: false }));
     }
     writeJson(path.join(fixtures, "js", `${name}.json`), out);
     console.log(`${name}: ${out.ids.length} texts`);

@@ -245,6 +245,35 @@ int64_t to_int(const std::string& s, bool* ok) {  // JavaScript's parseInt(s, 10
   return v;
 }
 
+// xs | selectattr(attr [, test [, value]]) and rejectattr as the reference runs them: attr is
+// looked up on each dict (no dotted paths), and kept where test(attribute, value) holds (no
+// test: where the attribute is truthy). An absent attribute fails the test whatever it is (the
+// reference's `a ? test(a, value) : false`), so selectattr drops such items and rejectattr keeps
+// them: selectattr("tool_calls", "undefined") keeps nothing, unlike Python's Jinja.
+Value select_attr(const Value& v, const Args& a, bool select) {
+  const char* name = select ? "selectattr" : "rejectattr";
+  if (!v.is(K::kList))
+    fail(absl::StrCat("the filter '", name, "' does not apply to a ", v.type_name()));
+  if (a.pos.empty() || !a.pos[0].is(K::kString) || !a.kw.empty()) {
+    fail(absl::StrCat(name, "() takes an attribute name, then a test name and its value"));
+  }
+  for (const Value& x : v.items()) {
+    if (!x.is(K::kDict) && !x.is(K::kNamespace)) {
+      fail(absl::StrCat(name, "() applies to a list of dicts, not to one holding a ",
+                        x.type_name()));
+    }
+  }
+  const Value* test = a.pos.size() > 1 ? &a.pos[1] : nullptr;
+  const Value* value = a.pos.size() > 2 ? &a.pos[2] : nullptr;
+  List out;
+  for (const Value& x : v.items()) {
+    const Value* attr = x.entries().find(a.pos[0].s());
+    const bool r = attr != nullptr && (test ? apply_test(test->s(), *attr, value) : attr->truthy());
+    if (r == select) out.push_back(x);
+  }
+  return Value::list(std::move(out));
+}
+
 }  // namespace
 
 int64_t js_length(const std::string& s) {
@@ -331,7 +360,13 @@ Value slice(const Value& object, const Value& start_v, const Value& stop_v, cons
   return Value::string(std::move(s));
 }
 
-bool apply_test(const std::string& name, const Value& v) {
+bool apply_test(const std::string& name, const Value& v, const Value* value) {
+  if (name == "equalto" || name == "eq") {
+    // JavaScript's === of the payloads: strings and numbers by value, lists and dicts by
+    // identity.
+    if (value == nullptr) fail(absl::StrCat("the test '", name, "' needs a value to compare"));
+    return v.same(*value);
+  }
   if (name == "defined") return !v.is(K::kUndefined);
   if (name == "undefined") return v.is(K::kUndefined);
   if (name == "none") return v.is(K::kNone);
@@ -355,7 +390,7 @@ bool apply_test(const std::string& name, const Value& v) {
   fail(absl::StrCat("the test '", name,
                     "' is not supported (supported: defined, undefined, none, string, boolean, "
                     "number, integer, iterable, mapping, sequence, callable, true, false, lower, "
-                    "upper, odd, even)"));
+                    "upper, odd, even, equalto, eq)"));
 }
 
 Value apply_filter(const std::string& name, const Value& v, bool has_args, const Args& a) {
@@ -442,6 +477,9 @@ Value apply_filter(const std::string& name, const Value& v, bool has_args, const
       lines[j] = pad + lines[j];
     }
     return Value::string(absl::StrJoin(lines, "\n"));
+  }
+  if (has_args && (name == "selectattr" || name == "rejectattr")) {
+    return select_attr(v, a, name == "selectattr");
   }
   if (has_args) {
     fail(absl::StrCat("the filter '", name, "' with arguments is not supported"));

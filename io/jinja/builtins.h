@@ -11,8 +11,9 @@ namespace anvil::io::jinja {
 
 // `operand | name` (has_args false) or `operand | name(args)`.
 Value apply_filter(const std::string& name, const Value& operand, bool has_args, const Args& args);
-// `operand is name`.
-bool apply_test(const std::string& name, const Value& operand);
+// `operand is name`; `value`: the second operand of equalto / eq (selectattr's third argument),
+// null where none is given (those two tests then fail).
+bool apply_test(const std::string& name, const Value& operand, const Value* value = nullptr);
 // `object.key` / `object[key]`: dict entries, list and string items (negative: from the end),
 // and the methods of strings (strip, split, startswith...) and dicts (get, items, keys,
 // values); undefined when absent.

@@ -265,6 +265,15 @@ class Evaluator {
       }
       case K::kFilter: {
         const Value operand = eval(*n.kids[0], scope);
+        if (n.str == "selectattr" || n.str == "rejectattr") {
+          // The reference takes string literals only here (not names, not keywords).
+          for (size_t i = 1; i < n.kids.size(); ++i) {
+            const Node& k = *n.kids[i];
+            if (k.kind != K::kLiteral || !k.value.is(VK::kString)) {
+              throw Error(k.line, "the arguments of '" + n.str + "' must be string literals");
+            }
+          }
+        }
         return apply_filter(n.str, operand, n.has_args, arguments(n, 1, scope));
       }
       case K::kTest: {

@@ -1,6 +1,7 @@
 // A Jinja subset for chat templates (tokenizer_config.json's `chat_template`), rendering as
 // @huggingface/jinja does (transformers' apply_chat_template settings: trim_blocks and
-// lstrip_blocks). Large enough for the templates of Llama 3, Qwen 2/3, Gemma and Mistral:
+// lstrip_blocks). Large enough for the templates of Llama 3/3.1, Qwen 2/2.5/3, Gemma and Mistral
+// (v0.1, v0.3, NeMo):
 //   {{ expr }}, {# comments #}, {% if / elif / else %}, {% for x in xs [if c] %} ... {% else %}
 //   with loop.index0 / index / first / last / length / revindex, {% set %} (names, tuples,
 //   namespace attributes, {% set x %}...{% endset %}), {% break %} / {% continue %},
@@ -9,9 +10,10 @@
 //   indexing and slicing (messages[1:], xs[::-1]), tests (`is [not]` defined, none, string,
 //   number, integer, boolean, iterable, mapping, sequence, true, false...), filters (trim,
 //   length, tojson, upper, lower, title, capitalize, first, last, default, items, keys, values,
-//   string, join, replace, list, reverse, unique, indent, int, float, abs, safe), methods
-//   (strip, lstrip, rstrip, split, startswith, endswith, replace, upper, lower, get, items,
-//   keys, values) and globals (namespace(), raise_exception(), range(), strftime_now()).
+//   string, join, replace, list, reverse, unique, indent, int, float, abs, safe, selectattr and
+//   rejectattr with a test such as equalto), methods (strip, lstrip, rstrip, split, startswith,
+//   endswith, replace, upper, lower, get, items, keys, values) and globals (namespace(),
+//   raise_exception(), range(), strftime_now()).
 // Anything else (macros, call blocks, includes...) is an error naming the construct and its line.
 // Error messages read "line N: ..."; a template's raise_exception("m") gives
 // "line N: raise_exception(): m".

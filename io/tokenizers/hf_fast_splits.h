@@ -8,6 +8,10 @@
 //     \s*[\r\n]+|\s+(?!\S)|\s+
 //   Every position starts a match (the last alternative takes any White_Space, the fourth any
 //   other non-letter non-number), so the matches tile the text.
+//   kTekkenSplitPattern (Mistral NeMo's Tekken tokenizer.json): case-aware letter runs
+//     (uppercase-or-other letters then lowercase-or-other letters, marks counting as both), single
+//     digits, and Llama 3's punctuation and White_Space alternatives ('/' may end a punctuation
+//     run). It tiles the text too.
 //   kBloomSplitPattern (BLOOM): ` ?[^(\s|[.,!?…。，、।۔،])]+`, in Oniguruma one negated class
 //     (a nested set inside): an optional space, then a run of characters that are neither
 //     White_Space nor one of ( | ) . , ! ? … 。 ， 、 । ۔ ،
@@ -27,11 +31,18 @@ inline constexpr char kLlama3SplitPattern[] =
 inline constexpr char kQwenSplitPattern[] =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
+inline constexpr char kTekkenSplitPattern[] =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
 inline constexpr char kBloomSplitPattern[] = " ?[^(\\s|[.,!?…。，、।۔،])]+";
 
 // The length in bytes of the match starting at `pos` (< text.size(), valid UTF-8) of the
 // Llama 3 pattern with \p{N}{1,max_digits}.
 size_t llama3_match_length(absl::string_view text, size_t pos, int max_digits);
+
+// The length in bytes of the match of kTekkenSplitPattern starting at `pos` (< text.size(),
+// valid UTF-8).
+size_t tekken_match_length(absl::string_view text, size_t pos);
 
 // max_digits of a recognized pattern (3 for Llama 3, 1 for Qwen), or 0.
 int fast_split_digits(const std::string& pattern);

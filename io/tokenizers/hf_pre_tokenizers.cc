@@ -145,31 +145,33 @@ void split_pieces(std::vector<Piece>* pieces, Behavior behavior, bool invert, Ti
 
 class Split final : public PreTokenizer {
  public:
-  // fast_digits > 0: the pattern is Llama 3's / Qwen's, bloom: BLOOM's (hf_fast_splits.h),
-  // scanned by hand.
+  // fast_digits > 0: the pattern is Llama 3's / Qwen's, tekken: Mistral NeMo's, bloom: BLOOM's
+  // (hf_fast_splits.h), scanned by hand.
   Split(std::unique_ptr<HfPattern> pattern, Behavior behavior, bool invert, int fast_digits = 0,
-        bool bloom = false)
+        bool tekken = false, bool bloom = false)
       : pattern_(std::move(pattern)),
         behavior_(behavior),
         invert_(invert),
         fast_digits_(fast_digits),
+        tekken_(tekken),
         bloom_(bloom) {}
   void pre_tokenize(std::vector<Piece>* pieces) const override {
-    split_pieces(pieces, behavior_, invert_,
-                 [this](absl::string_view t, std::vector<PatternMatch>* m) {
-                   if (fast_digits_ > 0 && !t.empty()) {
-                     m->clear();  // every position starts a match: the matches tile the text
-                     for (size_t pos = 0; pos < t.size();) {
-                       const size_t n = llama3_match_length(t, pos, fast_digits_);
-                       m->push_back({pos, pos + n, true});
-                       pos += n;
-                     }
-                   } else if (bloom_) {
-                     bloom_find_matches(t, m);
-                   } else {
-                     pattern_->find_matches(t, m);
-                   }
-                 });
+    split_pieces(
+        pieces, behavior_, invert_, [this](absl::string_view t, std::vector<PatternMatch>* m) {
+          if ((fast_digits_ > 0 || tekken_) && !t.empty()) {
+            m->clear();  // every position starts a match: the matches tile the text
+            for (size_t pos = 0; pos < t.size();) {
+              const size_t n =
+                  tekken_ ? tekken_match_length(t, pos) : llama3_match_length(t, pos, fast_digits_);
+              m->push_back({pos, pos + n, true});
+              pos += n;
+            }
+          } else if (bloom_) {
+            bloom_find_matches(t, m);
+          } else {
+            pattern_->find_matches(t, m);
+          }
+        });
   }
 
  private:
@@ -177,6 +179,7 @@ class Split final : public PreTokenizer {
   Behavior behavior_;
   bool invert_;
   int fast_digits_;
+  bool tekken_;
   bool bloom_;
 };
 
@@ -386,6 +389,7 @@ absl::Status parse_split(const Ctx& ctx, const json& p, const std::string& where
   ANVIL_RETURN_IF_ERROR(get_bool(ctx, p, "invert", where, false, &invert));
   *out = std::make_unique<Split>(std::move(pattern), behavior, invert,
                                  spec.is_regex ? fast_split_digits(spec.text) : 0,
+                                 spec.is_regex && spec.text == kTekkenSplitPattern,
                                  spec.is_regex && spec.text == kBloomSplitPattern);
   return absl::OkStatus();
 }

@@ -3,9 +3,10 @@
 # for 2 steps on the CPU, served with a chat template (tests/io/fixtures/jinja/templates/
 # qwen2_instruct.jinja), then scripts/openai_client_check.js: completions, chat, streamed chat,
 # models.list, OpenAI errors (404, 400, 405), and chat == completion of the conversation rendered
-# by @huggingface/jinja. Also: without a chat template a chat request is a 400 saying so; a run
-# trained with a Hugging Face tokenizer directory keeps its tokenizer_config.json, whose chat
-# template bin/serve then uses without --chat-template.
+# by @huggingface/jinja; the same with the real tokenizer_config.json of Qwen 2.5, Mistral NeMo
+# and Llama 3.1 as --chat-template. Also: without a chat template a chat request is a 400 saying
+# so; a run trained with a Hugging Face tokenizer directory keeps its tokenizer_config.json, whose
+# chat template bin/serve then uses without --chat-template.
 # Skips (exit 77, ctest's SKIP_RETURN_CODE, with a message) only when node or the npm
 # packages are absent.
 # usage: serve_openai_test.sh BUILD/bin/train BUILD/bin/preprocess BUILD/bin/serve
@@ -88,6 +89,19 @@ grep -q "chat template $template" "$work/serve.log" || fail "no chat template li
 node scripts/openai_client_check.js "http://127.0.0.1:$port/v1" "$template" \
   || fail "openai client check (server log: $(tail -5 "$work/serve.log"))"
 kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=
+
+# The real templates of today's models, from their tokenizer_config.json as shipped (npm
+# @lenml/tokenizer-*: Qwen 2.5's tool-aware template, Mistral NeMo's with selectattr and
+# bos_token, Llama 3.1's): the same client check, the chat answer equal to a completion of the
+# conversation rendered by @huggingface/jinja with the file's bos/eos.
+for pkg in qwen2_5 mistral_nemo llama3_1; do
+  cfg=data/npm/node_modules/@lenml/tokenizer-$pkg/models/tokenizer_config.json
+  [[ -f $cfg ]] || fail "$cfg is missing: run scripts/fetch-tokenizers.sh"
+  start_server "$work/ck" --chat-template "$cfg"
+  node scripts/openai_client_check.js "http://127.0.0.1:$port/v1" "$cfg" \
+    || fail "openai client check with $pkg's template (server log: $(tail -5 "$work/serve.log"))"
+  kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=
+done
 
 # A run whose [tokenizer] is a Hugging Face directory keeps its tokenizer_config.json with the
 # checkpoint: bin/serve then finds the chat template there without --chat-template.

@@ -91,6 +91,38 @@ TEST(HfFastSplitTest, MatchesOniguruma) {
   }
 }
 
+// The Tekken (Mistral NeMo) scanner against Oniguruma, the same way, over letters of every case
+// class (Lu, Ll, Lt, Lm, Lo), marks, digits, White_Space, punctuation with '/', emoji.
+TEST(HfFastSplitTest, TekkenMatchesOniguruma) {
+  const std::vector<std::string> alphabet = {
+      "a",      "z",      "A",      "Q",      "\u00e9",     "\u00c9", "\u01c5", "\u02b0",
+      "\u4e2d", "\u05d0", "\u0301", "\u0903", "\u20dd",     "0",      "7",      "\u0663",
+      "\u00bd", " ",      " ",      " ",      "\t",         "\r",     "\n",     "\u00a0",
+      "\u3000", "/",      "/",      ".",      "'",          "!",      "-",      "\u2026",
+      "\u200d", "_",      "\u0433", "\u0413", "\U0001F917", "\u0085", "\ufeff"};
+  auto onig = HfPattern::create(Ctx{"t"}, {true, kTekkenSplitPattern}, "pattern");
+  ASSERT_TRUE(onig.ok()) << onig.status();
+  std::mt19937 rng(13);
+  for (int k = 0; k < 20000; ++k) {
+    std::string text;
+    const int n = 1 + static_cast<int>(rng() % 12);
+    for (int i = 0; i < n; ++i) text += alphabet[rng() % alphabet.size()];
+    std::vector<PatternMatch> want;
+    (*onig)->find_matches(text, &want);
+    std::vector<PatternMatch> got;
+    for (size_t pos = 0; pos < text.size();) {
+      const size_t len = tekken_match_length(text, pos);
+      got.push_back({pos, pos + len, true});
+      pos += len;
+    }
+    ASSERT_EQ(got.size(), want.size()) << testing::PrintToString(text);
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(want[i].is_match && got[i].begin == want[i].begin && got[i].end == want[i].end)
+          << testing::PrintToString(text) << " match " << i;
+    }
+  }
+}
+
 // The BLOOM scanner against Oniguruma, the same way.
 TEST(HfFastSplitTest, BloomMatchesOniguruma) {
   const std::vector<std::string> alphabet = {

@@ -1,8 +1,10 @@
 // io/jinja against @huggingface/jinja: every template of tests/io/fixtures/jinja/templates (the
-// chat templates of Llama 3, Qwen 2, Qwen 3, Gemma 3 and Mistral) on every conversation of
-// conversations.json, add_generation_prompt true and false, renders byte for byte as the
-// reference did (rendered.json, made by `node scripts/jinja_reference.js fixtures`); where the
-// reference raised, io/jinja fails too.
+// real chat templates of Llama 3, Llama 3.1, Qwen 2.5, Qwen 3, Gemma 3 and Mistral NeMo from
+// the npm tokenizer packages, and hand-written copies of Qwen 2's and Mistral v0.1's / v0.3's)
+// on every conversation of conversations.json (tool calls and tool results included),
+// add_generation_prompt true and false, without and with `tools` (tools.json), renders byte
+// for byte as the reference did (rendered.json, made by `node scripts/jinja_reference.js
+// fixtures`); where the reference raised, io/jinja fails too.
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -29,7 +31,8 @@ std::string read(const std::string& path) {
 TEST(JinjaParity, RealTemplatesRenderAsHuggingFaceJinja) {
   const json conversations = json::parse(read(kDir + "conversations.json"));
   const json rendered = json::parse(read(kDir + "rendered.json"));
-  ASSERT_GE(rendered.size(), 60u);
+  const json tools = json::parse(read(kDir + "tools.json"));
+  ASSERT_GE(rendered.size(), 280u);
   std::map<std::string, Template> templates;
   int compared = 0, errors = 0;
   for (const json& row : rendered) {
@@ -39,13 +42,16 @@ TEST(JinjaParity, RealTemplatesRenderAsHuggingFaceJinja) {
       ASSERT_TRUE(t.ok()) << name << ": " << t.status();
       templates.emplace(name, *t);
     }
-    const json context = {{"messages", conversations[row["conversation"].get<int>()]},
-                          {"add_generation_prompt", row["add_generation_prompt"]},
-                          {"bos_token", row["bos_token"]},
-                          {"eos_token", row["eos_token"]}};
+    json context = {{"messages", conversations[row["conversation"].get<int>()]},
+                    {"add_generation_prompt", row["add_generation_prompt"]},
+                    {"bos_token", row["bos_token"]},
+                    {"eos_token", row["eos_token"]}};
+    const bool with_tools = row.value("tools", false);
+    if (with_tools) context["tools"] = tools;
     absl::StatusOr<std::string> out = templates.at(name).render(context);
     const std::string where = name + " conversation " + row["conversation"].dump() +
-                              " add_generation_prompt " + row["add_generation_prompt"].dump();
+                              " add_generation_prompt " + row["add_generation_prompt"].dump() +
+                              (with_tools ? " with tools" : "");
     if (row.contains("error")) {
       EXPECT_FALSE(out.ok()) << where << " rendered where the reference raised: " << *out;
       ++errors;
@@ -55,8 +61,8 @@ TEST(JinjaParity, RealTemplatesRenderAsHuggingFaceJinja) {
       ++compared;
     }
   }
-  EXPECT_EQ(templates.size(), 6u);
-  EXPECT_GT(compared, 50);
+  EXPECT_EQ(templates.size(), 9u);
+  EXPECT_GT(compared, 200);
   EXPECT_GT(errors, 0);
 }
 

@@ -90,6 +90,51 @@ TEST(Jinja, FiltersTestsMethodsSlices) {
       "AnoAA");
 }
 
+// Mistral NeMo's template filters messages with selectattr / rejectattr; the expected texts are
+// @huggingface/jinja 0.5.11's, including its departure from Python's Jinja: an item lacking the
+// attribute fails every test, so selectattr('tool_calls', 'undefined') keeps nothing.
+TEST(Jinja, SelectattrAndRejectattr) {
+  const json ctx = {{"ms",
+                     {{{"role", "user"}, {"content", "a"}},
+                      {{"role", "assistant"}, {"content", ""}, {"tool_calls", {1}}},
+                      {{"role", "user"}, {"content", "b"}},
+                      {{"role", "tool"}, {"content", "c"}, {"n", nullptr}}}}};
+  EXPECT_EQ(render("{% for m in ms | selectattr('role', 'equalto', 'user') %}{{ m.content }}"
+                   "{% endfor %}",
+                   ctx),
+            "ab");
+  EXPECT_EQ(
+      render("{% for m in ms | rejectattr('role', 'eq', 'user') %}{{ m.role }};{% endfor %}", ctx),
+      "assistant;tool;");
+  EXPECT_EQ(render("{% for m in ms | selectattr('content') %}{{ m.role }};{% endfor %}", ctx),
+            "user;user;tool;");
+  EXPECT_EQ(render("{% for m in ms | selectattr('tool_calls', 'undefined') %}{{ m.role }};"
+                   "{% endfor %}|",
+                   ctx),
+            "|");
+  EXPECT_EQ(render("{% for m in ms | rejectattr('tool_calls', 'undefined') %}{{ m.role }};"
+                   "{% endfor %}|",
+                   ctx),
+            "user;assistant;user;tool;|");
+  EXPECT_EQ(render("{{ ms | selectattr('tool_calls', 'defined') | length }}"
+                   "{{ ms | selectattr('n', 'none') | length }}",
+                   ctx),
+            "11");
+  // Items keep their identity: == compares dicts as the reference does, by identity.
+  EXPECT_EQ(render("{% set u = ms | selectattr('role', 'equalto', 'user') | list %}"
+                   "{{ u[-1] == ms[2] }} {{ u[-1] == ms[0] }}",
+                   ctx),
+            "true false");
+  EXPECT_EQ(render("{% set r = 'role' %}{{ ms | selectattr(r, 'equalto', 'user') }}", ctx),
+            "ERROR: line 1: the arguments of 'selectattr' must be string literals");
+  EXPECT_EQ(render("{{ ms | selectattr('role', 'equalto') }}", ctx),
+            "ERROR: line 1: the test 'equalto' needs a value to compare");
+  EXPECT_EQ(render("{{ [1, 2] | selectattr('role') }}"),
+            "ERROR: line 1: selectattr() applies to a list of dicts, not to one holding a integer");
+  EXPECT_EQ(render("{{ ms | selectattr('role', 'nosuch', 'x') }}", ctx).substr(0, 41),
+            "ERROR: line 1: the test 'nosuch' is not s");
+}
+
 TEST(Jinja, ErrorsNameTheConstructAndLine) {
   EXPECT_EQ(render("ok\n{% macro m() %}{% endmacro %}"),
             "PARSE ERROR: line 2: the statement '{% macro %}' is not supported (supported: if, "
