@@ -78,8 +78,7 @@ class ToyModel : public Model {
       }
       for (int64_t k = 0; k < kDim; ++k) x_[b * kDim + k] /= static_cast<T>(T_);
     }
-    blocks::mlp_forward(mlp_, view(y_, kDim), acts(), view(x_, kDim), weights(false), false, {},
-                        s);
+    blocks::mlp_forward(mlp_, view(y_, kDim), acts(), view(x_, kDim), weights(false), false, {}, s);
     tp_.row_parallel_out(view(y_, kDim), s);  // g: the sum of the ranks' partial outputs
     for (size_t i = 0; i < h_.size(); ++i) h_[i] = x_[i] + y_[i];
     std::vector<T> logits(static_cast<size_t>(B_ * kClasses));
