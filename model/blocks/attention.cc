@@ -76,7 +76,11 @@ ops::FlashAttentionArgs flash_args(const AttentionConfig& c, float dropout,
   }
   fa.dropout_p = dropout, fa.seed = site.seed, fa.offset = site.offset;
   fa.total_heads = c.heads, fa.head_offset = c.head_offset();
-  fa.kernel = c.kernel;
+  // The Hopper forward, where asked for, except causal attention at head 64 over at most 1024
+  // keys: there it measured slower than mma.sync (attention_bench, H100, 2026-12-07: 155 vs 171
+  // forward TFLOP/s at 16 x 1024, 32 heads of 64; faster from 2048 keys and at head 128).
+  const bool slower = c.causal && c.head_dim == 64 && c.kv_len <= 1024;
+  fa.kernel = slower ? ops::AttentionKernel::kMmaSync : c.kernel;
   return fa;
 }
 

@@ -77,16 +77,16 @@ struct DataConfig {
 };
 
 struct LoopConfig {
-  int64_t micro_batch = 8;      // B: samples per forward/backward
-  int64_t global_batch = 8;     // samples per optimizer step (a multiple of B)
-  int64_t steps = 1000;         // optimizer steps (resolved from train_samples/tokens)
-  int64_t train_samples = 0;    // > 0: the run's sample budget (sizes the train split)
-  int64_t train_tokens = 0;     // > 0: the run's token budget
-  BatchRampup rampup;           // global batch ramp-up (disabled by default)
-  StepRanges skip_ranges;       // steps whose data is consumed but not trained on
-  uint64_t seed = 1234;         // parameter init and dropout
-  std::string device = "auto";  // auto | cpu | cuda
-  std::string attention_kernel = "mma_sync";  // auto | mma_sync (GptPrecision::attention)
+  int64_t micro_batch = 8;                // B: samples per forward/backward
+  int64_t global_batch = 8;               // samples per optimizer step (a multiple of B)
+  int64_t steps = 1000;                   // optimizer steps (resolved from train_samples/tokens)
+  int64_t train_samples = 0;              // > 0: the run's sample budget (sizes the train split)
+  int64_t train_tokens = 0;               // > 0: the run's token budget
+  BatchRampup rampup;                     // global batch ramp-up (disabled by default)
+  StepRanges skip_ranges;                 // steps whose data is consumed but not trained on
+  uint64_t seed = 1234;                   // parameter init and dropout
+  std::string device = "auto";            // auto | cpu | cuda
+  std::string attention_kernel = "auto";  // auto | mma_sync (GptPrecision::attention)
   PrecisionConfig precision;       // precision and loss scaling (model/train/precision_config.h)
   int64_t eval_interval = 1000;    // evaluate every N steps (0: only at the end)
   int64_t eval_iters = 100;        // validation global batches per evaluation (0: no evaluation)

@@ -193,12 +193,13 @@ ConfigSchema build_schema() {
         "auto = CUDA (bf16 activations, f32 gradients and optimizer) when a GPU is visible, else "
         "CPU (f32).",
         {"auto", "cpu", "cuda"});
-  s.add("train", "attention_kernel", kString, "mma_sync",
-        "CUDA flash-attention forward: mma_sync = the FlashAttention-2 schedule on every GPU; "
-        "auto = the Hopper kernel (sm_90a wgmma + TMA, warp-specialized) where it applies (bf16, "
-        "head_dim 64 or 128, no ALiBi or relative bias, no attention dropout, no prefix-LM or "
-        "MTF prefixes, compute capability 9.0), mma_sync elsewhere. Backward is mma_sync either "
-        "way. The CPU ignores it.",
+  s.add("train", "attention_kernel", kString, "auto",
+        "CUDA flash-attention forward: auto = the Hopper kernel (sm_90a wgmma + TMA, "
+        "warp-specialized) where it applies (bf16, head_dim 64 or 128, no ALiBi or relative "
+        "bias, no attention dropout, no prefix-LM or MTF prefixes, compute capability 9.0) and "
+        "is faster (not for causal attention at head 64 over <= 1024 keys), the FlashAttention-2 "
+        "schedule on mma.sync elsewhere; mma_sync = always the latter. Backward is mma.sync "
+        "either way. The CPU ignores it.",
         {"auto", "mma_sync"});
   add_precision_keys(s);
   s.add("train", "eval_interval", kInt, "1000",

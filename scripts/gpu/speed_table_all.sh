@@ -209,9 +209,9 @@ anvil_cmd() {
   local train=("$runner" train)
   local common=("data.cache_dir=$work" train.eval_iters=0 train.device=cuda)
   case $row in
-    124M | 350M) cmd=("$runner" gpt_step_bench "--benchmark_filter=${row}_") ;;
-    1.3B) cmd=("$runner" gpt_step_bench --benchmark_filter=1p3B_) ;;
-    BERT) cmd=("$runner" gpt_step_bench --benchmark_filter=BERT) ;;
+    124M | 350M) cmd=("$runner" gpt_step_bench "--benchmark_filter=^gpt_step/${row}_") ;;
+    1.3B) cmd=("$runner" gpt_step_bench --benchmark_filter=^gpt_step/1p3B_) ;;
+    BERT) cmd=("$runner" gpt_step_bench --benchmark_filter=^gpt_step/BERT) ;;
     T5)
       prepare "$row" t5 || return 1
       cmd=("${train[@]}" configs/t5_base.ini "data.paths=$data/kjv_t5_text_sentence"

@@ -242,15 +242,25 @@ TEST_P(GptGpuVariant, Bf16MatchesCpuAndTrains) {
   EXPECT_NEAR(lg.back(), lc.back(), 0.1 * lc.back());
 }
 
-// [train] attention_kernel = auto: the Hopper flash forward (head 64, no bias: learned and
-// rotary positions; the backward stays mma.sync on the forward's out and lse) trains like the
-// CPU. On a GPU that is not compute capability 9.0 this runs mma.sync and checks nothing new.
+// [train] attention_kernel = auto: the Hopper flash forward (no bias: learned and rotary
+// positions, heads of 128; the backward stays mma.sync on the forward's out and lse) trains
+// like the CPU. On a GPU that is not compute capability 9.0 this runs mma.sync and checks
+// nothing new.
+GptConfig gpt2_head128_config() {
+  GptConfig c = small_config();
+  c.d_model = 256;
+  c.n_heads = 2;
+  return c;
+}
+GptConfig llama_head128_config() {
+  GptConfig c = llama_config();
+  c.d_model = 256;
+  return c;
+}
 TEST(GptGpu, WgmmaForwardMatchesCpuAndTrains) {
   ANVIL_SKIP_WITHOUT_GPU();
-  for (GptConfig (*make)() : {bloom_config, llama_config}) {
-    GptConfig cfg = make();
-    cfg.position_embedding =
-        make == llama_config ? PositionEmbedding::kRotary : PositionEmbedding::kLearned;
+  for (GptConfig (*make)() : {gpt2_head128_config, llama_head128_config}) {
+    const GptConfig cfg = make();
     const Batch b = make_batch();
     const int64_t counted = kRows - 1;
     DeviceRun cpu = make_run(Device::kCpu, DType::kF32, cfg);
