@@ -39,6 +39,7 @@ void gpt_step(benchmark::State& state, BenchShape shape) {
   if (shape.bert) {
     cfg.type = model::ModelType::kBert;
     cfg.causal = false;
+    cfg.head = model::Head::kMlm;
     cfg.vocab_size = 30522;
     cfg.type_vocab_size = 2;
     cfg.binary_head = true;

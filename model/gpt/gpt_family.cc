@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/checked_math.h"
 #include "engine/status.h"
 #include "model/gpt/gpt_layout.h"
 #include "model/gpt/gpt_train_model.h"
@@ -193,8 +194,26 @@ Family gpt_like(std::string type, std::string title) {
 
 }  // namespace
 
+// GPT's rules on the shared stack's features: a causal LM head without the encoder features.
+absl::Status gpt_features(const engine::Config& c, GptConfig& m) {
+  if (!m.causal || m.mlm_head() || m.binary_head || m.type_vocab_size != 0) {
+    return c.error("model", "type",
+                   "bidirectional attention, token types and the MLM and binary heads are "
+                   "BERT's (type bert)");
+  }
+  if (m.embed_layernorm && m.learned_positions()) {
+    // Megatron-DeepSpeed normalizes the word embedding before adding the positions; BLOOM, the
+    // model that uses the embedding LayerNorm, has no position table.
+    return c.error("model", "embed_layernorm",
+                   "needs position_embedding alibi or none (the LayerNorm of the word embedding "
+                   "before learned positions is not supported)");
+  }
+  return absl::OkStatus();
+}
+
 Family gpt_family() {
   Family f = gpt_like("gpt", "GPT");
+  f.model_features = gpt_features;
   f.samples = SampleLayout::kTokens;
   f.causal_lm = true;
   f.record_width = [](const TrainConfig& cfg) {
@@ -209,8 +228,27 @@ Family gpt_family() {
   return f;
 }
 
+// BERT's features on the shared stack: bidirectional attention, token types, the MLM head and
+// (bert_binary_head) the binary head; LayerNorm and a non-gated MLP.
+absl::Status bert_features(const engine::Config& c, GptConfig& m) {
+  m.causal = false;
+  m.head = Head::kMlm;
+  m.type_vocab_size = c.get_int("model", "type_vocab_size");
+  m.binary_head = c.get_bool("model", "bert_binary_head");
+  if (m.type_vocab_size < 1 || m.type_vocab_size > engine::kMaxDimension) {
+    return c.error("model", "type_vocab_size",
+                   absl::StrCat("type bert needs it in [1, 2^31 - 1], got ", m.type_vocab_size));
+  }
+  if (!m.layernorm() || m.glu()) {
+    return c.error("model", "type",
+                   "bert needs norm layernorm and a non-gated activation (gelu or gelu_erf)");
+  }
+  return absl::OkStatus();
+}
+
 Family bert_family() {
   Family f = gpt_like("bert", "BERT");
+  f.model_features = bert_features;
   f.samples = SampleLayout::kBertPair;
   f.pooled_cls = true;
   f.record_width = [](const TrainConfig& cfg) { return bert_record_width(cfg.data.seq_len); };

@@ -50,7 +50,7 @@ struct LayerWeights {
   TensorView mlp_proj_w, mlp_proj_b;    // [d, ffn / tp], [d]
 };
 
-// BERT's heads (post; model/gpt/bert_head.cc), replicated over TP except the output bias.
+// BERT's heads (post; model/gpt/mlm_head.cc), replicated over TP except the output bias.
 struct BertHeadWeights {
   TensorView dense_w, dense_b;  // [d, d], [d]   lm_head.dense
   TensorView ln_g, ln_b;        // [d]           lm_head.layernorm
@@ -151,7 +151,7 @@ struct HeadActs {
   TensorView lnf_mean, lnf_rstd;  // [rows] stat dtype
   TensorView logits;              // [B*T, padded / tp]; after a training forward: dlogits
   TensorView losses;              // [B*T] stat dtype
-  // BERT (model/gpt/bert_head.cc). lnf is the heads' input: LNf(x_final) (pre-LN) or x_final
+  // BERT (model/gpt/mlm_head.cc). lnf is the heads' input: LNf(x_final) (pre-LN) or x_final
   // (post-LN; gathered with sequence parallelism, else x_final itself).
   TensorView mlm_pre, mlm_act, mlm_ln;  // [B*T, d] dense output, GELU-erf, LayerNorm
   TensorView mlm_mean, mlm_rstd;        // [B*T] stat dtype
@@ -200,7 +200,7 @@ struct Buffers {
   // dglu [B*T, ffn / tp] is d(activation output) of a gated MLP.
   TensorView proj, dres, dln, dbig, dglu, stat_mean, stat_rstd, ce, gathered;
   // BERT's binary head: rows b*T of the [CLS] tokens and 0..B-1 ([B] i32, set by
-  // bert_head_setup), d(pooler) scratch and the [CLS] rows' summed gradient ([B, d] act each).
+  // mlm_head_setup), d(pooler) scratch and the [CLS] rows' summed gradient ([B, d] act each).
   TensorView cls_rows, batch_rows, dcls, dcls_other;
   TensorView bias_sums;       // [padded / tp] grad dtype: BERT's bias gradients before scaling
   engine::Workspace op_ws;    // attention, layernorm backward, sum of squares (never concurrent)

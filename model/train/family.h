@@ -22,8 +22,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "engine/config.h"
 #include "engine/arena.h"
+#include "engine/config.h"
 #include "model/model.h"
 #include "model/train/train_config.h"
 #include "model/train/train_model.h"
@@ -47,6 +47,11 @@ struct Family {
   // The family's part of parse_train_config, after the shared sections filled `t`: its own keys
   // and combinations; errors name the key (Config::error).
   std::function<absl::Status(const engine::Config& c, TrainConfig& t)> parse;
+  // Optional: the features of the shared stack (GptConfig) the family switches on from its
+  // [model] keys, right after the architecture keys are read and before GptConfig::validate
+  // (BERT: bidirectional attention, token types, the MLM and binary heads) and the family's
+  // rules on the architecture (which features and variants it admits). Empty: none.
+  std::function<absl::Status(const engine::Config& c, GptConfig& m)> model_features;
   // The "model: ..." line bin/train logs (size, layers, parameters, FLOPs).
   std::function<std::string(const TrainConfig& cfg)> summary;
   // Activation slots (micro-batches in flight) of the rank at `at` (the memory plan's line).

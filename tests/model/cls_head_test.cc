@@ -196,6 +196,7 @@ GptConfig tiny_bert() {
   GptConfig cfg = tiny();
   cfg.type = ModelType::kBert;
   cfg.causal = false;
+  cfg.head = Head::kMlm;
   cfg.norm_placement = NormPlacement::kPost;
   cfg.type_vocab_size = 2;
   cfg.activation = Activation::kGeluErf;
