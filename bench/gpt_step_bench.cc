@@ -14,7 +14,7 @@
 #include "engine/arena.h"
 #include "engine/device.h"
 #include "engine/stream.h"
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 
 namespace anvil {
 namespace {

@@ -1,5 +1,5 @@
 // The GPT and BERT entries of the model-family registry (model/train/family.h): both are GptModel
-// (model/gpt/gpt.h) trained as GptTrainModel (model/gpt/gpt_train_model.h); BERT differs in its
+// (model/stack/gpt.h) trained as GptTrainModel (model/stack/gpt_train_model.h); BERT differs in its
 // sample records (sentence pairs, model/train/sample_record.h), its [data] and [eval] rules and
 // the token-type / binary-head keys of its checkpoint record. (BERT's wiring lives in model/gpt/
 // until issue 22 item 3 moves it to model/bert/.)
@@ -17,8 +17,8 @@
 #include "absl/strings/str_format.h"
 #include "engine/checked_math.h"
 #include "engine/status.h"
-#include "model/gpt/gpt_layout.h"
-#include "model/gpt/gpt_train_model.h"
+#include "model/stack/gpt_layout.h"
+#include "model/stack/gpt_train_model.h"
 #include "model/train/arch_record.h"
 #include "model/train/checkpoint.h"
 #include "model/train/mtf_batch.h"

@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "engine/log.h"
 #include "engine/stream.h"
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 #include "model/tasks/eval_tasks.h"
 
 namespace anvil::model {

@@ -41,7 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/stream.h"
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 #include "model/tasks/cls_head.h"
 
 namespace anvil::parallel {

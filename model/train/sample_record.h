@@ -7,12 +7,12 @@
 //         loss_mask is 1 (else ignored), padding_mask is 1 on the real tokens (a prefix of the
 //         sample) and 0 on the padding, is_random the binary head's label.
 // decode_bert_record turns a BERT record into one row of the host micro-batch arrays of
-// GptBatch (model/gpt/gpt.h).
+// GptBatch (model/stack/gpt.h).
 #pragma once
 
 #include <cstdint>
 
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 
 namespace anvil::model {
 

@@ -15,7 +15,7 @@
 #include "engine/checked_math.h"
 #include "engine/device.h"
 #include "engine/status.h"
-#include "model/gpt/gpt_arch_config.h"
+#include "model/stack/gpt_arch_config.h"
 #include "model/train/family.h"
 #include "model/train/mtf_config.h"
 #include "model/train/train_sections.h"

@@ -24,7 +24,7 @@
 #include "engine/memory.h"
 #include "engine/stream.h"
 #include "gtest/gtest.h"
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 #include "model/tasks/finetune_cls.h"
 #include "tests/testing/tensor_testing.h"
 

@@ -39,7 +39,7 @@
 #include "engine/status.h"
 #include "gtest/gtest.h"
 #include "io/mtf_packing.h"
-#include "model/gpt/gpt_train_model.h"
+#include "model/stack/gpt_train_model.h"
 #include "model/train/mtf_batch.h"
 #include "model/train/trainer.h"
 #include "parallel/grid.h"

@@ -1,6 +1,6 @@
 // GPT and BERT as the trainer's Model (see gpt_train_model.h): their shard, plan, host
 // micro-batches and step hooks, moved out of the trainer unchanged.
-#include "model/gpt/gpt_train_model.h"
+#include "model/stack/gpt_train_model.h"
 
 #include <algorithm>
 #include <utility>

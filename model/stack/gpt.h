@@ -5,7 +5,7 @@
 // BigScience variants and LLaMA (docs/models.md): ALiBi, rotary or no position embedding, a
 // LayerNorm after the word embedding (BLOOM), gated MLPs (SwiGLU ...), RMSNorm, no linear
 // biases, an untied LM head (lm_head.weight). type kBert makes it BERT (docs/models.md,
-// model/gpt/mlm_head.cc): bidirectional attention with a key-padding mask, token-type embeddings,
+// model/stack/mlm_head.cc): bidirectional attention with a key-padding mask, token-type embeddings,
 // post-LN blocks (norm_placement kPost: x = LN1(x + attn(x)), x = LN2(x + mlp(x)), no ln_f),
 // the MLM head (dense, GELU-erf, LayerNorm, tied decoder + output bias) and the binary head
 // (pooler dense + tanh on [CLS], then a 2-way linear) for NSP / sentence order. Explicit
@@ -24,9 +24,9 @@
 #include "engine/arena.h"
 #include "engine/stream.h"
 #include "engine/tensor.h"
-#include "model/gpt/gpt_config.h"
 #include "model/model.h"
 #include "model/param_table.h"
+#include "model/stack/gpt_config.h"
 #include "ops/adamw.h"
 
 namespace anvil::parallel {
@@ -111,7 +111,7 @@ class GptModel {
   // Backward of the last forward; parameter gradients accumulate (+=) into grads().
   void backward(float grad_scale, engine::Stream& stream);
   // Sum of per-token losses of the last forward (syncs the stream). BERT: the masked tokens'
-  // losses + (counted / B) * the binary losses (model/gpt/mlm_head.cc).
+  // losses + (counted / B) * the binary losses (model/stack/mlm_head.cc).
   double loss_sum(engine::Stream& stream);
   // The LM-head logits of the last forward (slot 0) with train = false, [B*T, padded / tp] act
   // dtype on the model's device, for greedy predictions (a training forward leaves dlogits

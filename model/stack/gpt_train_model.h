@@ -1,4 +1,4 @@
-// GPT and BERT (GptModel, model/gpt/gpt.h) as the shared trainer's Model (model/model.h): the
+// GPT and BERT (GptModel, model/stack/gpt.h) as the shared trainer's Model (model/model.h): the
 // rank's GptShard of the grid coordinates, the host micro-batches decoded from the family's
 // sample records (model/train/sample_record.h; GPT: Megatron's get_ltor_masks_and_position_ids
 // under [data] eod_mask_loss, reset_position_ids, reset_attention_mask, and prefix_lm's prefixes
@@ -13,8 +13,8 @@
 
 #include "absl/status/statusor.h"
 #include "engine/memory.h"
-#include "model/gpt/gpt.h"
 #include "model/model.h"
+#include "model/stack/gpt.h"
 #include "model/train/pipeline_runner.h"
 #include "model/train/train_config.h"
 #include "model/train/train_model.h"

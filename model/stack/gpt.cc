@@ -1,7 +1,7 @@
 // GptModel: configuration checks, memory plan, creation and initialization, and the
 // per-step bookkeeping (loss readout, gradient zeroing and norm, AdamW over the two flat
 // parameter groups). Forward and backward are in gpt_pass.cc.
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,8 +15,8 @@
 #include "engine/cuda_check.h"
 #include "engine/memory.h"
 #include "engine/status.h"
-#include "model/gpt/gpt_impl.h"
-#include "model/gpt/gpt_init.h"
+#include "model/stack/gpt_impl.h"
+#include "model/stack/gpt_init.h"
 #include "model/sync_layout.h"
 #include "ops/adamw.h"
 #include "ops/grad_norm.h"

@@ -1,6 +1,6 @@
 // [model] architecture keys: schema entries (with the Megatron-DeepSpeed flag each matches) and
 // their parsing into GptConfig.
-#include "model/gpt/gpt_arch_config.h"
+#include "model/stack/gpt_arch_config.h"
 
 #include <string>
 #include <utility>

@@ -1,5 +1,5 @@
 // GPT-2 parameter table, precision checks and the buffer layout shared by plan() and create().
-#include "model/gpt/gpt_layout.h"
+#include "model/stack/gpt_layout.h"
 
 #include <algorithm>
 #include <cmath>
@@ -163,7 +163,7 @@ ParamTable make_param_table(const GptConfig& cfg, const GptShard& shard) {
       b.add("ln_f.weight", {d}, false);
       if (cfg.layernorm()) b.add("ln_f.bias", {d}, false);
     }
-    if (cfg.mlm_head()) {  // Megatron's BertLMHead and binary head (model/gpt/mlm_head.cc)
+    if (cfg.mlm_head()) {  // Megatron's BertLMHead and binary head (model/stack/mlm_head.cc)
       b.add("lm_head.dense.weight", {d, d}, true);
       b.add("lm_head.dense.bias", {d}, false);
       b.add("lm_head.layernorm.weight", {d}, false);

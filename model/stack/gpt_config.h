@@ -1,4 +1,4 @@
-// GptConfig (the architecture of a GPT, BLOOM, LLaMA or BERT model; see model/gpt/gpt.h), the
+// GptConfig (the architecture of a GPT, BLOOM, LLaMA or BERT model; see model/stack/gpt.h), the
 // run shape and precision, and GptShard (the part of the model one rank holds): the plain
 // structs that the model, its layout (gpt_layout.h) and its initialization (gpt_init.h) share.
 #pragma once

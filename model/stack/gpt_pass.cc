@@ -43,7 +43,7 @@
 #include "model/blocks/lm_head.h"
 #include "model/blocks/mlp.h"
 #include "model/blocks/norm.h"
-#include "model/gpt/gpt_impl.h"
+#include "model/stack/gpt_impl.h"
 #include "ops/dropout.h"
 #include "ops/layernorm.h"
 

@@ -17,7 +17,7 @@
 
 #include "engine/memory.h"
 #include "model/blocks/linear.h"
-#include "model/gpt/gpt_impl.h"
+#include "model/stack/gpt_impl.h"
 #include "ops/activation.h"
 #include "ops/axpy.h"
 #include "ops/copy_rows.h"
