@@ -7,10 +7,10 @@
 //   - the sample-record layout the binaries' data wiring produces (model/train/sample_record.h);
 //   - checkpoints: the model record (model/train/arch_record.h), the logical tensors
 //     (model/train/model_tensors.h) and layout keys of its own.
-// Families fill a Family in their own folder (model/gpt/gpt_family.cc, model/t5/t5_family.cc);
-// register_builtin_families (model/families/builtin_families.cc, the one file that names every
-// family folder) adds them to the process's registry on its first use. The registry itself never
-// includes a family folder: families depend on it, not back.
+// Families fill a Family in their own folder (model/gpt/gpt_family.cc, model/bert/bert_family.cc,
+// model/t5/t5_family.cc); register_builtin_families (model/families/builtin_families.cc, the one
+// file that names every family folder) adds them to the process's registry on its first use. The
+// registry itself never includes a family folder: families depend on it, not back.
 #pragma once
 
 #include <cstdint>

@@ -17,7 +17,7 @@
 namespace anvil::model {
 
 // int32 entries of one BERT record at sequence length seq_len (the family's record_width,
-// model/gpt/gpt_family.cc; the GPT record is tokens[T + 1]).
+// model/bert/bert_family.cc; the GPT record is tokens[T + 1]).
 inline int64_t bert_record_width(int64_t seq_len) { return 5 * seq_len + 1; }
 
 // The fields of a BERT record, views into it.
