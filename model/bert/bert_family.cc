@@ -32,7 +32,7 @@ absl::Status bert_features(const engine::Config& c, GptConfig& m) {
   }
   if (!m.layernorm() || m.glu()) {
     return c.error("model", "type",
-                   "bert needs norm layernorm and a non-gated activation (gelu or gelu_erf)");
+                   "type bert needs norm layernorm and a non-gated activation (gelu or gelu_erf)");
   }
   return absl::OkStatus();
 }

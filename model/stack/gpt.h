@@ -4,11 +4,12 @@
 // mean cross-entropy over counted tokens. GptConfig's architecture options turn it into the
 // BigScience variants and LLaMA (docs/models.md): ALiBi, rotary or no position embedding, a
 // LayerNorm after the word embedding (BLOOM), gated MLPs (SwiGLU ...), RMSNorm, no linear
-// biases, an untied LM head (lm_head.weight). type kBert makes it BERT (docs/models.md,
-// model/stack/mlm_head.cc): bidirectional attention with a key-padding mask, token-type embeddings,
-// post-LN blocks (norm_placement kPost: x = LN1(x + attn(x)), x = LN2(x + mlp(x)), no ln_f),
-// the MLM head (dense, GELU-erf, LayerNorm, tied decoder + output bias) and the binary head
-// (pooler dense + tanh on [CLS], then a 2-way linear) for NSP / sentence order. Explicit
+// biases, an untied LM head (lm_head.weight). Its encoder features make it BERT (set by
+// model/bert/bert_family.cc; docs/models.md, model/stack/mlm_head.cc): bidirectional attention
+// with a key-padding mask (causal false), token-type embeddings (type_vocab_size), post-LN blocks
+// (norm_placement kPost: x = LN1(x + attn(x)), x = LN2(x + mlp(x)), no ln_f), the MLM head (head
+// kMlm: dense, GELU-erf, LayerNorm, tied decoder + output bias) and the binary head (binary_head:
+// pooler dense + tanh on [CLS], then a 2-way linear) for NSP / sentence order. Explicit
 // forward/backward over ops/ with saved activations; gradients accumulate (+=) across micro-batches
 // into f32 buffers. Precision: on CUDA, bf16 parameters/activations with f32 master weights,
 // gradients and AdamW state; on the CPU everything f32 (or f64 for gradient checks: act_dtype =
