@@ -5,7 +5,7 @@
 // 350M (d 1024), 1.3B (d 2048). Per linear layer y [t, out] = x [t, in] W^T + b:
 //   qkv (d -> 3d, bias), attn_proj (d -> d, bias), fc (d -> 4d, bias + GELU saving pre_gelu),
 //   mlp_proj (4d -> d, bias), lm_head (d -> vocab, no bias: the tied embedding);
-// three passes, named as the model runs them (model/gpt/gpt_pass.cc):
+// three passes, named as the model runs them (model/stack/gpt_pass.cc):
 //   fwd    y = x W^T (+ epilogue)                      m = t,   n = out, k = in
 //   dgrad  dx = dy W  (mlp_proj: * gelu'(pre_gelu))     m = t,   n = in,  k = out
 //   wgrad  dW += dy^T x   (f32 D, beta = 1)             m = out, n = in,  k = t

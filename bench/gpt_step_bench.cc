@@ -16,7 +16,7 @@
 #include "engine/arena.h"
 #include "engine/device.h"
 #include "engine/stream.h"
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 
 namespace anvil {
 namespace {
@@ -42,6 +42,7 @@ void gpt_step(benchmark::State& state, BenchShape shape) {
   if (shape.bert) {
     cfg.type = model::ModelType::kBert;
     cfg.causal = false;
+    cfg.head = model::Head::kMlm;
     cfg.vocab_size = 30522;
     cfg.type_vocab_size = 2;
     cfg.binary_head = true;

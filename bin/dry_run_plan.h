@@ -18,7 +18,7 @@
 #include "engine/arena.h"
 #include "engine/log.h"
 #include "engine/status.h"
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 #include "model/train/precision_config.h"
 
 namespace anvil::bin {

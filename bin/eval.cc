@@ -33,7 +33,7 @@
 #include "io/checkpoint.h"
 #include "io/eval_text.h"
 #include "io/tokenizer.h"
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 #include "model/tasks/eval_tasks.h"
 #include "model/train/checkpoint.h"
 #include "model/train/family.h"

@@ -32,7 +32,7 @@
 #include "io/checkpoint.h"
 #include "io/task_data.h"
 #include "io/tokenizer.h"
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 #include "model/tasks/cls_head.h"
 #include "model/tasks/finetune_cls.h"
 #include "model/train/arch_record.h"

@@ -53,7 +53,7 @@
 #include "io/masked_lm.h"
 #include "io/tensorboard_writer.h"
 #include "io/tokenizer.h"
-#include "model/gpt/gpt_train_model.h"
+#include "model/stack/gpt_train_model.h"
 #include "model/tasks/eval_suite.h"
 #include "model/train/checkpoint.h"
 #include "model/train/family.h"

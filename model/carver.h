@@ -1,6 +1,6 @@
 // Carver: hands a model's layout walk its views from the model's arenas (creation) or records
 // their sizes in a MemoryPlan (planning), so that one walk gives both and the plan equals what
-// creation allocates. Shared by every family's layout (model/gpt/gpt_layout.h, model/t5/t5.h)
+// creation allocates. Shared by every family's layout (model/stack/gpt_layout.h, model/t5/t5.h)
 // and the inference arenas (model/infer/gpt_inference.cc).
 #pragma once
 

@@ -4,11 +4,13 @@
 #   inside model/ (DESIGN.md §4), from the bottom up: model/*.{h,cc} (the shared core:
 #   ParamTable, the stage interface, the Hugging Face name registry) <- blocks/ <- train/ (the
 #   trainer, the Model interface's config and checkpoint format, and the model-family registry
-#   train/family.h) <- the family folders gpt/, bert/, t5/ (they implement and register a family)
-#   <- tasks/, infer/ <- families/ (builtin_families.cc: the one list that names every family).
-#   An include runs down only; blocks/, train/, tasks/ and infer/ never include a family folder
-#   (they reach a family through the registry), families never include each other, and only
-#   families/ includes them all.
+#   train/family.h) <- stack/ (the token-stream transformer GPT and BERT share: GptModel, its
+#   layout, pass, heads, [model] architecture keys and Model adapter; no family folder) and the
+#   family folders gpt/, bert/, t5/ (wiring only: they set the stack's features, implement and
+#   register a family) <- tasks/, infer/ <- families/ (builtin_families.cc: the one list that
+#   names every family). An include runs down only; blocks/, stack/, train/, tasks/ and infer/
+#   never include a family folder (they reach a family through the registry), families never
+#   include each other, and only families/ includes them all.
 # kKnown lists the arrows that break these rules today, each to be removed by the issue-22 step
 # that makes it unnecessary; an entry that no longer occurs is an error too, so the list only
 # shrinks.
@@ -38,7 +40,7 @@ rank() {
     core) echo 0 ;;
     blocks) echo 1 ;;
     train) echo 2 ;;
-    gpt | bert | t5) echo 3 ;;
+    stack | gpt | bert | t5) echo 3 ;;
     families) echo 5 ;;
     *) echo 4 ;;  # tasks, infer
   esac
@@ -47,29 +49,17 @@ is_family() { [[ $1 == gpt || $1 == bert || $1 == t5 ]]; }
 
 # Today's exceptions ("file -> included file"), each with the step that removes it.
 kKnown=(
-  # T5 borrows GPT's config, layout helpers and initialization (gone when T5 is built from
-  # model/blocks/ alone):
-  "model/t5/t5.h -> model/gpt/gpt.h"
-  "model/t5/t5.cc -> model/gpt/gpt_init.h"
-  "model/t5/t5_impl.h -> model/gpt/gpt_layout.h"
-  # The trainer, its config and checkpoints know GptModel and T5Model by name (gone with
-  # model/model.h, the one trainer and the family registry):
-  "model/train/checkpoint.h -> model/gpt/gpt.h"
-  "model/train/checkpoint.cc -> model/gpt/gpt_layout.h"
-  "model/train/pipeline_runner.h -> model/gpt/gpt.h"
-  "model/train/sample_record.h -> model/gpt/gpt.h"
-  "model/train/train_config.h -> model/gpt/gpt.h"
+  # The trainer, its config and checkpoints know the shared stack's GptModel and T5Model by name
+  # (gone with model/model.h, the one trainer and the family registry):
+  "model/train/checkpoint.h -> model/stack/gpt.h"
+  "model/train/checkpoint.cc -> model/stack/gpt_layout.h"
+  "model/train/pipeline_runner.h -> model/stack/gpt.h"
+  "model/train/sample_record.h -> model/stack/gpt.h"
+  "model/train/train_config.h -> model/stack/gpt.h"
   "model/train/train_config.h -> model/t5/t5.h"
-  "model/train/train_config.cc -> model/gpt/gpt_arch_config.h"
-  "model/train/train_config_schema.cc -> model/gpt/gpt_arch_config.h"
-  "model/train/trainer.h -> model/gpt/gpt.h"
-  # Evaluation, finetuning and inference run a GptModel (gone with model/model.h):
-  "model/tasks/cls_head.h -> model/gpt/gpt.h"
-  "model/tasks/eval_suite.h -> model/gpt/gpt.h"
-  "model/tasks/eval_tasks.h -> model/gpt/gpt.h"
-  "model/tasks/finetune_cls.h -> model/gpt/gpt.h"
-  "model/infer/gpt_inference.h -> model/gpt/gpt.h"
-  "model/infer/gpt_inference.cc -> model/gpt/gpt_layout.h"
+  "model/train/train_config.cc -> model/stack/gpt_arch_config.h"
+  "model/train/train_config_schema.cc -> model/stack/gpt_arch_config.h"
+  "model/train/trainer.h -> model/stack/gpt.h"
 )
 declare -A known=() seen=()
 for k in "${kKnown[@]}"; do known[$k]=1; done

@@ -2,6 +2,7 @@
 // (model/train/family.h) on its first use: the one file that names every family folder. A new
 // family adds its line here (docs/models.md, "Adding a model family").
 #include "engine/status.h"
+#include "model/bert/bert_family.h"
 #include "model/gpt/gpt_family.h"
 #include "model/t5/t5_family.h"
 #include "model/train/family.h"

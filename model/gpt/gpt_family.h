@@ -1,4 +1,4 @@
-// The GPT and BERT families of the model-family registry (model/train/family.h; registered by
+// The GPT family of the model-family registry (model/train/family.h; registered by
 // model/families/builtin_families.cc).
 #pragma once
 
@@ -8,7 +8,5 @@ namespace anvil::model {
 
 // [model] type = gpt: decoder-only LMs (GPT-2, BLOOM, LLaMA variants) on Megatron's GPT samples.
 Family gpt_family();
-// [model] type = bert: BertForPreTraining on Megatron's BERT sentence pairs.
-Family bert_family();
 
 }  // namespace anvil::model

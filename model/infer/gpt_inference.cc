@@ -28,7 +28,7 @@
 #include "model/blocks/linear.h"
 #include "model/blocks/mlp.h"
 #include "model/blocks/norm.h"
-#include "model/gpt/gpt_layout.h"
+#include "model/stack/gpt_layout.h"
 #include "ops/cast.h"
 #include "ops/copy_rows.h"
 #include "ops/embedding.h"

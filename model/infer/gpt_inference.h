@@ -32,8 +32,8 @@
 #include "absl/status/statusor.h"
 #include "engine/arena.h"
 #include "engine/stream.h"
-#include "model/gpt/gpt.h"
 #include "model/param_table.h"
+#include "model/stack/gpt.h"
 #include "model/train/checkpoint.h"
 
 namespace anvil::model {

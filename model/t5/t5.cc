@@ -11,7 +11,7 @@
 #include "engine/cuda_check.h"
 #include "engine/memory.h"
 #include "engine/status.h"
-#include "model/gpt/gpt_init.h"
+#include "model/stack/gpt_init.h"
 #include "model/t5/t5_impl.h"
 #include "ops/adamw.h"
 #include "ops/grad_norm.h"
@@ -49,7 +49,7 @@ std::vector<std::pair<int64_t, double>> init_sigmas(const T5Config& cfg, const P
 }
 
 // Every element from (seed, its offset in the whole single-rank model), so a TP shard holds the
-// single-rank values at its global elements (model/gpt/gpt_init.h).
+// single-rank values at its global elements (model/stack/gpt_init.h).
 void init_params(const T5Config& cfg, const T5Shard& shard, const ParamTable& t,
                  const gpt_detail::InitTarget& target, uint64_t seed, engine::Stream& s) {
   const ParamTable whole = t5_detail::make_t5_param_table(cfg);

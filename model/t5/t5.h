@@ -47,8 +47,8 @@
 #include "engine/arena.h"
 #include "engine/stream.h"
 #include "engine/tensor.h"
-#include "model/gpt/gpt.h"  // GptPrecision, GptModel::OptimizerStep
 #include "model/param_table.h"
+#include "model/stack/gpt.h"  // GptPrecision, GptModel::OptimizerStep
 
 namespace anvil::parallel {
 class Comm;

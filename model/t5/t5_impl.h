@@ -45,7 +45,7 @@
 #include "model/blocks/lm_head.h"
 #include "model/blocks/mlp.h"
 #include "model/blocks/norm.h"
-#include "model/gpt/gpt_layout.h"  // Carver, GemmWorkspaceScope, stat_dtype
+#include "model/stack/gpt_layout.h"  // Carver, GemmWorkspaceScope, stat_dtype
 #include "model/t5/t5.h"
 #include "ops/flash_attention.h"
 #include "parallel/grad_sync.h"

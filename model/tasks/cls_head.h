@@ -26,7 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/host_slice.h"
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 #include "model/train/checkpoint.h"
 
 namespace anvil::model {

@@ -13,8 +13,8 @@
 #include "absl/status/status.h"
 #include "engine/log.h"
 #include "engine/stream.h"
-#include "model/gpt/gpt.h"
 #include "model/model.h"
+#include "model/stack/gpt.h"
 #include "model/tasks/eval_tasks.h"
 #include "model/tasks/seq2seq_eval.h"
 

@@ -43,7 +43,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/stream.h"
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 
 namespace anvil::parallel {
 class Comm;

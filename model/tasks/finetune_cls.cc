@@ -119,7 +119,7 @@ absl::Status ClsTask::check(absl::Span<const ClsExample> examples, int64_t first
 }
 
 ClsTask::HostBatch ClsTask::fill(const GptRunShape& shape, absl::Span<const ClsExample> ex,
-                                 bool bert) const {
+                                 bool encoder) const {
   const int64_t T = shape.seq_len, rows = shape.micro_batch;
   HostBatch h;
   h.tokens.assign(static_cast<size_t>(rows * T), pad_);
@@ -135,14 +135,15 @@ ClsTask::HostBatch ClsTask::fill(const GptRunShape& shape, absl::Span<const ClsE
       const std::vector<int32_t>& t = seqs[k];
       const int64_t row = static_cast<int64_t>(h.at.size());
       const int64_t n = std::min<int64_t>(static_cast<int64_t>(t.size()), T);
-      // BERT: the first n tokens, classified at [CLS] (position 0); GPT: the last n, at the last.
-      const int64_t from = bert ? 0 : static_cast<int64_t>(t.size()) - n;
+      // An encoder (BERT): the first n tokens, classified at [CLS] (position 0); a causal LM
+      // (GPT): the last n, at the last.
+      const int64_t from = encoder ? 0 : static_cast<int64_t>(t.size()) - n;
       std::copy(t.begin() + from, t.begin() + from + n, h.tokens.begin() + row * T);
       if (!types[k].empty()) {
         std::copy(types[k].begin() + from, types[k].begin() + from + n, h.types.begin() + row * T);
       }
       h.lengths[static_cast<size_t>(row)] = static_cast<int32_t>(n);
-      const int64_t p = row * T + (bert ? 0 : n - 1);
+      const int64_t p = row * T + (encoder ? 0 : n - 1);
       if (!head_) h.targets[static_cast<size_t>(p)] = labels_[static_cast<size_t>(e.label)];
       h.at.push_back(p);
     }
@@ -150,9 +151,9 @@ ClsTask::HostBatch ClsTask::fill(const GptRunShape& shape, absl::Span<const ClsE
   return h;
 }
 
-GptBatch ClsTask::HostBatch::batch(bool bert) const {
+GptBatch ClsTask::HostBatch::batch(bool encoder) const {
   GptBatch b{tokens.data(), positions.data(), targets.data()};
-  if (bert) {
+  if (encoder) {
     b.token_types = types.data();
     b.lengths = lengths.data();
   }
@@ -234,12 +235,13 @@ double ClsTask::train_step(GptModel& model, const GptRunShape& shape,
   const auto [first, end] = rank_range(batch.size(), par);
   const absl::Span<const ClsExample> mine = batch.subspan(first, end - first);
   const double scale = 1.0 / static_cast<double>(batch.size());  // d(mean)/d(example loss)
-  const bool bert = model.config().bert(), post = model.shard().post;
+  // A bidirectional encoder (BERT) classifies at [CLS] and reads token types and lengths.
+  const bool encoder = !model.config().causal, post = model.shard().post;
   std::vector<absl::Span<const ClsExample>> parts;  // this rank's micro-batches
   std::vector<HostBatch> hosts;
   for (size_t at = 0; at < mine.size(); at += per) {
     parts.push_back(mine.subspan(at, std::min(mine.size() - at, per)));
-    hosts.push_back(fill(shape, parts.back(), bert));
+    hosts.push_back(fill(shape, parts.back(), encoder));
   }
   // Dropout: forward number (step - 1) * micro-batches per step + the global micro-batch
   // index of this rank's first example (ranks take consecutive ranges), distinct over the run.
@@ -257,7 +259,7 @@ double ClsTask::train_step(GptModel& model, const GptRunShape& shape,
         parallel::plan_pipeline(par.pp, par.stage, 1, static_cast<int>(micro_batches));
     ANVIL_CHECK_MSG(plan.ok(), std::string(plan.status().message()));
     MicroBatchFns fns;
-    fns.batch = [&](int64_t m) { return hosts[static_cast<size_t>(m)].batch(bert); };
+    fns.batch = [&](int64_t m) { return hosts[static_cast<size_t>(m)].batch(encoder); };
     fns.grad_scale = [&](int64_t) { return static_cast<float>(scale); };
     fns.dropout_offset = dropout_offset;
     // The linear head between the last stage's forward and backward of each micro-batch.
@@ -293,15 +295,16 @@ ClsResult ClsTask::evaluate(GptModel& model, const GptRunShape& shape,
   const size_t per = static_cast<size_t>(shape.micro_batch / rows_per_example());
   const auto [first, end] = rank_range(examples.size(), par);
   const absl::Span<const ClsExample> mine = examples.subspan(first, end - first);
-  const bool bert = model.config().bert(), post = model.shard().post;
+  // A bidirectional encoder (BERT) classifies at [CLS] and reads token types and lengths.
+  const bool encoder = !model.config().causal, post = model.shard().post;
   std::vector<double> sums(3, 0.0);  // correct, total, loss sum (on the last stage)
   std::vector<double> words;         // label words: [examples, K] logits, summed over TP below
   std::vector<int32_t> labels;
   for (size_t at = 0; at < mine.size(); at += per) {
     const absl::Span<const ClsExample> part = mine.subspan(at, std::min(mine.size() - at, per));
-    const HostBatch h = fill(shape, part, bert);
+    const HostBatch h = fill(shape, part, encoder);
     const double loss =
-        run_pipeline_forward(model, par.pp, par.stage, par.pp_comm, h.batch(bert), stream);
+        run_pipeline_forward(model, par.pp, par.stage, par.pp_comm, h.batch(encoder), stream);
     if (!post) continue;
     sums[1] += static_cast<double>(part.size());
     if (head_) {

@@ -14,7 +14,7 @@
 //     The model runs with GptModel::set_hidden_head (no LM head).
 // An example's tokens are a row of the micro-batch, padded with `pad`; multiple-choice examples
 // fill `choices` consecutive rows each. GPT keeps a sequence's last seq_len tokens and
-// classifies at its last token; BERT (model type bert, linear head with a pooler) keeps the
+// classifies at its last token; a bidirectional encoder (BERT, linear head with a pooler) keeps the
 // first seq_len, with their token types and the sequence's length as the padding mask, and
 // classifies at [CLS], the first token (Megatron's Classification).
 // Parallelism (ClsParallel): the model is the GptShard of the rank's grid coordinates, as in
@@ -41,7 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/stream.h"
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 #include "model/tasks/cls_head.h"
 
 namespace anvil::parallel {
@@ -133,9 +133,10 @@ class ClsTask {
     std::vector<int32_t> tokens, positions, targets, types;  // [B*T]
     std::vector<int32_t> lengths;                            // [B]
     std::vector<int64_t> at;                                 // row * T + p, per sequence
-    GptBatch batch(bool bert) const;
+    GptBatch batch(bool encoder) const;                      // encoder: + token types and lengths
   };
-  HostBatch fill(const GptRunShape& shape, absl::Span<const ClsExample> ex, bool bert) const;
+  // encoder (bidirectional, BERT): the first seq_len tokens, classified at [CLS]; else the last.
+  HostBatch fill(const GptRunShape& shape, absl::Span<const ClsExample> ex, bool encoder) const;
   // The linear head on micro-batch `ex` (inputs `h`) after its forward into `slot` (last stage
   // only): its loss sum and correct predictions; with `train`, also the head's backward
   // (scaled by `scale`: gradients +=) and d(final hidden) written for the model's backward.

@@ -14,7 +14,7 @@
 #include "engine/dtype.h"
 #include "engine/memory.h"
 #include "engine/status.h"
-#include "model/gpt/gpt_layout.h"
+#include "model/stack/gpt_layout.h"
 #include "model/train/batch_schedule.h"
 #include "model/train/family.h"
 #include "model/train/lr_schedule.h"

@@ -25,8 +25,8 @@
 #include "absl/status/statusor.h"
 #include "engine/host_slice.h"
 #include "engine/stream.h"
-#include "model/gpt/gpt.h"
 #include "model/model.h"
+#include "model/stack/gpt.h"
 #include "model/train/arch_record.h"  // the model record, checked on load
 #include "model/train/train_config.h"
 #include "model/train/trainer.h"

@@ -7,10 +7,10 @@
 //   - the sample-record layout the binaries' data wiring produces (model/train/sample_record.h);
 //   - checkpoints: the model record (model/train/arch_record.h), the logical tensors
 //     (model/train/model_tensors.h) and layout keys of its own.
-// Families fill a Family in their own folder (model/gpt/gpt_family.cc, model/t5/t5_family.cc);
-// register_builtin_families (model/families/builtin_families.cc, the one file that names every
-// family folder) adds them to the process's registry on its first use. The registry itself never
-// includes a family folder: families depend on it, not back.
+// Families fill a Family in their own folder (model/gpt/gpt_family.cc, model/bert/bert_family.cc,
+// model/t5/t5_family.cc); register_builtin_families (model/families/builtin_families.cc, the one
+// file that names every family folder) adds them to the process's registry on its first use. The
+// registry itself never includes a family folder: families depend on it, not back.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +47,11 @@ struct Family {
   // The family's part of parse_train_config, after the shared sections filled `t`: its own keys
   // and combinations; errors name the key (Config::error).
   std::function<absl::Status(const engine::Config& c, TrainConfig& t)> parse;
+  // Optional: the features of the shared stack (GptConfig) the family switches on from its
+  // [model] keys, right after the architecture keys are read and before GptConfig::validate
+  // (BERT: bidirectional attention, token types, the MLM and binary heads) and the family's
+  // rules on the architecture (which features and variants it admits). Empty: none.
+  std::function<absl::Status(const engine::Config& c, GptConfig& m)> model_features;
   // The "model: ..." line bin/train logs (size, layers, parameters, FLOPs).
   std::function<std::string(const TrainConfig& cfg)> summary;
   // Activation slots (micro-batches in flight) of the rank at `at` (the memory plan's line).

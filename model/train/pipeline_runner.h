@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "engine/stream.h"
-#include "model/gpt/gpt.h"
 #include "model/pipeline_stage.h"
+#include "model/stack/gpt.h"
 #include "parallel/pipeline_schedule.h"
 
 namespace anvil::parallel {

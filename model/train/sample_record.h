@@ -7,17 +7,17 @@
 //         loss_mask is 1 (else ignored), padding_mask is 1 on the real tokens (a prefix of the
 //         sample) and 0 on the padding, is_random the binary head's label.
 // decode_bert_record turns a BERT record into one row of the host micro-batch arrays of
-// GptBatch (model/gpt/gpt.h).
+// GptBatch (model/stack/gpt.h).
 #pragma once
 
 #include <cstdint>
 
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 
 namespace anvil::model {
 
 // int32 entries of one BERT record at sequence length seq_len (the family's record_width,
-// model/gpt/gpt_family.cc; the GPT record is tokens[T + 1]).
+// model/bert/bert_family.cc; the GPT record is tokens[T + 1]).
 inline int64_t bert_record_width(int64_t seq_len) { return 5 * seq_len + 1; }
 
 // The fields of a BERT record, views into it.

@@ -15,7 +15,7 @@
 #include "engine/checked_math.h"
 #include "engine/device.h"
 #include "engine/status.h"
-#include "model/gpt/gpt_arch_config.h"
+#include "model/stack/gpt_arch_config.h"
 #include "model/train/family.h"
 #include "model/train/mtf_config.h"
 #include "model/train/train_sections.h"
@@ -259,6 +259,9 @@ absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size
   m.ln_eps = static_cast<float>(c.get_float("model", "ln_eps"));
   m.init_std = static_cast<float>(c.get_float("model", "init_std"));
   parse_gpt_arch(c, m);
+  if (const Family& family = family_of(t); family.model_features) {
+    ANVIL_RETURN_IF_ERROR(family.model_features(c, m));
+  }
   ANVIL_RETURN_IF_ERROR(need(
       m.d_model % m.n_heads == 0, c, "model", "n_heads",
       absl::StrFormat("[model] d_model %d is not divisible by n_heads %d", m.d_model, m.n_heads)));

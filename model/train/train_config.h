@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/config.h"
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 #include "model/t5/t5.h"
 #include "model/train/batch_schedule.h"
 #include "model/train/curriculum.h"

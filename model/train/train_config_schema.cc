@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/config.h"
-#include "model/gpt/gpt_arch_config.h"
+#include "model/stack/gpt_arch_config.h"
 #include "model/train/precision_config.h"
 #include "model/train/t5_train_config.h"
 #include "model/train/train_config.h"

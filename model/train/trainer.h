@@ -37,7 +37,7 @@
 // global batch on every rank. Evaluation reads its global batches by the same sampler.
 //
 // Tensor and pipeline parallelism ([parallel] tp, pp, virtual_stages): each rank holds the
-// GptShard of its grid coordinates (model/gpt/gpt.h) and runs the step's micro-batches by the
+// GptShard of its grid coordinates (model/stack/gpt.h) and runs the step's micro-batches by the
 // pipeline round plan (model/train/pipeline_runner.h; one stage: F B F B ...). After the last
 // backward: the tied embedding's gradient is summed between the first and last stage (the
 // embedding group), then over DP as above. The gradient norm counts every parameter once
@@ -58,8 +58,8 @@
 #include "engine/arena.h"
 #include "engine/log.h"
 #include "engine/stream.h"
-#include "model/gpt/gpt.h"
 #include "model/model.h"
+#include "model/stack/gpt.h"
 #include "model/train/loss_scaler.h"
 #include "model/train/lr_schedule.h"
 #include "model/train/train_config.h"

@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/infer/gpt_inference.h"
+#include "model/train/family.h"
 #include "model/train/sample_record.h"
 #include "model/train/train_config.h"
 
@@ -39,7 +40,8 @@ absl::StatusOr<TrainConfig> load(const std::vector<std::string>& overrides = {})
 TEST(BertConfigTest, TypeBertSetsTheEncoderOptions) {
   absl::StatusOr<TrainConfig> c = load();
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_TRUE(c->model.bert());
+  EXPECT_EQ(c->model.type, ModelType::kBert);
+  EXPECT_EQ(c->model.head, Head::kMlm);
   EXPECT_FALSE(c->model.causal);
   EXPECT_EQ(c->model.type_vocab_size, 2);
   EXPECT_TRUE(c->model.binary_head);
@@ -80,9 +82,16 @@ TEST(BertConfigTest, RefusesBadCombinations) {
   EXPECT_TRUE(c->model.causal);
   EXPECT_EQ(c->model.type_vocab_size, 0);
   EXPECT_FALSE(c->model.binary_head);
+  EXPECT_EQ(c->model.head, Head::kLm);
+  // Which family may use which encoder feature is the family's rule (Family::model_features).
   GptConfig g;
   g.causal = false;
-  EXPECT_THAT(std::string(g.validate().message()), HasSubstr("type bert"));
+  absl::StatusOr<engine::Config> raw =
+      engine::Config::load_string(kBert, "bert.ini", train_config_schema(), {"model.type=gpt"});
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  absl::StatusOr<const Family*> gpt = find_family("gpt");
+  ASSERT_TRUE(gpt.ok());
+  EXPECT_THAT(std::string((*gpt)->model_features(*raw, g).message()), HasSubstr("type bert"));
   // GPT's eod handling and the causal-LM [eval] tasks are refused, naming the key.
   c = load({"data.eod_mask_loss=true"});
   ASSERT_FALSE(c.ok());

@@ -1,6 +1,6 @@
 // BERT (type bert: post-LN, GELU-erf, token types, key-padding mask, MLM + binary heads) on the
 // GPU in bf16 (flash attention: 2 heads of 64) against the CPU f32 twin from the same seed:
-// the initial loss (masked LM + binary, model/gpt/bert_head.cc) within 1% relative, the gradient
+// the initial loss (masked LM + binary, model/stack/mlm_head.cc) within 1% relative, the gradient
 // norm within 5%, every parameter's gradient within 10% relative L2 of the CPU's (bf16
 // activations), 20 AdamW steps on a fixed batch lower the loss on both by a similar amount;
 // f32 activations on CUDA (the unfused, causal-only attention) are refused with a clear error.
@@ -15,7 +15,7 @@
 #include "engine/memory.h"
 #include "engine/stream.h"
 #include "gtest/gtest.h"
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 #include "tests/parallel/tiny_training.h"
 #include "tests/testing/tensor_testing.h"
 

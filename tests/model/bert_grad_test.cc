@@ -1,6 +1,6 @@
 // Tiny BERT (type bert) on the CPU in double: the analytic gradient of Megatron's BERT loss
 // (masked-LM mean over the masked tokens + binary-head mean over the samples,
-// model/gpt/bert_head.cc) against central finite differences, for every coordinate of every
+// model/stack/mlm_head.cc) against central finite differences, for every coordinate of every
 // parameter (token types, the MLM head's dense / LayerNorm / output bias, pooler, binary head,
 // post-LN layers, the embedding LayerNorm), for the HF layout (post-LN, GELU-erf, embedding
 // LayerNorm), Megatron's (pre-LN with ln_f, tanh GELU), without the binary head, and with dropout
@@ -17,7 +17,7 @@
 
 #include "engine/stream.h"
 #include "gtest/gtest.h"
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 #include "tests/parallel/tiny_training.h"
 #include "tests/testing/tensor_testing.h"
 
@@ -95,7 +95,7 @@ std::unique_ptr<GptModel> make_model(const GptConfig& cfg) {
   return std::move(m).value();
 }
 
-// Megatron's BERT loss of the micro-batch: loss_sum / masked tokens (bert_head.cc).
+// Megatron's BERT loss of the micro-batch: loss_sum / masked tokens (mlm_head.cc).
 double bert_loss(GptModel& m, const Batch& b, engine::Stream& s, uint64_t offset = 3) {
   m.forward(b.view(), /*train=*/true, offset, s);
   return m.loss_sum(s) / static_cast<double>(b.counted);

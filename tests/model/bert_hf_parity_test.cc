@@ -22,7 +22,7 @@
 #include "gtest/gtest.h"
 #include "io/safetensors.h"
 #include "model/checkpoint_hf.h"
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 #include "ops/cast.h"
 #include "tests/parallel/tiny_training.h"
 
@@ -122,7 +122,7 @@ Losses anvil_losses(Device dev, DType act, const io::SafetensorsFile& f) {
   b.binary_labels = nsp.data();
   (*m)->forward(b, /*train=*/false, 0, *s);
   const double total = (*m)->loss_sum(*s), binary = (*m)->binary_loss_sum(0, *s);
-  // loss_sum = mlm sum + (counted / B) * binary sum (model/gpt/bert_head.cc).
+  // loss_sum = mlm sum + (counted / B) * binary sum (model/stack/mlm_head.cc).
   return {total / static_cast<double>(counted) - binary / kB, binary / kB};
 }
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model/gpt/gpt_train_model.h"
+#include "model/stack/gpt_train_model.h"
 #include "model/train/sample_record.h"
 #include "model/train/trainer.h"
 #include "tests/parallel/tiny_training.h"

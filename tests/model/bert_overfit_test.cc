@@ -1,6 +1,6 @@
 // A tiny BERT (post-LN, GELU-erf, MLM + binary head) in f32 on the CPU, trained through the
 // Trainer on one global batch of 4 BERT sample records repeated: the loss (Megatron's masked-LM
-// mean + binary mean, model/gpt/bert_head.cc) starts near ln(vocab) + ln 2 (tiny init weights:
+// mean + binary mean, model/stack/mlm_head.cc) starts near ln(vocab) + ln 2 (tiny init weights:
 // near-uniform predictions) and falls below 0.05 -- the record decoding, the heads, their
 // gradients and AdamW fit together. The evaluation loss of the same samples agrees with the
 // last training loss (no dropout).

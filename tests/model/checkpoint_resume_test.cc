@@ -11,7 +11,7 @@
 #include "engine/status.h"
 #include "gtest/gtest.h"
 #include "io/checkpoint.h"
-#include "model/gpt/gpt_train_model.h"
+#include "model/stack/gpt_train_model.h"
 #include "model/train/checkpoint.h"
 #include "model/train/trainer.h"
 #include "tests/io/io_test_util.h"

@@ -24,7 +24,7 @@
 #include "engine/memory.h"
 #include "engine/stream.h"
 #include "gtest/gtest.h"
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 #include "model/tasks/finetune_cls.h"
 #include "tests/testing/tensor_testing.h"
 
@@ -196,6 +196,7 @@ GptConfig tiny_bert() {
   GptConfig cfg = tiny();
   cfg.type = ModelType::kBert;
   cfg.causal = false;
+  cfg.head = Head::kMlm;
   cfg.norm_placement = NormPlacement::kPost;
   cfg.type_vocab_size = 2;
   cfg.activation = Activation::kGeluErf;

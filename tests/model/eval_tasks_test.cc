@@ -22,7 +22,7 @@
 
 #include "engine/stream.h"
 #include "gtest/gtest.h"
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 #include "ops/argmax.h"
 #include "tests/testing/tensor_testing.h"
 

@@ -1,5 +1,5 @@
-// GPT on CUDA runs flash attention (model/gpt/gpt_layout.cc uses_flash_attention) for bf16 and f16
-// activations with any head size of ops/flash_attention.h's CUDA kernels (a multiple of 8 in
+// GPT on CUDA runs flash attention (model/stack/gpt_layout.cc uses_flash_attention) for bf16 and
+// f16 activations with any head size of ops/flash_attention.h's CUDA kernels (a multiple of 8 in
 // [32, 256]), so fp16 runs take ALiBi and rotary and BLOOM-1b1 (head 96) and BLOOM-3b (head 80)
 // shapes train on the GPU:
 //   plan (no GPU needed): f16 with ALiBi / rotary and bf16 heads of 80 and 96 are accepted;
@@ -15,7 +15,7 @@
 
 #include "engine/stream.h"
 #include "gtest/gtest.h"
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {

@@ -11,9 +11,12 @@
 #include <memory>
 #include <vector>
 
+#include "engine/config.h"
 #include "engine/stream.h"
 #include "gtest/gtest.h"
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
+#include "model/train/family.h"
+#include "model/train/train_config.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {
@@ -368,8 +371,12 @@ INSTANTIATE_TEST_SUITE_P(Options, GptGradVariant, ::testing::ValuesIn(kVariants)
 // Options that cannot run are refused up front, naming the option.
 TEST(GptGrad, VariantValidation) {
   GptConfig c = tiny_config();
-  c.embed_layernorm = true;  // with learned positions
-  EXPECT_NE(c.validate().message().find("embed_layernorm"), std::string::npos) << c.validate();
+  c.embed_layernorm = true;  // with learned positions: the GPT family's rule (BERT's is the sum's)
+  absl::StatusOr<engine::Config> raw =
+      engine::Config::load_string("[model]\ntype = gpt\n", "gpt.ini", train_config_schema());
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  const absl::Status e = (*find_family("gpt"))->model_features(*raw, c);
+  EXPECT_NE(e.message().find("embed_layernorm"), std::string::npos) << e;
   c = tiny_config();
   c.position_embedding = PositionEmbedding::kAlibi;
   // CUDA f32 runs the unfused attention, which has no ALiBi.

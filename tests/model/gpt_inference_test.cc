@@ -35,9 +35,9 @@
 #include "absl/strings/str_cat.h"
 #include "engine/dtype.h"
 #include "gtest/gtest.h"
-#include "model/gpt/gpt.h"
 #include "model/infer/generation.h"
 #include "model/infer/generation_scheduler.h"
+#include "model/stack/gpt.h"
 #include "model/train/checkpoint.h"
 #include "tests/testing/tensor_testing.h"
 
@@ -51,7 +51,7 @@ constexpr int64_t kVocab = 50;  // padded to 128
 constexpr int64_t kMaxLen = 24;
 
 // GPT-2, and the BLOOM (ALiBi, embedding LayerNorm) and LLaMA (rotary, RMSNorm, SwiGLU, no
-// biases, untied head) architectures of model/gpt/gpt.h.
+// biases, untied head) architectures of model/stack/gpt.h.
 // kQwenGqa: LLaMA with grouped-query attention (4 heads on 2 kv heads), a bias on c_attn alone
 // and llama3 rope scaling; kLlamaMqa: multi-query (2 heads on 1 kv head), linear rope scaling.
 enum class Arch { kGpt2, kBloom, kLlama, kQwenGqa, kLlamaMqa };

@@ -1,13 +1,13 @@
-// Tests of the GPT-2 initialization (model/gpt/gpt_init.h) into the targets GptModel::create uses:
-// the compute copy (act dtype, whole flat buffer) and the f32 master (whole, or a ZeRO shard),
-// for whole models, TP shards (both ranks of TP 2), a pipeline stage and a ZeRO partition.
+// Tests of the GPT-2 initialization (model/stack/gpt_init.h) into the targets GptModel::create
+// uses: the compute copy (act dtype, whole flat buffer) and the f32 master (whole, or a ZeRO
+// shard), for whole models, TP shards (both ranks of TP 2), a pipeline stage and a ZeRO partition.
 // CPU: bit for bit the values of the original host initialization (kept below, verbatim, as
 // the reference), and ops::tp_whole_index equal to model::tp_global_index for every element.
 // GPU: the device initialization against the CPU one; elements may differ by 1 ulp (CUDA's
 // double log/cos, see gpt_init.h): the test counts them (printed) and fails on anything more.
 // Buffers are poisoned (NaN) first: every element outside the parameters must stay poisoned
 // (init never writes padding) and every element inside must be written.
-#include "model/gpt/gpt_init.h"
+#include "model/stack/gpt_init.h"
 
 #include <algorithm>
 #include <cmath>
@@ -24,7 +24,7 @@
 #include "engine/dtype.h"
 #include "engine/philox.h"
 #include "gtest/gtest.h"
-#include "model/gpt/gpt_layout.h"
+#include "model/stack/gpt_layout.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model::gpt_detail {

@@ -7,7 +7,7 @@
 
 #include "engine/stream.h"
 #include "gtest/gtest.h"
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::model {

@@ -24,7 +24,7 @@
 #include "engine/device.h"
 #include "gtest/gtest.h"
 #include "io/mtf_packing.h"
-#include "model/gpt/gpt_train_model.h"
+#include "model/stack/gpt_train_model.h"
 #include "model/train/trainer.h"
 #include "ops/attention.h"
 #include "tests/testing/tensor_testing.h"

@@ -24,7 +24,7 @@
 
 #include "engine/python_random.h"
 #include "gtest/gtest.h"
-#include "model/gpt/gpt_train_model.h"
+#include "model/stack/gpt_train_model.h"
 #include "model/train/trainer.h"
 #include "ops/flash_attention_detail.h"
 #include "tests/testing/tensor_testing.h"

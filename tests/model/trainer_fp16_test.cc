@@ -15,7 +15,7 @@
 #include "engine/status.h"
 #include "gtest/gtest.h"
 #include "io/checkpoint.h"
-#include "model/gpt/gpt_train_model.h"
+#include "model/stack/gpt_train_model.h"
 #include "model/train/checkpoint.h"
 #include "model/train/loss_scaler.h"
 #include "model/train/trainer.h"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model/gpt/gpt_train_model.h"
+#include "model/stack/gpt_train_model.h"
 
 namespace anvil::model {
 namespace {

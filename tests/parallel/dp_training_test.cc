@@ -22,7 +22,7 @@
 
 #include "engine/status.h"
 #include "gtest/gtest.h"
-#include "model/gpt/gpt_train_model.h"
+#include "model/stack/gpt_train_model.h"
 #include "model/train/trainer.h"
 #include "parallel/grid.h"
 #include "parallel/mpi_comm.h"

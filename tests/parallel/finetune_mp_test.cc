@@ -56,6 +56,7 @@ GptConfig tiny(Kind kind) {
   if (kind == Kind::kBertLinear) {
     cfg.type = ModelType::kBert;
     cfg.causal = false;
+    cfg.head = Head::kMlm;
     cfg.norm_placement = NormPlacement::kPost;
     cfg.type_vocab_size = 2;
     cfg.activation = Activation::kGeluErf;

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model/gpt/gpt.h"
 #include "model/infer/generation.h"
 #include "model/infer/gpt_inference.h"
+#include "model/stack/gpt.h"
 #include "model/train/checkpoint.h"
 #include "parallel/grid.h"
 #include "parallel/mpi_comm.h"

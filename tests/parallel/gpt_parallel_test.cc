@@ -39,7 +39,7 @@
 #include "engine/status.h"
 #include "gtest/gtest.h"
 #include "io/mtf_packing.h"
-#include "model/gpt/gpt_train_model.h"
+#include "model/stack/gpt_train_model.h"
 #include "model/train/mtf_batch.h"
 #include "model/train/trainer.h"
 #include "parallel/grid.h"
@@ -98,8 +98,9 @@ SampleFn samples(const TrainConfig& c) {
   if (c.data.mtf) {
     return hashed_mtf_samples(c.data.seq_len, m.vocab_size, static_cast<int32_t>(c.data.pad_token));
   }
-  return m.bert() ? testing_parallel::hashed_bert_samples(c.data.seq_len, m.vocab_size)
-                  : testing_parallel::hashed_samples(c.data.seq_len, m.vocab_size);
+  return m.type == ModelType::kBert
+             ? testing_parallel::hashed_bert_samples(c.data.seq_len, m.vocab_size)
+             : testing_parallel::hashed_samples(c.data.seq_len, m.vocab_size);
 }
 
 struct Layout {
@@ -294,7 +295,7 @@ void check_layouts(const TrainConfig& base, const std::vector<Layout>& candidate
           << "step " << i;
       EXPECT_NEAR(run.norms[i], ref.norms[i], tol.norm_rel * ref.norms[i]) << "step " << i;
       // BERT: the binary head's part, reduced over PP and DP like the loss.
-      if (cfg.model.bert()) {
+      if (cfg.model.type == ModelType::kBert) {
         EXPECT_NEAR(run.sop[i], ref.sop[i], tol.loss_rel * ref.sop[i]) << "sop, step " << i;
       }
     }
@@ -492,7 +493,9 @@ TEST(GptParallelGpuTest, VariantsEqualOneRankThroughNccl) {
     GTEST_SKIP() << world << " ranks need as many GPUs, have " << engine::cuda_device_count();
   }
   for (TrainConfig c : {bloom_config(), llama_config(), bert_config()}) {
-    SCOPED_TRACE(c.model.bert() ? "bert" : c.model.tie_embeddings ? "bloom-style" : "llama-style");
+    SCOPED_TRACE(c.model.type == ModelType::kBert ? "bert"
+                 : c.model.tie_embeddings         ? "bloom-style"
+                                                  : "llama-style");
     c.model.d_model = 128;
     c.model.n_heads = 2;
     check_layouts(c, variant_layouts(), engine::DType::kBF16, Tolerance{1e-2, 5e-2, 2e-2, false});

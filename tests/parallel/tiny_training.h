@@ -41,10 +41,11 @@ inline TrainConfig tiny_train_config() {
 }
 
 // HF BertForPreTraining's layout on `m`: type bert, post-LN, GELU-erf, the embedding LayerNorm
-// (word + position + token type), two token types, the binary head.
+// (word + position + token type), two token types, the MLM and binary heads.
 inline void use_hf_bert(GptConfig& m) {
   m.type = ModelType::kBert;
   m.causal = false;
+  m.head = Head::kMlm;
   m.type_vocab_size = 2;
   m.binary_head = true;
   m.norm_placement = NormPlacement::kPost;

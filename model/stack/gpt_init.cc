@@ -1,6 +1,6 @@
 // GPT-2 initialization (see gpt_init.h): per parameter, the ops::init_normal arguments (kind,
 // sigma, Philox offset, TP split), then one call per target piece.
-#include "model/gpt/gpt_init.h"
+#include "model/stack/gpt_init.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/status.h"
-#include "model/gpt/gpt_layout.h"
+#include "model/stack/gpt_layout.h"
 
 namespace anvil::model::gpt_detail {
 

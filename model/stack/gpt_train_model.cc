@@ -1,6 +1,6 @@
 // GPT and BERT as the trainer's Model (see gpt_train_model.h): their shard, plan, host
 // micro-batches and step hooks, moved out of the trainer unchanged.
-#include "model/gpt/gpt_train_model.h"
+#include "model/stack/gpt_train_model.h"
 
 #include <algorithm>
 #include <utility>
@@ -19,6 +19,16 @@
 #include "parallel/pipeline_schedule.h"
 
 namespace anvil::model {
+
+namespace {
+
+// The family's samples are BERT sentence pairs (model/train/sample_record.h): token types,
+// lengths and binary labels besides the tokens and targets.
+bool bert_pairs(const TrainConfig& cfg) {
+  return family_of(cfg).samples == SampleLayout::kBertPair;
+}
+
+}  // namespace
 
 absl::StatusOr<GptShard> GptTrainModel::shard_for(const TrainConfig& cfg, int tp_rank, int pp_rank,
                                                   int dp_rank) {
@@ -70,7 +80,7 @@ absl::StatusOr<engine::MemoryPlan> GptTrainModel::plan(const TrainConfig& cfg,
     // create()'s four (BERT, prefix-LM, MTF: five) i32 arrays of [accumulation steps * B*T]
     // (<= global_batch * T tokens, bounded by the config's validation), and the loss weights.
     const int64_t accum = std::max<int64_t>(cfg.train.accumulation_steps(cfg.parallel.dp), 1);
-    const size_t arrays = cfg.model.bert() || cfg.data.prefix_lm || cfg.data.mtf ? 5 : 4;
+    const size_t arrays = bert_pairs(cfg) || cfg.data.prefix_lm || cfg.data.mtf ? 5 : 4;
     const size_t weights = cfg.data.reweight_loss ? static_cast<size_t>(B * T) * sizeof(float) : 0;
     plan.add("batch", "host micro-batches",
              engine::saturating_mul(arrays * sizeof(int32_t), static_cast<size_t>(accum * B * T)) +
@@ -117,7 +127,8 @@ absl::StatusOr<std::unique_ptr<GptTrainModel>> GptTrainModel::create(const Train
     }
     t->weight_sums_.assign(static_cast<size_t>(std::max<int64_t>(accum, 1)), 0.0);
   }
-  if (cfg.model.bert()) {
+  t->pairs_ = bert_pairs(cfg);
+  if (t->pairs_) {
     t->types_.assign(n, 0);
     t->lengths_.assign(n / static_cast<size_t>(T), 0);
     t->binary_.assign(n / static_cast<size_t>(T), 0);
@@ -132,7 +143,7 @@ int64_t GptTrainModel::load_micro_batch(const SampleFn& fn, int64_t first_index,
   const int64_t vocab = cfg_.vocab_size;
   const DataConfig& d = data_;
   int64_t counted = 0;
-  if (cfg_.bert()) {
+  if (pairs_) {
     for (int64_t b = 0; b < B; ++b) {
       fn(first_index + b, sample_.data());
       const int64_t row = (m * B + b) * T;
@@ -237,7 +248,7 @@ GptBatch GptTrainModel::host_batch(int64_t m) const {
              data_.reset_attention_mask || data_.mtf ? segments_.data() + row : nullptr};
   if (data_.prefix_lm || data_.mtf) b.prefix_end = prefix_end_.data() + row;
   if (!loss_weights_.empty()) b.loss_weights = loss_weights_.data();
-  if (cfg_.bert()) {
+  if (pairs_) {
     const size_t first = static_cast<size_t>(m * B_);
     b.token_types = types_.data() + row;
     b.lengths = lengths_.data() + first;

@@ -30,8 +30,8 @@
 #include "model/blocks/mlp.h"
 #include "model/blocks/norm.h"
 #include "model/carver.h"
-#include "model/gpt/gpt_config.h"
 #include "model/param_table.h"
+#include "model/stack/gpt_config.h"
 #include "parallel/grad_sync.h"
 
 namespace anvil::model::gpt_detail {
@@ -50,7 +50,7 @@ struct LayerWeights {
   TensorView mlp_proj_w, mlp_proj_b;    // [d, ffn / tp], [d]
 };
 
-// BERT's heads (post; model/gpt/bert_head.cc), replicated over TP except the output bias.
+// BERT's heads (post; model/stack/mlm_head.cc), replicated over TP except the output bias.
 struct BertHeadWeights {
   TensorView dense_w, dense_b;  // [d, d], [d]   lm_head.dense
   TensorView ln_g, ln_b;        // [d]           lm_head.layernorm
@@ -80,7 +80,7 @@ struct LayerActs {
   TensorView atty;      // [B*T, d / tp]
   blocks::MlpActs mlp;  // pre [B*T, c_fc out / tp] (GLU: g | u), act [B*T, ffn / tp]
   TensorView ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;  // [rows] f32 (f64 with f64 activations)
-  // Post-LN (model/gpt/gpt_post_ln.cc) reuses the fields: ln1 = x gathered (sequence parallel
+  // Post-LN (model/stack/gpt_post_ln.cc) reuses the fields: ln1 = x gathered (sequence parallel
   // only), h = x + Drop(attn) (LN1's input), ln2 = LN1(h) gathered (the MLP input), post_sum =
   // ln2 + Drop(mlp) [rows, d] (LN2's input; LN2's output is the next layer's x).
   TensorView post_sum;
@@ -151,7 +151,7 @@ struct HeadActs {
   TensorView lnf_mean, lnf_rstd;  // [rows] stat dtype
   TensorView logits;              // [B*T, padded / tp]; after a training forward: dlogits
   TensorView losses;              // [B*T] stat dtype
-  // BERT (model/gpt/bert_head.cc). lnf is the heads' input: LNf(x_final) (pre-LN) or x_final
+  // BERT (model/stack/mlm_head.cc). lnf is the heads' input: LNf(x_final) (pre-LN) or x_final
   // (post-LN; gathered with sequence parallelism, else x_final itself).
   TensorView mlm_pre, mlm_act, mlm_ln;  // [B*T, d] dense output, GELU-erf, LayerNorm
   TensorView mlm_mean, mlm_rstd;        // [B*T] stat dtype
@@ -200,7 +200,7 @@ struct Buffers {
   // dglu [B*T, ffn / tp] is d(activation output) of a gated MLP.
   TensorView proj, dres, dln, dbig, dglu, stat_mean, stat_rstd, ce, gathered;
   // BERT's binary head: rows b*T of the [CLS] tokens and 0..B-1 ([B] i32, set by
-  // bert_head_setup), d(pooler) scratch and the [CLS] rows' summed gradient ([B, d] act each).
+  // mlm_head_setup), d(pooler) scratch and the [CLS] rows' summed gradient ([B, d] act each).
   TensorView cls_rows, batch_rows, dcls, dcls_other;
   TensorView bias_sums;       // [padded / tp] grad dtype: BERT's bias gradients before scaling
   engine::Workspace op_ws;    // attention, layernorm backward, sum of squares (never concurrent)

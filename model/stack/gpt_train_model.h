@@ -1,4 +1,4 @@
-// GPT and BERT (GptModel, model/gpt/gpt.h) as the shared trainer's Model (model/model.h): the
+// GPT and BERT (GptModel, model/stack/gpt.h) as the shared trainer's Model (model/model.h): the
 // rank's GptShard of the grid coordinates, the host micro-batches decoded from the family's
 // sample records (model/train/sample_record.h; GPT: Megatron's get_ltor_masks_and_position_ids
 // under [data] eod_mask_loss, reset_position_ids, reset_attention_mask, and prefix_lm's prefixes
@@ -13,8 +13,8 @@
 
 #include "absl/status/statusor.h"
 #include "engine/memory.h"
-#include "model/gpt/gpt.h"
 #include "model/model.h"
+#include "model/stack/gpt.h"
 #include "model/train/pipeline_runner.h"
 #include "model/train/train_config.h"
 #include "model/train/train_model.h"
@@ -69,14 +69,14 @@ class GptTrainModel : public Model {
   // (pretrain_prefix_lm.py's loss_func: the mean over each micro-batch's loss mask) and MTF
   // (GPTModelPipe's CrossEntropy without a prefix mask type: the same mean).
   bool per_micro_batch_mean() const override {
-    return data_.eod_mask_loss || cfg_.bert() || data_.prefix_lm || data_.mtf;
+    return data_.eod_mask_loss || cfg_.mlm_head() || data_.prefix_lm || data_.mtf;
   }
   // Prefix-LM: DataConfig::PrefixLmNormalizer (the fork's GPTModelPipe or GPTModel division).
   double loss_normalizer(int64_t m, int64_t counted) const override;
   int64_t tokens_per_sample() const override { return T_; }
   double flops_per_token() const override;
-  bool reports_loss_parts() const override { return cfg_.bert(); }
-  bool has_binary_part() const override { return cfg_.bert() && cfg_.binary_head; }
+  bool reports_loss_parts() const override { return cfg_.mlm_head(); }
+  bool has_binary_part() const override { return cfg_.binary_head; }
   double binary_loss_sum(int64_t slot, engine::Stream& s) override {
     return model_->binary_loss_sum(slot, s);
   }
@@ -104,6 +104,7 @@ class GptTrainModel : public Model {
   DataConfig data_;
   int64_t B_ = 0, T_ = 0;
   int64_t counted_tokens_ = 0;  // [curriculum] truncation of this step; 0: none
+  bool pairs_ = false;          // BERT sentence-pair records (SampleLayout::kBertPair)
   std::unique_ptr<GptModel> model_;
   std::unique_ptr<GptPipelineStage> stage_;
   parallel::Comm* embedding_comm_ = nullptr;

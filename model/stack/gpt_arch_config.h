@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "engine/config.h"
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 
 namespace anvil::model {
 

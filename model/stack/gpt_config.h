@@ -1,4 +1,4 @@
-// GptConfig (the architecture of a GPT, BLOOM, LLaMA or BERT model; see model/gpt/gpt.h), the
+// GptConfig (the architecture of a GPT, BLOOM, LLaMA or BERT model; see model/stack/gpt.h), the
 // run shape and precision, and GptShard (the part of the model one rank holds): the plain
 // structs that the model, its layout (gpt_layout.h) and its initialization (gpt_init.h) share.
 #pragma once
@@ -35,10 +35,18 @@ enum class Norm { kLayerNorm, kRmsNorm };
 // Where the blocks normalize: kPre (GPT-2, Megatron's BERT): x + f(LN(x)), a final ln_f;
 // kPost (original BERT, HF BertModel): LN(x + f(x)), no ln_f.
 enum class NormPlacement { kPre, kPost };
-// The model family ([model] type): its sample record (model/train/sample_record.h), heads and loss.
-// kGpt: causal LM. kBert: masked LM + optional binary (NSP / sentence-order) head. kT5: the
-// encoder-decoder of model/t5/t5.h (its own model; TrainConfig::t5 holds its configuration).
+// The model family ([model] type): the registry's key (model/train/family.h). The stack below
+// never tests it: each family sets the features it uses (causal, head, type_vocab_size,
+// binary_head, ...) from its config. kGpt: causal LM. kBert: masked LM + optional binary
+// (NSP / sentence-order) head. kT5: the encoder-decoder of model/t5/t5.h (its own model;
+// TrainConfig::t5 holds its configuration).
 enum class ModelType { kGpt, kBert, kT5 };
+// The head on the last layer's (pre-LN: ln_f's) output. kLm: the LM head over the (padded)
+// vocabulary, tied to wte or not, and the cross-entropy of every target. kMlm: Megatron's
+// BertLMHead (dense, GELU-erf, LayerNorm, tied decoder + vocab-parallel output bias; the stack's
+// mlm_head.cc) and, with binary_head, the pooler and the 2-way head on the [CLS] rows; its loss
+// is reported in parts and averaged over the counted (masked) targets of each micro-batch.
+enum class Head { kLm, kMlm };
 
 struct GptConfig {
   int64_t vocab_size = 50257;    // real vocabulary
@@ -72,17 +80,22 @@ struct GptConfig {
   bool bias = true;            // biases of every linear layer
   bool qkv_bias = false;       // a bias on c_attn even without `bias` (Qwen2)
   bool tie_embeddings = true;  // LM head = wte; false: a separate lm_head.weight
-  // Model family and the encoder options it brings (BERT: type kBert, causal false).
+  // The model family (the registry's key only) and the encoder features a family may switch on
+  // (BERT, model/bert/bert_family.cc: causal false, head kMlm, token types, binary head).
   ModelType type = ModelType::kGpt;
-  bool causal = true;  // false: every key visible (bidirectional), up to the sample's length
+  // false: every key visible (bidirectional) up to the sample's length: micro-batches carry
+  // the key lengths [B] (GptBatch::lengths).
+  bool causal = true;
   NormPlacement norm_placement = NormPlacement::kPre;
-  int64_t type_vocab_size = 0;  // rows of the token-type embedding (BERT 2); 0: none
-  bool binary_head = false;     // BERT: pooler + 2-way head (Megatron's default; off with
-                                // --bert-no-binary-head)
+  Head head = Head::kLm;
+  // Rows of the token-type embedding (BERT 2); 0: none. > 0: micro-batches carry token types.
+  int64_t type_vocab_size = 0;
+  bool binary_head = false;  // head kMlm: pooler + 2-way head (Megatron's BERT default; off with
+                             // --bert-no-binary-head); micro-batches carry its labels
 
   bool learned_positions() const { return position_embedding == PositionEmbedding::kLearned; }
   bool glu() const { return activation != Activation::kGelu && activation != Activation::kGeluErf; }
-  bool bert() const { return type == ModelType::kBert; }
+  bool mlm_head() const { return head == Head::kMlm; }
   bool t5() const { return type == ModelType::kT5; }
   bool post_ln() const { return norm_placement == NormPlacement::kPost; }
   bool layernorm() const { return norm == Norm::kLayerNorm; }

@@ -1,7 +1,7 @@
 // GptModel: configuration checks, memory plan, creation and initialization, and the
 // per-step bookkeeping (loss readout, gradient zeroing and norm, AdamW over the two flat
 // parameter groups). Forward and backward are in gpt_pass.cc.
-#include "model/gpt/gpt.h"
+#include "model/stack/gpt.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,8 +15,8 @@
 #include "engine/cuda_check.h"
 #include "engine/memory.h"
 #include "engine/status.h"
-#include "model/gpt/gpt_impl.h"
-#include "model/gpt/gpt_init.h"
+#include "model/stack/gpt_impl.h"
+#include "model/stack/gpt_init.h"
 #include "model/sync_layout.h"
 #include "ops/adamw.h"
 #include "ops/grad_norm.h"
@@ -37,16 +37,16 @@ int64_t layer_params(const GptConfig& c) {
          b * d;
 }
 
-// Parameters outside the layers: wte, wpe, wte_ln, lm_head, ln_f (pre-LN), BERT's token types
-// and heads (model/gpt/bert_head.cc).
+// Parameters outside the layers: wte, wpe, wte_ln, lm_head, ln_f (pre-LN), the token types and
+// the MLM and binary heads (mlm_head.cc).
 int64_t non_layer_params(const GptConfig& c) {
   const int64_t d = c.d_model;
   int64_t n = c.padded() * d * (c.tie_embeddings ? 1 : 2) +
               (c.learned_positions() ? c.max_seq_len : 0) * d + (c.embed_layernorm ? 2 * d : 0) +
-              (c.post_ln() ? 0 : (c.layernorm() ? 2 : 1) * d);
-  if (c.bert()) {
-    // token types; MLM dense + LayerNorm + output bias; pooler + binary head.
-    n += c.type_vocab_size * d + d * d + 3 * d + c.padded();
+              (c.post_ln() ? 0 : (c.layernorm() ? 2 : 1) * d) + c.type_vocab_size * d;
+  if (c.mlm_head()) {
+    // MLM dense + LayerNorm + output bias; pooler + binary head.
+    n += d * d + 3 * d + c.padded();
     if (c.binary_head) n += d * d + d + 2 * d + 2;
   }
   return n;
@@ -168,22 +168,14 @@ absl::Status GptConfig::validate() const {
   if (sliding_window < 0) {
     return bad("GPT config: sliding_window must be >= 0 (0: none), got ", sliding_window);
   }
-  if (bert() &&
-      (type_vocab_size < 1 || type_vocab_size > engine::kMaxDimension || !layernorm() || glu())) {
-    return bad("GPT config: type bert needs type_vocab_size in [1, 2^31 - 1] (got ",
-               type_vocab_size, "), norm layernorm and a non-gated activation (gelu or gelu_erf)");
+  // The features' own bounds; which family may use which feature is the family's rule
+  // (model/gpt/gpt_family.cc, model/bert/bert_family.cc).
+  if (type_vocab_size < 0 || type_vocab_size > engine::kMaxDimension) {
+    return bad("GPT config: type_vocab_size must be in [0, 2^31 - 1] (0: no token types), got ",
+               type_vocab_size);
   }
-  if (!bert() && (!causal || binary_head || type_vocab_size != 0)) {
-    return bad(
-        "GPT config: bidirectional attention, token types and the binary head are BERT's "
-        "(type bert)");
-  }
-  if (embed_layernorm && learned_positions() && !bert()) {
-    // Megatron-DeepSpeed normalizes the word embedding before adding the positions; BLOOM, the
-    // model that uses the embedding LayerNorm, has no position table.
-    return bad(
-        "GPT config: embed_layernorm needs position_embedding alibi or none (the "
-        "LayerNorm of the word embedding before learned positions is not supported)");
+  if (binary_head && !mlm_head()) {
+    return bad("GPT config: the binary head (pooler on the [CLS] rows) comes with the MLM head");
   }
   return absl::OkStatus();
 }
@@ -234,8 +226,8 @@ int64_t GptConfig::matmul_params() const {
   const int64_t d = d_model, f = ffn();
   // Per layer: c_attn 3d*d, attn c_proj d*d, c_fc (f or 2f)*d, mlp c_proj d*f; plus the LM head
   // over the padded vocabulary (the GEMM actually run, tied or not).
-  // BERT: the MLM head's dense d*d (the pooler runs on one row per sample: not counted).
-  return n_layers * (4 * d * d + d * f + d * fc_out()) + padded() * d + (bert() ? d * d : 0);
+  // The MLM head's dense d*d (the pooler runs on one row per sample: not counted).
+  return n_layers * (4 * d * d + d * f + d * fc_out()) + padded() * d + (mlm_head() ? d * d : 0);
 }
 
 int64_t GptConfig::total_params() const {
@@ -338,7 +330,7 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
     engine::Stream host = engine::Stream::cpu();
     gpt_detail::init_params(cfg, shard, b.table, {target(f.master)}, seed, host);
   }
-  bert_head_setup(cfg, shape, b, stream);
+  mlm_head_setup(cfg, shape, b, stream);
   impl->sync->params_loaded(stream);  // ZeRO-3: gathers the embedding and final-LN buckets
   stream.synchronize();
 
@@ -406,7 +398,7 @@ double GptModel::loss_sum(int64_t slot, engine::Stream& stream) {
   const gpt_detail::HeadActs& hd = impl_->buf.head[static_cast<size_t>(slot)];
   double sum = 0.0;
   for (double l : read_back(hd.losses, stream)) sum += l;
-  if (!hd.bin_losses.empty()) {  // BERT: + (counted / B) * binary loss sum (bert_head.cc)
+  if (!hd.bin_losses.empty()) {  // + (counted / B) * binary loss sum (mlm_head.cc)
     const int64_t counted = impl_->buf.slot_data(impl_->n_chunks() - 1, slot).counted;
     sum += binary_loss_sum(slot, stream) * static_cast<double>(counted) /
            static_cast<double>(impl_->shape.micro_batch);

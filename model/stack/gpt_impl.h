@@ -13,8 +13,8 @@
 #include "model/blocks/embedding.h"
 #include "model/blocks/layer.h"
 #include "model/blocks/lm_head.h"
-#include "model/gpt/gpt.h"
-#include "model/gpt/gpt_layout.h"
+#include "model/stack/gpt.h"
+#include "model/stack/gpt_layout.h"
 #include "ops/attention.h"
 #include "ops/embedding.h"
 #include "ops/rotary.h"
@@ -96,12 +96,12 @@ struct GptModel::Impl {
   blocks::LayerSites layer_sites(const gpt_detail::SlotData& sd, int64_t layer) const;
   // proj, dln, dbig, dglu and the ops' workspace.
   blocks::LayerScratch layer_scratch() const;
-  // BERT's heads (bert_head.cc) on the head input hd.lnf: forward to the MLM and binary losses,
-  // backward to d(head input) [B*T, d] in buf.dln (the same on every TP rank).
-  void bert_head_forward(const gpt_detail::SlotData& sd, int64_t slot, bool train,
+  // The MLM and binary heads (head kMlm, mlm_head.cc) on the head input hd.lnf: forward to the MLM
+  // and binary losses, backward to d(head input) [B*T, d] in buf.dln (the same on every TP rank).
+  void mlm_head_forward(const gpt_detail::SlotData& sd, int64_t slot, bool train,
+                        engine::Stream& s);
+  void mlm_head_backward(const gpt_detail::SlotData& sd, int64_t slot, float grad_scale,
                          engine::Stream& s);
-  void bert_head_backward(const gpt_detail::SlotData& sd, int64_t slot, float grad_scale,
-                          engine::Stream& s);
   // The attention block (model/blocks/attention.h) of every layer: this rank's heads, flash
   // attention where it runs (gpt_detail::uses_flash_attention), else the unfused op (its
   // probabilities recomputed under selective recomputation); the probability dropout of layer
@@ -114,8 +114,8 @@ struct GptModel::Impl {
 };
 
 // Writes the binary head's constant row indices (Buffers::cls_rows = b*T, batch_rows = b);
-// nothing where they are absent (not BERT, not the last stage, no binary head).
-void bert_head_setup(const GptConfig& cfg, const GptRunShape& shape, gpt_detail::Buffers& b,
-                     engine::Stream& s);
+// nothing where they are absent (not the last stage, no binary head).
+void mlm_head_setup(const GptConfig& cfg, const GptRunShape& shape, gpt_detail::Buffers& b,
+                    engine::Stream& s);
 
 }  // namespace anvil::model

@@ -1,6 +1,6 @@
 // [model] architecture keys: schema entries (with the Megatron-DeepSpeed flag each matches) and
 // their parsing into GptConfig.
-#include "model/gpt/gpt_arch_config.h"
+#include "model/stack/gpt_arch_config.h"
 
 #include <string>
 #include <utility>
@@ -175,11 +175,8 @@ void parse_gpt_arch(const engine::Config& c, GptConfig& m) {
   m.tie_embeddings = c.get_bool("model", "tie_embeddings");
   m.type = from_name(kTypeNames, c.get_string("model", "type"));
   m.norm_placement = from_name(kPlacementNames, c.get_string("model", "norm_placement"));
-  if (m.bert()) {
-    m.causal = false;
-    m.type_vocab_size = c.get_int("model", "type_vocab_size");
-    m.binary_head = c.get_bool("model", "bert_binary_head");
-  }
+  // The encoder features (causal, head, type_vocab_size, binary_head) keep their defaults: a
+  // family that uses them sets them (Family::model_features, model/train/family.h).
 }
 
 }  // namespace anvil::model

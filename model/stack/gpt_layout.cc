@@ -1,5 +1,5 @@
 // GPT-2 parameter table, precision checks and the buffer layout shared by plan() and create().
-#include "model/gpt/gpt_layout.h"
+#include "model/stack/gpt_layout.h"
 
 #include <algorithm>
 #include <cmath>
@@ -141,7 +141,7 @@ ParamTable make_param_table(const GptConfig& cfg, const GptShard& shard) {
     wte.tied = cfg.tie_embeddings;
   }
   if (shard.pre && cfg.learned_positions()) b.add("wpe.weight", {cfg.max_seq_len, d}, true);
-  if (shard.pre && cfg.bert()) {  // Megatron's name; replicated over TP
+  if (shard.pre && cfg.type_vocab_size > 0) {  // Megatron's name; replicated over TP
     b.add("tokentype_embeddings.weight", {cfg.type_vocab_size, d}, true);
   }
   if (shard.pre && cfg.embed_layernorm) {
@@ -163,7 +163,7 @@ ParamTable make_param_table(const GptConfig& cfg, const GptShard& shard) {
       b.add("ln_f.weight", {d}, false);
       if (cfg.layernorm()) b.add("ln_f.bias", {d}, false);
     }
-    if (cfg.bert()) {  // Megatron's BertLMHead and binary head (model/gpt/bert_head.cc)
+    if (cfg.mlm_head()) {  // Megatron's BertLMHead and binary head (model/stack/mlm_head.cc)
       b.add("lm_head.dense.weight", {d, d}, true);
       b.add("lm_head.dense.bias", {d}, false);
       b.add("lm_head.layernorm.weight", {d}, false);
@@ -443,7 +443,7 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
       }
       hd.logits = A(sl + "logits", act, {bt, cfg.padded() / tp});
       hd.losses = A(sl + "losses", st, {bt});
-      if (cfg.bert()) {
+      if (cfg.mlm_head()) {
         hd.mlm_pre = A(sl + "lm_head.dense", act, {bt, d});
         hd.mlm_act = A(sl + "lm_head.gelu", act, {bt, d});
         hd.mlm_ln = A(sl + "lm_head.layernorm", act, {bt, d});
@@ -478,9 +478,10 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
       sd.segments = A(sl + "segments", DType::kI32, {bt});
       sd.prefix_end = A(sl + "prefix_end", DType::kI32, {bt});
       sd.loss_weights = A(sl + "loss_weights", DType::kF32, {bt});
-      if (cfg.bert()) {
-        sd.token_types = A(sl + "token_types", DType::kI32, {bt});
-        sd.lengths = A(sl + "lengths", DType::kI32, {shape.micro_batch});
+      // The encoder features' inputs (GptModel::set_batch), in this order for the plan.
+      if (cfg.type_vocab_size > 0) sd.token_types = A(sl + "token_types", DType::kI32, {bt});
+      if (!cfg.causal) sd.lengths = A(sl + "lengths", DType::kI32, {shape.micro_batch});
+      if (cfg.mlm_head()) {
         sd.binary_labels = A(sl + "binary_labels", DType::kI32, {shape.micro_batch});
       }
       b.data.push_back(sd);
@@ -505,8 +506,8 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
   b.stat_rstd = A("scratch ln rstd", st, {rows});
   if (rows != bt) b.gathered = A("gathered rows (sequence parallel)", act, {bt, d});
   if (shard.post && tp > 1) b.ce = A("vocab-parallel ce stats", st, {3, bt});
-  if (shard.post && cfg.bert()) b.bias_sums = A("bias grad sums", gdt, {cfg.padded() / tp});
-  if (shard.post && cfg.bert() && cfg.binary_head) {
+  if (shard.post && cfg.mlm_head()) b.bias_sums = A("bias grad sums", gdt, {cfg.padded() / tp});
+  if (shard.post && cfg.binary_head) {
     b.cls_rows = A("[CLS] rows", DType::kI32, {shape.micro_batch});
     b.batch_rows = A("batch rows", DType::kI32, {shape.micro_batch});
     b.dcls = A("grad [CLS] rows", act, {shape.micro_batch, d});

@@ -27,10 +27,11 @@
 // wpe (alibi / rotary / none); x_0 = Drop(LN_e(wte[tok])) with the embedding LayerNorm; q, k
 // rotated after c_attn (rotary; their gradients rotated back after the attention backward);
 // the ALiBi bias inside flash attention; gelu = act(g) * u over c_fc's [g | u] (GLU); the LM
-// head lm_head instead of wte (untied). BERT (type bert): + tte[type] in the embedding (TP rank
-// 0, before the sum), bidirectional attention up to each sample's length, post-LN layers
-// (the layer block's post-LN form, gpt_post_ln.cc), GELU-erf, and the MLM and
-// binary heads (bert_head.cc) on x_final (post-LN) or ln_f's output instead of the LM head.
+// head lm_head instead of wte (untied). The encoder features (BERT uses them all): + tte[type]
+// in the embedding (type_vocab_size > 0; TP rank 0, before the sum), bidirectional attention up
+// to each sample's length (causal false), post-LN layers (the layer block's post-LN form,
+// gpt_post_ln.cc), GELU-erf, and the MLM and binary heads (head kMlm, mlm_head.cc) on x_final
+// (post-LN) or ln_f's output instead of the LM head.
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -42,7 +43,7 @@
 #include "model/blocks/lm_head.h"
 #include "model/blocks/mlp.h"
 #include "model/blocks/norm.h"
-#include "model/gpt/gpt_impl.h"
+#include "model/stack/gpt_impl.h"
 #include "ops/dropout.h"
 #include "ops/layernorm.h"
 
@@ -136,16 +137,22 @@ void GptModel::Impl::set_batch(int64_t chunk, int64_t slot, const GptBatch& batc
     engine::copy(d.loss_weights,
                  engine::make_view(batch.loss_weights, engine::DType::kF32, host, {bt}), s);
   }
-  if (!cfg.bert()) return;
-  ANVIL_CHECK_MSG(batch.token_types && batch.lengths && (batch.binary_labels || !cfg.binary_head),
-                  "GptModel::set_batch: BERT needs token_types, lengths and binary_labels");
-  put(d.token_types, batch.token_types);
+  // The encoder features' inputs (BERT has them all): token types, key lengths (bidirectional
+  // attention), binary labels; the MLM head's loss is a mean over the counted targets.
+  ANVIL_CHECK_MSG((batch.token_types || cfg.type_vocab_size == 0) &&
+                      (batch.lengths || cfg.causal) && (batch.binary_labels || !cfg.binary_head),
+                  "GptModel::set_batch: this model needs token_types (type_vocab_size > 0), "
+                  "lengths (bidirectional) and binary_labels (binary head)");
+  if (cfg.type_vocab_size > 0) put(d.token_types, batch.token_types);
   const int64_t B = shape.micro_batch;
-  engine::copy(d.lengths, engine::make_view(batch.lengths, engine::DType::kI32, host, {B}), s);
+  if (!cfg.causal) {
+    engine::copy(d.lengths, engine::make_view(batch.lengths, engine::DType::kI32, host, {B}), s);
+  }
   if (cfg.binary_head) {
     engine::copy(d.binary_labels,
                  engine::make_view(batch.binary_labels, engine::DType::kI32, host, {B}), s);
   }
+  if (!cfg.mlm_head()) return;
   d.counted = 0;
   for (int64_t i = 0; i < bt; ++i) d.counted += batch.targets[i] >= 0;
 }
@@ -265,8 +272,8 @@ void GptModel::Impl::head_forward(const gpt_detail::SlotData& sd, int64_t slot, 
     engine::fill_zero(hd.losses, s);
     return;
   }
-  if (cfg.bert()) {
-    bert_head_forward(sd, slot, train, s);
+  if (cfg.mlm_head()) {
+    mlm_head_forward(sd, slot, train, s);
     return;
   }
   blocks::lm_head_forward(lm_head_config(), hd.logits, hd.lnf, buf.w.lm_head, s);
@@ -338,9 +345,9 @@ void GptModel::Impl::head_backward(int64_t slot, float grad_scale, engine::Strea
   if (hidden_head) {
     // A head outside (set_hidden_head) left its whole, TP-replicated d(head input) in buf.dln.
     dlnf = tp.local_rows(buf.dln);
-  } else if (cfg.bert()) {
+  } else if (cfg.mlm_head()) {
     // d(head input) is whole on every TP rank (the heads are replicated): keep the own rows.
-    bert_head_backward(buf.slot_data(n_chunks() - 1, slot), slot, grad_scale, s);
+    mlm_head_backward(buf.slot_data(n_chunks() - 1, slot), slot, grad_scale, s);
     dlnf = tp.local_rows(buf.dln);
   } else {
     // LM head (wte when tied): dhead += grad_scale dlogits^T lnf;  dlnf = grad_scale dlogits

@@ -4,11 +4,12 @@
 // mean cross-entropy over counted tokens. GptConfig's architecture options turn it into the
 // BigScience variants and LLaMA (docs/models.md): ALiBi, rotary or no position embedding, a
 // LayerNorm after the word embedding (BLOOM), gated MLPs (SwiGLU ...), RMSNorm, no linear
-// biases, an untied LM head (lm_head.weight). type kBert makes it BERT (docs/models.md,
-// model/gpt/bert_head.cc): bidirectional attention with a key-padding mask, token-type embeddings,
-// post-LN blocks (norm_placement kPost: x = LN1(x + attn(x)), x = LN2(x + mlp(x)), no ln_f),
-// the MLM head (dense, GELU-erf, LayerNorm, tied decoder + output bias) and the binary head
-// (pooler dense + tanh on [CLS], then a 2-way linear) for NSP / sentence order. Explicit
+// biases, an untied LM head (lm_head.weight). Its encoder features make it BERT (set by
+// model/bert/bert_family.cc; docs/models.md, model/stack/mlm_head.cc): bidirectional attention
+// with a key-padding mask (causal false), token-type embeddings (type_vocab_size), post-LN blocks
+// (norm_placement kPost: x = LN1(x + attn(x)), x = LN2(x + mlp(x)), no ln_f), the MLM head (head
+// kMlm: dense, GELU-erf, LayerNorm, tied decoder + output bias) and the binary head (binary_head:
+// pooler dense + tanh on [CLS], then a 2-way linear) for NSP / sentence order. Explicit
 // forward/backward over ops/ with saved activations; gradients accumulate (+=) across micro-batches
 // into f32 buffers. Precision: on CUDA, bf16 parameters/activations with f32 master weights,
 // gradients and AdamW state; on the CPU everything f32 (or f64 for gradient checks: act_dtype =
@@ -24,9 +25,9 @@
 #include "engine/arena.h"
 #include "engine/stream.h"
 #include "engine/tensor.h"
-#include "model/gpt/gpt_config.h"
 #include "model/model.h"
 #include "model/param_table.h"
+#include "model/stack/gpt_config.h"
 #include "ops/adamw.h"
 
 namespace anvil::parallel {
@@ -42,9 +43,9 @@ namespace anvil::model {
 // widens the causal mask per query: keys before prefix_end[i] are visible too (prefix-LM, see
 // ops/flash_attention.h); loss_weights (may be null: 1) are per-token loss weights [B*T] f32 that
 // multiply each token's loss and its gradient (reweight_loss_based_on_position_frequency).
-// BERT (cfg.bert()) also takes token_types [B*T] (< type_vocab_size), lengths [B] (the real
-// tokens of each sample: keys at or past it are padding) and, with the binary head,
-// binary_labels [B] (0/1; < 0: not counted).
+// The encoder features (BERT) also take token_types [B*T] (< type_vocab_size; with token
+// types), lengths [B] (bidirectional: the real tokens of each sample, keys at or past it are
+// padding) and, with the binary head, binary_labels [B] (0/1; < 0: not counted).
 struct GptBatch {
   const int32_t* tokens = nullptr;
   const int32_t* positions = nullptr;
@@ -111,7 +112,7 @@ class GptModel {
   // Backward of the last forward; parameter gradients accumulate (+=) into grads().
   void backward(float grad_scale, engine::Stream& stream);
   // Sum of per-token losses of the last forward (syncs the stream). BERT: the masked tokens'
-  // losses + (counted / B) * the binary losses (model/gpt/bert_head.cc).
+  // losses + (counted / B) * the binary losses (model/stack/mlm_head.cc).
   double loss_sum(engine::Stream& stream);
   // The LM-head logits of the last forward (slot 0) with train = false, [B*T, padded / tp] act
   // dtype on the model's device, for greedy predictions (a training forward leaves dlogits
@@ -151,7 +152,7 @@ class GptModel {
   // Loss sum of the slot's last forward (post only; 0 elsewhere). Syncs.
   double loss_sum(int64_t slot, engine::Stream& stream);
   // BERT: the sum over the samples of the binary head's cross-entropy in the slot's last
-  // forward (Megatron's sop loss times B), a part of loss_sum (bert_head.cc). 0 without a
+  // forward (Megatron's sop loss times B), a part of loss_sum (mlm_head.cc). 0 without a
   // binary head and where not post. Syncs.
   double binary_loss_sum(int64_t slot, engine::Stream& stream);
 

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "engine/stream.h"
-#include "model/gpt/gpt_config.h"
 #include "model/param_table.h"
+#include "model/stack/gpt_config.h"
 #include "ops/init_normal.h"
 #include "parallel/zero.h"
 

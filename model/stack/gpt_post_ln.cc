@@ -8,7 +8,7 @@
 //   d x = d h + attn'(d h)
 // Parameter gradients accumulate (+=). Saved (LayerActs): x, h, ln2 = y gathered, post_sum,
 // both norms' statistics (and ln1 = x gathered, with sequence parallelism only).
-#include "model/gpt/gpt_impl.h"
+#include "model/stack/gpt_impl.h"
 
 namespace anvil::model {
 

@@ -1,6 +1,6 @@
-// BERT's heads (Megatron's BertLMHead + binary head, HF BertPreTrainingHeads), run by GptModel on
-// the last pipeline stage for type bert, on the heads' input X = the encoder output [B*T, d]
-// (post-LN: the last layer's output; pre-LN: ln_f of it):
+// The MLM head (GptConfig::head kMlm: Megatron's BertLMHead, with binary_head its binary head; HF
+// BertPreTrainingHeads), run by GptModel on the last pipeline stage, on the heads' input X = the
+// encoder output [B*T, d] (post-LN: the last layer's output; pre-LN: ln_f of it):
 //   MLM   : u = LN_m(gelu_erf(X Wd^T + bd));  logits = u wte^T + out_b   (tied decoder + bias)
 //           mlm loss = sum over counted targets of CE(logits, target)  (vocab-parallel CE)
 //   binary: p = tanh(X[cls] Wp^T + bp) on the [CLS] rows b*T;  z = p Wb^T + bb  [B, 2]
@@ -17,7 +17,7 @@
 
 #include "engine/memory.h"
 #include "model/blocks/linear.h"
-#include "model/gpt/gpt_impl.h"
+#include "model/stack/gpt_impl.h"
 #include "ops/activation.h"
 #include "ops/axpy.h"
 #include "ops/copy_rows.h"
@@ -50,9 +50,9 @@ void scaled_weight_bias_grad(TensorView dw, TensorView db, engine::ConstTensorVi
 
 }  // namespace
 
-void bert_head_setup(const GptConfig& cfg, const GptRunShape& shape, gpt_detail::Buffers& b,
-                     engine::Stream& s) {
-  if (!cfg.bert() || b.cls_rows.empty()) return;
+void mlm_head_setup(const GptConfig& cfg, const GptRunShape& shape, gpt_detail::Buffers& b,
+                    engine::Stream& s) {
+  if (!cfg.binary_head || b.cls_rows.empty()) return;
   std::vector<int32_t> cls, rows;
   for (int64_t i = 0; i < shape.micro_batch; ++i) {
     cls.push_back(static_cast<int32_t>(i * shape.seq_len));
@@ -66,8 +66,8 @@ void bert_head_setup(const GptConfig& cfg, const GptRunShape& shape, gpt_detail:
   s.synchronize();  // the host vectors go out of scope
 }
 
-void GptModel::Impl::bert_head_forward(const gpt_detail::SlotData& sd, int64_t slot, bool train,
-                                       engine::Stream& s) {
+void GptModel::Impl::mlm_head_forward(const gpt_detail::SlotData& sd, int64_t slot, bool train,
+                                      engine::Stream& s) {
   const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model, B = shape.micro_batch;
   gpt_detail::HeadActs& hd = buf.head[static_cast<size_t>(slot)];
   const gpt_detail::BertHeadWeights& w = buf.w.bert;
@@ -88,8 +88,8 @@ void GptModel::Impl::bert_head_forward(const gpt_detail::SlotData& sd, int64_t s
                              hd.bin_logits, sd.binary_labels, s);
 }
 
-void GptModel::Impl::bert_head_backward(const gpt_detail::SlotData& sd, int64_t slot,
-                                        float grad_scale, engine::Stream& s) {
+void GptModel::Impl::mlm_head_backward(const gpt_detail::SlotData& sd, int64_t slot,
+                                       float grad_scale, engine::Stream& s) {
   const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model, B = shape.micro_batch;
   const gpt_detail::HeadActs& hd = buf.head[static_cast<size_t>(slot)];
   const gpt_detail::BertHeadWeights& w = buf.w.bert;
