@@ -113,6 +113,7 @@ void add_gpt(const GptConfig& m, Record& r) {
   r["bias"] = text(m.bias);
   if (m.qkv_bias && !m.bias) r["qkv_bias"] = "true";  // absent: as before the key existed
   r["tie_embeddings"] = text(m.tie_embeddings);
+  add_vocab_padding_record(m.vocab_padding_in_loss, m.padded(), r);
 }
 
 constexpr char kNoCurriculum[] =
@@ -181,7 +182,7 @@ Family gpt_like(std::string type, std::string title) {
   f.tensor_shapes = [](const TrainConfig& cfg) {
     std::map<std::string, std::vector<int64_t>> out;
     const ParamTable table = gpt_detail::make_param_table(cfg.model);
-    for (const Param& p : table.all()) out[p.name] = logical_shape(p, cfg.model.vocab_size, 1);
+    for (const Param& p : table.all()) out[p.name] = logical_shape(p, cfg.model, 1);
     return out;
   };
   f.layers = [](const TrainConfig& cfg) {
