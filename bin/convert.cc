@@ -10,7 +10,9 @@
 // export takes the checkpoint `latest` names (or STEP), its master weights, and writes them
 // under the HF names of the family its [model] settings make it (GPT2LMHeadModel,
 // BloomForCausalLM, LlamaForCausalLM, BertForPreTraining, T5ForConditionalGeneration v1.0 /
-// v1.1; no vocabulary padding) with a config.json from [model]. With a [tokenizer] in the
+// v1.1; no vocabulary padding, except that a checkpoint trained with [model]
+// vocab_padding_in_loss keeps its padded rows, config.json vocab_size = the padded size) with a
+// config.json from [model]. With a [tokenizer] in the
 // checkpoint's config, export also writes the HF tokenizer files from the copy kept with the
 // checkpoint (GPT2BPE: vocab.json, merges.txt; HF: tokenizer.json; BertWordPiece*: vocab.txt).
 // import reads model.safetensors (or the shards of model.safetensors.index.json) and
@@ -57,7 +59,8 @@ namespace io = anvil::io;
 constexpr char kUsage[] =
     "usage: convert export CKPT_DIR HF_DIR [STEP]\n"
     "       convert import HF_DIR CKPT_DIR\n"
-    "       convert import-megatron DEEPSPEED_DIR CKPT_DIR [--keep-vocab-padding]\n"
+    "       convert import-megatron DEEPSPEED_DIR CKPT_DIR\n"
+    "                               [--vocab-padding-in-loss | --keep-vocab-padding]\n"
     "       convert export-megatron CKPT_DIR DEEPSPEED_DIR [--tp N] [--pp N] [--dp N]\n"
     "                               [--dtype fp16|fp32] [--vocab-divisible-by N]\n";
 
@@ -164,6 +167,12 @@ absl::Status export_hf(const std::string& ckpt_dir, const std::string& hf_dir, i
   if (f->eod_is_eos) {
     j["bos_token_id"] = j["eos_token_id"] = cfg.get_int("data", "eod_token");
   }
+  // Trained with the padded rows in the loss ([model] vocab_padding_in_loss): they are
+  // parameters, exported as rows of the embedding, and config.json's vocab_size is the padded
+  // size (as BLOOM's 250880), so HF's loss spans the same columns.
+  ANVIL_ASSIGN_OR_RETURN(const int64_t padded,
+                         model::saved_loss_padding(c.info().model, 1, c.dir()));
+  if (padded > 0) j["vocab_size"] = padded;
   ANVIL_RETURN_IF_ERROR(io::write_file_atomic(hf_dir + "/config.json", j.dump(2) + "\n"));
   ANVIL_RETURN_IF_ERROR(export_tokenizer(c, cfg, hf_dir));
   std::printf("exported %zu tensors of %s to %s (%s: config.json, model.safetensors)\n",
@@ -270,9 +279,15 @@ int run(int argc, char** argv) {
   if (a.size() >= 3 && a.size() <= 4 && a[0] == "export" &&
       (a.size() == 3 || (absl::SimpleAtoi(a[3], &step) && step >= 0))) {
     s = export_hf(a[1], a[2], step);
-  } else if ((a.size() == 3 || (a.size() == 4 && a[3] == "--keep-vocab-padding")) &&
+  } else if ((a.size() == 3 || (a.size() == 4 && (a[3] == "--keep-vocab-padding" ||
+                                                  a[3] == "--vocab-padding-in-loss"))) &&
              a[0] == "import-megatron") {  // bin/convert_megatron.h
-    s = anvil::convert::import_megatron(a[1], a[2], a.size() == 4);
+    using anvil::convert::MegatronPadding;
+    s = anvil::convert::import_megatron(a[1], a[2],
+                                        a.size() == 3 ? MegatronPadding::kDrop
+                                        : a[3] == "--keep-vocab-padding"
+                                            ? MegatronPadding::kAsVocab
+                                            : MegatronPadding::kPaddingInLoss);
   } else if (a.size() >= 3 && a[0] == "export-megatron") {  // bin/convert_megatron.h
     absl::StatusOr<anvil::convert::MegatronExportOptions> o =
         anvil::convert::parse_megatron_export_options({a.begin() + 3, a.end()});

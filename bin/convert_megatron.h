@@ -8,8 +8,11 @@
 // scaler. The [model] section is the BLOOM family's from the fork's args (validated as
 // bin/train validates it); [train] global_batch and seed and [data] seed come from args too.
 // The rows that pad the vocabulary (padded_vocab_size over original_vocab_size) are dropped;
-// --keep-vocab-padding keeps them as ordinary rows ([model] vocab_size = padded_vocab_size), so
-// the softmax spans them as the fork's does and the next steps are the fork's.
+// --vocab-padding-in-loss keeps them as padding rows that the loss spans ([model] vocab_size =
+// original_vocab_size, padded_vocab = padded_vocab_size, vocab_padding_in_loss = true), so the
+// next steps are the fork's and the vocabulary stays the tokenizer's; --keep-vocab-padding (older)
+// keeps them as ordinary rows ([model] vocab_size = padded_vocab_size), the same steps, but
+// generation may then sample the padding ids.
 // bin/convert export-megatron CKPT_DIR DIR [--tp N] [--pp N] [--dp N] [--dtype fp16|fp32]
 // [--vocab-divisible-by N]: the inverse, the newest complete anvil checkpoint of a BLOOM-style
 // [model] as the fork's folder at TP x PP x DP (default 1 x 1 x 1; io/torch_pt/megatron_ds.h
@@ -42,8 +45,15 @@
 
 namespace anvil::convert {
 
+// What import_megatron does with the fork's padded vocabulary rows.
+enum class MegatronPadding {
+  kDrop,          // default: dropped (the loss spans the real vocabulary)
+  kAsVocab,       // --keep-vocab-padding: real rows ([model] vocab_size = padded_vocab_size)
+  kPaddingInLoss  // --vocab-padding-in-loss: kept as padding, in the loss as the fork's
+};
+
 inline absl::Status import_megatron(const std::string& dir, const std::string& ckpt_dir,
-                                    bool keep_vocab_padding = false) {
+                                    MegatronPadding padding = MegatronPadding::kDrop) {
   namespace model = anvil::model;
   namespace io = anvil::io;
   if (!io::list_checkpoint_steps(ckpt_dir).empty()) {
@@ -51,7 +61,7 @@ inline absl::Status import_megatron(const std::string& dir, const std::string& c
         absl::StrCat(ckpt_dir, " already holds checkpoints: import into a new or empty directory"));
   }
   ANVIL_ASSIGN_OR_RETURN(io::torch_pt::MegatronDsCheckpoint c, io::torch_pt::read_megatron_ds(dir));
-  if (keep_vocab_padding) c.vocab = c.padded_vocab;
+  if (padding == MegatronPadding::kAsVocab) c.vocab = c.padded_vocab;
   const std::string where = c.dir + "/mp_rank_00_model_states.pt (args)";
   if (c.ffn_hidden != 4 * c.hidden_size) {
     return absl::UnimplementedError(absl::StrCat(where, ": ffn_hidden_size ", c.ffn_hidden,
@@ -71,12 +81,19 @@ inline absl::Status import_megatron(const std::string& dir, const std::string& c
   const size_t at = model_ini.find("max_seq_len = ");
   if (at != std::string::npos) model_ini.erase(at, model_ini.find('\n', at) + 1 - at);
   const std::string ini = absl::StrCat(
-      model_ini, "max_seq_len = ", c.seq_length, "\n[train]\nglobal_batch = ", c.global_batch,
-      "\nseed = ", c.seed, "\n[data]\nseed = ", c.seed, "\nseq_len = ", c.seq_length, "\n");
+      model_ini, "max_seq_len = ", c.seq_length, "\n",
+      padding == MegatronPadding::kPaddingInLoss
+          ? absl::StrCat("vocab_padding_in_loss = true\npadded_vocab = ", c.padded_vocab, "\n")
+          : "",
+      "[train]\nglobal_batch = ", c.global_batch, "\nseed = ", c.seed, "\n[data]\nseed = ", c.seed,
+      "\nseq_len = ", c.seq_length, "\n");
   ANVIL_ASSIGN_OR_RETURN(model::TrainConfig cfg, model::load_train_config_string(ini, where, {}));
   cfg.tokenizer = {};
-  ANVIL_ASSIGN_OR_RETURN(std::vector<engine::HostSlice> slices,
-                         model::megatron_ds_to_anvil(c.tensors, {c.num_heads, c.vocab}));
+  ANVIL_ASSIGN_OR_RETURN(
+      std::vector<engine::HostSlice> slices,
+      model::megatron_ds_to_anvil(
+          c.tensors,
+          {c.num_heads, padding == MegatronPadding::kPaddingInLoss ? c.padded_vocab : c.vocab}));
   std::vector<engine::HostSlice> masters;
   for (const engine::HostSlice& s : slices) {
     if (s.tensor.rfind(model::kMasterState, 0) == 0) {
@@ -219,6 +236,17 @@ inline absl::Status export_megatron(const std::string& ckpt_dir, const std::stri
   const int64_t multiple =
       (o.vocab_divisible_by > 0 ? o.vocab_divisible_by : m.vocab_multiple) * o.tp;
   c.padded_vocab = (m.vocab_size + multiple - 1) / multiple * multiple;
+  // Trained with the padded rows in the loss: they are parameters, written as the fork's padded
+  // rows, so the fork must pad to exactly as many.
+  ANVIL_ASSIGN_OR_RETURN(const int64_t saved_padded,
+                         model::saved_loss_padding(ck.info().model, 1, ck.dir()));
+  if (saved_padded > 0 && saved_padded != c.padded_vocab) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ck.dir(), " was trained with [model] vocab_padding_in_loss = true over ",
+                     saved_padded, " padded vocabulary rows, but the fork at --tp ", o.tp, " pads ",
+                     m.vocab_size, " to ", c.padded_vocab,
+                     ": choose --vocab-divisible-by (x --tp) so that it pads to ", saved_padded));
+  }
   c.layernorm_epsilon = ecfg.get_float("model", "ln_eps");  // as written (m.ln_eps: a float)
   c.seq_length = cfg.data.seq_len;
   c.global_batch = cfg.train.global_batch;

@@ -265,8 +265,11 @@ absl::Status run(const Flags& f) {
   // The checkpoint's family, looked up once: a causal LM runs here.
   ANVIL_RETURN_IF_ERROR(model::check_causal_lm(model::family_of(cfg)));
   model::GptConfig mc = cfg.model;
-  // Megatron's make-vocab-size-divisible-by x TP (the checkpoint has no padding rows).
+  // Megatron's make-vocab-size-divisible-by x TP (the checkpoint has no padding rows), unless
+  // the loss spanned them (vocab_padding_in_loss): then they are saved and their count is kept.
   mc.vocab_multiple = 128 * f.tp;
+  ANVIL_RETURN_IF_ERROR(
+      model::adopt_vocab_padding(c.info().model, static_cast<int>(f.tp), c.dir(), mc));
   const int64_t T = f.seq_len > 0 ? f.seq_len : cfg.data.seq_len;
   if (T > mc.max_seq_len) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -204,6 +204,15 @@ absl::Status run(const std::string& path, const std::vector<std::string>& overri
   anvil::engine::Config raw;
   ANVIL_ASSIGN_OR_RETURN(model::TrainConfig cfg,
                          model::load_train_config(path, overrides, &raw, launch.world));
+  if (!cfg.checkpoint.load.empty()) {
+    // Saved with the padded vocabulary rows in the loss: they are parameters of the model (and
+    // of the checkpoint this run writes), at the saved count.
+    ANVIL_ASSIGN_OR_RETURN(io::Checkpoint c,
+                           io::open_newest_complete(cfg.checkpoint.load, cfg.checkpoint.load_step,
+                                                    [](const std::string&) {}));
+    ANVIL_RETURN_IF_ERROR(
+        model::adopt_vocab_padding(c.info().model, cfg.parallel.tp, c.dir(), cfg.model));
+  }
   const model::FinetuneConfig& f = cfg.finetune;
   if (f.train_data.empty() && (f.dev_data.empty() || cfg.checkpoint.load.empty())) {
     return absl::InvalidArgumentError(

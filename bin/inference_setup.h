@@ -26,6 +26,7 @@
 #include "io/checkpoint.h"
 #include "io/tokenizer.h"
 #include "model/infer/gpt_inference.h"
+#include "model/train/arch_record.h"
 #include "model/train/family.h"
 #include "model/train/train_config.h"
 #include "parallel/bootstrap.h"
@@ -147,6 +148,9 @@ inline absl::StatusOr<InferenceSetup> open_for_inference(const InferenceOptions&
            "parallel.zero_stage=0", "parallel.sequence_parallel=false", "data.seq_len=1"}));
   // The checkpoint's family, looked up once: a causal LM runs here.
   ANVIL_RETURN_IF_ERROR(model::check_causal_lm(model::family_of(s.config)));
+  // Saved with the padded rows in the loss: they are parameters, loaded at the saved count.
+  ANVIL_RETURN_IF_ERROR(model::adopt_vocab_padding(c->info().model, static_cast<int>(o.shard.tp),
+                                                   s.dir, s.config.model));
   ANVIL_ASSIGN_OR_RETURN(s.precision, model::resolve_precision(o.device));
   const model::InferenceShape shape{o.max_batch, o.max_len};
   ANVIL_ASSIGN_OR_RETURN(s.plan,

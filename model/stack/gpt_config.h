@@ -52,6 +52,10 @@ struct GptConfig {
   int64_t vocab_size = 50257;    // real vocabulary
   int64_t padded_vocab = 0;      // 0: round vocab_size up to a multiple of vocab_multiple
   int64_t vocab_multiple = 128;  // Megatron's make-vocab-size-divisible-by (x TP: 128 * tp)
+  // The LM / MLM loss's softmax spans the padded rows too, as Megatron's (NVIDIA and BigScience)
+  // vocab-parallel cross-entropy does; false: the real vocabulary only ([model]
+  // vocab_padding_in_loss).
+  bool vocab_padding_in_loss = false;
   int64_t max_seq_len = 1024;    // rows of the position embedding
   int64_t d_model = 768;
   int64_t n_heads = 12;
@@ -111,6 +115,8 @@ struct GptConfig {
     return padded_vocab ? padded_vocab
                         : (vocab_size + vocab_multiple - 1) / vocab_multiple * vocab_multiple;
   }
+  // Columns of the loss's softmax: the real vocabulary, or the padded one (Megatron's).
+  int64_t loss_vocab() const { return vocab_padding_in_loss ? padded() : vocab_size; }
   int64_t ffn() const { return ffn_hidden ? ffn_hidden : 4 * d_model; }
   int64_t head_dim() const { return d_model / n_heads; }
   int64_t kv_heads() const { return n_kv_heads == 0 ? n_heads : n_kv_heads; }

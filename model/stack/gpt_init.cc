@@ -74,8 +74,9 @@ void init_params(const GptConfig& cfg, const GptShard& shard, const ParamTable& 
       args.sigma = absl::EndsWith(name, "c_proj.weight") ? resid_std : cfg.init_std;
       args.seed = seed;
       args.offset = static_cast<uint64_t>(global->offset);
-      // Padded vocabulary rows stay 0: no token uses them and their logits are ignored.
-      args.valid = p.vocab_rows ? cfg.vocab_size * cfg.d_model : global->numel();
+      // Padded vocabulary rows stay 0 (no token uses them, the loss ignores their logits),
+      // unless the loss spans them: then they are parameters, drawn as Megatron draws them.
+      args.valid = p.vocab_rows ? cfg.loss_vocab() * cfg.d_model : global->numel();
     }
     for (const InitTarget& t : targets) init_range(t, p, 0, p.numel(), args, stream);
   }

@@ -108,6 +108,7 @@ void add_gpt(const GptConfig& m, Record& r) {
   r["bias"] = record_bool(m.bias);
   if (m.qkv_bias && !m.bias) r["qkv_bias"] = "true";  // absent: as before the key existed
   r["tie_embeddings"] = record_bool(m.tie_embeddings);
+  add_vocab_padding_record(m.vocab_padding_in_loss, m.padded(), r);
 }
 
 }  // namespace
@@ -173,7 +174,7 @@ Family stack_family(std::string type, std::string title) {
   f.tensor_shapes = [](const TrainConfig& cfg) {
     std::map<std::string, std::vector<int64_t>> out;
     const ParamTable table = gpt_detail::make_param_table(cfg.model);
-    for (const Param& p : table.all()) out[p.name] = logical_shape(p, cfg.model.vocab_size, 1);
+    for (const Param& p : table.all()) out[p.name] = logical_shape(p, cfg.model, 1);
     return out;
   };
   f.layers = [](const TrainConfig& cfg) {

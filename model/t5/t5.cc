@@ -69,7 +69,7 @@ void init_params(const T5Config& cfg, const T5Shard& shard, const ParamTable& t,
     a.seed = seed;
     a.offset = static_cast<uint64_t>(whole.find(p.name)->offset);
     // Padded vocabulary rows stay 0: no token uses them and their logits are ignored.
-    if (p.vocab_rows) a.valid = cfg.vocab_size * cfg.d_model;
+    if (p.vocab_rows) a.valid = cfg.loss_vocab() * cfg.d_model;  // padding: 0 unless in the loss
     int64_t row = 0;
     for (const auto& [rows, sigma] : pieces) {
       a.sigma = sigma;

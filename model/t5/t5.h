@@ -74,6 +74,7 @@ struct T5Config {
   float eps = 1e-6f;           // HF layer_norm_epsilon
   float init_factor = 1.0f;    // HF initializer_factor
   T5Version version = T5Version::kV1_0;
+  bool vocab_padding_in_loss = false;  // the LM loss's softmax over the padded rows (Megatron's)
 
   bool tied() const { return version == T5Version::kV1_0; }
   bool gated() const { return version == T5Version::kV1_1; }
@@ -81,6 +82,7 @@ struct T5Config {
   int64_t padded() const {
     return (vocab_size + vocab_multiple - 1) / vocab_multiple * vocab_multiple;
   }
+  int64_t loss_vocab() const { return vocab_padding_in_loss ? padded() : vocab_size; }
   // wi's output width: d_ff, or 2 d_ff = [wi_0 | wi_1] (gated).
   int64_t wi_out() const { return gated() ? 2 * d_ff : d_ff; }
   // InvalidArgument naming the field and the expected range.

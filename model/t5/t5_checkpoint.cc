@@ -9,7 +9,7 @@ CheckpointModel t5_checkpoint_model(T5Model& model) {
   CheckpointModel c;
   c.table = &model.params();
   c.buffers = model.flat_buffers();
-  c.vocab_size = model.config().vocab_size;
+  c.vocab_size = model.config().loss_vocab();
   c.tp = model.shard().tp;
   c.tp_rank = model.shard().tp_rank;
   // A parameter several pipeline stages hold is written by the first; a load sets every copy.

@@ -89,11 +89,12 @@ Family t5_family() {
     }
     r["ln_eps"] = record_text(t.eps);
     r["hidden_dropout"] = record_text(t.dropout);
+    add_vocab_padding_record(t.vocab_padding_in_loss, t.padded(), r);
   };
   f.tensor_shapes = [](const TrainConfig& cfg) {
     std::map<std::string, std::vector<int64_t>> out;
     const ParamTable table = t5_detail::make_t5_param_table(cfg.t5);
-    for (const Param& p : table.all()) out[p.name] = logical_shape(p, cfg.t5.vocab_size, 1);
+    for (const Param& p : table.all()) out[p.name] = logical_shape(p, cfg.t5.loss_vocab(), 1);
     return out;
   };
   f.layers = [](const TrainConfig& cfg) {

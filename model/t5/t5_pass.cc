@@ -112,7 +112,7 @@ blocks::LmHeadConfig T5Model::Impl::lm_head_config() const {
   blocks::LmHeadConfig c;
   c.rows = shape.micro_batch * shape.dec_len;
   c.d_model = cfg.d_model;
-  c.vocab = cfg.vocab_size;
+  c.vocab = cfg.loss_vocab();
   c.padded_vocab = cfg.padded();
   c.tp = shard.tp;
   c.tp_rank = shard.tp_rank;

@@ -9,9 +9,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "engine/status.h"
 #include "model/train/family.h"
 
 namespace anvil::model {
@@ -41,9 +43,18 @@ std::string files_hash(const TokenizerConfig& t) {
   return absl::StrFormat("%016x", h);
 }
 
+// Keys written only when not at their default (so that older records stay byte-identical):
+// absent means the default, and a run that sets them against an older record is refused too.
+constexpr std::pair<const char*, const char*> kDefaultedKeys[] = {
+    {"vocab_padding_in_loss", "false"}};
+
 std::string value_or_none(const Record& r, const std::string& key) {
   auto it = r.find(key);
-  return it == r.end() ? "(none)" : it->second;
+  if (it != r.end()) return it->second;
+  for (const auto& [k, v] : kDefaultedKeys) {
+    if (key == k) return v;
+  }
+  return "(none)";
 }
 
 // "[model] n_layers" / "[tokenizer] type".
@@ -76,6 +87,40 @@ std::map<std::string, std::string> checkpoint_model_record(const TrainConfig& cf
   return r;
 }
 
+void add_vocab_padding_record(bool in_loss, int64_t padded_vocab,
+                              std::map<std::string, std::string>& r) {
+  if (!in_loss) return;
+  r["vocab_padding_in_loss"] = "true";
+  r["padded_vocab"] = absl::StrCat(padded_vocab);
+}
+
+absl::StatusOr<int64_t> saved_loss_padding(const std::map<std::string, std::string>& saved, int tp,
+                                           const std::string& where) {
+  auto on = saved.find("vocab_padding_in_loss");
+  if (on == saved.end() || on->second != "true") return int64_t{0};
+  auto it = saved.find("padded_vocab");
+  int64_t padded = 0;
+  if (it == saved.end() || !absl::SimpleAtoi(it->second, &padded) || padded < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": the model record has vocab_padding_in_loss = true but no valid padded_vocab"));
+  }
+  if (padded % tp != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, " was saved with [model] vocab_padding_in_loss = true and ", padded,
+        " padded vocabulary rows (parameters of the model), which TP ", tp, " does not divide"));
+  }
+  return padded;
+}
+
+absl::Status adopt_vocab_padding(const std::map<std::string, std::string>& saved, int tp,
+                                 const std::string& where, GptConfig& m) {
+  ANVIL_ASSIGN_OR_RETURN(const int64_t padded, saved_loss_padding(saved, tp, where));
+  if (padded == 0) return absl::OkStatus();
+  m.vocab_padding_in_loss = true;
+  m.padded_vocab = padded;
+  return absl::OkStatus();
+}
+
 bool finetune_may_change(const std::string& key) {
   for (const char* k : kFinetuneKeys) {
     if (key == k) return true;
@@ -98,6 +143,9 @@ absl::Status check_checkpoint_model(const std::map<std::string, std::string>& sa
   if (type == saved.end() || !differs("type", type->second)) {
     for (const auto& [key, value] : saved) {
       if (key != "type") differs(key, value);
+    }
+    for (const auto& [key, value] : kDefaultedKeys) {
+      if (saved.count(key) == 0) differs(key, value);
     }
   }
   if (diffs.empty()) return absl::OkStatus();

@@ -144,7 +144,7 @@ CheckpointModel gpt_checkpoint_model(GptModel& model) {
   CheckpointModel c;
   c.table = &model.params();
   c.buffers = model.flat_buffers();
-  c.vocab_size = model.config().vocab_size;
+  c.vocab_size = model.config().loss_vocab();
   c.tp = sh.tp;
   c.tp_rank = sh.tp_rank;
   // The LM head's copy of the tied embedding is the first stage's.

@@ -8,7 +8,8 @@
 // AdamW moments) for every parameter of the ParamTable, <name> the HF GPT-2 name
 // ("h.3.attn.c_attn.weight"), shape the whole model's ([n_embd, n_embd] ..., weights [out, in]),
 // except wte.weight and lm_head.weight: [vocab_size, d_model], the padding rows of the padded
-// vocabulary left out (they are 0; a layout with another padding gets 0 rows again on load).
+// vocabulary left out (they are 0; a layout with another padding gets 0 rows again on load);
+// with [model] vocab_padding_in_loss they are parameters and kept: [padded(), d_model].
 // Saving: every element is written by exactly one rank: TP-replicated parameters by TP rank 0,
 // the tied embedding by the first stage (the last stage's LM-head copy is equal), replicas over
 // DP by DP rank 0, and under ZeRO each DP rank its own pieces. Each rank's part of a TP-split
@@ -45,7 +46,7 @@ inline constexpr char kExpAvgSqState[] = "exp_avg_sq/";
 // logical rows), p being a rank's shard under TP degree `tp`.
 std::vector<int64_t> logical_shape(const Param& p, int64_t vocab_size, int tp);
 inline std::vector<int64_t> logical_shape(const Param& p, const GptConfig& cfg, int tp) {
-  return logical_shape(p, cfg.vocab_size, tp);
+  return logical_shape(p, cfg.loss_vocab(), tp);
 }
 
 // What the checkpoint code needs of one rank's model, whichever model it is (GPT, T5): its
@@ -57,7 +58,7 @@ inline std::vector<int64_t> logical_shape(const Param& p, const GptConfig& cfg, 
 struct CheckpointModel {
   const ParamTable* table = nullptr;
   GptModel::FlatBuffers buffers;
-  int64_t vocab_size = 0;
+  int64_t vocab_size = 0;  // the embedding's logical rows: GptConfig/T5Config::loss_vocab()
   int tp = 1, tp_rank = 0;
   std::function<bool(const Param&)> writes;
   const parallel::ZeroPartition* zero = nullptr;  // null without ZeRO

@@ -64,6 +64,7 @@ absl::Status parse_t5_model(const engine::Config& c, TrainConfig& t) {
   f.version = c.get_string("model", "t5_version") == "1.1" ? T5Version::kV1_1 : T5Version::kV1_0;
   f.vocab_size = m.vocab_size;
   f.vocab_multiple = m.vocab_multiple;
+  f.vocab_padding_in_loss = m.vocab_padding_in_loss;
   f.d_model = m.d_model;
   f.n_heads = m.n_heads;
   f.d_kv = c.get_int("model", "d_kv") > 0 ? c.get_int("model", "d_kv") : m.d_model / m.n_heads;

@@ -248,6 +248,7 @@ absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size
   GptConfig& m = t.model;
   m.vocab_size = c.get_int("model", "vocab_size");
   m.padded_vocab = c.get_int("model", "padded_vocab");
+  m.vocab_padding_in_loss = c.get_bool("model", "vocab_padding_in_loss");
   m.max_seq_len = c.get_int("model", "max_seq_len");
   m.d_model = c.get_int("model", "d_model");
   m.n_heads = c.get_int("model", "n_heads");

@@ -26,6 +26,18 @@ ConfigSchema build_schema() {
   s.add("model", "padded_vocab", kInt, "0",
         "Embedding rows incl. padding; 0 = vocab_size rounded up to a multiple of 128 "
         "(--make-vocab-size-divisible-by 128).");
+  s.add("model", "vocab_padding_in_loss", kBool, "false",
+        "Whether the LM (and BERT MLM, T5) loss's softmax spans the padded embedding rows. "
+        "Megatron-LM and Megatron-DeepSpeed compute it over the whole padded vocabulary (the "
+        "padded rows' logits join the normalizer and get gradients): true reproduces their "
+        "losses and steps exactly (bin/convert import-megatron --vocab-padding-in-loss sets it "
+        "and keeps the fork's padded rows). false (anvil's default): over the real vocabulary "
+        "only, so no probability mass goes to ids that no tokenizer emits. With true the "
+        "padded rows are initialized as the others, and checkpoints keep them (the model record "
+        "gets vocab_padding_in_loss and padded_vocab: a resume with another setting or another "
+        "padding, e.g. another tp without an explicit padded_vocab, is refused; bin/eval, "
+        "bin/generate, bin/serve, bin/finetune and bin/convert take both from the record). "
+        "Generation and eval argmax stay over the real vocabulary.");
   s.add("model", "max_seq_len", kInt, "1024",
         "Rows of the learned position embedding (--max-position-embeddings).");
   s.add("model", "d_model", kInt, "768", "Hidden size (--hidden-size).");
@@ -371,6 +383,9 @@ std::string config_docs_markdown() {
       "| `[train] micro_batch` | 8 | none: required (`--micro-batch-size`) |\n"
       "| `[train] kill_switch_path`, `[curriculum]` | off | off (`--kill-switch-path`; "
       "DeepSpeed's `curriculum_learning`) |\n"
+      "| `[model] vocab_padding_in_loss` | false: the loss's softmax over the real vocabulary, "
+      "padded rows 0 and not saved | always the whole padded vocabulary: padded rows randomly "
+      "initialized, trained and saved |\n"
       "\n"
       "Equal in both: init_std 0.02, ln_eps 1e-5, weight_decay 0.01, beta1 0.9, beta2 0.999, "
       "eps 1e-8,\n"

@@ -6,10 +6,11 @@
 # seq_len 8, train_samples 800 as the fixture's args) and saves; scripts/megatron_first_step_ref.py
 # recomputes that step from the imported state with a numpy transcription of the fork's forward
 # and Adam step and compares the loss and every updated master weight and moment (its docstring
-# gives the tolerances and why). Four runs: the import with --keep-vocab-padding (the softmax
-# over the padded vocabulary of 128, as the fork's: the fork's own step) and the default import
-# (the padding rows dropped: the same step with the softmax over the 120 real rows), each on one
-# rank and at TP2 x PP2 under mpirun (4 ranks).
+# gives the tolerances and why). Six runs: the import with --vocab-padding-in-loss (vocabulary
+# 120, its 8 padded rows kept as padding that the loss spans) and with --keep-vocab-padding
+# (vocabulary 128), both the softmax over the padded vocabulary of 128 as the fork's (the fork's
+# own step), and the default import (the padding rows dropped: the same step with the softmax
+# over the 120 real rows), each on one rank and at TP2 x PP2 under mpirun (4 ranks).
 # Exit 77 (skipped) without a python3 that has numpy.
 # usage: megatron_first_step_test.sh CONVERT TRAIN PREPROCESS   (from the repository root)
 set -euo pipefail
@@ -74,13 +75,19 @@ tp = $4
 pp = $5
 INI
 }
-for kind in padded real; do
+for kind in inloss padded real; do
   opt=()
   [[ $kind == padded ]] && opt=(--keep-vocab-padding)
+  [[ $kind == inloss ]] && opt=(--vocab-padding-in-loss)
   "$convert" import-megatron "$fx/ckpt" "$tmp/in_$kind" "${opt[@]}" > "$tmp/import_$kind.txt"
   if [[ $kind == padded ]]; then want=128; else want=120; fi
   grep -q "^vocab_size = $want$" "$tmp/import_$kind.txt" \
     || fail "$kind import: vocab_size $(grep vocab_size "$tmp/import_$kind.txt")"
+  if [[ $kind == inloss ]]; then
+    grep -q "^vocab_padding_in_loss = true$" "$tmp/import_$kind.txt" \
+      && grep -q "^padded_vocab = 128$" "$tmp/import_$kind.txt" \
+      || fail "inloss import: no vocab_padding_in_loss / padded_vocab 128 in the settings"
+  fi
   for layout in "1 1" "2 2"; do
     read -r tp pp <<< "$layout"
     out=$tmp/out_${kind}_tp${tp}pp${pp}

@@ -383,6 +383,18 @@ TEST_P(GptParallelTest, LlamaStyleEqualsOneRank) {
                 f64 ? Tolerance{1e-11, 1e-11, 1e-11, true} : Tolerance{1e-5, 1e-5, 2e-4, true});
 }
 
+// [model] vocab_padding_in_loss: the vocab-parallel cross-entropy over all padded columns (the
+// padding fixed at 128 rows so every layout has the same softmax), tied and untied heads.
+TEST_P(GptParallelTest, VocabPaddingInLossEqualsOneRank) {
+  const bool f64 = GetParam() == engine::DType::kF64;
+  for (TrainConfig c : {bloom_config(), llama_config()}) {
+    c.model.vocab_padding_in_loss = true;
+    c.model.padded_vocab = 128;
+    check_layouts(c, variant_layouts(), GetParam(),
+                  f64 ? Tolerance{1e-11, 1e-11, 1e-11, true} : Tolerance{1e-5, 1e-5, 2e-4, true});
+  }
+}
+
 // Grouped-query attention (n_kv_heads 2 of 4 heads, Megatron's grouped c_attn rows): TP2
 // gives each rank one query group (two query heads and their kv head).
 TEST_P(GptParallelTest, GroupedQueryLlamaStyleEqualsOneRank) {
