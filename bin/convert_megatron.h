@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "engine/status.h"
 #include "io/checkpoint.h"
 #include "io/torch_pt/megatron_ds.h"
@@ -142,6 +143,15 @@ inline absl::Status import_megatron(const std::string& dir, const std::string& c
       c.tp, c.pp, c.dp, static_cast<long long>(c.iteration),
       static_cast<long long>(c.consumed_samples),
       io::checkpoint_step_dir(ckpt_dir, c.iteration).c_str(), ini.c_str());
+  if (!c.rng_states.empty()) {
+    // anvil's dropout draws from Philox counters of ([train] seed, step, element): torch's
+    // generator states have no meaning there.
+    std::printf(
+        "not carried over: the fork's RNG states (%s); dropout masks after the import differ "
+        "from those the fork would draw (nothing differs with hidden_dropout = "
+        "attention_dropout = 0)\n",
+        absl::StrJoin(c.rng_states, ", ").c_str());
+  }
   return absl::OkStatus();
 }
 

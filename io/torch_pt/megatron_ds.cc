@@ -208,6 +208,10 @@ absl::Status read_model_states(MegatronDsCheckpoint& c) {
   if (ValuePtr x = r0->get("dp_world_size"); x && x->kind == Value::Kind::kInt) {
     c.saved_dp = static_cast<int>(x->i);
   }
+  for (const char* key : {"random_rng_state", "np_rng_state", "torch_rng_state", "cuda_rng_state",
+                          "rng_tracker_states"}) {
+    if (r0->get(key)) c.rng_states.push_back(key);
+  }
   for (auto [key, out] : {std::pair<const char*, int64_t*>{"global_steps", &c.global_steps},
                           {"skipped_steps", &c.skipped_steps}}) {
     ValuePtr x = r0->get(key);

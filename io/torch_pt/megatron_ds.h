@@ -58,6 +58,10 @@ struct MegatronDsCheckpoint {
   // step.pt, else global_steps - skipped_steps + 1, the zero-gradient step the ZeRO and BF16
   // optimizers take at start counted as apex's FusedAdam counts it).
   int64_t adam_step = 0;
+  // The RNG states the fork saves unless --no-save-rng (random_rng_state, np_rng_state,
+  // torch_rng_state, cuda_rng_state, rng_tracker_states), named as found in
+  // mp_rank_00_model_states.pt. Read, never carried over: see bin/convert_megatron.h.
+  std::vector<std::string> rng_states;
   // "fp32/<fork name>", "exp_avg/<fork name>", "exp_avg_sq/<fork name>": whole tensors.
   std::map<std::string, engine::HostSlice> tensors;
 };

@@ -6,7 +6,7 @@
 # (TP1 x PP2 x DP3) import to a byte-identical tensor file, their manifests differing in what
 # those layouts record differently (no loss scaler; bf16's Adam step and degrees); a second
 # import into the same directory and a folder that is not a DeepSpeed checkpoint are refused by
-# name; bin/train resumes the import at step 4 on one rank and at TP2 under mpirun with the same
+# name; the RNG states the fork saved are named as not carried over; bin/train resumes the import at step 4 on one rank and at TP2 under mpirun with the same
 # losses.
 # (That step 4 equals the fork's own step: megatron_first_step_test.sh.)
 # usage: convert_megatron_test.sh CONVERT TRAIN PREPROCESS
@@ -19,6 +19,9 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$convert" import-megatron "$fx/ckpt" "$tmp/ck" > "$tmp/out.txt"
 grep -q "TP2 x PP2 x DP2, iteration 3, 24 samples consumed" "$tmp/out.txt"
+# The fixture's model states hold the fork's RNG states: the import says it leaves them.
+grep -q "not carried over: the fork's RNG states (torch_rng_state, cuda_rng_state, rng_tracker_states)" \
+  "$tmp/out.txt"
 python3 - "$tmp/ck/step_00000003/manifest.json" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))
