@@ -40,7 +40,6 @@ void gpt_step(benchmark::State& state, BenchShape shape) {
   cfg.n_heads = shape.heads;
   cfg.max_seq_len = shape.seq;
   if (shape.bert) {
-    cfg.type = model::ModelType::kBert;
     cfg.causal = false;
     cfg.head = model::Head::kMlm;
     cfg.vocab_size = 30522;
@@ -52,7 +51,7 @@ void gpt_step(benchmark::State& state, BenchShape shape) {
     cfg.ln_eps = 1e-12f;
   }
   const model::GptRunShape run{shape.batch, shape.seq};
-  model::GptPrecision prec{engine::Device::kCuda, engine::DType::kBF16, engine::DType::kF32};
+  model::Precision prec{engine::Device::kCuda, engine::DType::kBF16, engine::DType::kF32};
   prec.attention = shape.mma_sync ? ops::AttentionKernel::kMmaSync : ops::AttentionKernel::kWgmma;
   auto stream = engine::Stream::cuda(0);
   auto gpt = model::GptModel::create(cfg, run, prec, 1234);

@@ -73,8 +73,8 @@ inline absl::StatusOr<DeviceMemory> parse_device_memory(const std::string& text)
 }
 
 // The precision a CUDA run of `mode` ([train] precision) would use, without asking for a GPU.
-inline absl::StatusOr<model::GptPrecision> planned_cuda_precision(const std::string& mode) {
-  model::GptPrecision p;
+inline absl::StatusOr<model::Precision> planned_cuda_precision(const std::string& mode) {
+  model::Precision p;
   p.device = engine::Device::kCuda;
   ANVIL_ASSIGN_OR_RETURN(p.act, model::precision_act_dtype(mode, p.device));
   p.grad = engine::DType::kF32;

@@ -275,7 +275,7 @@ absl::Status run(const Flags& f) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--seq-len %d exceeds the model's [model] max_seq_len %d", T, mc.max_seq_len));
   }
-  ANVIL_ASSIGN_OR_RETURN(model::GptPrecision prec, model::resolve_precision(f.device));
+  ANVIL_ASSIGN_OR_RETURN(model::Precision prec, model::resolve_precision(f.device));
   // --data reads token ids: only --text and --lambada (or tokenizer flags) need a tokenizer.
   std::unique_ptr<io::Tokenizer> tok;
   if (!f.text.empty() || !f.lambada.empty() || !f.tokenizer.type.empty()) {

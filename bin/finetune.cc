@@ -259,7 +259,7 @@ absl::Status run(const std::string& path, const std::vector<std::string>& overri
     devs.push_back({d.substr(d.find_last_of('/', d.size() - 2) + 1), std::move(ex)});
   }
 
-  ANVIL_ASSIGN_OR_RETURN(model::GptPrecision prec,
+  ANVIL_ASSIGN_OR_RETURN(model::Precision prec,
                          model::resolve_precision(cfg.train.device, cfg.train.precision.mode));
   if (cfg.train.attention_kernel == "auto") prec.attention = anvil::ops::AttentionKernel::kWgmma;
   anvil::engine::Stream s = anvil::engine::Stream::cpu();

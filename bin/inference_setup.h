@@ -69,7 +69,7 @@ inline absl::StatusOr<TpLaunch> start_tp(const std::string& device, InferenceOpt
   t.rank = launch.rank;
   engine::set_process_rank(launch.rank);
   if (launch.world == 1) return t;
-  ANVIL_ASSIGN_OR_RETURN(model::GptPrecision prec, model::resolve_precision(device));
+  ANVIL_ASSIGN_OR_RETURN(model::Precision prec, model::resolve_precision(device));
   o->shard.tp = launch.world;
   o->shard.tp_rank = t.runtime->grid().tp_group().index;
   parallel::Comm* tp_cpu = t.runtime->comms().tp.get();  // MPI or TCP (torchrun)
@@ -90,7 +90,7 @@ inline absl::StatusOr<TpLaunch> start_tp(const std::string& device, InferenceOpt
 struct InferenceSetup {
   std::string dir;  // the checkpoint step directory used
   model::TrainConfig config;
-  model::GptPrecision precision;
+  model::Precision precision;
   engine::MemoryPlan plan;
   std::unique_ptr<engine::Stream> stream;
   std::unique_ptr<model::GptInference> model;  // null with dry_run

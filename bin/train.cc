@@ -53,7 +53,7 @@
 #include "io/masked_lm.h"
 #include "io/tensorboard_writer.h"
 #include "io/tokenizer.h"
-#include "model/stack/gpt_train_model.h"
+#include "model/stack_train/gpt_train_model.h"
 #include "model/tasks/eval_suite.h"
 #include "model/train/checkpoint.h"
 #include "model/train/family.h"
@@ -463,7 +463,7 @@ std::string offload_line(size_t bytes) {
 // --dry-run --world N: every pipeline stage's memory plan for rank (tp 0, stage, dp 0) of the
 // config's N-rank grid, planned here without a communicator (the TP and DP ranks of a stage plan
 // alike up to ZeRO's remainders). With --device-memory the largest must fit.
-int plan_world(const model::TrainConfig& cfg, const model::GptPrecision& prec,
+int plan_world(const model::TrainConfig& cfg, const model::Precision& prec,
                const anvil::bin::DeviceMemory& stated, const anvil::engine::LogContext& ctx,
                const ErrorPrinter& fail) {
   std::optional<anvil::engine::MemoryPlan> largest;
@@ -630,7 +630,7 @@ int run(int argc, char** argv) {
         "-DANVIL_CUDA_KERNELS=OFF, as `make demo` builds on a machine without a GPU), so it "
         "cannot size their workspaces; plan it with a full build"));
   }
-  absl::StatusOr<model::GptPrecision> prec =
+  absl::StatusOr<model::Precision> prec =
       absent_gpu ? anvil::bin::planned_cuda_precision(cfg.train.precision.mode)
                  : model::resolve_precision(cfg.train.device, cfg.train.precision.mode);
   if (!prec.ok()) return fail(prec.status());

@@ -24,8 +24,10 @@
 #include "absl/status/statusor.h"
 #include "engine/host_slice.h"
 #include "engine/stream.h"
+#include "engine/tensor.h"
 #include "model/param_table.h"
 #include "model/pipeline_stage.h"
+#include "ops/adamw.h"
 
 namespace anvil::model {
 
@@ -42,6 +44,28 @@ using TensorLookup = std::function<absl::StatusOr<engine::HostSlice>(const std::
 struct OptimizerStep {
   float lr, beta1, beta2, eps, weight_decay, grad_scale;
   int64_t step;
+};
+
+// The AdamW op's arguments of one step.
+inline ops::AdamWArgs adamw_args(const OptimizerStep& s) {
+  ops::AdamWArgs a;
+  a.lr = s.lr;
+  a.beta1 = s.beta1;
+  a.beta2 = s.beta2;
+  a.eps = s.eps;
+  a.weight_decay = s.weight_decay;
+  a.step = s.step;
+  a.grad_scale = s.grad_scale;
+  return a;
+}
+
+// A model's flat buffers [params().flat_numel()] each: compute copy (act dtype), f32 master
+// (the same memory as value when act == grad dtype), f32 gradients, AdamW moments. Under ZeRO
+// some are this rank's shard [flat_numel / zero_dp] instead (master, m, v from stage 1, value
+// from stage 3) or absent (grad from stage 2). Data parallelism all-reduces `grad` in place;
+// ZeRO updates and gathers shards of them.
+struct FlatBuffers {
+  engine::TensorView value, master, grad, m, v;
 };
 
 class Model : public PipelineStage {

@@ -2,18 +2,18 @@
 # Fails when an #include goes against DESIGN.md's dependency arrows:
 #   between the top folders: engine <- ops <- parallel <- model; io depends on engine only;
 #   inside model/ (DESIGN.md §4), from the bottom up: model/*.{h,cc} (the shared core:
-#   ParamTable, the stage interface, the Hugging Face name registry) <- blocks/ <- train/ (the
-#   trainer, the Model interface's config and checkpoint format, and the model-family registry
-#   train/family.h) <- stack/ (the token-stream transformer GPT and BERT share: GptModel, its
-#   layout, pass, heads, [model] architecture keys and Model adapter; no family folder) and the
-#   family folders gpt/, bert/, t5/ (wiring only: they set the stack's features, implement and
-#   register a family) <- tasks/, infer/ <- families/ (builtin_families.cc: the one list that
-#   names every family). An include runs down only; blocks/, stack/, train/, tasks/ and infer/
-#   never include a family folder (they reach a family through the registry), families never
-#   include each other, and only families/ includes them all.
-# kKnown lists the arrows that break these rules today, each to be removed by the issue-22 step
-# that makes it unnecessary; an entry that no longer occurs is an error too, so the list only
-# shrinks.
+#   ParamTable, the stage interface, the Hugging Face name registry) <- blocks/ (attention, MLP,
+#   norms, embeddings, heads, the transformer layer) <- stack/ (the token-stream transformer GPT
+#   and BERT share, assembled from blocks: GptConfig, GptModel, its layout, pass and [model]
+#   architecture keys; no trainer) <- train/ (the one trainer, its config and checkpoint core,
+#   the Model interface's pipeline runner and the model-family registry train/family.h) <-
+#   stack_train/ (the shared stack as a trainable family: its Model adapter and the Family hooks
+#   GPT and BERT share) <- the family folders gpt/, bert/, t5/ (wiring only: they set the
+#   stack's features or build their own model from blocks, implement and register a family) <-
+#   tasks/, infer/ <- families/ (builtin_families.cc: the one list that names every family).
+#   An include runs down only; blocks/, stack/, train/, stack_train/, tasks/ and infer/ never
+#   include a family folder (they reach a family through the registry), families never include
+#   each other, and only families/ includes them all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 declare -A forbidden=(
@@ -39,30 +39,20 @@ rank() {
   case $1 in
     core) echo 0 ;;
     blocks) echo 1 ;;
-    train) echo 2 ;;
-    stack | gpt | bert | t5) echo 3 ;;
-    families) echo 5 ;;
-    *) echo 4 ;;  # tasks, infer
+    stack) echo 2 ;;
+    train) echo 3 ;;
+    stack_train) echo 4 ;;
+    gpt | bert | t5) echo 5 ;;
+    families) echo 7 ;;
+    *) echo 6 ;;  # tasks, infer
   esac
 }
 is_family() { [[ $1 == gpt || $1 == bert || $1 == t5 ]]; }
 
-# Today's exceptions ("file -> included file"), each with the step that removes it.
-kKnown=(
-  # The trainer, its config and checkpoints know the shared stack's GptModel and T5Model by name
-  # (gone with model/model.h, the one trainer and the family registry):
-  "model/train/checkpoint.h -> model/stack/gpt.h"
-  "model/train/checkpoint.cc -> model/stack/gpt_layout.h"
-  "model/train/pipeline_runner.h -> model/stack/gpt.h"
-  "model/train/sample_record.h -> model/stack/gpt.h"
-  "model/train/train_config.h -> model/stack/gpt.h"
-  "model/train/train_config.h -> model/t5/t5.h"
-  "model/train/train_config.cc -> model/stack/gpt_arch_config.h"
-  "model/train/train_config_schema.cc -> model/stack/gpt_arch_config.h"
-  "model/train/trainer.h -> model/stack/gpt.h"
-)
+# Known exceptions ("file -> included file"), each with the step that removes it: none today.
+kKnown=()
 declare -A known=() seen=()
-for k in "${kKnown[@]}"; do known[$k]=1; done
+for k in "${kKnown[@]+"${kKnown[@]}"}"; do known[$k]=1; done
 while IFS=: read -r file _ inc; do
   inc=${inc#*\"}; inc=${inc%%\"*}
   [[ $inc == model/* ]] || continue
@@ -80,7 +70,7 @@ while IFS=: read -r file _ inc; do
   if [[ -n ${known[$key]:-} ]]; then seen[$key]=1; continue; fi
   echo "check-deps: $key: $why"; bad=1
 done < <(grep -rnE '^#include "model/' model)
-for k in "${kKnown[@]}"; do
+for k in "${kKnown[@]+"${kKnown[@]}"}"; do
   if [[ -z ${seen[$k]:-} ]]; then
     echo "check-deps: '$k' is listed as a known exception but no longer occurs: remove it"; bad=1
   fi

@@ -1,6 +1,6 @@
 // The BERT entry of the model-family registry (model/train/family.h): the shared stack's Family
-// (model/stack/stack_family.h) with BERT's features switched on (bidirectional attention, token
-// types, the MLM head and the optional binary head), its sentence-pair samples
+// (model/stack_train/stack_family.h) with BERT's features switched on (bidirectional attention,
+// token types, the MLM head and the optional binary head), its sentence-pair samples
 // (model/train/sample_record.h), its [eval] and [curriculum] refusals and the token-type /
 // binary-head keys of its checkpoint record. Its Hugging Face names are in hf_bert.cc.
 #include "model/bert/bert_family.h"
@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/checked_math.h"
 #include "engine/config.h"
-#include "model/stack/stack_family.h"
+#include "model/stack_train/stack_family.h"
 #include "model/train/sample_record.h"
 
 namespace anvil::model {
@@ -41,6 +41,15 @@ absl::Status bert_features(const engine::Config& c, GptConfig& m) {
 
 Family bert_family() {
   Family f = stack_family("bert", "BERT");
+  f.doc =
+      "masked LM (pretrain_bert.py): bidirectional attention with the samples' key-padding mask, "
+      "token-type embeddings, the MLM head (dense, GELU-erf, LayerNorm, tied decoder + output "
+      "bias) and, with bert_binary_head, the pooler and the sentence-order head; the loss is "
+      "Megatron's masked-LM mean over the masked tokens plus the binary cross-entropy, per "
+      "micro-batch. BERT reads sentence-split data (bin/preprocess --split-sentences) with a "
+      "WordPiece [tokenizer]. HF BertForPreTraining numerics: norm_placement post, activation "
+      "gelu_erf, embed_layernorm true, ln_eps 1e-12 (configs/bert_base.ini); Megatron's BERT: "
+      "pre, gelu (its fused bias-GELU is the tanh approximation), no embedding LayerNorm.";
   f.model_features = bert_features;
   f.samples = SampleLayout::kBertPair;
   f.pooled_cls = true;

@@ -1,11 +1,11 @@
 // The GPT entry of the model-family registry (model/train/family.h): the shared stack's Family
-// (model/stack/stack_family.h) on Megatron's GPT samples (tokens[T + 1], or packed T0/MTF rows),
-// a causal LM that refuses the stack's encoder features.
+// (model/stack_train/stack_family.h) on Megatron's GPT samples (tokens[T + 1], or packed T0/MTF
+// rows), a causal LM that refuses the stack's encoder features.
 #include "model/gpt/gpt_family.h"
 
 #include "absl/status/status.h"
 #include "engine/config.h"
-#include "model/stack/stack_family.h"
+#include "model/stack_train/stack_family.h"
 #include "model/train/mtf_batch.h"
 
 namespace anvil::model {
@@ -33,6 +33,7 @@ absl::Status gpt_features(const engine::Config& c, GptConfig& m) {
 
 Family gpt_family() {
   Family f = stack_family("gpt", "GPT");
+  f.doc = "causal LM (pretrain_gpt.py).";
   f.model_features = gpt_features;
   f.samples = SampleLayout::kTokens;
   f.causal_lm = true;

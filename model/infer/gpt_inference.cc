@@ -85,7 +85,7 @@ GroupCols group_cols(const GptConfig& cfg, int64_t g) {
   return {at, at + G * hd, at + (G + 1) * hd, G * hd};
 }
 
-Buffers layout(const GptConfig& cfg, const InferenceShape& shape, const GptPrecision& prec,
+Buffers layout(const GptConfig& cfg, const InferenceShape& shape, const Precision& prec,
                const GptShard& shard, Carver& c) {
   const DType act = prec.act, f32 = DType::kF32;
   const int64_t B = shape.max_batch, L = shape.max_len, R = B * L, d = cfg.d_model;
@@ -119,12 +119,12 @@ Buffers layout(const GptConfig& cfg, const InferenceShape& shape, const GptPreci
   if (tp > 1) b.gathered = c.take("activations", "gathered logits", f32, {tp, B, cols});
   b.inputs = c.take("activations", "inputs", DType::kI32, {input_len(R, B)});
   if (prec.device == engine::Device::kCuda) {
-    b.gemm_ws = c.take_workspace("workspace", "cublaslt", gpt_detail::kGemmWorkspaceBytes);
+    b.gemm_ws = c.take_workspace("workspace", "cublaslt", kGemmWorkspaceBytes);
   }
   return b;
 }
 
-absl::Status check(const GptConfig& cfg, const InferenceShape& shape, const GptPrecision& prec,
+absl::Status check(const GptConfig& cfg, const InferenceShape& shape, const Precision& prec,
                    const GptShard& shard) {
   ANVIL_RETURN_IF_ERROR(cfg.validate());
   ANVIL_RETURN_IF_ERROR(shard.validate(cfg));
@@ -172,7 +172,7 @@ absl::Status check(const GptConfig& cfg, const InferenceShape& shape, const GptP
 struct GptInference::Impl {
   GptConfig cfg;
   InferenceShape shape;
-  GptPrecision prec;
+  Precision prec;
   GptShard shard;
   std::vector<std::pair<std::string, engine::Arena>> arenas;
   Buffers buf;
@@ -251,7 +251,7 @@ void GptInference::Impl::pass(int64_t rows, int64_t n_cache, const std::vector<i
   const int64_t tp = shard.tp, dl = d / tp, cols = cfg.padded() / tp;
   const bool rank0 = shard.tp_rank == 0;
   const blocks::MlpConfig mlp = gpt_detail::mlp_config(cfg, shard);
-  gpt_detail::GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
+  GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
   const int64_t total = static_cast<int64_t>(readout.size());
   stage_readout(readout, 0, std::min(B, total));
   engine::copy(buf.inputs,
@@ -369,7 +369,7 @@ GptInference::~GptInference() = default;
 
 absl::StatusOr<engine::MemoryPlan> GptInference::plan(const GptConfig& cfg,
                                                       const InferenceShape& shape,
-                                                      const GptPrecision& prec,
+                                                      const Precision& prec,
                                                       const GptShard& shard) {
   InferenceShape sh = shape;
   if (sh.max_len == 0) sh.max_len = cfg.max_seq_len;
@@ -382,7 +382,7 @@ absl::StatusOr<engine::MemoryPlan> GptInference::plan(const GptConfig& cfg,
 
 absl::StatusOr<std::unique_ptr<GptInference>> GptInference::create(const GptConfig& cfg,
                                                                    const InferenceShape& shape,
-                                                                   const GptPrecision& prec,
+                                                                   const Precision& prec,
                                                                    const GptShard& shard) {
   ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, GptInference::plan(cfg, shape, prec, shard));
   if (shard.tp > 1 && shard.tp_comm == nullptr) {

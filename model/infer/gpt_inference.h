@@ -50,13 +50,12 @@ class GptInference {
   // and for what the CUDA path cannot run (head_dim other than 64 / 128, act other than bf16).
   // shard: only tp, tp_rank and tp_comm (required when tp > 1) may differ from the default.
   static absl::StatusOr<engine::MemoryPlan> plan(const GptConfig& cfg, const InferenceShape& shape,
-                                                 const GptPrecision& prec,
-                                                 const GptShard& shard = {});
+                                                 const Precision& prec, const GptShard& shard = {});
   // Allocates exactly plan()'s arenas; parameters are zero until load(). With tp > 1 every
   // rank of the TP group makes the same calls in the same order (they are collective).
   static absl::StatusOr<std::unique_ptr<GptInference>> create(const GptConfig& cfg,
                                                               const InferenceShape& shape,
-                                                              const GptPrecision& prec,
+                                                              const Precision& prec,
                                                               const GptShard& shard = {});
   ~GptInference();
 

@@ -54,28 +54,6 @@ int64_t non_layer_params(const GptConfig& c) {
 
 }  // namespace
 
-namespace gpt_detail {
-
-std::vector<double> read_back(engine::ConstTensorView v, engine::Stream& s) {
-  const int64_t n = v.numel();
-  std::vector<double> out(static_cast<size_t>(n));
-  if (v.dtype == DType::kF64) {
-    engine::copy(engine::make_view(out.data(), DType::kF64, engine::Device::kCpu, {n}), v, s);
-    s.synchronize();
-    return out;
-  }
-  ANVIL_CHECK_MSG(v.dtype == DType::kF32, "read_back of " + engine::describe(v));
-  std::vector<float> f(static_cast<size_t>(n));
-  engine::copy(engine::make_view(f.data(), DType::kF32, engine::Device::kCpu, {n}), v, s);
-  s.synchronize();
-  for (int64_t i = 0; i < n; ++i) out[i] = f[i];
-  return out;
-}
-
-}  // namespace gpt_detail
-
-using gpt_detail::read_back;
-
 absl::Status GptConfig::validate() const {
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
   if (vocab_size < 1 || d_model < 1 || n_heads < 1 || n_layers < 1 || max_seq_len < 1) {
@@ -238,7 +216,7 @@ GptModel::GptModel() = default;
 GptModel::~GptModel() = default;
 
 absl::StatusOr<engine::MemoryPlan> GptModel::plan(const GptConfig& cfg, const GptRunShape& shape,
-                                                  const GptPrecision& prec, const GptShard& shard) {
+                                                  const Precision& prec, const GptShard& shard) {
   ANVIL_RETURN_IF_ERROR(gpt_detail::check_run(cfg, shape, prec, shard));
   engine::MemoryPlan plan;
   Carver carver(&plan);
@@ -247,8 +225,7 @@ absl::StatusOr<engine::MemoryPlan> GptModel::plan(const GptConfig& cfg, const Gp
 }
 
 absl::StatusOr<size_t> GptModel::offload_host_bytes(const GptConfig& cfg, const GptRunShape& shape,
-                                                    const GptPrecision& prec,
-                                                    const GptShard& shard) {
+                                                    const Precision& prec, const GptShard& shard) {
   if (!shard.offload_optimizer) return size_t{0};
   ANVIL_RETURN_IF_ERROR(gpt_detail::check_run(cfg, shape, prec, shard));
   engine::MemoryPlan plan;
@@ -259,7 +236,7 @@ absl::StatusOr<size_t> GptModel::offload_host_bytes(const GptConfig& cfg, const 
 
 absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
                                                            const GptRunShape& shape,
-                                                           const GptPrecision& prec, uint64_t seed,
+                                                           const Precision& prec, uint64_t seed,
                                                            const GptShard& shard) {
   ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, GptModel::plan(cfg, shape, prec, shard));
   if (shard.tp > 1 && shard.tp_comm == nullptr) {
@@ -320,9 +297,9 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
   const parallel::ZeroPartition* part = impl->sync->partition();
   const int64_t n = b.table.flat_numel();
   auto target = [&](engine::TensorView v) {
-    return gpt_detail::InitTarget{v, v.numel() == n ? nullptr : part};
+    return InitTarget{v, v.numel() == n ? nullptr : part};
   };
-  std::vector<gpt_detail::InitTarget> targets{target(f.value)};
+  std::vector<InitTarget> targets{target(f.value)};
   if (f.master.data != f.value.data && !impl->offload) targets.push_back(target(f.master));
   gpt_detail::init_params(cfg, shard, b.table, targets, seed, stream);
   if (impl->offload) {
@@ -366,7 +343,7 @@ const GptConfig& GptModel::config() const { return impl_->cfg; }
 const GptShard& GptModel::shard() const { return impl_->shard; }
 ParamTable& GptModel::params() { return impl_->buf.table; }
 const parallel::ZeroPartition* GptModel::zero_partition() const { return impl_->sync->partition(); }
-GptModel::FlatBuffers GptModel::flat_buffers() {
+FlatBuffers GptModel::flat_buffers() {
   const parallel::SyncBuffers& f = impl_->buf.flat;
   return FlatBuffers{f.value, f.master, f.grad, f.m, f.v};
 }
@@ -398,7 +375,7 @@ double GptModel::loss_sum(int64_t slot, engine::Stream& stream) {
   const gpt_detail::HeadActs& hd = impl_->buf.head[static_cast<size_t>(slot)];
   double sum = 0.0;
   for (double l : read_back(hd.losses, stream)) sum += l;
-  if (!hd.bin_losses.empty()) {  // + (counted / B) * binary loss sum (mlm_head.cc)
+  if (!hd.mlm.bin_losses.empty()) {  // + (counted / B) * binary loss sum (mlm_head.cc)
     const int64_t counted = impl_->buf.slot_data(impl_->n_chunks() - 1, slot).counted;
     sum += binary_loss_sum(slot, stream) * static_cast<double>(counted) /
            static_cast<double>(impl_->shape.micro_batch);
@@ -410,8 +387,8 @@ double GptModel::binary_loss_sum(int64_t slot, engine::Stream& stream) {
   if (!impl_->shard.post) return 0.0;
   const gpt_detail::HeadActs& hd = impl_->buf.head[static_cast<size_t>(slot)];
   double sum = 0.0;
-  if (!hd.bin_losses.empty()) {
-    for (double l : read_back(hd.bin_losses, stream)) sum += l;
+  if (!hd.mlm.bin_losses.empty()) {
+    for (double l : read_back(hd.mlm.bin_losses, stream)) sum += l;
   }
   return sum;
 }
@@ -518,18 +495,6 @@ double GptModel::grad_sum_squares(engine::Stream& stream) {
   }
   if (run_lo >= 0) add(run_lo, run_hi);
   return read_back(b.norm_out, stream)[0];
-}
-
-ops::AdamWArgs adamw_args(const OptimizerStep& s) {
-  ops::AdamWArgs a;
-  a.lr = s.lr;
-  a.beta1 = s.beta1;
-  a.beta2 = s.beta2;
-  a.eps = s.eps;
-  a.weight_decay = s.weight_decay;
-  a.step = s.step;
-  a.grad_scale = s.grad_scale;
-  return a;
 }
 
 void GptModel::optimizer_step(const OptimizerStep& s, engine::Stream& stream) {

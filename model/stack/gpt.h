@@ -66,8 +66,7 @@ class GptModel {
   // includes, on CUDA, the 32 MiB cuBLASLt workspace that forward/backward attach to the
   // caller's stream for their duration (the stream's own workspace is restored afterwards).
   static absl::StatusOr<engine::MemoryPlan> plan(const GptConfig& cfg, const GptRunShape& shape,
-                                                 const GptPrecision& prec,
-                                                 const GptShard& shard = {});
+                                                 const Precision& prec, const GptShard& shard = {});
   // Allocates one arena per category and initializes parameters as GPT-2 does: N(0, init_std),
   // residual output projections N(0, init_std / sqrt(2 L)), biases 0, LN gamma 1 beta 0
   // (deterministic for `seed`, identical on CPU and GPU).
@@ -75,11 +74,11 @@ class GptModel {
   // f32 master, m, v and gradient staging of the state this rank updates, and the compute-copy
   // staging (parallel/offload_optimizer.h); pinned on CUDA, not part of plan().
   static absl::StatusOr<size_t> offload_host_bytes(const GptConfig& cfg, const GptRunShape& shape,
-                                                   const GptPrecision& prec,
+                                                   const Precision& prec,
                                                    const GptShard& shard = {});
   static absl::StatusOr<std::unique_ptr<GptModel>> create(const GptConfig& cfg,
                                                           const GptRunShape& shape,
-                                                          const GptPrecision& prec, uint64_t seed,
+                                                          const Precision& prec, uint64_t seed,
                                                           const GptShard& shard = {});
   ~GptModel();
 
@@ -88,14 +87,8 @@ class GptModel {
   ParamTable& params();
   // The ZeRO partition of the flat buffers (null without ZeRO; parallel/zero.h).
   const parallel::ZeroPartition* zero_partition() const;
-  // The flat buffers behind params(), [params().flat_numel()] each: compute copy (act dtype),
-  // f32 master (the same memory as value when act == grad dtype), f32 gradients, AdamW moments.
-  // Under ZeRO some are this rank's shard [flat_numel / zero_dp] instead (master, m, v from
-  // stage 1, value from stage 3) or absent (grad from stage 2).
-  // Data parallelism all-reduces `grad` in place; ZeRO updates and gathers shards of them.
-  struct FlatBuffers {
-    engine::TensorView value, master, grad, m, v;
-  };
+  // The flat buffers behind params() (model/model.h).
+  using FlatBuffers = model::FlatBuffers;
   FlatBuffers flat_buffers();
 
   // Forward over one micro-batch. tokens, targets, positions: [B*T] i32 host arrays (targets < 0
@@ -196,8 +189,5 @@ class GptModel {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// The AdamW op's arguments of one optimizer step (GptModel and T5Model apply them).
-ops::AdamWArgs adamw_args(const OptimizerStep& s);
 
 }  // namespace anvil::model

@@ -23,12 +23,6 @@ constexpr std::pair<Activation, const char*> kActivationNames[] = {
     {Activation::kLiglu, "liglu"}, {Activation::kGeluErf, "gelu_erf"},
 };
 
-constexpr std::pair<ModelType, const char*> kTypeNames[] = {
-    {ModelType::kGpt, "gpt"},
-    {ModelType::kBert, "bert"},
-    {ModelType::kT5, "t5"},
-};
-
 constexpr std::pair<NormPlacement, const char*> kPlacementNames[] = {
     {NormPlacement::kPre, "pre"},
     {NormPlacement::kPost, "post"},
@@ -65,23 +59,6 @@ std::vector<std::string> all_names(const std::pair<E, const char*> (&names)[N]) 
 
 void add_gpt_arch_schema(engine::ConfigSchema& s) {
   using engine::ConfigType;
-  s.add("model", "type", ConfigType::kString, "gpt",
-        "Model family: gpt = causal LM (pretrain_gpt.py); bert = masked LM (pretrain_bert.py): "
-        "bidirectional attention with the samples' key-padding mask, token-type embeddings, "
-        "the MLM head (dense, GELU-erf, LayerNorm, tied decoder + output bias) and, with "
-        "bert_binary_head, the pooler and the sentence-order head; the loss is Megatron's "
-        "masked-LM mean over the masked tokens plus the binary cross-entropy, per micro-batch. "
-        "BERT reads sentence-split data (bin/preprocess --split-sentences) with a WordPiece "
-        "[tokenizer]. HF BertForPreTraining numerics: norm_placement post, activation gelu_erf, "
-        "embed_layernorm true, ln_eps 1e-12 (configs/bert_base.ini); Megatron's BERT: pre, "
-        "gelu (its fused bias-GELU is the tanh approximation), no embedding LayerNorm. t5 = "
-        "the encoder-decoder (pretrain_t5.py; HF T5ForConditionalGeneration numerics, "
-        "docs/models.md): n_layers encoder and decoder_layers decoder layers, d_model, n_heads, "
-        "d_kv, ffn_hidden (d_ff), hidden_dropout (HF dropout_rate), ln_eps (1e-6), t5_version; "
-        "span-corruption samples from sentence-split data with a WordPiece [tokenizer] and "
-        "vocab_extra_ids sentinels; tensor, pipeline ([parallel] pp_split_rank) and data "
-        "parallelism, ZeRO stages 1-3, checkpoints and bin/convert.",
-        all_names(kTypeNames));
   s.add("model", "norm_placement", ConfigType::kString, "pre",
         "pre = x + f(LN(x)) with a final ln_f (GPT-2, Megatron); post = LN(x + f(x)) without "
         "ln_f (original BERT / HF BertModel; Megatron-DeepSpeed has no such option).",
@@ -173,7 +150,6 @@ void parse_gpt_arch(const engine::Config& c, GptConfig& m) {
   m.bias = c.get_bool("model", "bias");
   m.qkv_bias = c.get_bool("model", "qkv_bias");
   m.tie_embeddings = c.get_bool("model", "tie_embeddings");
-  m.type = from_name(kTypeNames, c.get_string("model", "type"));
   m.norm_placement = from_name(kPlacementNames, c.get_string("model", "norm_placement"));
   // The encoder features (causal, head, type_vocab_size, binary_head) keep their defaults: a
   // family that uses them sets them (Family::model_features, model/train/family.h).

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "engine/device.h"
 #include "engine/dtype.h"
+#include "model/run_options.h"
 #include "ops/flash_attention.h"
 #include "ops/rotary.h"
 #include "parallel/parallel_config.h"
@@ -35,12 +36,6 @@ enum class Norm { kLayerNorm, kRmsNorm };
 // Where the blocks normalize: kPre (GPT-2, Megatron's BERT): x + f(LN(x)), a final ln_f;
 // kPost (original BERT, HF BertModel): LN(x + f(x)), no ln_f.
 enum class NormPlacement { kPre, kPost };
-// The model family ([model] type): the registry's key (model/train/family.h). The stack below
-// never tests it: each family sets the features it uses (causal, head, type_vocab_size,
-// binary_head, ...) from its config. kGpt: causal LM. kBert: masked LM + optional binary
-// (NSP / sentence-order) head. kT5: the encoder-decoder of model/t5/t5.h (its own model;
-// TrainConfig::t5 holds its configuration).
-enum class ModelType { kGpt, kBert, kT5 };
 // The head on the last layer's (pre-LN: ln_f's) output. kLm: the LM head over the (padded)
 // vocabulary, tied to wte or not, and the cross-entropy of every target. kMlm: Megatron's
 // BertLMHead (dense, GELU-erf, LayerNorm, tied decoder + vocab-parallel output bias; the stack's
@@ -56,7 +51,7 @@ struct GptConfig {
   // vocab-parallel cross-entropy does; false: the real vocabulary only ([model]
   // vocab_padding_in_loss).
   bool vocab_padding_in_loss = false;
-  int64_t max_seq_len = 1024;    // rows of the position embedding
+  int64_t max_seq_len = 1024;  // rows of the position embedding
   int64_t d_model = 768;
   int64_t n_heads = 12;
   // Key/value heads (Megatron's --num-query-groups, HF num_key_value_heads); 0: n_heads. Fewer
@@ -84,9 +79,8 @@ struct GptConfig {
   bool bias = true;            // biases of every linear layer
   bool qkv_bias = false;       // a bias on c_attn even without `bias` (Qwen2)
   bool tie_embeddings = true;  // LM head = wte; false: a separate lm_head.weight
-  // The model family (the registry's key only) and the encoder features a family may switch on
-  // (BERT, model/bert/bert_family.cc: causal false, head kMlm, token types, binary head).
-  ModelType type = ModelType::kGpt;
+  // The encoder features a family may switch on (BERT, model/bert/bert_family.cc: causal false,
+  // head kMlm, token types, binary head); the stack tests these, never the family.
   // false: every key visible (bidirectional) up to the sample's length: micro-batches carry
   // the key lengths [B] (GptBatch::lengths).
   bool causal = true;
@@ -100,7 +94,6 @@ struct GptConfig {
   bool learned_positions() const { return position_embedding == PositionEmbedding::kLearned; }
   bool glu() const { return activation != Activation::kGelu && activation != Activation::kGeluErf; }
   bool mlm_head() const { return head == Head::kMlm; }
-  bool t5() const { return type == ModelType::kT5; }
   bool post_ln() const { return norm_placement == NormPlacement::kPost; }
   bool layernorm() const { return norm == Norm::kLayerNorm; }
   bool has_qkv_bias() const { return bias || qkv_bias; }
@@ -136,26 +129,6 @@ struct GptRunShape {
   int64_t micro_batch;  // B
   int64_t seq_len;      // T <= max_seq_len
 };
-
-struct GptPrecision {
-  engine::Device device = engine::Device::kCpu;
-  engine::DType act = engine::DType::kF32;   // params (compute copy) and activations
-  engine::DType grad = engine::DType::kF32;  // gradients, master weights, optimizer state
-  // CUDA flash-attention forward ([train] attention_kernel): kWgmma runs the Hopper kernel where
-  // it applies (ops/flash_attention.h), mma.sync elsewhere; the CPU ignores it.
-  ops::AttentionKernel attention = ops::AttentionKernel::kMmaSync;
-};
-
-// Activation recomputation (Megatron's --recompute-granularity): kSelective recomputes the
-// attention core (probabilities) in backward instead of saving them; kFull saves only each
-// layer's input and reruns the whole layer forward in backward.
-enum class Recompute { kNone, kSelective, kFull };
-// [parallel] recompute's value ("none", "selective", "full"; validated by the config) as the enum.
-inline Recompute recompute_from_name(const std::string& name) {
-  return name == "full"        ? Recompute::kFull
-         : name == "selective" ? Recompute::kSelective
-                               : Recompute::kNone;
-}
 
 // The part of the model one rank holds (DESIGN.md §5). Tensor parallelism (tp > 1) splits the
 // heads, the MLP hidden units and the padded vocabulary over the TP group (Megatron's column /

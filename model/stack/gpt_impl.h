@@ -27,7 +27,7 @@ namespace anvil::model {
 struct GptModel::Impl {
   GptConfig cfg;
   GptRunShape shape;
-  GptPrecision prec;
+  Precision prec;
   GptShard shard;
   uint64_t seed = 0;                                          // parameter init and dropout key
   std::vector<std::pair<std::string, engine::Arena>> arenas;  // by plan category

@@ -19,29 +19,13 @@
 #include <vector>
 
 #include "engine/stream.h"
+#include "model/param_init.h"
 #include "model/param_table.h"
 #include "model/stack/gpt_config.h"
 #include "ops/init_normal.h"
 #include "parallel/zero.h"
 
 namespace anvil::model::gpt_detail {
-
-// Where initial values go: a flat buffer holding every element [flat_numel], or (part set) a
-// ZeRO shard [flat_numel / dp] holding this rank's pieces.
-struct InitTarget {
-  engine::TensorView buf;
-  const parallel::ZeroPartition* part = nullptr;
-};
-
-// The TP split of parameter p's shard on TP rank tp_rank of tp (ops::tp_whole_index then gives
-// model::tp_global_index).
-ops::TpSplit tp_split(const Param& p, int tp, int tp_rank);
-
-// Elements [first, first + count) of parameter p (first counted from p's start) drawn with
-// `args` (args.first is set here) into target t: at their flat positions, or (t.part) those
-// inside this rank's ZeRO pieces at their shard offsets.
-void init_range(const InitTarget& t, const Param& p, int64_t first, int64_t count,
-                ops::InitNormalArgs args, engine::Stream& stream);
 
 // Writes every parameter's elements into every target (the flat buffers must already be zero,
 // so padding stays 0). Shards (TP, PP) get the values of the whole model at their global

@@ -181,11 +181,7 @@ ParamTable make_param_table(const GptConfig& cfg, const GptShard& shard) {
                                       : ParamTable::kAlignElements);
 }
 
-DType stat_dtype(const GptPrecision& prec) {
-  return prec.act == DType::kF64 ? DType::kF64 : DType::kF32;
-}
-
-absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const GptPrecision& prec,
+absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const Precision& prec,
                        const GptShard& shard) {
   ANVIL_RETURN_IF_ERROR(cfg.validate());
   ANVIL_RETURN_IF_ERROR(shard.validate(cfg));
@@ -271,7 +267,7 @@ absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const Gpt
   return absl::OkStatus();
 }
 
-bool uses_flash_attention(const GptConfig& cfg, const GptPrecision& prec) {
+bool uses_flash_attention(const GptConfig& cfg, const Precision& prec) {
   if (prec.device == engine::Device::kCpu) return true;
   return ops::flash_attention_cuda_supports(prec.act, cfg.head_dim());
 }
@@ -309,6 +305,16 @@ blocks::MlpConfig mlp_config(const GptConfig& cfg, const GptShard& shard) {
   return c;
 }
 
+blocks::MlmHeadConfig mlm_head_config(const GptConfig& cfg, const GptRunShape& shape) {
+  blocks::MlmHeadConfig c;
+  c.rows = shape.micro_batch * shape.seq_len;
+  c.batch = shape.micro_batch;
+  c.d_model = cfg.d_model;
+  c.ln_eps = cfg.ln_eps;
+  c.binary = cfg.binary_head;
+  return c;
+}
+
 int64_t local_rows(const GptRunShape& shape, const GptShard& shard) {
   const int64_t bt = shape.micro_batch * shape.seq_len;
   return shard.sequence_parallel && shard.tp > 1 ? bt / shard.tp : bt;
@@ -318,7 +324,7 @@ namespace {
 
 // The activations of one layer for one slot; with recomputation some fields come from `shared`.
 LayerActs layer_acts(const std::string& h, const GptConfig& cfg, const GptRunShape& shape,
-                     const GptPrecision& prec, const GptShard& shard, Carver& carver,
+                     const Precision& prec, const GptShard& shard, Carver& carver,
                      const LayerActs* shared) {
   const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model, tp = shard.tp;
   const int64_t rows = local_rows(shape, shard);
@@ -363,7 +369,7 @@ namespace {
 
 // The parameter buffers (see Buffers) for the ZeRO stage, and where each layer's parameters
 // start in the table (the first parameter, in definition order, past the previous buckets).
-void carve_params(const GptShard& shard, const GptPrecision& prec, Carver& carver, Buffers& b) {
+void carve_params(const GptShard& shard, const Precision& prec, Carver& carver, Buffers& b) {
   auto is_layer = [](const std::string& name) { return absl::StartsWith(name, "h."); };
   b.sync_buckets = sync_buckets(b.table, is_layer);
   const std::vector<parallel::SyncBucket>& buckets = b.sync_buckets;
@@ -395,7 +401,7 @@ LayerWeights layer_views(const Buffers& b, int64_t local, TensorView bucket_base
   return lw;
 }
 
-Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrecision& prec,
+Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const Precision& prec,
                    const GptShard& shard, Carver& carver) {
   const int64_t bt = shape.micro_batch * shape.seq_len, d = cfg.d_model;
   const int64_t T = shape.seq_len, tp = shard.tp, H = cfg.n_heads / tp;
@@ -444,18 +450,7 @@ Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrec
       hd.logits = A(sl + "logits", act, {bt, cfg.padded() / tp});
       hd.losses = A(sl + "losses", st, {bt});
       if (cfg.mlm_head()) {
-        hd.mlm_pre = A(sl + "lm_head.dense", act, {bt, d});
-        hd.mlm_act = A(sl + "lm_head.gelu", act, {bt, d});
-        hd.mlm_ln = A(sl + "lm_head.layernorm", act, {bt, d});
-        hd.mlm_mean = A(sl + "lm_head.layernorm.mean", st, {bt});
-        hd.mlm_rstd = A(sl + "lm_head.layernorm.rstd", st, {bt});
-        if (cfg.binary_head) {
-          hd.cls = A(sl + "pooler.input", act, {shape.micro_batch, d});
-          hd.pool_pre = A(sl + "pooler.dense", act, {shape.micro_batch, d});
-          hd.pooled = A(sl + "pooler", act, {shape.micro_batch, d});
-          hd.bin_logits = A(sl + "binary_head.logits", act, {shape.micro_batch, 2});
-          hd.bin_losses = A(sl + "binary_head.losses", st, {shape.micro_batch});
-        }
+        hd.mlm = blocks::mlm_head_saved_acts(mlm_head_config(cfg, shape), act, st, sl, A);
       }
       b.head.push_back(hd);
     }

@@ -27,10 +27,12 @@
 #include "engine/stream.h"
 #include "engine/tensor.h"
 #include "engine/workspace.h"
+#include "model/blocks/mlm_head.h"
 #include "model/blocks/mlp.h"
 #include "model/blocks/norm.h"
 #include "model/carver.h"
 #include "model/param_table.h"
+#include "model/pass_support.h"
 #include "model/stack/gpt_config.h"
 #include "parallel/grad_sync.h"
 
@@ -50,14 +52,9 @@ struct LayerWeights {
   TensorView mlp_proj_w, mlp_proj_b;    // [d, ffn / tp], [d]
 };
 
-// BERT's heads (post; model/stack/mlm_head.cc), replicated over TP except the output bias.
-struct BertHeadWeights {
-  TensorView dense_w, dense_b;  // [d, d], [d]   lm_head.dense
-  TensorView ln_g, ln_b;        // [d]           lm_head.layernorm
-  TensorView out_b;             // [padded / tp] lm_head.bias (vocab-parallel)
-  TensorView pool_w, pool_b;    // [d, d], [d]   pooler.dense (binary_head)
-  TensorView bin_w, bin_b;      // [2, d], [2]   binary_head
-};
+// BERT's heads (post; model/blocks/mlm_head.h, run by model/stack/mlm_head.cc), replicated over
+// TP except the output bias: lm_head.dense, lm_head.layernorm, lm_head.bias, pooler.dense,
+// binary_head.
 
 struct Weights {
   TensorView wte;                    // [padded_vocab / tp, d] (pre, or post when tied)
@@ -66,7 +63,7 @@ struct Weights {
   TensorView wte_ln_g, wte_ln_b;     // [d] (pre, embed_layernorm)
   TensorView lm_head;                // [padded_vocab / tp, d] (post): lm_head.weight or wte
   TensorView lnf_g, lnf_b;           // [d] (post, pre-LN)
-  BertHeadWeights bert;              // (post, BERT)
+  blocks::MlmHeadWeights bert;       // (post, BERT)
   std::vector<LayerWeights> layers;  // by local layer index
 };
 
@@ -90,6 +87,8 @@ struct LayerActs {
 // activation and biases of cfg, this shard's TP split; no activation dropout (GPT drops the
 // block's output, on the residual stream).
 blocks::MlpConfig mlp_config(const GptConfig& cfg, const GptShard& shard);
+// BERT's heads (model/blocks/mlm_head.h) on the B*T rows of a micro-batch of `shape`.
+blocks::MlmHeadConfig mlm_head_config(const GptConfig& cfg, const GptRunShape& shape);
 // The norm block (model/blocks/norm.h) of cfg.norm over `rows` rows of the residual stream.
 inline blocks::NormArgs norm_args(const GptConfig& cfg, int64_t rows) {
   return {cfg.layernorm() ? blocks::NormKind::kLayerNorm : blocks::NormKind::kRmsNorm, rows,
@@ -101,25 +100,6 @@ inline blocks::MlpWeights mlp_weights(const LayerWeights& w) {
   return {w.fc_w, w.fc_b, w.mlp_proj_w, w.mlp_proj_b};
 }
 
-// The cuBLASLt workspace a model attaches to its stream on CUDA (what cuBLASLt wants on Hopper).
-inline constexpr size_t kGemmWorkspaceBytes = 32u << 20;
-
-// The caller owns the stream: attach the model's cuBLASLt workspace for one pass and put the
-// caller's back afterwards (later GEMMs on the stream are ordered after ours, so no sync).
-class GemmWorkspaceScope {
- public:
-  GemmWorkspaceScope(engine::Stream& s, engine::Workspace ws) : s_(s), saved_(s.gemm_workspace()) {
-    if (s_.is_cuda()) s_.set_gemm_workspace(ws);
-  }
-  ~GemmWorkspaceScope() {
-    if (s_.is_cuda()) s_.set_gemm_workspace(saved_);
-  }
-
- private:
-  engine::Stream& s_;
-  engine::Workspace saved_;
-};
-
 // Views of one flat buffer's parameters (field: &Param::value, &Param::grad) of a table made
 // by make_param_table(cfg, shard), found by name (layers in the shard's chunk order).
 Weights weights_of(const ParamTable& t, TensorView Param::*field, const GptConfig& cfg,
@@ -128,7 +108,7 @@ Weights weights_of(const ParamTable& t, TensorView Param::*field, const GptConfi
 // Flash attention (ops/flash_attention.h) wherever it runs: always on the CPU; on CUDA where
 // ops::flash_attention_cuda_supports says so (bf16 or fp16, head_dim a multiple of 8 in [32, 256]).
 // Elsewhere the unfused op (ops/attention.h) runs.
-bool uses_flash_attention(const GptConfig& cfg, const GptPrecision& prec);
+bool uses_flash_attention(const GptConfig& cfg, const Precision& prec);
 
 // One micro-batch's inputs on the device, [B*T] i32 each; BERT also token_types [B*T], lengths
 // and binary_labels [B] i32.
@@ -153,11 +133,7 @@ struct HeadActs {
   TensorView losses;              // [B*T] stat dtype
   // BERT (model/stack/mlm_head.cc). lnf is the heads' input: LNf(x_final) (pre-LN) or x_final
   // (post-LN; gathered with sequence parallelism, else x_final itself).
-  TensorView mlm_pre, mlm_act, mlm_ln;  // [B*T, d] dense output, GELU-erf, LayerNorm
-  TensorView mlm_mean, mlm_rstd;        // [B*T] stat dtype
-  TensorView cls, pool_pre, pooled;     // [B, d] [CLS] rows, pooler dense, its tanh
-  TensorView bin_logits;                // [B, 2]; after a training forward: d(logits)
-  TensorView bin_losses;                // [B] stat dtype
+  blocks::MlmHeadActs mlm;
 };
 
 // The embedding LayerNorm's saved input and statistics for one micro-batch (pre, embed_layernorm).
@@ -221,7 +197,7 @@ ParamTable make_param_table(const GptConfig& cfg, const GptShard& shard = {});
 
 // InvalidArgument for unsupported precision / shape combinations, and for a micro-batch whose
 // largest activation exceeds engine::kMaxElements (cfg.validate() bounds the rest).
-absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const GptPrecision& prec,
+absl::Status check_run(const GptConfig& cfg, const GptRunShape& shape, const Precision& prec,
                        const GptShard& shard);
 
 // Rows of the residual stream this rank holds: B*T, or B*T / tp with sequence parallelism.
@@ -232,13 +208,7 @@ int64_t local_rows(const GptRunShape& shape, const GptShard& shard);
 LayerWeights layer_views(const Buffers& b, int64_t local, TensorView bucket_base);
 
 // Walks the whole layout through `carver`. When creating, also binds the parameter views.
-Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const GptPrecision& prec,
+Buffers gpt_layout(const GptConfig& cfg, const GptRunShape& shape, const Precision& prec,
                    const GptShard& shard, Carver& carver);
-
-// Host copy of a one-dtype float view (f32 or f64) as doubles; syncs the stream.
-std::vector<double> read_back(engine::ConstTensorView v, engine::Stream& s);
-
-// Dtype of layernorm statistics and per-token losses: f32, or f64 with f64 activations.
-DType stat_dtype(const GptPrecision& prec);
 
 }  // namespace anvil::model::gpt_detail

@@ -305,7 +305,7 @@ void GptModel::Impl::forward_chunk(int64_t chunk, int64_t slot, bool train, uint
   ANVIL_CHECK_MSG(chunk >= 0 && chunk < n_chunks() && slot >= 0 && slot < buf.slots,
                   absl::StrCat("GptModel::forward_chunk: chunk ", chunk, " of ", n_chunks(),
                                ", slot ", slot, " of ", buf.slots));
-  gpt_detail::GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
+  GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
   const size_t key = static_cast<size_t>(chunk * buf.slots + slot);
   ready_for_backward[key] = false;
   gpt_detail::SlotData& sd = buf.slot_data(chunk, slot);
@@ -407,7 +407,7 @@ void GptModel::Impl::backward_chunk(int64_t chunk, int64_t slot, float grad_scal
                   "GptModel::backward needs a preceding forward with train = true");
   ANVIL_CHECK_MSG(s.device() == prec.device,
                   "GptModel::backward: stream device differs from the model's");
-  gpt_detail::GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
+  GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
   sync->start_pass(parallel::PassDirection::kBackward);
   const std::vector<int64_t>& layers = buf.chunk_layers[static_cast<size_t>(chunk)];
   TensorView dres = buf.out_grad.empty()

@@ -1,6 +1,6 @@
 // GPT and BERT as the trainer's Model (see gpt_train_model.h): their shard, plan, host
 // micro-batches and step hooks, moved out of the trainer unchanged.
-#include "model/stack/gpt_train_model.h"
+#include "model/stack_train/gpt_train_model.h"
 
 #include <algorithm>
 #include <utility>
@@ -65,7 +65,7 @@ absl::StatusOr<GptShard> GptTrainModel::shard_for(const TrainConfig& cfg, int tp
 }
 
 absl::StatusOr<engine::MemoryPlan> GptTrainModel::plan(const TrainConfig& cfg,
-                                                       const GptPrecision& prec,
+                                                       const Precision& prec,
                                                        const GptShard& shard) {
   const int64_t B = cfg.train.micro_batch, T = cfg.data.seq_len;
   ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan,
@@ -90,7 +90,7 @@ absl::StatusOr<engine::MemoryPlan> GptTrainModel::plan(const TrainConfig& cfg,
 }
 
 absl::StatusOr<std::unique_ptr<GptTrainModel>> GptTrainModel::create(const TrainConfig& cfg,
-                                                                     const GptPrecision& prec,
+                                                                     const Precision& prec,
                                                                      const ModelPlace& at) {
   const parallel::ParallelConfig& pc = cfg.parallel;
   ANVIL_ASSIGN_OR_RETURN(GptShard shard, shard_for(cfg, at.tp_rank, at.pp_rank, at.dp_rank));

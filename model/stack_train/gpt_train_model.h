@@ -30,11 +30,11 @@ class GptTrainModel : public Model {
                                             int dp_rank);
   // GptModel's plan and on the CPU (where they share the model's memory) the step's host
   // micro-batches ("batch": tokens, targets, positions, segments; BERT: types too).
-  static absl::StatusOr<engine::MemoryPlan> plan(const TrainConfig& cfg, const GptPrecision& prec,
+  static absl::StatusOr<engine::MemoryPlan> plan(const TrainConfig& cfg, const Precision& prec,
                                                  const GptShard& shard = {});
   // The model of cfg.model on this rank (initialized with cfg.train.seed).
   static absl::StatusOr<std::unique_ptr<GptTrainModel>> create(const TrainConfig& cfg,
-                                                               const GptPrecision& prec,
+                                                               const Precision& prec,
                                                                const ModelPlace& at);
 
   GptModel& gpt() { return *model_; }

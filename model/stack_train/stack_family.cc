@@ -1,8 +1,8 @@
 // The registry hooks GPT and BERT share (model/train/family.h): both are GptModel
-// (model/stack/gpt.h) trained as GptTrainModel (model/stack/gpt_train_model.h); their families
-// (model/gpt/gpt_family.cc, model/bert/bert_family.cc) add their sample records, [data] and
-// [eval] rules, the stack features they switch on and their checkpoint-record keys.
-#include "model/stack/stack_family.h"
+// (model/stack/gpt.h) trained as GptTrainModel (model/stack_train/gpt_train_model.h); their
+// families (model/gpt/gpt_family.cc, model/bert/bert_family.cc) add their sample records, [data]
+// and [eval] rules, the stack features they switch on and their checkpoint-record keys.
+#include "model/stack_train/stack_family.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -16,7 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/status.h"
 #include "model/stack/gpt_layout.h"
-#include "model/stack/gpt_train_model.h"
+#include "model/stack_train/gpt_train_model.h"
 #include "model/train/arch_record.h"
 #include "model/train/checkpoint.h"
 #include "model/train/trainer.h"
@@ -150,13 +150,13 @@ Family stack_family(std::string type, std::string title) {
                            GptTrainModel::shard_for(cfg, at.tp_rank, at.pp_rank, at.dp_rank));
     return shard.act_slots;
   };
-  f.plan = [](const TrainConfig& cfg, const GptPrecision& prec,
+  f.plan = [](const TrainConfig& cfg, const Precision& prec,
               const ModelPlace& at) -> absl::StatusOr<engine::MemoryPlan> {
     ANVIL_ASSIGN_OR_RETURN(GptShard shard,
                            GptTrainModel::shard_for(cfg, at.tp_rank, at.pp_rank, at.dp_rank));
     return GptTrainModel::plan(cfg, prec, shard);
   };
-  f.offload_bytes = [](const TrainConfig& cfg, const GptPrecision& prec,
+  f.offload_bytes = [](const TrainConfig& cfg, const Precision& prec,
                        const ModelPlace& at) -> absl::StatusOr<size_t> {
     if (!cfg.parallel.offload_optimizer) return size_t{0};
     ANVIL_ASSIGN_OR_RETURN(GptShard shard,
@@ -164,7 +164,7 @@ Family stack_family(std::string type, std::string title) {
     return GptModel::offload_host_bytes(cfg.model, {cfg.train.micro_batch, cfg.data.seq_len}, prec,
                                         shard);
   };
-  f.create = [](const TrainConfig& cfg, const GptPrecision& prec,
+  f.create = [](const TrainConfig& cfg, const Precision& prec,
                 const ModelPlace& at) -> absl::StatusOr<std::unique_ptr<Model>> {
     ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<GptTrainModel> m, GptTrainModel::create(cfg, prec, at));
     return std::unique_ptr<Model>(std::move(m));

@@ -11,7 +11,7 @@
 #include "engine/cuda_check.h"
 #include "engine/memory.h"
 #include "engine/status.h"
-#include "model/stack/gpt_init.h"
+#include "model/param_init.h"
 #include "model/t5/t5_impl.h"
 #include "ops/adamw.h"
 #include "ops/grad_norm.h"
@@ -49,20 +49,20 @@ std::vector<std::pair<int64_t, double>> init_sigmas(const T5Config& cfg, const P
 }
 
 // Every element from (seed, its offset in the whole single-rank model), so a TP shard holds the
-// single-rank values at its global elements (model/stack/gpt_init.h).
+// single-rank values at its global elements (model/param_init.h).
 void init_params(const T5Config& cfg, const T5Shard& shard, const ParamTable& t,
-                 const gpt_detail::InitTarget& target, uint64_t seed, engine::Stream& s) {
+                 const InitTarget& target, uint64_t seed, engine::Stream& s) {
   const ParamTable whole = t5_detail::make_t5_param_table(cfg);
   for (const Param& p : t.all()) {
     const std::vector<std::pair<int64_t, double>> pieces =
         init_sigmas(cfg, p, cfg.inner() / shard.tp);
     const int64_t cols = p.shape.size() == 2 ? p.shape[1] : 1;
     ops::InitNormalArgs a;
-    a.tp = gpt_detail::tp_split(p, shard.tp, shard.tp_rank);
+    a.tp = tp_split(p, shard.tp, shard.tp_rank);
     if (pieces.empty()) {
       a.kind = ops::InitKind::kConstant;
       a.value = 1.0f;
-      gpt_detail::init_range(target, p, 0, p.numel(), a, s);
+      init_range(target, p, 0, p.numel(), a, s);
       continue;
     }
     a.kind = ops::InitKind::kNormal;
@@ -73,7 +73,7 @@ void init_params(const T5Config& cfg, const T5Shard& shard, const ParamTable& t,
     int64_t row = 0;
     for (const auto& [rows, sigma] : pieces) {
       a.sigma = sigma;
-      gpt_detail::init_range(target, p, row * cols, rows * cols, a, s);
+      init_range(target, p, row * cols, rows * cols, a, s);
       row += rows;
     }
   }
@@ -85,7 +85,7 @@ T5Model::T5Model() = default;
 T5Model::~T5Model() = default;
 
 absl::StatusOr<engine::MemoryPlan> T5Model::plan(const T5Config& cfg, const T5RunShape& shape,
-                                                 const GptPrecision& prec, const T5Shard& shard) {
+                                                 const Precision& prec, const T5Shard& shard) {
   ANVIL_RETURN_IF_ERROR(t5_detail::check_t5_run(cfg, shape, prec, shard));
   engine::MemoryPlan plan;
   Carver carver(&plan);
@@ -95,7 +95,7 @@ absl::StatusOr<engine::MemoryPlan> T5Model::plan(const T5Config& cfg, const T5Ru
 
 absl::StatusOr<std::unique_ptr<T5Model>> T5Model::create(const T5Config& cfg,
                                                          const T5RunShape& shape,
-                                                         const GptPrecision& prec, uint64_t seed,
+                                                         const Precision& prec, uint64_t seed,
                                                          const T5Shard& shard) {
   ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, T5Model::plan(cfg, shape, prec, shard));
   if (shard.tp > 1 && shard.tp_comm == nullptr) {
@@ -138,7 +138,7 @@ absl::StatusOr<std::unique_ptr<T5Model>> T5Model::create(const T5Config& cfg,
   // Into every buffer of values: at flat positions, or a shard's own pieces.
   const int64_t n = b.table.flat_numel();
   auto target = [&](TensorView v) {
-    return gpt_detail::InitTarget{v, v.numel() == n ? nullptr : impl->sync->partition()};
+    return InitTarget{v, v.numel() == n ? nullptr : impl->sync->partition()};
   };
   init_params(cfg, shard, b.table, target(f.value), seed, stream);
   if (f.master.data != f.value.data)
@@ -168,9 +168,9 @@ const T5RunShape& T5Model::shape() const { return impl_->shape; }
 const T5Shard& T5Model::shard() const { return impl_->shard; }
 ParamTable& T5Model::params() { return impl_->buf.table; }
 const parallel::ZeroPartition* T5Model::zero_partition() const { return impl_->sync->partition(); }
-GptModel::FlatBuffers T5Model::flat_buffers() {
+FlatBuffers T5Model::flat_buffers() {
   const parallel::SyncBuffers& f = impl_->buf.flat;
-  return GptModel::FlatBuffers{f.value, f.master, f.grad, f.m, f.v};
+  return FlatBuffers{f.value, f.master, f.grad, f.m, f.v};
 }
 
 void T5Model::forward(const T5Batch& batch, bool train, uint64_t dropout_offset,
@@ -188,7 +188,7 @@ double T5Model::loss_sum(engine::Stream& stream) { return loss_sum(0, stream); }
 double T5Model::loss_sum(int64_t slot, engine::Stream& stream) {
   if (!impl_->post()) return 0.0;
   double sum = 0.0;
-  for (double l : gpt_detail::read_back(impl_->use_slot(slot).losses, stream)) sum += l;
+  for (double l : read_back(impl_->use_slot(slot).losses, stream)) sum += l;
   return sum;
 }
 
@@ -318,7 +318,7 @@ double T5Model::grad_sum_squares(engine::Stream& stream) {
     }
     impl_->tp.all_reduce(b.norm_out, stream);
   }
-  return gpt_detail::read_back(b.norm_out, stream)[0];
+  return read_back(b.norm_out, stream)[0];
 }
 
 bool T5Model::first_copy(const Param& p) const {
@@ -330,7 +330,7 @@ bool T5Model::first_copy(const Param& p) const {
 
 double T5Model::grad_norm(engine::Stream& stream) { return std::sqrt(grad_sum_squares(stream)); }
 
-void T5Model::optimizer_step(const GptModel::OptimizerStep& s, engine::Stream& stream) {
+void T5Model::optimizer_step(const OptimizerStep& s, engine::Stream& stream) {
   impl_->sync->optimizer_step(adamw_args(s), stream);
 }
 

@@ -33,8 +33,9 @@
 // driven by model/t5/t5_stage.h). Data parallelism and ZeRO 1-3 over T5Shard's DP group run in
 // the model's gradient sync (parallel/grad_sync.h; reduce_gradients once per step); without that
 // group the caller may sum flat_buffers().grad over DP itself. Checkpoints:
-// model/t5/t5_checkpoint.h. Precision as GptModel (gpt.h): on CUDA bf16 parameters/activations
-// with f32 master weights, gradients and AdamW state; on the CPU f32, or f64 for gradient checks.
+// model/t5/t5_checkpoint.h. Precision (model/run_options.h), as GptModel's: on CUDA bf16
+// parameters/activations with f32 master weights, gradients and AdamW state; on the CPU f32, or f64
+// for gradient checks.
 #pragma once
 
 #include <cstdint>
@@ -47,8 +48,9 @@
 #include "engine/arena.h"
 #include "engine/stream.h"
 #include "engine/tensor.h"
+#include "model/model.h"
 #include "model/param_table.h"
-#include "model/stack/gpt.h"  // GptPrecision, GptModel::OptimizerStep
+#include "model/run_options.h"
 
 namespace anvil::parallel {
 class Comm;
@@ -174,15 +176,14 @@ class T5Model {
  public:
   // Bytes per category ("params", "master", "grads", "optimizer", "activations", "workspace").
   static absl::StatusOr<engine::MemoryPlan> plan(const T5Config& cfg, const T5RunShape& shape,
-                                                 const GptPrecision& prec,
-                                                 const T5Shard& shard = {});
+                                                 const Precision& prec, const T5Shard& shard = {});
   // Allocates the arenas and initializes the parameters as HF T5PreTrainedModel._init_weights
   // (factor f): shared, lm_head N(0, f); q N(0, f (d d_kv)^-1/2); k, v, wi N(0, f d^-1/2);
   // o N(0, f (H d_kv)^-1/2); wo N(0, f d_ff^-1/2); relative tables N(0, f d^-1/2); norms 1.
   // Deterministic for `seed` (Philox, ops/init_normal.h), the same on CPU and GPU.
   static absl::StatusOr<std::unique_ptr<T5Model>> create(const T5Config& cfg,
                                                          const T5RunShape& shape,
-                                                         const GptPrecision& prec, uint64_t seed,
+                                                         const Precision& prec, uint64_t seed,
                                                          const T5Shard& shard = {});
   ~T5Model();
 
@@ -197,7 +198,7 @@ class T5Model {
   ParamTable& params();
   // Under ZeRO master, m and v are this rank's shard [flat_numel / zero_dp] (master: whole
   // when it is the compute copy), from stage 2 grad is absent, at stage 3 value is a shard.
-  GptModel::FlatBuffers flat_buffers();
+  FlatBuffers flat_buffers();
   // The ZeRO partition of the flat buffers (null without ZeRO).
   const parallel::ZeroPartition* zero_partition() const;
 
@@ -270,7 +271,7 @@ class T5Model {
   // L2 norm of this stage's gradient (syncs; a TP collective: replicated parameters counted
   // once); with one stage the global norm: sqrt(grad_sum_squares).
   double grad_norm(engine::Stream& stream);
-  void optimizer_step(const GptModel::OptimizerStep& s, engine::Stream& stream);
+  void optimizer_step(const OptimizerStep& s, engine::Stream& stream);
   // Bytes held by the model's arenas, in total and for one plan category.
   size_t arena_bytes() const;
   size_t arena_bytes(const std::string& category) const;

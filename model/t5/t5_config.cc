@@ -31,9 +31,9 @@ absl::Status T5Config::validate() const {
       return bad(key, " must be in [1, 2^31 - 1], got ", v);
     }
   }
-  if (n_encoder_layers > kMaxLayers || n_decoder_layers > kMaxLayers) {
+  if (n_encoder_layers > parallel::kMaxLayers || n_decoder_layers > parallel::kMaxLayers) {
     return bad("n_encoder_layers ", n_encoder_layers, " and n_decoder_layers ", n_decoder_layers,
-               " must not exceed ", kMaxLayers);
+               " must not exceed ", parallel::kMaxLayers);
   }
   // HF halves the buckets for the bidirectional encoder and then uses half of those as exact
   // distances: 4 is the least that leaves an exact and a log-spaced bucket on each side.

@@ -1,6 +1,6 @@
 // The T5 entry of the model-family registry (model/train/family.h): T5Model (model/t5/t5.h)
 // trained as T5TrainModel (model/t5/t5_train_model.h) on span-corruption records, its [model]
-// keys (model/train/t5_train_config.h), its checkpoint record and tensors, and the pipeline split
+// keys (model/t5/t5_train_config.h), its checkpoint record and tensors, and the pipeline split
 // (pp_split_rank) its checkpoints keep.
 #include "model/t5/t5_family.h"
 
@@ -15,10 +15,10 @@
 #include "absl/strings/str_format.h"
 #include "engine/status.h"
 #include "model/t5/t5_impl.h"
+#include "model/t5/t5_train_config.h"
 #include "model/t5/t5_train_model.h"
 #include "model/train/arch_record.h"
 #include "model/train/checkpoint.h"
-#include "model/train/t5_train_config.h"
 
 namespace anvil::model {
 
@@ -26,6 +26,13 @@ Family t5_family() {
   Family f;
   f.type = "t5";
   f.title = "T5";
+  f.doc =
+      "the encoder-decoder (pretrain_t5.py; HF T5ForConditionalGeneration numerics, "
+      "docs/models.md): n_layers encoder and decoder_layers decoder layers, d_model, n_heads, "
+      "d_kv, ffn_hidden (d_ff), hidden_dropout (HF dropout_rate), ln_eps (1e-6), t5_version; "
+      "span-corruption samples from sentence-split data with a WordPiece [tokenizer] and "
+      "vocab_extra_ids sentinels; tensor, pipeline ([parallel] pp_split_rank) and data "
+      "parallelism, ZeRO stages 1-3, checkpoints and bin/convert.";
   f.samples = SampleLayout::kT5Spans;
   f.record_width = [](const TrainConfig& cfg) {
     return t5_record_width(cfg.data.seq_len, cfg.data.decoder_seq_len);
@@ -42,8 +49,9 @@ Family t5_family() {
     }
     return parse_t5_model(c, t);
   };
+  f.schema = add_t5_schema;
   f.summary = [](const TrainConfig& cfg) {
-    const T5Config& m = cfg.t5;
+    const T5Config& m = t5_config(cfg);
     return absl::StrFormat(
         "model: T5 v%s, %d encoder + %d decoder layers, d_model %d, %d heads of %d, d_ff %d, "
         "vocab %d (padded %d), encoder %d / decoder %d tokens: %d parameters in matmuls",
@@ -56,16 +64,16 @@ Family t5_family() {
                            T5TrainModel::stage_shard(cfg, at.tp_rank, at.pp_rank, at.dp_rank));
     return shard.act_slots;
   };
-  f.plan = [](const TrainConfig& cfg, const GptPrecision& prec,
+  f.plan = [](const TrainConfig& cfg, const Precision& prec,
               const ModelPlace& at) -> absl::StatusOr<engine::MemoryPlan> {
     ANVIL_ASSIGN_OR_RETURN(T5Shard shard,
                            T5TrainModel::stage_shard(cfg, at.tp_rank, at.pp_rank, at.dp_rank));
     return T5TrainModel::plan(cfg, prec, shard);
   };
   // No optimizer offload (parse refuses it).
-  f.offload_bytes = [](const TrainConfig&, const GptPrecision&,
+  f.offload_bytes = [](const TrainConfig&, const Precision&,
                        const ModelPlace&) -> absl::StatusOr<size_t> { return size_t{0}; };
-  f.create = [](const TrainConfig& cfg, const GptPrecision& prec,
+  f.create = [](const TrainConfig& cfg, const Precision& prec,
                 const ModelPlace& at) -> absl::StatusOr<std::unique_ptr<Model>> {
     ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<T5TrainModel> m, T5TrainModel::create(cfg, prec, at));
     return std::unique_ptr<Model>(std::move(m));
@@ -74,7 +82,7 @@ Family t5_family() {
   f.uses_embedding_group = false;
   f.encoder_decoder = true;
   f.model_record = [](const TrainConfig& cfg, std::map<std::string, std::string>& r) {
-    const T5Config& t = cfg.t5;
+    const T5Config& t = t5_config(cfg);
     r["t5_version"] = t.gated() ? "1.1" : "1.0";
     for (const auto& [key, v] : {std::pair<const char*, int64_t>{"vocab_size", t.vocab_size},
                                  {"d_model", t.d_model},
@@ -93,13 +101,14 @@ Family t5_family() {
   };
   f.tensor_shapes = [](const TrainConfig& cfg) {
     std::map<std::string, std::vector<int64_t>> out;
-    const ParamTable table = t5_detail::make_t5_param_table(cfg.t5);
-    for (const Param& p : table.all()) out[p.name] = logical_shape(p, cfg.t5.loss_vocab(), 1);
+    const ParamTable table = t5_detail::make_t5_param_table(t5_config(cfg));
+    for (const Param& p : table.all())
+      out[p.name] = logical_shape(p, t5_config(cfg).loss_vocab(), 1);
     return out;
   };
   f.layers = [](const TrainConfig& cfg) {
-    return absl::StrCat(cfg.t5.n_encoder_layers, " encoder and ", cfg.t5.n_decoder_layers,
-                        " decoder layers");
+    return absl::StrCat(t5_config(cfg).n_encoder_layers, " encoder and ",
+                        t5_config(cfg).n_decoder_layers, " decoder layers");
   };
   f.layout_record = [](const TrainConfig& cfg, std::map<std::string, int64_t>& out) {
     if (cfg.parallel.pp > 1) out["pp_split_rank"] = cfg.parallel.pp_split_rank;

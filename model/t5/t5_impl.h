@@ -45,7 +45,9 @@
 #include "model/blocks/lm_head.h"
 #include "model/blocks/mlp.h"
 #include "model/blocks/norm.h"
-#include "model/stack/gpt_layout.h"  // Carver, GemmWorkspaceScope, stat_dtype
+#include "model/carver.h"
+#include "model/pass_support.h"
+#include "model/run_options.h"
 #include "model/t5/t5.h"
 #include "ops/flash_attention.h"
 #include "parallel/grad_sync.h"
@@ -141,10 +143,10 @@ std::vector<SharedParam> pipeline_shared_params(const T5Config& cfg, const T5Sha
 LayerWeights bucket_layer_views(const ParamTable& t, bool decoder, int64_t l, int64_t bucket,
                                 TensorView base);
 // Walks the whole layout through `carver`; when creating, also binds the parameter views.
-Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecision& prec,
+Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const Precision& prec,
                   const T5Shard& shard, Carver& carver);
 // InvalidArgument for unsupported precision / shape / shard combinations.
-absl::Status check_t5_run(const T5Config& cfg, const T5RunShape& shape, const GptPrecision& prec,
+absl::Status check_t5_run(const T5Config& cfg, const T5RunShape& shape, const Precision& prec,
                           const T5Shard& shard);
 
 }  // namespace anvil::model::t5_detail
@@ -154,7 +156,7 @@ namespace anvil::model {
 struct T5Model::Impl {
   T5Config cfg;
   T5RunShape shape;
-  GptPrecision prec;
+  Precision prec;
   T5Shard shard;
   uint64_t seed = 0;
   std::vector<std::pair<std::string, engine::Arena>> arenas;

@@ -114,8 +114,8 @@ int64_t shared_stand_in(const T5Config& cfg, const T5Shard& shard) {
 }
 
 // The parameter buffers for the ZeRO stage (model/sync_layout.h) and each block's layer bucket.
-void carve_params(const T5Config& cfg, const T5Shard& shard, const GptPrecision& prec,
-                  Carver& carver, Buffers& b) {
+void carve_params(const T5Config& cfg, const T5Shard& shard, const Precision& prec, Carver& carver,
+                  Buffers& b) {
   // A block's bucket is a layer's but for block 0, whose relative table every block reads.
   auto is_layer = [](const std::string& name) {
     return (absl::StartsWith(name, "encoder.block.") || absl::StartsWith(name, "decoder.block.")) &&
@@ -250,7 +250,7 @@ absl::Status check_t5_row_split(const T5Config& cfg, const T5RunShape& shape, in
 
 namespace anvil::model::t5_detail {
 
-absl::Status check_t5_run(const T5Config& cfg, const T5RunShape& shape, const GptPrecision& prec,
+absl::Status check_t5_run(const T5Config& cfg, const T5RunShape& shape, const Precision& prec,
                           const T5Shard& shard) {
   ANVIL_RETURN_IF_ERROR(cfg.validate());
   ANVIL_RETURN_IF_ERROR(shard.validate(cfg));
@@ -301,7 +301,7 @@ absl::Status check_t5_run(const T5Config& cfg, const T5RunShape& shape, const Gp
   return absl::OkStatus();
 }
 
-Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecision& prec,
+Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const Precision& prec,
                   const T5Shard& shard, Carver& carver) {
   const int64_t B = shape.micro_batch, Te = shape.enc_len, Td = shape.dec_len;
   const int64_t re = B * Te, rd = B * Td, rmax = std::max(re, rd);
@@ -312,7 +312,7 @@ Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecisi
   const int tp = shard.tp;
   const int64_t d = cfg.d_model, I = cfg.inner() / tp, H = cfg.n_heads / tp, f = cfg.d_ff / tp;
   const int64_t wi = cfg.wi_out() / tp;
-  const DType act = prec.act, gdt = prec.grad, st_dt = gpt_detail::stat_dtype(prec);
+  const DType act = prec.act, gdt = prec.grad, st_dt = stat_dtype(prec);
   const bool cuda = prec.device == engine::Device::kCuda;
   Buffers b;
   b.table = make_t5_param_table(cfg, shard);
@@ -439,8 +439,7 @@ Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const GptPrecisi
                          ops::cuda::sum_squares_workspace_bytes(n)});
   }
   b.op_ws = carver.take_workspace("workspace", "op scratch", op_bytes);
-  b.gemm_ws =
-      carver.take_workspace("workspace", "cublaslt", cuda ? gpt_detail::kGemmWorkspaceBytes : 0);
+  b.gemm_ws = carver.take_workspace("workspace", "cublaslt", cuda ? kGemmWorkspaceBytes : 0);
   b.norm_out = carver.take("workspace", "grad norm", gdt, {1});
 
   if (!carver.planning() && carver.status().ok()) {

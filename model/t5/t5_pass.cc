@@ -267,7 +267,7 @@ void T5Model::Impl::layer_backward(bool decoder, int64_t l, engine::Stream& s) {
 void T5Model::Impl::forward(bool train, engine::Stream& s) {
   ANVIL_CHECK_MSG(s.device() == prec.device,
                   "T5Model::forward: stream device differs from the model's");
-  gpt_detail::GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
+  GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
   act().ready_for_backward = false;
   sync->start_pass(parallel::PassDirection::kForward);
   // The relative tables as the attention op takes them (f32).
@@ -347,7 +347,7 @@ void T5Model::Impl::backward(float grad_scale, engine::Stream& s) {
   ANVIL_CHECK_MSG(act().ready_for_backward, "T5Model::backward needs a preceding training forward");
   ANVIL_CHECK_MSG(s.device() == prec.device,
                   "T5Model::backward: stream device differs from the model's");
-  gpt_detail::GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
+  GemmWorkspaceScope gemm_ws(s, buf.gemm_ws);
   engine::fill_zero(buf.drel_f32, s);
   sync->start_pass(parallel::PassDirection::kBackward);
   if (has_dec()) decoder_backward(grad_scale, s);

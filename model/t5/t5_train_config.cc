@@ -1,14 +1,34 @@
 // [model] type = t5 configuration (see t5_train_config.h).
-#include "model/train/t5_train_config.h"
+#include "model/t5/t5_train_config.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "engine/checked_math.h"
 #include "model/train/train_config.h"
 
 namespace anvil::model {
+
+std::unique_ptr<FamilyConfig> T5FamilyConfig::clone() const {
+  return std::make_unique<T5FamilyConfig>(*this);
+}
+
+T5Config& t5_config(TrainConfig& t) {
+  if (auto* part = dynamic_cast<T5FamilyConfig*>(t.family_config.get())) return part->t5;
+  auto part = std::make_unique<T5FamilyConfig>();
+  T5Config& out = part->t5;
+  t.family_config.reset(std::move(part));
+  return out;
+}
+
+const T5Config& t5_config(const TrainConfig& t) {
+  static const T5Config kDefault;
+  const auto* part = dynamic_cast<const T5FamilyConfig*>(t.family_config.get());
+  return part != nullptr ? part->t5 : kDefault;
+}
 
 void add_t5_schema(engine::ConfigSchema& s) {
   using engine::ConfigType;
@@ -28,27 +48,6 @@ void add_t5_schema(engine::ConfigSchema& s) {
   s.add("model", "relative_max_distance", ConfigType::kInt, "128",
         "type t5: the distance from which all relative positions share the last bucket (HF "
         "relative_attention_max_distance).");
-  s.add("data", "decoder_seq_len", ConfigType::kInt, "128",
-        "type t5: decoder tokens per sample (--decoder-seq-length); [data] seq_len is the "
-        "encoder's (--encoder-seq-length).");
-  s.add("tokenizer", "vocab_extra_ids", ConfigType::kInt, "0",
-        "Sentinel tokens <extra_id_0> ... appended to the vocabulary (--vocab-extra-ids; T5: 100, "
-        "as bin/preprocess --vocab-extra-ids made the data).");
-}
-
-absl::Status parse_seq2seq_keys(const engine::Config& c, TrainConfig& t) {
-  const int64_t extra = c.get_int("tokenizer", "vocab_extra_ids");
-  if (extra < 0 || extra > 1000000) {
-    return c.error("tokenizer", "vocab_extra_ids",
-                   absl::StrFormat("must be in [0, 1000000], got %d", extra));
-  }
-  t.tokenizer.vocab_extra_ids = static_cast<int>(extra);
-  t.data.decoder_seq_len = c.get_int("data", "decoder_seq_len");
-  if (t.data.decoder_seq_len < 2 || t.data.decoder_seq_len > engine::kMaxDimension) {
-    return c.error("data", "decoder_seq_len",
-                   absl::StrFormat("must be in [2, 2^31 - 1], got %d", t.data.decoder_seq_len));
-  }
-  return absl::OkStatus();
 }
 
 absl::Status parse_t5_model(const engine::Config& c, TrainConfig& t) {
@@ -60,7 +59,7 @@ absl::Status parse_t5_model(const engine::Config& c, TrainConfig& t) {
                      absl::StrFormat("must be >= 0, got %d", c.get_int("model", key)));
     }
   }
-  T5Config& f = t.t5;
+  T5Config& f = t5_config(t);
   f.version = c.get_string("model", "t5_version") == "1.1" ? T5Version::kV1_1 : T5Version::kV1_0;
   f.vocab_size = m.vocab_size;
   f.vocab_multiple = m.vocab_multiple;
@@ -119,9 +118,6 @@ absl::Status parse_t5_model(const engine::Config& c, TrainConfig& t) {
   }
   // rampup_batch_size, skip_iterations, fp16 with loss scaling: the shared trainer's
   // (model/train/trainer.h).
-  if (p.reduce_single_rank) {
-    return c.error("parallel", "reduce_single_rank", "is not supported with [model] type = t5 yet");
-  }
   // T5's attention is flash attention, whose CUDA kernels take bf16 or f16.
   if (c.get_string("train", "precision") == "fp32" && c.get_string("train", "device") != "cpu") {
     return c.error("train", "precision",

@@ -31,20 +31,21 @@ absl::StatusOr<T5Shard> T5TrainModel::stage_shard(const TrainConfig& cfg, int tp
       parallel::plan_pipeline(pc.pp, pp_rank, 1,
                               static_cast<int>(cfg.train.accumulation_steps(pc.dp))));
   shard.act_slots = pipeline_slots(plan, pc.pp, shard.pp_rank);
-  if (pc.zero_stage > 0 && pc.dp > 1) {  // ZeRO over one rank is plain AdamW
+  // ZeRO shards over the DP group whenever there is one (dp > 1, or reduce_single_rank).
+  if (pc.zero_stage > 0 && (pc.dp > 1 || pc.reduce_single_rank)) {
     shard.zero_stage = pc.zero_stage;
     shard.zero_dp = pc.dp;
     shard.zero_rank = dp_rank;
   }
-  ANVIL_RETURN_IF_ERROR(shard.validate(cfg.t5));
+  ANVIL_RETURN_IF_ERROR(shard.validate(t5_config(cfg)));
   return shard;
 }
 
-absl::StatusOr<engine::MemoryPlan> T5TrainModel::plan(const TrainConfig& cfg,
-                                                      const GptPrecision& prec,
+absl::StatusOr<engine::MemoryPlan> T5TrainModel::plan(const TrainConfig& cfg, const Precision& prec,
                                                       const T5Shard& shard) {
   const int64_t B = cfg.train.micro_batch, Te = cfg.data.seq_len, Td = cfg.data.decoder_seq_len;
-  ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan, T5Model::plan(cfg.t5, {B, Te, Td}, prec, shard));
+  ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan,
+                         T5Model::plan(t5_config(cfg), {B, Te, Td}, prec, shard));
   if (prec.device == engine::Device::kCpu) {
     // create()'s i32 arrays of the accumulation steps' micro-batches and one record.
     const int64_t accum = std::max<int64_t>(cfg.train.accumulation_steps(cfg.parallel.dp), 1);
@@ -56,9 +57,9 @@ absl::StatusOr<engine::MemoryPlan> T5TrainModel::plan(const TrainConfig& cfg,
 }
 
 absl::StatusOr<std::unique_ptr<T5TrainModel>> T5TrainModel::create(const TrainConfig& cfg,
-                                                                   const GptPrecision& prec,
+                                                                   const Precision& prec,
                                                                    const ModelPlace& at) {
-  if (!cfg.model.t5()) return absl::InvalidArgumentError("T5TrainModel: [model] type is not t5");
+  if (cfg.family != "t5") return absl::InvalidArgumentError("T5TrainModel: [model] type is not t5");
   const parallel::ParallelConfig& pc = cfg.parallel;
   ANVIL_ASSIGN_OR_RETURN(T5Shard shard, stage_shard(cfg, at.tp_rank, at.pp_rank, at.dp_rank));
   shard.tp_comm = at.tp;
@@ -66,14 +67,14 @@ absl::StatusOr<std::unique_ptr<T5TrainModel>> T5TrainModel::create(const TrainCo
   shard.dp_comm = at.dp;
   shard.dp_bucket_elems = pc.bucket_mb > 0 ? pc.bucket_elems() : 0;
   std::unique_ptr<T5TrainModel> t(new T5TrainModel());
-  t->cfg_ = cfg.t5;
+  t->cfg_ = t5_config(cfg);
   t->pp_comm_ = at.pp;
   const int64_t B = cfg.train.micro_batch, Te = cfg.data.seq_len, Td = cfg.data.decoder_seq_len;
   t->B_ = B;
   t->Te_ = Te;
   t->Td_ = Td;
   ANVIL_ASSIGN_OR_RETURN(t->model_,
-                         T5Model::create(cfg.t5, {B, Te, Td}, prec, cfg.train.seed, shard));
+                         T5Model::create(t5_config(cfg), {B, Te, Td}, prec, cfg.train.seed, shard));
   T5TrainModel* self = t.get();
   t->stage_ = std::make_unique<T5PipelineStage>(*t->model_, shard.act_slots,
                                                 [self](int64_t m) { return self->host_batch(m); });

@@ -22,6 +22,7 @@
 #include "model/model.h"
 #include "model/t5/t5.h"
 #include "model/t5/t5_stage.h"
+#include "model/t5/t5_train_config.h"
 #include "model/train/train_config.h"
 #include "model/train/train_model.h"
 
@@ -39,12 +40,12 @@ class T5TrainModel : public Model {
   // communicators are create()'s).
   static absl::StatusOr<T5Shard> stage_shard(const TrainConfig& cfg, int tp_rank, int pp_rank,
                                              int dp_rank);
-  // T5Model's plan (cfg.t5, micro_batch x seq_len / decoder_seq_len) and on the CPU the step's
-  // host micro-batches ("batch").
-  static absl::StatusOr<engine::MemoryPlan> plan(const TrainConfig& cfg, const GptPrecision& prec,
+  // T5Model's plan (t5_config(cfg), micro_batch x seq_len / decoder_seq_len) and on the CPU the
+  // step's host micro-batches ("batch").
+  static absl::StatusOr<engine::MemoryPlan> plan(const TrainConfig& cfg, const Precision& prec,
                                                  const T5Shard& shard = {});
   static absl::StatusOr<std::unique_ptr<T5TrainModel>> create(const TrainConfig& cfg,
-                                                              const GptPrecision& prec,
+                                                              const Precision& prec,
                                                               const ModelPlace& at);
 
   T5Model& t5() { return *model_; }

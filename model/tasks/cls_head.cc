@@ -194,7 +194,7 @@ double LinearHead::grad_sum_squares() const {
   return s;
 }
 
-void LinearHead::optimizer_step(const GptModel::OptimizerStep& s) {
+void LinearHead::optimizer_step(const OptimizerStep& s) {
   engine::Stream cpu = engine::Stream::cpu();
   for (const Part& p : parts()) {  // weights with weight decay, biases without (Megatron's)
     const int64_t n = p.shape.size() == 2 ? p.shape[0] * p.shape[1] : p.shape[0];

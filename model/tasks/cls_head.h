@@ -76,7 +76,7 @@ class LinearHead {
   double grad_sum_squares() const;
   // AdamW as GptModel::optimizer_step (the weights decay, the biases do not; grad_scale = clip
   // factor).
-  void optimizer_step(const GptModel::OptimizerStep& s);
+  void optimizer_step(const OptimizerStep& s);
 
   // classifier.weight [outputs, d], classifier.bias [outputs] (and pooler.dense.weight [d, d],
   // pooler.dense.bias [d]) for a checkpoint.

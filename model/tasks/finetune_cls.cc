@@ -228,9 +228,8 @@ void ClsTask::reduce_gradients(GptModel& model, const ClsParallel& par, engine::
 }
 
 double ClsTask::train_step(GptModel& model, const GptRunShape& shape,
-                           absl::Span<const ClsExample> batch, GptModel::OptimizerStep opt,
-                           double clip, engine::Stream& stream, double* grad_norm,
-                           const ClsParallel& par) {
+                           absl::Span<const ClsExample> batch, OptimizerStep opt, double clip,
+                           engine::Stream& stream, double* grad_norm, const ClsParallel& par) {
   const size_t per = static_cast<size_t>(shape.micro_batch / rows_per_example());
   const auto [first, end] = rank_range(batch.size(), par);
   const absl::Span<const ClsExample> mine = batch.subspan(first, end - first);

@@ -117,8 +117,8 @@ class ClsTask {
   // set_hidden_head(true) for a linear head (on the last stage). The model's act_slots must
   // cover the 1F1B plan of this rank's micro-batches (cls_activation_slots).
   double train_step(GptModel& model, const GptRunShape& shape, absl::Span<const ClsExample> batch,
-                    GptModel::OptimizerStep opt, double clip, engine::Stream& stream,
-                    double* grad_norm, const ClsParallel& par = {});
+                    OptimizerStep opt, double clip, engine::Stream& stream, double* grad_norm,
+                    const ClsParallel& par = {});
 
   // Accuracy and loss sum over `examples` (forward with train = false), over all ranks.
   ClsResult evaluate(GptModel& model, const GptRunShape& shape,

@@ -23,7 +23,7 @@
 
 namespace anvil::model {
 
-// The record of cfg's model (cfg.model, cfg.t5 for type t5, cfg.tokenizer).
+// The record of cfg's model (cfg.model, t5_config(cfg) for type t5, cfg.tokenizer).
 std::map<std::string, std::string> checkpoint_model_record(const TrainConfig& cfg);
 
 // The shortest decimal that reads back as v ("1e-05", not "9.99999975e-06"): the record's

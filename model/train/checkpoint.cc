@@ -167,7 +167,7 @@ std::vector<engine::HostSlice> checkpoint_slices(const CheckpointModel& model, i
                                                  engine::Stream& stream) {
   const parallel::ZeroPartition* part = model.zero;
   const ParamTable& table = *model.table;
-  const GptModel::FlatBuffers& fb = model.buffers;
+  const FlatBuffers& fb = model.buffers;
   const int tp = model.tp, tp_rank = model.tp_rank;
   const std::pair<const char*, engine::TensorView> states[] = {
       {kMasterState, fb.master}, {kExpAvgState, fb.m}, {kExpAvgSqState, fb.v}};
@@ -211,7 +211,7 @@ absl::Status load_checkpoint_tensors(const CheckpointModel& model, const TensorL
                                      bool weights_only, engine::Stream& stream) {
   const parallel::ZeroPartition* part = model.zero;
   const ParamTable& table = *model.table;
-  const GptModel::FlatBuffers& fb = model.buffers;
+  const FlatBuffers& fb = model.buffers;
   std::vector<std::pair<const char*, std::vector<engine::TensorView>>> states = {
       {kMasterState, {fb.value}}};
   if (fb.master.data != fb.value.data) states[0].second.push_back(fb.master);

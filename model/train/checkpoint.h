@@ -57,7 +57,7 @@ inline std::vector<int64_t> logical_shape(const Param& p, const GptConfig& cfg, 
 // overwrote the values (ZeRO-3: gather again; may be empty).
 struct CheckpointModel {
   const ParamTable* table = nullptr;
-  GptModel::FlatBuffers buffers;
+  FlatBuffers buffers;
   int64_t vocab_size = 0;  // the embedding's logical rows: GptConfig/T5Config::loss_vocab()
   int tp = 1, tp_rank = 0;
   std::function<bool(const Param&)> writes;

@@ -10,23 +10,6 @@
 
 namespace anvil::model {
 
-namespace {
-
-// The [model] type of a config's ModelType (the schema's names).
-std::string type_name(ModelType t) {
-  switch (t) {
-    case ModelType::kBert:
-      return "bert";
-    case ModelType::kT5:
-      return "t5";
-    case ModelType::kGpt:
-      break;
-  }
-  return "gpt";
-}
-
-}  // namespace
-
 absl::Status FamilyRegistry::add(Family f) {
   if (f.type.empty()) return absl::InvalidArgumentError("a model family needs a [model] type");
   if (!f.record_width || !f.parse || !f.summary || !f.activation_slots || !f.plan ||
@@ -82,8 +65,7 @@ absl::Status check_causal_lm(const Family& family) {
 }
 
 const Family& family_of(const TrainConfig& cfg) {
-  const std::string type = cfg.family.empty() ? type_name(cfg.model.type) : cfg.family;
-  absl::StatusOr<const Family*> f = find_family(type);
+  absl::StatusOr<const Family*> f = find_family(cfg.family);
   ANVIL_CHECK_MSG(f.ok(), std::string(f.status().message()));
   return **f;
 }

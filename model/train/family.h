@@ -1,7 +1,7 @@
 // The model-family registry (issue 22 item 1): what differs between GPT, BERT, T5 (and any other
 // family) behind one struct keyed by [model] type, so that the trainer, the checkpoint code and
 // the binaries look a family up once and call through it instead of branching on the type:
-//   - config: the family's part of parse_train_config after the shared sections (T5: cfg.t5,
+//   - config: the family's part of parse_train_config after the shared sections (T5: its T5Config,
 //     pp_split_rank; GPT/BERT: the layer partition) and the "model: ..." summary line;
 //   - the memory plan, the optimizer-offload host bytes and the Model (model/model.h) of a rank;
 //   - the sample-record layout the binaries' data wiring produces (model/train/sample_record.h);
@@ -40,6 +40,8 @@ enum class SampleLayout { kTokens, kBertPair, kT5Spans };
 struct Family {
   std::string type;   // the [model] type value that selects it ("gpt")
   std::string title;  // in messages ("GPT")
+  // What the type means, for bin/train's schema (docs/config.md): "causal LM (pretrain_gpt.py)."
+  std::string doc;
   SampleLayout samples = SampleLayout::kTokens;
   // int32 entries of one sample record of cfg.
   std::function<int64_t(const TrainConfig& cfg)> record_width;
@@ -47,6 +49,9 @@ struct Family {
   // The family's part of parse_train_config, after the shared sections filled `t`: its own keys
   // and combinations; errors name the key (Config::error).
   std::function<absl::Status(const engine::Config& c, TrainConfig& t)> parse;
+  // Optional: the [model] keys of the family's own (T5: t5_version, d_kv, ...), added to
+  // bin/train's schema (train_config_schema) when it is built. Empty: none.
+  std::function<void(engine::ConfigSchema& schema)> schema;
   // Optional: the features of the shared stack (GptConfig) the family switches on from its
   // [model] keys, right after the architecture keys are read and before GptConfig::validate
   // (BERT: bidirectional attention, token types, the MLM and binary heads) and the family's
@@ -59,12 +64,12 @@ struct Family {
 
   // The memory plan of the rank at `at` (communicators unused), the host bytes of its optimizer
   // offload (0 without [parallel] offload_optimizer) and its Model (model/train/train_model.h).
-  std::function<absl::StatusOr<engine::MemoryPlan>(const TrainConfig&, const GptPrecision&,
+  std::function<absl::StatusOr<engine::MemoryPlan>(const TrainConfig&, const Precision&,
                                                    const ModelPlace&)>
       plan;
-  std::function<absl::StatusOr<size_t>(const TrainConfig&, const GptPrecision&, const ModelPlace&)>
+  std::function<absl::StatusOr<size_t>(const TrainConfig&, const Precision&, const ModelPlace&)>
       offload_bytes;
-  std::function<absl::StatusOr<std::unique_ptr<Model>>(const TrainConfig&, const GptPrecision&,
+  std::function<absl::StatusOr<std::unique_ptr<Model>>(const TrainConfig&, const Precision&,
                                                        const ModelPlace&)>
       create;
   // Whether a tied parameter is summed over the embedding group (GPT's first and last stage).

@@ -9,7 +9,7 @@
 
 #include "engine/status.h"
 #include "model/train/family.h"
-#include "model/train/t5_train_config.h"
+#include "model/train/seq2seq_keys.h"
 #include "model/train/train_config.h"
 #include "model/train/train_sections.h"
 

@@ -260,6 +260,7 @@ absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size
   m.ln_eps = static_cast<float>(c.get_float("model", "ln_eps"));
   m.init_std = static_cast<float>(c.get_float("model", "init_std"));
   parse_gpt_arch(c, m);
+  t.family = c.get_string("model", "type");
   if (const Family& family = family_of(t); family.model_features) {
     ANVIL_RETURN_IF_ERROR(family.model_features(c, m));
   }
@@ -550,9 +551,9 @@ absl::Status check_data_files(const std::string& prefix) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<GptPrecision> resolve_precision(const std::string& device,
-                                               const std::string& precision) {
-  GptPrecision p;
+absl::StatusOr<Precision> resolve_precision(const std::string& device,
+                                            const std::string& precision) {
+  Precision p;
   const bool have_gpu = engine::cuda_device_count() > 0;
   if (device == "cuda" && !have_gpu) {
     return absl::FailedPreconditionError(

@@ -9,13 +9,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/config.h"
 #include "model/stack/gpt.h"
-#include "model/t5/t5.h"
 #include "model/train/batch_schedule.h"
 #include "model/train/curriculum.h"
 #include "model/train/data_groups.h"
@@ -86,7 +87,7 @@ struct LoopConfig {
   StepRanges skip_ranges;                 // steps whose data is consumed but not trained on
   uint64_t seed = 1234;                   // parameter init and dropout
   std::string device = "auto";            // auto | cpu | cuda
-  std::string attention_kernel = "auto";  // auto | mma_sync (GptPrecision::attention)
+  std::string attention_kernel = "auto";  // auto | mma_sync (Precision::attention)
   PrecisionConfig precision;       // precision and loss scaling (model/train/precision_config.h)
   int64_t eval_interval = 1000;    // evaluate every N steps (0: only at the end)
   int64_t eval_iters = 100;        // validation global batches per evaluation (0: no evaluation)
@@ -145,10 +146,37 @@ struct LogConfig {
   int64_t tensorboard_log_interval = 1;  // per-step scalars every N steps
 };
 
+// What a model family keeps in a TrainConfig beyond the shared sections (T5: its T5Config):
+// defined and read by the family's own code (through a typed accessor of its folder), copied with
+// the TrainConfig.
+struct FamilyConfig {
+  virtual ~FamilyConfig() = default;
+  virtual std::unique_ptr<FamilyConfig> clone() const = 0;
+};
+
+// A FamilyConfig with value semantics: a copy clones it.
+class FamilyConfigHolder {
+ public:
+  FamilyConfigHolder() = default;
+  FamilyConfigHolder(const FamilyConfigHolder& o) : part_(o.part_ ? o.part_->clone() : nullptr) {}
+  FamilyConfigHolder& operator=(const FamilyConfigHolder& o) {
+    if (this != &o) part_ = o.part_ ? o.part_->clone() : nullptr;
+    return *this;
+  }
+  FamilyConfigHolder(FamilyConfigHolder&&) = default;
+  FamilyConfigHolder& operator=(FamilyConfigHolder&&) = default;
+
+  FamilyConfig* get() { return part_.get(); }
+  const FamilyConfig* get() const { return part_.get(); }
+  void reset(std::unique_ptr<FamilyConfig> part) { part_ = std::move(part); }
+
+ private:
+  std::unique_ptr<FamilyConfig> part_;
+};
+
 struct TrainConfig {
-  // The model family (model/train/family.h) when [model] type names one outside ModelType (a
-  // test's); "" = the family of model.type (gpt, bert, t5).
-  std::string family;
+  // The model family: [model] type, the key of the registry (model/train/family.h).
+  std::string family = "gpt";
   GptConfig model;
   DataConfig data;
   LoopConfig train;
@@ -159,7 +187,8 @@ struct TrainConfig {
   TokenizerConfig tokenizer;
   EvalConfig eval;  // [eval]: zero-shot tasks at every evaluation (model/train/eval_config.h)
   FinetuneConfig finetune;  // [finetune]: bin/finetune's classification (finetune_config.h)
-  T5Config t5;  // [model] type t5: the model (from [model]; model/train/t5_train_config.h)
+  // The family's own part (T5: its T5Config, model/t5/t5_train_config.h), set by its parse hook.
+  FamilyConfigHolder family_config;
   CurriculumConfig curriculum;  // [curriculum]: sequence-length curriculum (curriculum.h)
 };
 
@@ -194,7 +223,7 @@ absl::Status check_data_files(const std::string& prefix);
 // precision_act_dtype): parameters/activations of that dtype (auto: bf16 on CUDA, f32 on the
 // CPU) with f32 gradients, master weights and optimizer state. "auto" picks CUDA when
 // engine::cuda_device_count() > 0. FailedPrecondition for "cuda" without a GPU.
-absl::StatusOr<GptPrecision> resolve_precision(const std::string& device,
-                                               const std::string& precision = "auto");
+absl::StatusOr<Precision> resolve_precision(const std::string& device,
+                                            const std::string& precision = "auto");
 
 }  // namespace anvil::model

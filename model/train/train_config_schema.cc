@@ -6,8 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "engine/config.h"
 #include "model/stack/gpt_arch_config.h"
+#include "model/train/family.h"
 #include "model/train/precision_config.h"
-#include "model/train/t5_train_config.h"
+#include "model/train/seq2seq_keys.h"
 #include "model/train/train_config.h"
 
 namespace anvil::model {
@@ -15,6 +16,15 @@ namespace {
 
 using engine::ConfigSchema;
 using engine::ConfigType;
+
+// [model] type's documentation: each registered family's own (Family::doc), in type order.
+std::string type_doc() {
+  std::string doc = "Model family (a type of the model-family registry, model/train/family.h):";
+  for (const std::string& type : family_registry().types()) {
+    absl::StrAppend(&doc, " ", type, " = ", (*family_registry().find(type))->doc);
+  }
+  return doc;
+}
 
 ConfigSchema build_schema() {
   ConfigSchema s;
@@ -58,8 +68,14 @@ ConfigSchema build_schema() {
   s.add("model", "init_std", kFloat, "0.02",
         "Std of the normal parameter init (--init-method-std); residual output projections use "
         "init_std / sqrt(2 * n_layers).");
+  s.add("model", "type", kString, "gpt", type_doc(), family_registry().types());
   add_gpt_arch_schema(s);
-  add_t5_schema(s);
+  // The families' own keys (T5: t5_version, decoder_layers, ...), in type order.
+  for (const std::string& type : family_registry().types()) {
+    const Family* f = *family_registry().find(type);
+    if (f->schema) f->schema(s);
+  }
+  add_seq2seq_schema(s);
   // [data]
   s.add("data", "paths", kString, "",
         "The tokenized data (--data-path): one prefix PATH of PATH.bin + PATH.idx (Megatron mmap "

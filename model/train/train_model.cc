@@ -6,19 +6,18 @@
 
 namespace anvil::model {
 
-absl::StatusOr<engine::MemoryPlan> train_model_plan(const TrainConfig& cfg,
-                                                    const GptPrecision& prec,
+absl::StatusOr<engine::MemoryPlan> train_model_plan(const TrainConfig& cfg, const Precision& prec,
                                                     const ModelPlace& at) {
   return family_of(cfg).plan(cfg, prec, at);
 }
 
-absl::StatusOr<size_t> train_model_offload_bytes(const TrainConfig& cfg, const GptPrecision& prec,
+absl::StatusOr<size_t> train_model_offload_bytes(const TrainConfig& cfg, const Precision& prec,
                                                  const ModelPlace& at) {
   return family_of(cfg).offload_bytes(cfg, prec, at);
 }
 
 absl::StatusOr<std::unique_ptr<Model>> create_train_model(const TrainConfig& cfg,
-                                                          const GptPrecision& prec,
+                                                          const Precision& prec,
                                                           const ModelPlace& at) {
   return family_of(cfg).create(cfg, prec, at);
 }

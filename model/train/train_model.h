@@ -25,16 +25,16 @@ struct ModelPlace {
 
 // The model's memory plan on the rank at `at` (communicators unused), with the host
 // micro-batches on the CPU.
-absl::StatusOr<engine::MemoryPlan> train_model_plan(const TrainConfig& cfg,
-                                                    const GptPrecision& prec, const ModelPlace& at);
+absl::StatusOr<engine::MemoryPlan> train_model_plan(const TrainConfig& cfg, const Precision& prec,
+                                                    const ModelPlace& at);
 // Host bytes of the rank's optimizer offload ([parallel] offload_optimizer; 0 without it):
 // pinned host memory on CUDA, outside train_model_plan's device plan (on the CPU the plan
 // includes it as "offload (host)").
-absl::StatusOr<size_t> train_model_offload_bytes(const TrainConfig& cfg, const GptPrecision& prec,
+absl::StatusOr<size_t> train_model_offload_bytes(const TrainConfig& cfg, const Precision& prec,
                                                  const ModelPlace& at);
 // Creates the rank's model (initialized with cfg.train.seed, identical on every rank).
 absl::StatusOr<std::unique_ptr<Model>> create_train_model(const TrainConfig& cfg,
-                                                          const GptPrecision& prec,
+                                                          const Precision& prec,
                                                           const ModelPlace& at);
 // Whether the family sums a tied parameter over the embedding group (GPT, BERT).
 bool uses_embedding_group(const TrainConfig& cfg);

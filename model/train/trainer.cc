@@ -50,7 +50,7 @@ double flops_per_token(const GptConfig& cfg, int64_t seq_len) {
   return 6.0 * n + 12.0 * l * d * static_cast<double>(seq_len);
 }
 
-absl::StatusOr<engine::MemoryPlan> Trainer::plan(const TrainConfig& cfg, const GptPrecision& prec,
+absl::StatusOr<engine::MemoryPlan> Trainer::plan(const TrainConfig& cfg, const Precision& prec,
                                                  const ModelPlace& at) {
   return train_model_plan(cfg, prec, at);
 }
@@ -87,7 +87,7 @@ absl::Status check_host_plans_fit(size_t host_plan_bytes, int host_ranks, size_t
       engine::format_bytes(static_cast<double>(available_bytes)), available_bytes));
 }
 
-absl::Status Trainer::check_fits(const engine::MemoryPlan& plan, const GptPrecision& prec) {
+absl::Status Trainer::check_fits(const engine::MemoryPlan& plan, const Precision& prec) {
   if (prec.device == engine::Device::kCuda) {
     size_t free_bytes = 0, total_bytes = 0;
     engine::cuda_memory_info(&free_bytes, &total_bytes);
@@ -99,7 +99,7 @@ absl::Status Trainer::check_fits(const engine::MemoryPlan& plan, const GptPrecis
 }
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
-                                                         const GptPrecision& prec, SampleFn train,
+                                                         const Precision& prec, SampleFn train,
                                                          SampleFn valid, engine::LogContext log,
                                                          const TrainerParallel& par) {
   if (!train) return absl::InvalidArgumentError("Trainer::create: no training samples");

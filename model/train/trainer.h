@@ -167,12 +167,12 @@ class Trainer {
   // and on the CPU (where they share the model's memory) the step's host micro-batches
   // ("batch": tokens, targets, positions, segments); the data index is not counted.
   // The family's plan (model/train/train_model.h) at grid coordinates `at`.
-  static absl::StatusOr<engine::MemoryPlan> plan(const TrainConfig& cfg, const GptPrecision& prec,
+  static absl::StatusOr<engine::MemoryPlan> plan(const TrainConfig& cfg, const Precision& prec,
                                                  const ModelPlace& at = {});
   // ResourceExhausted, before anything is allocated, when `plan` exceeds the free memory of the
   // CUDA device, or on the CPU the host's MemAvailable (OK when /proc/meminfo is unreadable):
   // see check_plan_fits. create() checks it unless cfg.train.check_memory is false.
-  static absl::Status check_fits(const engine::MemoryPlan& plan, const GptPrecision& prec);
+  static absl::Status check_fits(const engine::MemoryPlan& plan, const Precision& prec);
 
   // Creates the stream (CUDA device local_rank % device count, or the CPU) and the model
   // (initialized with cfg.train.seed, identical on every rank). Train sample for (micro-batch m,
@@ -183,7 +183,7 @@ class Trainer {
   // With cfg.parallel.dp > 1 (or reduce_single_rank) `par` must hold the grid, and on the CPU
   // the DP group's CPU communicator; on CUDA the trainer creates an NcclComm for the DP group.
   static absl::StatusOr<std::unique_ptr<Trainer>> create(const TrainConfig& cfg,
-                                                         const GptPrecision& prec, SampleFn train,
+                                                         const Precision& prec, SampleFn train,
                                                          SampleFn valid,
                                                          engine::LogContext log = {},
                                                          const TrainerParallel& par = {});
@@ -265,7 +265,7 @@ class Trainer {
   int64_t step_seq_len(int64_t step) const;
 
   TrainConfig cfg_;
-  GptPrecision prec_;
+  Precision prec_;
   SampleFn train_;
   std::vector<HeldOutSet> valid_sets_, test_sets_;
   engine::LogContext log_;

@@ -154,7 +154,7 @@ TEST(ArchRecordTest, FinetuneRelaxesDropoutAndLengthOnly) {
 
 TEST(ArchRecordTest, BertKeysAndAnotherFamily) {
   TrainConfig bert = two_layers();
-  bert.model.type = ModelType::kBert;
+  bert.family = "bert";
   bert.model.type_vocab_size = 2;
   TrainConfig run = bert;
   run.model.type_vocab_size = 3;

@@ -40,7 +40,7 @@ absl::StatusOr<TrainConfig> load(const std::vector<std::string>& overrides = {})
 TEST(BertConfigTest, TypeBertSetsTheEncoderOptions) {
   absl::StatusOr<TrainConfig> c = load();
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->model.type, ModelType::kBert);
+  EXPECT_EQ(c->family, "bert");
   EXPECT_EQ(c->model.head, Head::kMlm);
   EXPECT_FALSE(c->model.causal);
   EXPECT_EQ(c->model.type_vocab_size, 2);
@@ -61,7 +61,7 @@ TEST(BertConfigTest, TypeBertSetsTheEncoderOptions) {
 TEST(BertConfigTest, InferenceRefusesBert) {
   absl::StatusOr<TrainConfig> c = load();
   ASSERT_TRUE(c.ok()) << c.status();
-  auto plan = GptInference::plan(c->model, InferenceShape{1, 8}, GptPrecision{});
+  auto plan = GptInference::plan(c->model, InferenceShape{1, 8}, Precision{});
   ASSERT_FALSE(plan.ok());
   EXPECT_THAT(std::string(plan.status().message()), HasSubstr("causal"));
 }
@@ -124,7 +124,6 @@ TEST(BertConfigTest, RecordLayoutAndDecoding) {
   EXPECT_EQ(*r.is_random, 1);
 
   GptConfig cfg;
-  cfg.type = ModelType::kBert;
   cfg.vocab_size = 30;
   cfg.type_vocab_size = 2;
   cfg.binary_head = true;
@@ -150,7 +149,6 @@ TEST(BertConfigTest, RecordLayoutAndDecoding) {
 
 TEST(BertConfigTest, BadRecordsAreFatal) {
   GptConfig cfg;
-  cfg.type = ModelType::kBert;
   cfg.vocab_size = 30;
   cfg.type_vocab_size = 2;
   std::vector<int32_t> t(4), y(4), g(4), len(1), bin(1);

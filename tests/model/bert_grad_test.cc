@@ -82,7 +82,7 @@ bool is_gamma(const std::string& n) {
 }
 
 std::unique_ptr<GptModel> make_model(const GptConfig& cfg) {
-  GptPrecision prec{engine::Device::kCpu, DType::kF64, DType::kF64};
+  Precision prec{engine::Device::kCpu, DType::kF64, DType::kF64};
   auto m = GptModel::create(cfg, kShape, prec, /*seed=*/1234);
   EXPECT_TRUE(m.ok()) << m.status();
   // O(1) random values so every path carries a sizable, nonlinear signal; gammas near 1.
@@ -229,7 +229,7 @@ TEST(BertGrad, BackwardTwiceDoubles) {
 
 TEST(BertGrad, PlanParamsAndNames) {
   const GptConfig cfg = tiny_bert();
-  GptPrecision prec{engine::Device::kCpu, DType::kF32, DType::kF32};
+  Precision prec{engine::Device::kCpu, DType::kF32, DType::kF32};
   auto plan = GptModel::plan(cfg, kShape, prec);
   ASSERT_TRUE(plan.ok()) << plan.status();
   auto m = GptModel::create(cfg, kShape, prec, 1);

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model/stack/gpt_train_model.h"
+#include "model/stack_train/gpt_train_model.h"
 #include "model/train/sample_record.h"
 #include "model/train/trainer.h"
 #include "tests/parallel/tiny_training.h"
@@ -26,7 +26,7 @@ constexpr int64_t kVocab = 37;
 TrainConfig tiny_bert_config(bool binary_head) {
   TrainConfig c = testing_parallel::tiny_train_config();
   c.model.vocab_size = kVocab;
-  testing_parallel::use_hf_bert(c.model);
+  testing_parallel::use_hf_bert(c);
   c.model.binary_head = binary_head;
   c.model.hidden_dropout = c.model.attention_dropout = 0.0f;
   c.model.init_std = 0.5f;  // sizable logits: parts far from ln(vocab) and ln 2
@@ -128,7 +128,7 @@ TEST(BertLossParts, StepAndEvaluationReportMegatronsLmAndSopLoss) {
   const TrainConfig c = tiny_bert_config(/*binary_head=*/true);
   const SampleFn train = testing_parallel::hashed_bert_samples(c.data.seq_len, kVocab);
   const SampleFn valid = [train](int64_t i, int32_t* out) { train(i + 1000, out); };
-  auto t = Trainer::create(c, GptPrecision{}, train, valid);
+  auto t = Trainer::create(c, Precision{}, train, valid);
   ASSERT_TRUE(t.ok()) << t.status();
   const StepStats st = (*t)->step();
   const Parts want = reference_mean(gpt_model((*t)->model()), c, train, 0, 3);
@@ -152,7 +152,7 @@ TEST(BertLossParts, StepAndEvaluationReportMegatronsLmAndSopLoss) {
 TEST(BertLossParts, WithoutBinaryHeadTheLmLossIsTheLoss) {
   const TrainConfig c = tiny_bert_config(/*binary_head=*/false);
   const SampleFn train = testing_parallel::hashed_bert_samples(c.data.seq_len, kVocab);
-  auto t = Trainer::create(c, GptPrecision{}, train, nullptr);
+  auto t = Trainer::create(c, Precision{}, train, nullptr);
   ASSERT_TRUE(t.ok()) << t.status();
   const StepStats st = (*t)->step();
   const Parts want = reference_mean(gpt_model((*t)->model()), c, train, 0, 3);
@@ -163,7 +163,7 @@ TEST(BertLossParts, WithoutBinaryHeadTheLmLossIsTheLoss) {
 
 TEST(BertLossParts, GptHasNoParts) {
   TrainConfig c = testing_parallel::tiny_train_config();
-  auto t = Trainer::create(c, GptPrecision{}, testing_parallel::hashed_samples(16, 50), nullptr);
+  auto t = Trainer::create(c, Precision{}, testing_parallel::hashed_samples(16, 50), nullptr);
   ASSERT_TRUE(t.ok()) << t.status();
   const StepStats st = (*t)->step();
   EXPECT_FALSE(st.parts.present());

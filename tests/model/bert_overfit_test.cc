@@ -18,7 +18,7 @@ namespace {
 TEST(BertOverfit, MemorizesOneBatchThroughTheTrainer) {
   TrainConfig c = testing_parallel::tiny_train_config();
   c.model.vocab_size = 37;
-  testing_parallel::use_hf_bert(c.model);
+  testing_parallel::use_hf_bert(c);
   c.model.hidden_dropout = c.model.attention_dropout = 0.0f;
   c.model.ln_eps = 1e-12f;
   c.train.micro_batch = 2;
@@ -31,7 +31,7 @@ TEST(BertOverfit, MemorizesOneBatchThroughTheTrainer) {
   c.optim.weight_decay = 0.0;
   const SampleFn records = testing_parallel::hashed_bert_samples(c.data.seq_len, 37);
   const SampleFn same_batch = [records](int64_t i, int32_t* out) { records(i % 4, out); };
-  auto t = Trainer::create(c, GptPrecision{}, same_batch, same_batch);
+  auto t = Trainer::create(c, Precision{}, same_batch, same_batch);
   ASSERT_TRUE(t.ok()) << t.status();
   double first = 0.0, loss = 0.0;
   int steps = 0;

@@ -11,7 +11,7 @@
 #include "engine/status.h"
 #include "gtest/gtest.h"
 #include "io/checkpoint.h"
-#include "model/stack/gpt_train_model.h"
+#include "model/stack_train/gpt_train_model.h"
 #include "model/train/checkpoint.h"
 #include "model/train/trainer.h"
 #include "tests/io/io_test_util.h"
@@ -43,7 +43,7 @@ SampleFn hashed_samples(int64_t seq_len, int64_t vocab) {
 }
 
 std::unique_ptr<Trainer> make_trainer(const TrainConfig& cfg) {
-  auto t = Trainer::create(cfg, GptPrecision{}, hashed_samples(16, cfg.model.vocab_size), {});
+  auto t = Trainer::create(cfg, Precision{}, hashed_samples(16, cfg.model.vocab_size), {});
   EXPECT_TRUE(t.ok()) << t.status();
   return t.ok() ? std::move(*t) : nullptr;
 }

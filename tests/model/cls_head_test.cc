@@ -194,7 +194,6 @@ std::vector<ClsExample> contains7(int n, uint64_t seed) {
 // A tiny BERT: post-LN, bidirectional, GELU-erf, token types, embedding LayerNorm.
 GptConfig tiny_bert() {
   GptConfig cfg = tiny();
-  cfg.type = ModelType::kBert;
   cfg.causal = false;
   cfg.head = Head::kMlm;
   cfg.norm_placement = NormPlacement::kPost;
@@ -237,7 +236,7 @@ std::vector<ClsExample> which_has7(int n, uint64_t seed) {
 // evaluation loss, in double.
 TEST(ClsTaskLinear, ModelGradientThroughHeadMatchesFiniteDifferences) {
   const GptConfig cfg = tiny();
-  const GptPrecision f64{engine::Device::kCpu, engine::DType::kF64, engine::DType::kF64};
+  const Precision f64{engine::Device::kCpu, engine::DType::kF64, engine::DType::kF64};
   engine::Stream s = engine::Stream::cpu();
   for (int64_t choices : {1, 4}) {
     const GptRunShape shape{choices == 1 ? 3 : 4, 12};
@@ -292,7 +291,7 @@ TEST(ClsTaskLinear, ModelGradientThroughHeadMatchesFiniteDifferences) {
 // [CLS] with the head's pooler.
 TEST(ClsTaskLinear, BertGradientThroughPoolerHeadMatchesFiniteDifferences) {
   const GptConfig cfg = tiny_bert();
-  const GptPrecision f64{engine::Device::kCpu, engine::DType::kF64, engine::DType::kF64};
+  const Precision f64{engine::Device::kCpu, engine::DType::kF64, engine::DType::kF64};
   engine::Stream s = engine::Stream::cpu();
   const GptRunShape shape{3, 12};
   auto m = GptModel::create(cfg, shape, f64, 3);
@@ -397,9 +396,9 @@ TEST(ClsTaskLinearGpu, CudaMatchesCpu) {
     const std::vector<ClsExample> ex = with_types(contains7(8, 11), 2);
     double loss[2], norm[2];
     for (int dev = 0; dev < 2; ++dev) {
-      const GptPrecision prec =
-          dev == 0 ? GptPrecision{}
-                   : GptPrecision{engine::Device::kCuda, engine::DType::kBF16, engine::DType::kF32};
+      const Precision prec =
+          dev == 0 ? Precision{}
+                   : Precision{engine::Device::kCuda, engine::DType::kBF16, engine::DType::kF32};
       engine::Stream& s = dev == 0 ? cpu : *cuda;
       auto m = GptModel::create(cfg, shape, prec, 3);
       ASSERT_TRUE(m.ok()) << m.status();

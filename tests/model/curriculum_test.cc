@@ -216,8 +216,8 @@ SampleFn samples(int64_t seq_len) {
   };
 }
 
-GptPrecision cpu_f32() {
-  return GptPrecision{engine::Device::kCpu, engine::DType::kF32, engine::DType::kF32};
+Precision cpu_f32() {
+  return Precision{engine::Device::kCpu, engine::DType::kF32, engine::DType::kF32};
 }
 
 TEST(CurriculumTrainerTest, StepEqualsARunOnTheTruncatedSamples) {

@@ -29,13 +29,13 @@ Family stub_family(const std::string& type) {
   f.activation_slots = [](const TrainConfig&, const ModelPlace&) -> absl::StatusOr<int64_t> {
     return 1;
   };
-  f.plan = [](const TrainConfig&, const GptPrecision&,
+  f.plan = [](const TrainConfig&, const Precision&,
               const ModelPlace&) -> absl::StatusOr<engine::MemoryPlan> {
     return engine::MemoryPlan{};
   };
-  f.offload_bytes = [](const TrainConfig&, const GptPrecision&,
+  f.offload_bytes = [](const TrainConfig&, const Precision&,
                        const ModelPlace&) -> absl::StatusOr<size_t> { return size_t{0}; };
-  f.create = [](const TrainConfig&, const GptPrecision&,
+  f.create = [](const TrainConfig&, const Precision&,
                 const ModelPlace&) -> absl::StatusOr<std::unique_ptr<Model>> {
     return absl::UnimplementedError("stub");
   };
@@ -102,7 +102,7 @@ TEST(FamilyRegistryTest, AddedFamilyServesItsConfigs) {
   EXPECT_NE(s.message().find("no layers"), std::string::npos) << s;
   TrainConfig gpt;
   EXPECT_EQ(family_of(gpt).type, "gpt");
-  gpt.model.type = ModelType::kT5;
+  gpt.family = "t5";
   EXPECT_EQ(family_of(gpt).type, "t5");
 }
 

@@ -30,7 +30,7 @@ GptConfig tiny_config() {
 
 std::unique_ptr<GptModel> make_model(int64_t seq_len) {
   auto m = GptModel::create(tiny_config(), GptRunShape{1, seq_len},
-                            GptPrecision{engine::Device::kCpu, DType::kF64, DType::kF64},
+                            Precision{engine::Device::kCpu, DType::kF64, DType::kF64},
                             /*seed=*/77);
   EXPECT_TRUE(m.ok()) << m.status();
   return std::move(*m);

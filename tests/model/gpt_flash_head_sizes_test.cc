@@ -53,9 +53,9 @@ GptConfig llama_config() {
 }
 
 TEST(GptFlashHeadSizes, PlanTakesF16AlibiRotaryAndHeads80And96) {
-  const GptPrecision bf16{Device::kCuda, DType::kBF16, DType::kF32};
-  const GptPrecision f16{Device::kCuda, DType::kF16, DType::kF32};
-  const GptPrecision f32{Device::kCuda, DType::kF32, DType::kF32};
+  const Precision bf16{Device::kCuda, DType::kBF16, DType::kF32};
+  const Precision f16{Device::kCuda, DType::kF16, DType::kF32};
+  const Precision f32{Device::kCuda, DType::kF32, DType::kF32};
   EXPECT_TRUE(GptModel::plan(bloom_config(64), kShape, f16).ok());
   EXPECT_TRUE(GptModel::plan(llama_config(), kShape, f16).ok());
   EXPECT_TRUE(GptModel::plan(bloom_config(80), kShape, bf16).ok());

@@ -179,7 +179,7 @@ TEST(GptGpu, F32MatchesCpuClosely) {
 
 TEST(GptGpu, PlanEqualsArenasBf16) {
   ANVIL_SKIP_WITHOUT_GPU();
-  const GptPrecision prec{Device::kCuda, DType::kBF16, DType::kF32};
+  const Precision prec{Device::kCuda, DType::kBF16, DType::kF32};
   auto plan = GptModel::plan(small_config(), kShape, prec);
   ASSERT_TRUE(plan.ok()) << plan.status();
   auto m = GptModel::create(small_config(), kShape, prec, 1);

@@ -55,7 +55,7 @@ Batch make_batch(const GptConfig& cfg, const GptRunShape& shape, uint64_t seed) 
 }
 
 std::unique_ptr<GptModel> make_model(const GptConfig& cfg) {
-  GptPrecision prec{engine::Device::kCpu, DType::kF64, DType::kF64};
+  Precision prec{engine::Device::kCpu, DType::kF64, DType::kF64};
   auto m = GptModel::create(cfg, kShape, prec, /*seed=*/1234);
   EXPECT_TRUE(m.ok()) << m.status();
   // Replace the GPT-2 init (tiny weights, zero biases) with O(1) random values so every path
@@ -151,7 +151,7 @@ TEST(GptGrad, BackwardTwiceDoubles) {
 
 TEST(GptGrad, PlanEqualsArenas) {
   for (DType dt : {DType::kF32, DType::kF64}) {
-    GptPrecision prec{engine::Device::kCpu, dt, dt};
+    Precision prec{engine::Device::kCpu, dt, dt};
     auto plan = GptModel::plan(tiny_config(), kShape, prec);
     ASSERT_TRUE(plan.ok()) << plan.status();
     auto m = GptModel::create(tiny_config(), kShape, prec, 1);
@@ -320,7 +320,7 @@ TEST_P(GptGradVariant, WithDropoutFixedMasks) {
 // create() allocates, and the init follows Megatron (norm gammas 1, lm_head N(0, init_std)).
 TEST_P(GptGradVariant, ParamTableAndInit) {
   const GptConfig cfg = config();
-  const GptPrecision prec{engine::Device::kCpu, DType::kF32, DType::kF32};
+  const Precision prec{engine::Device::kCpu, DType::kF32, DType::kF32};
   auto plan = GptModel::plan(cfg, kShape, prec);
   ASSERT_TRUE(plan.ok()) << plan.status();
   auto m = GptModel::create(cfg, kShape, prec, 1);

@@ -95,9 +95,9 @@ GptConfig tiny_config(Arch arch) {
   return c;
 }
 
-GptPrecision precision(Device d) {
-  return d == Device::kCuda ? GptPrecision{d, DType::kBF16, DType::kF32}
-                            : GptPrecision{d, DType::kF32, DType::kF32};
+Precision precision(Device d) {
+  return d == Device::kCuda ? Precision{d, DType::kBF16, DType::kF32}
+                            : Precision{d, DType::kF32, DType::kF32};
 }
 
 // The master tensors of a freshly initialized GptModel, as a checkpoint would hold them.

@@ -76,7 +76,7 @@ void train(ModelRun& r, int first, int last) {
 }
 
 void expect_offloaded(ModelRun& r, Device dev, DType act) {
-  const GptModel::FlatBuffers f = r.model->flat_buffers();
+  const FlatBuffers f = r.model->flat_buffers();
   EXPECT_EQ(f.master.device, Device::kCpu);
   EXPECT_EQ(f.m.device, Device::kCpu);
   EXPECT_EQ(f.v.device, Device::kCpu);
@@ -103,7 +103,7 @@ TEST(GptOffload, CpuBitwiseEqualsDeviceOptimizer) {
   expect_offloaded(off, Device::kCpu, DType::kF32);
   EXPECT_EQ(plain.losses, off.losses);
   EXPECT_LT(off.losses.back(), off.losses.front());  // it trains
-  const GptModel::FlatBuffers a = plain.model->flat_buffers(), b = off.model->flat_buffers();
+  const FlatBuffers a = plain.model->flat_buffers(), b = off.model->flat_buffers();
   EXPECT_EQ(testing::to_host(a.value), testing::to_host(b.value));
   EXPECT_EQ(testing::to_host(a.master), testing::to_host(b.master));
   EXPECT_EQ(testing::to_host(a.m), testing::to_host(b.m));
@@ -122,7 +122,7 @@ TEST(GptOffload, GpuMatchesDeviceOptimizer) {
   train(plain, 1, 1);
   train(off, 1, 1);
   expect_offloaded(off, Device::kCuda, DType::kBF16);
-  const GptModel::FlatBuffers a = plain.model->flat_buffers(), b = off.model->flat_buffers();
+  const FlatBuffers a = plain.model->flat_buffers(), b = off.model->flat_buffers();
   EXPECT_TRUE(testing::tensors_near(testing::to_host(b.master), testing::to_host(a.master),
                                     {1e-7, 1e-6, 1e-12}));
   EXPECT_TRUE(

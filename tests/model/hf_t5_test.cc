@@ -46,7 +46,7 @@ T5Config tiny(T5Version v) {
 // The model's logical master tensors under their anvil names.
 std::map<std::string, HostSlice> anvil_tensors(T5Version v) {
   engine::Stream s = engine::Stream::cpu();
-  auto m = T5Model::create(tiny(v), {1, 4, 3}, GptPrecision{}, 9);
+  auto m = T5Model::create(tiny(v), {1, 4, 3}, Precision{}, 9);
   EXPECT_TRUE(m.ok()) << m.status();
   std::map<std::string, HostSlice> out;
   for (HostSlice& t : t5_checkpoint_slices(**m, 0, s)) {

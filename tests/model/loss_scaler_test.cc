@@ -175,7 +175,7 @@ TEST(PrecisionConfig, ActDtypePerPrecisionAndDevice) {
   EXPECT_EQ(*precision_act_dtype("bf16", Device::kCuda), DType::kBF16);
   EXPECT_THAT(std::string(precision_act_dtype("fp8", Device::kCpu).status().message()),
               HasSubstr("expected auto, bf16, fp16 or fp32"));
-  absl::StatusOr<GptPrecision> cpu16 = resolve_precision("cpu", "fp16");
+  absl::StatusOr<Precision> cpu16 = resolve_precision("cpu", "fp16");
   ASSERT_TRUE(cpu16.ok());
   EXPECT_EQ(cpu16->act, DType::kF16);
   EXPECT_EQ(cpu16->grad, DType::kF32);

@@ -217,8 +217,8 @@ SampleFn recording(std::vector<int64_t>* log, int64_t seq_len) {
   };
 }
 
-GptPrecision cpu_f32() {
-  return GptPrecision{engine::Device::kCpu, engine::DType::kF32, engine::DType::kF32};
+Precision cpu_f32() {
+  return Precision{engine::Device::kCpu, engine::DType::kF32, engine::DType::kF32};
 }
 
 // The trainer's run of each single-rank case without skipped updates: the lr and global batch

@@ -24,7 +24,7 @@
 #include "engine/device.h"
 #include "gtest/gtest.h"
 #include "io/mtf_packing.h"
-#include "model/stack/gpt_train_model.h"
+#include "model/stack_train/gpt_train_model.h"
 #include "model/train/trainer.h"
 #include "ops/attention.h"
 #include "tests/testing/tensor_testing.h"
@@ -222,7 +222,7 @@ double forward_loss(Trainer& tr, const std::vector<io::MtfRow>& rows, int64_t T,
 }
 
 TEST(MtfBatch, TrainerLossIsOnTargetsOnly) {
-  const GptPrecision prec{engine::Device::kCpu, engine::DType::kF64, engine::DType::kF64};
+  const Precision prec{engine::Device::kCpu, engine::DType::kF64, engine::DType::kF64};
   const int64_t T = 15, B = 4;
   std::mt19937 rng(3);
   std::vector<io::MtfRow> rows;

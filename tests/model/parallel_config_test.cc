@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/t5/t5.h"
 #include "model/train/train_config.h"
 
 namespace anvil::model {

@@ -24,7 +24,7 @@
 
 #include "engine/python_random.h"
 #include "gtest/gtest.h"
-#include "model/stack/gpt_train_model.h"
+#include "model/stack_train/gpt_train_model.h"
 #include "model/train/trainer.h"
 #include "ops/flash_attention_detail.h"
 #include "tests/testing/tensor_testing.h"
@@ -255,7 +255,7 @@ TrainConfig tiny_config(const FixtureCase& c) {
 // (the fixture's, in f32 as torch) and GPTModel's sum of the loss mask; the plain causal
 // forward differs.
 TEST(PrefixLm, TrainerBatchesAreTheFixtures) {
-  const GptPrecision prec{engine::Device::kCpu, engine::DType::kF64, engine::DType::kF64};
+  const Precision prec{engine::Device::kCpu, engine::DType::kF64, engine::DType::kF64};
   for (const FixtureCase& c : fixture().cases) {
     SCOPED_TRACE(c.name);
     TrainConfig cfg = tiny_config(c);
@@ -334,7 +334,7 @@ TEST(PrefixLm, LossWeightsScaleLossAndGradients) {
   g.n_heads = 2;
   g.n_layers = 1;
   const GptRunShape shape{2, 8};
-  const GptPrecision prec{engine::Device::kCpu, engine::DType::kF64, engine::DType::kF64};
+  const Precision prec{engine::Device::kCpu, engine::DType::kF64, engine::DType::kF64};
   engine::Stream s = engine::Stream::cpu();
   const int64_t n = shape.micro_batch * shape.seq_len;
   std::vector<int32_t> tokens(n), positions(n), targets(n);

@@ -34,11 +34,10 @@ namespace {
 using testing_parallel::hashed_t5_samples;
 using testing_parallel::tiny_t5_train_config;
 
-std::unique_ptr<Trainer> make_trainer(const TrainConfig& cfg,
-                                      const GptPrecision& prec = GptPrecision{}) {
+std::unique_ptr<Trainer> make_trainer(const TrainConfig& cfg, const Precision& prec = Precision{}) {
   auto t = Trainer::create(
-      cfg, prec, hashed_t5_samples(cfg.data.seq_len, cfg.data.decoder_seq_len, cfg.t5.vocab_size),
-      {});
+      cfg, prec,
+      hashed_t5_samples(cfg.data.seq_len, cfg.data.decoder_seq_len, t5_config(cfg).vocab_size), {});
   EXPECT_TRUE(t.ok()) << t.status();
   return t.ok() ? std::move(*t) : nullptr;
 }
@@ -70,7 +69,7 @@ absl::Status load(Trainer& t, const TrainConfig& cfg, const std::string& dir, bo
 
 // Runs `cfg` and saves after step `at`, stopping there.
 void run_and_save(const TrainConfig& cfg, int64_t at, const std::string& dir,
-                  const GptPrecision& prec = GptPrecision{}) {
+                  const Precision& prec = Precision{}) {
   std::unique_ptr<Trainer> first = make_trainer(cfg, prec);
   ASSERT_NE(first, nullptr);
   absl::Status saved;
@@ -83,7 +82,7 @@ void run_and_save(const TrainConfig& cfg, int64_t at, const std::string& dir,
   ASSERT_TRUE(saved.ok()) << saved;
 }
 
-void expect_continues_bitwise(const TrainConfig& cfg, const GptPrecision& prec) {
+void expect_continues_bitwise(const TrainConfig& cfg, const Precision& prec) {
   io::testing::ScratchDir dir;
   std::unique_ptr<Trainer> whole = make_trainer(cfg, prec);
   ASSERT_NE(whole, nullptr);
@@ -105,7 +104,7 @@ void expect_continues_bitwise(const TrainConfig& cfg, const GptPrecision& prec) 
 }
 
 TEST(T5CheckpointTest, ContinuesBitwise) {
-  expect_continues_bitwise(tiny_t5_train_config(8), GptPrecision{});
+  expect_continues_bitwise(tiny_t5_train_config(8), Precision{});
 }
 
 // On the GPU (bf16 compute copy rounded from the f32 master on load; flash attention needs
@@ -113,12 +112,12 @@ TEST(T5CheckpointTest, ContinuesBitwise) {
 TEST(T5CheckpointTest, ContinuesBitwiseOnCuda) {
   ANVIL_SKIP_WITHOUT_GPU();
   TrainConfig cfg = tiny_t5_train_config(8);
-  cfg.t5.d_model = 64;
-  cfg.t5.d_kv = 64;
-  cfg.t5.n_heads = 2;
-  cfg.t5.d_ff = 96;
+  t5_config(cfg).d_model = 64;
+  t5_config(cfg).d_kv = 64;
+  t5_config(cfg).n_heads = 2;
+  t5_config(cfg).d_ff = 96;
   expect_continues_bitwise(
-      cfg, GptPrecision{engine::Device::kCuda, engine::DType::kBF16, engine::DType::kF32});
+      cfg, Precision{engine::Device::kCuda, engine::DType::kBF16, engine::DType::kF32});
 }
 
 TEST(T5CheckpointTest, FinetuneLoadsWeightsOnly) {
@@ -154,7 +153,7 @@ TEST(T5CheckpointTest, RefusesAnotherArchitecture) {
   TrainConfig cfg = tiny_t5_train_config(1);
   run_and_save(cfg, 1, dir.path());
   TrainConfig wider = cfg;
-  wider.t5.d_ff = 32;
+  t5_config(wider).d_ff = 32;
   std::unique_ptr<Trainer> other = make_trainer(wider);
   ASSERT_NE(other, nullptr);
   absl::Status s = load(*other, wider, dir.path(), false);
@@ -163,7 +162,7 @@ TEST(T5CheckpointTest, RefusesAnotherArchitecture) {
       << s;
 
   TrainConfig v10 = cfg;
-  v10.t5.version = T5Version::kV1_0;
+  t5_config(v10).version = T5Version::kV1_0;
   s = check_checkpoint_model(checkpoint_model_record(cfg), v10, "ckpt");
   EXPECT_NE(s.message().find("ckpt was saved from another model ([model] t5_version: checkpoint "
                              "1.1, config 1.0)"),
@@ -199,7 +198,7 @@ std::unique_ptr<T5Model> make_model(const T5Config& cfg, int pp, int stage, uint
   shard.pp = pp;
   shard.pp_rank = stage;
   shard.pp_split = pp / 2;
-  auto m = T5Model::create(cfg, {2, 8, 6}, GptPrecision{}, seed, shard);
+  auto m = T5Model::create(cfg, {2, 8, 6}, Precision{}, seed, shard);
   EXPECT_TRUE(m.ok()) << m.status();
   return m.ok() ? std::move(*m) : nullptr;
 }
@@ -227,7 +226,7 @@ std::set<std::string> master_names(const std::vector<engine::HostSlice>& slices)
 }
 
 TEST(T5CheckpointTest, PipelineStagesWriteSharedParametersOnceAndLoadEveryCopy) {
-  T5Config cfg = tiny_t5_train_config(1).t5;
+  T5Config cfg = t5_config(tiny_t5_train_config(1));
   cfg.version = T5Version::kV1_0;  // tied: the shared embedding also ends the model
   constexpr int kPp = 4;
   std::unique_ptr<T5Model> whole = make_model(cfg, 1, 0, 7);

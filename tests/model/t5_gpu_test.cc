@@ -147,7 +147,7 @@ TEST_P(T5Gpu, Fp16MatchesCpuAndTrains) {
 TEST_P(T5Gpu, PlanEqualsArenas) {
   ANVIL_SKIP_WITHOUT_GPU();
   for (DType act : {DType::kBF16, DType::kF16}) {
-    const GptPrecision prec{Device::kCuda, act, DType::kF32};
+    const Precision prec{Device::kCuda, act, DType::kF32};
     auto plan = T5Model::plan(small_config(GetParam()), kShape, prec);
     ASSERT_TRUE(plan.ok()) << plan.status();
     auto m = T5Model::create(small_config(GetParam()), kShape, prec, 1);

@@ -90,7 +90,7 @@ bool is_rel(const std::string& name) {
 constexpr double kRelStep = 1.0 / 4096;
 
 std::unique_ptr<T5Model> make_model(const T5Config& cfg) {
-  GptPrecision prec{engine::Device::kCpu, DType::kF64, DType::kF64};
+  Precision prec{engine::Device::kCpu, DType::kF64, DType::kF64};
   auto m = T5Model::create(cfg, kShape, prec, /*seed=*/1234);
   EXPECT_TRUE(m.ok()) << m.status();
   // O(1) random values instead of the HF init, so every path carries a sizable signal; norm
@@ -217,7 +217,7 @@ TEST(T5Grad, BackwardTwiceDoubles) {
 
 TEST(T5Grad, PlanEqualsArenasAndTableLayout) {
   const T5Config cfg = tiny_config(T5Version::kV1_1);
-  const GptPrecision prec{engine::Device::kCpu, DType::kF32, DType::kF32};
+  const Precision prec{engine::Device::kCpu, DType::kF32, DType::kF32};
   auto plan = T5Model::plan(cfg, kShape, prec);
   ASSERT_TRUE(plan.ok()) << plan.status();
   auto m = T5Model::create(cfg, kShape, prec, 1);
@@ -263,7 +263,7 @@ TEST(T5Grad, ConfigValidation) {
   c.dropout = 1.0f;
   EXPECT_FALSE(c.validate().ok());
   // On CUDA the attention is flash attention only: d_kv must be 64 or 128.
-  const GptPrecision gpu{engine::Device::kCuda, DType::kBF16, DType::kF32};
+  const Precision gpu{engine::Device::kCuda, DType::kBF16, DType::kF32};
   EXPECT_FALSE(T5Model::plan(tiny_config(T5Version::kV1_0), kShape, gpu).ok());
 }
 

@@ -6,7 +6,7 @@
 //   logits = h W^T + b                                               [B, classes] (blocks/linear.h)
 //   loss   = softmax cross-entropy against the sample's class (per-micro-batch mean)
 // registered as [model] type "toy" and trained through the shared trainer
-// (model/train/trainer.h), in f32 or f64 (GptPrecision::act) on the CPU.
+// (model/train/trainer.h), in f32 or f64 (Precision::act) on the CPU.
 // Tensor parallelism ([parallel] tp): the MLP is Megatron's column/row-parallel pair
 // (blocks/mlp.h with tp, tp_rank: this rank's ffn / tp hidden units) with the conjugate
 // mappings of parallel/tensor_parallel.h around it: the partial output summed over TP after the
@@ -299,15 +299,15 @@ inline Family toy_family() {
   f.activation_slots = [](const TrainConfig&, const ModelPlace&) -> absl::StatusOr<int64_t> {
     return 1;
   };
-  f.plan = [](const TrainConfig&, const GptPrecision&,
+  f.plan = [](const TrainConfig&, const Precision&,
               const ModelPlace&) -> absl::StatusOr<engine::MemoryPlan> {
     engine::MemoryPlan p;
     p.add("params", "toy", 64 << 10);
     return p;
   };
-  f.offload_bytes = [](const TrainConfig&, const GptPrecision&,
+  f.offload_bytes = [](const TrainConfig&, const Precision&,
                        const ModelPlace&) -> absl::StatusOr<size_t> { return size_t{0}; };
-  f.create = [](const TrainConfig& cfg, const GptPrecision& prec,
+  f.create = [](const TrainConfig& cfg, const Precision& prec,
                 const ModelPlace& at) -> absl::StatusOr<std::unique_ptr<Model>> {
     const parallel::ParallelConfig& pc = cfg.parallel;
     if (pc.pp != 1 || pc.sequence_parallel || pc.zero_stage != 0 || kFfn % pc.tp != 0) {

@@ -28,7 +28,7 @@ using toy::ToyModel;
 TEST(ToyFamilyTest, TrainsThroughTheSharedTrainer) {
   const TrainConfig cfg = toy_config(150);
   ASSERT_EQ(family_of(cfg).type, "toy");
-  absl::StatusOr<GptPrecision> prec = resolve_precision("cpu");
+  absl::StatusOr<Precision> prec = resolve_precision("cpu");
   ASSERT_TRUE(prec.ok()) << prec.status();
   absl::StatusOr<std::unique_ptr<Trainer>> t =
       Trainer::create(cfg, *prec, toy_samples(cfg.data.seq_len), nullptr);
@@ -50,7 +50,7 @@ TEST(ToyFamilyTest, StepGradientMatchesCentralDifferences) {
   // central differences of the same mean loss, in a few coordinates of every parameter.
   TrainConfig cfg = toy_config(1);
   cfg.optim.schedule.lr = cfg.optim.schedule.min_lr = 0.0;
-  absl::StatusOr<GptPrecision> prec = resolve_precision("cpu");
+  absl::StatusOr<Precision> prec = resolve_precision("cpu");
   ASSERT_TRUE(prec.ok());
   absl::StatusOr<std::unique_ptr<Trainer>> t =
       Trainer::create(cfg, *prec, toy_samples(cfg.data.seq_len), nullptr);

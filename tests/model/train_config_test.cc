@@ -268,7 +268,7 @@ TEST(TrainConfigTest, HugeMicroBatchIsRefusedByThePlan) {
            {"train.micro_batch=1073741824", "train.global_batch=1073741824", "data.seq_len=128"});
   ASSERT_TRUE(c.ok()) << c.status();
   absl::StatusOr<engine::MemoryPlan> plan =
-      GptModel::plan(c->model, GptRunShape{c->train.micro_batch, c->data.seq_len}, GptPrecision{});
+      GptModel::plan(c->model, GptRunShape{c->train.micro_batch, c->data.seq_len}, Precision{});
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(plan.status().message()),
@@ -415,11 +415,11 @@ TEST(TrainConfigTest, MtfKeys) {
 }
 
 TEST(TrainConfigTest, ResolvesDevice) {
-  absl::StatusOr<GptPrecision> cpu = resolve_precision("cpu");
+  absl::StatusOr<Precision> cpu = resolve_precision("cpu");
   ASSERT_TRUE(cpu.ok());
   EXPECT_EQ(cpu->device, engine::Device::kCpu);
   EXPECT_EQ(cpu->act, engine::DType::kF32);
-  absl::StatusOr<GptPrecision> a = resolve_precision("auto");
+  absl::StatusOr<Precision> a = resolve_precision("auto");
   ASSERT_TRUE(a.ok());
   if (engine::cuda_device_count() > 0) {
     EXPECT_EQ(a->device, engine::Device::kCuda);

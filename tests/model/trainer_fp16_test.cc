@@ -15,7 +15,7 @@
 #include "engine/status.h"
 #include "gtest/gtest.h"
 #include "io/checkpoint.h"
-#include "model/stack/gpt_train_model.h"
+#include "model/stack_train/gpt_train_model.h"
 #include "model/train/checkpoint.h"
 #include "model/train/loss_scaler.h"
 #include "model/train/trainer.h"
@@ -64,10 +64,10 @@ SampleFn pattern_samples(int64_t seq_len) {
   };
 }
 
-const GptPrecision kCpuF16{Device::kCpu, DType::kF16, DType::kF32};
-const GptPrecision kCpuF32{Device::kCpu, DType::kF32, DType::kF32};
+const Precision kCpuF16{Device::kCpu, DType::kF16, DType::kF32};
+const Precision kCpuF32{Device::kCpu, DType::kF32, DType::kF32};
 
-std::unique_ptr<Trainer> make(const TrainConfig& cfg, const GptPrecision& prec, SampleFn fn) {
+std::unique_ptr<Trainer> make(const TrainConfig& cfg, const Precision& prec, SampleFn fn) {
   auto t = Trainer::create(cfg, prec, std::move(fn), {});
   EXPECT_TRUE(t.ok()) << t.status();
   return t.ok() ? std::move(*t) : nullptr;

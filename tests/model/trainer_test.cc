@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model/stack/gpt_train_model.h"
+#include "model/stack_train/gpt_train_model.h"
 
 namespace anvil::model {
 namespace {
@@ -51,8 +51,8 @@ SampleFn pattern_samples(int64_t seq_len, int64_t salt) {
   };
 }
 
-GptPrecision cpu_f32() {
-  return GptPrecision{engine::Device::kCpu, engine::DType::kF32, engine::DType::kF32};
+Precision cpu_f32() {
+  return Precision{engine::Device::kCpu, engine::DType::kF32, engine::DType::kF32};
 }
 
 TEST(TrainerTest, LearnsARepeatingPattern) {

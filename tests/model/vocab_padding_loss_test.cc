@@ -16,8 +16,9 @@
 #include "gtest/gtest.h"
 #include "io/checkpoint.h"
 #include "model/stack/gpt.h"
-#include "model/stack/gpt_train_model.h"
+#include "model/stack_train/gpt_train_model.h"
 #include "model/t5/t5.h"
+#include "model/t5/t5_train_config.h"
 #include "model/train/arch_record.h"
 #include "model/train/checkpoint.h"
 #include "model/train/trainer.h"
@@ -241,7 +242,7 @@ std::unique_ptr<Trainer> make_trainer(const TrainConfig& cfg) {
       out[t] = static_cast<int32_t>(x % 50);
     }
   };
-  auto t = Trainer::create(cfg, GptPrecision{}, samples, {});
+  auto t = Trainer::create(cfg, Precision{}, samples, {});
   EXPECT_TRUE(t.ok()) << t.status();
   return t.ok() ? std::move(*t) : nullptr;
 }
@@ -334,8 +335,8 @@ TEST(VocabPaddingLoss, RecordOnlyWhenOnAndRefusedWhenChanged) {
   EXPECT_FALSE(adopt_vocab_padding(checkpoint_model_record(on), 3, "CK", reader).ok());
   T5Config t5 = tiny_t5(T5Version::kV1_0);
   TrainConfig t5cfg;
-  t5cfg.model.type = ModelType::kT5;
-  t5cfg.t5 = t5;
+  t5cfg.family = "t5";
+  t5_config(t5cfg) = t5;
   EXPECT_EQ(checkpoint_model_record(t5cfg).at("vocab_padding_in_loss"), "true");
 }
 

@@ -94,7 +94,7 @@ LayoutRun make_run(const Layout& l, Arch arch) {
     par.comms = r.comms.get();
   }
   auto t =
-      Trainer::create(r.cfg, GptPrecision{},
+      Trainer::create(r.cfg, Precision{},
                       testing_parallel::hashed_samples(r.cfg.data.seq_len, r.cfg.model.vocab_size),
                       {}, engine::LogContext{}, par);
   ANVIL_CHECK_OK(t.status());

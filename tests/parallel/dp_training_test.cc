@@ -22,7 +22,7 @@
 
 #include "engine/status.h"
 #include "gtest/gtest.h"
-#include "model/stack/gpt_train_model.h"
+#include "model/stack_train/gpt_train_model.h"
 #include "model/train/trainer.h"
 #include "parallel/grid.h"
 #include "parallel/mpi_comm.h"
@@ -38,7 +38,7 @@ SampleFn samples(int64_t seq_len, int64_t vocab) {
   return testing_parallel::hashed_samples(seq_len, vocab);
 }
 
-GptPrecision cpu(engine::DType dt) { return GptPrecision{engine::Device::kCpu, dt, dt}; }
+Precision cpu(engine::DType dt) { return Precision{engine::Device::kCpu, dt, dt}; }
 
 // Every parameter's values in table order, without the flat layout's padding (ZeRO pads its
 // buckets to a multiple of dp * 64, so flat offsets differ between layouts).
@@ -145,7 +145,7 @@ TEST(DpTrainingGpuTest, NcclSingleRankEqualsNoReduction) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   if (world > 1) GTEST_SKIP() << "single-rank GPU test";
-  const GptPrecision gpu{engine::Device::kCuda, engine::DType::kBF16, engine::DType::kF32};
+  const Precision gpu{engine::Device::kCuda, engine::DType::kBF16, engine::DType::kF32};
   auto run = [&](bool reduce, int zero_stage) {
     TrainConfig cfg = tiny_config();
     cfg.parallel.reduce_single_rank = reduce;

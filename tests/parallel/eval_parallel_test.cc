@@ -73,7 +73,7 @@ std::vector<ClozeExample> every_token() {
 // last kSeq tokens (what evaluate_cloze keeps of a context before a one-token target).
 std::vector<ClozeExample> greedy(int64_t vocab_multiple) {
   const GptConfig cfg = tiny(vocab_multiple);
-  const GptPrecision f64{engine::Device::kCpu, engine::DType::kF64, engine::DType::kF64};
+  const Precision f64{engine::Device::kCpu, engine::DType::kF64, engine::DType::kF64};
   engine::Stream s = engine::Stream::cpu();
   auto m = GptModel::create(cfg, {1, kSeq}, f64, 11);
   EXPECT_TRUE(m.ok()) << m.status();
@@ -114,7 +114,7 @@ struct Results {
 Results run(int64_t vocab_multiple, const Layout& l, const parallel::ProcessGrid* grid,
             parallel::GroupComms* comms) {
   const GptConfig cfg = tiny(vocab_multiple);
-  const GptPrecision f64{engine::Device::kCpu, engine::DType::kF64, engine::DType::kF64};
+  const Precision f64{engine::Device::kCpu, engine::DType::kF64, engine::DType::kF64};
   GptShard sh;
   EvalParallel par;
   if (grid != nullptr) {

@@ -68,7 +68,7 @@ enum class Kind { kLinear, kMultipleChoice, kLabelWords };
 RunResult train(Kind kind, const ClsParallel& par) {
   const bool mc = kind == Kind::kMultipleChoice;
   const GptConfig cfg = tiny(mc ? 0.1f : 0.0f);
-  const GptPrecision f64{engine::Device::kCpu, engine::DType::kF64, engine::DType::kF64};
+  const Precision f64{engine::Device::kCpu, engine::DType::kF64, engine::DType::kF64};
   const int64_t per = 2, choices = mc ? 4 : 1;  // examples per forward
   const GptRunShape shape{per * choices, 12};
   engine::Stream s = engine::Stream::cpu();

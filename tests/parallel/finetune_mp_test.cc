@@ -54,7 +54,6 @@ GptConfig tiny(Kind kind) {
   cfg.n_layers = 2;
   cfg.hidden_dropout = kind == Kind::kMultipleChoice ? 0.1f : 0.0f;
   if (kind == Kind::kBertLinear) {
-    cfg.type = ModelType::kBert;
     cfg.causal = false;
     cfg.head = Head::kMlm;
     cfg.norm_placement = NormPlacement::kPost;
@@ -104,7 +103,7 @@ struct Groups {
 RunResult train(Kind kind, const Layout& l, const Groups& g) {
   const bool mc = kind == Kind::kMultipleChoice, bert = kind == Kind::kBertLinear;
   const GptConfig cfg = tiny(kind);
-  const GptPrecision f64{engine::Device::kCpu, engine::DType::kF64, engine::DType::kF64};
+  const Precision f64{engine::Device::kCpu, engine::DType::kF64, engine::DType::kF64};
   const int64_t per = 2, choices = mc ? 4 : 1, classes = mc ? 4 : 3;
   const GptRunShape shape{per * choices, 12};
   const int stage = g.grid ? g.grid->pp_rank() : 0;

@@ -32,7 +32,7 @@ TrainConfig fp16_config() {
   return c;
 }
 
-const GptPrecision kCpuF16{engine::Device::kCpu, engine::DType::kF16, engine::DType::kF32};
+const Precision kCpuF16{engine::Device::kCpu, engine::DType::kF16, engine::DType::kF32};
 
 std::vector<StepStats> train(const TrainConfig& cfg, const TrainerParallel& par) {
   auto t = Trainer::create(cfg, kCpuF16,

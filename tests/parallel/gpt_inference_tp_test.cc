@@ -94,7 +94,7 @@ TEST(GptInferenceTp, EqualsSingleRank) {
   auto comms = parallel::create_mpi_group_comms(*grid, opt);
   ASSERT_TRUE(comms.ok()) << comms.status();
   engine::Stream s = engine::Stream::cpu();
-  const GptPrecision prec{Device::kCpu, DType::kF32, DType::kF32};
+  const Precision prec{Device::kCpu, DType::kF32, DType::kF32};
   const Weights w = initial_weights(tiny_config());
   const TensorLookup lookup = w.lookup();
   GptShard shard;
@@ -139,7 +139,7 @@ TEST(GptInferenceTp, GroupedQueryEqualsSingleRank) {
   auto comms = parallel::create_mpi_group_comms(*grid, opt);
   ASSERT_TRUE(comms.ok()) << comms.status();
   engine::Stream s = engine::Stream::cpu();
-  const GptPrecision prec{Device::kCpu, DType::kF32, DType::kF32};
+  const Precision prec{Device::kCpu, DType::kF32, DType::kF32};
   GptConfig cfg = tiny_config();
   cfg.n_heads = 8;
   cfg.n_kv_heads = 4;
@@ -190,7 +190,7 @@ TEST(GptInferenceTp, CudaEqualsSingleRank) {
   cfg.d_model = 256;  // head_dim 64: what the CUDA flash attention takes
   const Weights w = initial_weights(cfg);
   testing::TestStream s(Device::kCuda);
-  const GptPrecision prec{Device::kCuda, DType::kBF16, DType::kF32};
+  const Precision prec{Device::kCuda, DType::kBF16, DType::kF32};
   GptShard shard;
   shard.tp = world;
   shard.tp_rank = rank;

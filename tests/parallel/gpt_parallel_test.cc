@@ -39,7 +39,7 @@
 #include "engine/status.h"
 #include "gtest/gtest.h"
 #include "io/mtf_packing.h"
-#include "model/stack/gpt_train_model.h"
+#include "model/stack_train/gpt_train_model.h"
 #include "model/train/mtf_batch.h"
 #include "model/train/trainer.h"
 #include "parallel/grid.h"
@@ -98,9 +98,8 @@ SampleFn samples(const TrainConfig& c) {
   if (c.data.mtf) {
     return hashed_mtf_samples(c.data.seq_len, m.vocab_size, static_cast<int32_t>(c.data.pad_token));
   }
-  return m.type == ModelType::kBert
-             ? testing_parallel::hashed_bert_samples(c.data.seq_len, m.vocab_size)
-             : testing_parallel::hashed_samples(c.data.seq_len, m.vocab_size);
+  return c.family == "bert" ? testing_parallel::hashed_bert_samples(c.data.seq_len, m.vocab_size)
+                            : testing_parallel::hashed_samples(c.data.seq_len, m.vocab_size);
 }
 
 struct Layout {
@@ -123,11 +122,11 @@ struct RunResult {
 };
 
 // CPU in dt, or (dt == kBF16) the GPU with bf16 activations and f32 master weights.
-GptPrecision precision(engine::DType dt) {
+Precision precision(engine::DType dt) {
   if (dt == engine::DType::kBF16) {
-    return GptPrecision{engine::Device::kCuda, engine::DType::kBF16, engine::DType::kF32};
+    return Precision{engine::Device::kCuda, engine::DType::kBF16, engine::DType::kF32};
   }
-  return GptPrecision{engine::Device::kCpu, dt, dt};
+  return Precision{engine::Device::kCpu, dt, dt};
 }
 
 RunResult train(const TrainConfig& cfg, engine::DType dt, const TrainerParallel& par) {
@@ -147,7 +146,7 @@ RunResult train(const TrainConfig& cfg, engine::DType dt, const TrainerParallel&
 // Every parameter value the model holds a part of, by flat offset (ZeRO-3 gathers: collective).
 std::vector<double> values(Trainer& t) {
   GptModel& m = gpt_model(t.model());
-  const GptModel::FlatBuffers fb = m.flat_buffers();
+  const FlatBuffers fb = m.flat_buffers();
   auto arena = engine::Arena::create(fb.value.device,
                                      engine::arena_bytes(fb.value.dtype, {m.params().flat_numel()}),
                                      "test gather");
@@ -295,7 +294,7 @@ void check_layouts(const TrainConfig& base, const std::vector<Layout>& candidate
           << "step " << i;
       EXPECT_NEAR(run.norms[i], ref.norms[i], tol.norm_rel * ref.norms[i]) << "step " << i;
       // BERT: the binary head's part, reduced over PP and DP like the loss.
-      if (cfg.model.type == ModelType::kBert) {
+      if (cfg.family == "bert") {
         EXPECT_NEAR(run.sop[i], ref.sop[i], tol.loss_rel * ref.sop[i]) << "sop, step " << i;
       }
     }
@@ -423,7 +422,7 @@ TEST_P(GptParallelTest, QwenStyleQkvBiasEqualsOneRank) {
 // bidirectional attention with padding, the MLM head (vocab-parallel bias) and the binary head.
 TrainConfig bert_config() {
   TrainConfig c = tiny_config();
-  testing_parallel::use_hf_bert(c.model);
+  testing_parallel::use_hf_bert(c);
   return c;
 }
 
@@ -505,9 +504,9 @@ TEST(GptParallelGpuTest, VariantsEqualOneRankThroughNccl) {
     GTEST_SKIP() << world << " ranks need as many GPUs, have " << engine::cuda_device_count();
   }
   for (TrainConfig c : {bloom_config(), llama_config(), bert_config()}) {
-    SCOPED_TRACE(c.model.type == ModelType::kBert ? "bert"
-                 : c.model.tie_embeddings         ? "bloom-style"
-                                                  : "llama-style");
+    SCOPED_TRACE(c.family == "bert"       ? "bert"
+                 : c.model.tie_embeddings ? "bloom-style"
+                                          : "llama-style");
     c.model.d_model = 128;
     c.model.n_heads = 2;
     check_layouts(c, variant_layouts(), engine::DType::kBF16, Tolerance{1e-2, 5e-2, 2e-2, false});

@@ -50,7 +50,7 @@ World make_world(bool tp) {
   return tp ? testing_t5::make_world(size, 1, 1) : testing_t5::make_world(1, 1, size);
 }
 
-const GptPrecision kF64{engine::Device::kCpu, DType::kF64, DType::kF64};
+const Precision kF64{engine::Device::kCpu, DType::kF64, DType::kF64};
 
 // The reference element of each of p's local elements.
 std::vector<double> reference_elements(const Param& p, const Param& ref, int tp, int rank,
@@ -106,7 +106,7 @@ void check_tp(T5Version v) {
     EXPECT_GT(nr, 0.0);
     EXPECT_NEAR(nt, nr, 1e-10 * nr) << "step " << k;
     expect_params_equal(**tp, **ref, w.size, w.rank, &Param::grad, "grad");
-    const GptModel::OptimizerStep o{1e-2f, 0.9f, 0.99f, 1e-8f, 0.1f, 1.0f, k};
+    const OptimizerStep o{1e-2f, 0.9f, 0.99f, 1e-8f, 0.1f, 1.0f, k};
     (*ref)->optimizer_step(o, s);
     (*tp)->optimizer_step(o, s);
   }

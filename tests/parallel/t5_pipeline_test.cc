@@ -71,7 +71,7 @@ struct Layout {
 
 World make_world(const Layout& l) { return testing_t5::make_world(l.tp, l.pp, l.dp); }
 
-const GptPrecision kF64{engine::Device::kCpu, DType::kF64, DType::kF64};
+const Precision kF64{engine::Device::kCpu, DType::kF64, DType::kF64};
 
 double world_sum(double v) {
   MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -173,7 +173,7 @@ void check_pipeline(const Layout& l, T5Version v, float dropout, int64_t layers,
     EXPECT_NEAR(norm, norm_ref, rtol * norm_ref) << "step " << k;
     expect_params_equal(**pp, **ref, l.tp, g.tp_rank(), &Param::grad, rtol,
                         "grad of step " + std::to_string(k));
-    const GptModel::OptimizerStep o{1e-2f, 0.9f, 0.99f, 1e-8f, 0.1f, 1.0f, k + 1};
+    const OptimizerStep o{1e-2f, 0.9f, 0.99f, 1e-8f, 0.1f, 1.0f, k + 1};
     (*ref)->optimizer_step(o, s);
     (*pp)->optimizer_step(o, s);
   }

@@ -80,7 +80,7 @@ std::vector<double> host(engine::ConstTensorView v) { return testing::to_host_f6
 void check_sp_equals_no_sp(T5Version v) {
   World w = make_world();
   engine::Stream s = engine::Stream::cpu();
-  const GptPrecision f64{engine::Device::kCpu, DType::kF64, DType::kF64};
+  const Precision f64{engine::Device::kCpu, DType::kF64, DType::kF64};
   const T5Config cfg = tiny_config(v);
   auto off = T5Model::create(cfg, kShape, f64, 7, make_shard(w, false, Recompute::kNone));
   auto on = T5Model::create(cfg, kShape, f64, 7, make_shard(w, true, Recompute::kNone));
@@ -97,7 +97,7 @@ void check_sp_equals_no_sp(T5Version v) {
                                       host((*off)->flat_buffers().grad), {1e-10, 1e-9, 1e-18},
                                       true))
         << "step " << k;
-    const GptModel::OptimizerStep o{1e-2f, 0.9f, 0.99f, 1e-8f, 0.1f, 1.0f, k};
+    const OptimizerStep o{1e-2f, 0.9f, 0.99f, 1e-8f, 0.1f, 1.0f, k};
     (*off)->optimizer_step(o, s);
     (*on)->optimizer_step(o, s);
   }
@@ -112,7 +112,7 @@ TEST(T5SequenceParallel, V11EqualsWithout) { check_sp_equals_no_sp(T5Version::kV
 void check_recompute_bitwise(Recompute r, bool sp) {
   World w = make_world();
   engine::Stream s = engine::Stream::cpu();
-  const GptPrecision f32{engine::Device::kCpu, DType::kF32, DType::kF32};
+  const Precision f32{engine::Device::kCpu, DType::kF32, DType::kF32};
   const T5Config cfg = tiny_config(T5Version::kV1_1);
   auto plain = T5Model::create(cfg, kShape, f32, 9, make_shard(w, sp, Recompute::kNone));
   auto re = T5Model::create(cfg, kShape, f32, 9, make_shard(w, sp, r));
@@ -127,7 +127,7 @@ void check_recompute_bitwise(Recompute r, bool sp) {
     double most = 0.0;
     for (double g : g_plain) most = std::max(most, std::abs(g));
     EXPECT_GT(most, 0.0);
-    const GptModel::OptimizerStep o{1e-2f, 0.9f, 0.99f, 1e-8f, 0.1f, 1.0f, k};
+    const OptimizerStep o{1e-2f, 0.9f, 0.99f, 1e-8f, 0.1f, 1.0f, k};
     (*plain)->optimizer_step(o, s);
     (*re)->optimizer_step(o, s);
   }
@@ -142,7 +142,7 @@ TEST(T5Recompute, FullWithSequenceParallelBitwiseEqualsNone) {
 }
 
 TEST(T5Recompute, FullShrinksActivationPlan) {
-  const GptPrecision f32{engine::Device::kCpu, DType::kF32, DType::kF32};
+  const Precision f32{engine::Device::kCpu, DType::kF32, DType::kF32};
   T5Config cfg = tiny_config(T5Version::kV1_0);
   cfg.n_encoder_layers = cfg.n_decoder_layers = 6;
   auto bytes = [&](Recompute r) {
@@ -162,7 +162,7 @@ TEST(T5SequenceParallel, IndivisibleRowsAreAConfigError) {
   T5Shard shard;
   shard.tp = 4;
   shard.sequence_parallel = true;
-  const GptPrecision f32{engine::Device::kCpu, DType::kF32, DType::kF32};
+  const Precision f32{engine::Device::kCpu, DType::kF32, DType::kF32};
   auto plan = T5Model::plan(tiny_config(T5Version::kV1_0), {1, 8, 6}, f32, shard);
   ASSERT_FALSE(plan.ok());
   EXPECT_NE(std::string(plan.status().message()).find("decoder_seq_len (6)"), std::string::npos)

@@ -1,6 +1,7 @@
 // T5 training state across ranks on the CPU under mpirun (np 1, 2, 4, 8), through
 // model::Trainer:
-//  - ZeRO: dp = world (up to 4) with zero_stage 0-3, on 4 ranks tp 2 x dp 2 (also with sequence
+//  - ZeRO: dp = world (up to 4) with zero_stage 0-3 (on one rank over a DP group of one:
+//    reduce_single_rank), on 4 ranks tp 2 x dp 2 (also with sequence
 //    parallelism and full recomputation) and pp 2 x dp 2 with ZeRO 2 and 3, on 8 ranks pp 4 x dp 2
 //    with ZeRO 2 and 3 (stages past block 0: the relative tables' copies), train to the single-rank
 //    run's losses, gradient norms and parameters (every rank also trains the single-rank reference
@@ -48,7 +49,7 @@ namespace {
 using testing_parallel::hashed_t5_samples;
 using testing_parallel::tiny_t5_train_config;
 
-GptPrecision cpu(engine::DType dt) { return GptPrecision{engine::Device::kCpu, dt, dt}; }
+Precision cpu(engine::DType dt) { return Precision{engine::Device::kCpu, dt, dt}; }
 
 // The MPI world as a (tp, pp, dp) grid with its CPU communicators.
 struct Launch {
@@ -89,7 +90,7 @@ std::unique_ptr<Trainer> make_trainer(const TrainConfig& cfg, engine::DType dt,
                                       const TrainerParallel& par) {
   auto t = Trainer::create(
       cfg, cpu(dt),
-      hashed_t5_samples(cfg.data.seq_len, cfg.data.decoder_seq_len, cfg.t5.vocab_size), {},
+      hashed_t5_samples(cfg.data.seq_len, cfg.data.decoder_seq_len, t5_config(cfg).vocab_size), {},
       engine::LogContext{}, par);
   ANVIL_CHECK_OK(t.status());
   return std::move(*t);
@@ -139,7 +140,7 @@ TEST_P(T5ZeroTest, EqualsOneRankWithTheSameGlobalBatch) {
   }
   TrainConfig ref_cfg = tiny_t5_train_config(3);
   // Under TP the FFN-hidden dropout masks are not one rank's (model/t5/t5.h).
-  if (tp > 1) ref_cfg.t5.dropout = 0.0f;
+  if (tp > 1) t5_config(ref_cfg).dropout = 0.0f;
   std::unique_ptr<Trainer> ref = make_trainer(ref_cfg, engine::DType::kF64, {});
   const int dp_size = world / (tp * pp);
   if (ref_cfg.train.global_batch < ref_cfg.train.micro_batch * dp_size) {
@@ -152,14 +153,16 @@ TEST_P(T5ZeroTest, EqualsOneRankWithTheSameGlobalBatch) {
   cfg.parallel.pp_split_rank = pp / 2;  // pp 4: a stage per block, the relative-table copies
   cfg.parallel.dp = dp_size;
   cfg.parallel.zero_stage = zero_stage;
+  // One rank (np 1): ZeRO over a DP group of one, through the reduction path (MpiComm).
+  cfg.parallel.reduce_single_rank = dp_size == 1 && zero_stage > 0;
   if (sp_recompute) {
     cfg.parallel.sequence_parallel = true;
     cfg.parallel.recompute = "full";
   }
   std::unique_ptr<Trainer> dp = make_trainer(cfg, engine::DType::kF64, l->par());
-  if (zero_stage > 0 && dp_size > 1) {
+  if (zero_stage > 0) {
     const int64_t n = t5_model(dp->model()).params().flat_numel();
-    const GptModel::FlatBuffers fb = t5_model(dp->model()).flat_buffers();
+    const FlatBuffers fb = t5_model(dp->model()).flat_buffers();
     EXPECT_EQ(fb.m.numel(), n / dp_size);  // the moments are a shard
     EXPECT_EQ(fb.grad.empty(), zero_stage >= 2);
     EXPECT_EQ(fb.value.numel(), zero_stage == 3 ? n / dp_size : n);
@@ -248,8 +251,8 @@ std::vector<Layout> layouts_for(int world) {
 
 TrainConfig config_for(const Layout& l) {
   TrainConfig c = tiny_t5_train_config(kSteps);
-  if (l.tied) c.t5.version = T5Version::kV1_0;
-  if (!l.dropout) c.t5.dropout = 0.0f;
+  if (l.tied) t5_config(c).version = T5Version::kV1_0;
+  if (!l.dropout) t5_config(c).dropout = 0.0f;
   c.parallel.tp = l.tp;
   c.parallel.pp = l.pp;
   c.parallel.dp = l.dp;

@@ -39,11 +39,11 @@ using engine::DType;
 constexpr int64_t kTe = 12, kTd = 6, kVocab = 61;
 
 // d_kv 64: the GPU's flash attention takes 64 or 128.
-TrainConfig t5_config(float dropout) {
+TrainConfig tiny_t5_config(float dropout) {
   TrainConfig c;
-  c.model.type = ModelType::kT5;
+  c.family = "t5";
   c.model.vocab_size = kVocab;
-  T5Config& t = c.t5;
+  T5Config& t = t5_config(c);
   t.vocab_size = kVocab;
   t.d_model = 64;
   t.d_kv = 64;
@@ -105,7 +105,7 @@ struct Run {
   std::vector<double> losses, norms;
 };
 
-Run train(const TrainConfig& cfg, const GptPrecision& prec, const TrainerParallel& par) {
+Run train(const TrainConfig& cfg, const Precision& prec, const TrainerParallel& par) {
   Run r;
   auto t = Trainer::create(cfg, prec, testing_parallel::hashed_t5_samples(kTe, kTd, kVocab), {},
                            engine::LogContext{}, par);
@@ -122,7 +122,7 @@ Run train(const TrainConfig& cfg, const GptPrecision& prec, const TrainerParalle
 
 // Every layout of the world against one rank; rtol for losses, norms and (when params) the
 // parameters, rtol_split where a stack spans several stages.
-void check_layouts(const GptPrecision& prec, double rtol, double rtol_split, bool params) {
+void check_layouts(const Precision& prec, double rtol, double rtol_split, bool params) {
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -130,8 +130,8 @@ void check_layouts(const GptPrecision& prec, double rtol, double rtol_split, boo
   if (ls.empty()) GTEST_SKIP() << "no T5 pipeline layout of " << world << " ranks";
   for (const Layout& l : ls) {
     SCOPED_TRACE(l.name());
-    TrainConfig cfg = t5_config(l.tp > 1 ? 0.0f : 0.1f);
-    cfg.t5.n_encoder_layers = cfg.t5.n_decoder_layers = l.enc_layers;
+    TrainConfig cfg = tiny_t5_config(l.tp > 1 ? 0.0f : 0.1f);
+    t5_config(cfg).n_encoder_layers = t5_config(cfg).n_decoder_layers = l.enc_layers;
     Run ref = train(cfg, prec, TrainerParallel{});
     cfg.parallel.tp = l.tp;
     cfg.parallel.pp = l.pp;

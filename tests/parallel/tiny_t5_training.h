@@ -17,8 +17,8 @@ namespace anvil::model::testing_parallel {
 // cosine-decayed AdamW with warmup 2, clipping at 1, on the CPU.
 inline TrainConfig tiny_t5_train_config(int64_t steps) {
   TrainConfig c = tiny_train_config();  // the loop's settings (the GPT [model] is unused)
-  c.model.type = ModelType::kT5;
-  T5Config& t = c.t5;
+  c.family = "t5";
+  T5Config& t = t5_config(c);
   t.vocab_size = 37;
   t.d_model = 16;
   t.d_kv = 4;

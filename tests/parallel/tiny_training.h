@@ -40,10 +40,9 @@ inline TrainConfig tiny_train_config() {
   return c;
 }
 
-// HF BertForPreTraining's layout on `m`: type bert, post-LN, GELU-erf, the embedding LayerNorm
-// (word + position + token type), two token types, the MLM and binary heads.
+// HF BertForPreTraining's layout on `m`: the stack's encoder features, post-LN, GELU-erf, the
+// embedding LayerNorm (word + position + token type), two token types, the MLM and binary heads.
 inline void use_hf_bert(GptConfig& m) {
-  m.type = ModelType::kBert;
   m.causal = false;
   m.head = Head::kMlm;
   m.type_vocab_size = 2;
@@ -51,6 +50,12 @@ inline void use_hf_bert(GptConfig& m) {
   m.norm_placement = NormPlacement::kPost;
   m.activation = Activation::kGeluErf;
   m.embed_layernorm = true;
+}
+
+// A training config of [model] type bert with HF BertForPreTraining's layout.
+inline void use_hf_bert(TrainConfig& c) {
+  c.family = "bert";
+  use_hf_bert(c.model);
 }
 
 // Sample i: pseudo-random tokens that depend on i only.

@@ -64,7 +64,7 @@ struct ToyRun {
 
 ToyRun train(const TrainConfig& cfg, DType dt, const TrainerParallel& par) {
   ToyRun r;
-  auto t = Trainer::create(cfg, GptPrecision{engine::Device::kCpu, dt, dt},
+  auto t = Trainer::create(cfg, Precision{engine::Device::kCpu, dt, dt},
                            toy::toy_samples(cfg.data.seq_len), {}, engine::LogContext{}, par);
   EXPECT_TRUE(t.ok()) << t.status();
   if (!t.ok()) return r;

@@ -1,0 +1,41 @@
+// How one rank runs a model, whatever its family: the device and dtypes (Precision), the
+// attention kernel, and activation recomputation (Recompute). Families, the trainer, inference
+// and the tasks share these; [train] precision / device and [parallel] recompute fill them.
+#pragma once
+
+#include <string>
+
+#include "engine/device.h"
+#include "engine/dtype.h"
+#include "ops/flash_attention.h"
+
+namespace anvil::model {
+
+// The device and dtypes of a model on one rank ([train] device and precision,
+// model/train/precision_config.h).
+struct Precision {
+  engine::Device device = engine::Device::kCpu;
+  engine::DType act = engine::DType::kF32;   // params (compute copy) and activations
+  engine::DType grad = engine::DType::kF32;  // gradients, master weights, optimizer state
+  // CUDA flash-attention forward ([train] attention_kernel): kWgmma runs the Hopper kernel where
+  // it applies (ops/flash_attention.h), mma.sync elsewhere; the CPU ignores it.
+  ops::AttentionKernel attention = ops::AttentionKernel::kMmaSync;
+};
+
+// Dtype of layernorm statistics and per-token losses: f32, or f64 with f64 activations.
+inline engine::DType stat_dtype(const Precision& prec) {
+  return prec.act == engine::DType::kF64 ? engine::DType::kF64 : engine::DType::kF32;
+}
+
+// Activation recomputation (Megatron's --recompute-granularity): kSelective recomputes the
+// attention core (probabilities) in backward instead of saving them; kFull saves only each
+// layer's input and reruns the whole layer forward in backward.
+enum class Recompute { kNone, kSelective, kFull };
+// [parallel] recompute's value ("none", "selective", "full"; validated by the config) as the enum.
+inline Recompute recompute_from_name(const std::string& name) {
+  return name == "full"        ? Recompute::kFull
+         : name == "selective" ? Recompute::kSelective
+                               : Recompute::kNone;
+}
+
+}  // namespace anvil::model
