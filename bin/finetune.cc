@@ -32,8 +32,8 @@
 #include "io/checkpoint.h"
 #include "io/task_data.h"
 #include "io/tokenizer.h"
+#include "model/blocks/cls_head.h"
 #include "model/stack/gpt.h"
-#include "model/tasks/cls_head.h"
 #include "model/tasks/finetune_cls.h"
 #include "model/train/arch_record.h"
 #include "model/train/checkpoint.h"
@@ -91,8 +91,8 @@ absl::StatusOr<model::ClsTask> make_task(const model::TrainConfig& cfg, const mo
   if (f.head == model::FinetuneHead::kLinear) {
     const bool mc = f.task == model::FinetuneTask::kMultipleChoice;
     return model::ClsTask::create_linear(
-        model::LinearHead(cfg.model.d_model, f.classes(), mc ? f.classes() : 1, cfg.model.init_std,
-                          cfg.train.seed, /*pooler=*/family.pooled_cls),
+        model::blocks::LinearHead(cfg.model.d_model, f.classes(), mc ? f.classes() : 1,
+                                  cfg.model.init_std, cfg.train.seed, /*pooler=*/family.pooled_cls),
         cfg.model.vocab_size, pad);
   }
   if (family.pooled_cls) {

@@ -112,7 +112,7 @@ class GptModel {
   // there). Only where shard().post.
   engine::ConstTensorView last_logits() const;
 
-  // Heads on the final hidden state instead of the LM head (model/tasks/cls_head.h; post only):
+  // Heads on the final hidden state instead of the LM head (model/blocks/cls_head.h; post only):
   // with `on`, a final-chunk forward stops after ln_f (no logits; loss_sum 0) and its backward
   // takes d(ln_f output) from final_hidden_grad(), which the caller writes (=, all B*T rows, the
   // same on every TP rank) after that forward and right before the backward.

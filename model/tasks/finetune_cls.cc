@@ -62,7 +62,8 @@ absl::StatusOr<ClsTask> ClsTask::create(std::vector<int32_t> label_tokens, int64
   return ClsTask(std::move(label_tokens), std::nullopt, vocab, pad);
 }
 
-absl::StatusOr<ClsTask> ClsTask::create_linear(LinearHead head, int64_t vocab, int32_t pad) {
+absl::StatusOr<ClsTask> ClsTask::create_linear(blocks::LinearHead head, int64_t vocab,
+                                               int32_t pad) {
   if (pad < 0 || pad >= vocab) {
     return absl::InvalidArgumentError(
         absl::StrFormat("padding token %d outside the vocabulary", pad));
@@ -171,15 +172,15 @@ ClsResult ClsTask::classify(GptModel& model, const HostBatch& h, absl::Span<cons
   const std::vector<double> hidden = read_rows(model.final_hidden(slot), h.at, s);
   const float p = train ? model.config().hidden_dropout : 0.0f;
   // The head's dropout: counters [rows * d] per forward, on the head's own key.
-  const HeadDropout drop{p, dropout_offset * static_cast<uint64_t>(hidden.size())};
+  const blocks::HeadDropout drop{p, dropout_offset * static_cast<uint64_t>(hidden.size())};
   const std::vector<double> logits = head_->forward(hidden, r.total, drop);
   if (train) {
     std::vector<double> dhidden(hidden.size());
     head_->backward(hidden, logits, labels, scale, drop, absl::MakeSpan(dhidden));
     write_rows(model.final_hidden_grad(), h.at, dhidden, s);
   }
-  r.loss_sum = cls_loss_sum(logits, labels);
-  r.correct = cls_correct(logits, labels);
+  r.loss_sum = blocks::cls_loss_sum(logits, labels);
+  r.correct = blocks::cls_correct(logits, labels);
   return r;
 }
 
@@ -318,7 +319,7 @@ ClsResult ClsTask::evaluate(GptModel& model, const GptRunShape& shape,
   }
   if (!labels.empty()) {  // every TP rank of the last stage holds examples alike
     parallel::sum_host_values(par.tp_host, absl::MakeSpan(words));
-    sums[0] += static_cast<double>(cls_correct(words, labels));
+    sums[0] += static_cast<double>(blocks::cls_correct(words, labels));
   }
   parallel::sum_host_values(par.pp_host, absl::MakeSpan(sums));
   parallel::sum_host_values(par.host, absl::MakeSpan(sums));

@@ -7,7 +7,7 @@
 //     (argmax over the K label tokens; ties to the smaller class). No new parameters: the
 //     result is an ordinary GPT checkpoint.
 //       loss(example) = -log softmax(logits[last])[label_tokens[label]]
-//   linear (ClsTask::create_linear): a LinearHead (model/tasks/cls_head.h) on the final hidden
+//   linear (ClsTask::create_linear): a LinearHead (model/blocks/cls_head.h) on the final hidden
 //   state
 //     (GPT: after ln_f) at each sequence's classification position: K classes, or multiple choice
 //     with C sequences per example (RACE) scored by linear(d, 1) and a softmax over the choices.
@@ -41,8 +41,8 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/stream.h"
+#include "model/blocks/cls_head.h"
 #include "model/stack/gpt.h"
-#include "model/tasks/cls_head.h"
 
 namespace anvil::parallel {
 class Comm;
@@ -96,13 +96,13 @@ class ClsTask {
   static absl::StatusOr<ClsTask> create(std::vector<int32_t> label_tokens, int64_t vocab,
                                         int32_t pad);
   // InvalidArgument unless pad is inside [0, vocab). The head's classes (or choices) are K.
-  static absl::StatusOr<ClsTask> create_linear(LinearHead head, int64_t vocab, int32_t pad);
+  static absl::StatusOr<ClsTask> create_linear(blocks::LinearHead head, int64_t vocab, int32_t pad);
 
   int64_t classes() const;
   // Sequences per example (choices of a multiple-choice head, else 1): the model's micro-batch
   // rows are micro_batch examples times this.
   int64_t rows_per_example() const { return head_ ? head_->rows_per_example() : 1; }
-  LinearHead* head() { return head_ ? &*head_ : nullptr; }
+  blocks::LinearHead* head() { return head_ ? &*head_ : nullptr; }
 
   // InvalidArgument naming the example (index `first` + i) for empty tokens, a label outside
   // 0 .. K-1, a token id outside the vocabulary or (multiple choice) not K choices.
@@ -126,7 +126,8 @@ class ClsTask {
                      const ClsParallel& par = {});
 
  private:
-  ClsTask(std::vector<int32_t> labels, std::optional<LinearHead> head, int64_t vocab, int32_t pad)
+  ClsTask(std::vector<int32_t> labels, std::optional<blocks::LinearHead> head, int64_t vocab,
+          int32_t pad)
       : labels_(std::move(labels)), head_(std::move(head)), vocab_(vocab), pad_(pad) {}
   // One micro-batch's host inputs (GptBatch) and each sequence's classification position.
   struct HostBatch {
@@ -156,7 +157,7 @@ class ClsTask {
   double grad_sum_squares(GptModel& model, const ClsParallel& par, engine::Stream& s) const;
 
   std::vector<int32_t> labels_;  // label words: their tokens
-  std::optional<LinearHead> head_;
+  std::optional<blocks::LinearHead> head_;
   int64_t vocab_;
   int32_t pad_;
 };

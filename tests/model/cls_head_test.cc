@@ -1,4 +1,4 @@
-// Tests of the linear classification heads (model/tasks/cls_head.h) and of ClsTask with them
+// Tests of the linear classification heads (model/blocks/cls_head.h) and of ClsTask with them
 // (model/tasks/finetune_cls.h):
 //   - logits equal W h + b computed here (classification and multiple choice);
 //   - the head's gradients (W, b and d hidden, with dropout on: the mask is fixed by its
@@ -14,7 +14,7 @@
 //   - GPU (skipped without one): the bf16 CUDA model (GPT, and BERT with the pooler head) gives
 //     the CPU model's evaluation loss and its first training step's gradient norm within bf16
 //     tolerance (2% and 5%).
-#include "model/tasks/cls_head.h"
+#include "model/blocks/cls_head.h"
 
 #include <cmath>
 #include <map>
@@ -28,7 +28,7 @@
 #include "model/tasks/finetune_cls.h"
 #include "tests/testing/tensor_testing.h"
 
-namespace anvil::model {
+namespace anvil::model::blocks {
 namespace {
 
 std::vector<double> random_doubles(int64_t n, uint64_t seed) {
@@ -419,4 +419,4 @@ TEST(ClsTaskLinearGpu, CudaMatchesCpu) {
 }
 
 }  // namespace
-}  // namespace anvil::model
+}  // namespace anvil::model::blocks

@@ -77,7 +77,7 @@ RunResult train(Kind kind, const ClsParallel& par) {
   absl::StatusOr<ClsTask> task =
       kind == Kind::kLabelWords
           ? ClsTask::create({4, 5, 6}, cfg.vocab_size, 0)
-          : ClsTask::create_linear(LinearHead(cfg.d_model, mc ? 4 : 3, choices, 0.3f, 4),
+          : ClsTask::create_linear(blocks::LinearHead(cfg.d_model, mc ? 4 : 3, choices, 0.3f, 4),
                                    cfg.vocab_size, 0);
   EXPECT_TRUE(task.ok()) << task.status();
   if (task->head() != nullptr) (*m)->set_hidden_head(true);

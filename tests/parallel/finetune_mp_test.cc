@@ -137,7 +137,7 @@ RunResult train(Kind kind, const Layout& l, const Groups& g) {
   absl::StatusOr<ClsTask> task =
       kind == Kind::kLabelWords
           ? ClsTask::create({4, 5, 6}, cfg.vocab_size, 0)
-          : ClsTask::create_linear(LinearHead(cfg.d_model, classes, choices, 0.3f, 4, bert),
+          : ClsTask::create_linear(blocks::LinearHead(cfg.d_model, classes, choices, 0.3f, 4, bert),
                                    cfg.vocab_size, 0);
   EXPECT_TRUE(task.ok()) << task.status();
   if (task->head() != nullptr && sh.post) (*m)->set_hidden_head(true);

@@ -26,10 +26,9 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/host_slice.h"
-#include "model/stack/gpt.h"
-#include "model/train/checkpoint.h"
+#include "model/model.h"
 
-namespace anvil::model {
+namespace anvil::model::blocks {
 
 // Philox counter of the head's element 0 (far from the model's flat offsets, which start at 0).
 inline constexpr uint64_t kHeadInitCounter = uint64_t{1} << 62;
@@ -74,7 +73,7 @@ class LinearHead {
   std::vector<float>& grads() { return grad_; }
   void zero_grads();
   double grad_sum_squares() const;
-  // AdamW as GptModel::optimizer_step (the weights decay, the biases do not; grad_scale = clip
+  // AdamW as the models' optimizer_step (the weights decay, the biases do not; grad_scale = clip
   // factor).
   void optimizer_step(const OptimizerStep& s);
 
@@ -107,4 +106,4 @@ class LinearHead {
   std::vector<float> value_, grad_, m_, v_;  // [(d * d + d) + outputs * d + outputs]
 };
 
-}  // namespace anvil::model
+}  // namespace anvil::model::blocks

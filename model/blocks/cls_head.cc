@@ -1,5 +1,5 @@
 // LinearHead (see cls_head.h): forward, backward, AdamW and checkpoint slices of the head.
-#include "model/tasks/cls_head.h"
+#include "model/blocks/cls_head.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,7 @@
 #include "ops/adamw.h"
 #include "ops/init_normal.h"
 
-namespace anvil::model {
+namespace anvil::model::blocks {
 namespace {
 
 // log sum_k exp(z_k), stably.
@@ -235,4 +235,4 @@ absl::StatusOr<std::vector<std::string>> LinearHead::load(const TensorLookup& lo
   return loaded;
 }
 
-}  // namespace anvil::model
+}  // namespace anvil::model::blocks
