@@ -1,6 +1,9 @@
 // ParamTable buckets, buffers and views for parallel::GradSync (see sync_layout.h).
 #include "model/sync_layout.h"
 
+#include "engine/cuda_check.h"
+#include "engine/status.h"
+
 namespace anvil::model {
 
 using engine::TensorView;
@@ -61,6 +64,23 @@ void bind_sync_buffers(ParamTable& t, const parallel::SyncBuffers& b,
       if (!b.persist_value.empty()) p.value = flat_slice(b.persist_value, at, p.shape);
     }
   }
+}
+
+absl::StatusOr<std::unique_ptr<parallel::OffloadOptimizer>> attach_offload(
+    ParamTable& t, parallel::SyncBuffers& b, const parallel::SyncLayout& layout,
+    const Precision& prec, int threads) {
+  int cuda_device = 0;
+  if (prec.device == engine::Device::kCuda) ANVIL_CUDA_CHECK(cudaGetDevice(&cuda_device));
+  parallel::OffloadOptions options;
+  options.threads = threads;
+  ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<parallel::OffloadOptimizer> offload,
+                         parallel::OffloadOptimizer::create(layout.state_numel, prec.act,
+                                                            prec.device, cuda_device, options));
+  b.master = offload->master();
+  b.m = offload->m();
+  b.v = offload->v();
+  bind_sync_buffers(t, b, layout);
+  return offload;
 }
 
 }  // namespace anvil::model

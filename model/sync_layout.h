@@ -4,13 +4,17 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "engine/dtype.h"
 #include "model/carver.h"
 #include "model/param_table.h"
+#include "model/run_options.h"
 #include "parallel/grad_sync.h"
+#include "parallel/offload_optimizer.h"
 
 namespace anvil::model {
 
@@ -31,5 +35,13 @@ parallel::SyncBuffers carve_sync_buffers(const parallel::SyncLayout& layout, eng
 // 3); the rest stay empty (a layer's views come from GradSync's BindLayer).
 void bind_sync_buffers(ParamTable& t, const parallel::SyncBuffers& b,
                        const parallel::SyncLayout& layout);
+
+// Optimizer offload (parallel/offload_optimizer.h): the host state of the layout's optimizer
+// elements (f32 master, AdamW m and v, staging for gradients and the compute copy in prec.act),
+// with b's master, m and v pointed at it and t's views bound again. The device keeps no master,
+// m or v (carve_sync_buffers with offload). threads: the host AdamW's (0: all).
+absl::StatusOr<std::unique_ptr<parallel::OffloadOptimizer>> attach_offload(
+    ParamTable& t, parallel::SyncBuffers& b, const parallel::SyncLayout& layout,
+    const Precision& prec, int threads);
 
 }  // namespace anvil::model

@@ -277,17 +277,8 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::create(const GptConfig& cfg,
   const parallel::SyncBuffers& f = b.flat;
   if (shard.offload_optimizer) {
     // The optimizer state of this rank in host memory; the device keeps no master / m / v.
-    int cuda_device = 0;
-    if (prec.device == engine::Device::kCuda) ANVIL_CUDA_CHECK(cudaGetDevice(&cuda_device));
-    parallel::OffloadOptions oo;
-    oo.threads = shard.offload_threads;
-    ANVIL_ASSIGN_OR_RETURN(impl->offload,
-                           parallel::OffloadOptimizer::create(b.sync_layout.state_numel, prec.act,
-                                                              prec.device, cuda_device, oo));
-    b.flat.master = impl->offload->master();
-    b.flat.m = impl->offload->m();
-    b.flat.v = impl->offload->v();
-    bind_sync_buffers(b.table, b.flat, b.sync_layout);
+    ANVIL_ASSIGN_OR_RETURN(
+        impl->offload, attach_offload(b.table, b.flat, b.sync_layout, prec, shard.offload_threads));
   }
   for (engine::TensorView v :
        {f.value, f.master, f.grad, f.m, f.v, f.grad_shard, f.persist_grad, f.persist_value}) {

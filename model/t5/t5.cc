@@ -12,6 +12,7 @@
 #include "engine/memory.h"
 #include "engine/status.h"
 #include "model/param_init.h"
+#include "model/sync_layout.h"
 #include "model/t5/t5_impl.h"
 #include "ops/adamw.h"
 #include "ops/grad_norm.h"
@@ -93,6 +94,16 @@ absl::StatusOr<engine::MemoryPlan> T5Model::plan(const T5Config& cfg, const T5Ru
   return plan;
 }
 
+absl::StatusOr<size_t> T5Model::offload_host_bytes(const T5Config& cfg, const T5RunShape& shape,
+                                                   const Precision& prec, const T5Shard& shard) {
+  if (!shard.offload_optimizer) return size_t{0};
+  ANVIL_RETURN_IF_ERROR(t5_detail::check_t5_run(cfg, shape, prec, shard));
+  engine::MemoryPlan plan;
+  Carver carver(&plan);
+  const t5_detail::Buffers b = t5_detail::t5_layout(cfg, shape, prec, shard, carver);
+  return parallel::OffloadOptimizer::host_bytes(b.sync_layout.state_numel, prec.act);
+}
+
 absl::StatusOr<std::unique_ptr<T5Model>> T5Model::create(const T5Config& cfg,
                                                          const T5RunShape& shape,
                                                          const Precision& prec, uint64_t seed,
@@ -130,6 +141,11 @@ absl::StatusOr<std::unique_ptr<T5Model>> T5Model::create(const T5Config& cfg,
   }
   t5_detail::Buffers& b = impl->buf;
   const parallel::SyncBuffers& f = b.flat;
+  if (shard.offload_optimizer) {
+    // The optimizer state of this rank in host memory; the device keeps no master / m / v.
+    ANVIL_ASSIGN_OR_RETURN(
+        impl->offload, attach_offload(b.table, b.flat, b.sync_layout, prec, shard.offload_threads));
+  }
   for (TensorView v :
        {f.value, f.master, f.grad, f.m, f.v, f.grad_shard, f.persist_grad, f.persist_value}) {
     if (!v.empty()) engine::fill_zero(v, stream);
@@ -141,8 +157,13 @@ absl::StatusOr<std::unique_ptr<T5Model>> T5Model::create(const T5Config& cfg,
     return InitTarget{v, v.numel() == n ? nullptr : impl->sync->partition()};
   };
   init_params(cfg, shard, b.table, target(f.value), seed, stream);
-  if (f.master.data != f.value.data)
+  if (impl->offload) {
+    // The host master drawn by the CPU twin (the same Philox values as the device's).
+    engine::Stream host = engine::Stream::cpu();
+    init_params(cfg, shard, b.table, target(f.master), seed, host);
+  } else if (f.master.data != f.value.data) {
     init_params(cfg, shard, b.table, target(f.master), seed, stream);
+  }
   impl->sync->params_loaded(stream);  // ZeRO-3: gathers the buckets that stay whole
   // Relative buckets of distances j - i, at j - i + Tq - 1 (ops/flash_attention.h).
   for (const auto& [dst, len, bidirectional] :
@@ -349,6 +370,7 @@ absl::Status T5Model::Impl::setup_grad_sync() {
   o.stage = shard.zero_stage;
   o.dp = shard.dp_comm;
   o.dp_bucket_elems = shard.dp_bucket_elems;
+  o.offload = offload.get();
   if (prec.device == engine::Device::kCuda) ANVIL_CUDA_CHECK(cudaGetDevice(&o.cuda_device));
   auto bind = [this](int64_t k, parallel::LayerPart part, TensorView bucket) {
     const auto [decoder, l] = sync_layers[static_cast<size_t>(k)];

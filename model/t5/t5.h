@@ -144,6 +144,11 @@ struct T5Shard {
   // of 4 elements (check_t5_run). Pipeline transfers then carry this rank's rows only.
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
+  // Optimizer offload (ZeRO-Offload, parallel/offload_optimizer.h; zero_stage 0-2), as
+  // GptShard's: the f32 master weights and AdamW moments this rank updates live in host memory
+  // (pinned on CUDA) and AdamW runs there with offload_threads threads (0: all).
+  bool offload_optimizer = false;
+  int offload_threads = 0;
   // InvalidArgument naming the numbers (heads, d_ff, padded vocabulary % tp, the stage layout;
   // zero_stage in [0, 3], zero_rank in [0, zero_dp)); create() also needs tp_comm when tp > 1,
   // dp_comm with ZeRO.
@@ -177,6 +182,10 @@ class T5Model {
   // Bytes per category ("params", "master", "grads", "optimizer", "activations", "workspace").
   static absl::StatusOr<engine::MemoryPlan> plan(const T5Config& cfg, const T5RunShape& shape,
                                                  const Precision& prec, const T5Shard& shard = {});
+  // Host bytes of the optimizer offload (0 without shard.offload_optimizer): master, m, v and
+  // the staging of gradients and compute copy (parallel::OffloadOptimizer::host_bytes).
+  static absl::StatusOr<size_t> offload_host_bytes(const T5Config& cfg, const T5RunShape& shape,
+                                                   const Precision& prec, const T5Shard& shard);
   // Allocates the arenas and initializes the parameters as HF T5PreTrainedModel._init_weights
   // (factor f): shared, lm_head N(0, f); q N(0, f (d d_kv)^-1/2); k, v, wi N(0, f d^-1/2);
   // o N(0, f (H d_kv)^-1/2); wo N(0, f d_ff^-1/2); relative tables N(0, f d^-1/2); norms 1.

@@ -79,6 +79,9 @@ absl::Status T5Shard::validate(const T5Config& cfg) const {
   }
   if (act_slots < 1) return bad("act_slots ", act_slots, " (need >= 1)");
   if (zero_stage < 0 || zero_stage > 3) return bad("ZeRO stage ", zero_stage, " outside [0, 3]");
+  if (offload_optimizer && zero_stage == 3) {
+    return bad("optimizer offload is not implemented with ZeRO stage 3 (stages 0, 1, 2)");
+  }
   if (zero_dp < 1 || zero_rank < 0 || zero_rank >= zero_dp) {
     return bad("ZeRO rank ", zero_rank, " outside a DP group of ", zero_dp);
   }

@@ -43,10 +43,6 @@ Family t5_family() {
                      "sequence-length curriculum truncates causal (GPT-family) samples; [model] "
                      "type bert and t5 do not support it");
     }
-    if (t.parallel.offload_optimizer) {
-      return c.error("parallel", "offload_optimizer",
-                     "is not implemented for [model] type t5 yet (GPT and BERT families only)");
-    }
     return parse_t5_model(c, t);
   };
   f.schema = add_t5_schema;
@@ -70,9 +66,15 @@ Family t5_family() {
                            T5TrainModel::stage_shard(cfg, at.tp_rank, at.pp_rank, at.dp_rank));
     return T5TrainModel::plan(cfg, prec, shard);
   };
-  // No optimizer offload (parse refuses it).
-  f.offload_bytes = [](const TrainConfig&, const Precision&,
-                       const ModelPlace&) -> absl::StatusOr<size_t> { return size_t{0}; };
+  f.offload_bytes = [](const TrainConfig& cfg, const Precision& prec,
+                       const ModelPlace& at) -> absl::StatusOr<size_t> {
+    if (!cfg.parallel.offload_optimizer) return size_t{0};
+    ANVIL_ASSIGN_OR_RETURN(T5Shard shard,
+                           T5TrainModel::stage_shard(cfg, at.tp_rank, at.pp_rank, at.dp_rank));
+    return T5Model::offload_host_bytes(
+        t5_config(cfg), {cfg.train.micro_batch, cfg.data.seq_len, cfg.data.decoder_seq_len}, prec,
+        shard);
+  };
   f.create = [](const TrainConfig& cfg, const Precision& prec,
                 const ModelPlace& at) -> absl::StatusOr<std::unique_ptr<Model>> {
     ANVIL_ASSIGN_OR_RETURN(std::unique_ptr<T5TrainModel> m, T5TrainModel::create(cfg, prec, at));

@@ -51,6 +51,7 @@
 #include "model/t5/t5.h"
 #include "ops/flash_attention.h"
 #include "parallel/grad_sync.h"
+#include "parallel/offload_optimizer.h"
 #include "parallel/tensor_parallel.h"
 
 namespace anvil::model::t5_detail {
@@ -169,6 +170,8 @@ struct T5Model::Impl {
   std::vector<t5_detail::SharedParam> shared;  // held by several stages (pipeline)
   // Gradient sync over DP (plain DP or ZeRO 1-3); its layers: encoder blocks, then decoder
   // blocks, of this stage with a layer bucket (sync_layer).
+  // Optimizer offload: the host master / m / v that buf.flat's views point at (null: none).
+  std::unique_ptr<parallel::OffloadOptimizer> offload;
   std::unique_ptr<parallel::GradSync> sync;
   std::vector<std::pair<bool, int64_t>> sync_layers;  // (decoder, block) of each sync layer
   // Dropout sites per forward: encoder embedding, 4 per encoder layer (attention probabilities,

@@ -137,7 +137,7 @@ void carve_params(const T5Config& cfg, const T5Shard& shard, const Precision& pr
     }
   }
   b.sync_layout = parallel::sync_layout(b.sync_buckets, shard.zero_stage, shard.zero_dp);
-  b.flat = carve_sync_buffers(b.sync_layout, prec.act, prec.grad, carver);
+  b.flat = carve_sync_buffers(b.sync_layout, prec.act, prec.grad, carver, shard.offload_optimizer);
 }
 
 }  // namespace

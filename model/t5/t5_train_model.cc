@@ -37,6 +37,8 @@ absl::StatusOr<T5Shard> T5TrainModel::stage_shard(const TrainConfig& cfg, int tp
     shard.zero_dp = pc.dp;
     shard.zero_rank = dp_rank;
   }
+  shard.offload_optimizer = pc.offload_optimizer;
+  shard.offload_threads = pc.offload_threads;
   ANVIL_RETURN_IF_ERROR(shard.validate(t5_config(cfg)));
   return shard;
 }
@@ -46,6 +48,12 @@ absl::StatusOr<engine::MemoryPlan> T5TrainModel::plan(const TrainConfig& cfg, co
   const int64_t B = cfg.train.micro_batch, Te = cfg.data.seq_len, Td = cfg.data.decoder_seq_len;
   ANVIL_ASSIGN_OR_RETURN(engine::MemoryPlan plan,
                          T5Model::plan(t5_config(cfg), {B, Te, Td}, prec, shard));
+  if (prec.device == engine::Device::kCpu && shard.offload_optimizer) {
+    // The offloaded optimizer state shares the host with everything else on the CPU.
+    ANVIL_ASSIGN_OR_RETURN(size_t bytes,
+                           T5Model::offload_host_bytes(t5_config(cfg), {B, Te, Td}, prec, shard));
+    plan.add("offload (host)", "offloaded master, adamw m / v, staging", bytes);
+  }
   if (prec.device == engine::Device::kCpu) {
     // create()'s i32 arrays of the accumulation steps' micro-batches and one record.
     const int64_t accum = std::max<int64_t>(cfg.train.accumulation_steps(cfg.parallel.dp), 1);

@@ -19,6 +19,7 @@
 //    masks differ from one rank's); the same checkpoint loaded by a single-rank trainer, and a
 //    single-rank checkpoint loaded into the layout, continue to the single-rank run's losses within
 //    1e-5 relative (f32 sums over TP / DP / stages run in another order than on one rank).
+//  - Optimizer offload with dp 1 and 2 and ZeRO 0-2 equals the run without it, bitwise.
 #include <mpi.h>
 
 #include <algorithm>
@@ -197,6 +198,68 @@ INSTANTIATE_TEST_SUITE_P(Layouts, T5ZeroTest,
                                            ZeroLayout{1, 2, 2}, ZeroLayout{1, 2, 3},
                                            ZeroLayout{1, 4, 2}, ZeroLayout{1, 4, 3}),
                          zero_layout_name);
+
+// Optimizer offload (T5Shard::offload_optimizer) on the CPU, where the host path is the real one
+// (host AdamW on the offload's own master / m / v, copies in and out): with dp = world (1 or 2
+// ranks) and ZeRO 0, 1 and 2 (one rank: over a DP group of one), three f32 steps with offload
+// give bitwise the losses, gradient norms and parameters of the run without it; the plan keeps
+// no optimizer state on the device and states the host bytes.
+TEST(T5OffloadTest, EqualsTheRunWithoutOffload) {
+  const int world = world_size();
+  if (world > 2) GTEST_SKIP() << "runs with dp = 1 and 2";
+  for (int zero : {0, 1, 2}) {
+    SCOPED_TRACE(absl::StrCat("dp ", world, " zero ", zero));
+    std::vector<double> stats[2], values[2];
+    for (bool offload : {false, true}) {
+      std::unique_ptr<Launch> l = launch(1, 1, world);
+      TrainConfig cfg = tiny_t5_train_config(3);
+      cfg.parallel.dp = world;
+      cfg.parallel.zero_stage = zero;
+      cfg.parallel.reduce_single_rank = world == 1 && zero > 0;
+      cfg.parallel.offload_optimizer = offload;
+      cfg.parallel.offload_threads = 2;
+      std::unique_ptr<Trainer> t = make_trainer(cfg, engine::DType::kF32, l->par());
+      // Every parameter value (f32), gathered whole.
+      T5Model& tm = t5_model(t->model());
+      auto gather = [&] {
+        std::vector<float> flat(static_cast<size_t>(tm.params().flat_numel()));
+        tm.gather_values(engine::make_view(flat.data(), engine::DType::kF32, engine::Device::kCpu,
+                                           {tm.params().flat_numel()}),
+                         t->stream());
+        return std::vector<double>(flat.begin(), flat.end());
+      };
+      const std::vector<double> initial = gather();
+      for (int i = 0; i < 3; ++i) {
+        const StepStats s = t->step();
+        stats[offload].push_back(s.loss);
+        stats[offload].push_back(s.grad_norm);
+      }
+      values[offload] = gather();
+      EXPECT_NE(values[offload], initial);  // the steps moved the parameters
+      if (!offload) continue;
+      const T5RunShape shape{cfg.train.micro_batch, cfg.data.seq_len, cfg.data.decoder_seq_len};
+      auto plan = T5Model::plan(tm.config(), shape, cpu(engine::DType::kF32), tm.shard());
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      EXPECT_EQ(plan->category_bytes("optimizer"), 0u);
+      auto host =
+          T5Model::offload_host_bytes(tm.config(), shape, cpu(engine::DType::kF32), tm.shard());
+      ASSERT_TRUE(host.ok()) << host.status();
+      // f32 master, m, v, gradient staging and the compute-copy staging of the rank's state.
+      EXPECT_GE(*host, static_cast<size_t>(tm.params().flat_numel() / (zero > 0 ? world : 1)) * 20);
+    }
+    EXPECT_EQ(stats[0], stats[1]);
+    EXPECT_EQ(values[0], values[1]);
+  }
+  // ZeRO-3 with offload is refused, naming the stage.
+  TrainConfig cfg = tiny_t5_train_config(3);
+  const T5Config& t5 = t5_config(cfg);
+  T5Shard shard;
+  shard.zero_stage = 3;
+  shard.zero_dp = 2;
+  shard.offload_optimizer = true;
+  EXPECT_NE(shard.validate(t5).message().find("ZeRO stage 3"), std::string::npos)
+      << shard.validate(t5);
+}
 
 constexpr int kSaveStep = 3, kSteps = 6;
 
