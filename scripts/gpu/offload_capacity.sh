@@ -12,7 +12,8 @@
 # Host memory bounds the offloaded sizes too (18 bytes of pinned host memory per parameter:
 # f32 master, m, v, gradient staging, bf16 parameter staging).
 #   scripts/gpu/offload_capacity.sh [LADDER]   (LADDER: names from the table below, default all;
-#                                              SKIP_COST=1: the capacity ladder only)
+#                                              SKIP_COST=1: the capacity ladder only;
+#                                              MODES="true": the ladder with offload only)
 # Logs go to $OUT (default /tmp/anvil-offload).
 set -uo pipefail
 out=${OUT:-/tmp/anvil-offload}
@@ -41,25 +42,27 @@ ladder="1p3B 24 2048 16
 if [[ $# -gt 0 ]]; then ladder=$(grep -E "^($(echo "$*" | tr ' ' '|')) " <<< "$ladder"); fi
 train() {  # train LOG LAYERS D HEADS OFFLOAD MICRO STEPS
   .gpu/run train configs/demo_gpu.ini "data.paths=$data" "data.cache_dir=$cache" \
-    data.eod_token=256 data.seq_len=2048 model.max_seq_len=2048 model.vocab_size=50257 \
+    data.seq_len=2048 model.max_seq_len=2048 model.vocab_size=50257 \
     model.hidden_dropout=0 model.attention_dropout=0 "model.n_layers=$2" "model.d_model=$3" \
     "model.n_heads=$4" "parallel.offload_optimizer=$5" parallel.recompute=full \
     "train.micro_batch=$6" "train.global_batch=$6" "train.steps=$7" train.eval_iters=0 \
     train.log_interval=1 optim.warmup_steps=1 train.device=cuda > "$1" 2>&1
 }
 last_step() { grep -E "step +[0-9]+/[0-9]+ \|" "$1" | tail -1 | grep -oE "[0-9.]+[kM]? tok/s"; }
-echo "| shape | params | offload | trains | tokens/s | GPU plan | pinned host |" | tee "$out/table.md"
-echo "|---|---|---|---|---|---|---|" | tee -a "$out/table.md"
-for offload in false true; do
+echo "| shape | params | offload | trains | tokens/s | plan total | pinned host | GPU used |" | tee "$out/table.md"
+echo "|---|---|---|---|---|---|---|---|" | tee -a "$out/table.md"
+for offload in ${MODES:-false true}; do
   while read -r name layers d heads; do
     [[ -n "$name" ]] || continue
     log="$out/${name}_offload_${offload}.log"
     train "$log" "$layers" "$d" "$heads" "$offload" 1 3
     params=$(grep -oE "[0-9.]+[KMB] parameters" "$log" | head -1)
     plan=$(grep -A30 "memory plan of this rank" "$log" | grep -E "^ *total " | head -1 | awk '{print $2" MiB"}')
-    host=$(grep -oE "offload_optimizer\): [0-9.]+ [KMGT]iB" "$log" | head -1 | cut -d' ' -f2-)
+    host=$(grep -A30 "memory plan of this rank" "$log" | grep -E "^ *offload \(host\) " | head -1 |
+      awk '{print $3" "$4}')
+    used=$(grep -oE "GPU used [0-9.]+ [MG]iB" "$log" | tail -1 | cut -d' ' -f3-)
     if grep -qE "step +3/3 \|" "$log"; then ok=yes; else ok=no; fi
-    echo "| $name | ${params:-?} | $offload | $ok | $(last_step "$log") | ${plan:-?} | ${host:--} |" |
+    echo "| $name | ${params:-?} | $offload | $ok | $(last_step "$log") | ${plan:-?} | ${host:--} | ${used:-?} |" |
       tee -a "$out/table.md"
     [[ $ok == yes ]] || { grep -m1 -E "error|out of memory" "$log" | cut -c1-300; break; }
   done <<< "$ladder"
