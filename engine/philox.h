@@ -50,14 +50,18 @@ ANVIL_HOST_DEVICE float philox_uniform(uint32_t bits) {
   return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f);
 }
 
+// The four words of elements [4 (index / 4), 4 (index / 4) + 4) of the stream (seed, offset):
+// one Philox call at counter offset + index / 4.
+ANVIL_HOST_DEVICE Philox4 philox_block_at(uint64_t seed, uint64_t offset, uint64_t index) {
+  const uint64_t ctr = offset + index / 4;
+  return philox4x32_10(static_cast<uint32_t>(ctr), static_cast<uint32_t>(ctr >> 32), 0u, 0u,
+                       static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+}
+
 // The uniform for element `index` of the stream (seed, offset): counter = offset + index/4,
 // word index%4. Identical on host and device.
 ANVIL_HOST_DEVICE float philox_uniform_at(uint64_t seed, uint64_t offset, uint64_t index) {
-  const uint64_t ctr = offset + index / 4;
-  const Philox4 r =
-      philox4x32_10(static_cast<uint32_t>(ctr), static_cast<uint32_t>(ctr >> 32), 0u, 0u,
-                    static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
-  return philox_uniform(r.v[index % 4]);
+  return philox_uniform(philox_block_at(seed, offset, index).v[index % 4]);
 }
 
 }  // namespace anvil::engine

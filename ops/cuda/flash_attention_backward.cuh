@@ -97,11 +97,14 @@ __device__ __forceinline__ void dq_scores(float (&s)[N / 8][4], const float (&dp
   const int t = threadIdx.x & 3;
 #pragma unroll
   for (int n = 0; n < N / 8; ++n) {
+    const uint32_t kept = kDropout ? sc.keep_rows(row_base, k0 + n * 8 + 2 * t) : 0xfu;
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const int r = c >> 1, i = row_base + r * 8, j = k0 + n * 8 + 2 * t + (c & 1);
       const float pr = ex2(sc.logit<kCheck, kBias>(s[n][c], i, j) - lse2[r]);
-      const float dpk = kDropout ? dp[n][c] * sc.keep(i, j) * sc.p.keep_scale : dp[n][c];
+      const float dpk = !kDropout            ? dp[n][c]
+                        : ((kept >> c) & 1u) ? dp[n][c] * sc.p.keep_scale
+                                             : 0.f;
       s[n][c] = pr * (dpk - dvec[r]);
     }
   }
@@ -330,11 +333,12 @@ __device__ __forceinline__ void dkdv_scores(float (&st)[N / 8][4], float (&dpt)[
   const int t = threadIdx.x & 3;
 #pragma unroll
   for (int n = 0; n < N / 8; ++n) {
+    const uint32_t kept = kDropout ? sc.keep_cols(m0 + n * 8 + 2 * t, key_base) : 0xfu;
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const int col = n * 8 + 2 * t + (c & 1), i = m0 + col, j = key_base + (c >> 1) * 8;
       const float pr = ex2(sc.logit<kCheck, kBias>(st[n][c], i, j) - slse[col]);
-      const float keep = kDropout ? sc.keep(i, j) * sc.p.keep_scale : 1.f;
+      const float keep = !kDropout ? 1.f : ((kept >> c) & 1u) ? sc.p.keep_scale : 0.f;
       st[n][c] = pr * keep;
       dpt[n][c] = pr * (dpt[n][c] * keep - sdvec[col]);
     }

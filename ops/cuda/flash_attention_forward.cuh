@@ -56,16 +56,12 @@ __device__ __forceinline__ void softmax_update(float (&s)[N / 8][4], float (&acc
   }
 #pragma unroll
   for (int n = 0; n < N / 8; ++n) {
+    const uint32_t kept = kDropout ? sc.keep_rows(row_base, k0 + n * 8 + 2 * t) : 0xfu;
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const float e = ex2(s[n][c] - m_use[c >> 1]);
       l_run[c >> 1] += e;
-      if (kDropout) {
-        const int i = row_base + (c >> 1) * 8, j = k0 + n * 8 + 2 * t + (c & 1);
-        s[n][c] = e * sc.keep(i, j);
-      } else {
-        s[n][c] = e;
-      }
+      s[n][c] = kDropout && !((kept >> c) & 1u) ? 0.f : e;
     }
   }
 }

@@ -350,13 +350,66 @@ struct Scorer {
     if (p.bias == 1) return fmaf(s, p.scale_log2, slope_log2 * static_cast<float>(j));
     return fmaf(s, p.scale_log2, band[j - i + band_shift]);
   }
-  // 1 when element (i, j) is kept by the probability dropout, else 0 (no scaling); 1 without
-  // dropout (generic kDropout kernels).
-  __device__ float keep(int i, int j) const {
-    if (p.dropout_p == 0.f) return 1.f;
-    const uint64_t e =
-        ((uint64_t(b) * p.total_heads + p.head_offset + h) * p.tq + i) * uint64_t(p.tk) + j;
-    return engine::philox_uniform_at(p.seed, p.offset, e) >= p.dropout_p ? 1.f : 0.f;
+  // Dropout masks of a thread's four accumulator elements: bit c set when element c is kept
+  // (all set without dropout; the generic kDropout kernels run with p = 0 too). One Philox call
+  // gives the words of four consecutive elements e = row * Tk + key (word e % 4 of counter
+  // offset + e / 4). When Tk % 4 == 0, keys 4 s .. 4 s + 3 of a row are one call, which the
+  // lanes holding them share as 4-bit masks (a call per four elements instead of one per
+  // element); else each element draws its own. Call with the whole warp.
+  //
+  // Row layout (forward and dq kernels): element c is (i + 8 (c / 2), j + c % 2), with i the
+  // thread's row (g of the m-tile) and j = 8 n + 2 t + a multiple of 8. Lanes t = 2 s and
+  // 2 s + 1 hold keys 4 s .. 4 s + 3 of rows i and i + 8: the even lane draws row i's call, the
+  // odd one row i + 8's, and they swap the halves the other holds.
+  __device__ uint32_t keep_rows(int i, int j) const {
+    if (p.dropout_p == 0.f) return 0xfu;
+    uint32_t k = 0;
+    if (p.tk % 4 != 0) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) k |= keep(i + (c >> 1) * 8, j + (c & 1)) << c;
+      return k;
+    }
+    const int u = threadIdx.x & 1;  // j % 4 == 2 u
+    const uint32_t m = quad(i + 8 * u, j - 2 * u);
+    const uint32_t other = __shfl_xor_sync(0xffffffffu, m, 1);
+    return u ? ((other >> 2) & 3u) | (m & 12u) : (m & 3u) | ((other & 3u) << 2);
+  }
+  // Transposed layout (dk/dv kernel): element c is (query i + c % 2, key j + 8 (c / 2)), with j
+  // the thread's key (g of the m-tile) and i = 8 n + 2 t + a multiple of 8. The lanes g = 4 a +
+  // q (same t) hold keys 4 a .. 4 a + 3 (and + 8) of the same queries: lane q draws the call of
+  // element c = q, and bit q of lane c's mask is element c of lane q.
+  __device__ uint32_t keep_cols(int i, int j) const {
+    if (p.dropout_p == 0.f) return 0xfu;
+    uint32_t k = 0;
+    if (p.tk % 4 != 0) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) k |= keep(i + (c & 1), j + (c >> 1) * 8) << c;
+      return k;
+    }
+    const int q = (threadIdx.x >> 2) & 3;  // j % 4
+    const uint32_t m = quad(i + (q & 1), j - q + (q >> 1) * 8);
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {  // lane q ^ r drew element q ^ r's call
+      const uint32_t got = r == 0 ? m : __shfl_xor_sync(0xffffffffu, m, 4 * r);
+      k |= ((got >> q) & 1u) << (q ^ r);
+    }
+    return k;
+  }
+
+ private:
+  __device__ uint32_t keep(int i, int j) const {
+    return engine::philox_uniform_at(p.seed, p.offset, element(i, j)) >= p.dropout_p;
+  }
+  __device__ uint64_t element(int i, int j) const {
+    return ((uint64_t(b) * p.total_heads + p.head_offset + h) * p.tq + i) * uint64_t(p.tk) + j;
+  }
+  // Bit c set when element (i, j + c) is kept, j a multiple of 4 (Tk % 4 == 0: one call).
+  __device__ uint32_t quad(int i, int j) const {
+    const engine::Philox4 r = engine::philox_block_at(p.seed, p.offset, element(i, j));
+    uint32_t m = 0;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) m |= uint32_t(engine::philox_uniform(r.v[c]) >= p.dropout_p) << c;
+    return m;
   }
 };
 

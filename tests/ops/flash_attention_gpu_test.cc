@@ -11,6 +11,7 @@
 // single-threaded CPU reference stays near a minute in all.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -262,6 +263,95 @@ TEST(FlashAttentionGpu, RelativeBucketsBackward) {
     t.scale = 1.0f, t.total_heads = 4, t.head_offset = 1;
     add_relative_buckets(&t, 29);
     check_gpu(t, 30);
+  }
+}
+
+// Dropout's mask is the CPU twin's, element for element. With v one-hot over keys (v[j] = e_j,
+// Tk <= Dh), out[i][d] = P[i][d] keep[i][d] / (1 - p) is zero exactly where element (i, d) is
+// dropped (the forward kernel's mask); with dout one-hot over queries (dout[i] = e_i, Tq <= Dh),
+// dv[j][d] = P[d][j] keep[d][j] / (1 - p) (the dk/dv kernel's). Key counts that are a multiple
+// of 4 (lanes share one Philox call per four elements) and not (one call per element), every
+// tile width; p 0.5, heads offset as under TP. q, k in [-0.5, 0.5] keep every P above f16's
+// smallest subnormal.
+TEST(FlashAttentionGpu, DropoutMaskIsTheCpuTwins) {
+  ANVIL_SKIP_WITHOUT_GPU();
+  struct Shape {
+    int64_t tq, tk, dh;
+  };
+  for (const Shape sh : {Shape{64, 64, 64}, Shape{40, 64, 64}, Shape{64, 60, 64}, Shape{62, 62, 64},
+                         Shape{100, 128, 128}, Shape{96, 96, 96}, Shape{33, 44, 256}}) {
+    Case c = gpu_case(2, sh.tq, 2, sh.dh, false);
+    c.cross = true, c.tk = sh.tk, c.dropout = 0.5f, c.total_heads = 5, c.head_offset = 2;
+    SCOPED_TRACE(::testing::Message() << "Tq=" << sh.tq << " Tk=" << sh.tk << " Dh=" << sh.dh);
+    const int64_t hd = c.heads * c.dh;
+    Inputs in;
+    in.xq = round_both(testing::random_uniform(c.batch * c.tq * hd, 301 + sh.tk, -0.5f, 0.5f));
+    in.xkv = round_both(testing::random_uniform(c.batch * c.tk * 2 * hd, 302, -0.5f, 0.5f));
+    in.dout.assign(c.batch * c.tq * hd, 0.0f);
+    for (int64_t r = 0; r < c.batch * c.tk; ++r) {  // v[b, j, h] = e_j
+      for (int64_t h = 0; h < c.heads; ++h) {
+        for (int64_t d = 0; d < c.dh; ++d) {
+          in.xkv[r * 2 * hd + hd + h * c.dh + d] = d == r % c.tk ? 1.0f : 0.0f;
+        }
+      }
+    }
+    for (int64_t r = 0; r < c.batch * c.tq; ++r) {  // dout[b, i, h] = e_i
+      for (int64_t h = 0; h < c.heads; ++h) in.dout[r * hd + h * c.dh + r % c.tq] = 1.0f;
+    }
+    const Results ref = run(c, Device::kCpu, DType::kF32, in);
+    // The zero pattern of x's first `used` columns of each head, rows of `len` per sample.
+    auto zeros = [&](const std::vector<double>& x, int64_t rows, int64_t used) {
+      std::vector<bool> z;
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t h = 0; h < c.heads; ++h) {
+          for (int64_t d = 0; d < used; ++d) z.push_back(x[(r * c.heads + h) * c.dh + d] == 0.0);
+        }
+      }
+      return z;
+    };
+    const std::vector<bool> out_ref = zeros(ref.out, c.batch * c.tq, c.tk);
+    const std::vector<bool> dv_ref = zeros(ref.dv, c.batch * c.tk, c.tq);
+    const double dropped =
+        std::count(out_ref.begin(), out_ref.end(), true) / double(out_ref.size());
+    EXPECT_GT(dropped, 0.4);
+    EXPECT_LT(dropped, 0.6);
+    for (DType dt : kDtypes) {
+      SCOPED_TRACE(engine::dtype_name(dt));
+      const Results got = run(c, Device::kCuda, dt, in);
+      const std::vector<bool> out_got = zeros(got.out, c.batch * c.tq, c.tk);
+      const std::vector<bool> dv_got = zeros(got.dv, c.batch * c.tk, c.tq);
+      int64_t out_diff = 0, dv_diff = 0;
+      for (size_t e = 0; e < out_ref.size(); ++e) out_diff += out_got[e] != out_ref[e];
+      for (size_t e = 0; e < dv_ref.size(); ++e) dv_diff += dv_got[e] != dv_ref[e];
+      EXPECT_EQ(out_diff, 0) << "forward mask elements unlike the CPU twin's";
+      EXPECT_EQ(dv_diff, 0) << "dk/dv kernel mask elements unlike the CPU twin's";
+    }
+  }
+}
+
+// Dropout on random data where the key count is a multiple of 4 (the shared Philox calls):
+// few keys at p 0.5 (each dq row then hangs on a handful of mask elements), T5's encoder with
+// relative buckets, its cross-attention shape, and causal grouped-query attention.
+TEST(FlashAttentionGpu, DropoutSharedPhiloxCalls) {
+  ANVIL_SKIP_WITHOUT_GPU();
+  for (int64_t dh : {64, 128, 80}) {
+    for (int64_t t : {8, 12}) {
+      Case c = gpu_case(2, t, 2, dh, t == 12);
+      c.dropout = 0.5f, c.total_heads = 4, c.head_offset = 1;
+      check_gpu(c, 310 + t + dh);
+    }
+    Case enc = gpu_case(2, 200, 2, dh, false);
+    enc.scale = 1.0f, enc.dropout = 0.1f, enc.kv_lengths = {200, 132};
+    add_relative_buckets(&enc, 311);
+    check_gpu(enc, 312 + dh);
+    Case x = gpu_case(2, 114, 2, dh, false);
+    x.cross = true, x.tk = 300, x.scale = 1.0f, x.dropout = 0.1f, x.kv_lengths = {300, 131};
+    add_relative_buckets(&x, 313);
+    check_gpu(x, 314 + dh);
+    Case g = gpu_case(2, 256, 4, dh, true);
+    g.kv_heads = 2, g.dropout = 0.1f;
+    add_documents(&g, 315 + dh);
+    check_gpu(g, 316 + dh);
   }
 }
 
