@@ -118,6 +118,37 @@ TEST(InitNormalCpu, ValuesCutOffConstantsAndDtypes) {
   EXPECT_EQ(testing::to_host(dst), std::vector<float>(9, 1.0f));
 }
 
+// Calls of more than 2^21 elements run on several threads (an offloaded optimizer's host
+// master): every element equals its own draw, across the thread boundaries, with a column-split
+// TP shard, a first element and a cut-off.
+TEST(InitNormalCpu, LargeCallsSplitOverThreadsChangeNoValue) {
+  TestStream stream(Device::kCpu);
+  TensorPool pool(Device::kCpu);
+  InitNormalArgs args;
+  args.sigma = 0.02;
+  args.seed = 11;
+  args.offset = 77;
+  args.tp = TpSplit{1500, 2048, 1, 2, 2, 1};  // rank 1 of 2, two column blocks (like [q | k])
+  args.first = 17;
+  const int64_t n = 1500 * 2048 - 17;
+  args.valid = tp_whole_index(args.tp, n - 1000);  // a cut-off inside the last thread's range
+  TensorView dst = pool.empty(DType::kF32, {n});
+  init_normal(args, dst, stream);
+  const std::vector<float> got = testing::to_host(dst);
+  int64_t wrong = 0, drawn = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t w = tp_whole_index(args.tp, 17 + j);
+    const float want =
+        w < args.valid
+            ? static_cast<float>(0.02 * init_normal_sample(11, 77 + static_cast<uint64_t>(w)))
+            : 0.0f;
+    wrong += f32_bits(got[static_cast<size_t>(j)]) != f32_bits(want);
+    drawn += want != 0.0f;
+  }
+  EXPECT_EQ(wrong, 0);
+  EXPECT_GT(drawn, n / 2);
+}
+
 // ---- GPU vs CPU twin ----------------------------------------------------------------------------
 
 // Bits of `v` (exactly representable) in dtype t, as an integer ordered like the values, so
