@@ -102,15 +102,15 @@ Family t5_family() {
     add_vocab_padding_record(t.vocab_padding_in_loss, t.padded(), r);
   };
   f.tensor_shapes = [](const TrainConfig& cfg) {
+    const T5Config& t = t5_config(cfg);
     std::map<std::string, std::vector<int64_t>> out;
-    const ParamTable table = t5_detail::make_t5_param_table(t5_config(cfg));
-    for (const Param& p : table.all())
-      out[p.name] = logical_shape(p, t5_config(cfg).loss_vocab(), 1);
+    const ParamTable table = t5_detail::make_t5_param_table(t);
+    for (const Param& p : table.all()) out[p.name] = logical_shape(p, t.loss_vocab(), 1);
     return out;
   };
   f.layers = [](const TrainConfig& cfg) {
-    return absl::StrCat(t5_config(cfg).n_encoder_layers, " encoder and ",
-                        t5_config(cfg).n_decoder_layers, " decoder layers");
+    const T5Config& t = t5_config(cfg);
+    return absl::StrCat(t.n_encoder_layers, " encoder and ", t.n_decoder_layers, " decoder layers");
   };
   f.layout_record = [](const TrainConfig& cfg, std::map<std::string, int64_t>& out) {
     if (cfg.parallel.pp > 1) out["pp_split_rank"] = cfg.parallel.pp_split_rank;
