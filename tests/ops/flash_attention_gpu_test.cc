@@ -270,9 +270,9 @@ TEST(FlashAttentionGpu, RelativeBucketsBackward) {
 // Tk <= Dh), out[i][d] = P[i][d] keep[i][d] / (1 - p) is zero exactly where element (i, d) is
 // dropped (the forward kernel's mask); with dout one-hot over queries (dout[i] = e_i, Tq <= Dh),
 // dv[j][d] = P[d][j] keep[d][j] / (1 - p) (the dk/dv kernel's). Key counts that are a multiple
-// of 4 (lanes share one Philox call per four elements) and not (one call per element), every
-// tile width; p 0.5, heads offset as under TP. q, k in [-0.5, 0.5] keep every P above f16's
-// smallest subnormal.
+// of 4 (lanes share one Philox call per four elements) and not (one call per element), tile
+// widths 64, 96, 128 and 256; p 0.5, heads offset as under TP. q, k in [-0.5, 0.5] keep every
+// P above f16's smallest subnormal.
 TEST(FlashAttentionGpu, DropoutMaskIsTheCpuTwins) {
   ANVIL_SKIP_WITHOUT_GPU();
   struct Shape {
