@@ -8,7 +8,8 @@
 // bench/reference/attention_sdpa.py times PyTorch SDPA on the same shapes.
 // BM_FlashT5* time T5-base's shapes (B 32, 12 heads of 64, encoder 512 bidirectional, decoder 114
 // causal, scale 1) with and without the relative-bucket bias (range 4: 1 = with) and the
-// probability dropout 0.1 (range 5: 1 = with).
+// probability dropout 0.1 (range 5: 1 = with, the backward redrawing the mask; 2 = with, the
+// mask saved by the forward as bits, AttentionMasks::dropout_keep).
 // BM_FlashForwardWgmma* time the Hopper forward (AttentionKernel::kWgmma: sm_90a wgmma + TMA) on
 // the bf16 head 64 and 128 shapes, beside BM_FlashForward* (mma.sync) of the same shapes.
 #include <benchmark/benchmark.h>
@@ -74,7 +75,7 @@ void bench_attention(benchmark::State& state, bool causal, bool backward, bool t
   a.kernel = kernel;
   const bool rel = t5 && state.range(4) == 1;
   constexpr int64_t kBuckets = 32;
-  if (t5 && state.range(5) == 1) a.dropout_p = 0.1f, a.seed = 7;
+  if (t5 && state.range(5) >= 1) a.dropout_p = 0.1f, a.seed = 7;
   if (rel) a.bias = ops::AttentionBias::kRelativeBuckets;
   const size_t ws_bytes = ops::flash_attention_workspace_bytes(a, kBuckets);
   auto arena_or = engine::Arena::create(
@@ -82,6 +83,10 @@ void bench_attention(benchmark::State& state, bool causal, bool backward, bool t
       "attention_bench");
   ANVIL_CHECK_OK(arena_or.status());
   engine::Arena& mem = *arena_or;
+  auto keep_or = engine::Arena::create(engine::Device::kCuda,
+                                       sizeof(int32_t) * ops::flash_attention_keep_words(a) + 256,
+                                       "attention_bench keep bits");
+  ANVIL_CHECK_OK(keep_or.status());
   auto view = [&](DType dt, std::initializer_list<int64_t> shape) {
     auto v = mem.allocate(dt, shape, "bench tensor");
     ANVIL_CHECK_OK(v.status());
@@ -93,6 +98,11 @@ void bench_attention(benchmark::State& state, bool causal, bool backward, bool t
   engine::TensorView dout = view(act, {bt, hd});
   engine::TensorView lse = view(DType::kF32, {B, H, T});
   ops::AttentionMasks masks;
+  if (t5 && state.range(5) == 2) {
+    auto keep = keep_or->allocate(DType::kI32, {ops::flash_attention_keep_words(a)}, "keep bits");
+    ANVIL_CHECK_OK(keep.status());
+    masks.dropout_keep = *keep;
+  }
   engine::TensorView d_table;
   if (rel) {
     // Any bucket pattern costs the same; this one is T5-like (exact near, coarser far).
@@ -191,7 +201,7 @@ BENCHMARK(BM_FlashForwardWgmma)->Apply(wgmma_args);
 BENCHMARK(BM_FlashForwardMmaSync)->Apply(wgmma_args);
 
 void t5_args(benchmark::internal::Benchmark* b, int64_t t) {
-  for (int64_t drop : {0, 1}) {
+  for (int64_t drop : {0, 1, 2}) {
     for (int64_t rel : {0, 1}) b->Args({32, t, 12, 64, rel, drop});
   }
   b->Iterations(10)->UseManualTime()->Unit(benchmark::kMillisecond);

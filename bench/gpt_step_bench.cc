@@ -4,9 +4,11 @@
 // parameters incl. the tied embedding (DESIGN.md §8) — the same formula bench/reference/
 // gpt2_pytorch.py prints, so the two are comparable in one run. BERT-large (type bert, HF layout:
 // post-LN, GELU-erf, MLM + binary heads, vocab 30522) runs the same step on full-length samples
-// with 15% of the tokens as MLM targets (N includes the MLM head's dense layer).
+// with 15% of the tokens as MLM targets (N includes the MLM head's dense layer) and HF's dropout
+// 0.1 (attention probabilities, saved mask as bin/train's default, and hidden states).
 // The model runs as bin/train's default ([train] attention_kernel = auto: the Hopper flash forward
-// where it applies and is faster); rows named mma_sync_* force the mma.sync forward.
+// where it applies and is faster); rows named mma_sync_* force the mma.sync forward,
+// regenerate_mask_* ([train] attention_dropout_mask = regenerate) redraw the dropout mask.
 //   build/bench/gpt_step_bench --benchmark_filter=124M
 #include <benchmark/benchmark.h>
 
@@ -26,7 +28,8 @@ constexpr double kPeakFlops = 989e12;
 struct BenchShape {
   int64_t layers, d, heads, batch, seq;
   bool bert = false;
-  bool mma_sync = false;  // [train] attention_kernel = mma_sync (else auto)
+  bool mma_sync = false;    // [train] attention_kernel = mma_sync (else auto)
+  bool regenerate = false;  // [train] attention_dropout_mask = regenerate (else save)
 };
 
 void gpt_step(benchmark::State& state, BenchShape shape) {
@@ -49,10 +52,14 @@ void gpt_step(benchmark::State& state, BenchShape shape) {
     cfg.activation = model::Activation::kGeluErf;
     cfg.embed_layernorm = true;
     cfg.ln_eps = 1e-12f;
+    // HF's BertConfig defaults, which bench/reference/hf_bert.py trains with (and
+    // configs/bert_large.ini): dropout 0.1 on the probabilities and the hidden states.
+    cfg.hidden_dropout = cfg.attention_dropout = 0.1f;
   }
   const model::GptRunShape run{shape.batch, shape.seq};
   model::Precision prec{engine::Device::kCuda, engine::DType::kBF16, engine::DType::kF32};
   prec.attention = shape.mma_sync ? ops::AttentionKernel::kMmaSync : ops::AttentionKernel::kWgmma;
+  prec.save_dropout_mask = !shape.regenerate;
   auto stream = engine::Stream::cuda(0);
   auto gpt = model::GptModel::create(cfg, run, prec, 1234);
   if (!stream.ok() || !gpt.ok()) {
@@ -139,6 +146,12 @@ BENCHMARK_CAPTURE(gpt_step, BERT_large_B32_T512, BenchShape{24, 1024, 16, 32, 51
 
 BENCHMARK_CAPTURE(gpt_step, mma_sync_BERT_large_B32_T512,
                   BenchShape{24, 1024, 16, 32, 512, true, true})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+// The same with the attention dropout mask drawn again in backward instead of saved.
+BENCHMARK_CAPTURE(gpt_step, regenerate_mask_BERT_large_B32_T512,
+                  BenchShape{24, 1024, 16, 32, 512, true, false, true})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5);

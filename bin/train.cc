@@ -635,6 +635,7 @@ int run(int argc, char** argv) {
                  : model::resolve_precision(cfg.train.device, cfg.train.precision.mode);
   if (!prec.ok()) return fail(prec.status());
   if (cfg.train.attention_kernel == "auto") prec->attention = anvil::ops::AttentionKernel::kWgmma;
+  prec->save_dropout_mask = cfg.train.attention_dropout_mask == "save";
   if (absent_gpu && stated.bytes == 0) stated = anvil::bin::default_device_memory();
   if (print_device) {
     std::printf("%s\n", std::string(anvil::engine::device_name(prec->device)).c_str());

@@ -20,6 +20,10 @@ struct Precision {
   // CUDA flash-attention forward ([train] attention_kernel): kWgmma runs the Hopper kernel where
   // it applies (ops/flash_attention.h), mma.sync elsewhere; the CPU ignores it.
   ops::AttentionKernel attention = ops::AttentionKernel::kMmaSync;
+  // Flash attention with probability dropout ([train] attention_dropout_mask): save the forward's
+  // keep bits (B H Tq Tk / 8 bytes a layer) for the backward instead of regenerating them from
+  // Philox (the same bits either way).
+  bool save_dropout_mask = true;
 };
 
 // Dtype of layernorm statistics and per-token losses: f32, or f64 with f64 activations.

@@ -57,6 +57,10 @@ void check_masks(const char* op, const FlashAttentionArgs& a, const AttentionMas
                                   "true (without causal every key is already visible)");
     detail::check_arg(op, "prefix_end", m.prefix_end, DType::kI32, {a.batch * a.q_len}, stream);
   }
+  if (!m.dropout_keep.empty()) {
+    detail::check_arg(op, "dropout_keep", m.dropout_keep, DType::kI32,
+                      {flash_attention_keep_words(a)}, stream);
+  }
   if (a.bias == AttentionBias::kRelativeBuckets) {
     detail::check_arg(op, "rel_buckets", m.rel_buckets, DType::kI32, {a.q_len + a.kv_len - 1},
                       stream);
@@ -119,6 +123,11 @@ float alibi_slope(int64_t k, int64_t n) { return detail::alibi_slope_of(k, n); }
 bool flash_attention_cuda_supports(DType act, int64_t head_dim) {
   return (act == DType::kBF16 || act == DType::kF16) && head_dim % 8 == 0 && head_dim >= 32 &&
          head_dim <= 256;
+}
+
+int64_t flash_attention_keep_words(const FlashAttentionArgs& args) {
+  return args.batch * args.heads * detail::keep_strips(args.q_len) *
+         detail::keep_groups(args.kv_len) * 32;
 }
 
 size_t flash_attention_workspace_bytes(const FlashAttentionArgs& args, int64_t num_buckets) {

@@ -6,7 +6,8 @@
 //   out_i = sum_j P_ij * keep_ij / (1 - p) * v_j                               (= out)
 // A row with no visible key gives out_i = 0 and lse_i = +inf (so backward sees P = 0).
 // Backward: dq, dk, dv (=) through the same path; P is recomputed from q, k and the saved lse,
-// the dropout mask is regenerated from Philox. Deterministic (no atomics).
+// the dropout mask is read from the bits forward saved (AttentionMasks::dropout_keep) or, when
+// none were given, regenerated from Philox. Deterministic (no atomics).
 //
 // Visibility: visible(b, i, j) = (!causal || j <= i || j < prefix_end[b*Tq + i] (when given))
 //   && j < kv_lengths[b] (when given) && seg_q[b*Tq + i] == seg_k[b*Tk + j] (when segments are
@@ -98,7 +99,16 @@ struct AttentionMasks {
   ConstTensorView prefix_end;   // [B*Tq] i32 (causal only): keys j < prefix_end[b*Tq + i] visible
   ConstTensorView rel_buckets;  // [Tq + Tk - 1] i32: bucket of distance j - i at j - i + Tq - 1
   ConstTensorView rel_table;    // [num_buckets, total_heads] f32 (kRelativeBuckets)
+  // Saved dropout mask: [flash_attention_keep_words(args)] i32, read as 32-bit words of keep
+  // bits (layout: keep_word / keep_bit in ops/flash_attention_detail.h). With dropout_p > 0,
+  // forward writes the bit of every visible element (=; the other bits are unspecified) and
+  // backward reads them instead of regenerating Philox, so it must get what forward wrote for
+  // the same arguments. B H ceil(Tq/16) ceil(Tk/64) 128 bytes; ignored when dropout_p == 0.
+  TensorView dropout_keep;
 };
+
+// Words of AttentionMasks::dropout_keep for these arguments.
+int64_t flash_attention_keep_words(const FlashAttentionArgs& args);
 
 // ALiBi slope of model head k of n (Megatron-DeepSpeed's get_slopes).
 float alibi_slope(int64_t k, int64_t n);

@@ -135,6 +135,21 @@ TensorView group_lse(const AttentionConfig& c, TensorView lse, int64_t g) {
                            {c.batch, c.group(), c.q_len});
 }
 
+// The core's masks: the inputs' plus the saved dropout bits (whole, or group g's block).
+ops::AttentionMasks core_masks(const AttentionConfig& c, const AttentionInputs& in, TensorView keep,
+                               int64_t g = -1) {
+  ops::AttentionMasks m = in.masks;
+  if (keep.empty()) return m;
+  if (g < 0) {
+    m.dropout_keep = keep;
+  } else {
+    const int64_t n = dropout_keep_words(c.batch, c.group(), c.q_len, c.kv_len);
+    m.dropout_keep =
+        engine::make_view(keep.as<int32_t>() + g * n, engine::DType::kI32, keep.device, {n});
+  }
+  return m;
+}
+
 }  // namespace
 
 void attention_forward(const AttentionConfig& c, TensorView out, const AttentionActs& acts,
@@ -151,7 +166,8 @@ void attention_forward(const AttentionConfig& c, TensorView out, const Attention
         ops::rotary_forward(rotary_args(c, c.group() + 1), v.qk, in.positions, s);
       }
       ops::flash_attention_forward(group_args(c, p, site, g), group_att(c, acts.att, g),
-                                   group_lse(c, acts.lse, g), v.q, v.k, v.v, in.masks, s);
+                                   group_lse(c, acts.lse, g), v.q, v.k, v.v,
+                                   core_masks(c, in, acts.keep, g), s);
     }
     row_linear(out, acts.att, w.out_w, w.out_b, c.tp_rank == 0, s);
     return;
@@ -163,7 +179,8 @@ void attention_forward(const AttentionConfig& c, TensorView out, const Attention
     ops::rotary_forward(rotary_args(c), k, in.positions, s);
   }
   if (c.flash) {
-    ops::flash_attention_forward(flash_args(c, p, site), acts.att, acts.lse, q, k, v, in.masks, s);
+    ops::flash_attention_forward(flash_args(c, p, site), acts.att, acts.lse, q, k, v,
+                                 core_masks(c, in, acts.keep), s);
   } else {
     ops::attention_forward(unfused_args(c, p, site, in), acts.att, acts.probs, acts.qkv,
                            in.masks.seg_q, ws, s);
@@ -182,9 +199,10 @@ void attention_backward(const AttentionConfig& c, TensorView dx, TensorView dmem
   if (c.grouped()) {
     for (int64_t g = 0; g < c.local_kv_heads(); ++g) {
       const Group v = group_views(c, acts.qkv, g), d = group_views(c, scratch.dqkv, g);
-      ops::flash_attention_backward(
-          group_args(c, c.dropout, site, g), d.q, d.k, d.v, {}, group_att(c, scratch.datt, g), v.q,
-          v.k, v.v, group_att(c, acts.att, g), group_lse(c, acts.lse, g), in.masks, ws, s);
+      ops::flash_attention_backward(group_args(c, c.dropout, site, g), d.q, d.k, d.v, {},
+                                    group_att(c, scratch.datt, g), v.q, v.k, v.v,
+                                    group_att(c, acts.att, g), group_lse(c, acts.lse, g),
+                                    core_masks(c, in, acts.keep, g), ws, s);
       if (c.position == AttentionPosition::kRotary) {
         ops::rotary_backward(rotary_args(c, c.group() + 1), d.qk, in.positions, s);
       }
@@ -196,7 +214,8 @@ void attention_backward(const AttentionConfig& c, TensorView dx, TensorView dmem
   const auto [dq, dk, dv] = qkv_views(c, scratch.dqkv, scratch.dkv);
   if (c.flash) {
     ops::flash_attention_backward(flash_args(c, c.dropout, site), dq, dk, dv, d_rel_table,
-                                  scratch.datt, q, k, v, acts.att, acts.lse, in.masks, ws, s);
+                                  scratch.datt, q, k, v, acts.att, acts.lse,
+                                  core_masks(c, in, acts.keep), ws, s);
   } else {
     const ops::AttentionArgs aa = unfused_args(c, c.dropout, site, in);
     // The probabilities were not kept: recompute them (att is rewritten with equal values).
@@ -229,7 +248,17 @@ AttentionActs attention_saved_acts(const AttentionConfig& c, engine::DType dtype
     a.probs = take(prefix + "probs", dtype, {c.batch, c.local_heads(), c.q_len, c.kv_len});
   }
   a.att = take(prefix + "att", dtype, {c.rows(), I});
+  if (c.saves_keep()) {
+    a.keep = take(prefix + "attn.keep", engine::DType::kI32,
+                  {dropout_keep_words(c.batch, c.local_heads(), c.q_len, c.kv_len)});
+  }
   return a;
+}
+
+int64_t dropout_keep_words(int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len) {
+  ops::FlashAttentionArgs a;
+  a.batch = batch, a.heads = heads, a.q_len = q_len, a.kv_len = kv_len;
+  return ops::flash_attention_keep_words(a);
 }
 
 }  // namespace anvil::model::blocks

@@ -64,6 +64,10 @@ struct AttentionConfig {
   ops::RotaryScaling rotary_scaling;  // HF rope_scaling of the frequencies (ops/rotary.h)
   float dropout = 0.0f;               // on the probabilities (train only)
   ops::AttentionKernel kernel = ops::AttentionKernel::kMmaSync;  // CUDA flash forward kernel
+  bool save_dropout_mask = false;  // flash with dropout: acts.keep holds the forward's keep bits
+
+  // Whether the saved activations include the dropout keep bits.
+  bool saves_keep() const { return flash && dropout > 0.0f && save_dropout_mask; }
 
   int64_t local_heads() const { return heads / tp; }
   int64_t kv() const { return kv_heads == 0 ? heads : kv_heads; }
@@ -90,10 +94,16 @@ struct AttentionWeights {
 };
 
 // Saved by the forward. qkv: [rows, 3I] (self) or q [rows, I] (cross); kv: [kv_rows, 2I]
-// (cross); lse: [B, H / tp, Tq] f32 (flash); probs: [B, H / tp, T, T] (unfused); att: [rows, I].
+// (cross); lse: [B, H / tp, Tq] f32 (flash); probs: [B, H / tp, T, T] (unfused); att: [rows, I];
+// keep: [dropout_keep_words] i32, the dropout keep bits (saves_keep(), else empty; grouped: one
+// block per local group).
 struct AttentionActs {
-  engine::TensorView qkv, kv, lse, probs, att;
+  engine::TensorView qkv, kv, lse, probs, att, keep;
 };
+
+// Words of the saved dropout keep bits of B x heads (this rank's) x Tq x Tk scores
+// (ops::flash_attention_keep_words).
+int64_t dropout_keep_words(int64_t batch, int64_t heads, int64_t q_len, int64_t kv_len);
 
 // One micro-batch's position and mask inputs on the stream's device: positions [rows] i32
 // (rotary); masks.seg_q / seg_k (document ids; the unfused op reads seg_q), prefix_end (both

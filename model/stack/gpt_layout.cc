@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/checked_math.h"
 #include "engine/status.h"
+#include "model/blocks/attention.h"
 #include "model/sync_layout.h"
 #include "ops/attention.h"
 #include "ops/flash_attention.h"
@@ -348,6 +349,11 @@ LayerActs layer_acts(const std::string& h, const GptConfig& cfg, const GptRunSha
   a.qkv = A("qkv", act, {bt, cfg.qkv_rows() / tp});
   if (uses_flash_attention(cfg, prec)) {
     a.lse = A("attn.lse", DType::kF32, {shape.micro_batch, cfg.n_heads / tp, shape.seq_len});
+    if (cfg.attention_dropout > 0.0f && prec.save_dropout_mask) {
+      a.keep = A("attn.keep", DType::kI32,
+                 {blocks::dropout_keep_words(shape.micro_batch, cfg.n_heads / tp, shape.seq_len,
+                                             shape.seq_len)});
+    }
   } else {
     a.probs =
         shared != nullptr && shard.recompute == Recompute::kSelective

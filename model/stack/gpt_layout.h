@@ -73,6 +73,7 @@ struct LayerActs {
   TensorView ln1, ln2;  // [B*T, d]
   TensorView qkv;       // [B*T, 3d / tp]
   TensorView lse;       // [B, H / tp, T] f32 (flash)
+  TensorView keep;      // [blocks::dropout_keep_words] i32: flash dropout keep bits, or empty
   TensorView probs;     // [B, H / tp, T, T] (unfused path)
   TensorView atty;      // [B*T, d / tp]
   blocks::MlpActs mlp;  // pre [B*T, c_fc out / tp] (GLU: g | u), act [B*T, ffn / tp]

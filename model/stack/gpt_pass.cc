@@ -59,7 +59,7 @@ blocks::AttentionWeights attention_weights(const gpt_detail::LayerWeights& w) {
 }
 
 blocks::AttentionActs attention_acts(const gpt_detail::LayerActs& a) {
-  return {a.qkv, {}, a.lse, a.probs, a.atty};
+  return {a.qkv, {}, a.lse, a.probs, a.atty, a.keep};
 }
 
 // Rotary positions; the document masks (segments), the prefix-LM prefix ends and BERT's
@@ -224,6 +224,7 @@ blocks::AttentionConfig GptModel::Impl::attention_config() const {
   c.rotary_scaling = cfg.rope_scaling;
   c.dropout = cfg.attention_dropout;
   c.kernel = prec.attention;
+  c.save_dropout_mask = prec.save_dropout_mask;
   return c;
 }
 

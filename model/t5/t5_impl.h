@@ -86,8 +86,9 @@ struct Weights {
 struct LayerActs {
   TensorView x, ln1, rstd1, qkv, lse, att, h;
   TensorView ln2, rstd2, cq, ckv, clse, catt, h2;  // decoder only
-  TensorView ln_ff, rstd_ff;                       // ln2 (encoder) or ln3
-  blocks::MlpActs ffn;                             // the FFN block's pre, act
+  TensorView keep, ckeep;     // dropout keep bits of self / cross attention (i32), or empty
+  TensorView ln_ff, rstd_ff;  // ln2 (encoder) or ln3
+  blocks::MlpActs ffn;        // the FFN block's pre, act
 };
 
 // One activation slot: a micro-batch's inputs, saved activations and received gradients.

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/checked_math.h"
 #include "engine/status.h"
+#include "model/blocks/attention.h"
 #include "model/sync_layout.h"
 #include "model/t5/t5_impl.h"
 #include "ops/flash_attention.h"
@@ -337,6 +338,8 @@ Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const Precision&
     a.rstd1 = A(p + "ln1.rstd", st_dt, {rl});
     a.qkv = A(p + "qkv", act, {r, 3 * I});
     a.lse = A(p + "attn.lse", DType::kF32, {B, H, T});
+    const bool keep = cfg.dropout > 0.0f && prec.save_dropout_mask;
+    if (keep) a.keep = A(p + "attn.keep", DType::kI32, {blocks::dropout_keep_words(B, H, T, T)});
     a.att = A(p + "attn", act, {r, I});
     a.h = A(p + "h", act, {rl, d});
     if (decoder) {
@@ -345,6 +348,9 @@ Buffers t5_layout(const T5Config& cfg, const T5RunShape& shape, const Precision&
       a.cq = A(p + "cross.q", act, {r, I});
       a.ckv = A(p + "cross.kv", act, {re, 2 * I});
       a.clse = A(p + "cross.lse", DType::kF32, {B, H, T});
+      if (keep) {
+        a.ckeep = A(p + "cross.keep", DType::kI32, {blocks::dropout_keep_words(B, H, T, Te)});
+      }
       a.catt = A(p + "cross.attn", act, {r, I});
       a.h2 = A(p + "h2", act, {rl, d});
     }

@@ -158,9 +158,13 @@ blocks::AttentionWeights cross_weights(const LayerWeights& w) {
   return {w.cq, {}, w.ckv, {}, w.co, {}};
 }
 
-blocks::AttentionActs self_acts(const LayerActs& a) { return {a.qkv, {}, a.lse, {}, a.att}; }
+blocks::AttentionActs self_acts(const LayerActs& a) {
+  return {a.qkv, {}, a.lse, {}, a.att, a.keep};
+}
 
-blocks::AttentionActs cross_acts(const LayerActs& a) { return {a.cq, a.ckv, a.clse, {}, a.catt}; }
+blocks::AttentionActs cross_acts(const LayerActs& a) {
+  return {a.cq, a.ckv, a.clse, {}, a.catt, a.ckeep};
+}
 
 // T5's block fields as the layer block names them: ln2 / rstd2 (decoder) the cross-attention
 // norm, ln_ff / rstd_ff the FFN's; h2 the residual after the cross-attention.
@@ -197,6 +201,7 @@ blocks::LayerConfig T5Model::Impl::layer_config(bool decoder) const {
                    : t5_attention(cfg, shard, B, Te, Te, false, false);
   c.cross = decoder;
   c.cross_attn = t5_attention(cfg, shard, B, Td, Te, true, false);
+  c.attn.save_dropout_mask = c.cross_attn.save_dropout_mask = prec.save_dropout_mask;
   // The FFN hidden's masks are numbered by this rank's [rows, d_ff / tp] columns (t5.h T5Shard).
   c.mlp = t5_detail::ffn_config(cfg, shard);
   c.dropout = cfg.dropout;

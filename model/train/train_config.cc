@@ -385,6 +385,7 @@ absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size
   l.seed = static_cast<uint64_t>(c.get_int("train", "seed"));
   l.device = c.get_string("train", "device");
   l.attention_kernel = c.get_string("train", "attention_kernel");
+  l.attention_dropout_mask = c.get_string("train", "attention_dropout_mask");
   ANVIL_ASSIGN_OR_RETURN(l.precision, parse_precision_config(c));
   l.eval_interval = c.get_int("train", "eval_interval");
   l.eval_iters = c.get_int("train", "eval_iters");

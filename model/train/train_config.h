@@ -88,6 +88,7 @@ struct LoopConfig {
   uint64_t seed = 1234;                   // parameter init and dropout
   std::string device = "auto";            // auto | cpu | cuda
   std::string attention_kernel = "auto";  // auto | mma_sync (Precision::attention)
+  std::string attention_dropout_mask = "save";  // save | regenerate (Precision::save_dropout_mask)
   PrecisionConfig precision;       // precision and loss scaling (model/train/precision_config.h)
   int64_t eval_interval = 1000;    // evaluate every N steps (0: only at the end)
   int64_t eval_iters = 100;        // validation global batches per evaluation (0: no evaluation)

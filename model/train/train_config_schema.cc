@@ -229,6 +229,13 @@ ConfigSchema build_schema() {
         "schedule on mma.sync elsewhere; mma_sync = always the latter. Backward is mma.sync "
         "either way. The CPU ignores it.",
         {"auto", "mma_sync"});
+  s.add("train", "attention_dropout_mask", kString, "save",
+        "Flash attention with attention_dropout > 0: save = the forward keeps its dropout mask "
+        "as bits (B * heads/tp * T * T / 8 bytes a layer and micro-batch, in the memory plan's "
+        "activations) for the backward; regenerate = the backward draws it again from Philox "
+        "(no memory, slower: on the GPU the drawing is most of what dropout costs). The same mask "
+        "either way, so losses are equal.",
+        {"save", "regenerate"});
   add_precision_keys(s);
   s.add("train", "eval_interval", kInt, "1000",
         "Evaluate on the validation split every N steps and at the end (--eval-interval); a "

@@ -9,7 +9,8 @@
 // group's query heads (accumulated in double, then stored once).
 // Activations f32/f64 or f16/bf16 storage (read and rounded through scalar_io).
 // The softmax is recomputed from the scores in double (the f32 lse is not read back), so the
-// finite-difference tests in f64 see the exact gradient.
+// finite-difference tests in f64 see the exact gradient. With masks.dropout_keep, forward first
+// writes every element's keep bit (Philox) and both directions read the mask from those bits.
 #include "ops/flash_attention.h"
 
 #include <cmath>
@@ -71,17 +72,44 @@ struct RowScorer {
   int64_t bucket(int64_t i, int64_t j) const {
     return m.rel_buckets.as<int32_t>()[j - i + a.q_len - 1];
   }
-  // keep / (1 - p), or 0 when dropped.
-  double keep(int64_t i, int64_t j) const {
-    if (a.dropout_p == 0.0f) return 1.0;
+  // Whether (i, j) is kept, from Philox.
+  bool kept(int64_t i, int64_t j) const {
     const int64_t th = a.total_heads == 0 ? a.heads : a.total_heads;
     const uint64_t e =
         static_cast<uint64_t>(((b * th + a.head_offset + h) * a.q_len + i) * a.kv_len + j);
-    return engine::philox_uniform_at(a.seed, a.offset, e) >= a.dropout_p
-               ? 1.0 / (1.0 - static_cast<double>(a.dropout_p))
-               : 0.0;
+    return engine::philox_uniform_at(a.seed, a.offset, e) >= a.dropout_p;
+  }
+  // keep / (1 - p), or 0 when dropped: from the saved bits when given (forward wrote them
+  // first), else from Philox.
+  double keep(int64_t i, int64_t j) const {
+    if (a.dropout_p == 0.0f) return 1.0;
+    const bool k = m.dropout_keep.empty()
+                       ? kept(i, j)
+                       : (static_cast<uint32_t>(m.dropout_keep.as<int32_t>()[detail::keep_word(
+                              b, h, a.heads, i, j, a.q_len, a.kv_len)]) >>
+                          detail::keep_bit(i, j)) &
+                             1u;
+    return k ? 1.0 / (1.0 - static_cast<double>(a.dropout_p)) : 0.0;
   }
 };
+
+// Every element's keep bit into masks.dropout_keep (=; bits past Tq or Tk are 0).
+void write_keep_bits(const FlashAttentionArgs& a, const AttentionMasks& m) {
+  int32_t* words = m.dropout_keep.as<int32_t>();
+  std::fill(words, words + flash_attention_keep_words(a), 0);
+  for (int64_t b = 0; b < a.batch; ++b) {
+    for (int64_t h = 0; h < a.heads; ++h) {
+      const RowScorer rs{a, m, b, h};
+      for (int64_t i = 0; i < a.q_len; ++i) {
+        for (int64_t j = 0; j < a.kv_len; ++j) {
+          if (!rs.kept(i, j)) continue;
+          int32_t& w = words[detail::keep_word(b, h, a.heads, i, j, a.q_len, a.kv_len)];
+          w = static_cast<int32_t>(static_cast<uint32_t>(w) | 1u << detail::keep_bit(i, j));
+        }
+      }
+    }
+  }
+}
 
 // P of row i (0 where not visible) and its lse (+inf for an empty row).
 template <typename T>
@@ -121,6 +149,7 @@ void forward_typed(const FlashAttentionArgs& a, TensorView out, TensorView lse, 
                    ConstTensorView k, ConstTensorView v, const AttentionMasks& m) {
   const Mat<T> o = mat<T>(out);
   const Mat<const T> qm = mat<T>(q), km = mat<T>(k), vm = mat<T>(v);
+  if (a.dropout_p > 0.0f && !m.dropout_keep.empty()) write_keep_bits(a, m);
   std::vector<double> p(static_cast<size_t>(a.kv_len)), acc(static_cast<size_t>(a.head_dim));
   for (int64_t b = 0; b < a.batch; ++b) {
     for (int64_t h = 0; h < a.heads; ++h) {

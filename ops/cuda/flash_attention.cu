@@ -3,6 +3,8 @@
 //   dvec      [B, H, Tq] f32                           rowsum(dout * out)
 //   drel_rows [B, H, ceil(Tq / 64), Tq + Tk - 1] f32   relative buckets only: per dq block
 //   drel_diag [H, Tq + Tk - 1] f32                     sums of dS along each diagonal
+// The saved dropout mask (masks.dropout_keep) goes to the kernels as p.keep_bits: forward
+// writes it, backward reads it.
 #include "ops/cuda/flash_attention_launch.h"
 #include "ops/cuda/flash_attention_tiles.cuh"
 #include "ops/flash_attention.h"
@@ -41,6 +43,9 @@ flash::Params make_params(const FlashAttentionArgs& a, ConstTensorView q, ConstT
   p.keep_scale = 1.0f / (1.0f - a.dropout_p);
   p.seed = a.seed;
   p.offset = a.offset;
+  p.keep_bits = a.dropout_p > 0.0f && !m.dropout_keep.empty()
+                    ? reinterpret_cast<uint32_t*>(m.dropout_keep.as<int32_t>())
+                    : nullptr;
   return p;
 }
 

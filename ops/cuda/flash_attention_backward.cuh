@@ -89,15 +89,20 @@ __device__ __forceinline__ void store_rows(T* g, int64_t ld, int row0, int rows,
 }
 
 // dq kernel, N keys from k0: s holds Q K^T and dp dout V^T of a warp m-tile's rows; s becomes
-// dS.
+// dS. saved: the strip's saved keep-bit word of this 64-key block (p.keep_bits given), else
+// the bits are drawn.
 template <int N, bool kCheck, bool kDropout, bool kBias>
 __device__ __forceinline__ void dq_scores(float (&s)[N / 8][4], const float (&dp)[N / 8][4],
                                           const Scorer& sc, const float (&lse2)[2],
-                                          const float (&dvec)[2], int row_base, int k0) {
+                                          const float (&dvec)[2], uint32_t saved, int row_base,
+                                          int k0) {
   const int t = threadIdx.x & 3;
 #pragma unroll
   for (int n = 0; n < N / 8; ++n) {
-    const uint32_t kept = kDropout ? sc.keep_rows(row_base, k0 + n * 8 + 2 * t) : 0xfu;
+    const uint32_t kept = !kDropout ? 0xfu
+                          : sc.p.keep_bits != nullptr
+                              ? (saved >> (4 * ((k0 % kRows) / 8 + n))) & 0xfu
+                              : sc.keep_rows(row_base, k0 + n * 8 + 2 * t);
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const int r = c >> 1, i = row_base + r * 8, j = k0 + n * 8 + 2 * t + (c & 1);
@@ -244,6 +249,15 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 2)
     cp_async_commit();
     const uint32_t k_tile = smem_u32(skv + (nb & 1) * 2 * kRows * S),
                    v_tile = k_tile + kRows * S * 2;
+    uint32_t saved[MT] = {};  // saved keep bits of this key block, a word per m-tile
+    if (kDropout && p.keep_bits != nullptr) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const int strip0 = w0 + mt * 16;
+        if (strip0 < p.tq)
+          saved[mt] = __ldg(p.keep_bits + keep_word_at(p, b, h, strip0 / 16, nb, lane));
+      }
+    }
 #pragma unroll
     for (int c0 = 0; c0 < kRows; c0 += N) {
       const int kc = k0 + c0;
@@ -261,9 +275,11 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 2)
       for (int mt = 0; mt < MT; ++mt) {
         const int row_base = w0 + mt * 16 + g;
         if (full) {
-          dq_scores<N, false, kDropout, kBias>(s[mt], dp[mt], sc, lse2[mt], dvec[mt], row_base, kc);
+          dq_scores<N, false, kDropout, kBias>(s[mt], dp[mt], sc, lse2[mt], dvec[mt], saved[mt],
+                                               row_base, kc);
         } else {
-          dq_scores<N, true, kDropout, kBias>(s[mt], dp[mt], sc, lse2[mt], dvec[mt], row_base, kc);
+          dq_scores<N, true, kDropout, kBias>(s[mt], dp[mt], sc, lse2[mt], dvec[mt], saved[mt],
+                                              row_base, kc);
         }
       }
       if constexpr (kBias) {
@@ -323,17 +339,51 @@ __global__ void drel_reduce_buckets(const Params p) {
   }
 }
 
+// Saved keep bits in the transposed layout (dk/dv kernel, p.keep_bits given): the words of the
+// N queries from m0 (a multiple of 16) and the 16 keys from key16 (a multiple of 16) that lane
+// (g, t) needs, w[a][e] for query strip m0 / 16 + a and queries m0 + 16 a + 8 x + 2 t + e:
+// lane 4 (2 t + e) + g / 2 of the strip's word row (keys key16 + g + 8 y; 0 past Tq).
+template <int N>
+__device__ __forceinline__ void load_saved_cols(uint32_t (&w)[N / 16][2], const Params& p, int b,
+                                                int h, int m0, int key16) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int a = 0; a < N / 16; ++a) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      w[a][e] = m0 + 16 * a < p.tq
+                    ? __ldg(p.keep_bits + keep_word_at(p, b, h, m0 / 16 + a, key16 / kRows,
+                                                       4 * (2 * t + e) + g / 2))
+                    : 0u;
+    }
+  }
+}
+// The transposed layout's 4-bit mask of n-tile n (element c = (query + c % 2, key + 8 (c / 2)))
+// from those words: bit 4 ((key16 % 64) / 8 + c / 2) + 2 (n % 2) + g % 2 of w[n / 2][c % 2].
+template <int N>
+__device__ __forceinline__ uint32_t saved_cols(const uint32_t (&w)[N / 16][2], int n, int key16) {
+  const int g = (threadIdx.x >> 2) & 7;
+  const int sh = 4 * ((key16 % kRows) / 8) + 2 * (n % 2) + g % 2;
+  const uint32_t w0 = w[n / 2][0], w1 = w[n / 2][1];
+  return ((w0 >> sh) & 1u) | ((w1 >> sh) & 1u) << 1 | ((w0 >> (sh + 4)) & 1u) << 2 |
+         ((w1 >> (sh + 4)) & 1u) << 3;
+}
+
 // dk/dv kernel, N queries from m0: st holds K Q^T and dpt V dout^T of a warp m-tile's keys
 // (rows) and the queries (columns); st becomes P' (dropped, scaled) and dpt becomes dS^T.
-// slse, sdvec: the values of queries m0 ...
+// slse, sdvec: the values of queries m0 ...; saved: the saved keep-bit words (load_saved_cols)
+// when p.keep_bits is given, else the bits are drawn.
 template <int N, bool kCheck, bool kDropout, bool kBias>
 __device__ __forceinline__ void dkdv_scores(float (&st)[N / 8][4], float (&dpt)[N / 8][4],
                                             const Scorer& sc, const float* slse, const float* sdvec,
-                                            int key_base, int m0) {
+                                            const uint32_t (&saved)[N / 16][2], int key_base,
+                                            int m0) {
   const int t = threadIdx.x & 3;
 #pragma unroll
   for (int n = 0; n < N / 8; ++n) {
-    const uint32_t kept = kDropout ? sc.keep_cols(m0 + n * 8 + 2 * t, key_base) : 0xfu;
+    const uint32_t kept = !kDropout                   ? 0xfu
+                          : sc.p.keep_bits != nullptr ? saved_cols<N>(saved, n, key_base & ~15)
+                                                      : sc.keep_cols(m0 + n * 8 + 2 * t, key_base);
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const int col = n * 8 + 2 * t + (c & 1), i = m0 + col, j = key_base + (c >> 1) * 8;
@@ -436,11 +486,15 @@ __global__ void __launch_bounds__(kThreads, 2) flash_dkdv_kernel(const Params p)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           const int key_base = key0 + mt * 16 + g;  // keys key_base and key_base + 8
+          uint32_t saved[N / 16][2] = {};
+          if (kDropout && p.keep_bits != nullptr) {
+            load_saved_cols<N>(saved, p, b, h, mc, key0 + mt * 16);
+          }
           if (full) {
             dkdv_scores<N, false, kDropout, kBias>(st[mt], dpt[mt], sc, slse + c0, sdvec + c0,
-                                                   key_base, mc);
+                                                   saved, key_base, mc);
           } else {
-            dkdv_scores<N, true, kDropout, kBias>(st[mt], dpt[mt], sc, slse + c0, sdvec + c0,
+            dkdv_scores<N, true, kDropout, kBias>(st[mt], dpt[mt], sc, slse + c0, sdvec + c0, saved,
                                                   key_base, mc);
           }
         }

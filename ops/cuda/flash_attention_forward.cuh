@@ -8,6 +8,8 @@
 //   out_i = acc_i / l_i / (1 - p)  (=),  lse_i = (m_i + log2 l_i) ln 2  (=; +inf, out 0 if empty)
 // K and V are double-buffered: block nb + 1 loads (cp.async) while block nb is computed.
 // Relative buckets: the block's band of diagonal biases (kM + Tk - 1 f32) is in smem.
+// Dropout with p.keep_bits: each warp writes its keep bits, a word per 16-row strip and 64-key
+// block (the saved mask the backward kernels read).
 // Templated on the element type T and the tile width D (ops/cuda/flash_attention_tiles.cuh);
 // flash_attention_forward_{bf16,f16}.cu compile one element type each.
 #pragma once
@@ -23,11 +25,13 @@ namespace anvil::ops::cuda::flash {
 
 // One slice of N keys from k0, online-softmax update of a warp m-tile's two rows per thread: s
 // holds the raw dot products Q K^T and becomes the (dropped) probabilities 2^(x - m) for P V;
-// acc and l are rescaled by 2^(m_old - m_new).
+// acc and l are rescaled by 2^(m_old - m_new). Dropout: the slice's keep bits go into kbits at
+// bit 4 ((k0 % 64) / 8 + n) + c (the saved-mask word of the thread's strip, |=).
 template <int D, int N, bool kCheck, bool kDropout, bool kBias>
 __device__ __forceinline__ void softmax_update(float (&s)[N / 8][4], float (&acc)[D / 8][4],
                                                float (&m_run)[2], float (&l_run)[2],
-                                               const Scorer& sc, int row_base, int k0) {
+                                               uint32_t& kbits, const Scorer& sc, int row_base,
+                                               int k0) {
   const int t = threadIdx.x & 3;
   float m_new[2] = {m_run[0], m_run[1]};
 #pragma unroll
@@ -57,6 +61,7 @@ __device__ __forceinline__ void softmax_update(float (&s)[N / 8][4], float (&acc
 #pragma unroll
   for (int n = 0; n < N / 8; ++n) {
     const uint32_t kept = kDropout ? sc.keep_rows(row_base, k0 + n * 8 + 2 * t) : 0xfu;
+    if (kDropout) kbits |= kept << (4 * ((k0 % kRows) / 8 + n));
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const float e = ex2(s[n][c] - m_use[c >> 1]);
@@ -123,6 +128,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 && !kDropout ? 4 
     cp_async_commit();
     const uint32_t k_tile = smem_u32(skv + (nb & 1) * 2 * kRows * S),
                    v_tile = k_tile + kRows * S * 2;
+    uint32_t kbits[MT] = {};  // this key block's keep bits, a word per m-tile (saved mask)
 #pragma unroll
     for (int c0 = 0; c0 < kRows; c0 += N) {
       const int kc = k0 + c0;
@@ -137,16 +143,25 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 && !kDropout ? 4 
       for (int mt = 0; mt < MT; ++mt) {
         const int row_base = w0 + mt * 16 + g;  // rows row_base and row_base + 8
         if (full) {
-          softmax_update<D, N, false, kDropout, kBias>(s[mt], acc[mt], m_run[mt], l_run[mt], sc,
-                                                       row_base, kc);
+          softmax_update<D, N, false, kDropout, kBias>(s[mt], acc[mt], m_run[mt], l_run[mt],
+                                                       kbits[mt], sc, row_base, kc);
         } else {
-          softmax_update<D, N, true, kDropout, kBias>(s[mt], acc[mt], m_run[mt], l_run[mt], sc,
-                                                      row_base, kc);
+          softmax_update<D, N, true, kDropout, kBias>(s[mt], acc[mt], m_run[mt], l_run[mt],
+                                                      kbits[mt], sc, row_base, kc);
         }
       }
       uint32_t pa[MT][N / 16][4];
       to_a_frags<T, MT, N>(pa, s);
       gemm_nn<T, D, MT, N>(acc, pa, v_tile + c0 * S * 2, lr);
+    }
+    if (kDropout && p.keep_bits != nullptr) {
+      // Every visible element's bit: a visible (i, j) is in a block this loop reaches and in a
+      // slice its warp does not skip (rows past Tq have no word).
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const int strip0 = w0 + mt * 16;
+        if (strip0 < p.tq) p.keep_bits[keep_word_at(p, b, h, strip0 / 16, nb, lane)] = kbits[mt];
+      }
     }
   }
   cp_async_wait<0>();

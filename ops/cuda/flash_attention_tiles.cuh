@@ -63,6 +63,9 @@ struct Params {
   const float* rel_table;       // [num_buckets, total_heads]
   float dropout_p, keep_scale;  // keep_scale = 1 / (1 - p)
   uint64_t seed, offset;
+  // Saved keep bits (ops/flash_attention_detail.h keep_word / keep_bit), or null: forward writes
+  // them, backward reads them instead of drawing Philox.
+  uint32_t* keep_bits;
   // Relative-bucket backward (bias == 2): per dq block sums of dS along each diagonal j - i,
   // [B, H, dq blocks (<= ceil(Tq / 64)), Tq + Tk - 1]; their sum over blocks and samples
   // [H, Tq + Tk - 1];
@@ -412,6 +415,14 @@ struct Scorer {
     return m;
   }
 };
+
+// Saved keep bits: the word of 16-query strip `strip`, 64-key group `group` and lane `lane` of
+// (sample b, head h), the layout of ops/flash_attention_detail.h (keep_word).
+__device__ __forceinline__ int64_t keep_word_at(const Params& p, int b, int h, int strip, int group,
+                                                int lane) {
+  return ((int64_t(b) * p.heads + h) * ((p.tq + 15) / 16) + strip) * ((p.tk + 63) / 64) * 32 +
+         int64_t(group) * 32 + lane;
+}
 
 // Largest prefix_end over queries [i0, i0 + n) of sample b, in every lane of the warp (0
 // without a prefix; rows past Tq count 0). Causal tile skipping keeps a key tile from j0 when

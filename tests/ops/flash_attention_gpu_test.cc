@@ -80,6 +80,29 @@ Inputs exact_inputs(const Case& c, uint64_t seed) {
   return in;
 }
 
+// The saved dropout mask (AttentionMasks::dropout_keep, poisoned before the run): the forward
+// kernel's bits at every visible element are the CPU twin's (which test against Philox in
+// flash_attention_test.cc), and the backward kernels reading them give bitwise what drawing the
+// bits gave (`drawn`, the run without a saved mask), as does the forward.
+void expect_saved_mask_same(Case c, const Inputs& in, const Results& drawn, DType dt) {
+  c.save_keep = true;
+  const Results cpu = run(c, Device::kCpu, DType::kF32, in, false);
+  const Results got = run(c, Device::kCuda, dt, in, !drawn.dq.empty());
+  int64_t visible = 0, wrong = 0;
+  for_each_visible(c, [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+    ++visible;
+    wrong += keep_bit_of(c, got.keep, b, h, i, j) != keep_bit_of(c, cpu.keep, b, h, i, j);
+  });
+  EXPECT_GT(visible, 0);
+  EXPECT_EQ(wrong, 0) << "saved keep bits unlike the CPU twin's (of " << visible << " visible)";
+  EXPECT_EQ(got.out, drawn.out) << "forward with a saved mask";
+  EXPECT_EQ(got.lse, drawn.lse);
+  EXPECT_EQ(got.dq, drawn.dq) << "backward from the saved mask";
+  EXPECT_EQ(got.dk, drawn.dk);
+  EXPECT_EQ(got.dv, drawn.dv);
+  EXPECT_EQ(got.d_table, drawn.d_table);
+}
+
 // Elementwise bounds: out 2% of rms + 2%, gradients 10% of rms + 4% for f16 and 15% for bf16
 // (bf16 rounds P and dS 8x coarser: a few elements per 10^5 reach 5-8% of rms over 1000+ keys,
 // and with scale 1 at heads of 128-256, where the softmax is nearly one-hot, single elements
@@ -117,6 +140,7 @@ void check_gpu(const Case& c, uint64_t seed, bool backward = true) {
     EXPECT_EQ(again.dk, got.dk);
     EXPECT_EQ(again.dv, got.dv);
     EXPECT_EQ(again.d_table, got.d_table);
+    if (c.dropout > 0.0f) expect_saved_mask_same(c, in, got, dt);
   }
 }
 
@@ -272,7 +296,8 @@ TEST(FlashAttentionGpu, RelativeBucketsBackward) {
 // dv[j][d] = P[d][j] keep[d][j] / (1 - p) (the dk/dv kernel's). Key counts that are a multiple
 // of 4 (lanes share one Philox call per four elements) and not (one call per element), tile
 // widths 64, 96, 128 and 256; p 0.5, heads offset as under TP. q, k in [-0.5, 0.5] keep every
-// P above f16's smallest subnormal.
+// P above f16's smallest subnormal. The dk/dv kernel's mask is checked both drawn and read from
+// the forward's saved bits (AttentionMasks::dropout_keep).
 TEST(FlashAttentionGpu, DropoutMaskIsTheCpuTwins) {
   ANVIL_SKIP_WITHOUT_GPU();
   struct Shape {
@@ -325,6 +350,13 @@ TEST(FlashAttentionGpu, DropoutMaskIsTheCpuTwins) {
       for (size_t e = 0; e < dv_ref.size(); ++e) dv_diff += dv_got[e] != dv_ref[e];
       EXPECT_EQ(out_diff, 0) << "forward mask elements unlike the CPU twin's";
       EXPECT_EQ(dv_diff, 0) << "dk/dv kernel mask elements unlike the CPU twin's";
+      Case saved = c;  // the dk/dv kernel reading the forward's saved bits
+      saved.save_keep = true;
+      const std::vector<bool> dv_saved =
+          zeros(run(saved, Device::kCuda, dt, in).dv, c.batch * c.tk, c.tq);
+      int64_t saved_diff = 0;
+      for (size_t e = 0; e < dv_ref.size(); ++e) saved_diff += dv_saved[e] != dv_ref[e];
+      EXPECT_EQ(saved_diff, 0) << "dk/dv kernel mask from the saved bits unlike the CPU twin's";
     }
   }
 }

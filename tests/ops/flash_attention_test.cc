@@ -7,7 +7,8 @@
 // query head, and against central differences; empty rows (all keys padded) give out 0, lse +inf
 // and zero gradients. The bidirectional prefix (prefix-LM per sample, packed segments with input
 // prefixes) against a dense mask built as Megatron-DeepSpeed builds it, the unfused op, and
-// central differences. The CUDA kernels against this twin: tests/ops/flash_attention_gpu_test.cc.
+// central differences. The saved dropout mask's bits against Philox, and backward reading them.
+// The CUDA kernels against this twin: tests/ops/flash_attention_gpu_test.cc.
 #include "ops/flash_attention.h"
 
 #include <cmath>
@@ -15,6 +16,7 @@
 #include <limits>
 #include <vector>
 
+#include "engine/philox.h"
 #include "engine/tensor.h"
 #include "gtest/gtest.h"
 #include "ops/attention.h"
@@ -168,6 +170,59 @@ TEST(FlashAttentionCpu, BackwardMatchesFiniteDifferencesWithDropout) {
   Case c;
   c.batch = 1, c.tq = c.tk = 6, c.heads = 2, c.dh = 3, c.dropout = 0.3f;
   check_fd(c);
+}
+
+// The saved dropout mask (AttentionMasks::dropout_keep): forward writes bit keep_bit(i, j) of
+// word keep_word(b, h, i, j) as Philox keeps element ((b TH + head_offset + h) Tq + i) Tk + j
+// (computed here from the numbering of ops/flash_attention.h), and no bit past Tq or Tk; the
+// results equal the run without a saved mask exactly; and backward reads the saved bits (with
+// every bit flipped between forward and backward, dv changes). Tq and Tk past a strip and a
+// key group, documents, cross-attention, a TP head offset.
+TEST(FlashAttentionCpu, SavedDropoutMaskIsPhiloxAndBackwardReadsIt) {
+  Case c;
+  c.batch = 2, c.tq = 19, c.tk = 70, c.heads = 2, c.dh = 3, c.causal = false, c.cross = true;
+  c.dropout = 0.3f, c.total_heads = 5, c.head_offset = 1, c.kv_lengths = {70, 41};
+  const Inputs in = random_inputs(c, 61);
+  Case s = c;
+  s.save_keep = true;
+  const Results plain = run(c, Device::kCpu, DType::kF64, in);
+  const Results saved = run(s, Device::kCpu, DType::kF64, in);
+  ASSERT_EQ(static_cast<int64_t>(saved.keep.size()), 2 * 2 * 2 * 2 * 32);  // B H strips groups
+  int64_t kept = 0, set = 0;
+  for (int64_t b = 0; b < c.batch; ++b) {
+    for (int64_t h = 0; h < c.heads; ++h) {
+      for (int64_t i = 0; i < c.tq; ++i) {
+        for (int64_t j = 0; j < c.tk; ++j) {
+          const uint64_t e = static_cast<uint64_t>(((b * 5 + 1 + h) * c.tq + i) * c.tk + j);
+          const bool want = engine::philox_uniform_at(99, 5, e) >= 0.3f;
+          kept += want;
+          ASSERT_EQ(keep_bit_of(c, saved.keep, b, h, i, j), want)
+              << b << " " << h << " " << i << " " << j;
+        }
+      }
+    }
+  }
+  for (int32_t w : saved.keep) set += __builtin_popcount(static_cast<uint32_t>(w));
+  EXPECT_EQ(set, kept) << "bits set past Tq or Tk";
+  EXPECT_GT(kept, 0);
+  EXPECT_EQ(saved.out, plain.out);
+  EXPECT_EQ(saved.lse, plain.lse);
+  EXPECT_EQ(saved.dq, plain.dq);
+  EXPECT_EQ(saved.dk, plain.dk);
+  EXPECT_EQ(saved.dv, plain.dv);
+
+  TestStream stream(Device::kCpu);
+  TensorPool pool(Device::kCpu);
+  Views w = make_views(pool, s, DType::kF64, in.xq, in.xkv, in.dout);
+  const FlashAttentionArgs a = args_of(s);
+  flash_attention_forward(a, w.out, w.lse, w.q, w.k, w.v, w.masks, stream);
+  int32_t* words = w.masks.dropout_keep.as<int32_t>();
+  for (int64_t e = 0; e < w.masks.dropout_keep.dim(0); ++e) words[e] = ~words[e];
+  flash_attention_backward(a, w.dq, w.dk, w.dv, {}, w.dout, w.q, w.k, w.v, w.out, w.lse, w.masks,
+                           pool.workspace(0), stream);
+  const std::vector<double> kv = testing::to_host_f64(w.dkv_buf);
+  EXPECT_NE(columns(kv, w.dkv_buf.dim(1), w.dv, w.dkv_buf), plain.dv)
+      << "backward did not read the saved bits";
 }
 
 // Grouped-query attention against the naive reference: the same problem with K/V expanded to

@@ -12,6 +12,7 @@
 
 #include "engine/tensor.h"
 #include "ops/flash_attention.h"
+#include "ops/flash_attention_detail.h"
 #include "tests/testing/tensor_testing.h"
 
 namespace anvil::ops::flash_testing {
@@ -31,6 +32,7 @@ struct Case {
   int64_t total_heads = 0, head_offset = 0;
   int64_t kv_heads = 0;  // heads of k and v (0: heads): grouped-query attention
   AttentionKernel kernel = AttentionKernel::kMmaSync;  // CUDA forward kernel
+  bool save_keep = false;  // pass masks.dropout_keep (poisoned): forward saves, backward reads
   std::vector<int32_t> segs_q, segs_k, kv_lengths, rel_buckets;
   std::vector<int32_t> prefix_end;  // [B*Tq] bidirectional prefix ends (causal), or empty
   std::vector<float> rel_table;     // [buckets, total heads]
@@ -146,6 +148,9 @@ inline Views make_views(TensorPool& pool, const Case& c, DType dt, const std::ve
     w.d_table =
         pool.from(std::vector<float>(c.rel_table.size(), 0.25f), DType::kF32, {nb, model_heads(c)});
   }
+  if (c.save_keep) {
+    w.masks.dropout_keep = pool.empty(DType::kI32, {flash_attention_keep_words(args_of(c))});
+  }
   return w;
 }
 
@@ -165,7 +170,34 @@ inline Inputs random_inputs(const Case& c, uint64_t seed, float range = 1.5f) {
 
 struct Results {
   std::vector<double> out, lse, dq, dk, dv, d_table;
+  std::vector<int32_t> keep;  // the saved dropout mask words (save_keep)
 };
+
+// Elements (b, h, i, j) of c that are visible, as ops/flash_attention.h defines them.
+template <typename F>
+void for_each_visible(const Case& c, F f) {
+  auto ptr = [](const std::vector<int32_t>& v) { return v.empty() ? nullptr : v.data(); };
+  for (int64_t b = 0; b < c.batch; ++b) {
+    for (int64_t h = 0; h < c.heads; ++h) {
+      for (int64_t i = 0; i < c.tq; ++i) {
+        for (int64_t j = 0; j < c.tk; ++j) {
+          if (detail::visible(c.causal, i, j, b, c.tq, c.tk, ptr(c.segs_q), ptr(c.segs_k),
+                              ptr(c.kv_lengths), ptr(c.prefix_end))) {
+            f(b, h, i, j);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Keep bit (b, h, i, j) of saved mask words (layout: ops/flash_attention_detail.h).
+inline bool keep_bit_of(const Case& c, const std::vector<int32_t>& words, int64_t b, int64_t h,
+                        int64_t i, int64_t j) {
+  const uint32_t w = static_cast<uint32_t>(
+      words[static_cast<size_t>(detail::keep_word(b, h, c.heads, i, j, c.tq, c.tk))]);
+  return (w >> detail::keep_bit(i, j)) & 1u;
+}
 
 // The [rows, cols] column block `part` of a row-major host copy of `buf` (ld columns).
 inline std::vector<double> columns(const std::vector<double>& host, int64_t ld,
@@ -188,6 +220,7 @@ inline Results run(const Case& c, Device device, DType dt, const Inputs& in, boo
   Results r;
   r.out = testing::to_host_f64(w.out);
   r.lse = testing::to_host_f64(w.lse);
+  if (c.save_keep) r.keep = testing::to_host_i32(w.masks.dropout_keep);
   if (!backward) return r;
   const size_t ws_bytes =
       flash_attention_workspace_bytes(a, w.d_table.empty() ? 0 : w.d_table.dim(0));
