@@ -54,8 +54,9 @@ Batch make_batch(const GptConfig& cfg, const GptRunShape& shape, uint64_t seed) 
   return b;
 }
 
-std::unique_ptr<GptModel> make_model(const GptConfig& cfg) {
+std::unique_ptr<GptModel> make_model(const GptConfig& cfg, bool save_dropout_mask = true) {
   Precision prec{engine::Device::kCpu, DType::kF64, DType::kF64};
+  prec.save_dropout_mask = save_dropout_mask;
   auto m = GptModel::create(cfg, kShape, prec, /*seed=*/1234);
   EXPECT_TRUE(m.ok()) << m.status();
   // Replace the GPT-2 init (tiny weights, zero biases) with O(1) random values so every path
@@ -127,6 +128,41 @@ TEST(GptGrad, WithDropoutFixedMasks) {
   cfg.hidden_dropout = 0.2f;
   cfg.attention_dropout = 0.25f;
   check_gradients(cfg, 8);
+}
+
+// [train] attention_dropout_mask: the backward reading the forward's saved keep bits and the
+// backward drawing them again from Philox give the same loss and gradients, bit for bit; only
+// the saving run has the bits in its memory plan.
+TEST(GptGrad, SavedAndRegeneratedDropoutMasksAgree) {
+  GptConfig cfg = tiny_config();
+  cfg.attention_dropout = 0.3f;
+  const Batch b = make_batch(cfg, kShape, 13);
+  engine::Stream s = engine::Stream::cpu();
+  std::vector<double> loss;
+  std::vector<std::vector<double>> grads;
+  for (bool save : {true, false}) {
+    std::unique_ptr<GptModel> m = make_model(cfg, save);
+    m->zero_grads(s);
+    loss.push_back(mean_loss(*m, b, s, /*dropout_offset=*/3));
+    m->backward(1.0f / static_cast<float>(b.counted), s);
+    std::vector<double> g;
+    for (Param& p : m->params().all()) {
+      g.insert(g.end(), p.grad.as<double>(), p.grad.as<double>() + p.numel());
+    }
+    grads.push_back(g);
+    Precision prec{engine::Device::kCpu, DType::kF64, DType::kF64};
+    prec.save_dropout_mask = save;
+    auto plan = GptModel::plan(cfg, kShape, prec);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    bool has_keep = false;
+    for (const auto& e : plan->entries()) has_keep |= e.name.find("attn.keep") != std::string::npos;
+    EXPECT_EQ(has_keep, save);
+  }
+  EXPECT_EQ(loss[0], loss[1]);
+  EXPECT_EQ(grads[0], grads[1]);
+  double sq = 0;
+  for (double x : grads[0]) sq += x * x;
+  EXPECT_GT(sq, 0.0);
 }
 
 TEST(GptGrad, BackwardTwiceDoubles) {
