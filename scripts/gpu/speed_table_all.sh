@@ -269,8 +269,8 @@ modes_after_failure() {  # MODES
 
 run_anvil_row() {  # ROW: the row log's header, its data and anvil's part
   local row=$1
-  printf '=== speed_table_all: row %s | shape %s | date %s | commit %s | device %s ===\n' \
-    "$row" "$(row_shape "$row")" "$(date -u +%Y-%m-%dT%H:%MZ)" "$commit" "$device" \
+  printf '=== speed_table_all: row %s | shape %s | date %s | commit %s | device %s | run %s ===\n' \
+    "$row" "$(row_shape "$row")" "$(date -u +%Y-%m-%dT%H:%MZ)" "$commit" "$device" "$run_id" \
     >"$logs/$row.log"
   anvil_cmd "$row" || return 0
   run_part "$row" anvil "${EST_ANVIL[$row]}" "${cmd[@]}"
@@ -313,6 +313,7 @@ main() {
   trap 'echo "speed_table_all: interrupted; the table so far:"; print_table; exit 130' INT TERM
   device=$(device_name)
   commit=$(commit_id)
+  run_id=$(date -u +%Y%m%dT%H%M%SZ)-$$  # the rows of this call are one run (their dates may differ)
   say "rows ${rows[*]} on $device, commit $commit, budget $budget s; logs in $logs"
   local row
   for row in "${rows[@]}"; do run_anvil_row "$row"; done

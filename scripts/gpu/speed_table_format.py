@@ -10,7 +10,7 @@ fails on a bad or missing log: a row without a log reads "not run".
 
 A row log is what speed_table_all.sh writes: a header line, then one segment per part, each the
 tool's own output between marker lines:
-  === speed_table_all: row KEY | shape B x T | date D | commit C | device NAME ===
+  === speed_table_all: row KEY | shape B x T | date D | commit C | device NAME | run ID ===
   === speed_table_all: begin PART ===          PART: "prepare WHAT", "anvil", "pytorch MODES"
   ... the tool's stdout and stderr ...
   === speed_table_all: end PART | exit RC | S s ===
@@ -289,16 +289,17 @@ def format_row(spec, header, segments, notes):
 
 
 def provenance(headers):
-    """'2026-12-07 on NVIDIA H100 80GB HBM3, commit abc1234', one per distinct run."""
-    runs = []
+    """'2026-12-07T10:00Z on NVIDIA H100 80GB HBM3, commit abc1234', one per distinct run: rows
+    of one invocation of speed_table_all.sh share its run id (their dates may differ by
+    minutes); headers without one (older logs) count as a run per date, device and commit."""
+    runs = {}
     for h in headers:
         if not h:
             continue
-        run = "%s on %s, commit %s" % (h.get("date", "?"), h.get("device", "?"),
-                                       h.get("commit", "?"))
-        if run not in runs:
-            runs.append(run)
-    return runs
+        text = "%s on %s, commit %s" % (h.get("date", "?"), h.get("device", "?"),
+                                        h.get("commit", "?"))
+        runs.setdefault(h.get("run") or text, text)
+    return list(runs.values())
 
 
 def table(logs_dir):

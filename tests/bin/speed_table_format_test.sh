@@ -28,8 +28,8 @@ reject() {  # FILE TEXT: FILE has no line containing TEXT
   fi
 }
 
-head_line() {  # ROW SHAPE
-  echo "=== speed_table_all: row $1 | shape $2 | date 2026-12-07T10:00Z | commit abc1234 | device NVIDIA H100 80GB HBM3 ==="
+head_line() {  # ROW SHAPE [DATE [RUN]]
+  echo "=== speed_table_all: row $1 | shape $2 | date ${3:-2026-12-07T10:00Z} | commit abc1234 | device NVIDIA H100 80GB HBM3 | run ${4:-r1} ==="
 }
 
 # --- 1. the formatter on hand-written logs -------------------------------------------------------
@@ -121,6 +121,15 @@ expect "$t" "| llama_1b (8 x 2048) | 1230.0K | 47.5% | 0.5 | — (not run) | —
 expect "$t" "| bloom_560m (8 x 2048) | — (not run) | — | — | — (not run) | — (not run) | — | — | >= 1.4 |"
 expect "$t" "Measured 2026-12-07T10:00Z on NVIDIA H100 80GB HBM3, commit abc1234 (scripts/gpu/speed_table_all.sh)."
 reject "$t" "Rows from different runs"
+# A row of another call is flagged; one of the same call in a later minute is not.
+cp -r "$logs" "$work/logs2"
+sed -i '1s/date 2026-12-07T10:00Z/date 2026-12-07T10:03Z/' "$work/logs2/350M.log"
+python3 "$fmt" "$work/logs2" >"$work/same_run.md"
+reject "$work/same_run.md" "Rows from different runs"
+sed -i '1s/| run r1/| run r2/' "$work/logs2/350M.log"
+python3 "$fmt" "$work/logs2" >"$work/two_runs.md"
+expect "$work/two_runs.md" "Rows from different runs"
+expect "$work/two_runs.md" "2026-12-07T10:03Z on NVIDIA H100 80GB HBM3, commit abc1234"
 [[ $(grep -c '^|' "$t") -eq 9 ]] || { echo "FAIL: expected a header, a rule and 7 rows" >&2; fails=$((fails + 1)); }
 
 # Garbage and an empty directory must not crash it; a missing directory is a clear error.
