@@ -58,8 +58,8 @@ for offload in ${MODES:-false true}; do
     train "$log" "$layers" "$d" "$heads" "$offload" 1 3
     params=$(grep -oE "[0-9.]+[KMB] parameters" "$log" | head -1)
     plan=$(grep -A30 "memory plan of this rank" "$log" | grep -E "^ *total " | head -1 | awk '{print $2" MiB"}')
-    host=$(grep -A30 "memory plan of this rank" "$log" | grep -E "^ *offload \(host\) " | head -1 |
-      awk '{print $3" "$4}')
+    # bin/train logs the pinned host bytes on their own line, outside the GPU plan.
+    host=$(grep -oE "offload_optimizer\): [0-9.]+ [KMGT]?i?B" "$log" | head -1 | sed 's/.*: //')
     used=$(grep -oE "GPU used [0-9.]+ [MG]iB" "$log" | tail -1 | cut -d' ' -f3-)
     if grep -qE "step +3/3 \|" "$log"; then ok=yes; else ok=no; fi
     echo "| $name | ${params:-?} | $offload | $ok | $(last_step "$log") | ${plan:-?} | ${host:--} | ${used:-?} |" |
