@@ -6,7 +6,9 @@
 // Saved activations of layer l (one micro-batch of B*T rows, act dtype unless noted):
 //   x = layer input (residual stream), ln1 (+ mean/rstd), qkv, the attention's softmax
 //   statistics lse [B, H, T] f32 (flash attention) or its probabilities [B, H, T, T] (the
-//   unfused path, see uses_flash_attention), atty, h = x + Drop(attn proj), ln2 (+ mean/rstd),
+//   unfused path, see uses_flash_attention), with attention dropout and
+//   Precision::save_dropout_mask the flash dropout keep bits attn.keep [B H T T / 8 bytes] i32,
+//   atty, h = x + Drop(attn proj), ln2 (+ mean/rstd),
 //   the MLP block's pre [B*T, ffn] (GLU: [B*T, 2 ffn] = g | u) and act (the activation's
 //   output) [B*T, ffn], named mlp.pre / mlp.act (model/blocks/mlp.h).
 // RMSNorm keeps no means (the mean fields stay empty). Post-LN layers (BERT) reuse the fields

@@ -12,6 +12,8 @@
 //   decoder layer: x [rd, d], ln1 [Rd, d], rstd1, qkv [Rd, 3I], lse, att, h (= h1) [rd, d], ln2,
 //                  rstd2, cq [Rd, I], ckv [Re, 2I] (k | v of the encoder output),
 //                  clse [B, H, Td], catt [Rd, I], h2 [rd, d], ln3, rstd3, pre, act
+//   both: with dropout and Precision::save_dropout_mask the flash dropout keep bits of self
+//                  (keep, B H T T / 8 bytes) and cross attention (ckeep, B H Td Te / 8) i32
 //                  With recompute full only x is kept per layer and slot; one set of the rest
 //                  per stack ("recompute.encoder.*", "recompute.decoder.*" in the plan) serves
 //                  every layer and slot.
