@@ -35,7 +35,7 @@ void fill(const InitNormalArgs& args, T* dst, int64_t n) {
 // fill over up to hardware_concurrency threads, each a contiguous range (every element's value
 // depends on its index only, so the split changes no bit). Large calls only: the host master
 // of an offloaded optimizer (model/sync_layout.h) holds every parameter of the rank, billions of
-// elements at ~100 ns each.
+// elements at ~70 ns each (measured on a 2-core development machine).
 template <typename T>
 void fill_threaded(const InitNormalArgs& args, T* dst, int64_t n) {
   constexpr int64_t kPerThread = int64_t{1} << 20;

@@ -24,10 +24,7 @@ __global__ void dropout_kernel_philox4(T* out, const T* in, int64_t n, float p, 
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t i = 4 * j;
   if (i >= n) return;
-  const uint64_t ctr = offset + static_cast<uint64_t>(j);
-  const engine::Philox4 r =
-      engine::philox4x32_10(static_cast<uint32_t>(ctr), static_cast<uint32_t>(ctr >> 32), 0u, 0u,
-                            static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+  const engine::Philox4 r = engine::philox_block_at(seed, offset, static_cast<uint64_t>(i));
   if (kPacked && i + 4 <= n) {
     const Packed<T, 4> v = load_packed<4>(in + i);
     Packed<T, 4> o;
