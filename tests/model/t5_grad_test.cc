@@ -89,8 +89,9 @@ bool is_rel(const std::string& name) {
 // their finite differences use steps that f32 represents exactly.
 constexpr double kRelStep = 1.0 / 4096;
 
-std::unique_ptr<T5Model> make_model(const T5Config& cfg) {
+std::unique_ptr<T5Model> make_model(const T5Config& cfg, bool save_dropout_mask = true) {
   Precision prec{engine::Device::kCpu, DType::kF64, DType::kF64};
+  prec.save_dropout_mask = save_dropout_mask;
   auto m = T5Model::create(cfg, kShape, prec, /*seed=*/1234);
   EXPECT_TRUE(m.ok()) << m.status();
   // O(1) random values instead of the HF init, so every path carries a sizable signal; norm
@@ -179,6 +180,45 @@ TEST(T5Grad, WithDropoutFixedMasks) {
   T5Config cfg = tiny_config(T5Version::kV1_1);
   cfg.dropout = 0.2f;
   check_gradients(cfg, 6);
+}
+
+// [train] attention_dropout_mask: the backward reading the saved keep bits (self and cross
+// attention) and the one drawing them again give the same loss and gradients, bit for bit; only
+// the saving plan holds attn.keep / cross.keep.
+TEST(T5Grad, SavedAndRegeneratedDropoutMasksAgree) {
+  T5Config cfg = tiny_config(T5Version::kV1_1);
+  cfg.dropout = 0.3f;
+  const Batch b = make_batch(cfg, 17);
+  engine::Stream s = engine::Stream::cpu();
+  std::vector<double> loss;
+  std::vector<std::vector<double>> grads;
+  for (bool save : {true, false}) {
+    std::unique_ptr<T5Model> m = make_model(cfg, save);
+    m->zero_grads(s);
+    loss.push_back(mean_loss(*m, b, s, /*offset=*/5));
+    m->backward(1.0f / static_cast<float>(b.counted), s);
+    std::vector<double> g;
+    for (const Param& p : m->params().all()) {
+      const std::vector<double> x = testing::to_host_f64(p.grad);
+      g.insert(g.end(), x.begin(), x.end());
+    }
+    grads.push_back(g);
+    Precision prec{engine::Device::kCpu, DType::kF64, DType::kF64};
+    prec.save_dropout_mask = save;
+    auto plan = T5Model::plan(cfg, kShape, prec);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    int keeps = 0;
+    for (const auto& e : plan->entries()) {
+      keeps += e.name.find("attn.keep") != std::string::npos ||
+               e.name.find("cross.keep") != std::string::npos;
+    }
+    EXPECT_EQ(keeps > 0, save);
+  }
+  EXPECT_EQ(loss[0], loss[1]);
+  EXPECT_EQ(grads[0], grads[1]);
+  double sq = 0;
+  for (double x : grads[0]) sq += x * x;
+  EXPECT_GT(sq, 0.0);
 }
 
 TEST(T5Grad, PaddingIsIgnoredByTheLoss) {
