@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/checked_math.h"
@@ -66,15 +67,26 @@ absl::Status check_plan_fits(const engine::MemoryPlan& plan, engine::Device devi
       largest = c;
     }
   }
+  // The saved attention dropout masks (activations named "*.keep") can be given back.
+  size_t keep_bytes = 0;
+  for (const engine::MemoryPlan::Entry& e : plan.entries()) {
+    if (absl::EndsWith(e.name, ".keep")) keep_bytes += e.bytes;
+  }
+  const std::string keep_hint = keep_bytes == 0
+                                    ? ""
+                                    : absl::StrFormat(
+                                          ", set [train] attention_dropout_mask = regenerate (the "
+                                          "saved dropout masks take %s)",
+                                          engine::format_bytes(static_cast<double>(keep_bytes)));
   const bool cuda = device == engine::Device::kCuda;
   return absl::ResourceExhaustedError(absl::StrFormat(
       "the memory plan needs %s (%d bytes) on the %s but only %s (%d bytes) are available (%s; "
       "largest: %s %s); lower [train] micro_batch or [data] seq_len, use a smaller model or more "
-      "ranks, or set [train] check_memory = false to allocate anyway",
+      "ranks%s, or set [train] check_memory = false to allocate anyway",
       engine::format_bytes(static_cast<double>(plan.total_bytes())), plan.total_bytes(),
       cuda ? "GPU" : "host", engine::format_bytes(static_cast<double>(available_bytes)),
       available_bytes, cuda ? "free GPU memory" : "MemAvailable of /proc/meminfo", largest,
-      engine::format_bytes(static_cast<double>(largest_bytes))));
+      engine::format_bytes(static_cast<double>(largest_bytes)), keep_hint));
 }
 
 absl::Status check_host_plans_fit(size_t host_plan_bytes, int host_ranks, size_t available_bytes) {

@@ -216,6 +216,14 @@ TEST(TrainerTest, PlanLargerThanMemoryIsRefusedWithTheNumbers) {
   EXPECT_NE(msg.find("check_memory"), std::string::npos) << msg;
   const std::string gpu(check_plan_fits(plan, engine::Device::kCuda, 10).message());
   EXPECT_NE(gpu.find("on the GPU"), std::string::npos) << gpu;
+  EXPECT_EQ(gpu.find("attention_dropout_mask"), std::string::npos) << gpu;
+  // Saved dropout masks in the plan: the message names the option that frees them.
+  plan.add("activations", "layer0.attn.keep", 1024);
+  plan.add("activations", "layer1.attn.keep", 1024);
+  const std::string keep(check_plan_fits(plan, engine::Device::kCuda, 10).message());
+  EXPECT_NE(keep.find("attention_dropout_mask = regenerate (the saved dropout masks take 2 KiB)"),
+            std::string::npos)
+      << keep;
 }
 
 TEST(TrainerTest, HostPlansOfSeveralRanksMustFitTogether) {
