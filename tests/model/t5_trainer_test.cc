@@ -122,9 +122,13 @@ TEST(T5TrainerTest, Fp16OverflowSkipsTheStepAndTheScaleBacksOff) {
     }
     applied += !st.skipped;
     skips += st.skipped;
-    if (i == 0) EXPECT_TRUE(st.skipped) << "2^24 did not overflow";
+    if (i == 0) {
+      EXPECT_TRUE(st.skipped) << "2^24 did not overflow";
+    }
     // Hysteresis 2: the first overflow keeps the scale, the second halves it.
-    if (i < 2) EXPECT_EQ(st.loss_scale, i == 0 ? 16777216.0 : 8388608.0);
+    if (i < 2) {
+      EXPECT_EQ(st.loss_scale, i == 0 ? 16777216.0 : 8388608.0);
+    }
   }
   EXPECT_GE(skips, 2);
   EXPECT_GE(applied, 5);
