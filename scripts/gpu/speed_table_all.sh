@@ -23,7 +23,8 @@
 #   ROWS=124M,350M         a subset (124M 350M 1.3B BERT T5 llama_1b bloom_560m; default all)
 #   MODES=eager,compile    PyTorch modes for every row (default: compile, and eager too for BERT,
 #                          where eager was the better on the H100 of 2026-12-05)
-#   BLOOM_B=8              bloom_560m's micro-batch (variants_speed.sh: 8; the table: 4)
+#   BLOOM_B=4              bloom_560m's micro-batch (the table: 4; variants_speed.sh: 8,
+#                          where HF runs out of memory on 80 GB, eager and compile)
 #   BUDGET_S=570           wall seconds for the whole call (the device allows 600 a call)
 #   PART_MAX_S=300         wall seconds for any one part
 #   LOGS=/tmp/anvil-speed-all  row logs (<row>.log) and table.md; a row's log is rewritten when
@@ -60,7 +61,7 @@ logs=${LOGS:-/tmp/anvil-speed-all}
 data=${DATA:-/tmp/anvil-speed-data}
 budget=${BUDGET_S:-570}
 part_max=${PART_MAX_S:-300}
-bloom_b=${BLOOM_B:-8}
+bloom_b=${BLOOM_B:-4}
 runner=${ANVIL_RUN:-.gpu/run}   # `runner BIN args`: the bundle's launcher (tests swap in a stub)
 python=${PYTHON:-python3}
 start=$SECONDS

@@ -43,7 +43,7 @@ ROWS = [
     ("BERT", "BERT-large", "32 x 512", "bench", "BERT_large", 1.25),
     ("T5", "T5-base", "32 x 512/114", "train", None, 1.25),
     ("llama_1b", "llama_1b", "8 x 2048", "train", None, 1.2),
-    ("bloom_560m", "bloom_560m", "8 x 2048", "train", None, 1.4),
+    ("bloom_560m", "bloom_560m", "4 x 2048", "train", None, 1.4),
 ]
 MODES = ("eager", "compile")
 
