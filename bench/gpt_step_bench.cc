@@ -12,13 +12,16 @@
 //   build/bench/gpt_step_bench --benchmark_filter=124M
 #include <benchmark/benchmark.h>
 
+#include <optional>
 #include <random>
 #include <vector>
 
 #include "engine/arena.h"
+#include "engine/cuda_graph.h"
 #include "engine/device.h"
 #include "engine/stream.h"
 #include "model/stack/gpt.h"
+#include "ops/step_scale.h"
 
 namespace anvil {
 namespace {
@@ -30,6 +33,11 @@ struct BenchShape {
   bool bert = false;
   bool mma_sync = false;    // [train] attention_kernel = mma_sync (else auto)
   bool regenerate = false;  // [train] attention_dropout_mask = regenerate (else save)
+  // graph: forward and backward replayed as one CUDA graph (the batch upload, grad norm read
+  // and AdamW stay outside). sync_free: clipping on the device (ops/step_scale.h, AdamW reads
+  // the scale), no host read in the step; with graph the whole step is one graph.
+  bool graph = false;
+  bool sync_free = false;
 };
 
 void gpt_step(benchmark::State& state, BenchShape shape) {
@@ -92,15 +100,50 @@ void gpt_step(benchmark::State& state, BenchShape shape) {
   }
   model::GptModel& m = **gpt;
   int64_t step = 0;
-  auto train_step = [&] {
+  auto forward_backward = [&] {
     m.zero_grads(*stream);
-    m.forward(batch, true, 0, *stream);
+    m.forward_chunk(0, 0, true, 0, *stream);
     m.backward(1.0f / static_cast<float>(counted), *stream);
-    const double norm = m.grad_norm(*stream);  // the real loop syncs here for clipping too
-    m.optimizer_step(
-        {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, norm > 1.0 ? float(1.0 / norm) : 1.0f, ++step}, *stream);
+  };
+  auto scalars = engine::Arena::create(engine::Device::kCuda, 256, "step scale");
+  if (!scalars.ok()) {
+    state.SkipWithError(std::string(scalars.status().message()).c_str());
+    return;
+  }
+  const engine::TensorView step_scale = *scalars->allocate(engine::DType::kF32, {3}, "scale");
+  // The optimizer with clipping to norm 1: on the device, or from the host-read norm.
+  auto clip_and_update = [&](int64_t t) {
+    model::OptimizerStep o{1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, t};
+    if (shape.sync_free) {
+      ops::step_scale({1.0, 1.0}, step_scale, m.grad_sum_squares_device(*stream), *stream);
+      o.device_scale = step_scale;
+    } else {
+      const double norm = m.grad_norm(*stream);  // the host read bin/train's step has today
+      o.grad_scale = norm > 1.0 ? static_cast<float>(1.0 / norm) : 1.0f;
+    }
+    m.optimizer_step(o, *stream);
+  };
+  std::optional<engine::CudaGraph> graph;
+  auto train_step = [&] {
+    m.set_batch(0, 0, batch, *stream);
+    if (graph) {
+      graph->launch(*stream);
+    } else {
+      forward_backward();
+    }
+    clip_and_update(++step);
   };
   for (int i = 0; i < 3; ++i) train_step();
+  if (shape.graph) {
+    auto g = engine::CudaGraph::capture(*stream, forward_backward);
+    if (!g.ok()) {
+      state.SkipWithError(std::string(g.status().message()).c_str());
+      return;
+    }
+    graph = std::move(*g);
+    state.counters["graph_nodes"] = static_cast<double>(graph->nodes());
+    for (int i = 0; i < 2; ++i) train_step();
+  }
   for (auto _ : state) {
     start->record(*stream);
     train_step();
@@ -152,6 +195,33 @@ BENCHMARK_CAPTURE(gpt_step, mma_sync_BERT_large_B32_T512,
 // The same with the attention dropout mask drawn again in backward instead of saved.
 BENCHMARK_CAPTURE(gpt_step, regenerate_mask_BERT_large_B32_T512,
                   BenchShape{24, 1024, 16, 32, 512, true, false, true})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+// What replaying forward + backward as one CUDA graph, and clipping on the device (no host read
+// in the step), save of the step's launch and sync gaps.
+BENCHMARK_CAPTURE(gpt_step, graph_124M_B32_T1024,
+                  BenchShape{12, 768, 12, 32, 1024, false, false, false, true})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(10);
+BENCHMARK_CAPTURE(gpt_step, sync_free_124M_B32_T1024,
+                  BenchShape{12, 768, 12, 32, 1024, false, false, false, false, true})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(10);
+BENCHMARK_CAPTURE(gpt_step, graph_sync_free_124M_B32_T1024,
+                  BenchShape{12, 768, 12, 32, 1024, false, false, false, true, true})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(10);
+BENCHMARK_CAPTURE(gpt_step, graph_350M_B16_T1024,
+                  BenchShape{24, 1024, 16, 16, 1024, false, false, false, true})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK_CAPTURE(gpt_step, graph_BERT_large_B32_T512,
+                  BenchShape{24, 1024, 16, 32, 512, true, false, false, true})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5);

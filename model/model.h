@@ -44,6 +44,9 @@ using TensorLookup = std::function<absl::StatusOr<engine::HostSlice>(const std::
 struct OptimizerStep {
   float lr, beta1, beta2, eps, weight_decay, grad_scale;
   int64_t step;
+  // Empty, or ops::step_scale's [3] f32 on the model's device: replaces grad_scale, and its skip
+  // flag skips the update (ops/adamw.h).
+  engine::ConstTensorView device_scale = {};
 };
 
 // The AdamW op's arguments of one step.
@@ -56,6 +59,7 @@ inline ops::AdamWArgs adamw_args(const OptimizerStep& s) {
   a.weight_decay = s.weight_decay;
   a.step = s.step;
   a.grad_scale = s.grad_scale;
+  a.device_scale = s.device_scale;
   return a;
 }
 
@@ -119,6 +123,9 @@ class Model : public PipelineStage {
   // already when grad_squares_over_tp(); under ZeRO (zero_sharded) the own pieces only, which
   // the trainer sums over DP. The trainer sums over the pipeline. Syncs.
   virtual double grad_sum_squares(engine::Stream& s) = 0;
+  // The same sum left on the device ([1] f32/f64, valid once the stream passes it; no sync), or
+  // an empty view where a family offers only the host value.
+  virtual engine::ConstTensorView grad_sum_squares_device(engine::Stream& /*s*/) { return {}; }
   virtual bool grad_squares_over_tp() const = 0;
   virtual bool zero_sharded() const = 0;
   virtual void optimizer_step(const OptimizerStep& o, engine::Stream& s) = 0;

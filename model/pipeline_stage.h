@@ -16,6 +16,15 @@
 
 namespace anvil::model {
 
+// Where the loss of a slot's last forward lives on the device (the stage that ends the model):
+//   loss sum = sum(token) + binary_weight * sum(binary)
+// binary: BERT's per-sample binary (sop) losses, else empty.
+struct LossViews {
+  engine::ConstTensorView token;   // [n] f32/f64 per-target losses (0 where not counted)
+  engine::ConstTensorView binary;  // [B] f32/f64, or empty
+  double binary_weight = 0.0;
+};
+
 class PipelineStage {
  public:
   virtual ~PipelineStage() = default;
@@ -36,6 +45,9 @@ class PipelineStage {
   virtual void backward(int64_t chunk, int64_t slot, float grad_scale, engine::Stream& s) = 0;
   // Loss sum of the slot's last forward (ends_model only). Syncs.
   virtual double loss_sum(int64_t slot, engine::Stream& s) = 0;
+  // The device views loss_sum reads (ends_model only; else empty), so that a step can sum them
+  // on the device and read the sums once at its end (ops/loss_sums.h).
+  virtual LossViews loss_views(int64_t slot) = 0;
 
   // What the last forward of `chunk` sends to the next stage (valid until the next forward).
   virtual std::vector<engine::TensorView> sent_activations(int64_t chunk) = 0;

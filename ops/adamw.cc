@@ -50,6 +50,11 @@ void adamw_update(const AdamWArgs& args, TensorView master, TensorView m, Tensor
                                  "] on the stream's device",
                              param));
   }
+  const ConstTensorView& ds = args.device_scale;
+  ANVIL_CHECK_MSG(
+      ds.empty() ||
+          (ds.dtype == DType::kF32 && ds.numel() == 3 && ds.is_contiguous() && ds.device == dev),
+      expected("device_scale", "empty or contiguous [3] f32 on the stream's device", ds));
   if (n == 0) return;
   if (!stream.is_cuda()) {
     cpu::adamw_update(args, master, m, v, param, grad, stream);

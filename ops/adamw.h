@@ -4,7 +4,9 @@
 //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2                                 (updated)
 //   master -= lr * ( (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + wd * master ) (updated)
 //   param = cast(master)                     (=, the bf16 compute copy; skipped when empty)
-// Callers pass weight_decay = 0 for biases and norm parameters.
+// Callers pass weight_decay = 0 for biases and norm parameters. With device_scale (step_scale's
+// output, ops/step_scale.h) grad_scale comes from the device and a set skip flag leaves every
+// tensor unchanged, so clipping and the overflow check need no host read.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +28,9 @@ struct AdamWArgs {
   float weight_decay = 0.0f;
   int64_t step;  // 1-based, for bias correction
   float grad_scale = 1.0f;
+  // Empty, or [3] f32 on the stream's device {grad_scale, skip, norm}: replaces grad_scale;
+  // skip != 0 skips the update.
+  ConstTensorView device_scale;
 };
 
 // master, m, v, grad: [n] f32; param: [n] act or empty.

@@ -236,6 +236,9 @@ void GradSync::add_grad_squares(TensorView out, int64_t lo, int64_t hi, engine::
 
 void GradSync::optimizer_step(const ops::AdamWArgs& args, engine::Stream& s) {
   if (options_.offload) {
+    ANVIL_CHECK_MSG(args.device_scale.empty(),
+                    "GradSync::optimizer_step: the offloaded optimizer runs on the host and needs "
+                    "the gradient scale as a host value, not a device_scale");
     // The same ranges as below, in the offload's state coordinates (flat positions, or shard
     // offsets under ZeRO) and the compute copy's (flat positions).
     std::vector<OffloadRange> ranges;

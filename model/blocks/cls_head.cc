@@ -201,8 +201,8 @@ void LinearHead::optimizer_step(const OptimizerStep& s) {
     auto view = [&](std::vector<float>& v) {
       return engine::make_view(v.data() + p.offset, engine::DType::kF32, engine::Device::kCpu, {n});
     };
-    const ops::AdamWArgs a{s.lr,   s.beta1,     s.beta2, s.eps, p.decay ? s.weight_decay : 0.0f,
-                           s.step, s.grad_scale};
+    ops::AdamWArgs a = adamw_args(s);
+    if (!p.decay) a.weight_decay = 0.0f;
     ops::adamw_update(a, view(value_), view(m_), view(v_), {}, view(grad_), cpu);
   }
 }

@@ -374,6 +374,19 @@ double GptModel::loss_sum(int64_t slot, engine::Stream& stream) {
   return sum;
 }
 
+LossViews GptModel::loss_views(int64_t slot) const {
+  if (!impl_->shard.post) return {};
+  const gpt_detail::HeadActs& hd = impl_->buf.head[static_cast<size_t>(slot)];
+  LossViews v;
+  v.token = hd.losses;
+  if (!hd.mlm.bin_losses.empty()) {  // as loss_sum: (counted / B) * binary loss sum
+    v.binary = hd.mlm.bin_losses;
+    const int64_t counted = impl_->buf.slot_data(impl_->n_chunks() - 1, slot).counted;
+    v.binary_weight = static_cast<double>(counted) / static_cast<double>(impl_->shape.micro_batch);
+  }
+  return v;
+}
+
 double GptModel::binary_loss_sum(int64_t slot, engine::Stream& stream) {
   if (!impl_->shard.post) return 0.0;
   const gpt_detail::HeadActs& hd = impl_->buf.head[static_cast<size_t>(slot)];
@@ -457,6 +470,10 @@ void GptModel::reduce_gradients(engine::Stream& stream) { impl_->sync->reduce_gr
 double GptModel::grad_norm(engine::Stream& stream) { return std::sqrt(grad_sum_squares(stream)); }
 
 double GptModel::grad_sum_squares(engine::Stream& stream) {
+  return read_back(grad_sum_squares_device(stream), stream)[0];
+}
+
+engine::ConstTensorView GptModel::grad_sum_squares_device(engine::Stream& stream) {
   const gpt_detail::Buffers& b = impl_->buf;
   const GptShard& sh = impl_->shard;
   engine::fill_zero(b.norm_out, stream);
@@ -485,7 +502,7 @@ double GptModel::grad_sum_squares(engine::Stream& stream) {
     run_hi = p->offset + p->numel();
   }
   if (run_lo >= 0) add(run_lo, run_hi);
-  return read_back(b.norm_out, stream)[0];
+  return b.norm_out;
 }
 
 void GptModel::optimizer_step(const OptimizerStep& s, engine::Stream& stream) {

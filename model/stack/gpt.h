@@ -144,6 +144,9 @@ class GptModel {
   engine::TensorView chunk_input_grad();                              // [B*T, d] act
   // Loss sum of the slot's last forward (post only; 0 elsewhere). Syncs.
   double loss_sum(int64_t slot, engine::Stream& stream);
+  // The device views loss_sum(slot) reads (model/pipeline_stage.h), valid until the slot's next
+  // forward; empty views on a stage that does not end the model.
+  LossViews loss_views(int64_t slot) const;
   // BERT: the sum over the samples of the binary head's cross-entropy in the slot's last
   // forward (Megatron's sop loss times B), a part of loss_sum (mlm_head.cc). 0 without a
   // binary head and where not post. Syncs.
@@ -172,6 +175,8 @@ class GptModel {
   // copy of the tied embedding (post without pre) not at all; under ZeRO only the own pieces
   // (sum over DP next). Syncs.
   double grad_sum_squares(engine::Stream& stream);
+  // The same sum left on the device: [1] grad dtype, valid once the stream reaches it (no sync).
+  engine::ConstTensorView grad_sum_squares_device(engine::Stream& stream);
   // One AdamW step on all parameters this rank updates (no decay on biases and LayerNorms; see
   // ParamTable), under ZeRO on the own pieces, then the parameters gathered back (stages 1, 2:
   // every bucket; 3: the buckets that stay gathered).

@@ -213,6 +213,13 @@ double T5Model::loss_sum(int64_t slot, engine::Stream& stream) {
   return sum;
 }
 
+LossViews T5Model::loss_views(int64_t slot) const {
+  if (!impl_->post()) return {};
+  LossViews v;
+  v.token = impl_->buf.slots[static_cast<size_t>(slot)].losses;
+  return v;
+}
+
 engine::ConstTensorView T5Model::last_logits() const { return impl_->buf.slots[0].logits; }
 
 void T5Model::set_batch(int64_t slot, const T5Batch& batch, engine::Stream& stream) {
@@ -320,6 +327,10 @@ void T5Model::sum_shared_grads(parallel::Comm* pp, engine::Stream& stream) {
 }
 
 double T5Model::grad_sum_squares(engine::Stream& stream) {
+  return read_back(grad_sum_squares_device(stream), stream)[0];
+}
+
+engine::ConstTensorView T5Model::grad_sum_squares_device(engine::Stream& stream) {
   const t5_detail::Buffers& b = impl_->buf;
   const T5Shard& sh = impl_->shard;
   engine::fill_zero(b.norm_out, stream);
@@ -339,7 +350,7 @@ double T5Model::grad_sum_squares(engine::Stream& stream) {
     }
     impl_->tp.all_reduce(b.norm_out, stream);
   }
-  return read_back(b.norm_out, stream)[0];
+  return b.norm_out;
 }
 
 bool T5Model::first_copy(const Param& p) const {

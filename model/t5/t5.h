@@ -240,6 +240,8 @@ class T5Model {
   void forward_stage(int64_t slot, bool train, uint64_t dropout_offset, engine::Stream& stream);
   void backward_stage(int64_t slot, float grad_scale, engine::Stream& stream);
   double loss_sum(int64_t slot, engine::Stream& stream);  // the last stage; syncs
+  // The device view loss_sum(slot) reads (model/pipeline_stage.h); empty before the last stage.
+  LossViews loss_views(int64_t slot) const;
   std::vector<engine::TensorView> stage_inputs(int64_t slot);
   std::vector<engine::TensorView> stage_outputs();  // of the last forward_stage
   std::vector<engine::TensorView> stage_output_grads(int64_t slot);
@@ -254,6 +256,8 @@ class T5Model {
   // parameters on the first stage holding one; under ZeRO the own pieces only (sum over DP).
   // Sum it over the pipeline for the norm. Syncs.
   double grad_sum_squares(engine::Stream& stream);
+  // The same sum left on the device ([1] grad dtype, after the TP sum; no sync).
+  engine::ConstTensorView grad_sum_squares_device(engine::Stream& stream);
   // Whether this stage's p is the model's first copy: false where an earlier pipeline stage
   // also holds p (the shared embedding, a relative table), whose copy then stands for all in
   // the gradient norm and in checkpoints.

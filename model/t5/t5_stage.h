@@ -27,6 +27,7 @@ class T5PipelineStage : public PipelineStage {
                uint64_t dropout_offset, engine::Stream& s) override;
   void backward(int64_t chunk, int64_t slot, float grad_scale, engine::Stream& s) override;
   double loss_sum(int64_t slot, engine::Stream& s) override { return model_.loss_sum(slot, s); }
+  LossViews loss_views(int64_t slot) override { return model_.loss_views(slot); }
   std::vector<engine::TensorView> sent_activations(int64_t) override {
     return model_.stage_outputs();
   }

@@ -61,6 +61,7 @@ class T5TrainModel : public Model {
     stage_->backward(chunk, slot, grad_scale, s);
   }
   double loss_sum(int64_t slot, engine::Stream& s) override { return model_->loss_sum(slot, s); }
+  LossViews loss_views(int64_t slot) override { return model_->loss_views(slot); }
   std::vector<engine::TensorView> sent_activations(int64_t c) override {
     return stage_->sent_activations(c);
   }
@@ -88,6 +89,9 @@ class T5TrainModel : public Model {
   void sum_shared_grads(engine::Stream& s) override { model_->sum_shared_grads(pp_comm_, s); }
   void reduce_gradients(engine::Stream& s) override { model_->reduce_gradients(s); }
   double grad_sum_squares(engine::Stream& s) override { return model_->grad_sum_squares(s); }
+  engine::ConstTensorView grad_sum_squares_device(engine::Stream& s) override {
+    return model_->grad_sum_squares_device(s);
+  }
   bool grad_squares_over_tp() const override { return true; }
   bool zero_sharded() const override { return model_->shard().zero_stage > 0; }
   void optimizer_step(const OptimizerStep& o, engine::Stream& s) override;

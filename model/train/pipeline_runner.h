@@ -37,6 +37,9 @@ struct PipelineStepFns {
   // Optional; on the stage that ends the model, called right after micro-batch m's loss sum
   // was read from `slot` (where the slot's other results, e.g. BERT's binary loss, still are).
   std::function<void(int64_t m, int64_t slot)> after_loss;
+  // Optional; where the stage offers loss_views, called with micro-batch m's instead of reading
+  // its loss (no sync; the returned sum is then 0) and instead of after_loss.
+  std::function<void(int64_t m, const LossViews& views)> add_loss;
 };
 
 // Forward and backward of every micro-batch of the plan (parameter gradients accumulate).
@@ -67,6 +70,7 @@ class GptPipelineStage : public PipelineStage {
     model_.backward_chunk(chunk, slot, grad_scale, s);
   }
   double loss_sum(int64_t slot, engine::Stream& s) override { return model_.loss_sum(slot, s); }
+  LossViews loss_views(int64_t slot) override { return model_.loss_views(slot); }
   std::vector<engine::TensorView> sent_activations(int64_t) override {
     return {model_.chunk_output()};
   }

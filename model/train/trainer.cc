@@ -13,10 +13,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/checked_math.h"
+#include "engine/memory.h"
 #include "engine/status.h"
+#include "model/pass_support.h"
 #include "model/train/batch_schedule.h"
 #include "model/train/pipeline_runner.h"
 #include "model/train/sample_record.h"
+#include "ops/loss_sums.h"
+#include "ops/step_scale.h"
 #include "parallel/comm.h"
 #include "parallel/grid.h"
 #include "parallel/mpi_comm.h"
@@ -187,6 +191,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& cfg,
   at.embedding = t->embedding_comm_;
   ANVIL_ASSIGN_OR_RETURN(t->model_, create_train_model(cfg, prec, at));
   t->zero_ = t->model_->zero_sharded();
+  ANVIL_ASSIGN_OR_RETURN(t->step_arena_, engine::Arena::create(prec.device, 512, "step scalars"));
+  ANVIL_ASSIGN_OR_RETURN(t->step_sums_,
+                         t->step_arena_.allocate(engine::DType::kF64, {4}, "step sums"));
+  ANVIL_ASSIGN_OR_RETURN(t->step_scale_,
+                         t->step_arena_.allocate(engine::DType::kF32, {3}, "step scale"));
   t->counted_.assign(static_cast<size_t>(std::max<int64_t>(cfg.train.accumulation_steps(dp), 1)),
                      0);
   return t;
@@ -296,24 +305,26 @@ StepStats Trainer::step() {
   if (dp_comm_ != nullptr && !cfg_.parallel.sequence_parallel) {
     fns.before_backward = [&](int64_t m) { model_->set_overlap_grad_sync(m == accum - 1); };
   }
-  // BERT: the micro-batches' binary losses, each a mean over its samples, for the loss's parts
-  // (a micro-batch without masked tokens is left out of the loss, masked_scale).
-  double sop_sum = 0.0;
-  if (model_->reports_loss_parts()) {
-    fns.after_loss = [&](int64_t m, int64_t slot) {
-      const double binary = model_->binary_loss_sum(slot, s) / static_cast<double>(B);
-      if (counted_[static_cast<size_t>(m)] > 0) sop_sum += binary;
-    };
-  }
-  const std::vector<double> losses =
-      run_pipeline_step(*model_, plan_, pp_size_, pp_rank_, pp_comm_, fns, s);
+  // The step's sums stay on the device until its end (ops/loss_sums.h): step_sums_ =
+  // {loss sum, masked loss sum, BERT's sop sum, gradient sum of squares}.
+  engine::fill_zero(step_sums_, s);
+  const engine::TensorView loss_sums = engine::slice_rows(step_sums_, 0, 3);
+  fns.add_loss = [&](int64_t m, const LossViews& v) {
+    ops::LossSumArgs a;
+    a.y_weight = v.binary_weight;
+    a.scales = {1.0, masked_scale(m), 0.0, 0.0};
+    ops::add_loss_sums(a, loss_sums, v.token, v.binary, s);
+    // BERT: the micro-batches' binary losses, each a mean over its samples, for the loss's
+    // parts (a micro-batch without masked tokens is left out of the loss, masked_scale).
+    if (model_->reports_loss_parts() && !v.binary.empty() && counted_[static_cast<size_t>(m)] > 0) {
+      ops::LossSumArgs p;
+      p.scales = {0.0, 0.0, 1.0 / static_cast<double>(B), 0.0};
+      ops::add_loss_sums(p, loss_sums, v.binary, {}, s);
+    }
+  };
+  run_pipeline_step(*model_, plan_, pp_size_, pp_rank_, pp_comm_, fns, s);
   model_->set_overlap_grad_sync(false);
   model_->finish_backward(s);
-  double loss_sum = 0.0, masked_loss = 0.0;
-  for (int64_t m = 0; m < accum; ++m) {
-    loss_sum += losses[static_cast<size_t>(m)];
-    masked_loss += losses[static_cast<size_t>(m)] * masked_scale(m);
-  }
   micro_batches_ += static_cast<uint64_t>(total_micro);
   // A parameter several stages hold (GPT's tied embedding on the first and last stage) gets
   // the sum of its copies' gradients (equal to the single-stage gradient of the one matrix).
@@ -322,18 +333,30 @@ StepStats Trainer::step() {
   // reduced yet (plain DP: all-reduces; ZeRO: reduce-scatters).
   model_->reduce_gradients(s);
   // The loss lives on the last stage: sum over PP (zeros elsewhere), then over DP.
-  if (pp_comm_ != nullptr) {
-    loss_sum =
-        parallel::all_reduce_scalar(*pp_comm_, loss_sum, parallel::ReduceOp::kSum, scalar_, s);
-    masked_loss =
-        parallel::all_reduce_scalar(*pp_comm_, masked_loss, parallel::ReduceOp::kSum, scalar_, s);
+  if (pp_comm_ != nullptr) pp_comm_->all_reduce(loss_sums, parallel::ReduceOp::kSum, s);
+  if (dp_comm_ != nullptr) dp_comm_->all_reduce(loss_sums, parallel::ReduceOp::kSum, s);
+
+  // Clipping and the overflow check: the device computes the AdamW scale from the global sum
+  // of squares (ops/step_scale.h), AdamW reads it, and the step reads its results once, at its
+  // end. (The optimizer offload, and a family without a device sum, read the norm first.)
+  const ops::StepScaleArgs scale_args{loss_scale, cfg_.optim.clip_grad};
+  const double lr_now = lr_.lr();
+  OptimizerStep o;
+  o.lr = static_cast<float>(lr_now);
+  o.beta1 = static_cast<float>(cfg_.optim.beta1);
+  o.beta2 = static_cast<float>(cfg_.optim.beta2);
+  o.eps = static_cast<float>(cfg_.optim.eps);
+  o.weight_decay = static_cast<float>(cfg_.optim.weight_decay);
+  o.step = optimizer_steps_ + 1;
+  const bool device_scale = queue_grad_sum_squares();
+  if (device_scale) {
+    ops::step_scale(scale_args, step_scale_, engine::slice_rows(step_sums_, 3, 4), s);
+    o.grad_scale = 1.0f;  // replaced by the device's
+    o.device_scale = step_scale_;
+    model_->optimizer_step(o, s);  // skipped on the device when the norm is not finite
   }
-  if (dp_comm_ != nullptr) {
-    loss_sum =
-        parallel::all_reduce_scalar(*dp_comm_, loss_sum, parallel::ReduceOp::kSum, scalar_, s);
-    masked_loss =
-        parallel::all_reduce_scalar(*dp_comm_, masked_loss, parallel::ReduceOp::kSum, scalar_, s);
-  }
+  const std::vector<double> sums = read_back(step_sums_, s);  // the step's one wait
+  const double loss_sum = sums[0], masked_loss = sums[1], sop_sum = sums[2];
   StepStats st;
   st.step = ++step_;
   st.global_batch = G;
@@ -343,14 +366,17 @@ StepStats Trainer::step() {
   // After the reduction: the norm of the global batch's gradient, equal on every rank, and so
   // is whether it is finite: the overflow check over all ranks (Megatron all-reduces found_inf
   // over the model-parallel group; here the norm is reduced over every group). Megatron
-  // unscales the gradients before both; dividing the norm is the same to rounding.
-  st.grad_norm = grad_norm() / loss_scale;
-  const bool found_inf = !std::isfinite(st.grad_norm);
+  // unscales the gradients before both; dividing the norm is the same to rounding. The device
+  // path computes the same formula from the same sum (ops::step_scale_of).
+  const ops::StepScale scale =
+      ops::step_scale_of(scale_args, device_scale ? sums[3] : grad_sum_squares());
+  st.grad_norm = scale.norm;
+  const bool found_inf = scale.skip;
   // A dynamic scaler above its floor is expected to overflow now and then: it backs off.
   st.scale_overflow = found_inf && !scaler_.at_floor();
   scaler_.update(found_inf);
   st.loss_scale = scaler_.scale();
-  st.lr = lr_.lr();
+  st.lr = lr_now;
   // Megatron's consumed_train_tokens before this step: what its scheduler sees below (with a
   // curriculum, samples * the length of each step).
   const int64_t tokens_before = consumed_tokens_;
@@ -367,22 +393,35 @@ StepStats Trainer::step() {
     engine::log_warning(log_, what);
     return st;
   }
-  // Megatron's clip_grad_norm: scale by max_norm / (norm + 1e-6) when that is below 1.
-  double clip = 1.0;
-  if (cfg_.optim.clip_grad > 0.0) {
-    clip = std::min(1.0, cfg_.optim.clip_grad / (st.grad_norm + 1e-6));
+  if (!device_scale) {
+    // Megatron's clip_grad_norm (max_norm / (norm + 1e-6) when below 1) and the unscaling, in
+    // one factor.
+    o.grad_scale = scale.grad_scale;
+    model_->optimizer_step(o, s);
   }
-  OptimizerStep o;
-  o.lr = static_cast<float>(st.lr);
-  o.beta1 = static_cast<float>(cfg_.optim.beta1);
-  o.beta2 = static_cast<float>(cfg_.optim.beta2);
-  o.eps = static_cast<float>(cfg_.optim.eps);
-  o.weight_decay = static_cast<float>(cfg_.optim.weight_decay);
-  o.grad_scale = static_cast<float>(clip / loss_scale);  // unscale and clip in one
-  o.step = ++optimizer_steps_;
-  model_->optimizer_step(o, s);
+  ++optimizer_steps_;
   lr_.step(G, tokens_before);  // after the applied update, as Megatron's train_step
   return st;
+}
+
+bool Trainer::queue_grad_sum_squares() {
+  // The offloaded optimizer runs on the host and takes its scale from there.
+  if (cfg_.parallel.offload_optimizer) return false;
+  engine::Stream& s = *stream_;
+  const engine::ConstTensorView local = model_->grad_sum_squares_device(s);
+  if (local.empty()) return false;
+  // As grad_sum_squares(): ZeRO's own pieces over DP, then TP (unless the family summed it)
+  // and PP, in f64 as the host sums.
+  const engine::TensorView ss = engine::slice_rows(step_sums_, 3, 4);
+  ops::LossSumArgs copy;
+  copy.scales = {1.0};
+  ops::add_loss_sums(copy, ss, local, {}, s);
+  if (zero_) dp_comm_->all_reduce(ss, parallel::ReduceOp::kSum, s);
+  if (tp_comm_ && !model_->grad_squares_over_tp()) {
+    tp_comm_->all_reduce(ss, parallel::ReduceOp::kSum, s);
+  }
+  if (pp_comm_) pp_comm_->all_reduce(ss, parallel::ReduceOp::kSum, s);
+  return true;
 }
 
 int64_t Trainer::step_seq_len(int64_t step) const {
@@ -395,14 +434,6 @@ LossParts Trainer::bert_parts(double loss, double sop_sum, int64_t micro_batches
   if (!model_->has_binary_part()) {
     parts.lm = loss;
     return parts;
-  }
-  if (pp_comm_ != nullptr) {
-    sop_sum = parallel::all_reduce_scalar(*pp_comm_, sop_sum, parallel::ReduceOp::kSum, scalar_,
-                                          *stream_);
-  }
-  if (dp_comm_ != nullptr) {
-    sop_sum = parallel::all_reduce_scalar(*dp_comm_, sop_sum, parallel::ReduceOp::kSum, scalar_,
-                                          *stream_);
   }
   // Megatron's loss = lm_loss + sop_loss per micro-batch, so the means split the same way.
   parts.sop = sop_sum / static_cast<double>(micro_batches);
@@ -467,6 +498,16 @@ EvalResult Trainer::evaluate_stream(const SampleFn& fn, int64_t* consumed) {
     return r;
   }
   r.loss = masked / static_cast<double>(micro_batches);
+  if (model_->reports_loss_parts() && model_->has_binary_part()) {
+    if (pp_comm_ != nullptr) {
+      sop_sum = parallel::all_reduce_scalar(*pp_comm_, sop_sum, parallel::ReduceOp::kSum, scalar_,
+                                            *stream_);
+    }
+    if (dp_comm_ != nullptr) {
+      sop_sum = parallel::all_reduce_scalar(*dp_comm_, sop_sum, parallel::ReduceOp::kSum, scalar_,
+                                            *stream_);
+    }
+  }
   if (model_->reports_loss_parts()) r.parts = bert_parts(r.loss, sop_sum, micro_batches);
   return r;
 }

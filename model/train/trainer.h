@@ -245,12 +245,15 @@ class Trainer {
   // One result per validation set, all from consumed_valid_, which then advances once.
   std::vector<EvalResult> evaluate_sets();
   // BERT: the parts of `loss`, the mean over `micro_batches` (of all ranks) of the micro-batch
-  // losses, from this rank's sum of their binary losses each divided by micro_batch (reduced
-  // here over PP and DP: collective).
+  // losses, from the sum over every rank of their binary losses each divided by micro_batch.
   LossParts bert_parts(double loss, double sop_sum, int64_t micro_batches);
   absl::Status setup_parallel(const TrainerParallel& par, int cuda_device);
   double model_parallel_sum(double v);  // over TP and PP
-  double grad_norm();
+  // The global batch's sum of squared gradients, read and summed over the ranks (syncs).
+  double grad_sum_squares();
+  // Queues the global sum of squared gradients into step_sums_[3] (summed over the ranks on
+  // the device); false where the family has no device sum or the optimizer runs on the host.
+  bool queue_grad_sum_squares();
   std::string memory_string() const;
   // The loss is the mean over micro-batches of each one's mean over its counted targets
   // (eod_mask_loss, BERT's masked-LM loss as Megatron's pretrain_bert, T5), rather than the
@@ -294,6 +297,10 @@ class Trainer {
   std::vector<std::unique_ptr<parallel::Comm>> owned_comms_;
   engine::Arena scalar_arena_;  // [1] f64 on the device for host-scalar reductions
   engine::TensorView scalar_;
+  // The step's device scalars (no host read while a step runs):
+  engine::Arena step_arena_;
+  engine::TensorView step_sums_;   // [4] f64 {loss sum, masked loss, sop sum, grad sum squares}
+  engine::TensorView step_scale_;  // [3] f32 ops::step_scale's {grad scale, skip, norm}
   // The model reduces its gradients over dp_comm_ itself (GptShard::dp_comm, parallel/
   // grad_sync.h); with ZeRO its gradient norm covers its own pieces only (summed over DP).
   bool zero_ = false;

@@ -67,9 +67,9 @@ double Trainer::model_parallel_sum(double v) {
   return v;
 }
 
-double Trainer::grad_norm() {
-  // After the reductions: the norm of the global batch's gradient, equal on every rank. ZeRO
-  // holds the reduced gradient in its own pieces only: sum them over DP.
+double Trainer::grad_sum_squares() {
+  // After the reductions: the global batch's gradient, equal on every rank. ZeRO holds the
+  // reduced gradient in its own pieces only: sum them over DP.
   double ss = model_->grad_sum_squares(*stream_);
   if (zero_) {
     ss = parallel::all_reduce_scalar(*dp_comm_, ss, parallel::ReduceOp::kSum, scalar_, *stream_);
@@ -78,9 +78,9 @@ double Trainer::grad_norm() {
     if (pp_comm_) {
       ss = parallel::all_reduce_scalar(*pp_comm_, ss, parallel::ReduceOp::kSum, scalar_, *stream_);
     }
-    return std::sqrt(ss);
+    return ss;
   }
-  return std::sqrt(model_parallel_sum(ss));
+  return model_parallel_sum(ss);
 }
 
 }  // namespace anvil::model

@@ -1,5 +1,5 @@
 // CPU twin of AdamW with decoupled weight decay, element by element (math in ops/adamw.h):
-//   g = grad * grad_scale
+//   g = grad * grad_scale      (grad_scale from device_scale when given; skip flag: no update)
 //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
 //   master -= lr * ((m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + wd * master)
 //   param = cast(master)  (bf16/f16 round to nearest even; skipped when param is empty)
@@ -28,7 +28,9 @@ void adamw_loop(const AdamWArgs& args, T* master, T* m, T* v, void* param, DType
   const T b2 = static_cast<T>(args.beta2);
   const T eps = static_cast<T>(args.eps);
   const T wd = static_cast<T>(args.weight_decay);
-  const T scale = static_cast<T>(args.grad_scale);
+  const float* ds = args.device_scale.empty() ? nullptr : args.device_scale.as<float>();
+  if (ds != nullptr && ds[1] != 0.0f) return;  // skipped step
+  const T scale = static_cast<T>(ds != nullptr ? ds[0] : args.grad_scale);
   const double t = static_cast<double>(args.step);
   const T bc1 = static_cast<T>(1.0 - std::pow(static_cast<double>(args.beta1), t));
   const T bc2 = static_cast<T>(1.0 - std::pow(static_cast<double>(args.beta2), t));

@@ -26,9 +26,11 @@ using engine::DType;
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 4096;  // grid-stride beyond ~3 waves of an H200
 
-// Per-step scalars, bias corrections precomputed on the host in double.
+// Per-step scalars, bias corrections precomputed on the host in double. device_scale: null, or
+// step_scale's {grad_scale, skip, norm}, read by every thread (replaces grad_scale).
 struct AdamWScalars {
   float lr, beta1, beta2, eps, weight_decay, grad_scale, bias_correction1, bias_correction2;
+  const float* device_scale;
 };
 
 // One element, in the same operation order as the CPU twin. Returns the new master weight.
@@ -77,6 +79,10 @@ __global__ void __launch_bounds__(kThreads)
     adamw_grid_stride(float* __restrict__ master, float* __restrict__ m, float* __restrict__ v,
                       P* __restrict__ param, const float* __restrict__ grad, int64_t n,
                       AdamWScalars s) {
+  if (s.device_scale != nullptr) {
+    if (s.device_scale[1] != 0.0f) return;  // skipped step: nothing changes
+    s.grad_scale = s.device_scale[0];
+  }
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   int64_t scalar_begin = 0;
@@ -142,7 +148,8 @@ void adamw_update(const AdamWArgs& args, TensorView master, TensorView m, Tensor
                        args.weight_decay,
                        args.grad_scale,
                        static_cast<float>(1.0 - std::pow(static_cast<double>(args.beta1), t)),
-                       static_cast<float>(1.0 - std::pow(static_cast<double>(args.beta2), t))};
+                       static_cast<float>(1.0 - std::pow(static_cast<double>(args.beta2), t)),
+                       args.device_scale.empty() ? nullptr : args.device_scale.as<float>()};
   float* w = master.as<float>();
   const float* g = grad.as<float>();
   cudaStream_t cs = stream.cuda_stream();

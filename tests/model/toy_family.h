@@ -124,6 +124,11 @@ class ToyModel : public Model {
     }
   }
   double loss_sum(int64_t, engine::Stream&) override { return loss_; }
+  LossViews loss_views(int64_t) override {
+    LossViews v;
+    v.token = engine::make_view(&loss_, engine::DType::kF64, engine::Device::kCpu, {1});
+    return v;
+  }
   std::vector<engine::TensorView> sent_activations(int64_t) override { return {}; }
   std::vector<engine::TensorView> received_activations(int64_t, int64_t) override { return {}; }
   std::vector<engine::TensorView> sent_grads(int64_t) override { return {}; }

@@ -156,6 +156,50 @@ TEST(AdamWCpu, GradScaleFoldingEqualsPrescaledGrads) {
   EXPECT_NE(testing::to_host(master_a), w0);
 }
 
+// device_scale (step_scale's output) replaces grad_scale bit for bit; its skip flag leaves every
+// tensor as it was. Runs on the CPU, and on the GPU when there is one.
+void check_device_scale(Device dev) {
+  const int64_t n = 1001;
+  TestStream stream(dev);
+  TensorPool pool(dev);
+  const std::vector<float> w0 = testing::random_uniform(n, 21);
+  const std::vector<float> g = testing::random_uniform(n, 22, -3.0f, 3.0f);
+  auto fresh = [&](const std::vector<float>& x) { return pool.from(x, DType::kF32, {n}); };
+  const std::vector<float> zeros(n, 0.0f);
+  TensorView wa = fresh(w0), ma = fresh(zeros), va = fresh(zeros),
+             pa = pool.empty(DType::kBF16, {n});
+  TensorView wb = fresh(w0), mb = fresh(zeros), vb = fresh(zeros),
+             pb = pool.empty(DType::kBF16, {n});
+  AdamWArgs host = base_args();
+  host.grad_scale = 0.37f;
+  AdamWArgs device = base_args();
+  device.grad_scale = 5.0f;  // ignored: the device value replaces it
+  device.device_scale = pool.from({0.37f, 0.0f, 2.7f}, DType::kF32, {3});
+  adamw_update(host, wa, ma, va, pa, fresh(g), stream);
+  adamw_update(device, wb, mb, vb, pb, fresh(g), stream);
+  EXPECT_EQ(testing::to_host(wa), testing::to_host(wb));
+  EXPECT_EQ(testing::to_host(ma), testing::to_host(mb));
+  EXPECT_EQ(testing::to_host(va), testing::to_host(vb));
+  EXPECT_EQ(testing::to_host(pa), testing::to_host(pb));
+  EXPECT_NE(testing::to_host(wb), w0);
+  // Skip: nothing changes, the poisoned compute copy included.
+  const std::vector<float> w1 = testing::to_host(wb), m1 = testing::to_host(mb);
+  TensorView pc = pool.empty(DType::kBF16, {n});
+  device.device_scale = pool.from({0.0f, 1.0f, INFINITY}, DType::kF32, {3});
+  device.step = 2;
+  adamw_update(device, wb, mb, vb, pc, fresh(g), stream);
+  EXPECT_EQ(testing::to_host(wb), w1);
+  EXPECT_EQ(testing::to_host(mb), m1);
+  for (float x : testing::to_host(pc)) EXPECT_TRUE(std::isnan(x));
+}
+
+TEST(AdamWCpu, DeviceScaleReplacesGradScaleAndSkips) { check_device_scale(Device::kCpu); }
+
+TEST(AdamWGpuScale, DeviceScaleReplacesGradScaleAndSkips) {
+  ANVIL_SKIP_WITHOUT_GPU();
+  check_device_scale(Device::kCuda);
+}
+
 // ---------------------------------------------------------------------------------------------
 // GPU vs CPU twin.
 
