@@ -14,6 +14,10 @@
 //                       50304 (GPT-2's 50257 padded), 32000 (LLaMA-2), 128256 (LLaMA-3)
 //   adamw               read master, m, v, grad (f32), write master, m, v (f32), param (bf16)
 //   grad_norm           read grad (f32)
+//   t5_relu_dropout_*   T5-base's DenseReluDense activation, [16384, 3072] bf16 (32 x 512 rows):
+//                       fwd read pre, write act; bwd read dact, pre, write dpre. _two_ops: relu
+//                       then dropout as two kernels (the bytes counted are still one pass's);
+//                       _one_pass: ops::activation_dropout_* (same bits)
 // the parameter count n of adamw / grad_norm is the model's (124M: 124.4M, 1.3B: 1.31B).
 // Counters: GB/s, and of_copy = GB/s over the copy's (1 GiB read + 1 GiB written per call).
 // Timed with CUDA events around 5 back-to-back calls per iteration after a warm-up call.
@@ -34,6 +38,7 @@
 #include "engine/dtype.h"
 #include "engine/status.h"
 #include "engine/stream.h"
+#include "ops/activation.h"
 #include "ops/adamw.h"
 #include "ops/cross_entropy.h"
 #include "ops/gelu.h"
@@ -272,6 +277,34 @@ Kernel grad_norm(Buffers& buf, Stream& s, int64_t n) {
   return {4.0 * n, [=, &s] { ops::sum_squares(out, grad, ws, s); }};
 }
 
+// T5-base's MLP activation with its dropout 0.1: relu then dropout (two kernels), or one pass.
+constexpr int64_t kT5Rows = 32 * 512, kT5Ffn = 3072;
+
+Kernel t5_relu_dropout(Buffers& buf, Stream& s, bool backward, bool one_pass) {
+  const ops::DropoutArgs drop{0.1f, 1234, 0};
+  TensorView pre = buf.take(DType::kBF16, {kT5Rows, kT5Ffn}, 1, 1.0, s);
+  TensorView out = buf.take(DType::kBF16, {kT5Rows, kT5Ffn}, 5, 1.0, s);
+  const double n = static_cast<double>(kT5Rows * kT5Ffn);
+  if (!backward) {
+    return {4.0 * n, [=, &s] {
+              if (one_pass) {
+                ops::activation_dropout_forward(ops::Activation::kRelu, drop, out, pre, s);
+              } else {
+                ops::activation_forward(ops::Activation::kRelu, out, pre, s);
+                ops::dropout_forward(drop, out, out, s);
+              }
+            }};
+  }
+  return {6.0 * n, [=, &s] {  // in place over dact, as the MLP
+            if (one_pass) {
+              ops::activation_dropout_backward(ops::Activation::kRelu, drop, out, out, pre, s);
+            } else {
+              ops::dropout_backward(drop, out, out, s);
+              ops::activation_backward(ops::Activation::kRelu, out, out, pre, s);
+            }
+          }};
+}
+
 void register_model(const std::string& model, int64_t d, int64_t params) {
   const size_t act = static_cast<size_t>(kTokens * d) * 2;  // one [tokens, d] bf16 tensor
   struct Entry {
@@ -304,6 +337,19 @@ void register_model(const std::string& model, int64_t d, int64_t params) {
   register_model("gpt124M", 768, 124439808);
   register_model("gpt350M", 1024, 354823168);
   register_model("gpt1.3B", 2048, 1313722368);
+  for (const bool backward : {false, true}) {
+    for (const bool one_pass : {false, true}) {
+      const std::string name = std::string("t5_relu_dropout_") + (backward ? "bwd" : "fwd") +
+                               (one_pass ? "_one_pass" : "_two_ops");
+      benchmark::RegisterBenchmark(name.c_str(), bench_kernel,
+                                   static_cast<size_t>(kT5Rows * kT5Ffn) * 4 + kSlack,
+                                   [backward, one_pass](Buffers& b, Stream& s) {
+                                     return t5_relu_dropout(b, s, backward, one_pass);
+                                   })
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
+  }
   // {vocab, padded}: GPT-2 (padded to a multiple of 64), LLaMA-2, LLaMA-3.
   for (const auto& [vocab, padded] :
        std::vector<std::pair<int64_t, int64_t>>{{50257, 50304}, {32000, 32000}, {128256, 128256}}) {

@@ -3,6 +3,8 @@
 // CPU twin: known values (evaluated independently in Python float64), central finite
 // differences in double, aliasing, argument errors.
 // GPU: against the CPU twin, bf16 and f32, odd sizes, misaligned views, NaN-poisoned outputs.
+// With dropout (one pass): the CPU twin against its definition (the kept elements are those
+// ops::dropout keeps, scaled), the GPU kernels against it (relu bit for bit, the mask exactly).
 #include "ops/activation.h"
 
 #include <algorithm>
@@ -145,6 +147,81 @@ TEST_P(ActivationGpu, MatchesCpuTwin) {
     engine::poison(gdx, gs.get());
     activation_backward(act, gdx, shifted(gpool, dy, p.dtype, p.misaligned), gx, gs);
     EXPECT_TRUE(testing::tensors_near(testing::to_host(gdx), testing::to_host(cdx), tol));
+  }
+}
+
+TEST(ActivationDropoutCpu, KeepsWhatDropoutKeeps) {
+  const int64_t n = 1003;
+  TestStream cs(Device::kCpu);
+  TensorPool pool(Device::kCpu);
+  const DropoutArgs drop{0.3f, 77, 5};
+  const std::vector<float> x = testing::random_uniform(n, 9, 0.1f, 3.0f);  // relu(x) = x > 0
+  TensorView y = pool.empty(DType::kF32, {n});
+  activation_dropout_forward(Activation::kRelu, drop, y, pool.from(x, DType::kF32, {n}), cs);
+  TensorView mask = pool.from(std::vector<float>(n, 1.0f), DType::kF32, {n});
+  dropout_forward(drop, mask, mask, cs);
+  const std::vector<float> got = testing::to_host(y), keep = testing::to_host(mask);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(got[i], keep[i] != 0.0f ? x[i] * (1.0f / 0.7f) : 0.0f) << i;
+    kept += keep[i] != 0.0f;
+  }
+  EXPECT_GT(kept, n / 2);
+  EXPECT_LT(kept, n - n / 10);
+  // Backward: dx = relu'(x) * Drop'(dy) = Drop'(dy) here (x > 0), in place over dy.
+  const std::vector<float> dy = testing::random_uniform(n, 10);
+  TensorView d = pool.from(dy, DType::kF32, {n});
+  activation_dropout_backward(Activation::kRelu, drop, d, d, pool.from(x, DType::kF32, {n}), cs);
+  const std::vector<float> dx = testing::to_host(d);
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(dx[i], keep[i] != 0.0f ? dy[i] * (1.0f / 0.7f) : 0.0f) << i;
+  }
+}
+
+TEST_P(ActivationGpu, DropoutInOnePassMatchesCpuTwin) {
+  ANVIL_SKIP_WITHOUT_GPU();
+  const GpuCase& p = GetParam();
+  TestStream cs(Device::kCpu), gs(Device::kCuda);
+  TensorPool cpool(Device::kCpu), gpool(Device::kCuda);
+  const std::vector<float> x = testing::random_uniform(p.n, 13, -5.0f, 5.0f);
+  const std::vector<float> dy = testing::random_uniform(p.n, 14);
+  const Tol tol = p.dtype == DType::kBF16 ? Tol{1e-5, 8e-3, 1e-4} : Tol{1e-5, 1e-5, 1e-9};
+  const DropoutArgs drop{0.1f, 1234, 99};
+  const TensorView cx = cpool.from(x, p.dtype, {p.n});
+  const TensorView gx = shifted(gpool, x, p.dtype, p.misaligned);
+  for (Activation act : kActs) {
+    SCOPED_TRACE(act_name(act));
+    TensorView cy = cpool.empty(p.dtype, {p.n});
+    TensorView gy = shifted(gpool, std::vector<float>(p.n, 0.0f), p.dtype, p.misaligned);
+    engine::poison(gy, gs.get());
+    activation_dropout_forward(act, drop, cy, cx, cs);
+    activation_dropout_forward(act, drop, gy, gx, gs);
+    const std::vector<float> want = testing::to_host(cy), got = testing::to_host(gy);
+    EXPECT_TRUE(testing::tensors_near(got, want, tol));
+    if (act == Activation::kRelu) {
+      EXPECT_EQ(got, want);
+    }
+    // dx aliases dy on the GPU, as the MLP calls it.
+    TensorView cdx = cpool.empty(p.dtype, {p.n});
+    activation_dropout_backward(act, drop, cdx, cpool.from(dy, p.dtype, {p.n}), cx, cs);
+    TensorView gd = shifted(gpool, dy, p.dtype, p.misaligned);
+    activation_dropout_backward(act, drop, gd, gd, gx, gs);
+    const std::vector<float> dwant = testing::to_host(cdx), dgot = testing::to_host(gd);
+    EXPECT_TRUE(testing::tensors_near(dgot, dwant, tol));
+    if (act == Activation::kRelu) {
+      EXPECT_EQ(dgot, dwant);
+    }
+    // The dropped elements are exactly the CPU's (where the activation is not 0 itself).
+    int64_t dropped = 0;
+    for (int64_t i = 0; i < p.n; ++i) {
+      if (want[i] != 0.0f) {
+        EXPECT_NE(got[i], 0.0f) << i;
+      }
+      dropped += dwant[i] == 0.0f && dy[i] != 0.0f;
+    }
+    if (p.n > 100) {
+      EXPECT_GT(dropped, 0);
+    }
   }
 }
 
