@@ -123,16 +123,31 @@ TensorView shifted(TensorPool& pool, const std::vector<float>& values, DType dty
   return engine::slice_rows(pool.from(padded, dtype, {n + 1}), 1, n + 1);
 }
 
+// Streams, pools and the random inputs x (on both devices; the GPU's shifted when misaligned)
+// and dy of one GPU case.
+struct GpuInputs {
+  GpuInputs(const GpuCase& p, uint64_t seed)
+      : x(testing::random_uniform(p.n, seed, -5.0f, 5.0f)),
+        dy(testing::random_uniform(p.n, seed + 1)),
+        tol(p.dtype == DType::kBF16 ? Tol{1e-5, 8e-3, 1e-4} : Tol{1e-5, 1e-5, 1e-9}),
+        cx(cpool.from(x, p.dtype, {p.n})),
+        gx(shifted(gpool, x, p.dtype, p.misaligned)) {}
+  TestStream cs{Device::kCpu}, gs{Device::kCuda};
+  TensorPool cpool{Device::kCpu}, gpool{Device::kCuda};
+  const std::vector<float> x, dy;
+  const Tol tol;
+  const TensorView cx, gx;
+};
+
 TEST_P(ActivationGpu, MatchesCpuTwin) {
   ANVIL_SKIP_WITHOUT_GPU();
   const GpuCase& p = GetParam();
-  TestStream cs(Device::kCpu), gs(Device::kCuda);
-  TensorPool cpool(Device::kCpu), gpool(Device::kCuda);
-  const std::vector<float> x = testing::random_uniform(p.n, 3, -5.0f, 5.0f);
-  const std::vector<float> dy = testing::random_uniform(p.n, 4);
-  const Tol tol = p.dtype == DType::kBF16 ? Tol{1e-5, 8e-3, 1e-4} : Tol{1e-5, 1e-5, 1e-9};
-  const TensorView cx = cpool.from(x, p.dtype, {p.n});
-  const TensorView gx = shifted(gpool, x, p.dtype, p.misaligned);
+  GpuInputs in(p, 3);
+  TestStream &cs = in.cs, &gs = in.gs;
+  TensorPool &cpool = in.cpool, &gpool = in.gpool;
+  const std::vector<float>& dy = in.dy;
+  const Tol tol = in.tol;
+  const TensorView cx = in.cx, gx = in.gx;
   for (Activation act : kActs) {
     SCOPED_TRACE(act_name(act));
     TensorView cy = cpool.empty(p.dtype, {p.n});
@@ -181,14 +196,13 @@ TEST(ActivationDropoutCpu, KeepsWhatDropoutKeeps) {
 TEST_P(ActivationGpu, DropoutInOnePassMatchesCpuTwin) {
   ANVIL_SKIP_WITHOUT_GPU();
   const GpuCase& p = GetParam();
-  TestStream cs(Device::kCpu), gs(Device::kCuda);
-  TensorPool cpool(Device::kCpu), gpool(Device::kCuda);
-  const std::vector<float> x = testing::random_uniform(p.n, 13, -5.0f, 5.0f);
-  const std::vector<float> dy = testing::random_uniform(p.n, 14);
-  const Tol tol = p.dtype == DType::kBF16 ? Tol{1e-5, 8e-3, 1e-4} : Tol{1e-5, 1e-5, 1e-9};
+  GpuInputs in(p, 13);
+  TestStream &cs = in.cs, &gs = in.gs;
+  TensorPool &cpool = in.cpool, &gpool = in.gpool;
+  const std::vector<float>& dy = in.dy;
+  const Tol tol = in.tol;
+  const TensorView cx = in.cx, gx = in.gx;
   const DropoutArgs drop{0.1f, 1234, 99};
-  const TensorView cx = cpool.from(x, p.dtype, {p.n});
-  const TensorView gx = shifted(gpool, x, p.dtype, p.misaligned);
   for (Activation act : kActs) {
     SCOPED_TRACE(act_name(act));
     TensorView cy = cpool.empty(p.dtype, {p.n});
