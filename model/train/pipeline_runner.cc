@@ -74,12 +74,10 @@ std::vector<double> run_pipeline_step(PipelineStage& stage, const parallel::Pipe
         stage.backward(a.chunk, slot, fns.grad_scale(a.micro_batch), s);
         // Read after the backward is queued: the sync then waits for it instead of stalling it.
         if (post && a.chunk == n_chunks - 1) {
-          const LossViews views = fns.add_loss ? stage.loss_views(slot) : LossViews{};
-          if (!views.token.empty()) {
-            fns.add_loss(a.micro_batch, views);
+          if (fns.add_loss) {
+            fns.add_loss(a.micro_batch, stage.loss_views(slot));
           } else {
             losses[static_cast<size_t>(a.micro_batch)] = stage.loss_sum(slot, s);
-            if (fns.after_loss) fns.after_loss(a.micro_batch, slot);
           }
         }
       }

@@ -34,11 +34,9 @@ struct PipelineStepFns {
   std::function<float(int64_t m)> grad_scale;
   std::function<uint64_t(int64_t m)> dropout_offset;
   std::function<void(int64_t m)> before_backward;  // optional; called before each backward
-  // Optional; on the stage that ends the model, called right after micro-batch m's loss sum
-  // was read from `slot` (where the slot's other results, e.g. BERT's binary loss, still are).
-  std::function<void(int64_t m, int64_t slot)> after_loss;
-  // Optional; where the stage offers loss_views, called with micro-batch m's instead of reading
-  // its loss (no sync; the returned sum is then 0) and instead of after_loss.
+  // Optional; on the stage that ends the model, called with micro-batch m's loss views (right
+  // after its backward is queued) instead of reading its loss sum: no sync, and the returned
+  // sum is then 0.
   std::function<void(int64_t m, const LossViews& views)> add_loss;
 };
 
