@@ -263,6 +263,7 @@ absl::Status run(const std::string& path, const std::vector<std::string>& overri
                          model::resolve_precision(cfg.train.device, cfg.train.precision.mode));
   if (cfg.train.attention_kernel == "auto") prec.attention = anvil::ops::AttentionKernel::kWgmma;
   prec.save_dropout_mask = cfg.train.attention_dropout_mask == "save";
+  prec.fused_activation_dropout = cfg.train.activation_dropout_kernel == "one_pass";
   anvil::engine::Stream s = anvil::engine::Stream::cpu();
   const bool cuda = prec.device == anvil::engine::Device::kCuda;
   if (cuda) {

@@ -636,6 +636,7 @@ int run(int argc, char** argv) {
   if (!prec.ok()) return fail(prec.status());
   if (cfg.train.attention_kernel == "auto") prec->attention = anvil::ops::AttentionKernel::kWgmma;
   prec->save_dropout_mask = cfg.train.attention_dropout_mask == "save";
+  prec->fused_activation_dropout = cfg.train.activation_dropout_kernel == "one_pass";
   if (absent_gpu && stated.bytes == 0) stated = anvil::bin::default_device_memory();
   if (print_device) {
     std::printf("%s\n", std::string(anvil::engine::device_name(prec->device)).c_str());

@@ -24,6 +24,10 @@ struct Precision {
   // keep bits (B H Tq Tk / 8 bytes a layer) for the backward instead of regenerating them from
   // Philox (the same bits either way).
   bool save_dropout_mask = true;
+  // MLP activation dropout (T5 v1.0's DenseReluDense) in one pass with relu / gelu_erf
+  // ([train] activation_dropout_kernel = one_pass): the same bits as the two ops. Off by default
+  // until its CUDA kernel has run on a GPU (docs/performance.md).
+  bool fused_activation_dropout = false;
 };
 
 // Dtype of layernorm statistics and per-token losses: f32, or f64 with f64 activations.

@@ -44,6 +44,12 @@ ops::Activation plain_activation(MlpActivation a) {
   return a == MlpActivation::kRelu ? ops::Activation::kRelu : ops::Activation::kGeluErf;
 }
 
+// relu or gelu_erf with MlpConfig::fused_dropout: ops/activation.h's one-pass dropout.
+bool one_pass_dropout(const MlpConfig& c) {
+  return c.fused_dropout &&
+         (c.activation == MlpActivation::kRelu || c.activation == MlpActivation::kGeluErf);
+}
+
 ops::DropoutArgs dropout_args(const MlpConfig& c, const MlpDropoutSite& site) {
   return {c.act_dropout, site.seed, site.offset};
 }
@@ -85,6 +91,32 @@ void activate_backward(const MlpConfig& c, TensorView dpre, ConstTensorView dact
   }
 }
 
+// act (=) = Drop(f(pre)), the dropout in training only; one pass where one_pass_dropout.
+void activate_and_drop(const MlpConfig& c, TensorView act, ConstTensorView pre, bool train,
+                       const MlpDropoutSite& site, engine::Stream& s) {
+  const bool drop = train && c.act_dropout > 0.0f;
+  if (drop && one_pass_dropout(c)) {
+    ops::activation_dropout_forward(plain_activation(c.activation), dropout_args(c, site), act, pre,
+                                    s);
+    return;
+  }
+  activate(c, act, pre, s);
+  if (drop) ops::dropout_forward(dropout_args(c, site), act, act, s);
+}
+
+// dpre (=) = f'(Drop'(dact)) (dact may be overwritten); one pass where one_pass_dropout.
+void drop_and_activate_backward(const MlpConfig& c, TensorView dpre, TensorView dact,
+                                ConstTensorView pre, const MlpDropoutSite& site,
+                                engine::Stream& s) {
+  if (c.act_dropout > 0.0f && one_pass_dropout(c)) {
+    ops::activation_dropout_backward(plain_activation(c.activation), dropout_args(c, site), dpre,
+                                     dact, pre, s);
+    return;
+  }
+  if (c.act_dropout > 0.0f) ops::dropout_backward(dropout_args(c, site), dact, dact, s);
+  activate_backward(c, dpre, dact, pre, s);
+}
+
 }  // namespace
 
 void mlp_forward(const MlpConfig& c, TensorView out, const MlpActs& acts, ConstTensorView x,
@@ -96,12 +128,12 @@ void mlp_forward(const MlpConfig& c, TensorView out, const MlpActs& acts, ConstT
     fc.trans_b = true;
     fc.epilogue = ops::Epilogue::kBiasGelu;
     ops::gemm(fc, acts.act, x, w.w_in, w.b_in, acts.pre, s);
+    if (train && c.act_dropout > 0.0f) {
+      ops::dropout_forward(dropout_args(c, site), acts.act, acts.act, s);
+    }
   } else {
     linear(acts.pre, x, w.w_in, w.b_in, s);
-    activate(c, acts.act, acts.pre, s);
-  }
-  if (train && c.act_dropout > 0.0f) {
-    ops::dropout_forward(dropout_args(c, site), acts.act, acts.act, s);
+    activate_and_drop(c, acts.act, acts.pre, train, site, s);
   }
   row_linear(out, acts.act, w.w_out, w.b_out, c.tp_rank == 0, s);
 }
@@ -116,10 +148,7 @@ void mlp_backward(const MlpConfig& c, TensorView dx, const MlpWeights& grads, Co
   weight_bias_grad(grads.w_out, grads.b_out, dout, acts.act, s);
   if (c.needs_dact()) {  // dact = Drop'(dout W_out), then dpre = f'(dact)
     input_grad(scratch.dact, dout, w.w_out, s);
-    if (c.act_dropout > 0.0f) {
-      ops::dropout_backward(dropout_args(c, site), scratch.dact, scratch.dact, s);
-    }
-    activate_backward(c, dpre, scratch.dact, acts.pre, s);
+    drop_and_activate_backward(c, dpre, scratch.dact, acts.pre, site, s);
   } else if (c.activation == MlpActivation::kGeluTanh) {
     // One GEMM: dpre = (dout W_out) * gelu_tanh'(pre).
     ops::GemmArgs dg{dout.dim(0), w.w_out.dim(1), w.w_out.dim(0)};

@@ -15,7 +15,9 @@
 // add, which act on the residual stream whose row layout the caller owns.
 // Fast paths (CUDA, cuBLASLt epilogues): gelu_tanh with biases fuses bias + GELU into the W_in
 // GEMM (kBiasGelu, writing pre); gelu_tanh without activation dropout fuses gelu' into the
-// d act GEMM (kDGelu); bias gradients come out of the weight-gradient GEMM (gemm_bias_grad).
+// d act GEMM (kDGelu); bias gradients come out of the weight-gradient GEMM (gemm_bias_grad);
+// with MlpConfig::fused_dropout, relu / gelu_erf and their dropout run as one kernel each way
+// (ops/activation.h activation_dropout_*).
 // Private to model/.
 #pragma once
 
@@ -45,10 +47,11 @@ struct MlpConfig {
   int64_t d_model = 0;
   int64_t ffn = 0;  // hidden units of the whole layer (gated: the width of act(g) * u)
   MlpActivation activation = MlpActivation::kGeluTanh;
-  bool bias = false;         // b_in and b_out
-  float act_dropout = 0.0f;  // dropout probability on the activation output (train only)
-  int64_t tp = 1;            // TP ranks: this one holds ffn / tp hidden units
-  int64_t tp_rank = 0;       // b_out is added on rank 0 only (the partial outputs are summed)
+  bool bias = false;           // b_in and b_out
+  float act_dropout = 0.0f;    // dropout probability on the activation output (train only)
+  bool fused_dropout = false;  // relu / gelu_erf: the activation and its dropout in one pass
+  int64_t tp = 1;              // TP ranks: this one holds ffn / tp hidden units
+  int64_t tp_rank = 0;         // b_out is added on rank 0 only (the partial outputs are summed)
 
   bool gated() const { return activation >= MlpActivation::kSwiglu; }
   int64_t local_ffn() const { return ffn / tp; }

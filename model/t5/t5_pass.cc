@@ -204,6 +204,7 @@ blocks::LayerConfig T5Model::Impl::layer_config(bool decoder) const {
   c.attn.save_dropout_mask = c.cross_attn.save_dropout_mask = prec.save_dropout_mask;
   // The FFN hidden's masks are numbered by this rank's [rows, d_ff / tp] columns (t5.h T5Shard).
   c.mlp = t5_detail::ffn_config(cfg, shard);
+  c.mlp.fused_dropout = prec.fused_activation_dropout;
   c.dropout = cfg.dropout;
   return c;
 }

@@ -386,6 +386,7 @@ absl::StatusOr<TrainConfig> parse_train_sections(const Config& c, int world_size
   l.device = c.get_string("train", "device");
   l.attention_kernel = c.get_string("train", "attention_kernel");
   l.attention_dropout_mask = c.get_string("train", "attention_dropout_mask");
+  l.activation_dropout_kernel = c.get_string("train", "activation_dropout_kernel");
   ANVIL_ASSIGN_OR_RETURN(l.precision, parse_precision_config(c));
   l.eval_interval = c.get_int("train", "eval_interval");
   l.eval_iters = c.get_int("train", "eval_iters");

@@ -89,6 +89,8 @@ struct LoopConfig {
   std::string device = "auto";            // auto | cpu | cuda
   std::string attention_kernel = "auto";  // auto | mma_sync (Precision::attention)
   std::string attention_dropout_mask = "save";  // save | regenerate (Precision::save_dropout_mask)
+  // two_pass | one_pass (Precision::fused_activation_dropout)
+  std::string activation_dropout_kernel = "two_pass";
   PrecisionConfig precision;       // precision and loss scaling (model/train/precision_config.h)
   int64_t eval_interval = 1000;    // evaluate every N steps (0: only at the end)
   int64_t eval_iters = 100;        // validation global batches per evaluation (0: no evaluation)

@@ -236,6 +236,12 @@ ConfigSchema build_schema() {
         "(no memory, slower: on the GPU the drawing is most of what dropout costs). The same mask "
         "either way, so losses are equal.",
         {"save", "regenerate"});
+  s.add("train", "activation_dropout_kernel", kString, "two_pass",
+        "CUDA MLP activation dropout (T5 v1.0's DenseReluDense; relu or gelu_erf): two_pass = "
+        "the activation, then the dropout kernel (and two passes back); one_pass = both in one "
+        "kernel each way (ops/activation.h), the same bits. one_pass is experimental: its kernel "
+        "has not yet run on a GPU (docs/performance.md). The CPU ignores it.",
+        {"two_pass", "one_pass"});
   add_precision_keys(s);
   s.add("train", "eval_interval", kInt, "1000",
         "Evaluate on the validation split every N steps and at the end (--eval-interval); a "

@@ -3,9 +3,10 @@
 // initial weights), v1.0 and v1.1, with encoder padding: the initial loss within 1% relative,
 // the gradient norm within 5%, every parameter's gradient in the same direction (cosine > 0.99;
 // norms > 0, all finite), and 20 AdamW steps on a fixed batch lower the loss on both devices by
-// a similar amount. f16 runs its backward on the loss times a static scale of 1024 (as fp16
-// training's loss scaler does; the gradients and their norm are divided by it), so small
-// activation gradients do not flush to zero. The plan equals the arenas. Skips without a GPU.
+// a similar amount; with dropout, v1.0's one-pass FFN dropout equals the two ops bitwise. f16 runs
+// its backward on the loss times a static scale of 1024 (as fp16 training's loss scaler does; the
+// gradients and their norm are divided by it), so small activation gradients do not flush to zero.
+// The plan equals the arenas. Skips without a GPU.
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -60,7 +61,7 @@ struct DeviceRun {
   std::unique_ptr<T5Model> model;
 };
 
-DeviceRun make_run(Device dev, DType act, const T5Config& cfg) {
+DeviceRun make_run(Device dev, DType act, const T5Config& cfg, bool one_pass_dropout = false) {
   DeviceRun r;
   if (dev == Device::kCuda) {
     auto s = engine::Stream::cuda(0);
@@ -69,7 +70,9 @@ DeviceRun make_run(Device dev, DType act, const T5Config& cfg) {
   } else {
     r.stream = std::make_unique<engine::Stream>(engine::Stream::cpu());
   }
-  auto m = T5Model::create(cfg, kShape, {dev, act, DType::kF32}, /*seed=*/7);
+  Precision prec{dev, act, DType::kF32};
+  prec.fused_activation_dropout = one_pass_dropout;
+  auto m = T5Model::create(cfg, kShape, prec, /*seed=*/7);
   EXPECT_TRUE(m.ok()) << m.status();
   r.model = std::move(m).value();
   return r;
@@ -156,6 +159,35 @@ TEST_P(T5Gpu, PlanEqualsArenas) {
       EXPECT_EQ(plan->category_bytes(cat), (*m)->arena_bytes(cat)) << cat;
     }
   }
+}
+
+// v1.0's FFN relu and its dropout in one kernel each way (Precision::fused_activation_dropout)
+// against the two ops: the same bits, so the loss and every gradient are bitwise equal. A second
+// two-pass run first shows the step itself is bitwise reproducible.
+TEST(T5GpuDropout, OnePassActivationDropoutEqualsTwoPasses) {
+  ANVIL_SKIP_WITHOUT_GPU();
+  T5Config cfg = small_config(T5Version::kV1_0);
+  cfg.dropout = 0.1f;
+  const Batch b = make_batch();
+  DeviceRun two = make_run(Device::kCuda, DType::kBF16, cfg);
+  DeviceRun again = make_run(Device::kCuda, DType::kBF16, cfg);
+  DeviceRun one = make_run(Device::kCuda, DType::kBF16, cfg, /*one_pass_dropout=*/true);
+  const double loss_two = step_grads(two, b), loss_again = step_grads(again, b);
+  const double loss_one = step_grads(one, b);
+  ASSERT_TRUE(std::isfinite(loss_two));
+  ASSERT_EQ(loss_again, loss_two) << "the two-pass step is not reproducible";
+  EXPECT_EQ(loss_one, loss_two);
+  const std::vector<Param>& pt = two.model->params().all();
+  const std::vector<Param>& pa = again.model->params().all();
+  const std::vector<Param>& po = one.model->params().all();
+  double norm = 0;
+  for (size_t i = 0; i < pt.size(); ++i) {
+    const std::vector<float> t = testing::to_host(pt[i].grad);
+    ASSERT_EQ(testing::to_host(pa[i].grad), t) << pt[i].name << ": not reproducible";
+    EXPECT_EQ(testing::to_host(po[i].grad), t) << pt[i].name;
+    for (float x : t) norm += static_cast<double>(x) * x;
+  }
+  EXPECT_GT(norm, 0.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Versions, T5Gpu, ::testing::Values(T5Version::kV1_0, T5Version::kV1_1));
