@@ -143,25 +143,20 @@ TEST_P(ActivationGpu, MatchesCpuTwin) {
   ANVIL_SKIP_WITHOUT_GPU();
   const GpuCase& p = GetParam();
   GpuInputs in(p, 3);
-  TestStream &cs = in.cs, &gs = in.gs;
-  TensorPool &cpool = in.cpool, &gpool = in.gpool;
-  const std::vector<float>& dy = in.dy;
-  const Tol tol = in.tol;
-  const TensorView cx = in.cx, gx = in.gx;
   for (Activation act : kActs) {
     SCOPED_TRACE(act_name(act));
-    TensorView cy = cpool.empty(p.dtype, {p.n});
-    TensorView gy = shifted(gpool, std::vector<float>(p.n, 0.0f), p.dtype, p.misaligned);
-    engine::poison(gy, gs.get());
-    activation_forward(act, cy, cx, cs);
-    activation_forward(act, gy, gx, gs);
-    EXPECT_TRUE(testing::tensors_near(testing::to_host(gy), testing::to_host(cy), tol));
-    TensorView cdx = cpool.empty(p.dtype, {p.n});
-    activation_backward(act, cdx, cpool.from(dy, p.dtype, {p.n}), cx, cs);
-    TensorView gdx = shifted(gpool, std::vector<float>(p.n, 0.0f), p.dtype, p.misaligned);
-    engine::poison(gdx, gs.get());
-    activation_backward(act, gdx, shifted(gpool, dy, p.dtype, p.misaligned), gx, gs);
-    EXPECT_TRUE(testing::tensors_near(testing::to_host(gdx), testing::to_host(cdx), tol));
+    TensorView cy = in.cpool.empty(p.dtype, {p.n});
+    TensorView gy = shifted(in.gpool, std::vector<float>(p.n, 0.0f), p.dtype, p.misaligned);
+    engine::poison(gy, in.gs.get());
+    activation_forward(act, cy, in.cx, in.cs);
+    activation_forward(act, gy, in.gx, in.gs);
+    EXPECT_TRUE(testing::tensors_near(testing::to_host(gy), testing::to_host(cy), in.tol));
+    TensorView cdx = in.cpool.empty(p.dtype, {p.n});
+    activation_backward(act, cdx, in.cpool.from(in.dy, p.dtype, {p.n}), in.cx, in.cs);
+    TensorView gdx = shifted(in.gpool, std::vector<float>(p.n, 0.0f), p.dtype, p.misaligned);
+    engine::poison(gdx, in.gs.get());
+    activation_backward(act, gdx, shifted(in.gpool, in.dy, p.dtype, p.misaligned), in.gx, in.gs);
+    EXPECT_TRUE(testing::tensors_near(testing::to_host(gdx), testing::to_host(cdx), in.tol));
   }
 }
 
@@ -197,31 +192,26 @@ TEST_P(ActivationGpu, DropoutInOnePassMatchesCpuTwin) {
   ANVIL_SKIP_WITHOUT_GPU();
   const GpuCase& p = GetParam();
   GpuInputs in(p, 13);
-  TestStream &cs = in.cs, &gs = in.gs;
-  TensorPool &cpool = in.cpool, &gpool = in.gpool;
-  const std::vector<float>& dy = in.dy;
-  const Tol tol = in.tol;
-  const TensorView cx = in.cx, gx = in.gx;
   const DropoutArgs drop{0.1f, 1234, 99};
   for (Activation act : kActs) {
     SCOPED_TRACE(act_name(act));
-    TensorView cy = cpool.empty(p.dtype, {p.n});
-    TensorView gy = shifted(gpool, std::vector<float>(p.n, 0.0f), p.dtype, p.misaligned);
-    engine::poison(gy, gs.get());
-    activation_dropout_forward(act, drop, cy, cx, cs);
-    activation_dropout_forward(act, drop, gy, gx, gs);
+    TensorView cy = in.cpool.empty(p.dtype, {p.n});
+    TensorView gy = shifted(in.gpool, std::vector<float>(p.n, 0.0f), p.dtype, p.misaligned);
+    engine::poison(gy, in.gs.get());
+    activation_dropout_forward(act, drop, cy, in.cx, in.cs);
+    activation_dropout_forward(act, drop, gy, in.gx, in.gs);
     const std::vector<float> want = testing::to_host(cy), got = testing::to_host(gy);
-    EXPECT_TRUE(testing::tensors_near(got, want, tol));
+    EXPECT_TRUE(testing::tensors_near(got, want, in.tol));
     if (act == Activation::kRelu) {
       EXPECT_EQ(got, want);
     }
     // dx aliases dy on the GPU, as the MLP calls it.
-    TensorView cdx = cpool.empty(p.dtype, {p.n});
-    activation_dropout_backward(act, drop, cdx, cpool.from(dy, p.dtype, {p.n}), cx, cs);
-    TensorView gd = shifted(gpool, dy, p.dtype, p.misaligned);
-    activation_dropout_backward(act, drop, gd, gd, gx, gs);
+    TensorView cdx = in.cpool.empty(p.dtype, {p.n});
+    activation_dropout_backward(act, drop, cdx, in.cpool.from(in.dy, p.dtype, {p.n}), in.cx, in.cs);
+    TensorView gd = shifted(in.gpool, in.dy, p.dtype, p.misaligned);
+    activation_dropout_backward(act, drop, gd, gd, in.gx, in.gs);
     const std::vector<float> dwant = testing::to_host(cdx), dgot = testing::to_host(gd);
-    EXPECT_TRUE(testing::tensors_near(dgot, dwant, tol));
+    EXPECT_TRUE(testing::tensors_near(dgot, dwant, in.tol));
     if (act == Activation::kRelu) {
       EXPECT_EQ(dgot, dwant);
     }
@@ -231,7 +221,7 @@ TEST_P(ActivationGpu, DropoutInOnePassMatchesCpuTwin) {
       if (want[i] != 0.0f) {
         EXPECT_NE(got[i], 0.0f) << i;
       }
-      dropped += dwant[i] == 0.0f && dy[i] != 0.0f;
+      dropped += dwant[i] == 0.0f && in.dy[i] != 0.0f;
     }
     if (p.n > 100) {
       EXPECT_GT(dropped, 0);
